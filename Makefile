@@ -1,0 +1,123 @@
+# ecworker - a worker for Azure Storage queues that keeps Azure Table Storage
+# eventually consistent. See README.md.
+#
+#   make            build build/ecworker
+#   make deps       install what a fresh Debian machine lacks (apt-get, npm)
+#   make test       unit tests + integration tests against a real Azurite
+#   make test SANITIZE=1   the same under AddressSanitizer + UBSan (also: make asan)
+#   make demo       start a local Azurite and run ecworker on it
+#   make install    PREFIX=/usr/local DESTDIR=
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+DESTDIR ?=
+PKGS    := libcurl libcrypto json-c yaml-0.1 libxml-2.0
+CFLAGS  ?= -O2 -g
+
+ifeq ($(SANITIZE),1)
+BUILD   := build/asan
+CFLAGS  := -O1 -g -fno-omit-frame-pointer
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
+else
+BUILD   := build
+SANFLAGS :=
+endif
+
+# Recursive (=) so pkg-config runs when used: `make test` installs first, in a
+# sub-make, and only then asks pkg-config.
+ECW_CFLAGS = -std=c11 -Wall -Wextra -Werror -Wformat=2 -D_DEFAULT_SOURCE \
+	-Iinclude -Iworker -Iworker/storage $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
+ECW_LIBS   = $(shell pkg-config --libs $(PKGS)) -lpthread -lm
+TEST_LIBS  = $(shell pkg-config --libs cmocka)
+
+SRCS      := $(wildcard worker/*.c worker/storage/*.c jobs/*.c)
+LIB_SRCS  := $(filter-out worker/main.c,$(SRCS))
+OBJS      := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+TOBJS     := $(LIB_SRCS:%.c=$(BUILD)/tobj/%.o)
+HDRS      := $(wildcard include/*.h worker/*.h worker/storage/*.h jobs/*.h)
+
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
+INTEG_SRCS := $(wildcard tests/integration/test_*.c)
+INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
+UNIT_SUPPORT  := $(wildcard tests/unit/support.c)
+INTEG_SUPPORT := $(wildcard tests/integration/itest.c)
+
+.PHONY: all deps test test-run unit integration asan demo demo-run install clean format check-format
+.DELETE_ON_ERROR:
+
+all: $(BUILD)/ecworker
+
+$(BUILD)/ecworker: $(BUILD)/obj/worker/main.o $(OBJS)
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(ECW_LIBS)
+
+$(BUILD)/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ECW_CFLAGS) -c -o $@ $<
+
+# The test build: the same sources with the test-only seams compiled in.
+$(BUILD)/tobj/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -c -o $@ $<
+
+# Unit tests wrap the sleep so backoff is checked without waiting.
+$(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/unit/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -Itests/unit -o $@ $< $(UNIT_SUPPORT) $(TOBJS) \
+		-Wl,--wrap=ecw_sleep_ms $(TEST_LIBS) $(ECW_LIBS)
+
+$(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/integration/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -Itests/integration -o $@ $< $(INTEG_SUPPORT) $(TOBJS) \
+		$(TEST_LIBS) $(ECW_LIBS)
+
+# ---- dependencies --------------------------------------------------------
+
+APT_PKGS := build-essential pkg-config libcurl4-openssl-dev libssl-dev libjson-c-dev \
+	libyaml-dev libcmocka-dev libxml2-dev
+NODE_STAMP := tests/node_modules/.ecw-installed
+
+deps: $(NODE_STAMP)
+	@./tests/deps.sh apt $(APT_PKGS)
+
+$(NODE_STAMP): tests/package.json tests/package-lock.json
+	@./tests/deps.sh node
+	cd tests && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# ---- tests ---------------------------------------------------------------
+
+test: deps
+	@$(MAKE) --no-print-directory test-run
+
+asan:
+	@$(MAKE) --no-print-directory test SANITIZE=1
+
+test-run: $(BUILD)/ecworker $(UNIT_BINS) $(INTEG_BINS)
+	@./tests/run-tests.sh $(BUILD)
+
+unit: $(UNIT_BINS)
+	@./tests/run-tests.sh --unit-only $(BUILD)
+
+integration: $(BUILD)/ecworker $(INTEG_BINS)
+	@./tests/run-tests.sh --integration-only $(BUILD)
+
+# ---- demo ------------------------------------------------------------------
+
+demo: deps
+	@$(MAKE) --no-print-directory demo-run
+
+demo-run: $(BUILD)/ecworker
+	@./tests/demo.sh $(BUILD)/ecworker
+
+# ---- misc ------------------------------------------------------------------
+
+install: $(BUILD)/ecworker
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BUILD)/ecworker $(DESTDIR)$(PREFIX)/bin/ecworker
+
+format:
+	clang-format -i $(SRCS) $(HDRS) $(wildcard tests/unit/*.c tests/integration/*.c)
+
+clean:
+	rm -rf build

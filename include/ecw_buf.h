@@ -1,0 +1,32 @@
+/* ecw_buf.h - a growable byte buffer with a hard cap (after curl's dynbuf).
+ * The caller owns the struct (ecw_buf_init / ecw_buf_dispose); the bytes are
+ * always NUL-terminated so text can be used as a C string. Appending past the
+ * cap fails with ECW_ENOMEM and leaves the buffer as it was. */
+#ifndef ECW_BUF_H
+#define ECW_BUF_H
+
+#include <stddef.h>
+#include "ecw_err.h"
+
+struct ecw_buf {
+	char *ptr;     /* NULL until the first append */
+	size_t len;    /* bytes used, not counting the NUL */
+	size_t cap;    /* bytes allocated */
+	size_t max;    /* hard cap on len */
+};
+
+#define ECW_BUF_DEFAULT_MAX ((size_t)64 * 1024 * 1024)
+
+void ecw_buf_init(struct ecw_buf *b, size_t max);
+void ecw_buf_dispose(struct ecw_buf *b);
+void ecw_buf_reset(struct ecw_buf *b);  /* len = 0, keeps memory */
+int ecw_buf_add(struct ecw_buf *b, const void *p, size_t n) ECW_MUST_USE;
+int ecw_buf_adds(struct ecw_buf *b, const char *s) ECW_MUST_USE;
+int ecw_buf_addc(struct ecw_buf *b, char c) ECW_MUST_USE;
+int ecw_buf_printf(struct ecw_buf *b, const char *fmt, ...) ECW_PRINTF(2, 3) ECW_MUST_USE;
+/* "" when empty, never NULL. */
+const char *ecw_buf_cstr(const struct ecw_buf *b);
+/* Hands the bytes to the caller (free() them); the buffer is left empty. */
+char *ecw_buf_take(struct ecw_buf *b);
+
+#endif

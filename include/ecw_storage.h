@@ -1,0 +1,196 @@
+/* ecw_storage.h - the Azure Storage Queue and Table REST client.
+ * An ecw_account is a parsed connection string (immutable, shareable between
+ * threads). An ecw_client is one connection's worth of state (a libcurl handle
+ * kept alive between requests, the retry policy): use one per thread. Every
+ * call returns 0 or a negative ecw_err and leaves the details in
+ * ecw_error_last(). Transient failures are retried inside the client with
+ * capped exponential backoff and full jitter; the caller sees the final answer.
+ * Nothing here knows about jobs. */
+#ifndef ECW_STORAGE_H
+#define ECW_STORAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include "ecw_buf.h"
+#include "ecw_entity.h"
+#include "ecw_err.h"
+
+/* ---- accounts and connection strings ------------------------------------ */
+
+struct ecw_account;
+
+enum ecw_service { ECW_SVC_QUEUE, ECW_SVC_TABLE };
+
+/* Parses a connection string as the Azure SDKs do. On error the message names
+ * the bad part but never echoes a key or signature. */
+int ecw_account_parse(struct ecw_account **out, const char *connstr) ECW_MUST_USE;
+void ecw_account_free(struct ecw_account *a);
+/* "" when the string carried only a SAS and endpoints. */
+const char *ecw_account_name(const struct ecw_account *a);
+/* Endpoint without a trailing slash, e.g. "http://127.0.0.1:10001/devstoreaccount1". */
+const char *ecw_account_endpoint(const struct ecw_account *a, enum ecw_service svc);
+bool ecw_account_uses_sas(const struct ecw_account *a);
+
+/* ---- clients ------------------------------------------------------------- */
+
+struct ecw_client;
+
+struct ecw_client_options {
+	int max_tries;          /* attempts per call including the first; default 4 */
+	int retry_base_ms;      /* backoff base; default 200 */
+	int retry_max_ms;       /* backoff cap; default 5000 */
+	int timeout_ms;         /* whole request; default 30000 */
+	int connect_timeout_ms; /* default 5000 */
+	/* Tests only: accept any TLS certificate. Never set from configuration. */
+	bool insecure_skip_tls_verify_for_tests;
+};
+
+#define ECW_CLIENT_OPTIONS_INIT {4, 200, 5000, 30000, 5000, false}
+
+/* opts may be NULL for the defaults. The account must outlive the client. */
+int ecw_client_new(struct ecw_client **out, const struct ecw_account *acct,
+		   const struct ecw_client_options *opts) ECW_MUST_USE;
+void ecw_client_free(struct ecw_client *c);
+
+/* Counters for tests and metrics. */
+struct ecw_client_stats {
+	uint64_t requests;      /* HTTP attempts, retries included */
+	uint64_t retries;
+	uint64_t connections;   /* new TCP connections opened */
+};
+void ecw_client_stats(struct ecw_client_stats *out, const struct ecw_client *c);
+
+/* ---- queues -------------------------------------------------------------- */
+
+/* Service limit on a message's text, in bytes. */
+#define ECW_QUEUE_MAX_TEXT 65536
+#define ECW_QUEUE_MAX_BATCH 32
+
+struct ecw_queue_msg {
+	char id[64];
+	char pop_receipt[128];      /* "" for peeked messages */
+	long dequeue_count;
+	time_t insertion_time;
+	time_t expiration_time;     /* 0 when the message never expires */
+	time_t next_visible;        /* 0 for peeked messages */
+	char *text;                 /* NUL-terminated, unescaped */
+	size_t text_len;
+};
+
+struct ecw_queue_put_options {
+	int visibility_delay_s;     /* 0..604800: hidden this long after put */
+	long long ttl_s;            /* 0 = service default (7 days), -1 = never expires */
+};
+
+/* Creates the queue; an existing queue is success. created_out may be NULL. */
+int ecw_queue_create(bool *created_out, struct ecw_client *c, const char *queue) ECW_MUST_USE;
+int ecw_queue_delete_queue(struct ecw_client *c, const char *queue) ECW_MUST_USE;
+/* out (may be NULL) receives id, pop receipt, times; its text stays NULL. */
+int ecw_queue_put(struct ecw_queue_msg *out, struct ecw_client *c, const char *queue,
+		  const char *text, size_t len, const struct ecw_queue_put_options *opts) ECW_MUST_USE;
+/* Receives up to max (1..32) messages and hides them for visibility_s seconds.
+ * *out is an array of *count messages, freed with ecw_queue_msgs_free. */
+int ecw_queue_receive(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c,
+		      const char *queue, int max, int visibility_s) ECW_MUST_USE;
+int ecw_queue_peek(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c,
+		   const char *queue, int max) ECW_MUST_USE;
+void ecw_queue_msgs_free(struct ecw_queue_msg *msgs, size_t count);
+/* ECW_ENOTFOUND: the message is gone or was received again (stale receipt). */
+int ecw_queue_delete(struct ecw_client *c, const char *queue, const char *id,
+		     const char *pop_receipt) ECW_MUST_USE;
+/* Hides the message for visibility_s more seconds and, when text is not NULL,
+ * replaces its text. The new pop receipt replaces msg->pop_receipt and the new
+ * next-visible time msg->next_visible. ECW_ENOTFOUND as for delete. */
+int ecw_queue_update(struct ecw_queue_msg *msg, struct ecw_client *c, const char *queue,
+		     int visibility_s, const char *text, size_t len) ECW_MUST_USE;
+int ecw_queue_clear(struct ecw_client *c, const char *queue) ECW_MUST_USE;
+/* Approximate: includes invisible messages. */
+int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue) ECW_MUST_USE;
+
+/* ---- tables -------------------------------------------------------------- */
+
+int ecw_table_create(bool *created_out, struct ecw_client *c, const char *table) ECW_MUST_USE;
+int ecw_table_delete_table(struct ecw_client *c, const char *table) ECW_MUST_USE;
+/* ECW_ENOTFOUND when the entity (or the table) does not exist. */
+int ecw_table_get(struct ecw_entity **out, struct ecw_client *c, const char *table,
+		  const char *pk, const char *rk) ECW_MUST_USE;
+
+enum ecw_write_mode {
+	ECW_WRITE_INSERT,            /* POST: ECW_ECONFLICT if it exists */
+	ECW_WRITE_INSERT_OR_REPLACE, /* PUT without If-Match */
+	ECW_WRITE_INSERT_OR_MERGE,   /* MERGE without If-Match */
+	ECW_WRITE_UPDATE,            /* PUT with If-Match: replace an existing entity */
+	ECW_WRITE_MERGE,             /* MERGE with If-Match */
+};
+
+/* Writes e. if_match (an ETag byte for byte, or "*") is required for UPDATE
+ * and MERGE and must be NULL otherwise; a mismatch is ECW_EPRECONDITION.
+ * etag_out (may be NULL) receives the new ETag; free() it. */
+int ecw_table_write(char **etag_out, struct ecw_client *c, const char *table,
+		    const struct ecw_entity *e, enum ecw_write_mode mode,
+		    const char *if_match) ECW_MUST_USE;
+/* if_match: an ETag or "*". ECW_ENOTFOUND if absent, ECW_EPRECONDITION on mismatch. */
+int ecw_table_delete(struct ecw_client *c, const char *table, const char *pk,
+		     const char *rk, const char *if_match) ECW_MUST_USE;
+/* Deletes whatever version exists; absent is success. deleted_out may be NULL. */
+int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const char *table,
+			       const char *pk, const char *rk) ECW_MUST_USE;
+
+/* Appends 'value' as an OData string literal: quoted, single quotes doubled. */
+int ecw_filter_add_string(struct ecw_buf *filter, const char *value) ECW_MUST_USE;
+
+struct ecw_query_options {
+	const char *filter;   /* OData $filter, NULL for all entities */
+	const char *select;   /* comma-separated property names, NULL for all */
+	int top;              /* entities per page, 1..1000; 0 = service default */
+	long long limit;      /* stop after this many entities; 0 = no limit */
+};
+
+struct ecw_table_query;
+
+/* A query that follows continuation tokens page by page as it is iterated. */
+int ecw_table_query_new(struct ecw_table_query **out, struct ecw_client *c, const char *table,
+			const struct ecw_query_options *opts) ECW_MUST_USE;
+/* Sets *out to the next entity (caller frees) or to NULL at the end. */
+int ecw_table_query_next(struct ecw_entity **out, struct ecw_table_query *q) ECW_MUST_USE;
+/* Pages fetched so far (an empty page with a continuation token counts). */
+int ecw_table_query_pages(const struct ecw_table_query *q);
+void ecw_table_query_free(struct ecw_table_query *q);
+
+/* ---- entity group transactions ------------------------------------------- */
+
+#define ECW_BATCH_MAX_OPS 100
+#define ECW_BATCH_MAX_BYTES (4 * 1024 * 1024)
+
+enum ecw_batch_op {
+	ECW_BATCH_INSERT,
+	ECW_BATCH_INSERT_OR_REPLACE,
+	ECW_BATCH_INSERT_OR_MERGE,
+	ECW_BATCH_UPDATE,            /* needs if_match */
+	ECW_BATCH_MERGE,             /* needs if_match */
+	ECW_BATCH_DELETE,            /* needs if_match; only the keys of e are used */
+};
+
+struct ecw_batch;
+
+int ecw_batch_new(struct ecw_batch **out, const char *table) ECW_MUST_USE;
+void ecw_batch_free(struct ecw_batch *b);
+/* Copies e. Fails before any request when the batch would break a service
+ * rule: more than 100 operations, another PartitionKey, a RowKey twice. */
+int ecw_batch_add(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_entity *e,
+		  const char *if_match) ECW_MUST_USE;
+size_t ecw_batch_count(const struct ecw_batch *b);
+/* Sends the batch: all operations apply or none. On failure the error is that
+ * of the failing operation and ecw_batch_failed_index() names it. */
+int ecw_batch_submit(struct ecw_client *c, struct ecw_batch *b) ECW_MUST_USE;
+/* 0-based index of the operation that failed the last submit; -1 if none
+ * failed or the service did not say which. */
+int ecw_batch_failed_index(const struct ecw_batch *b);
+/* After a successful submit: operation i's HTTP status and new ETag (NULL for
+ * deletes). */
+int ecw_batch_status(const struct ecw_batch *b, size_t i);
+const char *ecw_batch_etag(const struct ecw_batch *b, size_t i);
+
+#endif

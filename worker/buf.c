@@ -1,0 +1,112 @@
+/* buf.c - bounded growable buffers (see ecw_buf.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecw_buf.h"
+
+void ecw_buf_init(struct ecw_buf *b, size_t max)
+{
+	b->ptr = NULL;
+	b->len = 0;
+	b->cap = 0;
+	b->max = max ? max : ECW_BUF_DEFAULT_MAX;
+}
+
+void ecw_buf_dispose(struct ecw_buf *b)
+{
+	if (!b)
+		return;
+	free(b->ptr);
+	b->ptr = NULL;
+	b->len = b->cap = 0;
+}
+
+void ecw_buf_reset(struct ecw_buf *b)
+{
+	b->len = 0;
+	if (b->ptr)
+		b->ptr[0] = '\0';
+}
+
+static int grow(struct ecw_buf *b, size_t extra)
+{
+	size_t need, cap;
+	char *p;
+
+	if (extra > b->max - b->len)
+		return ecw_error_set(ECW_ENOMEM, "buffer would exceed its %zu-byte cap", b->max);
+	need = b->len + extra + 1;
+	if (need <= b->cap)
+		return 0;
+	cap = b->cap ? b->cap : 64;
+	while (cap < need)
+		cap *= 2;
+	if (cap > b->max + 1)
+		cap = b->max + 1;
+	p = realloc(b->ptr, cap);
+	if (!p)
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	b->ptr = p;
+	b->cap = cap;
+	return 0;
+}
+
+int ecw_buf_add(struct ecw_buf *b, const void *p, size_t n)
+{
+	int err;
+
+	if ((err = grow(b, n)) < 0)
+		return err;
+	if (n)
+		memcpy(b->ptr + b->len, p, n);
+	b->len += n;
+	b->ptr[b->len] = '\0';
+	return 0;
+}
+
+int ecw_buf_adds(struct ecw_buf *b, const char *s)
+{
+	return ecw_buf_add(b, s, strlen(s));
+}
+
+int ecw_buf_addc(struct ecw_buf *b, char c)
+{
+	return ecw_buf_add(b, &c, 1);
+}
+
+int ecw_buf_printf(struct ecw_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n, err;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return ecw_error_set(ECW_ERROR, "bad format");
+	if ((err = grow(b, (size_t)n)) < 0)
+		return err;
+	va_start(ap, fmt);
+	vsnprintf(b->ptr + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+const char *ecw_buf_cstr(const struct ecw_buf *b)
+{
+	return b->ptr ? b->ptr : "";
+}
+
+char *ecw_buf_take(struct ecw_buf *b)
+{
+	char *p = b->ptr;
+
+	if (!p)
+		p = calloc(1, 1);
+	b->ptr = NULL;
+	b->len = b->cap = 0;
+	return p;
+}

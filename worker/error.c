@@ -1,0 +1,88 @@
+/* error.c - the per-thread last error (see ecw_err.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ecw_err.h"
+
+static _Thread_local struct ecw_error last;
+
+const struct ecw_error *ecw_error_last(void)
+{
+	return &last;
+}
+
+static void copy_field(char *dst, size_t cap, const char *src)
+{
+	if (!src)
+		src = "";
+	snprintf(dst, cap, "%s", src);
+}
+
+/* Messages are one line: a newline from a service body would split a log line. */
+static void flatten(char *s)
+{
+	for (; *s; s++)
+		if (*s == '\n' || *s == '\r' || *s == '\t')
+			*s = ' ';
+}
+
+int ecw_error_set(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	last.code = code;
+	last.http_status = 0;
+	last.service_code[0] = '\0';
+	last.request_id[0] = '\0';
+	va_start(ap, fmt);
+	vsnprintf(last.message, sizeof(last.message), fmt, ap);
+	va_end(ap);
+	flatten(last.message);
+	return code;
+}
+
+int ecw_error_set_http(int code, int http_status, const char *service_code,
+		       const char *request_id, const char *fmt, ...)
+{
+	va_list ap;
+
+	last.code = code;
+	last.http_status = http_status;
+	copy_field(last.service_code, sizeof(last.service_code), service_code);
+	copy_field(last.request_id, sizeof(last.request_id), request_id);
+	va_start(ap, fmt);
+	vsnprintf(last.message, sizeof(last.message), fmt, ap);
+	va_end(ap);
+	flatten(last.message);
+	return code;
+}
+
+void ecw_error_clear(void)
+{
+	memset(&last, 0, sizeof(last));
+}
+
+const char *ecw_err_name(int code)
+{
+	switch (code) {
+	case ECW_OK: return "ECW_OK";
+	case ECW_ERROR: return "ECW_ERROR";
+	case ECW_ENOMEM: return "ECW_ENOMEM";
+	case ECW_EINVALID: return "ECW_EINVALID";
+	case ECW_ENOTFOUND: return "ECW_ENOTFOUND";
+	case ECW_ECONFLICT: return "ECW_ECONFLICT";
+	case ECW_EPRECONDITION: return "ECW_EPRECONDITION";
+	case ECW_EAUTH: return "ECW_EAUTH";
+	case ECW_EBUSY: return "ECW_EBUSY";
+	case ECW_ETIMEOUT: return "ECW_ETIMEOUT";
+	case ECW_ETRANSIENT: return "ECW_ETRANSIENT";
+	case ECW_ETOOLARGE: return "ECW_ETOOLARGE";
+	}
+	return "ECW_UNKNOWN";
+}
+
+bool ecw_err_is_transient(int code)
+{
+	return code == ECW_EBUSY || code == ECW_ETIMEOUT || code == ECW_ETRANSIENT;
+}

@@ -1,0 +1,267 @@
+/* account.c - connection strings, parsed as the Azure SDKs parse them:
+ * split on ';', skip empty parts, split each at its FIRST '=' (keys end in
+ * '='), names case-insensitive. An explicit endpoint wins; otherwise it is
+ * {protocol}://{account}.{queue|table}.{suffix}. Errors name the setting at
+ * fault and never echo a value that could be a secret. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "storage_private.h"
+
+#define DEV_ACCOUNT "devstoreaccount1"
+#define DEV_KEY "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+enum setting {
+	S_PROTOCOL, S_NAME, S_KEY, S_SUFFIX, S_QUEUE_EP, S_TABLE_EP, S_SAS, S_DEV,
+	S_IGNORED, /* recognised, not used by a queue/table client */
+	S_COUNT
+};
+
+static const struct {
+	const char *name;
+	enum setting s;
+} settings[] = {
+	{"DefaultEndpointsProtocol", S_PROTOCOL},
+	{"AccountName", S_NAME},
+	{"AccountKey", S_KEY},
+	{"EndpointSuffix", S_SUFFIX},
+	{"QueueEndpoint", S_QUEUE_EP},
+	{"TableEndpoint", S_TABLE_EP},
+	{"SharedAccessSignature", S_SAS},
+	{"UseDevelopmentStorage", S_DEV},
+	{"BlobEndpoint", S_IGNORED},
+	{"FileEndpoint", S_IGNORED},
+	{"BlobSecondaryEndpoint", S_IGNORED},
+	{"QueueSecondaryEndpoint", S_IGNORED},
+	{"TableSecondaryEndpoint", S_IGNORED},
+	{"FileSecondaryEndpoint", S_IGNORED},
+};
+
+void ecw_account_free(struct ecw_account *a)
+{
+	if (!a)
+		return;
+	free(a->name);
+	if (a->key) {
+		/* The key should not outlive its use in freed heap memory. */
+		memset(a->key, 0, a->key_len);
+		free(a->key);
+	}
+	if (a->sas) {
+		memset(a->sas, 0, strlen(a->sas));
+		free(a->sas);
+	}
+	free(a->endpoint[0]);
+	free(a->endpoint[1]);
+	free(a);
+}
+
+const char *ecw_account_name(const struct ecw_account *a)
+{
+	return a->name;
+}
+
+const char *ecw_account_endpoint(const struct ecw_account *a, enum ecw_service svc)
+{
+	return a->endpoint[svc];
+}
+
+bool ecw_account_uses_sas(const struct ecw_account *a)
+{
+	return a->sas != NULL;
+}
+
+/* Endpoints must be http(s)://host[:port][/path] with nothing after the path. */
+static int set_endpoint(struct ecw_account *a, enum ecw_service svc, const char *url, size_t n,
+			const char *setting)
+{
+	const char *host, *slash;
+	char *copy;
+
+	while (n > 0 && url[n - 1] == '/')
+		n--;
+	if (n > 8 && strncasecmp(url, "https://", 8) == 0)
+		host = url + 8;
+	else if (n > 7 && strncasecmp(url, "http://", 7) == 0)
+		host = url + 7;
+	else
+		return ecw_error_set(ECW_EINVALID, "connection string: %s must start with http:// or https://",
+				     setting);
+	if (host >= url + n || *host == '/' || memchr(url, '?', n) || memchr(url, '#', n))
+		return ecw_error_set(ECW_EINVALID, "connection string: %s is not a valid URL", setting);
+	copy = strndup(url, n);
+	if (!copy)
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	free(a->endpoint[svc]);
+	a->endpoint[svc] = copy;
+	slash = memchr(host, '/', (size_t)(url + n - host));
+	a->endpoint_path[svc] = slash ? copy + (slash - url) : copy + n;
+	return 0;
+}
+
+int ecw_account_parse(struct ecw_account **out, const char *connstr)
+{
+	const char *val[S_COUNT] = {0};
+	size_t vlen[S_COUNT] = {0};
+	struct ecw_account *a = NULL;
+	struct ecw_buf tmp;
+	const char *p, *end;
+	int err = ECW_EINVALID, part = 0;
+
+	*out = NULL;
+	ecw_buf_init(&tmp, 0);
+	if (!connstr || !*connstr) {
+		err = ecw_error_set(ECW_EINVALID, "connection string is empty");
+		goto done;
+	}
+	for (p = connstr; *p; p = *end ? end + 1 : end) {
+		const char *eq;
+		size_t i;
+
+		end = strchr(p, ';');
+		if (!end)
+			end = p + strlen(p);
+		if (end == p)
+			continue;
+		part++;
+		eq = memchr(p, '=', (size_t)(end - p));
+		if (!eq || eq == p) {
+			err = ecw_error_set(ECW_EINVALID,
+					    "connection string: part %d is not Name=value", part);
+			goto done;
+		}
+		for (i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
+			if (strlen(settings[i].name) == (size_t)(eq - p) &&
+			    strncasecmp(settings[i].name, p, (size_t)(eq - p)) == 0)
+				break;
+		if (i == sizeof(settings) / sizeof(settings[0])) {
+			err = ecw_error_set(ECW_EINVALID, "connection string: unknown setting '%.*s'",
+					    (int)(eq - p > 64 ? 64 : eq - p), p);
+			goto done;
+		}
+		val[settings[i].s] = eq + 1;
+		vlen[settings[i].s] = (size_t)(end - eq - 1);
+	}
+	if (part == 0) {
+		err = ecw_error_set(ECW_EINVALID, "connection string has no settings");
+		goto done;
+	}
+
+	if (!(a = calloc(1, sizeof(*a)))) {
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+		goto done;
+	}
+
+	if (val[S_DEV]) {
+		if (vlen[S_DEV] != 4 || strncasecmp(val[S_DEV], "true", 4) != 0) {
+			err = ecw_error_set(ECW_EINVALID, "connection string: UseDevelopmentStorage must be 'true'");
+			goto done;
+		}
+		if (val[S_NAME] || val[S_KEY] || val[S_SAS] || val[S_QUEUE_EP] || val[S_TABLE_EP]) {
+			err = ecw_error_set(ECW_EINVALID,
+					    "connection string: UseDevelopmentStorage cannot be combined with account or endpoint settings");
+			goto done;
+		}
+		val[S_NAME] = DEV_ACCOUNT;
+		vlen[S_NAME] = strlen(DEV_ACCOUNT);
+		val[S_KEY] = DEV_KEY;
+		vlen[S_KEY] = strlen(DEV_KEY);
+		if ((err = set_endpoint(a, ECW_SVC_QUEUE, "http://127.0.0.1:10001/" DEV_ACCOUNT,
+					strlen("http://127.0.0.1:10001/" DEV_ACCOUNT), "QueueEndpoint")) < 0 ||
+		    (err = set_endpoint(a, ECW_SVC_TABLE, "http://127.0.0.1:10002/" DEV_ACCOUNT,
+					strlen("http://127.0.0.1:10002/" DEV_ACCOUNT), "TableEndpoint")) < 0)
+			goto done;
+	}
+
+	if (!(a->name = strndup(val[S_NAME] ? val[S_NAME] : "", vlen[S_NAME]))) {
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+		goto done;
+	}
+	for (const char *c = a->name; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || (*c >= 'A' && *c <= 'Z'))) {
+			err = ecw_error_set(ECW_EINVALID,
+					    "connection string: AccountName must be letters and digits");
+			goto done;
+		}
+
+	if (val[S_KEY]) {
+		if (vlen[S_KEY] == 0 || ecw_base64_decode(&tmp, val[S_KEY], vlen[S_KEY]) < 0 || tmp.len == 0) {
+			err = ecw_error_set(ECW_EINVALID, "connection string: AccountKey is not valid base64");
+			goto done;
+		}
+		if (!a->name[0]) {
+			err = ecw_error_set(ECW_EINVALID, "connection string: AccountKey needs AccountName");
+			goto done;
+		}
+		a->key_len = tmp.len;
+		a->key = (unsigned char *)ecw_buf_take(&tmp);
+	}
+	if (val[S_SAS]) {
+		const char *s = val[S_SAS];
+		size_t n = vlen[S_SAS];
+		if (n && *s == '?')
+			s++, n--;
+		if (n == 0 || memchr(s, '#', n) || memchr(s, ' ', n)) {
+			err = ecw_error_set(ECW_EINVALID, "connection string: SharedAccessSignature is empty or malformed");
+			goto done;
+		}
+		if (!(a->sas = strndup(s, n))) {
+			err = ecw_error_set(ECW_ENOMEM, "out of memory");
+			goto done;
+		}
+	}
+	if (!a->key && !a->sas) {
+		err = ecw_error_set(ECW_EINVALID,
+				    "connection string: needs AccountKey or SharedAccessSignature (or UseDevelopmentStorage=true)");
+		goto done;
+	}
+
+	if (val[S_QUEUE_EP] && (err = set_endpoint(a, ECW_SVC_QUEUE, val[S_QUEUE_EP], vlen[S_QUEUE_EP], "QueueEndpoint")) < 0)
+		goto done;
+	if (val[S_TABLE_EP] && (err = set_endpoint(a, ECW_SVC_TABLE, val[S_TABLE_EP], vlen[S_TABLE_EP], "TableEndpoint")) < 0)
+		goto done;
+
+	for (int svc = 0; svc < 2; svc++) {
+		const char *proto = "https";
+		size_t plen = 5;
+		if (a->endpoint[svc])
+			continue;
+		if (!a->name[0]) {
+			err = ecw_error_set(ECW_EINVALID, "connection string: %s or AccountName is required",
+					    svc == ECW_SVC_QUEUE ? "QueueEndpoint" : "TableEndpoint");
+			goto done;
+		}
+		if (val[S_PROTOCOL]) {
+			if (!((vlen[S_PROTOCOL] == 5 && strncasecmp(val[S_PROTOCOL], "https", 5) == 0) ||
+			      (vlen[S_PROTOCOL] == 4 && strncasecmp(val[S_PROTOCOL], "http", 4) == 0))) {
+				err = ecw_error_set(ECW_EINVALID,
+						    "connection string: DefaultEndpointsProtocol must be http or https");
+				goto done;
+			}
+			proto = vlen[S_PROTOCOL] == 4 ? "http" : "https";
+			plen = vlen[S_PROTOCOL];
+		}
+		ecw_buf_reset(&tmp);
+		if (val[S_SUFFIX] && (vlen[S_SUFFIX] == 0 || memchr(val[S_SUFFIX], '/', vlen[S_SUFFIX]))) {
+			err = ecw_error_set(ECW_EINVALID, "connection string: EndpointSuffix must be a host suffix");
+			goto done;
+		}
+		if ((err = ecw_buf_printf(&tmp, "%.*s://%s.%s.%.*s", (int)plen, proto, a->name,
+					  svc == ECW_SVC_QUEUE ? "queue" : "table",
+					  (int)(val[S_SUFFIX] ? vlen[S_SUFFIX] : strlen("core.windows.net")),
+					  val[S_SUFFIX] ? val[S_SUFFIX] : "core.windows.net")) < 0 ||
+		    (err = set_endpoint(a, (enum ecw_service)svc, tmp.ptr, tmp.len,
+					svc == ECW_SVC_QUEUE ? "QueueEndpoint" : "TableEndpoint")) < 0)
+			goto done;
+	}
+	*out = a;
+	a = NULL;
+	err = 0;
+done:
+	if (tmp.ptr)
+		memset(tmp.ptr, 0, tmp.cap);
+	ecw_buf_dispose(&tmp);
+	ecw_account_free(a);
+	return err;
+}

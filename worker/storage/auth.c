@@ -1,0 +1,201 @@
+/* auth.c - Shared Key signing for the Queue and Table services, and base64.
+ * The two services sign different strings: Queue uses the Blob-style layout
+ * with every x-ms-* header and every query parameter; Table signs only
+ * VERB, Content-MD5, Content-Type, x-ms-date and the resource (+ ?comp=). */
+#include <ctype.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "storage_private.h"
+
+int ecw_base64_encode(struct ecw_buf *out, const void *p, size_t n)
+{
+	size_t need = 4 * ((n + 2) / 3);
+	size_t start = out->len;
+	int err;
+
+	/* Reserve, then let OpenSSL write in place. */
+	if ((err = ecw_buf_add(out, "", 0)) < 0)
+		return err;
+	for (size_t i = 0; i < need; i++)
+		if ((err = ecw_buf_addc(out, '=')) < 0)
+			return err;
+	if (n)
+		EVP_EncodeBlock((unsigned char *)out->ptr + start, p, (int)n);
+	return 0;
+}
+
+static int b64_value(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z') return c - 'A';
+	if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+	if (c >= '0' && c <= '9') return c - '0' + 52;
+	if (c == '+') return 62;
+	if (c == '/') return 63;
+	return -1;
+}
+
+/* Written out rather than EVP_DecodeBlock, which accepts whitespace and
+ * cannot tell padding from zero bytes. */
+int ecw_base64_decode(struct ecw_buf *out, const char *s, size_t n)
+{
+	int err;
+
+	if (n % 4 != 0)
+		goto bad;
+	for (size_t i = 0; i < n; i += 4) {
+		int v[4];
+		int pad = 0;
+		for (int j = 0; j < 4; j++) {
+			unsigned char c = (unsigned char)s[i + j];
+			if (c == '=' && i + 4 == n && j >= 2) {
+				v[j] = 0;
+				pad++;
+			} else if (pad || (v[j] = b64_value(c)) < 0) {
+				goto bad;
+			}
+		}
+		unsigned char bytes[3] = {(unsigned char)(v[0] << 2 | v[1] >> 4),
+					  (unsigned char)(v[1] << 4 | v[2] >> 2),
+					  (unsigned char)(v[2] << 6 | v[3])};
+		/* Non-canonical: bits that padding drops must be zero. */
+		if ((pad == 1 && (v[2] & 3)) || (pad == 2 && (v[1] & 15)))
+			goto bad;
+		if ((err = ecw_buf_add(out, bytes, (size_t)(3 - pad))) < 0)
+			return err;
+	}
+	return 0;
+bad:
+	return ecw_error_set(ECW_EINVALID, "not valid base64");
+}
+
+int ecw_hmac_sha256_base64(struct ecw_buf *out, const unsigned char *key, size_t key_len,
+			   const char *msg, size_t msg_len)
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned int mac_len = 0;
+
+	if (!HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char *)msg, msg_len, mac, &mac_len))
+		return ecw_error_set(ECW_ERROR, "HMAC-SHA256 failed");
+	return ecw_base64_encode(out, mac, mac_len);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(((const struct ecw_kv *)a)->name, ((const struct ecw_kv *)b)->name);
+}
+
+/* Lowercased copies of name=value pairs, sorted by name. */
+static int sorted_lower(struct ecw_kv *dst, const struct ecw_kv *src, size_t n, const char *prefix)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (prefix && strncasecmp(src[i].name, prefix, strlen(prefix)) != 0)
+			continue;
+		dst[k].name = strdup(src[i].name);
+		if (!dst[k].name)
+			return -1;
+		for (char *p = dst[k].name; *p; p++)
+			*p = (char)tolower((unsigned char)*p);
+		dst[k].value = src[i].value;
+		k++;
+	}
+	qsort(dst, k, sizeof(*dst), cmp_names);
+	return (int)k;
+}
+
+static void free_names(struct ecw_kv *kv, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(kv[i].name);
+}
+
+static const char *hdr(const struct ecw_request *r, const char *name)
+{
+	const char *v = ecw_request_header(r, name);
+	return v ? v : "";
+}
+
+static int canonical_resource(struct ecw_buf *out, const struct ecw_account *a,
+			      const struct ecw_request *r)
+{
+	/* Path-style (emulator) URLs carry the account in the endpoint path, so
+	 * the account name appears twice: /devstoreaccount1/devstoreaccount1/q. */
+	return ecw_buf_printf(out, "/%s%s%s", a->name, a->endpoint_path[r->svc], ecw_buf_cstr(&r->path));
+}
+
+static int queue_sts(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)
+{
+	struct ecw_kv hs[ECW_REQ_MAX_HEADERS], qs[ECW_REQ_MAX_QUERY];
+	int nh = 0, nq = 0, err = ECW_ENOMEM;
+	char clen[24] = "";
+
+	if (r->body_len)
+		snprintf(clen, sizeof(clen), "%zu", r->body_len);
+	nh = sorted_lower(hs, r->headers, r->nheaders, "x-ms-");
+	nq = sorted_lower(qs, r->query, r->nquery, NULL);
+	if (nh < 0 || nq < 0)
+		goto done;
+	/* VERB, Content-Encoding, Content-Language, Content-Length, Content-MD5,
+	 * Content-Type, Date, If-Modified-Since, If-Match, If-None-Match,
+	 * If-Unmodified-Since, Range. ecworker never sends the encoding,
+	 * language, MD5, Date or conditional-time headers. */
+	if ((err = ecw_buf_printf(out, "%s\n\n\n%s\n\n%s\n\n\n%s\n\n\n%s\n", r->method, clen,
+				  r->content_type ? r->content_type : "", hdr(r, "If-Match"),
+				  hdr(r, "Range"))) < 0)
+		goto done;
+	for (int i = 0; i < nh; i++)
+		if ((err = ecw_buf_printf(out, "%s:%s\n", hs[i].name, hs[i].value)) < 0)
+			goto done;
+	if ((err = canonical_resource(out, a, r)) < 0)
+		goto done;
+	for (int i = 0; i < nq; i++)
+		if ((err = ecw_buf_printf(out, "\n%s:%s", qs[i].name, qs[i].value)) < 0)
+			goto done;
+	err = 0;
+done:
+	free_names(hs, nh > 0 ? (size_t)nh : 0);
+	free_names(qs, nq > 0 ? (size_t)nq : 0);
+	return err;
+}
+
+static int table_sts(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)
+{
+	int err;
+
+	if ((err = ecw_buf_printf(out, "%s\n\n%s\n%s\n", r->method,
+				  r->content_type ? r->content_type : "", hdr(r, "x-ms-date"))) < 0 ||
+	    (err = canonical_resource(out, a, r)) < 0)
+		return err;
+	for (size_t i = 0; i < r->nquery; i++)
+		if (strcasecmp(r->query[i].name, "comp") == 0)
+			return ecw_buf_printf(out, "?comp=%s", r->query[i].value);
+	return 0;
+}
+
+int ecw_auth_string_to_sign(struct ecw_buf *out, const struct ecw_account *a,
+			    const struct ecw_request *r)
+{
+	return r->svc == ECW_SVC_QUEUE ? queue_sts(out, a, r) : table_sts(out, a, r);
+}
+
+int ecw_auth_header(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)
+{
+	struct ecw_buf sts;
+	int err;
+
+	if (!a->key)
+		return ecw_error_set(ECW_EAUTH, "no account key to sign with");
+	ecw_buf_init(&sts, 0);
+	if ((err = ecw_auth_string_to_sign(&sts, a, r)) < 0 ||
+	    (err = ecw_buf_printf(out, "SharedKey %s:", a->name)) < 0 ||
+	    (err = ecw_hmac_sha256_base64(out, a->key, a->key_len, sts.ptr, sts.len)) < 0)
+		goto done;
+done:
+	ecw_buf_dispose(&sts);
+	return err;
+}

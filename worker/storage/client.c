@@ -1,0 +1,552 @@
+/* client.c - one connection's worth of state: a libcurl easy handle reused
+ * for every request (keep-alive), the retry policy, and the place where HTTP
+ * statuses and CURLcodes become ecw_err values. Every request goes through
+ * ecw_client_send: date, sign, send, classify, maybe back off and try again.
+ *
+ * Only this file talks to libcurl. */
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ecw_clock.h"
+#include "storage_private.h"
+
+struct ecw_client {
+	const struct ecw_account *acct;
+	struct ecw_client_options opts;
+	CURL *curl;
+	struct ecw_client_stats stats;
+	bool fresh_connect;         /* next transfer opens a new connection */
+	char errbuf[CURL_ERROR_SIZE];
+#ifdef ECW_TESTING
+	int fault_count;
+	enum ecw_fault_kind fault_kind;
+	long fault_status;
+	ecw_send_fn send_fn;
+	void *send_ctx;
+#endif
+};
+
+/* ---- requests and responses ---------------------------------------------- */
+
+void ecw_request_init(struct ecw_request *r, enum ecw_service svc, const char *method)
+{
+	memset(r, 0, sizeof(*r));
+	r->svc = svc;
+	r->method = method;
+	ecw_buf_init(&r->path, 64 * 1024);
+}
+
+static void free_kvs(struct ecw_kv *kv, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(kv[i].name);
+		free(kv[i].value);
+	}
+}
+
+void ecw_request_dispose(struct ecw_request *r)
+{
+	if (!r)
+		return;
+	ecw_buf_dispose(&r->path);
+	free_kvs(r->query, r->nquery);
+	free_kvs(r->headers, r->nheaders);
+	r->nquery = r->nheaders = 0;
+}
+
+static int kv_set(struct ecw_kv *kv, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	char *n = strndup(name, nlen), *v = strndup(value, vlen);
+
+	if (!n || !v) {
+		free(n);
+		free(v);
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	}
+	free(kv->name);
+	free(kv->value);
+	kv->name = n;
+	kv->value = v;
+	return 0;
+}
+
+int ecw_request_add_query(struct ecw_request *r, const char *name, const char *value)
+{
+	int err;
+
+	if (r->nquery == ECW_REQ_MAX_QUERY)
+		return ecw_error_set(ECW_ERROR, "too many query parameters");
+	r->query[r->nquery].name = r->query[r->nquery].value = NULL;
+	if ((err = kv_set(&r->query[r->nquery], name, strlen(name), value, strlen(value))) < 0)
+		return err;
+	r->nquery++;
+	return 0;
+}
+
+int ecw_request_set_header(struct ecw_request *r, const char *name, const char *value)
+{
+	size_t i;
+	int err;
+
+	for (i = 0; i < r->nheaders; i++)
+		if (strcasecmp(r->headers[i].name, name) == 0)
+			return kv_set(&r->headers[i], name, strlen(name), value, strlen(value));
+	if (r->nheaders == ECW_REQ_MAX_HEADERS)
+		return ecw_error_set(ECW_ERROR, "too many request headers");
+	r->headers[i].name = r->headers[i].value = NULL;
+	if ((err = kv_set(&r->headers[i], name, strlen(name), value, strlen(value))) < 0)
+		return err;
+	r->nheaders++;
+	return 0;
+}
+
+const char *ecw_request_header(const struct ecw_request *r, const char *name)
+{
+	for (size_t i = 0; i < r->nheaders; i++)
+		if (strcasecmp(r->headers[i].name, name) == 0)
+			return r->headers[i].value;
+	return NULL;
+}
+
+int ecw_request_url(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)
+{
+	int err;
+	char sep = '?';
+
+	if ((err = ecw_buf_adds(out, a->endpoint[r->svc])) < 0 ||
+	    (err = ecw_buf_adds(out, ecw_buf_cstr(&r->path))) < 0)
+		return err;
+	for (size_t i = 0; i < r->nquery; i++) {
+		if ((err = ecw_buf_addc(out, sep)) < 0 ||
+		    (err = ecw_pct_encode(out, r->query[i].name, strlen(r->query[i].name))) < 0 ||
+		    (err = ecw_buf_addc(out, '=')) < 0 ||
+		    (err = ecw_pct_encode(out, r->query[i].value, strlen(r->query[i].value))) < 0)
+			return err;
+		sep = '&';
+	}
+	if (a->sas && ((err = ecw_buf_addc(out, sep)) < 0 || (err = ecw_buf_adds(out, a->sas)) < 0))
+		return err;
+	return 0;
+}
+
+void ecw_response_init(struct ecw_response *resp)
+{
+	memset(resp, 0, sizeof(*resp));
+	ecw_buf_init(&resp->body, ECW_BUF_DEFAULT_MAX);
+}
+
+void ecw_response_reset(struct ecw_response *resp)
+{
+	free_kvs(resp->headers, resp->nheaders);
+	resp->nheaders = 0;
+	resp->status = 0;
+	ecw_buf_reset(&resp->body);
+}
+
+void ecw_response_dispose(struct ecw_response *resp)
+{
+	if (!resp)
+		return;
+	ecw_response_reset(resp);
+	ecw_buf_dispose(&resp->body);
+}
+
+int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t nlen,
+			    const char *value, size_t vlen)
+{
+	int err;
+
+	while (vlen && (*value == ' ' || *value == '\t'))
+		value++, vlen--;
+	while (vlen && strchr(" \t\r\n", value[vlen - 1]))
+		vlen--;
+	if (resp->nheaders == ECW_RESP_MAX_HEADERS)
+		return 0; /* the headers we read come early; drop extras */
+	resp->headers[resp->nheaders].name = resp->headers[resp->nheaders].value = NULL;
+	if ((err = kv_set(&resp->headers[resp->nheaders], name, nlen, value, vlen)) < 0)
+		return err;
+	resp->nheaders++;
+	return 0;
+}
+
+const char *ecw_response_header(const struct ecw_response *resp, const char *name)
+{
+	for (size_t i = 0; i < resp->nheaders; i++)
+		if (strcasecmp(resp->headers[i].name, name) == 0)
+			return resp->headers[i].value;
+	return NULL;
+}
+
+/* ---- the client ------------------------------------------------------------ */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result;
+
+static void curl_init(void)
+{
+	curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int ecw_client_new(struct ecw_client **out, const struct ecw_account *acct,
+		   const struct ecw_client_options *opts)
+{
+	static const struct ecw_client_options defaults = ECW_CLIENT_OPTIONS_INIT;
+	struct ecw_client *c;
+
+	*out = NULL;
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_result != CURLE_OK)
+		return ecw_error_set(ECW_ERROR, "libcurl initialisation failed: %s",
+				     curl_easy_strerror(curl_init_result));
+	if (!(c = calloc(1, sizeof(*c))))
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	c->acct = acct;
+	c->opts = opts ? *opts : defaults;
+	if (c->opts.max_tries < 1)
+		c->opts.max_tries = 1;
+	if (c->opts.retry_base_ms < 0)
+		c->opts.retry_base_ms = 0;
+	if (c->opts.retry_max_ms < c->opts.retry_base_ms)
+		c->opts.retry_max_ms = c->opts.retry_base_ms;
+	if (!(c->curl = curl_easy_init())) {
+		free(c);
+		return ecw_error_set(ECW_ERROR, "curl_easy_init failed");
+	}
+	*out = c;
+	return 0;
+}
+
+void ecw_client_free(struct ecw_client *c)
+{
+	if (!c)
+		return;
+	curl_easy_cleanup(c->curl);
+	free(c);
+}
+
+void ecw_client_stats(struct ecw_client_stats *out, const struct ecw_client *c)
+{
+	*out = c->stats;
+}
+
+const struct ecw_account *ecw_client_account(const struct ecw_client *c)
+{
+	return c->acct;
+}
+
+#ifdef ECW_TESTING
+void ecw_client_inject_faults(struct ecw_client *c, int count, enum ecw_fault_kind kind, long status)
+{
+	c->fault_count = count;
+	c->fault_kind = kind;
+	c->fault_status = status;
+}
+
+void ecw_client_set_transport(struct ecw_client *c, ecw_send_fn fn, void *ctx)
+{
+	c->send_fn = fn;
+	c->send_ctx = ctx;
+}
+#endif
+
+/* ---- libcurl transport ----------------------------------------------------- */
+
+static size_t on_body(char *p, size_t size, size_t n, void *payload)
+{
+	struct ecw_response *resp = payload;
+
+	if (ecw_buf_add(&resp->body, p, size * n) < 0)
+		return 0; /* libcurl stops with CURLE_WRITE_ERROR */
+	return size * n;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *payload)
+{
+	struct ecw_response *resp = payload;
+	size_t len = size * n;
+	const char *colon;
+
+	/* A new status line (after a 100 Continue) starts a new header set. */
+	if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+		free_kvs(resp->headers, resp->nheaders);
+		resp->nheaders = 0;
+		return len;
+	}
+	colon = memchr(p, ':', len);
+	if (colon && colon != p &&
+	    ecw_response_add_header(resp, p, (size_t)(colon - p), colon + 1, (size_t)(p + len - colon - 1)) < 0)
+		return 0;
+	return len;
+}
+
+static int curl_code_to_err(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_OPERATION_TIMEDOUT:
+		return ECW_ETIMEOUT;
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return ECW_ETRANSIENT;
+	case CURLE_WRITE_ERROR:
+		return ECW_ETOOLARGE;
+	case CURLE_OUT_OF_MEMORY:
+		return ECW_ENOMEM;
+	default:
+		return ECW_ERROR;
+	}
+}
+
+static bool has_body_method(const char *m)
+{
+	return strcmp(m, "PUT") == 0 || strcmp(m, "POST") == 0 || strcmp(m, "MERGE") == 0;
+}
+
+static int add_header(struct curl_slist **list, const char *line)
+{
+	struct curl_slist *l = curl_slist_append(*list, line);
+
+	if (!l)
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	*list = l;
+	return 0;
+}
+
+static int curl_send(struct ecw_client *c, struct ecw_response *resp, const char *url,
+		     const struct ecw_request *r)
+{
+	struct curl_slist *hl = NULL;
+	struct ecw_buf line;
+	CURLcode rc;
+	long status = 0, conns = 0;
+	int err = 0;
+
+	ecw_buf_init(&line, 0);
+	curl_easy_reset(c->curl); /* keeps the live connection */
+	for (size_t i = 0; i < r->nheaders && err == 0; i++) {
+		ecw_buf_reset(&line);
+		if ((err = ecw_buf_printf(&line, "%s: %s", r->headers[i].name, r->headers[i].value)) == 0)
+			err = add_header(&hl, line.ptr);
+	}
+	/* Always our Content-Type (an empty one removes libcurl's form type, which
+	 * the server would sign); never Expect: 100-continue. */
+	ecw_buf_reset(&line);
+	if (err == 0)
+		err = r->content_type ? ecw_buf_printf(&line, "Content-Type: %s", r->content_type)
+				      : ecw_buf_adds(&line, "Content-Type:");
+	if (err < 0 || (err = add_header(&hl, line.ptr)) < 0 || (err = add_header(&hl, "Expect:")) < 0)
+		goto done;
+
+	curl_easy_setopt(c->curl, CURLOPT_URL, url);
+	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->errbuf);
+	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, (long)c->opts.timeout_ms);
+	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)c->opts.connect_timeout_ms);
+	curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, resp);
+	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, resp);
+	if (c->opts.insecure_skip_tls_verify_for_tests) {
+		curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	if (c->fresh_connect) {
+		curl_easy_setopt(c->curl, CURLOPT_FRESH_CONNECT, 1L);
+		c->fresh_connect = false;
+	}
+	if (strcmp(r->method, "GET") == 0) {
+		curl_easy_setopt(c->curl, CURLOPT_HTTPGET, 1L);
+	} else {
+		curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, r->method);
+		/* PUT/POST/MERGE always carry a body, if only Content-Length: 0. */
+		if (has_body_method(r->method) || r->body_len) {
+			curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, r->body ? r->body : "");
+			curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+		}
+	}
+
+	c->errbuf[0] = '\0';
+	rc = curl_easy_perform(c->curl);
+	curl_easy_getinfo(c->curl, CURLINFO_NUM_CONNECTS, &conns);
+	c->stats.connections += (uint64_t)conns;
+	if (rc != CURLE_OK) {
+		err = curl_code_to_err(rc);
+		if (err == ECW_ETOOLARGE)
+			ecw_error_set(err, "%s: response larger than %zu bytes", r->method, resp->body.max);
+		else
+			ecw_error_set(err, "%s %s%s: %s", r->method, c->acct->endpoint_path[r->svc],
+				      ecw_buf_cstr(&r->path), c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+		goto done;
+	}
+	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+	resp->status = status;
+done:
+	curl_slist_free_all(hl);
+	ecw_buf_dispose(&line);
+	return err;
+}
+
+/* ---- statuses, errors and retries -------------------------------------------- */
+
+int ecw_status_to_err(long status, const char *code)
+{
+	if (status >= 200 && status < 300)
+		return 0;
+	switch (status) {
+	case 400:
+		/* Azurite's answer to a stale pop receipt on a message that still
+		 * exists (received again since): the caller's lease is gone. */
+		if (code && strcmp(code, "PopReceiptMismatch") == 0)
+			return ECW_ENOTFOUND;
+		return ECW_EINVALID;
+	case 401:
+	case 403: return ECW_EAUTH;
+	case 404: return ECW_ENOTFOUND;
+	case 408: return ECW_ETIMEOUT;
+	case 409: return ECW_ECONFLICT;
+	case 412: return ECW_EPRECONDITION;
+	case 413: return ECW_ETOOLARGE;
+	case 429: return ECW_EBUSY;
+	case 500:
+		if (code && strcmp(code, "OperationTimedOut") == 0)
+			return ECW_ETIMEOUT;
+		return ECW_ETRANSIENT;
+	case 502: return ECW_ETRANSIENT;
+	case 503: return ECW_EBUSY;
+	case 504: return ECW_ETIMEOUT;
+	}
+	return ECW_ERROR;
+}
+
+int64_t ecw_retry_delay_ms(const struct ecw_client_options *o, int retry, uint32_t rnd)
+{
+	int64_t ceiling = o->retry_base_ms;
+
+	for (int i = 1; i < retry && ceiling < o->retry_max_ms; i++)
+		ceiling *= 2;
+	if (ceiling > o->retry_max_ms)
+		ceiling = o->retry_max_ms;
+	if (ceiling <= 0)
+		return 0;
+	return (int64_t)((uint64_t)rnd % (uint64_t)(ceiling + 1));
+}
+
+/* Turns a non-2xx answer into an ecw_err and the last error. */
+static int classify(const struct ecw_client *c, const struct ecw_request *r,
+		    const struct ecw_response *resp)
+{
+	char code[64] = "", msg[256] = "";
+	const char *hcode = ecw_response_header(resp, "x-ms-error-code");
+	const char *reqid = ecw_response_header(resp, "x-ms-request-id");
+	int err;
+
+	if (resp->body.len && resp->body.ptr[0] == '<')
+		ecw_xml_parse_error(code, sizeof(code), msg, sizeof(msg), resp->body.ptr, resp->body.len);
+	else if (resp->body.len && resp->body.ptr[0] == '{')
+		ecw_json_parse_error(code, sizeof(code), msg, sizeof(msg), resp->body.ptr, resp->body.len);
+	if (hcode && *hcode) {
+		size_t n = strlen(hcode);
+		if (n >= sizeof(code))
+			n = sizeof(code) - 1;
+		memcpy(code, hcode, n);
+		code[n] = '\0';
+	}
+	err = ecw_status_to_err(resp->status, code);
+	/* The service's text for an auth failure can quote the request's
+	 * signature; keep only the code. */
+	if (err == ECW_EAUTH)
+		snprintf(msg, sizeof(msg), "%s", "the service refused the credentials (check the account key or SAS)");
+	/* Cut at the first line: the service appends RequestId and Time lines. */
+	msg[strcspn(msg, "\r\n")] = '\0';
+	return ecw_error_set_http(err, (int)resp->status, code, reqid, "%s %s%s: %ld %s%s%s%s%s%s",
+				  r->method, c->acct->endpoint_path[r->svc], ecw_buf_cstr(&r->path),
+				  resp->status, code, *msg ? ": " : "", msg, reqid ? " (request id " : "",
+				  reqid ? reqid : "", reqid ? ")" : "");
+}
+
+static int send_once(struct ecw_client *c, struct ecw_response *resp, const char *url,
+		     const struct ecw_request *r)
+{
+	int err;
+
+#ifdef ECW_TESTING
+	if (c->fault_count > 0) {
+		c->fault_count--;
+		switch (c->fault_kind) {
+		case ECW_FAULT_STATUS:
+			resp->status = c->fault_status;
+			return ecw_response_add_header(resp, "x-ms-error-code", 15, "InjectedFault", 13);
+		case ECW_FAULT_RESET:
+			c->fresh_connect = true;
+			return ecw_error_set(ECW_ETRANSIENT, "%s %s%s: connection reset by peer (injected)",
+					     r->method, c->acct->endpoint_path[r->svc], ecw_buf_cstr(&r->path));
+		case ECW_FAULT_STATUS_AFTER_SEND:
+			err = c->send_fn ? c->send_fn(c->send_ctx, resp, url, r) : curl_send(c, resp, url, r);
+			if (err == 0) {
+				ecw_response_reset(resp);
+				resp->status = c->fault_status;
+				err = ecw_response_add_header(resp, "x-ms-error-code", 15, "InjectedFault", 13);
+			}
+			return err;
+		}
+	}
+	if (c->send_fn)
+		return c->send_fn(c->send_ctx, resp, url, r);
+#endif
+	err = curl_send(c, resp, url, r);
+	return err;
+}
+
+int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_request *r)
+{
+	struct ecw_buf url, auth;
+	char date[32];
+	int err, attempt;
+
+	ecw_buf_init(&url, 0);
+	ecw_buf_init(&auth, 0);
+	if ((err = ecw_request_url(&url, c->acct, r)) < 0 ||
+	    (err = ecw_request_set_header(r, "x-ms-version", r->svc == ECW_SVC_QUEUE
+								     ? ECW_QUEUE_API_VERSION
+								     : ECW_TABLE_API_VERSION)) < 0)
+		goto done;
+	for (attempt = 1;; attempt++) {
+		ecw_response_reset(resp);
+		/* A fresh date on every attempt: the service rejects requests whose
+		 * date is more than 15 minutes off, and a retry may come late. */
+		ecw_http_date(date, time(NULL));
+		if ((err = ecw_request_set_header(r, "x-ms-date", date)) < 0)
+			goto done;
+		if (!c->acct->sas) {
+			ecw_buf_reset(&auth);
+			if ((err = ecw_auth_header(&auth, c->acct, r)) < 0 ||
+			    (err = ecw_request_set_header(r, "Authorization", auth.ptr)) < 0)
+				goto done;
+		}
+		c->stats.requests++;
+		err = send_once(c, resp, url.ptr, r);
+		if (err == 0)
+			err = resp->status >= 200 && resp->status < 300 ? 0 : classify(c, r, resp);
+		if (err == 0 || !ecw_err_is_transient(err) || attempt >= c->opts.max_tries)
+			break;
+		c->stats.retries++;
+		ecw_sleep_ms(ecw_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
+	}
+done:
+	if (auth.ptr)
+		memset(auth.ptr, 0, auth.cap);
+	ecw_buf_dispose(&auth);
+	ecw_buf_dispose(&url);
+	return err;
+}

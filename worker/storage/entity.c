@@ -1,0 +1,767 @@
+/* entity.c - typed entities and their JSON form.
+ *
+ * Reading: json-c parses; a property's type comes from its "@odata.type"
+ * annotation, else from the JSON token: string, boolean, or a number that is
+ * Int32 when written as an integer and Double when written with '.', 'e' or
+ * 'E' (the service writes a Double 50000 as 50000.0 and never annotates
+ * finite doubles). Writing: by hand, on one line, annotating every type JSON
+ * cannot carry (Int64, Double, DateTime, Guid, Binary), with doubles in the
+ * shortest form that reads back bit for bit. */
+#include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "storage_private.h"
+
+struct ecw_entity {
+	char *pk, *rk;
+	char *etag, *timestamp;
+	struct ecw_prop *props;     /* names and s/bin owned */
+	size_t n, cap;
+};
+
+static const char *const edm_names[] = {
+	"Edm.String", "Edm.Int32", "Edm.Int64", "Edm.Double",
+	"Edm.Boolean", "Edm.DateTime", "Edm.Guid", "Edm.Binary",
+};
+
+const char *ecw_edm_name(enum ecw_edm t)
+{
+	return (unsigned)t < sizeof(edm_names) / sizeof(edm_names[0]) ? edm_names[t] : "Edm.Unknown";
+}
+
+/* ---- keys and names ---------------------------------------------------------- */
+
+int ecw_key_check(const char *key, const char *what)
+{
+	size_t n, k;
+	uint32_t cp;
+
+	if (!key)
+		return ecw_error_set(ECW_EINVALID, "%s is missing", what);
+	n = strlen(key);
+	if (n > ECW_KEY_MAX)
+		return ecw_error_set(ECW_EINVALID, "%s is %zu bytes, the limit is %d", what, n, ECW_KEY_MAX);
+	for (size_t i = 0; i < n; i += k) {
+		if (!(k = ecw_utf8_decode(key + i, n - i, &cp)))
+			return ecw_error_set(ECW_EINVALID, "%s is not valid UTF-8 (byte %zu)", what, i);
+		if (cp == '/' || cp == '\\' || cp == '#' || cp == '?')
+			return ecw_error_set(ECW_EINVALID, "%s contains '%c', which the service forbids in keys",
+					     what, (char)cp);
+		if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
+			return ecw_error_set(ECW_EINVALID,
+					     "%s contains control character U+%04X at byte %zu", what, (unsigned)cp, i);
+	}
+	return 0;
+}
+
+static bool reserved_name(const char *name)
+{
+	return strcmp(name, "PartitionKey") == 0 || strcmp(name, "RowKey") == 0 ||
+	       strcmp(name, "Timestamp") == 0;
+}
+
+/* C#-identifier-like: a letter or '_' first, then letters, digits or '_';
+ * non-ASCII letters are accepted as valid UTF-8. At most 255 characters. */
+static int check_name(const char *name)
+{
+	size_t n = name ? strlen(name) : 0, k, chars = 0;
+	uint32_t cp;
+
+	if (n == 0)
+		return ecw_error_set(ECW_EINVALID, "property name is empty");
+	if (reserved_name(name))
+		return ecw_error_set(ECW_EINVALID, "'%s' is a system property, not a custom one", name);
+	for (size_t i = 0; i < n; i += k, chars++) {
+		if (!(k = ecw_utf8_decode(name + i, n - i, &cp)))
+			return ecw_error_set(ECW_EINVALID, "property name is not valid UTF-8");
+		if (cp < 0x80 && !(cp == '_' || (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z') ||
+				   (i > 0 && cp >= '0' && cp <= '9')))
+			return ecw_error_set(ECW_EINVALID,
+					     "property name '%.64s' must be letters, digits and '_', not starting with a digit",
+					     name);
+	}
+	if (chars > 255)
+		return ecw_error_set(ECW_EINVALID, "property name '%.32s...' is longer than 255 characters", name);
+	return 0;
+}
+
+static int check_utf8(const char *s, size_t n, const char *name)
+{
+	uint32_t cp;
+	size_t k;
+
+	for (size_t i = 0; i < n; i += k)
+		if (!(k = ecw_utf8_decode(s + i, n - i, &cp)))
+			return ecw_error_set(ECW_EINVALID, "property '%s' is not valid UTF-8 (byte %zu)", name, i);
+	return 0;
+}
+
+/* "YYYY-MM-DDThh:mm:ss[.f{1,7}]Z" -> the same with exactly 7 digits. */
+static int normalize_datetime(char out[29], const char *s, const char *name)
+{
+	const char *p = s;
+	size_t frac = 0;
+	int y, mo, d, h, mi, sec;
+
+	if (!s || strlen(s) < 20 || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d", &y, &mo, &d, &h, &mi, &sec) != 6)
+		goto bad;
+	for (int i = 0; i < 19; i++)
+		if ((i == 4 || i == 7) ? s[i] != '-' : i == 10 ? s[i] != 'T' : (i == 13 || i == 16) ? s[i] != ':' : (s[i] < '0' || s[i] > '9'))
+			goto bad;
+	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 59)
+		goto bad;
+	p = s + 19;
+	memcpy(out, s, 19);
+	out[19] = '.';
+	if (*p == '.') {
+		for (p++; *p >= '0' && *p <= '9'; p++) {
+			if (frac == 7)
+				goto bad;
+			out[20 + frac++] = *p;
+		}
+		if (frac == 0)
+			goto bad;
+	}
+	for (; frac < 7; frac++)
+		out[20 + frac] = '0';
+	if (strcmp(p, "Z") != 0)
+		goto bad;
+	out[27] = 'Z';
+	out[28] = '\0';
+	return 0;
+bad:
+	return ecw_error_set(ECW_EINVALID,
+			     "property '%s': DateTime must be UTC ISO 8601 like 2026-08-19T10:00:00.1234567Z", name);
+}
+
+static int check_guid(const char *s, const char *name)
+{
+	if (!s || strlen(s) != 36)
+		goto bad;
+	for (int i = 0; i < 36; i++) {
+		char c = s[i];
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (c != '-')
+				goto bad;
+		} else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+			goto bad;
+		}
+	}
+	return 0;
+bad:
+	return ecw_error_set(ECW_EINVALID, "property '%s': not a GUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", name);
+}
+
+/* ---- the bag -------------------------------------------------------------------- */
+
+static void prop_dispose(struct ecw_prop *p)
+{
+	free((char *)p->name);
+	if (p->type == ECW_EDM_BINARY)
+		free((unsigned char *)p->v.bin);
+	else if (p->type == ECW_EDM_STRING || p->type == ECW_EDM_DATETIME || p->type == ECW_EDM_GUID)
+		free((char *)p->v.s);
+}
+
+void ecw_entity_free(struct ecw_entity *e)
+{
+	if (!e)
+		return;
+	for (size_t i = 0; i < e->n; i++)
+		prop_dispose(&e->props[i]);
+	free(e->props);
+	free(e->pk);
+	free(e->rk);
+	free(e->etag);
+	free(e->timestamp);
+	free(e);
+}
+
+int ecw_entity_set_keys(struct ecw_entity *e, const char *pk, const char *rk)
+{
+	char *p, *r;
+	int err;
+
+	if ((err = ecw_key_check(pk, "PartitionKey")) < 0 || (err = ecw_key_check(rk, "RowKey")) < 0)
+		return err;
+	p = strdup(pk);
+	r = strdup(rk);
+	if (!p || !r) {
+		free(p);
+		free(r);
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	}
+	free(e->pk);
+	free(e->rk);
+	e->pk = p;
+	e->rk = r;
+	return 0;
+}
+
+int ecw_entity_new(struct ecw_entity **out, const char *pk, const char *rk)
+{
+	struct ecw_entity *e = calloc(1, sizeof(*e));
+	int err;
+
+	*out = NULL;
+	if (!e)
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	if ((err = ecw_entity_set_keys(e, pk, rk)) < 0) {
+		ecw_entity_free(e);
+		return err;
+	}
+	*out = e;
+	return 0;
+}
+
+const char *ecw_entity_pk(const struct ecw_entity *e) { return e->pk; }
+const char *ecw_entity_rk(const struct ecw_entity *e) { return e->rk; }
+const char *ecw_entity_etag(const struct ecw_entity *e) { return e->etag; }
+const char *ecw_entity_timestamp(const struct ecw_entity *e) { return e->timestamp; }
+
+static int set_owned_string(char **slot, const char *v)
+{
+	char *copy = v ? strdup(v) : NULL;
+
+	if (v && !copy)
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	free(*slot);
+	*slot = copy;
+	return 0;
+}
+
+int ecw_entity_set_etag(struct ecw_entity *e, const char *etag)
+{
+	return set_owned_string(&e->etag, etag);
+}
+
+static struct ecw_prop *find(const struct ecw_entity *e, const char *name)
+{
+	for (size_t i = 0; i < e->n; i++)
+		if (strcmp(e->props[i].name, name) == 0)
+			return &e->props[i];
+	return NULL;
+}
+
+const struct ecw_prop *ecw_entity_get(const struct ecw_entity *e, const char *name)
+{
+	return find(e, name);
+}
+
+size_t ecw_entity_count(const struct ecw_entity *e) { return e->n; }
+
+const struct ecw_prop *ecw_entity_at(const struct ecw_entity *e, size_t i)
+{
+	return i < e->n ? &e->props[i] : NULL;
+}
+
+bool ecw_entity_remove(struct ecw_entity *e, const char *name)
+{
+	struct ecw_prop *p = find(e, name);
+
+	if (!p)
+		return false;
+	prop_dispose(p);
+	memmove(p, p + 1, (size_t)(e->props + e->n - p - 1) * sizeof(*p));
+	e->n--;
+	return true;
+}
+
+/* Takes ownership of the heap parts of v (s or bin) even on failure. */
+static int put(struct ecw_entity *e, const char *name, struct ecw_prop v)
+{
+	struct ecw_prop *slot;
+	int err;
+
+	if ((err = check_name(name)) < 0)
+		goto fail;
+	if (!(slot = find(e, name))) {
+		if (e->n == e->cap) {
+			size_t cap = e->cap ? e->cap * 2 : 8;
+			struct ecw_prop *p = realloc(e->props, cap * sizeof(*p));
+			if (!p) {
+				err = ecw_error_set(ECW_ENOMEM, "out of memory");
+				goto fail;
+			}
+			e->props = p;
+			e->cap = cap;
+		}
+		slot = &e->props[e->n];
+		if (!(v.name = strdup(name))) {
+			err = ecw_error_set(ECW_ENOMEM, "out of memory");
+			goto fail;
+		}
+		e->n++;
+	} else {
+		v.name = slot->name;
+		slot->name = NULL;
+		prop_dispose(slot);
+	}
+	*slot = v;
+	return 0;
+fail:
+	v.name = NULL;
+	prop_dispose(&v);
+	return err;
+}
+
+static int put_text(struct ecw_entity *e, const char *name, enum ecw_edm type, const char *s, size_t len)
+{
+	struct ecw_prop v = {.type = type, .len = len};
+	char *copy = malloc(len + 1);
+
+	if (!copy)
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	memcpy(copy, s, len);
+	copy[len] = '\0';
+	v.v.s = copy;
+	return put(e, name, v);
+}
+
+int ecw_entity_set_string(struct ecw_entity *e, const char *name, const char *s, size_t len)
+{
+	int err;
+
+	if (!s)
+		return ecw_error_set(ECW_EINVALID, "property '%s': NULL string", name);
+	if (memchr(s, '\0', len))
+		return ecw_error_set(ECW_EINVALID, "property '%s': string contains a NUL byte", name);
+	if ((err = check_utf8(s, len, name)) < 0)
+		return err;
+	return put_text(e, name, ECW_EDM_STRING, s, len);
+}
+
+int ecw_entity_set_int32(struct ecw_entity *e, const char *name, int32_t v)
+{
+	return put(e, name, (struct ecw_prop){.type = ECW_EDM_INT32, .v.i32 = v});
+}
+
+int ecw_entity_set_int64(struct ecw_entity *e, const char *name, int64_t v)
+{
+	return put(e, name, (struct ecw_prop){.type = ECW_EDM_INT64, .v.i64 = v});
+}
+
+int ecw_entity_set_double(struct ecw_entity *e, const char *name, double v)
+{
+	return put(e, name, (struct ecw_prop){.type = ECW_EDM_DOUBLE, .v.d = v});
+}
+
+int ecw_entity_set_bool(struct ecw_entity *e, const char *name, bool v)
+{
+	return put(e, name, (struct ecw_prop){.type = ECW_EDM_BOOLEAN, .v.b = v});
+}
+
+int ecw_entity_set_datetime(struct ecw_entity *e, const char *name, const char *iso)
+{
+	char norm[29];
+	int err;
+
+	if ((err = normalize_datetime(norm, iso, name)) < 0)
+		return err;
+	return put_text(e, name, ECW_EDM_DATETIME, norm, 28);
+}
+
+int ecw_entity_set_guid(struct ecw_entity *e, const char *name, const char *guid)
+{
+	int err;
+
+	if ((err = check_guid(guid, name)) < 0)
+		return err;
+	return put_text(e, name, ECW_EDM_GUID, guid, 36);
+}
+
+int ecw_entity_set_binary(struct ecw_entity *e, const char *name, const void *p, size_t len)
+{
+	struct ecw_prop v = {.type = ECW_EDM_BINARY, .len = len};
+	unsigned char *copy = malloc(len ? len : 1);
+
+	if (!copy)
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	if (len)
+		memcpy(copy, p, len);
+	v.v.bin = copy;
+	return put(e, name, v);
+}
+
+int ecw_entity_set_prop(struct ecw_entity *e, const struct ecw_prop *p)
+{
+	switch (p->type) {
+	case ECW_EDM_STRING: return ecw_entity_set_string(e, p->name, p->v.s, p->len);
+	case ECW_EDM_INT32: return ecw_entity_set_int32(e, p->name, p->v.i32);
+	case ECW_EDM_INT64: return ecw_entity_set_int64(e, p->name, p->v.i64);
+	case ECW_EDM_DOUBLE: return ecw_entity_set_double(e, p->name, p->v.d);
+	case ECW_EDM_BOOLEAN: return ecw_entity_set_bool(e, p->name, p->v.b);
+	case ECW_EDM_DATETIME: return ecw_entity_set_datetime(e, p->name, p->v.s);
+	case ECW_EDM_GUID: return ecw_entity_set_guid(e, p->name, p->v.s);
+	case ECW_EDM_BINARY: return ecw_entity_set_binary(e, p->name, p->v.bin, p->len);
+	}
+	return ecw_error_set(ECW_EINVALID, "property '%s': unknown type", p->name);
+}
+
+int ecw_entity_clone(struct ecw_entity **out, const struct ecw_entity *e)
+{
+	struct ecw_entity *c;
+	int err;
+
+	*out = NULL;
+	if ((err = ecw_entity_new(&c, e->pk, e->rk)) < 0)
+		return err;
+	for (size_t i = 0; i < e->n && err == 0; i++)
+		err = ecw_entity_set_prop(c, &e->props[i]);
+	if (err == 0 && (err = set_owned_string(&c->etag, e->etag)) == 0)
+		err = set_owned_string(&c->timestamp, e->timestamp);
+	if (err < 0) {
+		ecw_entity_free(c);
+		return err;
+	}
+	*out = c;
+	return 0;
+}
+
+static bool prop_equal(const struct ecw_prop *a, const struct ecw_prop *b)
+{
+	if (a->type != b->type)
+		return false;
+	switch (a->type) {
+	case ECW_EDM_INT32: return a->v.i32 == b->v.i32;
+	case ECW_EDM_INT64: return a->v.i64 == b->v.i64;
+	case ECW_EDM_DOUBLE: return memcmp(&a->v.d, &b->v.d, sizeof(double)) == 0 ||
+				    (isnan(a->v.d) && isnan(b->v.d));
+	case ECW_EDM_BOOLEAN: return a->v.b == b->v.b;
+	case ECW_EDM_BINARY: return a->len == b->len && memcmp(a->v.bin, b->v.bin, a->len) == 0;
+	default: return a->len == b->len && memcmp(a->v.s, b->v.s, a->len) == 0;
+	}
+}
+
+bool ecw_entity_equal(const struct ecw_entity *a, const struct ecw_entity *b)
+{
+	if (strcmp(a->pk, b->pk) != 0 || strcmp(a->rk, b->rk) != 0 || a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++) {
+		const struct ecw_prop *p = find(b, a->props[i].name);
+		if (!p || !prop_equal(&a->props[i], p))
+			return false;
+	}
+	return true;
+}
+
+/* ---- writing JSON ------------------------------------------------------------------ */
+
+static int json_string(struct ecw_buf *out, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	int err = ecw_buf_addc(out, '"');
+
+	for (size_t i = 0; i < n && err == 0; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\') {
+			char esc[2] = {'\\', (char)c};
+			err = ecw_buf_add(out, esc, 2);
+		} else if (c < 0x20) {
+			char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+			err = ecw_buf_add(out, esc, 6);
+		} else {
+			err = ecw_buf_addc(out, (char)c);
+		}
+	}
+	return err ? err : ecw_buf_addc(out, '"');
+}
+
+/* The shortest %.Ng that strtod reads back to the same bits, always with a
+ * '.' or exponent so it also reads as a Double without its annotation. */
+static int json_double(struct ecw_buf *out, double d)
+{
+	char buf[40];
+
+	if (isnan(d))
+		return ecw_buf_adds(out, "\"NaN\"");
+	if (isinf(d))
+		return ecw_buf_adds(out, d > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, d);
+		if (strtod(buf, NULL) == d && (d != 0 || signbit(d) == signbit(strtod(buf, NULL))))
+			break;
+	}
+	if (!strpbrk(buf, ".eE"))
+		strncat(buf, ".0", sizeof(buf) - strlen(buf) - 1);
+	return ecw_buf_adds(out, buf);
+}
+
+int ecw_entity_to_json(struct ecw_buf *out, const struct ecw_entity *e)
+{
+	struct ecw_buf b64;
+	int err;
+
+	ecw_buf_init(&b64, 0);
+	if ((err = ecw_buf_adds(out, "{\"PartitionKey\":")) < 0 ||
+	    (err = json_string(out, e->pk, strlen(e->pk))) < 0 ||
+	    (err = ecw_buf_adds(out, ",\"RowKey\":")) < 0 ||
+	    (err = json_string(out, e->rk, strlen(e->rk))) < 0)
+		goto done;
+	for (size_t i = 0; i < e->n; i++) {
+		const struct ecw_prop *p = &e->props[i];
+		bool annotate = p->type != ECW_EDM_STRING && p->type != ECW_EDM_INT32 && p->type != ECW_EDM_BOOLEAN;
+
+		if ((err = ecw_buf_addc(out, ',')) < 0)
+			goto done;
+		if (annotate) {
+			/* "Name@odata.type":"Edm.X", */
+			size_t n = strlen(p->name);
+			if ((err = json_string(out, p->name, n)) < 0)
+				goto done;
+			out->len--; /* reopen the closing quote */
+			if ((err = ecw_buf_printf(out, "@odata.type\":\"%s\",", ecw_edm_name(p->type))) < 0)
+				goto done;
+		}
+		if ((err = json_string(out, p->name, strlen(p->name))) < 0 || (err = ecw_buf_addc(out, ':')) < 0)
+			goto done;
+		switch (p->type) {
+		case ECW_EDM_STRING:
+		case ECW_EDM_DATETIME:
+		case ECW_EDM_GUID:
+			err = json_string(out, p->v.s, p->len);
+			break;
+		case ECW_EDM_INT32:
+			err = ecw_buf_printf(out, "%d", (int)p->v.i32);
+			break;
+		case ECW_EDM_INT64:
+			err = ecw_buf_printf(out, "\"%lld\"", (long long)p->v.i64);
+			break;
+		case ECW_EDM_DOUBLE:
+			err = json_double(out, p->v.d);
+			break;
+		case ECW_EDM_BOOLEAN:
+			err = ecw_buf_adds(out, p->v.b ? "true" : "false");
+			break;
+		case ECW_EDM_BINARY:
+			ecw_buf_reset(&b64);
+			if ((err = ecw_base64_encode(&b64, p->v.bin, p->len)) == 0)
+				err = json_string(out, ecw_buf_cstr(&b64), b64.len);
+			break;
+		}
+		if (err < 0)
+			goto done;
+	}
+	err = ecw_buf_addc(out, '}');
+done:
+	ecw_buf_dispose(&b64);
+	return err;
+}
+
+/* ---- reading JSON ------------------------------------------------------------------- */
+
+static int parse_int64(int64_t *out, const char *s, const char *name)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (!*s || *end || errno == ERANGE || end == s || (*s != '-' && (*s < '0' || *s > '9')))
+		return ecw_error_set(ECW_EINVALID, "property '%s': Edm.Int64 value is not a 64-bit integer", name);
+	*out = v;
+	return 0;
+}
+
+static int read_double(double *out, struct json_object *v, const char *name)
+{
+	if (json_object_is_type(v, json_type_string)) {
+		const char *s = json_object_get_string(v);
+		char *end;
+		if (strcmp(s, "NaN") == 0)
+			*out = NAN;
+		else if (strcmp(s, "Infinity") == 0 || strcmp(s, "INF") == 0)
+			*out = INFINITY;
+		else if (strcmp(s, "-Infinity") == 0 || strcmp(s, "-INF") == 0)
+			*out = -INFINITY;
+		else if ((*out = strtod(s, &end)), end == s || *end)
+			return ecw_error_set(ECW_EINVALID, "property '%s': Edm.Double value is not a number", name);
+		return 0;
+	}
+	if (json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)) {
+		*out = json_object_get_double(v);
+		return 0;
+	}
+	return ecw_error_set(ECW_EINVALID, "property '%s': Edm.Double value is not a number", name);
+}
+
+static int read_prop(struct ecw_entity *e, const char *name, struct json_object *v, const char *type)
+{
+	enum json_type jt = json_object_get_type(v);
+	struct ecw_buf bin;
+	int64_t i64 = 0;
+	double d = 0;
+	int err;
+
+	if (type) {
+		if (strcmp(type, "Edm.String") == 0 && jt == json_type_string)
+			return ecw_entity_set_string(e, name, json_object_get_string(v),
+						     (size_t)json_object_get_string_len(v));
+		if (strcmp(type, "Edm.Int32") == 0 && jt == json_type_int) {
+			i64 = json_object_get_int64(v);
+			if (i64 < INT32_MIN || i64 > INT32_MAX)
+				return ecw_error_set(ECW_EINVALID, "property '%s': Edm.Int32 out of range", name);
+			return ecw_entity_set_int32(e, name, (int32_t)i64);
+		}
+		if (strcmp(type, "Edm.Int64") == 0) {
+			if (jt == json_type_int)
+				return ecw_entity_set_int64(e, name, json_object_get_int64(v));
+			if (jt != json_type_string)
+				goto mismatch;
+			if ((err = parse_int64(&i64, json_object_get_string(v), name)) < 0)
+				return err;
+			return ecw_entity_set_int64(e, name, i64);
+		}
+		if (strcmp(type, "Edm.Double") == 0) {
+			if ((err = read_double(&d, v, name)) < 0)
+				return err;
+			return ecw_entity_set_double(e, name, d);
+		}
+		if (strcmp(type, "Edm.Boolean") == 0 && jt == json_type_boolean)
+			return ecw_entity_set_bool(e, name, json_object_get_boolean(v));
+		if (strcmp(type, "Edm.DateTime") == 0 && jt == json_type_string)
+			return ecw_entity_set_datetime(e, name, json_object_get_string(v));
+		if (strcmp(type, "Edm.Guid") == 0 && jt == json_type_string)
+			return ecw_entity_set_guid(e, name, json_object_get_string(v));
+		if (strcmp(type, "Edm.Binary") == 0 && jt == json_type_string) {
+			const char *s = json_object_get_string(v);
+			ecw_buf_init(&bin, 0);
+			if ((err = ecw_base64_decode(&bin, s, strlen(s))) < 0)
+				err = ecw_error_set(ECW_EINVALID, "property '%s': Edm.Binary value is not base64", name);
+			else
+				err = ecw_entity_set_binary(e, name, bin.ptr, bin.len);
+			ecw_buf_dispose(&bin);
+			return err;
+		}
+		goto mismatch;
+	}
+	switch (jt) {
+	case json_type_string:
+		return ecw_entity_set_string(e, name, json_object_get_string(v),
+					     (size_t)json_object_get_string_len(v));
+	case json_type_boolean:
+		return ecw_entity_set_bool(e, name, json_object_get_boolean(v));
+	case json_type_int:
+		i64 = json_object_get_int64(v);
+		if (i64 >= INT32_MIN && i64 <= INT32_MAX)
+			return ecw_entity_set_int32(e, name, (int32_t)i64);
+		return ecw_entity_set_double(e, name, json_object_get_double(v));
+	case json_type_double:
+		return ecw_entity_set_double(e, name, json_object_get_double(v));
+	case json_type_null:
+		return 0; /* a null property is an absent one */
+	default:
+		return ecw_error_set(ECW_EINVALID, "property '%s': objects and arrays are not table values", name);
+	}
+mismatch:
+	return ecw_error_set(ECW_EINVALID, "property '%s': value does not match its type %s", name, type);
+}
+
+static int from_object(struct ecw_entity **out, struct json_object *obj)
+{
+	struct json_object *pk, *rk, *v;
+	struct ecw_entity *e = NULL;
+	int err;
+
+	*out = NULL;
+	if (!json_object_is_type(obj, json_type_object) ||
+	    !json_object_object_get_ex(obj, "PartitionKey", &pk) || !json_object_is_type(pk, json_type_string) ||
+	    !json_object_object_get_ex(obj, "RowKey", &rk) || !json_object_is_type(rk, json_type_string))
+		return ecw_error_set(ECW_EINVALID, "entity JSON needs string PartitionKey and RowKey");
+	if ((err = ecw_entity_new(&e, json_object_get_string(pk), json_object_get_string(rk))) < 0)
+		return err;
+	if (json_object_object_get_ex(obj, "odata.etag", &v) &&
+	    (err = set_owned_string(&e->etag, json_object_get_string(v))) < 0)
+		goto fail;
+	if (json_object_object_get_ex(obj, "Timestamp", &v) &&
+	    (err = set_owned_string(&e->timestamp, json_object_get_string(v))) < 0)
+		goto fail;
+	json_object_object_foreach(obj, key, val) {
+		struct json_object *t;
+		struct ecw_buf ann;
+		const char *type = NULL;
+
+		if (reserved_name(key) || strchr(key, '@') || strncmp(key, "odata.", 6) == 0)
+			continue;
+		ecw_buf_init(&ann, 0);
+		if ((err = ecw_buf_printf(&ann, "%s@odata.type", key)) < 0) {
+			ecw_buf_dispose(&ann);
+			goto fail;
+		}
+		if (json_object_object_get_ex(obj, ann.ptr, &t))
+			type = json_object_get_string(t);
+		err = read_prop(e, key, val, type);
+		ecw_buf_dispose(&ann);
+		if (err < 0)
+			goto fail;
+	}
+	*out = e;
+	return 0;
+fail:
+	ecw_entity_free(e);
+	return err;
+}
+
+struct json_object *ecw_json_parse(const char *s, size_t len)
+{
+	struct json_tokener *tok = json_tokener_new_ex(64);
+	struct json_object *obj;
+
+	if (!tok || len > INT32_MAX) {
+		json_tokener_free(tok);
+		return NULL;
+	}
+	obj = json_tokener_parse_ex(tok, s, (int)len);
+	if (obj && tok->char_offset != (int)len) {
+		/* Trailing text after the value (other than whitespace) is an error. */
+		for (size_t i = (size_t)tok->char_offset; i < len; i++)
+			if (!strchr(" \t\r\n", s[i])) {
+				json_object_put(obj);
+				obj = NULL;
+				break;
+			}
+	}
+	json_tokener_free(tok);
+	return obj;
+}
+
+int ecw_entity_from_json(struct ecw_entity **out, const char *json, size_t len)
+{
+	struct json_object *obj = ecw_json_parse(json, len);
+	int err;
+
+	*out = NULL;
+	if (!obj)
+		return ecw_error_set(ECW_EINVALID, "entity is not valid JSON");
+	err = from_object(out, obj);
+	json_object_put(obj);
+	return err;
+}
+
+int ecw_entity_from_json_object(struct ecw_entity **out, struct json_object *obj)
+{
+	return from_object(out, obj);
+}
+
+void ecw_json_parse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
+			  const char *body, size_t len)
+{
+	struct json_object *obj = ecw_json_parse(body, len), *err, *v, *m;
+
+	code[0] = msg[0] = '\0';
+	if (obj && json_object_object_get_ex(obj, "odata.error", &err)) {
+		if (json_object_object_get_ex(err, "code", &v))
+			snprintf(code, code_cap, "%s", json_object_get_string(v));
+		if (json_object_object_get_ex(err, "message", &m)) {
+			if (json_object_is_type(m, json_type_object) && json_object_object_get_ex(m, "value", &v))
+				snprintf(msg, msg_cap, "%s", json_object_get_string(v));
+			else if (json_object_is_type(m, json_type_string))
+				snprintf(msg, msg_cap, "%s", json_object_get_string(m));
+		}
+	}
+	json_object_put(obj);
+}

@@ -1,0 +1,311 @@
+/* queue.c - the Queue service operations. Messages travel as
+ * <QueueMessage><MessageText>escaped text</MessageText></QueueMessage>; the
+ * text is sent as given (no base64: decoding is the caller's business). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "storage_private.h"
+
+#define MAX_VISIBILITY_S 604800 /* 7 days */
+
+static int queue_request(struct ecw_request *r, const char *method, const char *queue,
+			 const char *suffix)
+{
+	int err;
+
+	ecw_request_init(r, ECW_SVC_QUEUE, method);
+	if ((err = ecw_check_queue_name(queue)) < 0 ||
+	    (err = ecw_buf_printf(&r->path, "/%s%s", queue, suffix ? suffix : "")) < 0)
+		return err;
+	return 0;
+}
+
+static int add_int_query(struct ecw_request *r, const char *name, long long v)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%lld", v);
+	return ecw_request_add_query(r, name, buf);
+}
+
+/* Text must fit the service limit and be characters XML 1.0 can carry. */
+static int check_text(const char *text, size_t len)
+{
+	uint32_t cp;
+	size_t k;
+
+	if (len > ECW_QUEUE_MAX_TEXT)
+		return ecw_error_set(ECW_ETOOLARGE, "queue: message text is %zu bytes, the limit is %d",
+				     len, ECW_QUEUE_MAX_TEXT);
+	for (size_t i = 0; i < len; i += k) {
+		if (!(k = ecw_utf8_decode(text + i, len - i, &cp)))
+			return ecw_error_set(ECW_EINVALID, "queue: message text is not valid UTF-8 (byte %zu)", i);
+		if ((cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || cp == 0xFFFE || cp == 0xFFFF)
+			return ecw_error_set(ECW_EINVALID,
+					     "queue: message text has U+%04X at byte %zu, which XML cannot carry",
+					     (unsigned)cp, i);
+	}
+	return 0;
+}
+
+static int message_body(struct ecw_buf *body, const char *text, size_t len)
+{
+	int err;
+
+	if ((err = ecw_buf_adds(body, "<?xml version=\"1.0\" encoding=\"utf-8\"?><QueueMessage><MessageText>")) < 0 ||
+	    (err = ecw_xml_escape(body, text, len)) < 0 ||
+	    (err = ecw_buf_adds(body, "</MessageText></QueueMessage>")) < 0)
+		return err;
+	return 0;
+}
+
+int ecw_queue_create(bool *created_out, struct ecw_client *c, const char *queue)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	int err;
+
+	ecw_response_init(&resp);
+	if ((err = queue_request(&r, "PUT", queue, NULL)) == 0 &&
+	    (err = ecw_client_send(&resp, c, &r)) == 0 && created_out)
+		*created_out = resp.status == 201; /* 204: it already existed */
+	ecw_request_dispose(&r);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_queue_delete_queue(struct ecw_client *c, const char *queue)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	int err;
+
+	ecw_response_init(&resp);
+	if ((err = queue_request(&r, "DELETE", queue, NULL)) == 0)
+		err = ecw_client_send(&resp, c, &r);
+	ecw_request_dispose(&r);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_queue_put(struct ecw_queue_msg *out, struct ecw_client *c, const char *queue,
+		  const char *text, size_t len, const struct ecw_queue_put_options *opts)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	struct ecw_buf body;
+	struct ecw_queue_msg *msgs = NULL;
+	size_t n = 0;
+	int err;
+
+	ecw_response_init(&resp);
+	ecw_buf_init(&body, 0);
+	if ((err = queue_request(&r, "POST", queue, "/messages")) < 0 || (err = check_text(text, len)) < 0)
+		goto done;
+	if (opts && (opts->visibility_delay_s < 0 || opts->visibility_delay_s > MAX_VISIBILITY_S ||
+		     opts->ttl_s < -1 || (opts->ttl_s > 0 && opts->visibility_delay_s >= opts->ttl_s))) {
+		err = ecw_error_set(ECW_EINVALID,
+				    "queue: visibility delay must be 0..604800 s and below the TTL; TTL -1, 0 or positive");
+		goto done;
+	}
+	if (opts && opts->visibility_delay_s && (err = add_int_query(&r, "visibilitytimeout", opts->visibility_delay_s)) < 0)
+		goto done;
+	if (opts && opts->ttl_s && (err = add_int_query(&r, "messagettl", opts->ttl_s)) < 0)
+		goto done;
+	if ((err = message_body(&body, text, len)) < 0)
+		goto done;
+	r.content_type = "application/xml";
+	r.body = body.ptr;
+	r.body_len = body.len;
+	if ((err = ecw_client_send(&resp, c, &r)) < 0)
+		goto done;
+	if (out) {
+		memset(out, 0, sizeof(*out));
+		if ((err = ecw_xml_parse_messages(&msgs, &n, resp.body.ptr, resp.body.len)) < 0)
+			goto done;
+		if (n != 1) {
+			err = ecw_error_set(ECW_ERROR, "queue: put answered with %zu messages", n);
+			goto done;
+		}
+		*out = msgs[0];
+		free(out->text);
+		out->text = NULL;
+		out->text_len = 0;
+		free(msgs);
+		msgs = NULL;
+	}
+done:
+	ecw_queue_msgs_free(msgs, n);
+	ecw_buf_dispose(&body);
+	ecw_request_dispose(&r);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+static int get_messages(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c,
+			const char *queue, int max, int visibility_s, bool peek)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	int err;
+
+	*out = NULL;
+	*count = 0;
+	ecw_response_init(&resp);
+	if ((err = queue_request(&r, "GET", queue, "/messages")) < 0)
+		goto done;
+	if (max < 1 || max > ECW_QUEUE_MAX_BATCH) {
+		err = ecw_error_set(ECW_EINVALID, "queue: can take 1..32 messages at once, not %d", max);
+		goto done;
+	}
+	if (!peek && (visibility_s < 1 || visibility_s > MAX_VISIBILITY_S)) {
+		err = ecw_error_set(ECW_EINVALID, "queue: visibility timeout must be 1..604800 s, not %d",
+				    visibility_s);
+		goto done;
+	}
+	if ((peek && (err = ecw_request_add_query(&r, "peekonly", "true")) < 0) ||
+	    (err = add_int_query(&r, "numofmessages", max)) < 0 ||
+	    (!peek && (err = add_int_query(&r, "visibilitytimeout", visibility_s)) < 0) ||
+	    (err = ecw_client_send(&resp, c, &r)) < 0)
+		goto done;
+	err = ecw_xml_parse_messages(out, count, resp.body.ptr, resp.body.len);
+done:
+	ecw_request_dispose(&r);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_queue_receive(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c,
+		      const char *queue, int max, int visibility_s)
+{
+	return get_messages(out, count, c, queue, max, visibility_s, false);
+}
+
+int ecw_queue_peek(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c,
+		   const char *queue, int max)
+{
+	return get_messages(out, count, c, queue, max, 0, true);
+}
+
+static int message_request(struct ecw_request *r, const char *method, const char *queue,
+			   const char *id, const char *pop_receipt)
+{
+	int err;
+
+	if ((err = queue_request(r, method, queue, "/messages/")) < 0)
+		return err;
+	if (!id || !*id || !pop_receipt || !*pop_receipt)
+		return ecw_error_set(ECW_EINVALID, "queue: a message id and pop receipt are required");
+	if ((err = ecw_pct_encode(&r->path, id, strlen(id))) < 0 ||
+	    (err = ecw_request_add_query(r, "popreceipt", pop_receipt)) < 0)
+		return err;
+	return 0;
+}
+
+int ecw_queue_delete(struct ecw_client *c, const char *queue, const char *id, const char *pop_receipt)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	int err;
+
+	ecw_response_init(&resp);
+	if ((err = message_request(&r, "DELETE", queue, id, pop_receipt)) == 0)
+		err = ecw_client_send(&resp, c, &r);
+	ecw_request_dispose(&r);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_queue_update(struct ecw_queue_msg *msg, struct ecw_client *c, const char *queue,
+		     int visibility_s, const char *text, size_t len)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	struct ecw_buf body;
+	const char *receipt, *next;
+	int err;
+
+	ecw_response_init(&resp);
+	ecw_buf_init(&body, 0);
+	if ((err = message_request(&r, "PUT", queue, msg->id, msg->pop_receipt)) < 0)
+		goto done;
+	if (visibility_s < 0 || visibility_s > MAX_VISIBILITY_S) {
+		err = ecw_error_set(ECW_EINVALID, "queue: visibility timeout must be 0..604800 s, not %d",
+				    visibility_s);
+		goto done;
+	}
+	if ((err = add_int_query(&r, "visibilitytimeout", visibility_s)) < 0)
+		goto done;
+	if (text) {
+		if ((err = check_text(text, len)) < 0 || (err = message_body(&body, text, len)) < 0)
+			goto done;
+		r.content_type = "application/xml";
+		r.body = body.ptr;
+		r.body_len = body.len;
+	}
+	if ((err = ecw_client_send(&resp, c, &r)) < 0)
+		goto done;
+	receipt = ecw_response_header(&resp, "x-ms-popreceipt");
+	next = ecw_response_header(&resp, "x-ms-time-next-visible");
+	if (!receipt || strlen(receipt) >= sizeof(msg->pop_receipt)) {
+		err = ecw_error_set(ECW_ERROR, "queue: update answered without a usable pop receipt");
+		goto done;
+	}
+	snprintf(msg->pop_receipt, sizeof(msg->pop_receipt), "%s", receipt);
+	if (next && (err = ecw_parse_http_date(&msg->next_visible, next)) < 0)
+		goto done;
+	if (text) {
+		char *copy = malloc(len + 1);
+		if (!copy) {
+			err = ecw_error_set(ECW_ENOMEM, "out of memory");
+			goto done;
+		}
+		memcpy(copy, text, len);
+		copy[len] = '\0';
+		free(msg->text);
+		msg->text = copy;
+		msg->text_len = len;
+	}
+done:
+	ecw_buf_dispose(&body);
+	ecw_request_dispose(&r);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_queue_clear(struct ecw_client *c, const char *queue)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	int err;
+
+	ecw_response_init(&resp);
+	if ((err = queue_request(&r, "DELETE", queue, "/messages")) == 0)
+		err = ecw_client_send(&resp, c, &r);
+	ecw_request_dispose(&r);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	const char *v;
+	char *end;
+	int err;
+
+	ecw_response_init(&resp);
+	if ((err = queue_request(&r, "GET", queue, NULL)) < 0 ||
+	    (err = ecw_request_add_query(&r, "comp", "metadata")) < 0 ||
+	    (err = ecw_client_send(&resp, c, &r)) < 0)
+		goto done;
+	v = ecw_response_header(&resp, "x-ms-approximate-messages-count");
+	if (!v || !*v || (*out = strtoll(v, &end, 10), *end) || *out < 0)
+		err = ecw_error_set(ECW_ERROR, "queue: metadata answer without a message count");
+done:
+	ecw_request_dispose(&r);
+	ecw_response_dispose(&resp);
+	return err;
+}

@@ -1,0 +1,162 @@
+/* storage_private.h - what the files of worker/storage share with each other
+ * (and with the unit tests), but not with the rest of ecworker: the account's
+ * fields, the request/response records the client signs and sends, and the
+ * pure helpers for signing, escaping, dates, XML and JSON error bodies.
+ * Requests and responses are caller-owned structs (_init / _dispose). */
+#ifndef ECW_STORAGE_PRIVATE_H
+#define ECW_STORAGE_PRIVATE_H
+
+#include "ecw_storage.h"
+
+#define ECW_QUEUE_API_VERSION "2021-12-02"
+#define ECW_TABLE_API_VERSION "2019-02-02"
+
+struct ecw_account {
+	char *name;                 /* "" when only a SAS was given */
+	unsigned char *key;         /* decoded AccountKey; NULL when none */
+	size_t key_len;
+	char *sas;                  /* token without a leading '?'; NULL when none */
+	char *endpoint[2];          /* by enum ecw_service; no trailing '/' */
+	const char *endpoint_path[2]; /* path part of endpoint[i] ("/devstoreaccount1" or "") */
+};
+
+struct ecw_kv {
+	char *name;
+	char *value;
+};
+
+#define ECW_REQ_MAX_QUERY 8
+#define ECW_REQ_MAX_HEADERS 16
+#define ECW_RESP_MAX_HEADERS 48
+
+struct ecw_request {
+	enum ecw_service svc;
+	const char *method;         /* static string: "GET", "MERGE", ... */
+	struct ecw_buf path;        /* percent-encoded, after the endpoint: "/q/messages" */
+	struct ecw_kv query[ECW_REQ_MAX_QUERY];   /* values DECODED: signed decoded, sent encoded */
+	size_t nquery;
+	struct ecw_kv headers[ECW_REQ_MAX_HEADERS]; /* without x-ms-date/Authorization: the client adds them */
+	size_t nheaders;
+	const char *content_type;   /* NULL: no body type (an empty Content-Type: is sent) */
+	const char *body;           /* not owned */
+	size_t body_len;
+};
+
+void ecw_request_init(struct ecw_request *r, enum ecw_service svc, const char *method);
+void ecw_request_dispose(struct ecw_request *r);
+int ecw_request_add_query(struct ecw_request *r, const char *name, const char *value) ECW_MUST_USE;
+/* Adds or replaces (names compare case-insensitively). */
+int ecw_request_set_header(struct ecw_request *r, const char *name, const char *value) ECW_MUST_USE;
+const char *ecw_request_header(const struct ecw_request *r, const char *name);
+/* endpoint + path + "?" + encoded query (+ "&" + SAS). For logs use the path
+ * only: the URL may carry a SAS signature. */
+int ecw_request_url(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r) ECW_MUST_USE;
+
+struct ecw_response {
+	long status;                /* 0 until a response arrived */
+	struct ecw_kv headers[ECW_RESP_MAX_HEADERS]; /* values trimmed */
+	size_t nheaders;
+	struct ecw_buf body;
+};
+
+void ecw_response_init(struct ecw_response *resp);
+void ecw_response_dispose(struct ecw_response *resp);
+void ecw_response_reset(struct ecw_response *resp);
+int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t nlen,
+			    const char *value, size_t vlen) ECW_MUST_USE;
+/* Case-insensitive; NULL when absent. */
+const char *ecw_response_header(const struct ecw_response *resp, const char *name);
+
+/* ---- client.c ---- */
+
+/* Dates, signs, sends (retrying transient failures), and maps a non-2xx
+ * answer to an ecw_err with the last error set from the body and headers. */
+int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_request *r) ECW_MUST_USE;
+const struct ecw_account *ecw_client_account(const struct ecw_client *c);
+/* Maps an HTTP status (and the service's error code) to an ecw_err. */
+int ecw_status_to_err(long status, const char *service_code);
+/* Full jitter: uniform in [0, min(max, base * 2^(retry-1))]; retry is 1-based. */
+int64_t ecw_retry_delay_ms(const struct ecw_client_options *o, int retry, uint32_t rnd);
+
+#ifdef ECW_TESTING
+/* Test-only seams, compiled only into test builds (-DECW_TESTING). */
+enum ecw_fault_kind {
+	ECW_FAULT_STATUS,            /* answer with `status`, request never sent */
+	ECW_FAULT_STATUS_AFTER_SEND, /* send for real, then replace the answer with `status` */
+	ECW_FAULT_RESET,             /* connection reset before any answer; next request reconnects */
+};
+/* The next `count` requests (attempts, not calls) fail as described. */
+void ecw_client_inject_faults(struct ecw_client *c, int count, enum ecw_fault_kind kind, long status);
+/* Replaces the HTTP transport: fn gets the full URL and the signed request
+ * (headers include x-ms-date and Authorization) and fills resp; it returns 0,
+ * or a negative ecw_err for a network failure. */
+typedef int (*ecw_send_fn)(void *ctx, struct ecw_response *resp, const char *url,
+			   const struct ecw_request *r);
+void ecw_client_set_transport(struct ecw_client *c, ecw_send_fn fn, void *ctx);
+#endif
+
+/* ---- auth.c ---- */
+
+/* The Shared Key string-to-sign for r (layout depends on r->svc; r must carry
+ * x-ms-date already). */
+int ecw_auth_string_to_sign(struct ecw_buf *out, const struct ecw_account *a,
+			    const struct ecw_request *r) ECW_MUST_USE;
+/* "SharedKey account:signature" */
+int ecw_auth_header(struct ecw_buf *out, const struct ecw_account *a,
+		    const struct ecw_request *r) ECW_MUST_USE;
+int ecw_hmac_sha256_base64(struct ecw_buf *out, const unsigned char *key, size_t key_len,
+			   const char *msg, size_t msg_len) ECW_MUST_USE;
+int ecw_base64_encode(struct ecw_buf *out, const void *p, size_t n) ECW_MUST_USE;
+/* Strict: rejects bad characters, bad padding and bad lengths. */
+int ecw_base64_decode(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE;
+
+/* ---- escape.c ---- */
+
+/* As JavaScript's encodeURIComponent: leaves A-Z a-z 0-9 - _ . ! ~ * ' ( ). */
+int ecw_pct_encode(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE;
+/* "/{table}(PartitionKey='..',RowKey='..')" with quotes doubled, then encoded. */
+int ecw_entity_path(struct ecw_buf *out, const char *table, const char *pk, const char *rk) ECW_MUST_USE;
+/* Escapes & < > and \r (as &#13;, which XML would otherwise turn into \n). */
+int ecw_xml_escape(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE;
+/* RFC 1123 in the C locale: "Wed, 19 Aug 2026 10:00:00 GMT" (29 chars + NUL). */
+void ecw_http_date(char out[32], time_t t);
+int ecw_parse_http_date(time_t *out, const char *s) ECW_MUST_USE;
+int ecw_check_queue_name(const char *name) ECW_MUST_USE;
+/* Decodes one UTF-8 sequence (shortest form, no surrogates, <= U+10FFFF);
+ * returns its length in bytes, or 0 when s does not start with one. */
+size_t ecw_utf8_decode(const char *s, size_t n, uint32_t *cp);
+int ecw_check_table_name(const char *name) ECW_MUST_USE;
+
+/* ---- xml.c (the only user of libxml2) ---- */
+
+/* Parses a QueueMessagesList. */
+int ecw_xml_parse_messages(struct ecw_queue_msg **out, size_t *count, const char *body, size_t len) ECW_MUST_USE;
+/* <Error><Code/><Message/></Error>; missing parts come back as "". */
+void ecw_xml_parse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
+			 const char *body, size_t len);
+
+/* ---- entity.c (json-c lives there, in table.c and batch.c) ---- */
+
+/* {"odata.error":{"code":..,"message":{"value":..}}}; missing parts "". */
+void ecw_json_parse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
+			  const char *body, size_t len);
+struct json_object;
+/* Parses one JSON value (nothing but whitespace after it); NULL if invalid.
+ * Release with json_object_put. */
+struct json_object *ecw_json_parse(const char *s, size_t len);
+int ecw_entity_from_json_object(struct ecw_entity **out, struct json_object *obj) ECW_MUST_USE;
+/* Sets the ETag of an entity (after a write, from the ETag header). */
+int ecw_entity_set_etag(struct ecw_entity *e, const char *etag) ECW_MUST_USE;
+
+/* ---- batch.c (pure parts, for unit tests) ---- */
+
+/* The multipart body for b; table_url is endpoint + "/" + table. */
+int ecw_batch_build_body(struct ecw_buf *out, const struct ecw_batch *b, const char *table_url,
+			 const char *batch_id, const char *changeset_id) ECW_MUST_USE;
+/* Reads a $batch response into b's per-operation results. Returns 0 when every
+ * operation succeeded, else the failing operation's ecw_err (with the last
+ * error set and the failed index recorded in b). */
+int ecw_batch_parse_response(struct ecw_batch *b, const char *content_type, const char *body,
+			     size_t len) ECW_MUST_USE;
+
+#endif

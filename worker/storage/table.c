@@ -1,0 +1,357 @@
+/* table.c - the Table service operations and the query iterator. Bodies are
+ * JSON with minimal metadata; ETags are echoed byte for byte. */
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "storage_private.h"
+
+static int table_request(struct ecw_request *r, const char *method)
+{
+	int err;
+
+	ecw_request_init(r, ECW_SVC_TABLE, method);
+	/* Azurite answers 415 unless Accept is exactly one JSON flavour. */
+	if ((err = ecw_request_set_header(r, "Accept", "application/json;odata=minimalmetadata")) < 0 ||
+	    (err = ecw_request_set_header(r, "DataServiceVersion", "3.0;")) < 0 ||
+	    (err = ecw_request_set_header(r, "MaxDataServiceVersion", "3.0;NetFx")) < 0)
+		return err;
+	return 0;
+}
+
+/* A request on one entity: checks the table name and keys before anything is sent. */
+static int entity_request(struct ecw_request *r, const char *method, const char *table,
+			  const char *pk, const char *rk)
+{
+	int err;
+
+	if ((err = table_request(r, method)) < 0 || (err = ecw_check_table_name(table)) < 0 ||
+	    (err = ecw_key_check(pk, "PartitionKey")) < 0 || (err = ecw_key_check(rk, "RowKey")) < 0 ||
+	    (err = ecw_entity_path(&r->path, table, pk, rk)) < 0)
+		return err;
+	return 0;
+}
+
+static int send_simple(struct ecw_client *c, struct ecw_request *r, struct ecw_response *resp)
+{
+	int err = ecw_client_send(resp, c, r);
+
+	ecw_request_dispose(r);
+	return err;
+}
+
+int ecw_table_create(bool *created_out, struct ecw_client *c, const char *table)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	char body[128];
+	int err;
+
+	ecw_response_init(&resp);
+	if ((err = table_request(&r, "POST")) < 0 || (err = ecw_check_table_name(table)) < 0 ||
+	    (err = ecw_buf_adds(&r.path, "/Tables")) < 0 ||
+	    (err = ecw_request_set_header(&r, "Prefer", "return-no-content")) < 0) {
+		ecw_request_dispose(&r);
+		goto done;
+	}
+	snprintf(body, sizeof(body), "{\"TableName\":\"%s\"}", table);
+	r.content_type = "application/json";
+	r.body = body;
+	r.body_len = strlen(body);
+	err = send_simple(c, &r, &resp);
+	if (created_out)
+		*created_out = err == 0;
+	if (err == ECW_ECONFLICT && strcmp(ecw_error_last()->service_code, "TableAlreadyExists") == 0) {
+		ecw_error_clear();
+		err = 0;
+	}
+done:
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_table_delete_table(struct ecw_client *c, const char *table)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	int err;
+
+	ecw_response_init(&resp);
+	if ((err = table_request(&r, "DELETE")) < 0 || (err = ecw_check_table_name(table)) < 0 ||
+	    (err = ecw_buf_printf(&r.path, "/Tables('%s')", table)) < 0)
+		ecw_request_dispose(&r);
+	else
+		err = send_simple(c, &r, &resp);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_table_get(struct ecw_entity **out, struct ecw_client *c, const char *table,
+		  const char *pk, const char *rk)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	const char *etag;
+	int err;
+
+	*out = NULL;
+	ecw_response_init(&resp);
+	if ((err = entity_request(&r, "GET", table, pk, rk)) < 0) {
+		ecw_request_dispose(&r);
+		goto done;
+	}
+	if ((err = send_simple(c, &r, &resp)) < 0)
+		goto done;
+	if ((err = ecw_entity_from_json(out, resp.body.ptr, resp.body.len)) < 0)
+		goto done;
+	/* The header and odata.etag agree; keep the header if the body had none. */
+	if (!ecw_entity_etag(*out) && (etag = ecw_response_header(&resp, "ETag")) &&
+	    (err = ecw_entity_set_etag(*out, etag)) < 0) {
+		ecw_entity_free(*out);
+		*out = NULL;
+	}
+done:
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_table_write(char **etag_out, struct ecw_client *c, const char *table,
+		    const struct ecw_entity *e, enum ecw_write_mode mode, const char *if_match)
+{
+	static const char *const methods[] = {"POST", "PUT", "MERGE", "PUT", "MERGE"};
+	bool conditional = mode == ECW_WRITE_UPDATE || mode == ECW_WRITE_MERGE;
+	struct ecw_request r;
+	struct ecw_response resp;
+	struct ecw_buf body;
+	const char *etag;
+	int err;
+
+	if (etag_out)
+		*etag_out = NULL;
+	ecw_response_init(&resp);
+	ecw_buf_init(&body, 0);
+	if ((unsigned)mode > ECW_WRITE_MERGE) {
+		ecw_request_init(&r, ECW_SVC_TABLE, "PUT");
+		err = ecw_error_set(ECW_EINVALID, "table: unknown write mode %d", (int)mode);
+		goto done;
+	}
+	if (mode == ECW_WRITE_INSERT) {
+		if ((err = table_request(&r, "POST")) < 0 || (err = ecw_check_table_name(table)) < 0 ||
+		    (err = ecw_buf_printf(&r.path, "/%s", table)) < 0 ||
+		    (err = ecw_request_set_header(&r, "Prefer", "return-no-content")) < 0)
+			goto done;
+	} else if ((err = entity_request(&r, methods[mode], table, ecw_entity_pk(e), ecw_entity_rk(e))) < 0) {
+		goto done;
+	}
+	if (conditional != (if_match != NULL) || (if_match && !*if_match)) {
+		err = ecw_error_set(ECW_EINVALID, conditional ? "table: update and merge need If-Match (an ETag or *)"
+							      : "table: If-Match only goes with update and merge");
+		goto done;
+	}
+	if ((if_match && (err = ecw_request_set_header(&r, "If-Match", if_match)) < 0) ||
+	    (err = ecw_entity_to_json(&body, e)) < 0)
+		goto done;
+	r.content_type = "application/json";
+	r.body = body.ptr;
+	r.body_len = body.len;
+	if ((err = ecw_client_send(&resp, c, &r)) < 0)
+		goto done;
+	if (etag_out && (etag = ecw_response_header(&resp, "ETag")) && !(*etag_out = strdup(etag)))
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+done:
+	ecw_request_dispose(&r);
+	ecw_buf_dispose(&body);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_table_delete(struct ecw_client *c, const char *table, const char *pk, const char *rk,
+		     const char *if_match)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	int err;
+
+	ecw_response_init(&resp);
+	if ((err = entity_request(&r, "DELETE", table, pk, rk)) < 0 ||
+	    (!if_match || !*if_match ? (err = ecw_error_set(ECW_EINVALID, "table: delete needs If-Match (an ETag or *)"))
+				     : (err = ecw_request_set_header(&r, "If-Match", if_match))) < 0)
+		ecw_request_dispose(&r);
+	else
+		err = send_simple(c, &r, &resp);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const char *table,
+			       const char *pk, const char *rk)
+{
+	int err = ecw_table_delete(c, table, pk, rk, "*");
+
+	if (deleted_out)
+		*deleted_out = err == 0;
+	/* Only a missing entity counts as done: a missing table is a mistake. */
+	if (err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0) {
+		ecw_error_clear();
+		err = 0;
+	}
+	return err;
+}
+
+/* ---- queries -------------------------------------------------------------- */
+
+struct ecw_table_query {
+	struct ecw_client *client;
+	char *table, *filter, *select;
+	int top;
+	long long limit, returned;
+	char *next_pk, *next_rk;     /* continuation; NULL when none */
+	bool started;
+	struct json_object *page;    /* the current page's "value" array holder */
+	size_t page_len, page_pos;
+	int pages;
+};
+
+void ecw_table_query_free(struct ecw_table_query *q)
+{
+	if (!q)
+		return;
+	free(q->table);
+	free(q->filter);
+	free(q->select);
+	free(q->next_pk);
+	free(q->next_rk);
+	json_object_put(q->page);
+	free(q);
+}
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+	char *d = s ? strdup(s) : NULL;
+
+	if (s && !d)
+		*oom = true;
+	return d;
+}
+
+int ecw_table_query_new(struct ecw_table_query **out, struct ecw_client *c, const char *table,
+			const struct ecw_query_options *opts)
+{
+	struct ecw_table_query *q;
+	bool oom = false;
+	int err;
+
+	*out = NULL;
+	if ((err = ecw_check_table_name(table)) < 0)
+		return err;
+	if (opts && (opts->top < 0 || opts->top > 1000 || opts->limit < 0))
+		return ecw_error_set(ECW_EINVALID, "table query: top must be 0..1000 and limit >= 0");
+	if (!(q = calloc(1, sizeof(*q))))
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	q->client = c;
+	q->table = dup_or_null(table, &oom);
+	if (opts) {
+		q->filter = dup_or_null(opts->filter && *opts->filter ? opts->filter : NULL, &oom);
+		q->top = opts->top;
+		q->limit = opts->limit;
+		if (opts->select && *opts->select) {
+			/* Entities always carry their keys: ask for them too. */
+			size_t n = strlen(opts->select) + sizeof(",PartitionKey,RowKey,Timestamp");
+			if ((q->select = malloc(n)))
+				snprintf(q->select, n, "%s,PartitionKey,RowKey,Timestamp", opts->select);
+			else
+				oom = true;
+		}
+	}
+	if (oom) {
+		ecw_table_query_free(q);
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	}
+	*out = q;
+	return 0;
+}
+
+int ecw_table_query_pages(const struct ecw_table_query *q)
+{
+	return q->pages;
+}
+
+static int set_continuation(char **slot, const char *v)
+{
+	free(*slot);
+	*slot = NULL;
+	if (v && *v && !(*slot = strdup(v)))
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	return 0;
+}
+
+static int fetch_page(struct ecw_table_query *q)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	struct json_object *root = NULL, *value;
+	char top[16];
+	int err;
+
+	ecw_response_init(&resp);
+	if ((err = table_request(&r, "GET")) < 0 || (err = ecw_buf_printf(&r.path, "/%s()", q->table)) < 0)
+		goto done;
+	if (q->filter && (err = ecw_request_add_query(&r, "$filter", q->filter)) < 0)
+		goto done;
+	if (q->select && (err = ecw_request_add_query(&r, "$select", q->select)) < 0)
+		goto done;
+	if (q->top) {
+		snprintf(top, sizeof(top), "%d", q->top);
+		if ((err = ecw_request_add_query(&r, "$top", top)) < 0)
+			goto done;
+	}
+	/* NextRowKey can be absent; an empty one would be an error. */
+	if (q->next_pk && (err = ecw_request_add_query(&r, "NextPartitionKey", q->next_pk)) < 0)
+		goto done;
+	if (q->next_rk && (err = ecw_request_add_query(&r, "NextRowKey", q->next_rk)) < 0)
+		goto done;
+	if ((err = ecw_client_send(&resp, q->client, &r)) < 0)
+		goto done;
+	if (!(root = ecw_json_parse(resp.body.ptr, resp.body.len)) ||
+	    !json_object_object_get_ex(root, "value", &value) || !json_object_is_type(value, json_type_array)) {
+		err = ecw_error_set(ECW_ERROR, "table query: answer without a \"value\" array");
+		goto done;
+	}
+	if ((err = set_continuation(&q->next_pk, ecw_response_header(&resp, "x-ms-continuation-NextPartitionKey"))) < 0 ||
+	    (err = set_continuation(&q->next_rk, ecw_response_header(&resp, "x-ms-continuation-NextRowKey"))) < 0)
+		goto done;
+	json_object_put(q->page);
+	q->page = root;
+	root = NULL;
+	q->page_len = json_object_array_length(value);
+	q->page_pos = 0;
+	q->pages++;
+	q->started = true;
+done:
+	json_object_put(root);
+	ecw_request_dispose(&r);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_table_query_next(struct ecw_entity **out, struct ecw_table_query *q)
+{
+	struct json_object *value;
+	int err;
+
+	*out = NULL;
+	if (q->limit && q->returned >= q->limit)
+		return 0;
+	while (!q->page || q->page_pos >= q->page_len) {
+		if (q->started && !q->next_pk)
+			return 0;
+		if ((err = fetch_page(q)) < 0)
+			return err;
+	}
+	json_object_object_get_ex(q->page, "value", &value);
+	if ((err = ecw_entity_from_json_object(out, json_object_array_get_idx(value, q->page_pos++))) < 0)
+		return err;
+	q->returned++;
+	return 0;
+}
