@@ -45,6 +45,8 @@ INTEG_SUPPORT := $(wildcard tests/integration/itest.c)
 
 .PHONY: all deps test test-run unit integration asan demo demo-run install clean format check-format
 .DELETE_ON_ERROR:
+# Keep the test-build objects: they are intermediates of the test binaries.
+.SECONDARY:
 
 all: $(BUILD)/ecworker
 
@@ -74,7 +76,7 @@ $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_SUPPORT) $(TOBJS) $(
 # ---- dependencies --------------------------------------------------------
 
 APT_PKGS := build-essential pkg-config libcurl4-openssl-dev libssl-dev libjson-c-dev \
-	libyaml-dev libcmocka-dev libxml2-dev
+	libyaml-dev libcmocka-dev libxml2-dev openssl
 NODE_STAMP := tests/node_modules/.ecw-installed
 
 deps: $(NODE_STAMP)

@@ -442,6 +442,12 @@ int ecw_batch_submit(struct ecw_client *c, struct ecw_batch *b)
 	if ((err = ecw_client_send(&resp, c, &r)) < 0)
 		goto done;
 	err = ecw_batch_parse_response(b, ecw_response_header(&resp, "Content-Type"), resp.body.ptr, resp.body.len);
+	if (err < 0 && ecw_response_header(&resp, "x-ms-request-id")) {
+		/* The sub-response has no request id; the batch request has one. */
+		struct ecw_error e = *ecw_error_last();
+		const char *id = ecw_response_header(&resp, "x-ms-request-id");
+		ecw_error_set_http(e.code, e.http_status, e.service_code, id, "%s (request id %s)", e.message, id);
+	}
 done:
 	ecw_request_dispose(&r);
 	ecw_response_dispose(&resp);

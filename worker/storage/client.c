@@ -451,10 +451,18 @@ static int classify(const struct ecw_client *c, const struct ecw_request *r,
 	const char *reqid = ecw_response_header(resp, "x-ms-request-id");
 	int err;
 
-	if (resp->body.len && resp->body.ptr[0] == '<')
-		ecw_xml_parse_error(code, sizeof(code), msg, sizeof(msg), resp->body.ptr, resp->body.len);
-	else if (resp->body.len && resp->body.ptr[0] == '{')
-		ecw_json_parse_error(code, sizeof(code), msg, sizeof(msg), resp->body.ptr, resp->body.len);
+	const char *body = ecw_buf_cstr(&resp->body);
+	size_t skip = 0;
+
+	/* Azure's XML error bodies start with a UTF-8 byte-order mark. */
+	if (resp->body.len >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0)
+		skip = 3;
+	while (skip < resp->body.len && strchr(" \t\r\n", body[skip]))
+		skip++;
+	if (skip < resp->body.len && body[skip] == '<')
+		ecw_xml_parse_error(code, sizeof(code), msg, sizeof(msg), body, resp->body.len);
+	else if (skip < resp->body.len && body[skip] == '{')
+		ecw_json_parse_error(code, sizeof(code), msg, sizeof(msg), body + skip, resp->body.len - skip);
 	if (hcode && *hcode) {
 		size_t n = strlen(hcode);
 		if (n >= sizeof(code))

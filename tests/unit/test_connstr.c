@@ -1,0 +1,264 @@
+/* test_connstr.c - connection strings parsed as the Azure SDKs parse them, and
+ * errors that name the bad part without ever echoing a key or a signature. */
+#include "support.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define DEV_KEY "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+/* The first bytes of the dev key, base64-decoded. */
+static const unsigned char dev_key_head[8] = {0x11, 0xbc, 0xbc, 0xbd, 0xd3, 0x34, 0xdb, 0x13};
+
+/* Distinctive secrets: an error message must never contain them. "U2VjcmV0S2V5U2VjcmV0S2V5" is
+ * base64 of "SecretKeySecretKey". */
+#define SECRET_KEY "U2VjcmV0S2V5U2VjcmV0S2V5"
+#define SECRET_SIG "sig=Zx9SeCrEtSiGnAtUrE%2Bq"
+
+static struct ecw_account *parse_ok(const char *cs)
+{
+	struct ecw_account *a = NULL;
+	int err = ecw_account_parse(&a, cs);
+	if (err != 0)
+		fail_msg("ecw_account_parse(\"%s\") = %s: %s", cs, ecw_err_name(err),
+		         ecw_error_last()->message);
+	assert_non_null(a);
+	return a;
+}
+
+/* Parses cs expecting ECW_EINVALID; the message must mention `names` (case-insensitive)
+ * and must not contain any of the secrets. */
+static void parse_fails(const char *cs, const char *names)
+{
+	struct ecw_account *a = NULL;
+	ecw_error_clear();
+	int err = ecw_account_parse(&a, cs);
+	ecw_account_free(a); /* in case it wrongly succeeded */
+	assert_int_equal(err, ECW_EINVALID);
+	const struct ecw_error *e = ecw_error_last();
+	assert_int_equal(e->code, ECW_EINVALID);
+	if (!str_contains_ci(e->message, names))
+		fail_msg("message \"%s\" does not name \"%s\"", e->message, names);
+	static const char *const secrets[] = {
+	    SECRET_KEY, "SecretKey", SECRET_SIG, "SeCrEtSiGnAtUrE", "NotBase64!!SeCrEtKeY", "SeCrEtKeY"};
+	for (size_t i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++)
+		if (str_contains(e->message, secrets[i]))
+			fail_msg("message \"%s\" leaks the secret \"%s\"", e->message, secrets[i]);
+}
+
+static void test_connstr__development_storage(void **state)
+{
+	(void)state;
+	struct ecw_account *a = parse_ok("UseDevelopmentStorage=true");
+	assert_str(ecw_account_name(a), "devstoreaccount1");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "http://127.0.0.1:10001/devstoreaccount1");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_TABLE), "http://127.0.0.1:10002/devstoreaccount1");
+	assert_false(ecw_account_uses_sas(a));
+	assert_null(a->sas);
+	assert_int_equal(a->key_len, 64);
+	assert_memory_equal(a->key, dev_key_head, sizeof(dev_key_head));
+	assert_str(a->endpoint_path[ECW_SVC_QUEUE], "/devstoreaccount1");
+	assert_str(a->endpoint_path[ECW_SVC_TABLE], "/devstoreaccount1");
+	ecw_account_free(a);
+}
+
+static void test_connstr__account_and_key_default_suffix(void **state)
+{
+	(void)state;
+	struct ecw_account *a =
+	    parse_ok("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" DEV_KEY);
+	assert_str(ecw_account_name(a), "acct");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "https://acct.queue.core.windows.net");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_TABLE), "https://acct.table.core.windows.net");
+	assert_str(a->endpoint_path[ECW_SVC_QUEUE], "");
+	assert_false(ecw_account_uses_sas(a));
+	/* The key kept its "==" padding: the value was split at the first '=' only. */
+	assert_int_equal(a->key_len, 64);
+	assert_memory_equal(a->key, dev_key_head, sizeof(dev_key_head));
+	ecw_account_free(a);
+}
+
+static void test_connstr__endpoint_suffix(void **state)
+{
+	(void)state;
+	struct ecw_account *a = parse_ok("DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=" DEV_KEY
+	                                 ";EndpointSuffix=core.chinacloudapi.cn");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "http://acct.queue.core.chinacloudapi.cn");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_TABLE), "http://acct.table.core.chinacloudapi.cn");
+	ecw_account_free(a);
+}
+
+static void test_connstr__explicit_endpoints_win(void **state)
+{
+	(void)state;
+	struct ecw_account *a = parse_ok("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" DEV_KEY
+	                                 ";QueueEndpoint=http://10.0.0.5:10001/acct/"
+	                                 ";TableEndpoint=http://10.0.0.5:10002/acct");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "http://10.0.0.5:10001/acct");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_TABLE), "http://10.0.0.5:10002/acct");
+	assert_str(a->endpoint_path[ECW_SVC_QUEUE], "/acct");
+	assert_str(a->endpoint_path[ECW_SVC_TABLE], "/acct");
+	ecw_account_free(a);
+
+	/* Only one explicit endpoint: the other is still derived. */
+	a = parse_ok("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" DEV_KEY
+	             ";QueueEndpoint=https://myqueues.example.com/");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "https://myqueues.example.com");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_TABLE), "https://acct.table.core.windows.net");
+	ecw_account_free(a);
+}
+
+static void test_connstr__names_case_insensitive(void **state)
+{
+	(void)state;
+	struct ecw_account *a = parse_ok("defaultendpointsprotocol=https;ACCOUNTNAME=acct;accountKEY=" DEV_KEY
+	                                 ";endpointsuffix=example.net");
+	assert_str(ecw_account_name(a), "acct");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "https://acct.queue.example.net");
+	assert_int_equal(a->key_len, 64);
+	ecw_account_free(a);
+
+	a = parse_ok("usedevelopmentstorage=true");
+	assert_str(ecw_account_name(a), "devstoreaccount1");
+	ecw_account_free(a);
+}
+
+static void test_connstr__empty_parts_skipped(void **state)
+{
+	(void)state;
+	struct ecw_account *a =
+	    parse_ok(";;DefaultEndpointsProtocol=https;;AccountName=acct;AccountKey=" DEV_KEY ";;");
+	assert_str(ecw_account_name(a), "acct");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_TABLE), "https://acct.table.core.windows.net");
+	assert_int_equal(a->key_len, 64);
+	ecw_account_free(a);
+}
+
+static void test_connstr__value_split_at_first_equals(void **state)
+{
+	(void)state;
+	/* "QUJDRA==" is base64 of "ABCD": both '=' belong to the value. */
+	struct ecw_account *a =
+	    parse_ok("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=QUJDRA==");
+	assert_int_equal(a->key_len, 4);
+	assert_memory_equal(a->key, "ABCD", 4);
+	ecw_account_free(a);
+
+	/* A SAS token is full of '=': everything after the first belongs to it. */
+	a = parse_ok("SharedAccessSignature=sv=2021-12-02&ss=q&sig=ab%2Bc%3D;"
+	             "QueueEndpoint=https://acct.queue.core.windows.net;"
+	             "TableEndpoint=https://acct.table.core.windows.net");
+	assert_str(a->sas, "sv=2021-12-02&ss=q&sig=ab%2Bc%3D");
+	ecw_account_free(a);
+}
+
+static void test_connstr__sas(void **state)
+{
+	(void)state;
+	struct ecw_account *a =
+	    parse_ok("QueueEndpoint=https://acct.queue.core.windows.net/;"
+	             "TableEndpoint=https://acct.table.core.windows.net;"
+	             "SharedAccessSignature=?sv=2021-12-02&ss=qt&srt=sco&sp=rwdlacup&sig=abc%2Bdef%3D");
+	assert_true(ecw_account_uses_sas(a));
+	assert_str(a->sas, "sv=2021-12-02&ss=qt&srt=sco&sp=rwdlacup&sig=abc%2Bdef%3D");
+	assert_null(a->key);
+	assert_str(ecw_account_name(a), "");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "https://acct.queue.core.windows.net");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_TABLE), "https://acct.table.core.windows.net");
+	ecw_account_free(a);
+
+	/* With an account name the endpoints are derived as usual. */
+	a = parse_ok(
+	    "DefaultEndpointsProtocol=https;AccountName=acct;SharedAccessSignature=sv=2021-12-02&sig=x");
+	assert_true(ecw_account_uses_sas(a));
+	assert_str(a->sas, "sv=2021-12-02&sig=x");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "https://acct.queue.core.windows.net");
+	ecw_account_free(a);
+}
+
+static void test_connstr__error_missing_account_name(void **state)
+{
+	(void)state;
+	parse_fails("DefaultEndpointsProtocol=https;AccountKey=" SECRET_KEY, "AccountName");
+}
+
+static void test_connstr__error_key_not_base64(void **state)
+{
+	(void)state;
+	parse_fails("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=NotBase64!!SeCrEtKeY",
+	            "AccountKey");
+	/* Bad padding is not base64 either. */
+	parse_fails("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" SECRET_KEY "=",
+	            "AccountKey");
+}
+
+static void test_connstr__error_unknown_setting(void **state)
+{
+	(void)state;
+	parse_fails("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" SECRET_KEY ";Bogus=1",
+	            "Bogus");
+	parse_fails("AccountName=acct;"
+	            "SharedAccessSignature=sv=1&" SECRET_SIG ";Colour=blue",
+	            "Colour");
+}
+
+static void test_connstr__error_part_without_equals(void **state)
+{
+	(void)state;
+	struct ecw_account *a = NULL;
+	ecw_error_clear();
+	int err = ecw_account_parse(
+	    &a, "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" SECRET_KEY ";JustSomeText");
+	ecw_account_free(a);
+	assert_int_equal(err, ECW_EINVALID);
+	const char *msg = ecw_error_last()->message;
+	assert_false(str_contains(msg, SECRET_KEY));
+	assert_false(str_contains(msg, "SecretKey"));
+	/* The part is named by its text or by its position (the 4th). */
+	if (!str_contains(msg, "JustSomeText") && !str_contains(msg, "4"))
+		fail_msg("message \"%s\" does not name the part without '='", msg);
+}
+
+static void test_connstr__error_no_endpoint(void **state)
+{
+	(void)state;
+	parse_fails("SharedAccessSignature=sv=2021-12-02&" SECRET_SIG, "endpoint");
+}
+
+static void test_connstr__error_empty(void **state)
+{
+	(void)state;
+	struct ecw_account *a = NULL;
+	assert_int_equal(ecw_account_parse(&a, ""), ECW_EINVALID);
+	ecw_account_free(a);
+	a = NULL;
+	assert_int_equal(ecw_account_parse(&a, ";;;"), ECW_EINVALID);
+	ecw_account_free(a);
+}
+
+static void test_connstr__free_null(void **state)
+{
+	(void)state;
+	ecw_account_free(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_connstr__development_storage),
+	    cmocka_unit_test(test_connstr__account_and_key_default_suffix),
+	    cmocka_unit_test(test_connstr__endpoint_suffix),
+	    cmocka_unit_test(test_connstr__explicit_endpoints_win),
+	    cmocka_unit_test(test_connstr__names_case_insensitive),
+	    cmocka_unit_test(test_connstr__empty_parts_skipped),
+	    cmocka_unit_test(test_connstr__value_split_at_first_equals),
+	    cmocka_unit_test(test_connstr__sas),
+	    cmocka_unit_test(test_connstr__error_missing_account_name),
+	    cmocka_unit_test(test_connstr__error_key_not_base64),
+	    cmocka_unit_test(test_connstr__error_unknown_setting),
+	    cmocka_unit_test(test_connstr__error_part_without_equals),
+	    cmocka_unit_test(test_connstr__error_no_endpoint),
+	    cmocka_unit_test(test_connstr__error_empty),
+	    cmocka_unit_test(test_connstr__free_null),
+	};
+	return cmocka_run_group_tests_name("connstr", tests, NULL, NULL);
+}
