@@ -898,6 +898,24 @@ static void test_client__table_query_pages(void **state)
 	assert_false(str_contains(fx->fake.reqs[2].url, "NextRowKey"));
 }
 
+static void test_client__table_query_select_adds_keys_once(void **state)
+{
+	struct client_fixture *fx = *state;
+	fake_respond(&fx->fake, 200, NULL, "{\"value\":[{\"PartitionKey\":\"p\",\"RowKey\":\"r\",\"n\":1}]}");
+	/* The caller names PartitionKey itself; the client adds only what is missing. */
+	const struct ecw_query_options qo = {.select = "PartitionKey,n"};
+	struct ecw_table_query *tq = NULL;
+	struct ecw_entity *e = NULL;
+	assert_int_equal(ecw_table_query_new(&tq, fx->c, "jobs", &qo), 0);
+	assert_int_equal(ecw_table_query_next(&e, tq), 0);
+	assert_non_null(e);
+	ecw_entity_free(e);
+	ecw_table_query_free(tq);
+	assert_int_equal(fx->fake.nreqs, 1);
+	assert_true(url_has_param(fx->fake.reqs[0].url,
+	                          "%24select=PartitionKey%2Cn%2CRowKey%2CTimestamp"));
+}
+
 static void test_client__table_query_limit(void **state)
 {
 	struct client_fixture *fx = *state;
@@ -924,6 +942,7 @@ static void test_client__table_query_limit(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    T(test_client__table_query_select_adds_keys_once),
 	    cmocka_unit_test(test_client__transient_status_retried),
 	    T(test_client__network_errors_retried),
 	    cmocka_unit_test(test_client__transient_exhausted),

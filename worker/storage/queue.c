@@ -60,33 +60,41 @@ static int message_body(struct ecw_buf *body, const char *text, size_t len)
 	return 0;
 }
 
-int ecw_queue_create(bool *created_out, struct ecw_client *c, const char *queue)
+/* A request without a body whose answer matters only by its status. */
+static int bodyless_call_status(long *status, struct ecw_client *c, const char *method,
+				const char *queue, const char *suffix)
 {
 	struct ecw_request r;
 	struct ecw_response resp;
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = queue_request(&r, "PUT", queue, NULL)) == 0 &&
-	    (err = ecw_client_send(&resp, c, &r)) == 0 && created_out)
-		*created_out = resp.status == 201; /* 204: it already existed */
+	if ((err = queue_request(&r, method, queue, suffix)) == 0 &&
+	    (err = ecw_client_send(&resp, c, &r)) == 0 && status)
+		*status = resp.status;
 	ecw_request_dispose(&r);
 	ecw_response_dispose(&resp);
 	return err;
 }
 
+static int bodyless_call(struct ecw_client *c, const char *method, const char *queue, const char *suffix)
+{
+	return bodyless_call_status(NULL, c, method, queue, suffix);
+}
+
+int ecw_queue_create(bool *created_out, struct ecw_client *c, const char *queue)
+{
+	long status = 0;
+	int err = bodyless_call_status(&status, c, "PUT", queue, NULL);
+
+	if (err == 0 && created_out)
+		*created_out = status == 201; /* 204: it already existed */
+	return err;
+}
+
 int ecw_queue_delete_queue(struct ecw_client *c, const char *queue)
 {
-	struct ecw_request r;
-	struct ecw_response resp;
-	int err;
-
-	ecw_response_init(&resp);
-	if ((err = queue_request(&r, "DELETE", queue, NULL)) == 0)
-		err = ecw_client_send(&resp, c, &r);
-	ecw_request_dispose(&r);
-	ecw_response_dispose(&resp);
-	return err;
+	return bodyless_call(c, "DELETE", queue, NULL);
 }
 
 int ecw_queue_put(struct ecw_queue_msg *out, struct ecw_client *c, const char *queue,
@@ -276,16 +284,7 @@ done:
 
 int ecw_queue_clear(struct ecw_client *c, const char *queue)
 {
-	struct ecw_request r;
-	struct ecw_response resp;
-	int err;
-
-	ecw_response_init(&resp);
-	if ((err = queue_request(&r, "DELETE", queue, "/messages")) == 0)
-		err = ecw_client_send(&resp, c, &r);
-	ecw_request_dispose(&r);
-	ecw_response_dispose(&resp);
-	return err;
+	return bodyless_call(c, "DELETE", queue, "/messages");
 }
 
 int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue)

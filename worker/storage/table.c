@@ -235,6 +235,40 @@ static char *dup_or_null(const char *s, bool *oom)
 	return d;
 }
 
+static bool listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, name, n) == 0 && (p[n] == ',' || p[n] == ' ' || p[n] == '\0'))
+			return true;
+	}
+	return false;
+}
+
+/* An entity always carries its keys, and Azure leaves out whatever $select
+ * does not name: add the system properties the caller did not list. */
+static int select_with_keys(char **out, const char *select)
+{
+	static const char *const system[] = {"PartitionKey", "RowKey", "Timestamp"};
+	struct ecw_buf b;
+	int err;
+
+	ecw_buf_init(&b, 0);
+	err = ecw_buf_adds(&b, select);
+	for (size_t i = 0; i < 3 && err == 0; i++)
+		if (!listed(select, system[i]))
+			err = ecw_buf_printf(&b, ",%s", system[i]);
+	if (err < 0) {
+		ecw_buf_dispose(&b);
+		return err;
+	}
+	*out = ecw_buf_take(&b);
+	return 0;
+}
+
 int ecw_table_query_new(struct ecw_table_query **out, struct ecw_client *c, const char *table,
 			const struct ecw_query_options *opts)
 {
@@ -255,13 +289,9 @@ int ecw_table_query_new(struct ecw_table_query **out, struct ecw_client *c, cons
 		q->filter = dup_or_null(opts->filter && *opts->filter ? opts->filter : NULL, &oom);
 		q->top = opts->top;
 		q->limit = opts->limit;
-		if (opts->select && *opts->select) {
-			/* Entities always carry their keys: ask for them too. */
-			size_t n = strlen(opts->select) + sizeof(",PartitionKey,RowKey,Timestamp");
-			if ((q->select = malloc(n)))
-				snprintf(q->select, n, "%s,PartitionKey,RowKey,Timestamp", opts->select);
-			else
-				oom = true;
+		if (opts->select && *opts->select && (err = select_with_keys(&q->select, opts->select)) < 0) {
+			ecw_table_query_free(q);
+			return err;
 		}
 	}
 	if (oom) {

@@ -1,0 +1,246 @@
+/* itest.c - see itest.h. */
+#include "itest.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *itest_connstr(void)
+{
+	const char *cs = getenv("ECW_TEST_CONNECTION_STRING");
+	if (cs == NULL || *cs == '\0')
+		fail_msg("ECW_TEST_CONNECTION_STRING is not set: integration tests need a "
+		         "running Azurite; run them with tests/run-tests.sh BUILD_DIR "
+		         "(or make integration)");
+	return cs;
+}
+
+const char *itest_last_error(void)
+{
+	static _Thread_local char text[768];
+	const struct ecw_error *e = ecw_error_last();
+	snprintf(text, sizeof(text), "[%s http=%d service=\"%s\" request=\"%s\"] %s", ecw_err_name(e->code),
+	         e->http_status, e->service_code, e->request_id, e->message);
+	return text;
+}
+
+void itest_assert_service_error(int http_status, const char *service_code)
+{
+	const struct ecw_error *e = ecw_error_last();
+	if (e->http_status != http_status)
+		fail_msg("http_status %d, expected %d; last error: %s", e->http_status, http_status,
+		         itest_last_error());
+	if (service_code ? strcmp(e->service_code, service_code) != 0 : e->service_code[0] == '\0')
+		fail_msg("service_code \"%s\", expected \"%s\"; last error: %s", e->service_code,
+		         service_code ? service_code : "(any)", itest_last_error());
+	/* Azurite sends x-ms-request-id on every answer, errors included. */
+	if (e->request_id[0] == '\0')
+		fail_msg("no request id; last error: %s", itest_last_error());
+	if (strstr(e->message, e->service_code) == NULL || strstr(e->message, e->request_id) == NULL)
+		fail_msg("the message lacks the service code or request id: %s", itest_last_error());
+}
+
+/* Appends "name=value;" to a malloc'd string being built. */
+static void append(char **s, size_t *len, size_t *cap, const char *p, size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		size_t ncap = (*cap + n + 1) * 2;
+		char *ns = realloc(*s, ncap);
+		assert_non_null(ns);
+		*s = ns;
+		*cap = ncap;
+	}
+	memcpy(*s + *len, p, n);
+	*len += n;
+	(*s)[*len] = '\0';
+}
+
+char *itest_connstr_with(const char *key, int port)
+{
+	const char *cs = itest_connstr();
+	char *out = NULL;
+	size_t len = 0, cap = 0;
+	char buf[256];
+
+	append(&out, &len, &cap, "", 0);
+	while (*cs != '\0') {
+		const char *end = strchr(cs, ';');
+		size_t n = end ? (size_t)(end - cs) : strlen(cs);
+		const char *eq = memchr(cs, '=', n);
+		size_t nlen = eq ? (size_t)(eq - cs) : n;
+
+		if (n == 0) {
+			/* empty part */
+		} else if (key != NULL && nlen == 10 && strncasecmp(cs, "AccountKey", 10) == 0) {
+			append(&out, &len, &cap, "AccountKey=", 11);
+			append(&out, &len, &cap, key, strlen(key));
+			append(&out, &len, &cap, ";", 1);
+		} else if (port > 0 && nlen == 13 &&
+		           (strncasecmp(cs, "QueueEndpoint", 13) == 0 ||
+		            strncasecmp(cs, "TableEndpoint", 13) == 0)) {
+			int k = snprintf(buf, sizeof(buf), "%.*s=http://127.0.0.1:%d/devstoreaccount1;",
+			                 (int)nlen, cs, port);
+			assert_true(k > 0 && (size_t)k < sizeof(buf));
+			append(&out, &len, &cap, buf, (size_t)k);
+		} else {
+			append(&out, &len, &cap, cs, n);
+			append(&out, &len, &cap, ";", 1);
+		}
+		cs += n;
+		if (*cs == ';')
+			cs++;
+	}
+	return out;
+}
+
+int itest_closed_port(void)
+{
+	struct sockaddr_in sa;
+	socklen_t slen = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = 0;
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &slen), 0);
+	close(fd); /* bound but never listened on: connecting is refused */
+	return ntohs(sa.sin_port);
+}
+
+void itest_client_for(struct ecw_account **acct, struct ecw_client **client, const char *connstr,
+                      const struct ecw_client_options *opts)
+{
+	static const struct ecw_client_options def = ITEST_OPTIONS;
+	*acct = NULL;
+	*client = NULL;
+	ECW_ASSERT_OK(ecw_account_parse(acct, connstr));
+	assert_non_null(*acct);
+	ECW_ASSERT_OK(ecw_client_new(client, *acct, opts ? opts : &def));
+	assert_non_null(*client);
+}
+
+void itest_unique_name(char *out, size_t cap, char kind, const char *hint)
+{
+	static unsigned counter;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	unsigned long stamp = (unsigned long)(ts.tv_nsec / 1000) ^ ((unsigned long)ts.tv_sec << 20);
+	char clean[24];
+	size_t n = 0;
+
+	/* Keep only what both naming rules allow from the hint. */
+	for (const char *p = hint; p && *p && n + 1 < sizeof(clean) && n < 12; p++) {
+		char ch = *p;
+		if (ch >= 'A' && ch <= 'Z')
+			ch = (char)(ch - 'A' + 'a');
+		if ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))
+			clean[n++] = ch;
+	}
+	clean[n] = '\0';
+	counter++;
+	int k;
+	if (kind == 'q')
+		k = snprintf(out, cap, "itq-%s-%ld-%u-%lx", n ? clean : "x", (long)getpid(), counter,
+		             stamp & 0xffffffUL);
+	else
+		k = snprintf(out, cap, "it%s%ldx%ux%lx", clean, (long)getpid(), counter, stamp & 0xffffffUL);
+	assert_true(k > 2 && k < 64 && (size_t)k < cap);
+}
+
+struct ecw_client_stats itest_stats(const struct ecw_client *c)
+{
+	struct ecw_client_stats s;
+	memset(&s, 0, sizeof(s));
+	ecw_client_stats(&s, c);
+	return s;
+}
+
+void itest_sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+int64_t itest_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int itest_setup(void **state)
+{
+	struct itest *t = calloc(1, sizeof(*t));
+	assert_non_null(t);
+	*state = t;
+	itest_client_for(&t->acct, &t->client, itest_connstr(), NULL);
+	itest_unique_name(t->queue, sizeof(t->queue), 'q', "q");
+	itest_unique_name(t->table, sizeof(t->table), 't', "a");
+	itest_unique_name(t->table2, sizeof(t->table2), 't', "b");
+	ecw_error_clear();
+	return 0;
+}
+
+int itest_teardown(void **state)
+{
+	struct itest *t = *state;
+	if (t == NULL)
+		return 0;
+	/* Best effort: a test may have deleted them itself, or failed midway. A
+	 * fresh client, so faults a test left queued cannot get in the way. */
+	if (t->acct != NULL && (t->queue_used || t->table_used || t->table2_used)) {
+		struct ecw_client *c = NULL;
+		static const struct ecw_client_options o = ITEST_OPTIONS;
+		if (ecw_client_new(&c, t->acct, &o) == 0) {
+			if (t->queue_used)
+				(void)!ecw_queue_delete_queue(c, t->queue);
+			if (t->table_used)
+				(void)!ecw_table_delete_table(c, t->table);
+			if (t->table2_used)
+				(void)!ecw_table_delete_table(c, t->table2);
+			ecw_client_free(c);
+		}
+	}
+	ecw_client_free(t->client);
+	ecw_account_free(t->acct);
+	free(t);
+	*state = NULL;
+	return 0;
+}
+
+const char *itest_queue(struct itest *t)
+{
+	bool created = false;
+	t->queue_used = true;
+	ECW_ASSERT_OK(ecw_queue_create(&created, t->client, t->queue));
+	assert_true(created);
+	return t->queue;
+}
+
+const char *itest_table(struct itest *t)
+{
+	bool created = false;
+	t->table_used = true;
+	ECW_ASSERT_OK(ecw_table_create(&created, t->client, t->table));
+	assert_true(created);
+	return t->table;
+}
+
+const char *itest_table2(struct itest *t)
+{
+	bool created = false;
+	t->table2_used = true;
+	ECW_ASSERT_OK(ecw_table_create(&created, t->client, t->table2));
+	assert_true(created);
+	return t->table2;
+}
