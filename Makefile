@@ -14,6 +14,15 @@ DESTDIR ?=
 PKGS    := libcurl libcrypto json-c yaml-0.1 libxml-2.0
 CFLAGS  ?= -O2 -g
 
+# `make V=1` shows the full commands.
+ifeq ($(V),1)
+Q :=
+SAY := @true
+else
+Q := @
+SAY := @echo
+endif
+
 ifeq ($(SANITIZE),1)
 BUILD   := build/asan
 CFLAGS  := -O1 -g -fno-omit-frame-pointer
@@ -51,26 +60,31 @@ INTEG_SUPPORT := $(wildcard tests/integration/itest.c)
 all: $(BUILD)/ecworker
 
 $(BUILD)/ecworker: $(BUILD)/obj/worker/main.o $(OBJS)
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(ECW_LIBS)
+	$(SAY) "  LINK    $@"
+	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(ECW_LIBS)
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ECW_CFLAGS) -c -o $@ $<
+	$(SAY) "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -c -o $@ $<
 
 # The test build: the same sources with the test-only seams compiled in.
 $(BUILD)/tobj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -c -o $@ $<
+	$(SAY) "  CC      $< (test build)"
+	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -c -o $@ $<
 
 # Unit tests wrap the sleep so backoff is checked without waiting.
 $(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -Itests/unit -o $@ $< $(UNIT_SUPPORT) $(TOBJS) \
+	$(SAY) "  TEST    $@"
+	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -Itests/unit -o $@ $< $(UNIT_SUPPORT) $(TOBJS) \
 		-Wl,--wrap=ecw_sleep_ms $(TEST_LIBS) $(ECW_LIBS)
 
 $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/integration/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -Itests/integration -o $@ $< $(INTEG_SUPPORT) $(TOBJS) \
+	$(SAY) "  TEST    $@"
+	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -Itests/integration -o $@ $< $(INTEG_SUPPORT) $(TOBJS) \
 		$(TEST_LIBS) $(ECW_LIBS)
 
 # ---- dependencies --------------------------------------------------------

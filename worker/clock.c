@@ -1,5 +1,4 @@
 /* clock.c - monotonic time, sleep and a thread-safe PRNG (see ecw_clock.h). */
-#include <errno.h>
 #include <stdatomic.h>
 #include <time.h>
 

@@ -153,7 +153,7 @@ static int check_guid(const char *s, const char *name)
 	}
 	return 0;
 bad:
-	return ecw_error_set(ECW_EINVALID, "property '%s': not a GUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", name);
+	return ecw_error_set(ECW_EINVALID, "property '%s': not a GUID (8-4-4-4-12 hex digits)", name);
 }
 
 /* ---- the bag -------------------------------------------------------------------- */

@@ -5,13 +5,24 @@
 #include <stdio.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "storage_private.h"
 
+static pthread_once_t xml_once = PTHREAD_ONCE_INIT;
+
+static void xml_init(void)
+{
+	/* libxml2 sets up its globals here; doing it lazily from several
+	 * threads at once is not safe. */
+	xmlInitParser();
+}
+
 static xmlDocPtr parse(const char *body, size_t len)
 {
+	pthread_once(&xml_once, xml_init);
 	if (len > (size_t)INT32_MAX)
 		return NULL;
 	return xmlReadMemory(body, (int)len, NULL, "UTF-8", XML_PARSE_NONET | XML_PARSE_NOERROR |
