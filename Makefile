@@ -11,7 +11,7 @@
 CC      ?= cc
 PREFIX  ?= /usr/local
 DESTDIR ?=
-PKGS    := libcurl libcrypto json-c yaml-0.1 libxml-2.0
+PKGS    := libcurl libcrypto json-c yaml-0.1 libxml-2.0 libmicrohttpd
 CFLAGS  ?= -O2 -g
 
 # `make V=1` shows the full commands.
@@ -49,8 +49,9 @@ UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 INTEG_SRCS := $(wildcard tests/integration/test_*.c)
 INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
-UNIT_SUPPORT  := $(wildcard tests/unit/support.c)
-INTEG_SUPPORT := $(wildcard tests/integration/itest.c)
+# Every other .c file in a test folder is support code linked into each test.
+UNIT_SUPPORT  := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
+INTEG_SUPPORT := $(filter-out $(INTEG_SRCS),$(wildcard tests/integration/*.c))
 
 .PHONY: all deps test test-run unit integration asan demo demo-run install clean format check-format
 .DELETE_ON_ERROR:
@@ -58,6 +59,12 @@ INTEG_SUPPORT := $(wildcard tests/integration/itest.c)
 .SECONDARY:
 
 all: $(BUILD)/ecworker
+
+# The same program with the test-only seams and job types (jobs/test_jobs.c),
+# for the runtime's process-level tests. Never installed.
+$(BUILD)/ecworker-test: $(BUILD)/tobj/worker/main.o $(TOBJS)
+	$(SAY) "  LINK    $@"
+	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(ECW_LIBS)
 
 $(BUILD)/ecworker: $(BUILD)/obj/worker/main.o $(OBJS)
 	$(SAY) "  LINK    $@"
@@ -90,7 +97,7 @@ $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_SUPPORT) $(TOBJS) $(
 # ---- dependencies --------------------------------------------------------
 
 APT_PKGS := build-essential pkg-config libcurl4-openssl-dev libssl-dev libjson-c-dev \
-	libyaml-dev libcmocka-dev libxml2-dev openssl
+	libyaml-dev libcmocka-dev libxml2-dev libmicrohttpd-dev openssl
 NODE_STAMP := tests/node_modules/.ecw-installed
 
 deps: $(NODE_STAMP)
@@ -109,13 +116,13 @@ test: deps
 asan:
 	@$(MAKE) --no-print-directory test SANITIZE=1
 
-test-run: $(BUILD)/ecworker $(UNIT_BINS) $(INTEG_BINS)
+test-run: $(BUILD)/ecworker $(BUILD)/ecworker-test $(UNIT_BINS) $(INTEG_BINS)
 	@./tests/run-tests.sh $(BUILD)
 
 unit: $(UNIT_BINS)
 	@./tests/run-tests.sh --unit-only $(BUILD)
 
-integration: $(BUILD)/ecworker $(INTEG_BINS)
+integration: $(BUILD)/ecworker $(BUILD)/ecworker-test $(INTEG_BINS)
 	@./tests/run-tests.sh --integration-only $(BUILD)
 
 # ---- demo ------------------------------------------------------------------
@@ -123,8 +130,8 @@ integration: $(BUILD)/ecworker $(INTEG_BINS)
 demo: deps
 	@$(MAKE) --no-print-directory demo-run
 
-demo-run: $(BUILD)/ecworker
-	@./tests/demo.sh $(BUILD)/ecworker
+demo-run: $(BUILD)/ecworker-test
+	@./tests/demo.sh $(BUILD)/ecworker-test
 
 # ---- misc ------------------------------------------------------------------
 

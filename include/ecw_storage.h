@@ -45,9 +45,14 @@ struct ecw_client_options {
 	int connect_timeout_ms; /* default 5000 */
 	/* Tests only: accept any TLS certificate. Never set from configuration. */
 	bool insecure_skip_tls_verify_for_tests;
+	/* Called after every HTTP attempt (may be NULL): op names the operation
+	 * ("queue.receive", "table.get", ...), status is the HTTP status or 0
+	 * when no answer came, attempt counts from 1. For metrics. */
+	void (*on_attempt)(void *payload, const char *op, int status, int attempt);
+	void *on_attempt_payload;
 };
 
-#define ECW_CLIENT_OPTIONS_INIT {4, 200, 5000, 30000, 5000, false}
+#define ECW_CLIENT_OPTIONS_INIT {4, 200, 5000, 30000, 5000, false, NULL, NULL}
 
 /* opts may be NULL for the defaults. The account must outlive the client. */
 int ecw_client_new(struct ecw_client **out, const struct ecw_account *acct,

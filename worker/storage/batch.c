@@ -416,6 +416,7 @@ int ecw_batch_submit(struct ecw_client *c, struct ecw_batch *b)
 	ecw_buf_init(&url, 0);
 	ecw_buf_init(&ct, 0);
 	ecw_request_init(&r, ECW_SVC_TABLE, "POST");
+	r.op = "table.batch";
 	clear_results(b);
 	if (b->n == 0) {
 		err = ecw_error_set(ECW_EINVALID, "batch: no operations");

@@ -544,6 +544,9 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 		}
 		c->stats.requests++;
 		err = send_once(c, resp, url.ptr, r);
+		if (c->opts.on_attempt)
+			c->opts.on_attempt(c->opts.on_attempt_payload, r->op ? r->op : "other",
+					   err == 0 ? (int)resp->status : 0, attempt);
 		if (err == 0)
 			err = resp->status >= 200 && resp->status < 300 ? 0 : classify(c, r, resp);
 		if (err == 0 || !ecw_err_is_transient(err) || attempt >= c->opts.max_tries)

@@ -9,12 +9,13 @@
 
 #define MAX_VISIBILITY_S 604800 /* 7 days */
 
-static int queue_request(struct ecw_request *r, const char *method, const char *queue,
+static int queue_request(struct ecw_request *r, const char *op, const char *method, const char *queue,
 			 const char *suffix)
 {
 	int err;
 
 	ecw_request_init(r, ECW_SVC_QUEUE, method);
+	r->op = op;
 	if ((err = ecw_check_queue_name(queue)) < 0 ||
 	    (err = ecw_buf_printf(&r->path, "/%s%s", queue, suffix ? suffix : "")) < 0)
 		return err;
@@ -61,7 +62,7 @@ static int message_body(struct ecw_buf *body, const char *text, size_t len)
 }
 
 /* A request without a body whose answer matters only by its status. */
-static int bodyless_call_status(long *status, struct ecw_client *c, const char *method,
+static int bodyless_call_status(long *status, struct ecw_client *c, const char *op, const char *method,
 				const char *queue, const char *suffix)
 {
 	struct ecw_request r;
@@ -69,7 +70,7 @@ static int bodyless_call_status(long *status, struct ecw_client *c, const char *
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = queue_request(&r, method, queue, suffix)) == 0 &&
+	if ((err = queue_request(&r, op, method, queue, suffix)) == 0 &&
 	    (err = ecw_client_send(&resp, c, &r)) == 0 && status)
 		*status = resp.status;
 	ecw_request_dispose(&r);
@@ -77,15 +78,16 @@ static int bodyless_call_status(long *status, struct ecw_client *c, const char *
 	return err;
 }
 
-static int bodyless_call(struct ecw_client *c, const char *method, const char *queue, const char *suffix)
+static int bodyless_call(struct ecw_client *c, const char *op, const char *method, const char *queue,
+			 const char *suffix)
 {
-	return bodyless_call_status(NULL, c, method, queue, suffix);
+	return bodyless_call_status(NULL, c, op, method, queue, suffix);
 }
 
 int ecw_queue_create(bool *created_out, struct ecw_client *c, const char *queue)
 {
 	long status = 0;
-	int err = bodyless_call_status(&status, c, "PUT", queue, NULL);
+	int err = bodyless_call_status(&status, c, "queue.create", "PUT", queue, NULL);
 
 	if (err == 0 && created_out)
 		*created_out = status == 201; /* 204: it already existed */
@@ -94,7 +96,7 @@ int ecw_queue_create(bool *created_out, struct ecw_client *c, const char *queue)
 
 int ecw_queue_delete_queue(struct ecw_client *c, const char *queue)
 {
-	return bodyless_call(c, "DELETE", queue, NULL);
+	return bodyless_call(c, "queue.delete_queue", "DELETE", queue, NULL);
 }
 
 int ecw_queue_put(struct ecw_queue_msg *out, struct ecw_client *c, const char *queue,
@@ -109,7 +111,7 @@ int ecw_queue_put(struct ecw_queue_msg *out, struct ecw_client *c, const char *q
 
 	ecw_response_init(&resp);
 	ecw_buf_init(&body, 0);
-	if ((err = queue_request(&r, "POST", queue, "/messages")) < 0 || (err = check_text(text, len)) < 0)
+	if ((err = queue_request(&r, "queue.put", "POST", queue, "/messages")) < 0 || (err = check_text(text, len)) < 0)
 		goto done;
 	if (opts && (opts->visibility_delay_s < 0 || opts->visibility_delay_s > MAX_VISIBILITY_S ||
 		     opts->ttl_s < -1 || (opts->ttl_s > 0 && opts->visibility_delay_s >= opts->ttl_s))) {
@@ -161,7 +163,7 @@ static int get_messages(struct ecw_queue_msg **out, size_t *count, struct ecw_cl
 	*out = NULL;
 	*count = 0;
 	ecw_response_init(&resp);
-	if ((err = queue_request(&r, "GET", queue, "/messages")) < 0)
+	if ((err = queue_request(&r, peek ? "queue.peek" : "queue.receive", "GET", queue, "/messages")) < 0)
 		goto done;
 	if (max < 1 || max > ECW_QUEUE_MAX_BATCH) {
 		err = ecw_error_set(ECW_EINVALID, "queue: can take 1..32 messages at once, not %d", max);
@@ -196,12 +198,12 @@ int ecw_queue_peek(struct ecw_queue_msg **out, size_t *count, struct ecw_client 
 	return get_messages(out, count, c, queue, max, 0, true);
 }
 
-static int message_request(struct ecw_request *r, const char *method, const char *queue,
+static int message_request(struct ecw_request *r, const char *op, const char *method, const char *queue,
 			   const char *id, const char *pop_receipt)
 {
 	int err;
 
-	if ((err = queue_request(r, method, queue, "/messages/")) < 0)
+	if ((err = queue_request(r, op, method, queue, "/messages/")) < 0)
 		return err;
 	if (!id || !*id || !pop_receipt || !*pop_receipt)
 		return ecw_error_set(ECW_EINVALID, "queue: a message id and pop receipt are required");
@@ -218,7 +220,7 @@ int ecw_queue_delete(struct ecw_client *c, const char *queue, const char *id, co
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = message_request(&r, "DELETE", queue, id, pop_receipt)) == 0)
+	if ((err = message_request(&r, "queue.delete", "DELETE", queue, id, pop_receipt)) == 0)
 		err = ecw_client_send(&resp, c, &r);
 	ecw_request_dispose(&r);
 	ecw_response_dispose(&resp);
@@ -236,7 +238,7 @@ int ecw_queue_update(struct ecw_queue_msg *msg, struct ecw_client *c, const char
 
 	ecw_response_init(&resp);
 	ecw_buf_init(&body, 0);
-	if ((err = message_request(&r, "PUT", queue, msg->id, msg->pop_receipt)) < 0)
+	if ((err = message_request(&r, "queue.update", "PUT", queue, msg->id, msg->pop_receipt)) < 0)
 		goto done;
 	if (visibility_s < 0 || visibility_s > MAX_VISIBILITY_S) {
 		err = ecw_error_set(ECW_EINVALID, "queue: visibility timeout must be 0..604800 s, not %d",
@@ -284,7 +286,7 @@ done:
 
 int ecw_queue_clear(struct ecw_client *c, const char *queue)
 {
-	return bodyless_call(c, "DELETE", queue, "/messages");
+	return bodyless_call(c, "queue.clear", "DELETE", queue, "/messages");
 }
 
 int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue)
@@ -296,7 +298,7 @@ int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue)
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = queue_request(&r, "GET", queue, NULL)) < 0 ||
+	if ((err = queue_request(&r, "queue.count", "GET", queue, NULL)) < 0 ||
 	    (err = ecw_request_add_query(&r, "comp", "metadata")) < 0 ||
 	    (err = ecw_client_send(&resp, c, &r)) < 0)
 		goto done;

@@ -6,6 +6,7 @@
 #ifndef ECW_STORAGE_PRIVATE_H
 #define ECW_STORAGE_PRIVATE_H
 
+#include "ecw_codec.h"
 #include "ecw_storage.h"
 
 #define ECW_QUEUE_API_VERSION "2021-12-02"
@@ -32,6 +33,7 @@ struct ecw_kv {
 struct ecw_request {
 	enum ecw_service svc;
 	const char *method;         /* static string: "GET", "MERGE", ... */
+	const char *op;             /* static string naming the operation, for metrics */
 	struct ecw_buf path;        /* percent-encoded, after the endpoint: "/q/messages" */
 	struct ecw_kv query[ECW_REQ_MAX_QUERY];   /* values DECODED: signed decoded, sent encoded */
 	size_t nquery;
@@ -106,9 +108,6 @@ int ecw_auth_header(struct ecw_buf *out, const struct ecw_account *a,
 		    const struct ecw_request *r) ECW_MUST_USE;
 int ecw_hmac_sha256_base64(struct ecw_buf *out, const unsigned char *key, size_t key_len,
 			   const char *msg, size_t msg_len) ECW_MUST_USE;
-int ecw_base64_encode(struct ecw_buf *out, const void *p, size_t n) ECW_MUST_USE;
-/* Strict: rejects bad characters, bad padding and bad lengths. */
-int ecw_base64_decode(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE;
 
 /* ---- escape.c ---- */
 
@@ -122,9 +121,7 @@ int ecw_xml_escape(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE;
 void ecw_http_date(char out[32], time_t t);
 int ecw_parse_http_date(time_t *out, const char *s) ECW_MUST_USE;
 int ecw_check_queue_name(const char *name) ECW_MUST_USE;
-/* Decodes one UTF-8 sequence (shortest form, no surrogates, <= U+10FFFF);
- * returns its length in bytes, or 0 when s does not start with one. */
-size_t ecw_utf8_decode(const char *s, size_t n, uint32_t *cp);
+
 int ecw_check_table_name(const char *name) ECW_MUST_USE;
 
 /* ---- xml.c (the only user of libxml2) ---- */

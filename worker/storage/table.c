@@ -7,11 +7,12 @@
 
 #include "storage_private.h"
 
-static int table_request(struct ecw_request *r, const char *method)
+static int table_request(struct ecw_request *r, const char *op, const char *method)
 {
 	int err;
 
 	ecw_request_init(r, ECW_SVC_TABLE, method);
+	r->op = op;
 	/* Azurite answers 415 unless Accept is exactly one JSON flavour. */
 	if ((err = ecw_request_set_header(r, "Accept", "application/json;odata=minimalmetadata")) < 0 ||
 	    (err = ecw_request_set_header(r, "DataServiceVersion", "3.0;")) < 0 ||
@@ -21,12 +22,12 @@ static int table_request(struct ecw_request *r, const char *method)
 }
 
 /* A request on one entity: checks the table name and keys before anything is sent. */
-static int entity_request(struct ecw_request *r, const char *method, const char *table,
+static int entity_request(struct ecw_request *r, const char *op, const char *method, const char *table,
 			  const char *pk, const char *rk)
 {
 	int err;
 
-	if ((err = table_request(r, method)) < 0 || (err = ecw_check_table_name(table)) < 0 ||
+	if ((err = table_request(r, op, method)) < 0 || (err = ecw_check_table_name(table)) < 0 ||
 	    (err = ecw_key_check(pk, "PartitionKey")) < 0 || (err = ecw_key_check(rk, "RowKey")) < 0 ||
 	    (err = ecw_entity_path(&r->path, table, pk, rk)) < 0)
 		return err;
@@ -49,7 +50,7 @@ int ecw_table_create(bool *created_out, struct ecw_client *c, const char *table)
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = table_request(&r, "POST")) < 0 || (err = ecw_check_table_name(table)) < 0 ||
+	if ((err = table_request(&r, "table.create", "POST")) < 0 || (err = ecw_check_table_name(table)) < 0 ||
 	    (err = ecw_buf_adds(&r.path, "/Tables")) < 0 ||
 	    (err = ecw_request_set_header(&r, "Prefer", "return-no-content")) < 0) {
 		ecw_request_dispose(&r);
@@ -78,7 +79,7 @@ int ecw_table_delete_table(struct ecw_client *c, const char *table)
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = table_request(&r, "DELETE")) < 0 || (err = ecw_check_table_name(table)) < 0 ||
+	if ((err = table_request(&r, "table.delete_table", "DELETE")) < 0 || (err = ecw_check_table_name(table)) < 0 ||
 	    (err = ecw_buf_printf(&r.path, "/Tables('%s')", table)) < 0)
 		ecw_request_dispose(&r);
 	else
@@ -97,7 +98,7 @@ int ecw_table_get(struct ecw_entity **out, struct ecw_client *c, const char *tab
 
 	*out = NULL;
 	ecw_response_init(&resp);
-	if ((err = entity_request(&r, "GET", table, pk, rk)) < 0) {
+	if ((err = entity_request(&r, "table.get", "GET", table, pk, rk)) < 0) {
 		ecw_request_dispose(&r);
 		goto done;
 	}
@@ -120,6 +121,8 @@ int ecw_table_write(char **etag_out, struct ecw_client *c, const char *table,
 		    const struct ecw_entity *e, enum ecw_write_mode mode, const char *if_match)
 {
 	static const char *const methods[] = {"POST", "PUT", "MERGE", "PUT", "MERGE"};
+	static const char *const ops[] = {"table.insert", "table.upsert", "table.upsert_merge", "table.update",
+					  "table.merge"};
 	bool conditional = mode == ECW_WRITE_UPDATE || mode == ECW_WRITE_MERGE;
 	struct ecw_request r;
 	struct ecw_response resp;
@@ -137,11 +140,11 @@ int ecw_table_write(char **etag_out, struct ecw_client *c, const char *table,
 		goto done;
 	}
 	if (mode == ECW_WRITE_INSERT) {
-		if ((err = table_request(&r, "POST")) < 0 || (err = ecw_check_table_name(table)) < 0 ||
+		if ((err = table_request(&r, "table.insert", "POST")) < 0 || (err = ecw_check_table_name(table)) < 0 ||
 		    (err = ecw_buf_printf(&r.path, "/%s", table)) < 0 ||
 		    (err = ecw_request_set_header(&r, "Prefer", "return-no-content")) < 0)
 			goto done;
-	} else if ((err = entity_request(&r, methods[mode], table, ecw_entity_pk(e), ecw_entity_rk(e))) < 0) {
+	} else if ((err = entity_request(&r, ops[mode], methods[mode], table, ecw_entity_pk(e), ecw_entity_rk(e))) < 0) {
 		goto done;
 	}
 	if (conditional != (if_match != NULL) || (if_match && !*if_match)) {
@@ -174,7 +177,7 @@ int ecw_table_delete(struct ecw_client *c, const char *table, const char *pk, co
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = entity_request(&r, "DELETE", table, pk, rk)) < 0 ||
+	if ((err = entity_request(&r, "table.delete", "DELETE", table, pk, rk)) < 0 ||
 	    (!if_match || !*if_match ? (err = ecw_error_set(ECW_EINVALID, "table: delete needs If-Match (an ETag or *)"))
 				     : (err = ecw_request_set_header(&r, "If-Match", if_match))) < 0)
 		ecw_request_dispose(&r);
@@ -325,7 +328,7 @@ static int fetch_page(struct ecw_table_query *q)
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = table_request(&r, "GET")) < 0 || (err = ecw_buf_printf(&r.path, "/%s()", q->table)) < 0)
+	if ((err = table_request(&r, "table.query", "GET")) < 0 || (err = ecw_buf_printf(&r.path, "/%s()", q->table)) < 0)
 		goto done;
 	if (q->filter && (err = ecw_request_add_query(&r, "$filter", q->filter)) < 0)
 		goto done;

@@ -1,0 +1,20 @@
+/* ecw_codec.h - base64 (RFC 4648, standard alphabet, padded) and UTF-8
+ * decoding, written to caller-owned ecw_bufs. Decoding is strict: what the
+ * service or a message could carry ambiguously is refused, never guessed. */
+#ifndef ECW_CODEC_H
+#define ECW_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ecw_buf.h"
+
+int ecw_base64_encode(struct ecw_buf *out, const void *p, size_t n) ECW_MUST_USE;
+/* Rejects bad characters, bad padding, bad lengths and non-canonical bits. */
+int ecw_base64_decode(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE;
+/* Decodes one UTF-8 sequence (shortest form, no surrogates, <= U+10FFFF);
+ * returns its length in bytes, or 0 when s does not start with one. */
+size_t ecw_utf8_decode(const char *s, size_t n, uint32_t *cp);
+/* True when all n bytes are valid UTF-8. */
+int ecw_utf8_valid(const char *s, size_t n);
+
+#endif

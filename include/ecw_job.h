@@ -1,0 +1,59 @@
+/* ecw_job.h - the seam between the runtime and the job types. A job type is a
+ * const ops table (jobs/<type>.c) listed in the registry (jobs/registry.c).
+ * The runtime decodes a message, finds the configured job, and calls run with
+ * a context it owns: the thread's storage client, the message's keys and
+ * fields, and the lease flag. A job sees only this header, ecw_config.h (for
+ * its settings) and the storage API. */
+#ifndef ECW_JOB_H
+#define ECW_JOB_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include "ecw_config.h"
+#include "ecw_err.h"
+#include "ecw_storage.h"
+
+struct json_object;
+
+struct ecw_job_ctx {
+	struct ecw_client *client;        /* this thread's connection */
+	const char *job;                  /* the configured job name */
+	const char *pk, *rk;              /* the changed entity's keys (checked) */
+	const char *trace_id;             /* "id" from the message, or the message id */
+	const char *message_id;
+	long dequeue_count;
+	const struct json_object *message;/* the whole decoded message, for extra fields */
+	const atomic_bool *lease_lost;    /* set by the runtime when the lease is gone */
+	const atomic_bool *stopping;      /* set at shutdown: finish soon if you can */
+	char outcome_detail[64];          /* optional word for the log ("missing", ...) */
+};
+
+/* Jobs call this before each write: once the lease is lost another worker may
+ * hold the message, and this one must not race it. Returns 0, or
+ * ECW_ETRANSIENT with the last error set ("lease lost"). */
+int ecw_job_check_lease(const struct ecw_job_ctx *ctx) ECW_MUST_USE;
+
+/* How the runtime reads run's result: 0 is success; ECW_EINVALID and
+ * ECW_ETOOLARGE are permanent (poison at once: no retry can fix them);
+ * every other error is transient (retried with backoff until
+ * max_dequeue_count). */
+bool ecw_job_err_is_permanent(int err);
+
+struct ecw_job_type {
+	const char *name;                 /* the `type:` in the config */
+	/* Reads the job's settings (the map under jobs.NAME, `type` included)
+	 * into *out; reports problems in errs and returns -1. */
+	int (*parse)(void **out, const struct ecw_node *job, struct ecw_config_errors *errs);
+	/* Creates what the job needs at start when create_missing is set
+	 * (tables); may be NULL. */
+	int (*prepare)(const void *settings, struct ecw_client *c);
+	int (*run)(const void *settings, struct ecw_job_ctx *ctx);
+	void (*free)(void *settings);
+};
+
+/* The registry: NULL when no type has that name. */
+const struct ecw_job_type *ecw_job_type_find(const char *name);
+/* Names of all types, NULL-terminated, for error messages. */
+const char *const *ecw_job_type_names(void);
+
+#endif

@@ -1,0 +1,32 @@
+/* ecw_log.h - structured logging on stderr: one JSON object per line (or
+ * "time LEVEL event k=v ..." text). A line is built field by field and written
+ * with one write(2), so lines from threads never interleave. Registered
+ * secrets (the account key, SAS signatures, the connection string) are
+ * replaced by "[REDACTED]" in every line, as a last line of defence. */
+#ifndef ECW_LOG_H
+#define ECW_LOG_H
+
+#include <stdint.h>
+#include "ecw_config.h"
+
+void ecw_log_setup(enum ecw_log_level level, enum ecw_log_format format);
+/* Adds a string that must never appear in a log line (copied; empty ignored). */
+void ecw_log_add_secret(const char *secret);
+/* Redirect for tests: lines go to fd instead of 2. */
+void ecw_log_set_fd(int fd);
+
+struct ecw_log_line;
+
+/* NULL when level is below the threshold (the field calls accept NULL). */
+struct ecw_log_line *ecw_log_begin(enum ecw_log_level level, const char *event);
+void ecw_log_str(struct ecw_log_line *l, const char *key, const char *value); /* NULL value: skipped */
+void ecw_log_int(struct ecw_log_line *l, const char *key, int64_t value);
+void ecw_log_double(struct ecw_log_line *l, const char *key, double value);
+void ecw_log_bool(struct ecw_log_line *l, const char *key, bool value);
+/* Writes the line and frees l. */
+void ecw_log_end(struct ecw_log_line *l);
+
+/* One-call form for a plain message: {"event":event,"msg":...}. */
+void ecw_log_msg(enum ecw_log_level level, const char *event, const char *fmt, ...) ECW_PRINTF(3, 4);
+
+#endif

@@ -1,0 +1,56 @@
+/* registry.c - every job type ecworker knows, by the name used as `type:` in
+ * the configuration, and the small helpers of the job API. Adding a job type
+ * is one new file and one line here. */
+#include <stddef.h>
+#include <string.h>
+
+#include "ecw_job.h"
+
+#ifdef ECW_TESTING
+/* Test-only types (jobs/test_jobs.c), compiled only into test builds. */
+extern const struct ecw_job_type ecw_job_test_noop, ecw_job_test_fail, ecw_job_test_flaky,
+	ecw_job_test_sleep, ecw_job_test_count;
+#endif
+
+static const struct ecw_job_type *const types[] = {
+#ifdef ECW_TESTING
+	&ecw_job_test_noop,
+	&ecw_job_test_fail,
+	&ecw_job_test_flaky,
+	&ecw_job_test_sleep,
+	&ecw_job_test_count,
+#endif
+	NULL,
+};
+
+const struct ecw_job_type *ecw_job_type_find(const char *name)
+{
+	for (size_t i = 0; types[i]; i++)
+		if (strcmp(types[i]->name, name) == 0)
+			return types[i];
+	return NULL;
+}
+
+const char *const *ecw_job_type_names(void)
+{
+	static const char *names[sizeof(types) / sizeof(types[0])];
+
+	if (!names[0])
+		for (size_t i = 0; types[i]; i++)
+			names[i] = types[i]->name;
+	return names;
+}
+
+int ecw_job_check_lease(const struct ecw_job_ctx *ctx)
+{
+	if (ctx->lease_lost && atomic_load(ctx->lease_lost))
+		return ecw_error_set(ECW_ETRANSIENT,
+				     "lease lost on message %s: another worker may hold it; not writing",
+				     ctx->message_id ? ctx->message_id : "?");
+	return 0;
+}
+
+bool ecw_job_err_is_permanent(int err)
+{
+	return err == ECW_EINVALID || err == ECW_ETOOLARGE;
+}

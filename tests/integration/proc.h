@@ -1,0 +1,124 @@
+/* proc.h - process-level helpers for the integration tests that run the
+ * worker binary (build/ecworker-test, with the test-only job types): start it
+ * with posix_spawn (stdout and stderr to a log file), send signals, wait for
+ * its exit with a timeout, write config files, read its JSON log lines back,
+ * and check every log a test produced for secrets. A struct proc is owned by
+ * the caller; the module also remembers each process it started, so
+ * proc_cleanup() (from a teardown) can SIGKILL what a failed assertion left
+ * running, and each log file, so proc_assert_logs_clean() can read them all.
+ * Strings returned by proc_* are heap copies unless said otherwise. */
+#ifndef ECW_PROC_H
+#define ECW_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct json_object;
+
+struct proc {
+	pid_t pid;            /* 0 before start and after reaping */
+	bool exited;          /* reaped: status is valid */
+	int status;           /* waitpid() status */
+	char name[96];
+	char log_path[640];   /* stdout + stderr (proc_start), stderr (proc_run) */
+	char out_path[640];   /* proc_run: stdout */
+};
+
+/* The worker: $ECW_TEST_WORKER_BIN, else ecworker-test in the build directory
+ * this test binary lives in (BUILD/tests/integration/test_x -> BUILD/), else
+ * "build/ecworker-test" relative to the working directory. */
+const char *proc_worker_bin(void);
+
+/* A path for a log or config in BUILD/test-logs/proc (created on first use):
+ * "DIR/STEM.PID.EXT" for name "STEM.EXT", so that runs of the same binary at
+ * the same time (one build directory, several people) never share a file. */
+void proc_path(char *out, size_t cap, const char *name);
+
+/* Writes text to proc_path(name) and returns the path in out. The file is
+ * one of the test's files (see proc_assert_logs_clean). */
+void proc_write_file(char *out, size_t cap, const char *name, const char *text);
+
+/* Starts the worker binary with args (NULL-terminated, without argv[0]),
+ * stdin /dev/null, stdout and stderr appended to DIR/<name>.log (truncated
+ * first). env: extra "K=V" entries (NULL-terminated, may be NULL) added to or
+ * replacing this process's environment. Fails the test when it cannot. */
+void proc_start(struct proc *p, const char *name, const char *const *args, const char *const *env);
+
+/* `ecworker-test run -c config`. */
+void proc_start_worker(struct proc *p, const char *name, const char *config);
+
+void proc_signal(struct proc *p, int sig);
+
+/* Waits up to timeout_ms for p to exit; true when it did (status set). */
+bool proc_wait(struct proc *p, int timeout_ms);
+
+/* True while p runs (reaps it, without blocking, when it has exited). */
+bool proc_alive(struct proc *p);
+
+/* The exit status, 128 + N when killed by signal N, -1 while running. */
+int proc_exit_code(const struct proc *p);
+
+/* SIGTERM, then asserts a clean exit (status 0) within timeout_ms. */
+void proc_stop(struct proc *p, int timeout_ms);
+
+/* Runs the worker binary to completion (killed after timeout_ms), stdout and
+ * stderr to separate files, and returns its exit code; *out and *err (may be
+ * NULL) receive what it printed (free() them). */
+int proc_run(char **out, char **err, const char *name, const char *const *args, const char *const *env,
+	     int timeout_ms);
+
+/* ---- the log ----------------------------------------------------------- */
+
+/* A log file read back: every line, and the JSON objects among them. */
+struct proc_log {
+	char *text;                   /* the whole file */
+	struct json_object **lines;   /* one per line that is a JSON object */
+	size_t n;
+};
+
+void proc_log_read(struct proc_log *out, const char *path);
+void proc_log_dispose(struct proc_log *log);
+
+/* Lines with "event" equal to event (NULL: any) and, for each following
+ * KEY, VALUE pair (NULL-terminated), the field KEY present with the value
+ * VALUE (compared as text: 1 matches "1"; VALUE NULL: only present). */
+size_t proc_log_count(const struct proc_log *log, const char *event, ...);
+/* The nth (0-based) such line, or NULL; owned by log. */
+struct json_object *proc_log_find(const struct proc_log *log, size_t nth, const char *event, ...);
+
+/* The same, reading p's log afresh. */
+size_t proc_count(const struct proc *p, const char *event, ...);
+
+/* Polls p's log until at least want lines match (true), timeout_ms passes
+ * or p has exited and its log still lacks them (false). */
+bool proc_wait_count(struct proc *p, size_t want, int timeout_ms, const char *event, ...);
+
+/* A field of a log line as text ("" when absent); owned by the line. */
+const char *proc_field(struct json_object *line, const char *key);
+long long proc_field_int(struct json_object *line, const char *key, long long missing);
+
+/* The last n lines of a file, for failure messages (static buffer). */
+const char *proc_tail(const char *path, int n);
+
+/* Fails when any log, output or config file written since the last
+ * proc_cleanup() contains the account key (of ECW_TEST_CONNECTION_STRING, and
+ * Azurite's well-known one; raw or JSON-escaped) or "AccountKey=" (any case).
+ * Call it as a test's last step: when it passes it deletes those files
+ * (unless $ECW_TEST_KEEP_LOGS is set), so only failed tests leave theirs. */
+void proc_assert_logs_clean(void);
+
+/* Kills (SIGKILL) and reaps every process started since the last call and
+ * forgets the files. For teardowns; never fails. */
+void proc_cleanup(void);
+
+/* ---- HTTP (the metrics endpoint) ----------------------------------------- */
+
+/* GET http://127.0.0.1:port/path; returns the HTTP status (0 when no answer)
+ * and, when body is not NULL, the body (free() it). */
+int proc_http_get(char **body, int port, const char *path);
+
+/* A free TCP port on 127.0.0.1 (bound, read and closed again). */
+int proc_free_port(void);
+
+#endif

@@ -1,0 +1,322 @@
+/* test_cli.c - ecworker's commands as a user runs them (build/ecworker-test
+ * as a process): check-config lists every problem as FILE:LINE:COL and exits
+ * 2, or exits 0 on a valid file; enqueue puts a well-formed message (plain or
+ * base64, with --id and --field) and refuses a job the config does not name;
+ * every command answers --help; an unknown command is a usage error. No
+ * output may carry the account key. */
+#include "itest.h"
+#include "proc.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecw_codec.h"
+
+static int cli_setup(void **state)
+{
+	return itest_setup(state);
+}
+
+static int cli_teardown(void **state)
+{
+	proc_cleanup();
+	return itest_teardown(state);
+}
+
+/* A valid configuration for the fixture's queue, as NAME.yaml. */
+static void valid_config(char *path, size_t cap, struct itest *t, const char *name)
+{
+	char text[2048], file[128];
+	int k = snprintf(text, sizeof(text),
+			 "storage:\n"
+			 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
+			 "worker:\n"
+			 "  queue: %s\n"
+			 "  visibility_timeout: 30s\n"
+			 "metrics:\n"
+			 "  listen: \"\"\n"
+			 "jobs:\n"
+			 "  greet: {type: test-noop}\n"
+			 "  broken: {type: test-fail}\n",
+			 t->queue);
+	assert_true(k > 0 && (size_t)k < sizeof(text));
+	snprintf(file, sizeof(file), "%s.yaml", name);
+	proc_write_file(path, cap, file, text);
+}
+
+/* Runs the worker binary; fails unless it exits with want. */
+static void run_expect(char **out, char **err, const char *name, const char *const *args, const char *const *env,
+		       int want)
+{
+	char *o = NULL, *e = NULL;
+	int code = proc_run(&o, &e, name, args, env, 20000);
+
+	if (code != want)
+		fail_msg("%s exited %d, expected %d\n-- stdout:\n%s\n-- stderr:\n%s", name, code, want, o, e);
+	if (out)
+		*out = o;
+	else
+		free(o);
+	if (err)
+		*err = e;
+	else
+		free(e);
+}
+
+/* ---- check-config ----------------------------------------------------------------- */
+
+static void test_cli__check_config_reports_every_error_with_position(void **state)
+{
+	(void)state;
+	char path[640], want[800];
+	char *out = NULL, *err = NULL;
+	/* Line 3 col 3: an unknown key. Line 4 col 23: a bad duration (the
+	 * value's position). Line 8: a job type that does not exist. */
+	proc_write_file(path, sizeof(path), "cli-bad.yaml",
+			"worker:\n"
+			"  queue: cli-bad-queue\n"
+			"  bogus_key: 1\n"
+			"  visibility_timeout: 5 parsecs\n"
+			"storage:\n"
+			"  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
+			"jobs:\n"
+			"  j1: {type: no-such-type}\n");
+	const char *args[] = {"check-config", "-c", path, NULL};
+	run_expect(&out, &err, "cli-check-bad", args, NULL, 2);
+
+	snprintf(want, sizeof(want), "%s:3:3:", path);
+	ITEST_CHECK(strstr(err, want) != NULL, "no line starting %s (the unknown key) in:\n%s", want, err);
+	char *line = strstr(err, want);
+	char *eol = strchr(line, '\n');
+	ITEST_CHECK(strstr(line, "bogus_key") && (!eol || strstr(line, "bogus_key") < eol),
+		    "the error at 3:3 does not name bogus_key:\n%s", err);
+	snprintf(want, sizeof(want), "%s:4:23:", path);
+	ITEST_CHECK(strstr(err, want) != NULL, "no line starting %s (the bad duration) in:\n%s", want, err);
+	snprintf(want, sizeof(want), "%s:8:", path);
+	ITEST_CHECK(strstr(err, want) != NULL, "no line starting %s (the unknown job type) in:\n%s", want, err);
+	/* Each error on a line of its own, and nothing else claims success. */
+	size_t lines = 0;
+	for (const char *p = err; (p = strstr(p, path)) != NULL; p++)
+		lines++;
+	ITEST_CHECK(lines >= 3, "%zu error lines, expected one per error (3):\n%s", lines, err);
+	ITEST_CHECK(strstr(out, "OK") == NULL, "stdout claims OK:\n%s", out);
+	free(out);
+	free(err);
+	proc_assert_logs_clean();
+}
+
+static void test_cli__check_config_valid_file_exits_0(void **state)
+{
+	struct itest *t = *state;
+	char path[640], env_config[700];
+	char *out = NULL;
+
+	valid_config(path, sizeof(path), t, "cli-valid");
+	const char *args[] = {"check-config", "-c", path, NULL};
+	run_expect(&out, NULL, "cli-check-valid", args, NULL, 0);
+	ITEST_CHECK(strstr(out, "OK") && strstr(out, t->queue), "stdout: %s", out);
+	free(out);
+
+	/* Without -c: $ECW_CONFIG. */
+	snprintf(env_config, sizeof(env_config), "ECW_CONFIG=%s", path);
+	const char *args2[] = {"check-config", NULL};
+	const char *env[] = {env_config, NULL};
+	run_expect(&out, NULL, "cli-check-env", args2, env, 0);
+	ITEST_CHECK(strstr(out, t->queue) != NULL, "stdout: %s", out);
+	free(out);
+	proc_assert_logs_clean();
+}
+
+static void test_cli__check_config_missing_file_exits_2(void **state)
+{
+	(void)state;
+	char *err = NULL;
+	const char *args[] = {"check-config", "-c", "/nonexistent/ecw-cli-test.yaml", NULL};
+
+	run_expect(NULL, &err, "cli-check-missing", args, NULL, 2);
+	ITEST_CHECK(strstr(err, "/nonexistent/ecw-cli-test.yaml") != NULL, "stderr does not name the file:\n%s", err);
+	free(err);
+}
+
+static void test_cli__check_config_unset_variable_is_an_error(void **state)
+{
+	(void)state;
+	char path[640], want[700];
+	char *err = NULL;
+
+	proc_write_file(path, sizeof(path), "cli-unset.yaml",
+			"storage:\n"
+			"  connection_string: ${ECW_TEST_SURELY_UNSET_VARIABLE}\n");
+	const char *args[] = {"check-config", "-c", path, NULL};
+	run_expect(NULL, &err, "cli-check-unset", args, NULL, 2);
+	snprintf(want, sizeof(want), "%s:2:", path);
+	ITEST_CHECK(strstr(err, want) && strstr(err, "ECW_TEST_SURELY_UNSET_VARIABLE"),
+		    "expected an error at %s naming the variable:\n%s", want, err);
+	free(err);
+	proc_assert_logs_clean();
+}
+
+/* ---- enqueue -------------------------------------------------------------------------- */
+
+/* Receives the one message on the fixture's queue. */
+static struct ecw_queue_msg *receive_one(struct itest *t)
+{
+	struct ecw_queue_msg *m = NULL;
+	size_t n = 0;
+
+	ECW_ASSERT_OK(ecw_queue_receive(&m, &n, t->client, t->queue, 32, 30));
+	ITEST_CHECK(n == 1, "%zu messages on the queue, expected 1", n);
+	return m;
+}
+
+static void assert_message(const char *json, const char *job, const char *pk, const char *rk, const char *id,
+			   const char *k, const char *v)
+{
+	struct json_object *o = json_tokener_parse(json), *f;
+
+	ITEST_CHECK(o && json_object_is_type(o, json_type_object), "not a JSON object: %s", json);
+	const char *keys[] = {"job", "pk", "rk", "id", k};
+	const char *vals[] = {job, pk, rk, id, v};
+	for (int i = 0; i < 5; i++) {
+		if (!keys[i])
+			continue;
+		if (!vals[i]) {
+			ITEST_CHECK(!json_object_object_get_ex(o, keys[i], NULL), "%s present in %s", keys[i], json);
+			continue;
+		}
+		ITEST_CHECK(json_object_object_get_ex(o, keys[i], &f) && json_object_is_type(f, json_type_string) &&
+				    strcmp(json_object_get_string(f), vals[i]) == 0,
+			    "\"%s\" is not \"%s\" in %s", keys[i], vals[i], json);
+	}
+	json_object_put(o);
+}
+
+static void test_cli__enqueue_plain_with_fields(void **state)
+{
+	struct itest *t = *state;
+	char path[640];
+	char *out = NULL;
+
+	t->queue_used = true; /* enqueue creates it (create_missing) */
+	valid_config(path, sizeof(path), t, "cli-enqueue");
+	const char *args[] = {"enqueue", "-c", path, "greet", "Sales", "o'brien 001", "--id", "trace-7",
+			      "--field", "color=blue green", "--field", "n=1", NULL};
+	run_expect(&out, NULL, "cli-enqueue-plain", args, NULL, 0);
+
+	struct ecw_queue_msg *m = receive_one(t);
+	char *nl = strchr(out, '\n');
+	if (nl)
+		*nl = '\0';
+	ITEST_CHECK(strcmp(out, m->id) == 0, "printed \"%s\", the message id is %s", out, m->id);
+	ITEST_CHECK(m->text[0] == '{', "plain text expected: %s", m->text);
+	assert_message(m->text, "greet", "Sales", "o'brien 001", "trace-7", "color", "blue green");
+	assert_message(m->text, "greet", "Sales", "o'brien 001", "trace-7", "n", "1");
+	ecw_queue_msgs_free(m, 1);
+	free(out);
+	proc_assert_logs_clean();
+}
+
+static void test_cli__enqueue_base64(void **state)
+{
+	struct itest *t = *state;
+	char path[640];
+	struct ecw_buf raw;
+
+	t->queue_used = true;
+	valid_config(path, sizeof(path), t, "cli-enqueue64");
+	const char *args[] = {"enqueue", "-c", path, "--base64", "--field", "period=2026-11", "greet", "Sales",
+			      "Zo\xc3\xab 002", NULL};
+	run_expect(NULL, NULL, "cli-enqueue-base64", args, NULL, 0);
+
+	struct ecw_queue_msg *m = receive_one(t);
+	ecw_buf_init(&raw, 0);
+	ITEST_CHECK(ecw_base64_decode(&raw, m->text, m->text_len) == 0, "not strict base64: %s", m->text);
+	assert_message(ecw_buf_cstr(&raw), "greet", "Sales", "Zo\xc3\xab 002", NULL, "period", "2026-11");
+	ecw_buf_dispose(&raw);
+	ecw_queue_msgs_free(m, 1);
+	proc_assert_logs_clean();
+}
+
+static void test_cli__enqueue_refuses_bad_input(void **state)
+{
+	struct itest *t = *state;
+	char path[640];
+	char *err = NULL;
+	long long n = -1;
+
+	valid_config(path, sizeof(path), t, "cli-enqueue-bad");
+	itest_queue(t);
+	const char *unknown[] = {"enqueue", "-c", path, "no-such-job", "p", "r", NULL};
+	run_expect(NULL, &err, "cli-enqueue-unknown", unknown, NULL, 2);
+	ITEST_CHECK(strstr(err, "no-such-job") != NULL, "stderr does not name the job:\n%s", err);
+	free(err);
+	const char *badkey[] = {"enqueue", "-c", path, "greet", "a/b", "r", NULL};
+	run_expect(NULL, NULL, "cli-enqueue-badkey", badkey, NULL, 2);
+	const char *badfield[] = {"enqueue", "-c", path, "greet", "p", "r", "--field", "novalue", NULL};
+	run_expect(NULL, NULL, "cli-enqueue-badfield", badfield, NULL, 2);
+	const char *missing[] = {"enqueue", "-c", path, "greet", "p", NULL};
+	run_expect(NULL, NULL, "cli-enqueue-missing", missing, NULL, 2);
+	ECW_ASSERT_OK(ecw_queue_count(&n, t->client, t->queue));
+	assert_int_equal(n, 0);
+	proc_assert_logs_clean();
+}
+
+/* ---- help and dispatch ------------------------------------------------------------------- */
+
+static void test_cli__help_exits_0(void **state)
+{
+	(void)state;
+	static const char *cmds[] = {"run", "check-config", "enqueue"};
+
+	for (size_t i = 0; i < 3; i++) {
+		char name[64], *out = NULL;
+		const char *args[] = {cmds[i], "--help", NULL};
+		snprintf(name, sizeof(name), "cli-help-%s", cmds[i]);
+		run_expect(&out, NULL, name, args, NULL, 0);
+		ITEST_CHECK(strstr(out, "usage: ecworker") && strstr(out, cmds[i]), "%s --help printed:\n%s", cmds[i],
+			    out);
+		free(out);
+	}
+	char *out = NULL;
+	const char *help[] = {"help", NULL};
+	run_expect(&out, NULL, "cli-help", help, NULL, 0);
+	ITEST_CHECK(strstr(out, "check-config") && strstr(out, "enqueue"), "help printed:\n%s", out);
+	free(out);
+	proc_assert_logs_clean();
+}
+
+static void test_cli__unknown_command_exits_2(void **state)
+{
+	(void)state;
+	char *err = NULL;
+	const char *args[] = {"frobnicate", NULL};
+
+	run_expect(NULL, &err, "cli-unknown", args, NULL, 2);
+	ITEST_CHECK(strstr(err, "frobnicate") && strstr(err, "usage"), "stderr:\n%s", err);
+	free(err);
+	const char *none[] = {NULL};
+	run_expect(NULL, NULL, "cli-none", none, NULL, 2);
+	const char *badopt[] = {"check-config", "--no-such-option", NULL};
+	run_expect(NULL, NULL, "cli-badopt", badopt, NULL, 2);
+	proc_assert_logs_clean();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_cli__check_config_reports_every_error_with_position, cli_setup,
+						cli_teardown),
+		cmocka_unit_test_setup_teardown(test_cli__check_config_valid_file_exits_0, cli_setup, cli_teardown),
+		cmocka_unit_test_setup_teardown(test_cli__check_config_missing_file_exits_2, cli_setup, cli_teardown),
+		cmocka_unit_test_setup_teardown(test_cli__check_config_unset_variable_is_an_error, cli_setup,
+						cli_teardown),
+		cmocka_unit_test_setup_teardown(test_cli__enqueue_plain_with_fields, cli_setup, cli_teardown),
+		cmocka_unit_test_setup_teardown(test_cli__enqueue_base64, cli_setup, cli_teardown),
+		cmocka_unit_test_setup_teardown(test_cli__enqueue_refuses_bad_input, cli_setup, cli_teardown),
+		cmocka_unit_test_setup_teardown(test_cli__help_exits_0, cli_setup, cli_teardown),
+		cmocka_unit_test_setup_teardown(test_cli__unknown_command_exits_2, cli_setup, cli_teardown),
+	};
+	return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
+}

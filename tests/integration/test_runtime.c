@@ -1,0 +1,1015 @@
+/* test_runtime.c - the worker runtime as a process: build/ecworker-test (the
+ * worker with the test-only job types) runs against the real Azurite with a
+ * config written per test (its own queue, poison queue and tables), and the
+ * tests judge it by what it leaves in storage, by its JSON log lines and by
+ * its metrics endpoint: the outcome rules (success deletes, transient failures
+ * back off, permanent ones and over-delivered ones are poisoned with an exact
+ * envelope), garbage that must never stop it, leases renewed for long jobs and
+ * lost ones that stop a job's writes, a clean SIGTERM that hands every held
+ * message back at once, exactly-once processing under load with one and with
+ * three workers, and no secret in any log line. */
+#include "itest.h"
+#include "proc.h"
+
+#include <json-c/json.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecw_codec.h"
+
+/* ---- fixture ---------------------------------------------------------------------- */
+
+struct rt {
+	struct itest *t;       /* client, queue name (the job queue), tables */
+	char poison[64];       /* the poison queue's name */
+};
+
+static int rt_setup(void **state)
+{
+	struct rt *r = calloc(1, sizeof(*r));
+	void *t = NULL;
+
+	assert_non_null(r);
+	itest_setup(&t);
+	r->t = t;
+	itest_unique_name(r->poison, sizeof(r->poison), 'q', "poison");
+	*state = r;
+	return 0;
+}
+
+static int rt_teardown(void **state)
+{
+	struct rt *r = *state;
+	void *t;
+
+	if (!r)
+		return 0;
+	proc_cleanup(); /* a failed assertion may have left workers running */
+	(void)!ecw_queue_delete_queue(r->t->client, r->poison);
+	/* The worker created the tables and queues it needed. */
+	r->t->queue_used = r->t->table_used = r->t->table2_used = true;
+	t = r->t;
+	itest_teardown(&t);
+	free(r);
+	*state = NULL;
+	return 0;
+}
+
+/* ---- the worker's configuration --------------------------------------------------- */
+
+struct wopts {
+	int concurrency, batch_size, visibility_s, max_dequeue;
+	const char *shutdown_grace;
+	const char *jobs;          /* lines under jobs:, indented two spaces */
+};
+
+#define WOPTS_DEFAULT {4, 16, 30, 5, "5s", NULL}
+
+/* Writes NAME.yaml for this test and returns the metrics port it listens on. */
+static int write_config(char *path, size_t cap, struct rt *r, const char *name, const struct wopts *o)
+{
+	char file[128], text[4096];
+	int port = proc_free_port();
+	int k;
+
+	k = snprintf(text, sizeof(text),
+		     "# written by test_runtime.c\n"
+		     "storage:\n"
+		     "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
+		     "worker:\n"
+		     "  queue: %s\n"
+		     "  poison_queue: %s\n"
+		     "  batch_size: %d\n"
+		     "  concurrency: %d\n"
+		     "  visibility_timeout: %ds\n"
+		     "  max_dequeue_count: %d\n"
+		     "  retry_backoff: {base: 1s, max: 4s}\n"
+		     "  poll_interval: {min: 50ms, max: 200ms}\n"
+		     "  shutdown_grace: %s\n"
+		     "log:\n"
+		     "  level: debug\n"
+		     "  format: json\n"
+		     "metrics:\n"
+		     "  listen: \"127.0.0.1:%d\"\n"
+		     "jobs:\n"
+		     "%s",
+		     r->t->queue, r->poison, o->batch_size, o->concurrency, o->visibility_s, o->max_dequeue,
+		     o->shutdown_grace, port, o->jobs ? o->jobs : "  noop: {type: test-noop}\n");
+	assert_true(k > 0 && (size_t)k < sizeof(text));
+	snprintf(file, sizeof(file), "%s.yaml", name);
+	proc_write_file(path, cap, file, text);
+	return port;
+}
+
+/* Writes the config and starts the worker; returns its metrics port. */
+static int start_worker(struct proc *p, struct rt *r, const char *name, const struct wopts *o)
+{
+	char path[640];
+	int port = write_config(path, sizeof(path), r, name, o);
+
+	proc_start_worker(p, name, path);
+	return port;
+}
+
+/* Fails, showing the worker's log, unless want lines match within ms. */
+#define EXPECT_LOG(p, want, ms, ...)                                                                         \
+	do {                                                                                                 \
+		if (!proc_wait_count((p), (want), (ms), __VA_ARGS__, NULL))                                  \
+			fail_msg("%s: expected %d log line(s) matching (%s) within %d ms (worker %s); log %s:\n%s", \
+				 (p)->name, (int)(want), #__VA_ARGS__, (int)(ms),                            \
+				 proc_alive(p) ? "running" : "EXITED", (p)->log_path,                        \
+				 proc_tail((p)->log_path, 30));                                              \
+	} while (0)
+
+/* Stops the worker cleanly (status 0) and checks every log for secrets. */
+static void finish(struct proc *p)
+{
+	proc_stop(p, 10000);
+	proc_assert_logs_clean();
+}
+
+/* ---- storage helpers --------------------------------------------------------------- */
+
+static void put_len(struct rt *r, const char *text, size_t len, char *id_out)
+{
+	struct ecw_queue_msg m;
+
+	memset(&m, 0, sizeof(m));
+	ECW_ASSERT_OK(ecw_queue_put(&m, r->t->client, r->t->queue, text, len, NULL));
+	if (id_out)
+		memcpy(id_out, m.id, sizeof(m.id));
+}
+
+static void put(struct rt *r, const char *text, char *id_out)
+{
+	put_len(r, text, strlen(text), id_out);
+}
+
+static long long queue_count(struct rt *r, const char *q)
+{
+	long long n = -1;
+	ECW_ASSERT_OK(ecw_queue_count(&n, r->t->client, q));
+	return n;
+}
+
+static size_t peek_count(struct rt *r, const char *q)
+{
+	struct ecw_queue_msg *m = NULL;
+	size_t n = 0;
+
+	ECW_ASSERT_OK(ecw_queue_peek(&m, &n, r->t->client, q, 32));
+	ecw_queue_msgs_free(m, n);
+	return n;
+}
+
+/* Receives until want messages arrived (or timeout_ms passed); each is held
+ * for visibility_s. The caller frees them. */
+static struct ecw_queue_msg *receive_n(size_t *got, struct rt *r, const char *q, size_t want, int visibility_s,
+				       int timeout_ms)
+{
+	struct ecw_queue_msg *all = calloc(want ? want : 1, sizeof(*all));
+	int64_t end = itest_now_ms() + timeout_ms;
+
+	assert_non_null(all);
+	*got = 0;
+	while (*got < want) {
+		struct ecw_queue_msg *m = NULL;
+		size_t n = 0;
+		int max = (int)(want - *got > 32 ? 32 : want - *got);
+
+		ECW_ASSERT_OK(ecw_queue_receive(&m, &n, r->t->client, q, max, visibility_s));
+		for (size_t i = 0; i < n; i++) {
+			all[(*got)++] = m[i];
+			m[i].text = NULL;
+		}
+		ecw_queue_msgs_free(m, n);
+		if (*got >= want || itest_now_ms() > end)
+			break;
+		if (n == 0)
+			itest_sleep_ms(100);
+	}
+	return all;
+}
+
+/* The poison envelopes: receives until want arrived, parses each. */
+static struct json_object **poison_envelopes(struct rt *r, size_t want, int timeout_ms)
+{
+	size_t got = 0;
+	struct ecw_queue_msg *m = receive_n(&got, r, r->poison, want, 60, timeout_ms);
+	struct json_object **env = calloc(want + 1, sizeof(*env));
+
+	assert_non_null(env);
+	ITEST_CHECK(got == want, "%zu poison envelope(s) on %s, expected %zu", got, r->poison, want);
+	for (size_t i = 0; i < got; i++) {
+		env[i] = json_tokener_parse(m[i].text);
+		ITEST_CHECK(env[i] && json_object_is_type(env[i], json_type_object),
+			    "poison message %zu is not a JSON object: %.300s", i, m[i].text);
+	}
+	ecw_queue_msgs_free(m, got);
+	return env;
+}
+
+static void envelopes_free(struct json_object **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		json_object_put(env[i]);
+	free(env);
+}
+
+/* The envelope whose original is text (exactly), or NULL. */
+static struct json_object *envelope_for(struct json_object **env, const char *text, size_t len)
+{
+	for (size_t i = 0; env[i]; i++) {
+		struct json_object *o;
+		if (json_object_object_get_ex(env[i], "original", &o) && json_object_is_type(o, json_type_string) &&
+		    (size_t)json_object_get_string_len(o) == len && memcmp(json_object_get_string(o), text, len) == 0)
+			return env[i];
+	}
+	return NULL;
+}
+
+static const char *env_str(struct json_object *e, const char *key)
+{
+	struct json_object *o;
+	if (!json_object_object_get_ex(e, key, &o) || !json_object_is_type(o, json_type_string))
+		return NULL;
+	return json_object_get_string(o);
+}
+
+static long long env_int(struct json_object *e, const char *key)
+{
+	struct json_object *o;
+	if (!json_object_object_get_ex(e, key, &o) || !json_object_is_type(o, json_type_int))
+		return -999;
+	return (long long)json_object_get_int64(o);
+}
+
+/* The entities of table whose PartitionKey is pk (up to max; returns how
+ * many there are). */
+static size_t rows_with_pk(struct rt *r, const char *table, const char *pk, struct ecw_entity **out, size_t max)
+{
+	struct ecw_buf f;
+	struct ecw_table_query *q = NULL;
+	size_t n = 0;
+
+	ecw_buf_init(&f, 0);
+	ECW_ASSERT_OK(ecw_buf_adds(&f, "PartitionKey eq "));
+	ECW_ASSERT_OK(ecw_filter_add_string(&f, pk));
+	struct ecw_query_options qo = {.filter = ecw_buf_cstr(&f)};
+	ECW_ASSERT_OK(ecw_table_query_new(&q, r->t->client, table, &qo));
+	for (;;) {
+		struct ecw_entity *e = NULL;
+		ECW_ASSERT_OK(ecw_table_query_next(&e, q));
+		if (!e)
+			break;
+		if (out && n < max)
+			out[n] = e;
+		else
+			ecw_entity_free(e);
+		n++;
+	}
+	ecw_table_query_free(q);
+	ecw_buf_dispose(&f);
+	return n;
+}
+
+static int64_t prop_i64(const struct ecw_entity *e, const char *name)
+{
+	const struct ecw_prop *p = ecw_entity_get(e, name);
+	ITEST_CHECK(p != NULL, "entity %s/%s has no %s", ecw_entity_pk(e), ecw_entity_rk(e), name);
+	return p->type == ECW_EDM_INT32 ? p->v.i32 : p->v.i64;
+}
+
+static char *b64(const void *p, size_t n)
+{
+	struct ecw_buf b;
+
+	ecw_buf_init(&b, 0);
+	ECW_ASSERT_OK(ecw_base64_encode(&b, p, n));
+	return ecw_buf_take(&b);
+}
+
+/* ---- 1. transient failures back off, then succeed ------------------------------------- */
+
+static void test_runtime__transient_twice_then_success(void **state)
+{
+	struct rt *r = *state;
+	struct itest *t = r->t;
+	struct wopts o = WOPTS_DEFAULT;
+	char jobs[256], id[64];
+	struct proc p;
+	struct proc_log log;
+	struct ecw_entity *rows[8] = {0};
+	const char *text = "{\"job\":\"flaky\",\"pk\":\"Sales\",\"rk\":\"flaky-001\"}";
+
+	itest_queue(t);
+	snprintf(jobs, sizeof(jobs), "  flaky: {type: test-flaky, fail_times: 2, table: %s}\n", t->table);
+	o.jobs = jobs;
+	put(r, text, id);
+	start_worker(&p, r, "runtime-flaky", &o);
+
+	EXPECT_LOG(&p, 1, 20000, "message", "message_id", id, "outcome", "succeeded");
+
+	proc_log_read(&log, p.log_path);
+	assert_int_equal(proc_log_count(&log, "message", "message_id", id, NULL), 3);
+	assert_int_equal(proc_log_count(&log, "message", "message_id", id, "outcome", "retried", NULL), 2);
+	struct json_object *r1 = proc_log_find(&log, 0, "message", "message_id", id, "outcome", "retried", NULL);
+	struct json_object *r2 = proc_log_find(&log, 1, "message", "message_id", id, "outcome", "retried", NULL);
+	struct json_object *ok = proc_log_find(&log, 0, "message", "message_id", id, "outcome", "succeeded", NULL);
+	assert_int_equal(proc_field_int(r1, "dequeue_count", -1), 1);
+	assert_int_equal(proc_field_int(r2, "dequeue_count", -1), 2);
+	assert_int_equal(proc_field_int(ok, "dequeue_count", -1), 3);
+	/* base 1s: hidden base * 2^(n-1), jittered down by at most 20%, in
+	 * whole seconds: 1 s, then 2 s. */
+	ITEST_CHECK(proc_field_int(r1, "hidden_s", -1) == 1, "first retry hidden_s %lld, expected 1",
+		    proc_field_int(r1, "hidden_s", -1));
+	ITEST_CHECK(proc_field_int(r2, "hidden_s", -1) == 2, "second retry hidden_s %lld, expected 2",
+		    proc_field_int(r2, "hidden_s", -1));
+	assert_string_equal(proc_field(r1, "job"), "flaky");
+	assert_string_equal(proc_field(r1, "pk"), "Sales");
+	assert_string_equal(proc_field(r1, "rk"), "flaky-001");
+	ITEST_CHECK(proc_field(r1, "error")[0] != '\0', "a retried line names the error");
+	ITEST_CHECK(proc_field(ok, "reason")[0] == '\0', "a success has no reason: %s", proc_field(ok, "reason"));
+	assert_int_equal(proc_log_count(&log, "message", "outcome", "poisoned", NULL), 0);
+	proc_log_dispose(&log);
+
+	/* Deleted, not poisoned. */
+	assert_int_equal(queue_count(r, t->queue), 0);
+	assert_int_equal(queue_count(r, r->poison), 0);
+
+	/* The attempts, as the job recorded them: the gaps grow with the backoff. */
+	assert_int_equal(rows_with_pk(r, t->table, "flaky-001", rows, 8), 3);
+	int64_t mono[3];
+	for (int i = 0; i < 3; i++) {
+		char want[32];
+		snprintf(want, sizeof(want), "attempt-%03d", i + 1);
+		assert_string_equal(ecw_entity_rk(rows[i]), want);
+		assert_int_equal(prop_i64(rows[i], "Dequeue"), i + 1);
+		mono[i] = prop_i64(rows[i], "MonoMs");
+		(void)prop_i64(rows[i], "AtMs");
+	}
+	ITEST_CHECK(mono[1] - mono[0] >= 800 && mono[1] - mono[0] <= 5000,
+		    "attempt 2 came %lld ms after attempt 1; expected 0.8 s .. 5 s", (long long)(mono[1] - mono[0]));
+	ITEST_CHECK(mono[2] - mono[1] >= 1600 && mono[2] - mono[1] <= 7000,
+		    "attempt 3 came %lld ms after attempt 2; expected 1.6 s .. 7 s", (long long)(mono[2] - mono[1]));
+	for (int i = 0; i < 3; i++)
+		ecw_entity_free(rows[i]);
+	finish(&p);
+}
+
+/* ---- 2. a permanent failure is poisoned on its first delivery ---------------------------- */
+
+static void test_runtime__permanent_failure_poisoned_at_once(void **state)
+{
+	struct rt *r = *state;
+	struct itest *t = r->t;
+	struct wopts o = WOPTS_DEFAULT;
+	char id[64];
+	struct proc p;
+	/* XML-special characters, a carriage return, multi-byte UTF-8 and
+	 * extra fields: the envelope must keep all of it byte for byte. */
+	const char *text = "{\"job\":\"broken\",\r\n \"pk\":\"Sales\",\"rk\":\"o'brien <001> & Zo\xc3\xab \xf0\x9f\x98\x80\","
+			   "\"extra\":[1,2,{\"a\":null}],\"note\":\"tab\\there\"}\r\n";
+
+	itest_queue(t);
+	o.jobs = "  broken: {type: test-fail}\n";
+	put(r, text, id);
+	start_worker(&p, r, "runtime-permanent", &o);
+
+	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
+	struct proc_log log;
+	proc_log_read(&log, p.log_path);
+	struct json_object *line = proc_log_find(&log, 0, "message", "message_id", id, NULL);
+	assert_string_equal(proc_field(line, "outcome"), "poisoned");
+	assert_string_equal(proc_field(line, "reason"), "permanent");
+	assert_int_equal(proc_field_int(line, "dequeue_count", -1), 1);
+	assert_string_equal(proc_field(line, "job"), "broken");
+	ITEST_CHECK(strstr(proc_field(line, "error"), "can never succeed") != NULL, "error: %s",
+		    proc_field(line, "error"));
+	proc_log_dispose(&log);
+
+	struct json_object **env = poison_envelopes(r, 1, 5000);
+	struct json_object *e = env[0];
+	const char *s;
+	assert_int_equal(env_int(e, "ecw_poison"), 1);
+	ITEST_CHECK(envelope_for(env, text, strlen(text)) == e, "original differs from what was sent: %s",
+		    env_str(e, "original") ? env_str(e, "original") : "(none)");
+	assert_string_equal(env_str(e, "reason"), "permanent");
+	assert_int_equal(env_int(e, "dequeue_count"), 1);
+	assert_string_equal(env_str(e, "job"), "broken");
+	assert_string_equal(env_str(e, "pk"), "Sales");
+	assert_string_equal(env_str(e, "rk"), "o'brien <001> & Zo\xc3\xab \xf0\x9f\x98\x80");
+	assert_string_equal(env_str(e, "queue"), t->queue);
+	assert_string_equal(env_str(e, "message_id"), id);
+	ITEST_CHECK((s = env_str(e, "error")) && strstr(s, "can never succeed"), "error: %s", s ? s : "(none)");
+	ITEST_CHECK((s = env_str(e, "worker")) && *s, "worker: %s", s ? s : "(none)");
+	ITEST_CHECK((s = env_str(e, "inserted_at")) && strlen(s) == 20 && s[19] == 'Z', "inserted_at: %s",
+		    s ? s : "(none)");
+	ITEST_CHECK((s = env_str(e, "failed_at")) && strlen(s) == 20 && s[19] == 'Z', "failed_at: %s",
+		    s ? s : "(none)");
+	envelopes_free(env);
+
+	assert_int_equal(queue_count(r, t->queue), 0);
+	assert_int_equal(queue_count(r, r->poison), 1);
+	finish(&p);
+}
+
+/* ---- 3. over-delivered messages are poisoned before running -------------------------------- */
+
+/* Receives the message with id until it has been delivered `times` times,
+ * making it visible again at once after each delivery but the last, after
+ * which it stays hidden for last_hide_s. It must be the only visible message. */
+static void deliver(struct rt *r, const char *id, long times, int last_hide_s)
+{
+	int64_t end = itest_now_ms() + 10000;
+	long dq = 0;
+
+	while (dq < times) {
+		struct ecw_queue_msg *m = NULL;
+		size_t n = 0;
+		ITEST_CHECK(itest_now_ms() < end, "message %s delivered %ld times in 10 s, wanted %ld", id, dq, times);
+		ECW_ASSERT_OK(ecw_queue_receive(&m, &n, r->t->client, r->t->queue, 32, 30));
+		ITEST_CHECK(n <= 1, "received %zu messages; only %s should be visible", n, id);
+		if (n == 1) {
+			assert_string_equal(m[0].id, id);
+			dq = m[0].dequeue_count;
+			ECW_ASSERT_OK(ecw_queue_update(&m[0], r->t->client, r->t->queue, dq < times ? 0 : last_hide_s,
+						       NULL, 0));
+		} else {
+			itest_sleep_ms(50);
+		}
+		ecw_queue_msgs_free(m, n);
+	}
+	assert_int_equal(dq, times);
+}
+
+static void test_runtime__max_dequeue_poisoned_without_running(void **state)
+{
+	struct rt *r = *state;
+	struct itest *t = r->t;
+	struct wopts o = WOPTS_DEFAULT;
+	char jobs[256], ida[64], idb[64];
+	struct proc p;
+	const char *texta = "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"over-delivered\"}";
+	const char *textb = "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"at-the-limit\"}";
+
+	itest_queue(t);
+	snprintf(jobs, sizeof(jobs), "  count: {type: test-count, table: %s}\n", t->table);
+	o.jobs = jobs;
+	o.max_dequeue = 2;
+	/* A: delivered twice already, so the worker's delivery is the third:
+	 * one more than max_dequeue_count. B: once, so the worker's is the
+	 * second, at the limit, which still runs. */
+	put(r, texta, ida);
+	deliver(r, ida, 2, 2);
+	put(r, textb, idb);
+	deliver(r, idb, 1, 0);
+	int64_t end = itest_now_ms() + 5000;
+	while (peek_count(r, t->queue) < 2) {
+		ITEST_CHECK(itest_now_ms() < end, "the two messages did not become visible again");
+		itest_sleep_ms(100);
+	}
+	start_worker(&p, r, "runtime-maxdq", &o);
+
+	EXPECT_LOG(&p, 1, 15000, "message", "message_id", ida);
+	EXPECT_LOG(&p, 1, 15000, "message", "message_id", idb);
+	struct proc_log log;
+	proc_log_read(&log, p.log_path);
+	struct json_object *la = proc_log_find(&log, 0, "message", "message_id", ida, NULL);
+	struct json_object *lb = proc_log_find(&log, 0, "message", "message_id", idb, NULL);
+	assert_string_equal(proc_field(la, "outcome"), "poisoned");
+	assert_string_equal(proc_field(la, "reason"), "max-dequeue");
+	assert_int_equal(proc_field_int(la, "dequeue_count", -1), 3);
+	assert_string_equal(proc_field(lb, "outcome"), "succeeded");
+	assert_int_equal(proc_field_int(lb, "dequeue_count", -1), 2);
+	proc_log_dispose(&log);
+
+	/* A never ran; B ran once, on its second delivery. */
+	assert_int_equal(rows_with_pk(r, t->table, "over-delivered", NULL, 0), 0);
+	struct ecw_entity *row = NULL;
+	assert_int_equal(rows_with_pk(r, t->table, "at-the-limit", &row, 1), 1);
+	assert_int_equal(prop_i64(row, "Dequeue"), 2);
+	ecw_entity_free(row);
+
+	struct json_object **env = poison_envelopes(r, 1, 5000);
+	ITEST_CHECK(envelope_for(env, texta, strlen(texta)) == env[0], "original: %s",
+		    env_str(env[0], "original") ? env_str(env[0], "original") : "(none)");
+	assert_string_equal(env_str(env[0], "reason"), "max-dequeue");
+	assert_int_equal(env_int(env[0], "dequeue_count"), 3);
+	assert_string_equal(env_str(env[0], "message_id"), ida);
+	assert_string_equal(env_str(env[0], "job"), "count");
+	assert_string_equal(env_str(env[0], "rk"), "over-delivered");
+	envelopes_free(env);
+	assert_int_equal(queue_count(r, t->queue), 0);
+	finish(&p);
+}
+
+/* ---- 4. plain and base64 messages both run ------------------------------------------------- */
+
+static void test_runtime__base64_and_plain(void **state)
+{
+	struct rt *r = *state;
+	struct itest *t = r->t;
+	struct wopts o = WOPTS_DEFAULT;
+	char jobs[256], id1[64], id2[64];
+	struct proc p;
+	const char *plain = "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"plain-1\"}";
+	const char *json2 = "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"b64-1\",\"extra\":\"Zo\xc3\xab\"}";
+	char *encoded = b64(json2, strlen(json2));
+
+	itest_queue(t);
+	snprintf(jobs, sizeof(jobs), "  count: {type: test-count, table: %s}\n", t->table);
+	o.jobs = jobs;
+	put(r, plain, id1);
+	put(r, encoded, id2);
+	free(encoded);
+	start_worker(&p, r, "runtime-base64", &o);
+
+	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
+	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
+	assert_int_equal(rows_with_pk(r, t->table, "plain-1", NULL, 0), 1);
+	assert_int_equal(rows_with_pk(r, t->table, "b64-1", NULL, 0), 1);
+	assert_int_equal(proc_count(&p, "message", "rk", "b64-1", "job", "count", NULL), 1);
+	assert_int_equal(queue_count(r, t->queue), 0);
+	assert_int_equal(queue_count(r, r->poison), 0);
+	finish(&p);
+}
+
+/* ---- 5. garbage is poisoned and never stops the worker --------------------------------------- */
+
+static void test_runtime__garbage_poisoned_worker_keeps_running(void **state)
+{
+	struct rt *r = *state;
+	struct itest *t = r->t;
+	struct wopts o = WOPTS_DEFAULT;
+	char jobs[256], id[64];
+	struct proc p;
+	unsigned char rnd[200];
+	const char *bad_utf8 = "{\"job\":\"\xff\xfe\"}";
+	char *braces = malloc(60 * 1024 + 1);
+	enum { NG = 9 };
+	char *texts[NG];
+
+	assert_non_null(braces);
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		rnd[i] = (unsigned char)(i * 37 + 11 + (i * i) % 251);
+	rnd[0] = 0x80; /* never '{' or whitespace */
+	memset(braces, '{', 60 * 1024);
+	braces[60 * 1024] = '\0';
+	texts[0] = b64(rnd, sizeof(rnd));
+	texts[1] = b64(bad_utf8, strlen(bad_utf8));
+	texts[2] = braces;
+	texts[3] = strdup("hello");
+	texts[4] = strdup("[1,2]");
+	texts[5] = strdup("{\"job\":\"count\",\"rk\":\"no-pk\"}");
+	texts[6] = strdup("{\"job\":\"no-such-job\",\"pk\":\"p\",\"rk\":\"unknown-job\"}");
+	texts[7] = strdup("{\"job\":\"count\",\"pk\":\"a/b\",\"rk\":\"slash\"}");
+	texts[8] = strdup("{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"trailing\"} junk");
+
+	itest_queue(t);
+	snprintf(jobs, sizeof(jobs), "  count: {type: test-count, table: %s}\n", t->table);
+	o.jobs = jobs;
+	start_worker(&p, r, "runtime-garbage", &o);
+	for (int i = 0; i < NG; i++)
+		put(r, texts[i], NULL);
+
+	EXPECT_LOG(&p, NG, 20000, "message", "outcome", "poisoned");
+	ITEST_CHECK(proc_alive(&p), "the worker exited after garbage; log:\n%s", proc_tail(p.log_path, 30));
+	assert_int_equal(proc_count(&p, "message", "outcome", "poisoned", "reason", "permanent", NULL), NG);
+
+	struct json_object **env = poison_envelopes(r, NG, 10000);
+	for (int i = 0; i < NG; i++) {
+		struct json_object *e = envelope_for(env, texts[i], strlen(texts[i]));
+		const char *err;
+		ITEST_CHECK(e != NULL, "no envelope with the original of garbage #%d (%.60s...)", i, texts[i]);
+		assert_int_equal(env_int(e, "ecw_poison"), 1);
+		assert_string_equal(env_str(e, "reason"), "permanent");
+		assert_int_equal(env_int(e, "dequeue_count"), 1);
+		ITEST_CHECK((err = env_str(e, "error")) && *err, "garbage #%d: envelope without an error", i);
+	}
+	/* What decoded is kept for people to read. */
+	struct json_object *e6 = envelope_for(env, texts[6], strlen(texts[6]));
+	assert_string_equal(env_str(e6, "job"), "no-such-job");
+	assert_string_equal(env_str(e6, "pk"), "p");
+	assert_string_equal(env_str(e6, "rk"), "unknown-job");
+	ITEST_CHECK(strstr(env_str(e6, "error"), "no-such-job") != NULL, "error: %s", env_str(e6, "error"));
+	envelopes_free(env);
+
+	/* Still working. */
+	put(r, "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"good-after-garbage\"}", id);
+	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
+	assert_int_equal(rows_with_pk(r, t->table, "good-after-garbage", NULL, 0), 1);
+	assert_int_equal(rows_with_pk(r, t->table, "slash", NULL, 0), 0);
+	assert_int_equal(rows_with_pk(r, t->table, "trailing", NULL, 0), 0);
+	assert_int_equal(queue_count(r, t->queue), 0);
+	for (int i = 0; i < NG; i++)
+		free(texts[i]);
+	finish(&p);
+}
+
+/* ---- 6. a job longer than the visibility timeout keeps its lease ------------------------------- */
+
+static void test_runtime__long_job_keeps_lease(void **state)
+{
+	struct rt *r = *state;
+	struct itest *t = r->t;
+	struct wopts o = WOPTS_DEFAULT;
+	char jobs[256], id[64];
+	struct proc p;
+	struct ecw_entity *done = NULL;
+
+	itest_queue(t);
+	snprintf(jobs, sizeof(jobs), "  slow: {type: test-sleep, duration: 6s, table: %s}\n", t->table);
+	o.jobs = jobs;
+	o.visibility_s = 2;
+	o.concurrency = 2; /* a free slot would pick the message up again if it reappeared */
+	put(r, "{\"job\":\"slow\",\"pk\":\"p\",\"rk\":\"long-1\"}", id);
+	start_worker(&p, r, "runtime-longjob", &o);
+
+	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
+	/* Longer than a visibility timeout more: a redelivery would show. */
+	itest_sleep_ms(2500);
+	struct proc_log log;
+	proc_log_read(&log, p.log_path);
+	ITEST_CHECK(proc_log_count(&log, "message", "message_id", id, NULL) == 1,
+		    "%zu message lines for %s, expected exactly 1; log:\n%s",
+		    proc_log_count(&log, "message", "message_id", id, NULL), id, proc_tail(p.log_path, 30));
+	struct json_object *line = proc_log_find(&log, 0, "message", "message_id", id, NULL);
+	assert_string_equal(proc_field(line, "outcome"), "succeeded");
+	assert_int_equal(proc_field_int(line, "dequeue_count", -1), 1);
+	ITEST_CHECK(proc_field_int(line, "duration_ms", -1) >= 6000, "duration_ms %lld",
+		    proc_field_int(line, "duration_ms", -1));
+	ITEST_CHECK(proc_log_count(&log, "lease_renewed", "message_id", id, NULL) >= 3,
+		    "%zu lease renewals over a 6 s job with a 2 s visibility timeout",
+		    proc_log_count(&log, "lease_renewed", "message_id", id, NULL));
+	proc_log_dispose(&log);
+	ECW_ASSERT_OK(ecw_table_get(&done, t->client, t->table, "long-1", "done"));
+	ecw_entity_free(done);
+	assert_int_equal(queue_count(r, t->queue), 0);
+	assert_int_equal(queue_count(r, r->poison), 0);
+	finish(&p);
+}
+
+/* ---- 7. a lost lease stops the job's writes --------------------------------------------------- */
+
+static void test_runtime__lost_lease_stops_writes(void **state)
+{
+	struct rt *r = *state;
+	struct itest *t = r->t;
+	struct wopts o = WOPTS_DEFAULT;
+	char jobs[256], id[64];
+	struct proc p;
+	struct ecw_entity *done = NULL;
+
+	itest_queue(t);
+	snprintf(jobs, sizeof(jobs), "  slow: {type: test-sleep, duration: 4s, table: %s}\n", t->table);
+	o.jobs = jobs;
+	o.visibility_s = 2;
+	put(r, "{\"job\":\"slow\",\"pk\":\"p\",\"rk\":\"lost-1\"}", id);
+	start_worker(&p, r, "runtime-leaselost", &o);
+
+	/* Received: hidden, still counted. Then take it away: the renewal at
+	 * about 1 s finds no message. */
+	int64_t end = itest_now_ms() + 10000;
+	while (peek_count(r, t->queue) != 0) {
+		ITEST_CHECK(itest_now_ms() < end && proc_alive(&p), "the worker did not receive the message; log:\n%s",
+			    proc_tail(p.log_path, 20));
+		itest_sleep_ms(20);
+	}
+	ECW_ASSERT_OK(ecw_queue_clear(t->client, t->queue));
+
+	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
+	struct proc_log log;
+	proc_log_read(&log, p.log_path);
+	struct json_object *line = proc_log_find(&log, 0, "message", "message_id", id, NULL);
+	assert_string_equal(proc_field(line, "outcome"), "lease-lost");
+	ITEST_CHECK(proc_log_count(&log, "lease_lost", "message_id", id, NULL) >= 1, "no lease_lost event; log:\n%s",
+		    proc_tail(p.log_path, 20));
+	proc_log_dispose(&log);
+	ECW_ASSERT_ERR(ecw_table_get(&done, t->client, t->table, "lost-1", "done"), ECW_ENOTFOUND);
+	assert_int_equal(queue_count(r, r->poison), 0);
+	finish(&p);
+}
+
+/* ---- 8. SIGTERM hands every held message back at once --------------------------------------- */
+
+/* The value of the sample name{labels...} in Prometheus text, summed over
+ * every sample whose labels include all the given key="value" pairs
+ * (NULL-terminated). *found: how many samples matched. */
+static double metric(const char *page, const char *name, int *found, ...)
+{
+	const char *want[16];
+	int nwant = 0;
+	double sum = 0;
+	va_list ap;
+
+	va_start(ap, found);
+	while (nwant < 16 && (want[nwant] = va_arg(ap, const char *)) != NULL)
+		nwant++;
+	va_end(ap);
+	*found = 0;
+	for (const char *l = page; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t len = nl ? (size_t)(nl - l) : strlen(l);
+		size_t nn = strlen(name);
+		char line[1024];
+
+		if (len < sizeof(line) && l[0] != '#' && strncmp(l, name, nn) == 0 && (l[nn] == '{' || l[nn] == ' ')) {
+			const char *labels_end;
+			bool ok = true;
+			memcpy(line, l, len);
+			line[len] = '\0';
+			labels_end = line[nn] == '{' ? strrchr(line, '}') : line + nn - 1;
+			for (int i = 0; ok && i < nwant; i++) {
+				const char *hit = strstr(line, want[i]);
+				ok = hit && labels_end && hit < labels_end;
+			}
+			if (ok && labels_end) {
+				char *endp;
+				double v = strtod(labels_end + 1, &endp);
+				if (endp != labels_end + 1) {
+					sum += v;
+					(*found)++;
+				}
+			}
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	return sum;
+}
+
+static void test_runtime__sigterm_releases_inflight(void **state)
+{
+	struct rt *r = *state;
+	struct itest *t = r->t;
+	struct wopts o = WOPTS_DEFAULT;
+	struct proc p;
+	char *page = NULL;
+	int found;
+
+	itest_queue(t);
+	o.jobs = "  slow: {type: test-sleep, duration: 60s}\n";
+	o.concurrency = 16;
+	o.batch_size = 16;
+	o.shutdown_grace = "2s";
+	for (int i = 0; i < 16; i++) {
+		char text[128];
+		snprintf(text, sizeof(text), "{\"job\":\"slow\",\"pk\":\"p\",\"rk\":\"held-%02d\"}", i);
+		put(r, text, NULL);
+	}
+	int port = start_worker(&p, r, "runtime-sigterm", &o);
+
+	int64_t end = itest_now_ms() + 10000;
+	while (peek_count(r, t->queue) != 0) {
+		ITEST_CHECK(itest_now_ms() < end && proc_alive(&p), "the worker did not take all 16; log:\n%s",
+			    proc_tail(p.log_path, 20));
+		itest_sleep_ms(50);
+	}
+	itest_sleep_ms(1000);
+	assert_int_equal(queue_count(r, t->queue), 16);
+	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
+	double inflight = metric(page, "ecw_jobs_in_flight", &found, NULL);
+	ITEST_CHECK(found == 1 && inflight == 16, "ecw_jobs_in_flight %g (%d samples), expected 16", inflight, found);
+	free(page);
+
+	int64_t t0 = itest_now_ms();
+	proc_signal(&p, SIGTERM);
+	ITEST_CHECK(proc_wait(&p, 4000), "still running 4 s after SIGTERM with shutdown_grace 2s; log:\n%s",
+		    proc_tail(p.log_path, 30));
+	int64_t took = itest_now_ms() - t0;
+	ITEST_CHECK(proc_exit_code(&p) == 0, "exit status %d after SIGTERM; log:\n%s", proc_exit_code(&p),
+		    proc_tail(p.log_path, 30));
+	ITEST_CHECK(took >= 1800, "exited %lld ms after SIGTERM: it did not wait the grace period",
+		    (long long)took);
+
+	/* Nothing deleted, everything visible again at once. */
+	size_t got = 0;
+	struct ecw_queue_msg *m = receive_n(&got, r, t->queue, 32, 30, 0);
+	ITEST_CHECK(got == 16, "a receive right after the exit got %zu messages, expected all 16", got);
+	for (size_t i = 0; i < got; i++)
+		assert_int_equal(m[i].dequeue_count, 2);
+	ecw_queue_msgs_free(m, got);
+	assert_int_equal(queue_count(r, t->queue), 16);
+	assert_int_equal(queue_count(r, r->poison), 0);
+	assert_int_equal(proc_count(&p, "message", "outcome", "released", NULL), 16);
+	assert_int_equal(proc_count(&p, "stopping", NULL), 1);
+	proc_assert_logs_clean();
+}
+
+/* ---- 9. exactly once under load ------------------------------------------------------------------ */
+
+#define LOAD_N 2000
+#define PUTTERS 8
+
+struct putter {
+	struct ecw_account *acct;
+	struct ecw_client *client;
+	const char *queue;
+	int from, to;
+	int failed;
+	char error[600];
+};
+
+static void *put_thread(void *arg)
+{
+	struct putter *pt = arg;
+
+	for (int i = pt->from; i < pt->to; i++) {
+		char text[128];
+		int n = snprintf(text, sizeof(text), "{\"job\":\"count\",\"pk\":\"load\",\"rk\":\"m%05d\"}", i);
+		if (ecw_queue_put(NULL, pt->client, pt->queue, text, (size_t)n, NULL) < 0) {
+			pt->failed++;
+			snprintf(pt->error, sizeof(pt->error), "%s", itest_last_error());
+		}
+	}
+	return NULL;
+}
+
+static void put_load(struct rt *r)
+{
+	struct putter pts[PUTTERS];
+	pthread_t tids[PUTTERS];
+
+	for (int i = 0; i < PUTTERS; i++) {
+		memset(&pts[i], 0, sizeof(pts[i]));
+		itest_client_for(&pts[i].acct, &pts[i].client, itest_connstr(), NULL);
+		pts[i].queue = r->t->queue;
+		pts[i].from = LOAD_N * i / PUTTERS;
+		pts[i].to = LOAD_N * (i + 1) / PUTTERS;
+		assert_int_equal(pthread_create(&tids[i], NULL, put_thread, &pts[i]), 0);
+	}
+	for (int i = 0; i < PUTTERS; i++) {
+		pthread_join(tids[i], NULL);
+		ITEST_CHECK(pts[i].failed == 0, "%d puts failed: %s", pts[i].failed, pts[i].error);
+		ecw_client_free(pts[i].client);
+		ecw_account_free(pts[i].acct);
+	}
+}
+
+/* Runs `workers` processes on LOAD_N messages and checks each ran once. */
+static void exactly_once(struct rt *r, int workers, const char *name)
+{
+	struct itest *t = r->t;
+	struct wopts o = WOPTS_DEFAULT;
+	struct proc p[3];
+	char jobs[256], pname[64];
+	size_t done = 0;
+
+	assert_true(workers <= 3);
+	itest_queue(t);
+	snprintf(jobs, sizeof(jobs), "  count: {type: test-count, table: %s}\n", t->table);
+	o.jobs = jobs;
+	o.concurrency = 16;
+	o.batch_size = 16;
+	int64_t t0 = itest_now_ms();
+	put_load(r);
+	int64_t t1 = itest_now_ms();
+	for (int w = 0; w < workers; w++) {
+		snprintf(pname, sizeof(pname), "%s-w%d", name, w + 1);
+		start_worker(&p[w], r, pname, &o);
+	}
+	int64_t end = itest_now_ms() + 60000;
+	for (;;) {
+		done = 0;
+		for (int w = 0; w < workers; w++) {
+			ITEST_CHECK(proc_alive(&p[w]), "worker %d exited; log:\n%s", w + 1, proc_tail(p[w].log_path, 30));
+			done += proc_count(&p[w], "message", NULL);
+		}
+		if (done >= LOAD_N || itest_now_ms() > end)
+			break;
+		itest_sleep_ms(500);
+	}
+	int64_t t2 = itest_now_ms();
+	print_message("%s: put %d messages in %lld ms, %d worker(s) processed %zu in %lld ms\n", name, LOAD_N,
+		      (long long)(t1 - t0), workers, done, (long long)(t2 - t1));
+	ITEST_CHECK(done >= LOAD_N, "only %zu of %d messages processed in 60 s", done, LOAD_N);
+
+	size_t succeeded = 0, total = 0;
+	for (int w = 0; w < workers; w++) {
+		size_t s = proc_count(&p[w], "message", "outcome", "succeeded", NULL);
+		print_message("  worker %d: %zu succeeded\n", w + 1, s);
+		succeeded += s;
+		total += proc_count(&p[w], "message", NULL);
+	}
+	ITEST_CHECK(succeeded == LOAD_N && total == LOAD_N, "%zu message lines, %zu succeeded; expected %d of each",
+		    total, succeeded, LOAD_N);
+
+	/* One row per message: none missing, none twice. */
+	static unsigned char seen[LOAD_N];
+	struct ecw_table_query *q = NULL;
+	size_t rows = 0, dups = 0, strays = 0;
+	memset(seen, 0, sizeof(seen));
+	ECW_ASSERT_OK(ecw_table_query_new(&q, t->client, t->table, NULL));
+	for (;;) {
+		struct ecw_entity *e = NULL;
+		int idx;
+		char extra;
+		ECW_ASSERT_OK(ecw_table_query_next(&e, q));
+		if (!e)
+			break;
+		rows++;
+		if (sscanf(ecw_entity_pk(e), "m%5d%c", &idx, &extra) == 1 && idx >= 0 && idx < LOAD_N) {
+			if (seen[idx]++)
+				dups++;
+		} else {
+			strays++;
+		}
+		ecw_entity_free(e);
+	}
+	ecw_table_query_free(q);
+	size_t missing = 0;
+	for (int i = 0; i < LOAD_N; i++)
+		missing += seen[i] == 0;
+	ITEST_CHECK(rows == LOAD_N && dups == 0 && missing == 0 && strays == 0,
+		    "%zu rows: %zu missing, %zu run twice or more, %zu strays (expected %d, one each)", rows, missing,
+		    dups, strays, LOAD_N);
+	assert_int_equal(queue_count(r, t->queue), 0);
+	assert_int_equal(queue_count(r, r->poison), 0);
+	for (int w = 0; w < workers; w++)
+		proc_stop(&p[w], 10000);
+	proc_assert_logs_clean();
+}
+
+static void test_runtime__exactly_once_one_worker(void **state)
+{
+	exactly_once(*state, 1, "runtime-load1");
+}
+
+static void test_runtime__exactly_once_three_workers(void **state)
+{
+	exactly_once(*state, 3, "runtime-load3");
+}
+
+/* ---- 10. metrics, liveness and readiness ---------------------------------------------------------- */
+
+static void test_runtime__metrics_endpoint(void **state)
+{
+	struct rt *r = *state;
+	struct itest *t = r->t;
+	struct wopts o = WOPTS_DEFAULT;
+	struct proc p;
+	char *page = NULL;
+	int status = 0, found;
+
+	itest_queue(t);
+	o.jobs = "  noop: {type: test-noop}\n  broken: {type: test-fail}\n";
+	int port = start_worker(&p, r, "runtime-metrics", &o);
+
+	int64_t end = itest_now_ms() + 10000;
+	while ((status = proc_http_get(NULL, port, "/readyz")) != 200) {
+		ITEST_CHECK(itest_now_ms() < end && proc_alive(&p), "/readyz answers %d; log:\n%s", status,
+			    proc_tail(p.log_path, 20));
+		itest_sleep_ms(100);
+	}
+	assert_int_equal(proc_http_get(NULL, port, "/healthz"), 200);
+
+	for (int i = 0; i < 5; i++) {
+		char text[128];
+		snprintf(text, sizeof(text), "{\"job\":\"noop\",\"pk\":\"p\",\"rk\":\"ok-%d\"}", i);
+		put(r, text, NULL);
+	}
+	put(r, "{\"job\":\"broken\",\"pk\":\"p\",\"rk\":\"bad\"}", NULL);
+	EXPECT_LOG(&p, 6, 15000, "message", NULL);
+
+	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
+	double v = metric(page, "ecw_messages_total", &found, "job=\"noop\"", "outcome=\"succeeded\"", NULL);
+	ITEST_CHECK(found == 1 && v == 5, "ecw_messages_total{job=\"noop\",outcome=\"succeeded\"} = %g (%d samples), "
+		    "expected 5; page:\n%s", v, found, page);
+	v = metric(page, "ecw_messages_total", &found, "job=\"broken\"", "outcome=\"poisoned\"", NULL);
+	ITEST_CHECK(found == 1 && v == 1, "ecw_messages_total{job=\"broken\",outcome=\"poisoned\"} = %g (%d samples), "
+		    "expected 1; page:\n%s", v, found, page);
+	ITEST_CHECK(strstr(page, "ecw_messages_total{job=\"noop\",outcome=\"succeeded\"} 5") != NULL,
+		    "the page lacks the exact sample ecw_messages_total{job=\"noop\",outcome=\"succeeded\"} 5:\n%s", page);
+	v = metric(page, "ecw_jobs_in_flight", &found, NULL);
+	ITEST_CHECK(found == 1 && v == 0, "ecw_jobs_in_flight = %g (%d samples), expected 0", v, found);
+	v = metric(page, "ecw_storage_requests_total", &found, NULL);
+	ITEST_CHECK(found >= 1 && v >= 12, "ecw_storage_requests_total sums to %g over %d samples; expected at least "
+		    "the 6 deletes, the poison put and the receives", v, found);
+	free(page);
+	assert_int_equal(proc_http_get(NULL, port, "/healthz"), 200);
+	assert_int_equal(proc_http_get(NULL, port, "/readyz"), 200);
+	finish(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_runtime__transient_twice_then_success, rt_setup, rt_teardown),
+		cmocka_unit_test_setup_teardown(test_runtime__permanent_failure_poisoned_at_once, rt_setup, rt_teardown),
+		cmocka_unit_test_setup_teardown(test_runtime__max_dequeue_poisoned_without_running, rt_setup,
+						rt_teardown),
+		cmocka_unit_test_setup_teardown(test_runtime__base64_and_plain, rt_setup, rt_teardown),
+		cmocka_unit_test_setup_teardown(test_runtime__garbage_poisoned_worker_keeps_running, rt_setup,
+						rt_teardown),
+		cmocka_unit_test_setup_teardown(test_runtime__long_job_keeps_lease, rt_setup, rt_teardown),
+		cmocka_unit_test_setup_teardown(test_runtime__lost_lease_stops_writes, rt_setup, rt_teardown),
+		cmocka_unit_test_setup_teardown(test_runtime__sigterm_releases_inflight, rt_setup, rt_teardown),
+		cmocka_unit_test_setup_teardown(test_runtime__exactly_once_one_worker, rt_setup, rt_teardown),
+		cmocka_unit_test_setup_teardown(test_runtime__exactly_once_three_workers, rt_setup, rt_teardown),
+		cmocka_unit_test_setup_teardown(test_runtime__metrics_endpoint, rt_setup, rt_teardown),
+	};
+	return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
+}

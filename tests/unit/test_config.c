@@ -1,0 +1,1083 @@
+/* test_config.c - the YAML configuration: defaults, every key, every kind of
+ * error at its exact line and column, errors collected rather than stopping
+ * at the first, ${VAR} expansion (and secrets kept out of messages), the
+ * node readers job types use, jobs through the real registry's test-only
+ * types, and the shipped config/ecworker.yaml. Tests run from the repo root. */
+#include "support.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ecw_config.h"
+#include "ecw_job.h"
+
+#define FILE_NAME "t.yaml"
+/* A distinctive secret: no error line may ever contain it (or its pieces). */
+#define SECRET "Zq7SeCrEtVaLuE9xK"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static void dump(const struct ecw_config_errors *errs)
+{
+	for (size_t i = 0; i < errs->n; i++)
+		print_message("  error: %s\n", errs->lines[i]);
+}
+
+static struct ecw_config *parse_ok(const char *text)
+{
+	struct ecw_config_errors errs;
+	struct ecw_config *cfg = NULL;
+	int err;
+
+	ecw_config_errors_init(&errs);
+	err = ecw_config_parse(&cfg, text, strlen(text), FILE_NAME, &errs);
+	if (err != 0 || errs.n != 0) {
+		dump(&errs);
+		fail_msg("parse of \"%s\" = %s with %zu errors", text, ecw_err_name(err), errs.n);
+	}
+	assert_non_null(cfg);
+	ecw_config_errors_dispose(&errs);
+	return cfg;
+}
+
+/* Parses text expecting ECW_EINVALID with exactly nerr errors (left in errs). */
+static void parse_bad(struct ecw_config_errors *errs, const char *text, size_t nerr)
+{
+	struct ecw_config *cfg = (struct ecw_config *)1;
+	int err;
+
+	ecw_config_errors_init(errs);
+	err = ecw_config_parse(&cfg, text, strlen(text), FILE_NAME, errs);
+	assert_null(cfg);
+	if (err != ECW_EINVALID || errs->n != nerr) {
+		dump(errs);
+		fail_msg("parse of \"%s\" = %s with %zu errors, want ECW_EINVALID with %zu", text,
+		         ecw_err_name(err), errs->n, nerr);
+	}
+}
+
+/* errs->lines[i] is at "LINE:COL" and contains needle. */
+static void error_is(const struct ecw_config_errors *errs, size_t i, const char *pos, const char *needle)
+{
+	char prefix[64];
+
+	assert_true(i < errs->n);
+	snprintf(prefix, sizeof(prefix), FILE_NAME ":%s: ", pos);
+	if (!str_starts(errs->lines[i], prefix) || !str_contains(errs->lines[i], needle)) {
+		dump(errs);
+		fail_msg("error %zu is \"%s\", want \"%s...%s...\"", i, errs->lines[i], prefix, needle);
+	}
+}
+
+/* text has exactly one error, at pos, containing needle. */
+static void one_error(const char *text, const char *pos, const char *needle)
+{
+	struct ecw_config_errors errs;
+
+	parse_bad(&errs, text, 1);
+	error_is(&errs, 0, pos, needle);
+	ecw_config_errors_dispose(&errs);
+}
+
+static void assert_defaults(const struct ecw_config *cfg)
+{
+	assert_str(cfg->file, FILE_NAME);
+	assert_str(cfg->storage.connection_string, "UseDevelopmentStorage=true");
+	assert_str(cfg->worker.queue, "ecw-jobs");
+	assert_str(cfg->worker.poison_queue, "ecw-jobs-poison");
+	assert_int_equal(cfg->worker.batch_size, 16);
+	assert_int_equal(cfg->worker.concurrency, 16);
+	assert_int_equal(cfg->worker.visibility_timeout_ms, 60000);
+	assert_int_equal(cfg->worker.max_dequeue_count, 5);
+	assert_int_equal(cfg->worker.retry_backoff_base_ms, 2000);
+	assert_int_equal(cfg->worker.retry_backoff_max_ms, 300000);
+	assert_int_equal(cfg->worker.poll_min_ms, 100);
+	assert_int_equal(cfg->worker.poll_max_ms, 10000);
+	assert_int_equal(cfg->worker.shutdown_grace_ms, 25000);
+	assert_int_equal(cfg->worker.message_ttl_s, -1);
+	assert_true(cfg->worker.create_missing);
+	assert_int_equal(cfg->log.level, ECW_LOG_INFO);
+	assert_int_equal(cfg->log.format, ECW_LOG_JSON);
+	assert_str(cfg->metrics.listen, "127.0.0.1:9464");
+	assert_int_equal(cfg->njobs, 0);
+	assert_null(ecw_config_job(cfg, "anything"));
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	unsetenv("AZURE_STORAGE_CONNECTION_STRING");
+	unsetenv("ECW_CONFIG");
+	unsetenv("ECW_T_SET");
+	unsetenv("ECW_T_UNSET");
+	unsetenv("ECW_T_EMPTY");
+	unsetenv("ECW_T_SECRET");
+	return 0;
+}
+
+/* ---- defaults and every key ---------------------------------------------- */
+
+static void test_config__defaults_empty_file(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = parse_ok("");
+	assert_defaults(cfg);
+	ecw_config_free(cfg);
+	cfg = parse_ok("# only a comment\n\n");
+	assert_defaults(cfg);
+	ecw_config_free(cfg);
+	cfg = parse_ok("---\n");
+	assert_defaults(cfg);
+	ecw_config_free(cfg);
+}
+
+static void test_config__defaults_empty_map(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = parse_ok("{}\n");
+	assert_defaults(cfg);
+	ecw_config_free(cfg);
+	/* Sections present but empty (or null) keep the defaults. */
+	cfg = parse_ok("storage: {}\nworker:\nlog: {}\nmetrics: ~\njobs:\n");
+	assert_defaults(cfg);
+	ecw_config_free(cfg);
+}
+
+static void test_config__default_connection_string_from_env(void **state)
+{
+	(void)state;
+	setenv("AZURE_STORAGE_CONNECTION_STRING",
+	       "AccountName=acct;AccountKey="
+	       "U2VjcmV0S2V5U2VjcmV0S2V5",
+	       1);
+	struct ecw_config *cfg = parse_ok("");
+	assert_str(cfg->storage.connection_string, "AccountName=acct;AccountKey=U2VjcmV0S2V5U2VjcmV0S2V5");
+	ecw_config_free(cfg);
+	/* An empty variable falls back, as ${VAR:-default} does. */
+	setenv("AZURE_STORAGE_CONNECTION_STRING", "", 1);
+	cfg = parse_ok("");
+	assert_str(cfg->storage.connection_string, "UseDevelopmentStorage=true");
+	ecw_config_free(cfg);
+	unsetenv("AZURE_STORAGE_CONNECTION_STRING");
+}
+
+static void test_config__every_key_set(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = parse_ok("storage:\n"
+	                                  "  connection_string: \"UseDevelopmentStorage=true\"\n"
+	                                  "worker:\n"
+	                                  "  queue: orders-2\n"
+	                                  "  poison_queue: orders-dead\n"
+	                                  "  batch_size: 32\n"
+	                                  "  concurrency: 256\n"
+	                                  "  visibility_timeout: 2m\n"
+	                                  "  max_dequeue_count: 1000\n"
+	                                  "  retry_backoff: {base: 1s, max: 168h}\n"
+	                                  "  poll_interval:\n"
+	                                  "    min: 1ms\n"
+	                                  "    max: 1h\n"
+	                                  "  shutdown_grace: 0\n"
+	                                  "  message_ttl: 7200s\n"
+	                                  "  create_missing: false\n"
+	                                  "log: {level: debug, format: text}\n"
+	                                  "metrics: {listen: \"\"}\n"
+	                                  "jobs: {}\n");
+	assert_str(cfg->storage.connection_string, "UseDevelopmentStorage=true");
+	assert_str(cfg->worker.queue, "orders-2");
+	assert_str(cfg->worker.poison_queue, "orders-dead");
+	assert_int_equal(cfg->worker.batch_size, 32);
+	assert_int_equal(cfg->worker.concurrency, 256);
+	assert_int_equal(cfg->worker.visibility_timeout_ms, 120000);
+	assert_int_equal(cfg->worker.max_dequeue_count, 1000);
+	assert_int_equal(cfg->worker.retry_backoff_base_ms, 1000);
+	assert_int_equal(cfg->worker.retry_backoff_max_ms, 7LL * 24 * 3600 * 1000);
+	assert_int_equal(cfg->worker.poll_min_ms, 1);
+	assert_int_equal(cfg->worker.poll_max_ms, 3600000);
+	assert_int_equal(cfg->worker.shutdown_grace_ms, 0);
+	assert_int_equal(cfg->worker.message_ttl_s, 7200);
+	assert_false(cfg->worker.create_missing);
+	assert_int_equal(cfg->log.level, ECW_LOG_DEBUG);
+	assert_int_equal(cfg->log.format, ECW_LOG_TEXT);
+	assert_str(cfg->metrics.listen, "");
+	assert_int_equal(cfg->njobs, 0);
+	ecw_config_free(cfg);
+
+	/* The other enum values, the other minimums, and a derived poison queue. */
+	cfg = parse_ok("worker: {queue: abc, batch_size: 1, concurrency: 1, visibility_timeout: 1s,\n"
+	               "  max_dequeue_count: 1, message_ttl: 1s, create_missing: True}\n"
+	               "log: {level: warn}\n");
+	assert_str(cfg->worker.poison_queue, "abc-poison");
+	assert_int_equal(cfg->worker.batch_size, 1);
+	assert_int_equal(cfg->worker.concurrency, 1);
+	assert_int_equal(cfg->worker.visibility_timeout_ms, 1000);
+	assert_int_equal(cfg->worker.max_dequeue_count, 1);
+	assert_int_equal(cfg->worker.message_ttl_s, 1);
+	assert_true(cfg->worker.create_missing);
+	assert_int_equal(cfg->log.level, ECW_LOG_WARN);
+	ecw_config_free(cfg);
+	cfg = parse_ok("log: {level: error}\nworker: {visibility_timeout: 168h, message_ttl: 596523h}\n");
+	assert_int_equal(cfg->log.level, ECW_LOG_ERROR);
+	assert_int_equal(cfg->worker.visibility_timeout_ms, 7LL * 24 * 3600 * 1000);
+	assert_int_equal(cfg->worker.message_ttl_s, 596523LL * 3600);
+	ecw_config_free(cfg);
+	/* Durations may be quoted: they are text either way. */
+	cfg = parse_ok("worker: {shutdown_grace: \"30s\", retry_backoff: {base: '3s'}}\n");
+	assert_int_equal(cfg->worker.shutdown_grace_ms, 30000);
+	assert_int_equal(cfg->worker.retry_backoff_base_ms, 3000);
+	ecw_config_free(cfg);
+}
+
+/* ---- errors, one kind at a time -------------------------------------------- */
+
+static void test_config__unknown_key_top_level(void **state)
+{
+	(void)state;
+	one_error(
+	    "worker: {}\nworkers: {}\n", "2:1",
+	    "unknown key 'workers' in the top level (expected one of: storage, worker, log, metrics, jobs)");
+}
+
+static void test_config__unknown_key_nested(void **state)
+{
+	(void)state;
+	one_error("worker:\n  queue: abc\n  bacth_size: 4\n", "3:3",
+	          "unknown key 'bacth_size' in worker (expected one of: queue, poison_queue, batch_size, "
+	          "concurrency, visibility_timeout, max_dequeue_count, retry_backoff, poll_interval, "
+	          "shutdown_grace, message_ttl, create_missing)");
+	one_error("worker:\n  retry_backoff: {base: 1s, min: 2s}\n", "2:29",
+	          "unknown key 'min' in worker.retry_backoff (expected one of: base, max)");
+	one_error("worker:\n  poll_interval: {mn: 1s}\n", "2:19",
+	          "unknown key 'mn' in worker.poll_interval (expected one of: min, max)");
+	one_error("log: {level: info, colour: true}\n", "1:20",
+	          "unknown key 'colour' in log (expected one of: level, format)");
+	one_error("metrics:\n  port: 9464\n", "2:3",
+	          "unknown key 'port' in metrics (expected one of: listen)");
+	one_error("storage:\n  account: x\n", "2:3",
+	          "unknown key 'account' in storage (expected one of: connection_string)");
+}
+
+static void test_config__wrong_type(void **state)
+{
+	(void)state;
+	one_error("worker: 5\n", "1:9", "worker must be a map, not a value");
+	one_error("worker: [a, b]\n", "1:9", "worker must be a map, not a list");
+	one_error("- a\n- b\n", "1:1", "the configuration must be a map");
+	one_error("just text\n", "1:1", "the configuration must be a map");
+	one_error("worker:\n  batch_size: {n: 1}\n", "2:15",
+	          "worker.batch_size must be an integer (1..32), not a map");
+	one_error("worker:\n  batch_size: abc\n", "2:15", "worker.batch_size must be an integer (1..32)");
+	one_error("worker:\n  batch_size: 1.5\n", "2:15", "worker.batch_size must be an integer (1..32)");
+	one_error("worker:\n  batch_size: \"16\"\n", "2:15",
+	          "worker.batch_size must be an integer (1..32), not a quoted string");
+	one_error("worker:\n  batch_size:\n", "2:14",
+	          "worker.batch_size has no value (expected an integer (1..32))");
+	one_error("worker:\n  create_missing: 1\n", "2:19", "worker.create_missing must be true or false");
+	one_error("worker:\n  create_missing: yes\n", "2:19", "worker.create_missing must be true or false");
+	one_error("worker:\n  create_missing: 'true'\n", "2:19",
+	          "worker.create_missing must be true or false, not a quoted string");
+	one_error("worker:\n  queue: [a]\n", "2:10", "worker.queue must be a string, not a list");
+	one_error("worker:\n  retry_backoff: 5s\n", "2:18",
+	          "worker.retry_backoff must be a map, not a value");
+	one_error("worker:\n  visibility_timeout: {s: 1}\n", "2:23",
+	          "worker.visibility_timeout must be a duration");
+	one_error("log: [info]\n", "1:6", "log must be a map, not a list");
+	one_error("log: {level: verbose}\n", "1:14", "log.level must be one of: debug, info, warn, error");
+	one_error("log: {format: xml}\n", "1:15", "log.format must be one of: json, text");
+	one_error("metrics: {listen: [a]}\n", "1:19", "metrics.listen must be a string, not a list");
+	one_error("storage: {connection_string: {a: b}}\n", "1:30",
+	          "storage.connection_string must be a string, not a map");
+	one_error("storage:\n  connection_string:\n", "2:21", "storage.connection_string has no value");
+	one_error("jobs: [a]\n", "1:7", "jobs must be a map, not a list");
+}
+
+/* key: the worker key; bad: a value; pos: where the value starts. */
+static void out_of_range(const char *key, const char *bad, const char *range)
+{
+	char text[256], want[256];
+
+	snprintf(text, sizeof(text), "worker:\n  %s: %s\n", key, bad);
+	snprintf(want, sizeof(want), "worker.%s is out of range (%s)", key, range);
+	char pos[32];
+	snprintf(pos, sizeof(pos), "2:%d", (int)strlen(key) + 5);
+	one_error(text, pos, want);
+}
+
+static void test_config__out_of_range(void **state)
+{
+	(void)state;
+	out_of_range("batch_size", "0", "1..32");
+	out_of_range("batch_size", "33", "1..32");
+	out_of_range("batch_size", "-1", "1..32");
+	out_of_range("batch_size", "99999999999999999999999", "1..32");
+	out_of_range("concurrency", "0", "1..256");
+	out_of_range("concurrency", "257", "1..256");
+	out_of_range("max_dequeue_count", "0", "1..1000");
+	out_of_range("max_dequeue_count", "1001", "1..1000");
+	out_of_range("visibility_timeout", "0", "1s..168h");
+	out_of_range("visibility_timeout", "999ms", "1s..168h");
+	out_of_range("visibility_timeout", "169h", "1s..168h");
+	out_of_range("visibility_timeout", "604801s", "1s..168h");
+	out_of_range("shutdown_grace", "61m", "0..1h");
+	out_of_range("shutdown_grace", "99999999999999999999h", "0..1h");
+	out_of_range("message_ttl", "0", "-1 or 1s..596523h");
+	out_of_range("message_ttl", "0s", "-1 or 1s..596523h");
+	out_of_range("message_ttl", "596524h", "-1 or 1s..596523h");
+	one_error("worker:\n  retry_backoff: {base: 500ms}\n", "2:25",
+	          "worker.retry_backoff.base is out of range (1s..168h)");
+	one_error("worker:\n  retry_backoff: {base: 0}\n", "2:25",
+	          "worker.retry_backoff.base is out of range (1s..168h)");
+	one_error("worker:\n  retry_backoff: {max: 169h}\n", "2:24",
+	          "worker.retry_backoff.max is out of range (1s..168h)");
+	one_error("worker:\n  poll_interval: {min: 0}\n", "2:24",
+	          "worker.poll_interval.min is out of range (1ms..1h)");
+	one_error("worker:\n  poll_interval: {max: 2h}\n", "2:24",
+	          "worker.poll_interval.max is out of range (1ms..1h)");
+}
+
+static void test_config__bad_durations(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {"10x", "1.5s", "-1s", "s",     "10S",
+	                                  "1d",  "5 s",  "+5s", "1h30m", "ms"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[128];
+		snprintf(text, sizeof(text), "worker:\n  shutdown_grace: %s\n", bad[i]);
+		one_error(text, "2:19",
+		          "worker.shutdown_grace must be a duration like 250ms, 2s, 5m or 1h (0..1h)");
+	}
+	one_error("worker:\n  visibility_timeout: 1500ms\n", "2:23",
+	          "worker.visibility_timeout must be a whole number of seconds (1s..168h)");
+	one_error("worker:\n  message_ttl: 1500ms\n", "2:16",
+	          "worker.message_ttl must be a whole number of seconds");
+	one_error(
+	    "worker:\n  message_ttl: -2\n", "2:16",
+	    "worker.message_ttl must be -1 (never expire) or a duration like 30s, 5m or 1h (1s..596523h)");
+	one_error("worker:\n  message_ttl: 10x\n", "2:16", "worker.message_ttl must be -1 (never expire)");
+}
+
+static void test_config__max_less_than_base(void **state)
+{
+	(void)state;
+	one_error("worker:\n  retry_backoff: {base: 10s, max: 5s}\n", "2:35",
+	          "worker.retry_backoff.max must not be less than base");
+	/* Only base given, above the default max: the error is at base. */
+	one_error("worker:\n  retry_backoff: {base: 10m}\n", "2:25",
+	          "worker.retry_backoff.base is more than max (default 5m): set max");
+	one_error("worker:\n  poll_interval:\n    min: 5s\n    max: 1s\n", "4:10",
+	          "worker.poll_interval.max must not be less than min");
+	one_error("worker:\n  poll_interval: {min: 20s}\n", "2:24",
+	          "worker.poll_interval.min is more than max (default 10s): set max");
+	/* Equal is fine. */
+	struct ecw_config *cfg =
+	    parse_ok("worker: {retry_backoff: {base: 1m, max: 60s}, poll_interval: {min: 1s, max: 1s}}\n");
+	assert_int_equal(cfg->worker.retry_backoff_base_ms, 60000);
+	assert_int_equal(cfg->worker.retry_backoff_max_ms, 60000);
+	ecw_config_free(cfg);
+}
+
+static void test_config__duplicate_key(void **state)
+{
+	(void)state;
+	one_error("worker:\n  queue: abc\n  batch_size: 4\n  queue: def\n", "4:3",
+	          "duplicate key 'queue' in worker (first at 2:3)");
+	one_error("log: {}\nworker: {}\nlog: {}\n", "3:1",
+	          "duplicate key 'log' in the top level (first at 1:1)");
+	one_error("jobs:\n  a: {type: test-noop}\n  a: {type: test-noop}\n", "3:3",
+	          "duplicate key 'a' in jobs (first at 2:3)");
+	/* The first one counts; a third is reported too. */
+	struct ecw_config_errors errs;
+	parse_bad(&errs, "worker: {batch_size: 4, batch_size: 99, batch_size: x}\n", 2);
+	error_is(&errs, 0, "1:25", "duplicate key 'batch_size' in worker (first at 1:10)");
+	error_is(&errs, 1, "1:41", "duplicate key 'batch_size' in worker (first at 1:10)");
+	ecw_config_errors_dispose(&errs);
+}
+
+static void test_config__bad_queue_name(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+	    "Jobs", "ab",   "a--b",
+	    "-abc", "abc-", "a_bc",
+	    "a.bc", "\"\"", "a123456789012345678901234567890123456789012345678901234567890123" /* 64 */};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[160];
+		snprintf(text, sizeof(text), "worker:\n  queue: %s\n", bad[i]);
+		one_error(text, "2:10",
+		          "worker.queue is not a valid queue name (3-63 lowercase letters, digits and single "
+		          "dashes, "
+		          "starting and ending with a letter or digit)");
+		snprintf(text, sizeof(text), "worker:\n  poison_queue: %s\n", bad[i]);
+		one_error(text, "2:17", "worker.poison_queue is not a valid queue name (3-63 lowercase");
+	}
+	/* 63 characters is fine, but then <queue>-poison is too long. */
+	one_error(
+	    "worker:\n  queue: a12345678901234567890123456789012345678901234567890123456789012\n", "2:10",
+	    "worker.queue is too long for the default poison queue <queue>-poison (at most 63 characters): "
+	    "set worker.poison_queue");
+	struct ecw_config *cfg =
+	    parse_ok("worker:\n  queue: a12345678901234567890123456789012345678901234567890123456789012\n"
+	             "  poison_queue: a-b-c-1\n");
+	assert_int_equal(strlen(cfg->worker.queue), 63);
+	assert_str(cfg->worker.poison_queue, "a-b-c-1");
+	ecw_config_free(cfg);
+}
+
+static void test_config__poison_equals_queue(void **state)
+{
+	(void)state;
+	one_error("worker:\n  queue: orders\n  poison_queue: orders\n", "3:17",
+	          "worker.poison_queue must differ from worker.queue");
+	/* Against the default queue too. */
+	one_error("worker:\n  poison_queue: ecw-jobs\n", "2:17",
+	          "worker.poison_queue must differ from worker.queue");
+}
+
+static void test_config__bad_listen(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+	    "9464",         "localhost",      "127.0.0.1:",     ":9464",        "127.0.0.1:65536",
+	    "127.0.0.1:-1", "127.0.0.1:94a4", "::1:9464",       "[::1]9464",    "[::1:9464",
+	    "[]:9464",      "[nothost]:9464", "example.com:80", "300.1.1.1:80", "127.0.0.1:123456",
+	    "127.0.0.1:80 "};
+	static const char *const good[] = {"",           "127.0.0.1:9464", "0.0.0.0:0",
+	                                   "[::1]:9464", "[::]:65535",     "localhost:9464"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[128];
+		snprintf(text, sizeof(text), "metrics:\n  listen: \"%s\"\n", bad[i]);
+		one_error(
+		    text, "2:11",
+		    "metrics.listen must be \"\" (disabled) or host:port, with host an IPv4 address, [IPv6 "
+		    "address] or localhost and port 0..65535");
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		char text[128];
+		snprintf(text, sizeof(text), "metrics:\n  listen: \"%s\"\n", good[i]);
+		struct ecw_config *cfg = parse_ok(text);
+		assert_str(cfg->metrics.listen, good[i]);
+		ecw_config_free(cfg);
+	}
+	/* A plain 9464 is read as the text "9464": still not host:port. */
+	one_error("metrics: {listen: 9464}\n", "1:19", "metrics.listen must be \"\" (disabled) or host:port");
+}
+
+static void test_config__bad_connection_string(void **state)
+{
+	(void)state;
+	one_error("storage:\n  connection_string: \"\"\n", "2:22",
+	          "storage.connection_string: connection string is empty");
+	one_error("storage:\n  connection_string: UseDevelopmentStorage=false\n", "2:22",
+	          "storage.connection_string: connection string: UseDevelopmentStorage must be 'true'");
+	/* From the environment when the file does not say: at the file start. */
+	setenv("AZURE_STORAGE_CONNECTION_STRING", "garbage", 1);
+	one_error("worker: {}\n", "1:1",
+	          "storage.connection_string (not set, so $AZURE_STORAGE_CONNECTION_STRING):");
+	unsetenv("AZURE_STORAGE_CONNECTION_STRING");
+}
+
+static void test_config__yaml_errors(void **state)
+{
+	(void)state;
+	one_error("worker:\n  queue: abc\n batch_size: 4\n", "3:2", "YAML syntax error");
+	one_error("worker: {queue: abc\n", "2:1", "YAML syntax error");
+	one_error("worker:\n\tqueue: abc\n", "2:1", "YAML syntax error");
+	one_error("log: {}\n---\nlog: {}\n", "2:1", "a second YAML document");
+	one_error("log: &l {level: info}\n", "1:6", "YAML anchors (&name) are not supported");
+	struct ecw_config_errors errs;
+	parse_bad(&errs, "log: &l {level: info}\nmetrics: *l\n", 2);
+	error_is(&errs, 0, "1:6", "YAML anchors (&name) are not supported");
+	error_is(&errs, 1, "2:10", "YAML aliases (*name) are not supported");
+	ecw_config_errors_dispose(&errs);
+	one_error("worker: {batch_size: !!int 4}\n", "1:22", "YAML tags (!tag) are not supported");
+	one_error("? [a, b]\n: c\n", "1:3", "a key in the top level is a list: keys must be plain names");
+	/* Invalid UTF-8: the reader's byte offset becomes a line and column. */
+	one_error("log: {}\nworker:\n  queue: ab\xff\n", "3:12", "YAML syntax error");
+	/* Too deep to be a configuration. */
+	char deep[71];
+	memset(deep, '[', 70);
+	deep[70] = '\0';
+	one_error(deep, "1:66", "nested deeper than 64 levels");
+}
+
+/* ---- collecting ------------------------------------------------------------ */
+
+static void test_config__errors_collected(void **state)
+{
+	(void)state;
+	struct ecw_config_errors errs;
+	parse_bad(&errs,
+	          "jobs:\n"                                /* 1 */
+	          "  x: {type: nope}\n"                    /* 2 */
+	          "metrics: {listen: nope}\n"              /* 3 */
+	          "worker:\n"                              /* 4 */
+	          "  queue: BAD\n"                         /* 5 */
+	          "  batch_size: 0\n"                      /* 6 */
+	          "  concurrency: many\n"                  /* 7 */
+	          "  visibility_timeout: 10x\n"            /* 8 */
+	          "  retry_backoff: {base: 5m, max: 1m}\n" /* 9 */
+	          "  create_missing: 2\n"                  /* 10 */
+	          "  colour: blue\n"                       /* 11 */
+	          "log: {level: loud, format: xml}\n"      /* 12 */
+	          "extra: 1\n",                            /* 13 */
+	          12);
+	/* In file order, whatever order the checks ran in. */
+	error_is(&errs, 0, "2:13", "jobs.x.type is not a known job type (expected one of: test-noop");
+	error_is(&errs, 1, "3:19", "metrics.listen must be");
+	error_is(&errs, 2, "5:10", "worker.queue is not a valid queue name");
+	error_is(&errs, 3, "6:15", "worker.batch_size is out of range (1..32)");
+	error_is(&errs, 4, "7:16", "worker.concurrency must be an integer (1..256)");
+	error_is(&errs, 5, "8:23", "worker.visibility_timeout must be a duration");
+	error_is(&errs, 6, "9:34", "worker.retry_backoff.max must not be less than base");
+	error_is(&errs, 7, "10:19", "worker.create_missing must be true or false");
+	error_is(&errs, 8, "11:3", "unknown key 'colour' in worker");
+	error_is(&errs, 9, "12:14", "log.level must be one of");
+	error_is(&errs, 10, "12:28", "log.format must be one of");
+	error_is(&errs, 11, "13:1", "unknown key 'extra' in the top level");
+	ecw_config_errors_dispose(&errs);
+}
+
+static void test_config__errors_appended(void **state)
+{
+	(void)state;
+	/* The list is the caller's: a second parse adds to it. */
+	struct ecw_config_errors errs;
+	struct ecw_config *cfg = NULL;
+	parse_bad(&errs, "x: 1\n", 1);
+	assert_int_equal(ecw_config_parse(&cfg, "y: 1\n", 5, "u.yaml", &errs), ECW_EINVALID);
+	assert_int_equal(errs.n, 2);
+	assert_true(str_starts(errs.lines[1], "u.yaml:1:1: unknown key 'y'"));
+	/* A good parse leaves it alone and succeeds. */
+	assert_int_equal(ecw_config_parse(&cfg, "{}", 2, "v.yaml", &errs), 0);
+	assert_int_equal(errs.n, 2);
+	ecw_config_free(cfg);
+	ecw_config_errors_dispose(&errs);
+	ecw_config_errors_dispose(&errs); /* twice is fine */
+	ecw_config_errors_dispose(NULL);
+	ecw_config_free(NULL);
+}
+
+/* ---- ${VAR} ------------------------------------------------------------------ */
+
+static void test_config__env_set(void **state)
+{
+	(void)state;
+	setenv("ECW_T_SET", "orders", 1);
+	setenv("ECW_T_NUM", "8", 1);
+	struct ecw_config *cfg =
+	    parse_ok("worker:\n  queue: ${ECW_T_SET}\n  poison_queue: ${ECW_T_SET}-dead-${ECW_T_NUM}\n"
+	             "  batch_size: ${ECW_T_NUM}\n  visibility_timeout: ${ECW_T_NUM}0s\n");
+	assert_str(cfg->worker.queue, "orders");
+	assert_str(cfg->worker.poison_queue, "orders-dead-8");
+	/* Expanded before typing: a plain ${VAR} may be a number. */
+	assert_int_equal(cfg->worker.batch_size, 8);
+	assert_int_equal(cfg->worker.visibility_timeout_ms, 80000);
+	ecw_config_free(cfg);
+	/* Quoted values expand too (and stay strings). */
+	cfg = parse_ok("worker: {queue: \"${ECW_T_SET}\"}\n");
+	assert_str(cfg->worker.queue, "orders");
+	ecw_config_free(cfg);
+	one_error("worker: {batch_size: \"${ECW_T_NUM}\"}\n", "1:22", "not a quoted string");
+	unsetenv("ECW_T_NUM");
+}
+
+static void test_config__env_unset(void **state)
+{
+	(void)state;
+	one_error("worker:\n  queue: ${ECW_T_UNSET}\n", "2:10",
+	          "environment variable ECW_T_UNSET is not set (in worker.queue)");
+	one_error("storage:\n  connection_string: \"AccountName=a;AccountKey=${ECW_T_UNSET}\"\n", "2:22",
+	          "environment variable ECW_T_UNSET is not set (in storage.connection_string)");
+	/* One error for the value, not a second one for its type. */
+	one_error("worker:\n  batch_size: ${ECW_T_UNSET}\n", "2:15",
+	          "environment variable ECW_T_UNSET is not set (in worker.batch_size)");
+	/* Unknown keys' values are expanded too, so both are reported. */
+	struct ecw_config_errors errs;
+	parse_bad(&errs, "jobs:\n  a:\n    type: test-noop\n    tags: [x, '${ECW_T_UNSET}']\n", 2);
+	error_is(&errs, 0, "4:5", "unknown key 'tags' in test job");
+	error_is(&errs, 1, "4:15", "environment variable ECW_T_UNSET is not set (in jobs.a.tags[1])");
+	ecw_config_errors_dispose(&errs);
+}
+
+static void test_config__env_default(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg =
+	    parse_ok("worker:\n  queue: ${ECW_T_UNSET:-fallback-q}\n  batch_size: ${ECW_T_UNSET:-4}\n"
+	             "log: {level: \"${ECW_T_UNSET:-}debug\"}\n");
+	assert_str(cfg->worker.queue, "fallback-q");
+	assert_int_equal(cfg->worker.batch_size, 4);
+	assert_int_equal(cfg->log.level, ECW_LOG_DEBUG);
+	ecw_config_free(cfg);
+	/* Set wins; empty falls back (as in the shell). */
+	setenv("ECW_T_SET", "set-q", 1);
+	setenv("ECW_T_EMPTY", "", 1);
+	cfg = parse_ok("worker: {queue: '${ECW_T_SET:-other}', poison_queue: \"${ECW_T_EMPTY:-empty-q}\"}\n");
+	assert_str(cfg->worker.queue, "set-q");
+	assert_str(cfg->worker.poison_queue, "empty-q");
+	ecw_config_free(cfg);
+	/* ${VAR} (no default) of an empty variable is empty. */
+	cfg = parse_ok("metrics: {listen: \"${ECW_T_EMPTY}\"}\n");
+	assert_str(cfg->metrics.listen, "");
+	ecw_config_free(cfg);
+	unsetenv("ECW_T_SET");
+	unsetenv("ECW_T_EMPTY");
+}
+
+/* The expanded text, seen through the one free-text value the config keeps:
+ * the connection string (here in an endpoint's path, which may hold '$'). */
+#define CS_HEAD "AccountName=devstoreaccount1;AccountKey=" DEV_KEY ";QueueEndpoint=http://127.0.0.1:10001/"
+#define CS_TAIL ";TableEndpoint=http://127.0.0.1:10002/t"
+#define DEV_KEY "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+static void expands_to(const char *in, const char *out)
+{
+	char text[512], want[512];
+
+	snprintf(text, sizeof(text), "storage: {connection_string: '" CS_HEAD "%s" CS_TAIL "'}\n", in);
+	snprintf(want, sizeof(want), CS_HEAD "%s" CS_TAIL, out);
+	struct ecw_config *cfg = parse_ok(text);
+	assert_str(cfg->storage.connection_string, want);
+	ecw_config_free(cfg);
+}
+
+static void test_config__env_dollar(void **state)
+{
+	(void)state;
+	setenv("ECW_T_SET", "x", 1);
+	expands_to("a$$b", "a$b");
+	expands_to("$${ECW_T_SET}", "${ECW_T_SET}");
+	expands_to("$$$${X}", "$${X}");
+	expands_to("a$b", "a$b"); /* a lone $ is itself */
+	expands_to("a$", "a$");
+	expands_to("$", "$");
+	expands_to("$$", "$");
+	expands_to("${ECW_T_SET}$$${ECW_T_SET}", "x$x");
+	expands_to("${ECW_T_SET}}", "x}");
+	expands_to("${ECW_T_SET}${ECW_T_SET:-y}${ECW_T_UNSET:-z}", "xxz");
+	expands_to("${ECW_T_UNSET:-a$b}", "a$b"); /* the default is literal text */
+	unsetenv("ECW_T_SET");
+}
+
+static void test_config__env_malformed(void **state)
+{
+	(void)state;
+	one_error("worker: {queue: \"${ECW_T_SET\"}\n", "1:17",
+	          "bad ${ECW_T_SET in worker.queue: expected '}' or ':-default}'");
+	one_error("worker: {queue: \"${ECW_T_SET:-abc\"}\n", "1:17",
+	          "bad ${ECW_T_SET in worker.queue: expected '}'");
+	one_error("worker: {queue: \"${}\"}\n", "1:17", "bad ${...} in worker.queue: a variable name");
+	one_error("worker: {queue: \"${1X}\"}\n", "1:17", "bad ${...} in worker.queue: a variable name");
+	one_error("worker: {queue: \"${ A}\"}\n", "1:17", "bad ${...} in worker.queue");
+	one_error("worker: {queue: \"${\"}\n", "1:17", "bad ${...} in worker.queue");
+	one_error("worker: {queue: \"${A-b}\"}\n", "1:17",
+	          "bad ${A in worker.queue: expected '}' or ':-default}'");
+	one_error("worker: {queue: \"${A:b}\"}\n", "1:17",
+	          "bad ${A in worker.queue: expected '}' or ':-default}'");
+	one_error("worker: {queue: \"${A:-${B}}\"}\n", "1:17",
+	          "bad ${A:-...} in worker.queue: the default cannot contain ${");
+}
+
+static void test_config__env_too_long(void **state)
+{
+	(void)state;
+	size_t n = 600 * 1024;
+	char *big = malloc(n + 1);
+	assert_non_null(big);
+	memset(big, 'a', n);
+	big[n] = '\0';
+	setenv("ECW_T_SET", big, 1);
+	free(big);
+	/* One is fine (the value is just wrong for the key); two pass the 1 MiB cap. */
+	one_error("worker:\n  queue: ${ECW_T_SET}\n", "2:10", "worker.queue is not a valid queue name");
+	one_error("worker:\n  queue: ${ECW_T_SET}${ECW_T_SET}\n", "2:10",
+	          "worker.queue is longer than 1048576 bytes after expansion");
+	unsetenv("ECW_T_SET");
+}
+
+static void test_config__env_keys_not_expanded(void **state)
+{
+	(void)state;
+	setenv("ECW_T_SET", "worker", 1);
+	one_error("${ECW_T_SET}: {}\n", "1:1", "unknown key '${ECW_T_SET}' in the top level");
+	unsetenv("ECW_T_SET");
+}
+
+static void test_config__secret_never_in_errors(void **state)
+{
+	(void)state;
+	struct ecw_config_errors errs;
+	setenv("ECW_T_SECRET", SECRET, 1);
+	parse_bad(&errs,
+	          "storage: {connection_string: \"${ECW_T_SECRET}\"}\n"
+	          "worker:\n"
+	          "  queue: ${ECW_T_SECRET}\n"
+	          "  poison_queue: \"${ECW_T_SECRET}\"\n"
+	          "  batch_size: ${ECW_T_SECRET}\n"
+	          "  concurrency: \"${ECW_T_SECRET}\"\n"
+	          "  visibility_timeout: ${ECW_T_SECRET}\n"
+	          "  retry_backoff:\n    base: '${ECW_T_SECRET}'\n    max: ${ECW_T_SECRET}\n"
+	          "  message_ttl: ${ECW_T_SECRET}\n"
+	          "  create_missing: ${ECW_T_SECRET}\n"
+	          "log:\n  level: ${ECW_T_SECRET}\n  format: ${ECW_T_SECRET}\n"
+	          "metrics:\n  listen: ${ECW_T_SECRET}\n"
+	          "jobs:\n"
+	          "  a:\n    type: ${ECW_T_SECRET}\n"
+	          "  b:\n    type: test-flaky\n    fail_times: ${ECW_T_SECRET}\n    table: ${ECW_T_SECRET}\n"
+	          "  c: {type: test-noop, other: \"${ECW_T_SECRET}\"}\n",
+	          16);
+	for (size_t i = 0; i < errs.n; i++) {
+		if (str_contains(errs.lines[i], SECRET) || str_contains(errs.lines[i], "SeCrEt") ||
+		    str_contains(errs.lines[i], "Zq7"))
+			fail_msg("error line leaks the secret: %s", errs.lines[i]);
+	}
+	ecw_config_errors_dispose(&errs);
+	unsetenv("ECW_T_SECRET");
+}
+
+/* ---- files ------------------------------------------------------------------ */
+
+static void test_config__default_path(void **state)
+{
+	(void)state;
+	unsetenv("ECW_CONFIG");
+	assert_str(ecw_config_default_path(), "./ecworker.yaml");
+	setenv("ECW_CONFIG", "", 1);
+	assert_str(ecw_config_default_path(), "./ecworker.yaml");
+	setenv("ECW_CONFIG", "/etc/ecworker/prod.yaml", 1);
+	assert_str(ecw_config_default_path(), "/etc/ecworker/prod.yaml");
+	unsetenv("ECW_CONFIG");
+}
+
+static void test_config__shipped_file(void **state)
+{
+	(void)state;
+	struct ecw_config_errors errs;
+	struct ecw_config *cfg = NULL;
+	int err;
+
+	ecw_config_errors_init(&errs);
+	err = ecw_config_load(&cfg, "config/ecworker.yaml", &errs);
+	if (err != 0) {
+		dump(&errs);
+		fail_msg("config/ecworker.yaml: %s (run from the repo root)", ecw_err_name(err));
+	}
+	assert_int_equal(errs.n, 0);
+	assert_str(cfg->file, "config/ecworker.yaml");
+	/* The documented values are the defaults. */
+	free(cfg->file);
+	cfg->file = strdup(FILE_NAME);
+	assert_defaults(cfg);
+	ecw_config_free(cfg);
+	ecw_config_errors_dispose(&errs);
+}
+
+static void test_config__load_errors(void **state)
+{
+	(void)state;
+	struct ecw_config_errors errs;
+	struct ecw_config *cfg = (struct ecw_config *)1;
+	char dir[] = "/tmp/ecw-test-config-XXXXXX", path[256];
+	FILE *f;
+
+	ecw_config_errors_init(&errs);
+	assert_int_equal(ecw_config_load(&cfg, "/nonexistent/ecw.yaml", &errs), ECW_EINVALID);
+	assert_null(cfg);
+	assert_int_equal(errs.n, 1);
+	assert_str(errs.lines[0], "/nonexistent/ecw.yaml: cannot read: No such file or directory");
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(ecw_config_load(&cfg, dir, &errs), ECW_EINVALID);
+	assert_int_equal(errs.n, 2);
+	assert_true(str_contains(errs.lines[1], ": cannot read: Is a directory"));
+
+	/* Over 1 MiB. */
+	snprintf(path, sizeof(path), "%s/big.yaml", dir);
+	assert_non_null(f = fopen(path, "w"));
+	for (int i = 0; i < 1100; i++)
+		fprintf(f, "# %01020d\n", i);
+	fclose(f);
+	assert_int_equal(ecw_config_load(&cfg, path, &errs), ECW_EINVALID);
+	assert_int_equal(errs.n, 3);
+	assert_true(str_contains(errs.lines[2], "big.yaml: cannot read: larger than 1048576 bytes"));
+	unlink(path);
+
+	/* A file's errors carry its path. */
+	snprintf(path, sizeof(path), "%s/bad.yaml", dir);
+	assert_non_null(f = fopen(path, "w"));
+	fputs("worker:\n  batch_size: 40\n", f);
+	fclose(f);
+	assert_int_equal(ecw_config_load(&cfg, path, &errs), ECW_EINVALID);
+	assert_int_equal(errs.n, 4);
+	char want[400];
+	snprintf(want, sizeof(want), "%s:2:15: worker.batch_size is out of range (1..32)", path);
+	assert_str(errs.lines[3], want);
+	unlink(path);
+	rmdir(dir);
+	ecw_config_errors_dispose(&errs);
+}
+
+/* ---- jobs ----------------------------------------------------------------------- */
+
+static void test_config__jobs(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = parse_ok("jobs:\n"
+	                                  "  welcome: {type: test-noop}\n"
+	                                  "  Sync_Payroll-2:\n"
+	                                  "    type: test-flaky\n"
+	                                  "    fail_times: 3\n"
+	                                  "    table: attempts\n"
+	                                  "  c: {type: test-count, table: runs}\n");
+	assert_int_equal(cfg->njobs, 3);
+	assert_str(cfg->jobs[0].name, "welcome");
+	assert_ptr_equal(cfg->jobs[0].type, ecw_job_type_find("test-noop"));
+	assert_str(cfg->jobs[1].name, "Sync_Payroll-2");
+	assert_str(cfg->jobs[1].type->name, "test-flaky");
+	assert_non_null(cfg->jobs[1].settings);
+	assert_str(cfg->jobs[2].name, "c");
+	assert_ptr_equal(ecw_config_job(cfg, "Sync_Payroll-2"), &cfg->jobs[1]);
+	assert_ptr_equal(ecw_config_job(cfg, "c"), &cfg->jobs[2]);
+	assert_null(ecw_config_job(cfg, "sync_payroll-2"));
+	ecw_config_free(cfg); /* frees each job's settings: the sanitizer build checks */
+}
+
+static void test_config__jobs_errors(void **state)
+{
+	(void)state;
+	struct ecw_config_errors errs;
+	char want[512];
+	struct ecw_buf names;
+
+	/* The unknown-type message lists every registered type. */
+	ecw_buf_init(&names, 0);
+	for (const char *const *n = ecw_job_type_names(); *n; n++)
+		assert_int_equal(ecw_buf_printf(&names, "%s%s", names.len ? ", " : "", *n), 0);
+	snprintf(want, sizeof(want), "jobs.a.type is not a known job type (expected one of: %s)",
+	         ecw_buf_cstr(&names));
+	one_error("jobs:\n  a: {type: mvoe}\n", "2:13", want);
+	ecw_buf_dispose(&names);
+
+	one_error("jobs:\n  a: {table: x}\n", "2:6", "jobs.a: missing required key 'type' (a job type)");
+	one_error("jobs:\n  a:\n", "2:5", "jobs.a must be a map with at least a 'type', not nothing");
+	one_error("jobs:\n  a: test-noop\n", "2:6",
+	          "jobs.a must be a map with at least a 'type', not a value");
+	one_error("jobs:\n  a: {type: [x]}\n", "2:13", "jobs.a.type must be a job type, not a list");
+	one_error("jobs:\n  bad.name: {type: test-noop}\n", "2:3",
+	          "job name 'bad.name' must be 1-63 letters, digits, '-' or '_'");
+	one_error("jobs:\n  '': {type: test-noop}\n", "2:3", "job name '' must be 1-63");
+	one_error(
+	    "jobs:\n  a1234567890123456789012345678901234567890123456789012345678901234: {type: test-noop}\n",
+	    "2:3", "must be 1-63 letters");
+	/* The type's own checks, through the readers. */
+	one_error("jobs:\n  a: {type: test-noop, table: t}\n", "2:24", "unknown key 'table' in test job");
+	one_error("jobs:\n  a: {type: test-flaky, fail_times: 101}\n", "2:37",
+	          "fail_times is out of range (0..100)");
+	one_error("jobs:\n  a: {type: test-count}\n", "2:6", "missing required key 'table'");
+	/* Several jobs, each with its problem, and a good one between. */
+	parse_bad(&errs,
+	          "jobs:\n  a: {type: nope}\n  b: {type: test-noop}\n  c: {type: test-sleep, duration: 2x}\n",
+	          2);
+	error_is(&errs, 0, "2:13", "jobs.a.type is not a known job type");
+	error_is(&errs, 1, "4:35", "duration must be a duration");
+	ecw_config_errors_dispose(&errs);
+}
+
+/* ---- the readers job types use ------------------------------------------------------ */
+
+/* A small tree by hand: {s: "x", n: 5, q: "5", b: true, d: 90s, l: [a, b], m: {}, z: ~}. */
+struct tree {
+	struct ecw_node map, k[8], v[8], li[2];
+	struct ecw_node *keys[8], *items[8], *list[2];
+};
+
+static void scalar(struct ecw_node *n, const char *value, bool quoted, int line)
+{
+	memset(n, 0, sizeof(*n));
+	n->kind = ECW_NODE_SCALAR;
+	n->value = (char *)value;
+	n->quoted = quoted;
+	n->line = line;
+	n->col = 4;
+	n->file = "h.yaml";
+}
+
+static void tree_init(struct tree *t)
+{
+	static const char *const keys[] = {"s", "n", "q", "b", "d", "l", "m", "z"};
+	memset(t, 0, sizeof(*t));
+	for (int i = 0; i < 8; i++) {
+		scalar(&t->k[i], keys[i], false, i + 1);
+		t->k[i].col = 1;
+		t->keys[i] = &t->k[i];
+		t->items[i] = &t->v[i];
+	}
+	scalar(&t->v[0], "x", true, 1);
+	scalar(&t->v[1], "5", false, 2);
+	scalar(&t->v[2], "5", true, 3);
+	scalar(&t->v[3], "true", false, 4);
+	scalar(&t->v[4], "90s", false, 5);
+	scalar(&t->li[0], "a", false, 6);
+	scalar(&t->li[1], "b", true, 6);
+	t->list[0] = &t->li[0];
+	t->list[1] = &t->li[1];
+	t->v[5] = (struct ecw_node){
+	    .kind = ECW_NODE_SEQ, .line = 6, .col = 4, .file = "h.yaml", .items = t->list, .n = 2};
+	t->v[6] = (struct ecw_node){.kind = ECW_NODE_MAP, .line = 7, .col = 4, .file = "h.yaml"};
+	scalar(&t->v[7], "~", false, 8);
+	t->map = (struct ecw_node){.kind = ECW_NODE_MAP,
+	                           .line = 1,
+	                           .col = 1,
+	                           .file = "h.yaml",
+	                           .keys = t->keys,
+	                           .items = t->items,
+	                           .n = 8};
+}
+
+static void test_config__readers(void **state)
+{
+	(void)state;
+	struct tree t;
+	struct ecw_config_errors errs;
+	char *s = NULL, **list = NULL;
+	long long n = 7;
+	bool b = false, present = true;
+	int64_t ms = 1;
+
+	tree_init(&t);
+	ecw_config_errors_init(&errs);
+
+	assert_ptr_equal(ecw_node_get(&t.map, "d"), &t.v[4]);
+	assert_null(ecw_node_get(&t.map, "nope"));
+	assert_null(ecw_node_get(&t.v[0], "s"));
+	assert_null(ecw_node_get(NULL, "s"));
+
+	assert_int_equal(ecw_node_string(&s, &t.map, "s", true, &errs), 0);
+	assert_str(s, "x");
+	assert_int_equal(ecw_node_string(&s, &t.map, "n", true, &errs), 0); /* an old value is freed */
+	assert_str(s, "5");
+	assert_int_equal(ecw_node_string(&s, &t.map, "absent", false, &errs), 0);
+	assert_str(s, "5");
+	assert_int_equal(ecw_node_int(&n, &t.map, "n", 0, 10, true, &errs), 0);
+	assert_int_equal(n, 5);
+	assert_int_equal(ecw_node_int(&n, &t.map, "absent", 0, 10, false, &errs), 0);
+	assert_int_equal(n, 5);
+	assert_int_equal(ecw_node_bool(&b, &t.map, "b", false, &errs), 0);
+	assert_true(b);
+	assert_int_equal(ecw_node_duration(&ms, &t.map, "d", 0, 100000, false, &errs), 0);
+	assert_int_equal(ms, 90000);
+	assert_int_equal(ecw_node_string_list(&list, &present, &t.map, "l", &errs), 0);
+	assert_true(present);
+	assert_str(list[0], "a");
+	assert_str(list[1], "b");
+	assert_null(list[2]);
+	assert_int_equal(ecw_node_string_list(&list, &present, &t.map, "absent", &errs), 0);
+	assert_false(present);
+	assert_non_null(list); /* kept */
+	ecw_strv_free(list);
+	list = NULL;
+	/* A null list is an empty one. */
+	assert_int_equal(ecw_node_string_list(&list, &present, &t.map, "z", &errs), 0);
+	assert_true(present);
+	assert_null(list[0]);
+	ecw_strv_free(list);
+	list = NULL;
+	ecw_strv_free(NULL);
+	assert_int_equal(errs.n, 0);
+
+	/* Errors: bare key names (the caller knows its section), positions of the values. */
+	assert_int_equal(ecw_node_int(&n, &t.map, "q", 0, 10, true, &errs), -1);
+	assert_int_equal(ecw_node_int(&n, &t.map, "n", 6, 10, true, &errs), -1);
+	assert_int_equal(ecw_node_int(&n, &t.map, "absent", 0, 10, true, &errs), -1);
+	assert_int_equal(ecw_node_bool(&b, &t.map, "n", false, &errs), -1);
+	assert_int_equal(ecw_node_duration(&ms, &t.map, "d", 0, 60000, false, &errs), -1);
+	assert_int_equal(ecw_node_string(&s, &t.map, "m", false, &errs), -1);
+	assert_int_equal(ecw_node_string(&s, &t.map, "z", false, &errs), -1);
+	assert_int_equal(ecw_node_string_list(&list, &present, &t.map, "s", &errs), -1);
+	assert_null(list);
+	static const char *const allowed[] = {"s", "n", "q", "b", "d", "l", NULL};
+	assert_int_equal(ecw_node_check_keys(&t.map, allowed, "the thing", &errs), 2);
+	assert_int_equal(ecw_node_check_keys(NULL, allowed, "the thing", &errs), 0);
+	assert_int_equal(n, 5);
+	assert_str(s, "5");
+	free(s);
+
+	static const char *const want[] = {
+	    "h.yaml:3:4: q must be an integer (0..10), not a quoted string",
+	    "h.yaml:2:4: n is out of range (6..10)",
+	    "h.yaml:1:1: missing required key 'absent' (an integer (0..10))",
+	    "h.yaml:2:4: n must be true or false",
+	    "h.yaml:5:4: d is out of range (0..1m)",
+	    "h.yaml:7:4: m must be a string, not a map",
+	    "h.yaml:8:4: z has no value (expected a string)",
+	    "h.yaml:1:4: s must be a list of strings, not a value",
+	    "h.yaml:7:1: unknown key 'm' in the thing (expected one of: s, n, q, b, d, l)",
+	    "h.yaml:8:1: unknown key 'z' in the thing (expected one of: s, n, q, b, d, l)",
+	};
+	if (errs.n != sizeof(want) / sizeof(want[0]))
+		dump(&errs);
+	assert_int_equal(errs.n, sizeof(want) / sizeof(want[0]));
+	for (size_t i = 0; i < errs.n; i++)
+		assert_str(errs.lines[i], want[i]);
+	ecw_config_errors_dispose(&errs);
+}
+
+static void test_config__error_without_node(void **state)
+{
+	(void)state;
+	struct ecw_config_errors errs;
+	struct ecw_node at = {.kind = ECW_NODE_SCALAR, .line = 3, .col = 9, .file = "f.yaml"};
+
+	ecw_config_errors_init(&errs);
+	ecw_config_error(&errs, &at, "value %d is odd", 7);
+	ecw_config_error(&errs, NULL, "outside any file");
+	ecw_config_error(&errs, &at, "one\nline\tonly");
+	assert_int_equal(errs.n, 3);
+	assert_str(errs.lines[0], "f.yaml:3:9: value 7 is odd");
+	assert_str(errs.lines[1], "<config>:1:1: outside any file");
+	assert_str(errs.lines[2], "f.yaml:3:9: one?line?only");
+	ecw_config_errors_dispose(&errs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup(test_config__defaults_empty_file, setup),
+	    cmocka_unit_test_setup(test_config__defaults_empty_map, setup),
+	    cmocka_unit_test_setup(test_config__default_connection_string_from_env, setup),
+	    cmocka_unit_test_setup(test_config__every_key_set, setup),
+	    cmocka_unit_test_setup(test_config__unknown_key_top_level, setup),
+	    cmocka_unit_test_setup(test_config__unknown_key_nested, setup),
+	    cmocka_unit_test_setup(test_config__wrong_type, setup),
+	    cmocka_unit_test_setup(test_config__out_of_range, setup),
+	    cmocka_unit_test_setup(test_config__bad_durations, setup),
+	    cmocka_unit_test_setup(test_config__max_less_than_base, setup),
+	    cmocka_unit_test_setup(test_config__duplicate_key, setup),
+	    cmocka_unit_test_setup(test_config__bad_queue_name, setup),
+	    cmocka_unit_test_setup(test_config__poison_equals_queue, setup),
+	    cmocka_unit_test_setup(test_config__bad_listen, setup),
+	    cmocka_unit_test_setup(test_config__bad_connection_string, setup),
+	    cmocka_unit_test_setup(test_config__yaml_errors, setup),
+	    cmocka_unit_test_setup(test_config__errors_collected, setup),
+	    cmocka_unit_test_setup(test_config__errors_appended, setup),
+	    cmocka_unit_test_setup(test_config__env_set, setup),
+	    cmocka_unit_test_setup(test_config__env_unset, setup),
+	    cmocka_unit_test_setup(test_config__env_default, setup),
+	    cmocka_unit_test_setup(test_config__env_dollar, setup),
+	    cmocka_unit_test_setup(test_config__env_malformed, setup),
+	    cmocka_unit_test_setup(test_config__env_too_long, setup),
+	    cmocka_unit_test_setup(test_config__env_keys_not_expanded, setup),
+	    cmocka_unit_test_setup(test_config__secret_never_in_errors, setup),
+	    cmocka_unit_test_setup(test_config__default_path, setup),
+	    cmocka_unit_test_setup(test_config__shipped_file, setup),
+	    cmocka_unit_test_setup(test_config__load_errors, setup),
+	    cmocka_unit_test_setup(test_config__jobs, setup),
+	    cmocka_unit_test_setup(test_config__jobs_errors, setup),
+	    cmocka_unit_test_setup(test_config__readers, setup),
+	    cmocka_unit_test_setup(test_config__error_without_node, setup),
+	};
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}

@@ -1,0 +1,582 @@
+/* log.c - structured log lines (see ecw_log.h).
+ *
+ * A line is built in a heap buffer owned by the ecw_log_line, then, at
+ * ecw_log_end, copied once more while every registered secret (and every
+ * sig= / AccountKey= value) is replaced by [REDACTED], and handed to one
+ * write(2). The write happens under a mutex: POSIX makes pipe writes atomic
+ * only up to PIPE_BUF (4 KiB), and a line may be longer, so the lock is what
+ * keeps lines of different threads apart; it also covers the rare short write,
+ * which is finished before the next line starts.
+ *
+ * Bounds: the fields of a line stop at LOG_LINE_MAX bytes. A field that would
+ * go past it is dropped whole (never cut, so a secret is never half written
+ * where redaction could not recognise it) and the line ends with
+ * "truncated":true. Strings that are not valid UTF-8 are written with U+FFFD
+ * for each bad byte, so every JSON line is valid JSON.
+ *
+ * Logging leaves errno alone; only a real out-of-memory can touch the
+ * thread's last error. */
+#include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ecw_buf.h"
+#include "ecw_codec.h"
+#include "ecw_log.h"
+
+#define LOG_LINE_MAX ((size_t)64 * 1024)
+#define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+#define REDACTED "[REDACTED]"
+#define SECRET_MIN_LEN 8
+/* Each secret is kept as written and as it appears escaped in a JSON and in a
+ * text line (when those differ): at most three patterns per secret. */
+#define SECRET_PATTERNS_MAX 192
+
+static _Atomic int g_level = ECW_LOG_INFO;
+static _Atomic int g_format = ECW_LOG_JSON;
+static _Atomic int g_fd = 2;
+static pthread_mutex_t g_write_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct secret {
+	char *s;
+	size_t n;
+};
+
+/* Sorted longest first, so a secret that contains another is redacted whole. */
+static pthread_rwlock_t g_secrets_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct secret g_secrets[SECRET_PATTERNS_MAX];
+static size_t g_nsecrets;
+
+struct ecw_log_line {
+	enum ecw_log_format format;
+	bool truncated;
+	struct ecw_buf buf;      /* the line so far */
+	struct ecw_buf kscratch; /* a key made valid UTF-8 */
+	struct ecw_buf vscratch; /* a value (or the event) made valid UTF-8 */
+};
+
+static const char *const level_json[] = {"debug", "info", "warn", "error"};
+static const char *const level_text[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+
+void ecw_log_setup(enum ecw_log_level level, enum ecw_log_format format)
+{
+	atomic_store(&g_level, (int)level);
+	atomic_store(&g_format, format == ECW_LOG_TEXT ? ECW_LOG_TEXT : ECW_LOG_JSON);
+}
+
+void ecw_log_set_fd(int fd)
+{
+	atomic_store(&g_fd, fd >= 0 ? fd : 2);
+}
+
+/* ---- strings ------------------------------------------------------------ */
+
+/* s itself when it is valid UTF-8, else a copy in scratch with U+FFFD for
+ * every byte that does not start a valid sequence. NULL when out of memory. */
+static const char *clean_utf8(struct ecw_buf *scratch, const char *s, size_t *n)
+{
+	uint32_t cp;
+	size_t i, k, run;
+
+	if (ecw_utf8_valid(s, *n))
+		return s;
+	ecw_buf_reset(scratch);
+	for (i = 0, run = 0; i < *n; i += k) {
+		if ((k = ecw_utf8_decode(s + i, *n - i, &cp)) > 0)
+			continue;
+		if (ecw_buf_add(scratch, s + run, i - run) < 0 || ecw_buf_adds(scratch, "\xEF\xBF\xBD") < 0)
+			return NULL;
+		k = 1;
+		run = i + 1;
+	}
+	if (ecw_buf_add(scratch, s + run, *n - run) < 0)
+		return NULL;
+	*n = scratch->len;
+	return ecw_buf_cstr(scratch);
+}
+
+/* The JSON string literal for s (with its quotes), in json-c's memory owned
+ * by *obj: json_object_put(*obj) when done. NULL when out of memory. */
+static const char *json_quote(json_object **obj, const char *s, size_t n, size_t *out_len)
+{
+	if (n > LOG_LINE_MAX || !(*obj = json_object_new_string_len(s, (int)n)))
+		return NULL;
+	return json_object_to_json_string_length(*obj, JSON_FLAGS, out_len);
+}
+
+static bool text_is_control(unsigned char c)
+{
+	return c < 0x20 || c == 0x7f;
+}
+
+static bool text_needs_quotes(const char *s, size_t n)
+{
+	if (n == 0)
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] == ' ' || s[i] == '"' || s[i] == '=' || text_is_control((unsigned char)s[i]))
+			return true;
+	return false;
+}
+
+/* Inside quotes: \" \\ \n \r \t, other control bytes as \u00XX. */
+static size_t text_escaped_len(const char *s, size_t n)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t')
+			len += 2;
+		else if (text_is_control(c))
+			len += 6;
+		else
+			len += 1;
+	}
+	return len;
+}
+
+static int text_add_escaped(struct ecw_buf *b, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i, run;
+	int err = 0;
+
+	for (i = 0, run = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[7] = {'\\', 0};
+		size_t elen = 2;
+
+		if (c == '"' || c == '\\')
+			esc[1] = (char)c;
+		else if (c == '\n')
+			esc[1] = 'n';
+		else if (c == '\r')
+			esc[1] = 'r';
+		else if (c == '\t')
+			esc[1] = 't';
+		else if (text_is_control(c)) {
+			memcpy(esc + 1, "u00", 3);
+			esc[4] = hex[c >> 4];
+			esc[5] = hex[c & 15];
+			elen = 6;
+		} else
+			continue;
+		if ((err = ecw_buf_add(b, s + run, i - run)) < 0 || (err = ecw_buf_add(b, esc, elen)) < 0)
+			goto done;
+		run = i + 1;
+	}
+	err = ecw_buf_add(b, s + run, n - run);
+done:
+	return err;
+}
+
+/* A text value: as is, or quoted and escaped when it holds a space, a quote,
+ * '=', a control character, or nothing at all. */
+static size_t text_value_len(const char *s, size_t n)
+{
+	return text_needs_quotes(s, n) ? text_escaped_len(s, n) + 2 : n;
+}
+
+static int text_add_value(struct ecw_buf *b, const char *s, size_t n)
+{
+	int err;
+
+	if (!text_needs_quotes(s, n))
+		return ecw_buf_add(b, s, n);
+	if ((err = ecw_buf_addc(b, '"')) < 0 || (err = text_add_escaped(b, s, n)) < 0)
+		return err;
+	return ecw_buf_addc(b, '"');
+}
+
+/* Text keys are written bare: bytes that would break key=value become '_'. */
+static int text_add_key(struct ecw_buf *b, const char *s, size_t n)
+{
+	size_t start = b->len;
+	int err;
+
+	if (n == 0)
+		return ecw_buf_addc(b, '_');
+	if ((err = ecw_buf_add(b, s, n)) < 0)
+		return err;
+	for (size_t i = start; i < b->len; i++)
+		if (b->ptr[i] == ' ' || b->ptr[i] == '"' || b->ptr[i] == '=' ||
+		    text_is_control((unsigned char)b->ptr[i]))
+			b->ptr[i] = '_';
+	return 0;
+}
+
+/* The shortest %g form that reads back as the same double. */
+static void format_double(char *out, size_t cap, double v)
+{
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(out, cap, "%.*g", prec, v);
+		if (strtod(out, NULL) == v)
+			break;
+	}
+}
+
+/* ---- secrets ------------------------------------------------------------ */
+
+static bool secret_known(const char *s, size_t n)
+{
+	for (size_t i = 0; i < g_nsecrets; i++)
+		if (g_secrets[i].n == n && memcmp(g_secrets[i].s, s, n) == 0)
+			return true;
+	return false;
+}
+
+/* Caller holds the write lock. False when the table is full. */
+static bool secret_insert(const char *s, size_t n)
+{
+	size_t at;
+	char *copy;
+
+	if (n < SECRET_MIN_LEN || secret_known(s, n))
+		return true;
+	if (g_nsecrets == SECRET_PATTERNS_MAX || !(copy = malloc(n + 1)))
+		return false;
+	memcpy(copy, s, n);
+	copy[n] = '\0';
+	for (at = 0; at < g_nsecrets && g_secrets[at].n >= n; at++)
+		;
+	memmove(g_secrets + at + 1, g_secrets + at, (g_nsecrets - at) * sizeof(g_secrets[0]));
+	g_secrets[at].s = copy;
+	g_secrets[at].n = n;
+	g_nsecrets++;
+	return true;
+}
+
+void ecw_log_add_secret(const char *secret)
+{
+	struct ecw_buf scratch, text;
+	json_object *obj = NULL;
+	const char *raw, *js;
+	size_t n, jn = 0;
+	bool ok = true;
+	int saved_errno = errno;
+
+	ecw_buf_init(&scratch, 0);
+	ecw_buf_init(&text, 0);
+	if (!secret || (n = strlen(secret)) < SECRET_MIN_LEN)
+		goto done;
+	if (!(raw = clean_utf8(&scratch, secret, &n)) || !(js = json_quote(&obj, raw, n, &jn)) ||
+	    text_add_escaped(&text, raw, n) < 0) {
+		ok = false;
+		goto done;
+	}
+	pthread_rwlock_wrlock(&g_secrets_lock);
+	ok = secret_insert(raw, n) && secret_insert(js + 1, jn - 2) && secret_insert(text.ptr, text.len);
+	pthread_rwlock_unlock(&g_secrets_lock);
+done:
+	json_object_put(obj);
+	ecw_buf_dispose(&scratch);
+	ecw_buf_dispose(&text);
+	/* Never silent: a secret that cannot be guarded is worth a line. */
+	if (!ok)
+		ecw_log_msg(ECW_LOG_ERROR, "log.secret_not_registered",
+		            "a secret could not be registered for redaction (table full or out of memory)");
+	errno = saved_errno;
+}
+
+/* Where the value of a "name=" (matched case-insensitively) ends: it runs to
+ * the next '&', ';', whitespace, quote or backslash. Stopping at a backslash
+ * keeps JSON escapes whole, so the redacted line is still valid JSON. */
+static bool value_stop(char c)
+{
+	return c == '&' || c == ';' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+	       c == '\f' || c == '"' || c == '\'' || c == '\\';
+}
+
+static const char *const redacted_params[] = {"sig=", "sig%3D", "AccountKey="};
+
+/* Copies s to out with every registered secret and every sig= / sig%3D /
+ * AccountKey= value replaced by [REDACTED]. One pass, left to right. */
+static int redact(struct ecw_buf *out, const char *s, size_t n)
+{
+	size_t i = 0, run = 0, j, k;
+	int err = 0;
+
+	pthread_rwlock_rdlock(&g_secrets_lock);
+	while (i < n) {
+		size_t skip = 0; /* bytes of s replaced */
+		size_t keep = 0; /* of those, bytes kept before [REDACTED] */
+
+		for (k = 0; k < g_nsecrets && !skip; k++)
+			if (g_secrets[k].n <= n - i && s[i] == g_secrets[k].s[0] &&
+			    memcmp(s + i, g_secrets[k].s, g_secrets[k].n) == 0)
+				skip = g_secrets[k].n;
+		for (k = 0; k < sizeof(redacted_params) / sizeof(redacted_params[0]) && !skip; k++) {
+			size_t pn;
+
+			if ((s[i] | 0x20) != (redacted_params[k][0] | 0x20))
+				continue;
+			pn = strlen(redacted_params[k]);
+			if (pn > n - i || strncasecmp(s + i, redacted_params[k], pn) != 0)
+				continue;
+			for (j = i + pn; j < n && !value_stop(s[j]); j++)
+				;
+			if (j > i + pn)
+				keep = pn, skip = j - i;
+		}
+		if (!skip) {
+			i++;
+			continue;
+		}
+		if ((err = ecw_buf_add(out, s + run, i + keep - run)) < 0 ||
+		    (err = ecw_buf_adds(out, REDACTED)) < 0)
+			goto done;
+		i += skip;
+		run = i;
+	}
+	err = ecw_buf_add(out, s + run, n - run);
+done:
+	pthread_rwlock_unlock(&g_secrets_lock);
+	return err;
+}
+
+/* ---- lines ------------------------------------------------------------- */
+
+static void format_time(char *out, size_t cap)
+{
+	struct timespec ts;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ts.tv_nsec / 1000000));
+}
+
+static void line_free(struct ecw_log_line *l)
+{
+	if (!l)
+		return;
+	ecw_buf_dispose(&l->buf);
+	ecw_buf_dispose(&l->kscratch);
+	ecw_buf_dispose(&l->vscratch);
+	free(l);
+}
+
+struct ecw_log_line *ecw_log_begin(enum ecw_log_level level, const char *event)
+{
+	struct ecw_log_line *l = NULL;
+	json_object *obj = NULL;
+	const char *ev, *q;
+	char when[64];
+	size_t n, qn;
+	int err = 0, saved_errno = errno;
+
+	if ((int)level < atomic_load_explicit(&g_level, memory_order_relaxed))
+		goto done;
+	if ((unsigned)level > ECW_LOG_ERROR)
+		level = ECW_LOG_ERROR;
+	if (!(l = calloc(1, sizeof(*l))))
+		goto done;
+	l->format = (enum ecw_log_format)atomic_load(&g_format);
+	ecw_buf_init(&l->buf, 0);
+	ecw_buf_init(&l->kscratch, 0);
+	ecw_buf_init(&l->vscratch, 0);
+	format_time(when, sizeof(when));
+	n = strlen(event ? event : "");
+	if (!(ev = clean_utf8(&l->vscratch, event ? event : "", &n))) {
+		err = ECW_ENOMEM;
+		goto done;
+	}
+	if (l->format == ECW_LOG_JSON) {
+		if (!(q = json_quote(&obj, ev, n, &qn))) {
+			err = ECW_ENOMEM;
+			goto done;
+		}
+		err = ecw_buf_printf(&l->buf, "{\"time\":\"%s\",\"level\":\"%s\",\"event\":", when,
+		                     level_json[level]);
+		if (err == 0)
+			err = ecw_buf_add(&l->buf, q, qn);
+	} else {
+		err = ecw_buf_printf(&l->buf, "%s %s ", when, level_text[level]);
+		if (err == 0)
+			err = text_add_value(&l->buf, ev, n);
+	}
+done:
+	json_object_put(obj);
+	if (l && err < 0) {
+		line_free(l);
+		l = NULL;
+	}
+	errno = saved_errno;
+	return l;
+}
+
+/* Appends one field. Strings (is_string) are quoted in JSON and quoted when
+ * needed in text; other values are written as given. A field that does not
+ * fit, or that meets an out-of-memory, is left out and the line marked. */
+static void add_field(struct ecw_log_line *l, const char *key, const char *value, size_t vn, bool is_string)
+{
+	json_object *kobj = NULL, *vobj = NULL;
+	const char *k, *v = value;
+	size_t kn, len, mark = 0;
+	int err = 0, saved_errno = errno;
+
+	if (!l || !key)
+		goto done;
+	mark = l->buf.len;
+	kn = strlen(key);
+	if (!(k = clean_utf8(&l->kscratch, key, &kn)) ||
+	    (is_string && !(v = clean_utf8(&l->vscratch, value, &vn)))) {
+		err = ECW_ENOMEM;
+		goto done;
+	}
+	if (l->format == ECW_LOG_JSON) {
+		if (!(k = json_quote(&kobj, k, kn, &kn)) ||
+		    (is_string && !(v = json_quote(&vobj, v, vn, &vn)))) {
+			err = ECW_ENOMEM;
+			goto done;
+		}
+		len = 2 + kn + vn;
+	} else {
+		len = 2 + (kn ? kn : 1) + (is_string ? text_value_len(v, vn) : vn);
+	}
+	if (mark + len > LOG_LINE_MAX) {
+		err = ECW_ETOOLARGE;
+		goto done;
+	}
+	if (l->format == ECW_LOG_JSON) {
+		if ((err = ecw_buf_addc(&l->buf, ',')) == 0 && (err = ecw_buf_add(&l->buf, k, kn)) == 0 &&
+		    (err = ecw_buf_addc(&l->buf, ':')) == 0)
+			err = ecw_buf_add(&l->buf, v, vn);
+	} else {
+		if ((err = ecw_buf_addc(&l->buf, ' ')) == 0 && (err = text_add_key(&l->buf, k, kn)) == 0 &&
+		    (err = ecw_buf_addc(&l->buf, '=')) == 0)
+			err = is_string ? text_add_value(&l->buf, v, vn) : ecw_buf_add(&l->buf, v, vn);
+	}
+done:
+	if (err < 0) {
+		l->truncated = true;
+		if (l->buf.len > mark) {
+			l->buf.len = mark;
+			l->buf.ptr[mark] = '\0';
+		}
+	}
+	json_object_put(kobj);
+	json_object_put(vobj);
+	errno = saved_errno;
+}
+
+void ecw_log_str(struct ecw_log_line *l, const char *key, const char *value)
+{
+	if (value)
+		add_field(l, key, value, strlen(value), true);
+}
+
+void ecw_log_int(struct ecw_log_line *l, const char *key, int64_t value)
+{
+	char num[32];
+
+	if (!l)
+		return;
+	snprintf(num, sizeof(num), "%lld", (long long)value);
+	add_field(l, key, num, strlen(num), false);
+}
+
+/* JSON has no NaN or infinity: those are written as the strings "NaN",
+ * "+Inf" and "-Inf" (Prometheus' spelling) rather than as invalid JSON. */
+void ecw_log_double(struct ecw_log_line *l, const char *key, double value)
+{
+	char num[40];
+
+	if (!l)
+		return;
+	if (isnan(value))
+		add_field(l, key, "NaN", 3, true);
+	else if (isinf(value))
+		add_field(l, key, value > 0 ? "+Inf" : "-Inf", 4, true);
+	else {
+		format_double(num, sizeof(num), value);
+		add_field(l, key, num, strlen(num), false);
+	}
+}
+
+void ecw_log_bool(struct ecw_log_line *l, const char *key, bool value)
+{
+	add_field(l, key, value ? "true" : "false", value ? 4 : 5, false);
+}
+
+/* Under the write lock, so a short write is finished before another thread
+ * starts its line. A failed write (a closed or full non-blocking stderr)
+ * drops the rest of the line: there is nowhere to report it. */
+static void write_line(const char *p, size_t n)
+{
+	int fd = atomic_load(&g_fd);
+
+	pthread_mutex_lock(&g_write_lock);
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		p += w;
+		n -= (size_t)w;
+	}
+	pthread_mutex_unlock(&g_write_lock);
+}
+
+void ecw_log_end(struct ecw_log_line *l)
+{
+	struct ecw_buf out;
+	int err, saved_errno = errno;
+
+	ecw_buf_init(&out, 0);
+	if (!l)
+		goto done;
+	if (l->format == ECW_LOG_JSON)
+		err = ecw_buf_adds(&l->buf, l->truncated ? ",\"truncated\":true}\n" : "}\n");
+	else
+		err = ecw_buf_adds(&l->buf, l->truncated ? " truncated=true\n" : "\n");
+	/* Nothing unredacted is ever written: a line that cannot be finished or
+	 * redacted (out of memory) is dropped. */
+	if (err < 0 || redact(&out, l->buf.ptr, l->buf.len) < 0)
+		goto done;
+	write_line(out.ptr, out.len);
+done:
+	ecw_buf_dispose(&out);
+	line_free(l);
+	errno = saved_errno;
+}
+
+void ecw_log_msg(enum ecw_log_level level, const char *event, const char *fmt, ...)
+{
+	struct ecw_log_line *l;
+	va_list ap;
+	char *msg = NULL;
+	int n;
+
+	if (!(l = ecw_log_begin(level, event)))
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n > LOG_LINE_MAX || !(msg = malloc((size_t)n + 1))) {
+		l->truncated = true;
+		goto done;
+	}
+	va_start(ap, fmt);
+	vsnprintf(msg, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	ecw_log_str(l, "msg", msg);
+done:
+	free(msg);
+	ecw_log_end(l);
+}

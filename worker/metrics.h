@@ -1,0 +1,47 @@
+/* metrics.h - the worker's counters and its HTTP endpoint (libmicrohttpd):
+ * GET /metrics (Prometheus text format 0.0.4), GET /healthz, GET /readyz.
+ * Counters are process-wide and thread-safe; the server runs on
+ * libmicrohttpd's own thread. ecw_metrics_start returns a heap handle freed
+ * (server stopped) by ecw_metrics_stop. */
+#ifndef ECW_METRICS_H
+#define ECW_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "ecw_err.h"
+
+/* ---- recording (safe from any thread; labels are copied) ---- */
+
+/* One message outcome: "succeeded", "retried", "poisoned", "lease-lost",
+ * "released". job "" when the message did not name a valid job. */
+void ecw_metrics_message(const char *job, const char *outcome, double seconds);
+/* One storage HTTP attempt: op like "queue.receive", status the HTTP status
+ * or 0 when no answer came. */
+void ecw_metrics_storage(const char *op, int status);
+void ecw_metrics_retry(void);
+void ecw_metrics_inflight_add(int delta);
+void ecw_metrics_poisoned(const char *reason);  /* "permanent" | "max-dequeue" */
+void ecw_metrics_received(int64_t unix_time, int count); /* a successful receive */
+
+/* Liveness and readiness, set by the runtime. */
+void ecw_metrics_heartbeat(void);               /* the loop went round */
+void ecw_metrics_set_ready(bool storage_ok);
+/* Alive when the loop went round within max_silence_ms. */
+void ecw_metrics_set_liveness_window(int64_t max_silence_ms);
+
+/* The /metrics page, for tests and for the server. free() the result. */
+char *ecw_metrics_render(void);
+/* Back to zero (tests). */
+void ecw_metrics_reset(void);
+
+/* ---- the server ---- */
+
+struct ecw_metrics_server;
+
+/* listen is "host:port" (host an IPv4/IPv6 literal or "localhost"; port 0
+ * picks a free one). */
+int ecw_metrics_start(struct ecw_metrics_server **out, const char *listen) ECW_MUST_USE;
+int ecw_metrics_port(const struct ecw_metrics_server *s);
+void ecw_metrics_stop(struct ecw_metrics_server *s);
+
+#endif

@@ -1,0 +1,734 @@
+/* runtime.c - the worker: one receive loop (this thread), a pool of job
+ * threads each with its own storage connection, a lease renewer, and a
+ * signal thread. Data flows one way: receive -> slot -> job thread -> decode
+ * -> job -> outcome.
+ *
+ * Outcome rules (the heart of the product):
+ *   success            delete the message with its newest pop receipt, only
+ *                      after the job returned 0;
+ *   transient failure  keep it, hidden for base * 2^(dequeue_count-1), capped
+ *                      at max and jittered down by up to 20%;
+ *   permanent failure  poison at once (undecodable text, unknown job, bad
+ *                      keys, a storage 400, ECW_EINVALID from the job);
+ *   dequeue_count > max_dequeue_count on receipt: poison before running
+ *                      (the worker died holding it every time); a transient
+ *                      failure on delivery max_dequeue_count: poison.
+ *   poison             put the envelope on the poison queue, THEN delete the
+ *                      original: a crash in between leaves a duplicate
+ *                      envelope, never a lost message.
+ *
+ * Every final call on a message (delete, hide, release) happens under the
+ * message's slot lock with the pop receipt the renewer last obtained, so a
+ * renewal can never invalidate the receipt a delete is about to use. */
+#include <errno.h>
+#include <json-c/json.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ecw_clock.h"
+#include "ecw_job.h"
+#include "ecw_log.h"
+#include "ecw_storage.h"
+#include "message.h"
+#include "metrics.h"
+#include "poison.h"
+#include "runtime.h"
+
+struct slot {
+	pthread_mutex_t mu;
+	bool busy;                  /* holds a received message */
+	bool done;                  /* its job thread settled it: renewer keeps off */
+	bool abandoned;             /* shutdown released it: nobody may settle it */
+	atomic_bool lease_lost;
+	struct ecw_queue_msg msg;   /* owns msg.text; pop_receipt updated by renewals */
+	int64_t received_ms;
+	int64_t renew_at_ms;
+};
+
+struct runtime {
+	const struct ecw_config *cfg;
+	struct ecw_account *acct;
+	struct ecw_client_options copts;
+	int vis_s;
+
+	struct slot *slots;
+	int nslots;
+
+	pthread_mutex_t mu;         /* guards everything below */
+	pthread_cond_t work_cv;     /* job threads: a slot is ready */
+	pthread_cond_t main_cv;     /* receive loop: a slot freed, or a signal */
+	pthread_cond_t renew_cv;    /* renewer: a signal */
+	int *ready;                 /* ring of slot indexes */
+	int ready_head, ready_n;
+	int inflight;
+	bool workers_exit;
+	atomic_bool stopping;       /* first signal */
+	atomic_bool force;          /* second signal */
+	atomic_int failed_threads;
+};
+
+static char worker_id[200];
+
+const char *ecw_runtime_worker_id(void)
+{
+	if (!worker_id[0]) {
+		char host[128] = "unknown";
+		gethostname(host, sizeof(host) - 1);
+		host[sizeof(host) - 1] = '\0';
+		snprintf(worker_id, sizeof(worker_id), "%s ecworker/%s", host, ECW_VERSION);
+	}
+	return worker_id;
+}
+
+/* ---- small helpers ------------------------------------------------------------ */
+
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static void init_cond(pthread_cond_t *cv)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &a);
+	pthread_condattr_destroy(&a);
+}
+
+static void wake_all(struct runtime *rt)
+{
+	pthread_mutex_lock(&rt->mu);
+	pthread_cond_broadcast(&rt->main_cv);
+	pthread_cond_broadcast(&rt->work_cv);
+	pthread_cond_broadcast(&rt->renew_cv);
+	pthread_mutex_unlock(&rt->mu);
+}
+
+static void on_attempt(void *payload, const char *op, int status, int attempt)
+{
+	(void)payload;
+	ecw_metrics_storage(op, status);
+	if (attempt > 1)
+		ecw_metrics_retry();
+}
+
+static void log_storage_error(const char *what)
+{
+	const struct ecw_error *e = ecw_error_last();
+	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "storage_error");
+
+	ecw_log_str(l, "op", what);
+	ecw_log_str(l, "code", ecw_err_name(e->code));
+	ecw_log_int(l, "status", e->http_status);
+	ecw_log_str(l, "service_code", e->service_code[0] ? e->service_code : NULL);
+	ecw_log_str(l, "request_id", e->request_id[0] ? e->request_id : NULL);
+	ecw_log_str(l, "error", e->message);
+	ecw_log_end(l);
+}
+
+/* How long a message that failed transiently stays hidden, in seconds. */
+static int retry_hide_s(const struct ecw_config *cfg, long dequeue_count)
+{
+	int64_t ms = cfg->worker.retry_backoff_base_ms;
+
+	for (long i = 1; i < dequeue_count && ms < cfg->worker.retry_backoff_max_ms; i++)
+		ms *= 2;
+	if (ms > cfg->worker.retry_backoff_max_ms)
+		ms = cfg->worker.retry_backoff_max_ms;
+	/* Jitter downwards by up to 20% so a burst of failures spreads out. */
+	ms -= (int64_t)(ecw_random_u32() % (uint32_t)(ms / 5 + 1));
+	ms = (ms + 999) / 1000;
+	return ms < 1 ? 1 : ms > 604800 ? 604800 : (int)ms;
+}
+
+/* ---- settling a message ---------------------------------------------------------- */
+
+enum settle_action { SETTLE_DELETE, SETTLE_HIDE };
+
+/* The one final storage call on a message, under its slot lock, with the
+ * newest pop receipt. Returns the outcome word for the log. */
+static const char *settle(struct runtime *rt, struct ecw_client *c, struct slot *s,
+			  enum settle_action action, int hide_s, const char *ok_outcome)
+{
+	const char *outcome = ok_outcome;
+	int err;
+
+	pthread_mutex_lock(&s->mu);
+	s->done = true;
+	if (s->abandoned) {
+		outcome = "released";
+	} else if (atomic_load(&s->lease_lost)) {
+		outcome = "lease-lost";
+	} else {
+		err = action == SETTLE_DELETE
+			      ? ecw_queue_delete(c, rt->cfg->worker.queue, s->msg.id, s->msg.pop_receipt)
+			      : ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, hide_s, NULL, 0);
+		if (err == ECW_ENOTFOUND) {
+			atomic_store(&s->lease_lost, true);
+			outcome = "lease-lost";
+		} else if (err < 0) {
+			/* The message stays as it is: it reappears when its
+			 * lease runs out and is tried again. */
+			log_storage_error(action == SETTLE_DELETE ? "queue.delete" : "queue.update");
+			outcome = "settle-failed";
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	return outcome;
+}
+
+/* Puts the envelope (or, when it would not fit in a message, the original
+ * text unchanged, which replay also accepts), then deletes the original. */
+static const char *poison(struct runtime *rt, struct ecw_client *c, struct slot *s,
+			  const struct ecw_message *m, const char *reason, const char *error)
+{
+	struct ecw_queue_put_options po = {0, rt->cfg->worker.message_ttl_s};
+	struct ecw_poison_info info = {
+		.original = s->msg.text, .original_len = s->msg.text_len,
+		.queue = rt->cfg->worker.queue, .message_id = s->msg.id,
+		.inserted_at = s->msg.insertion_time, .dequeue_count = s->msg.dequeue_count,
+		.failed_at = time(NULL), .reason = reason, .error = error,
+		.job = m->job, .pk = m->pk, .rk = m->rk, .worker = ecw_runtime_worker_id(),
+	};
+	struct ecw_buf env;
+	const char *outcome;
+	int err;
+
+	if (atomic_load(&s->lease_lost))
+		return settle(rt, c, s, SETTLE_DELETE, 0, "poisoned");
+	ecw_buf_init(&env, 0);
+	if ((err = ecw_poison_envelope(&env, &info)) == 0) {
+		if (env.len <= ECW_QUEUE_MAX_TEXT)
+			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, env.ptr, env.len, &po);
+		else
+			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, s->msg.text, s->msg.text_len, &po);
+	}
+	ecw_buf_dispose(&env);
+	if (err < 0) {
+		/* Without an envelope the original must stay: back off and try again. */
+		log_storage_error("poison.put");
+		return settle(rt, c, s, SETTLE_HIDE, retry_hide_s(rt->cfg, s->msg.dequeue_count), "poison-failed");
+	}
+	ecw_metrics_poisoned(reason);
+	outcome = settle(rt, c, s, SETTLE_DELETE, 0, "poisoned");
+	return outcome;
+}
+
+/* ---- one message ------------------------------------------------------------------ */
+
+static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
+{
+	const struct ecw_config *cfg = rt->cfg;
+	struct ecw_message m;
+	const struct ecw_job_def *def = NULL;
+	const char *outcome, *reason = NULL;
+	char error[512] = "";
+	int64_t t0 = ecw_now_ms();
+	int hide_s = 0, err;
+
+	err = ecw_message_decode(&m, s->msg.text, s->msg.text_len);
+	if (err < 0) {
+		snprintf(error, sizeof(error), "%s", ecw_error_last()->message);
+		reason = "permanent";
+	} else if (s->msg.dequeue_count > cfg->worker.max_dequeue_count) {
+		snprintf(error, sizeof(error),
+			 "delivered %ld times (max_dequeue_count %d): the worker holding it stopped each time",
+			 s->msg.dequeue_count, cfg->worker.max_dequeue_count);
+		reason = "max-dequeue";
+	} else if (!(def = ecw_config_job(cfg, m.job))) {
+		snprintf(error, sizeof(error), "unknown job '%.100s'", m.job);
+		reason = "permanent";
+	}
+
+	if (!reason) {
+		struct ecw_job_ctx ctx = {
+			.client = c, .job = def->name, .pk = m.pk, .rk = m.rk,
+			.trace_id = m.id ? m.id : s->msg.id, .message_id = s->msg.id,
+			.dequeue_count = s->msg.dequeue_count, .message = m.obj,
+			.lease_lost = &s->lease_lost, .stopping = &rt->stopping,
+		};
+		ecw_error_clear();
+		err = def->type->run(def->settings, &ctx);
+		if (err < 0)
+			snprintf(error, sizeof(error), "%s", ecw_error_last()->message[0]
+								? ecw_error_last()->message
+								: ecw_err_name(err));
+		if (err == 0)
+			outcome = settle(rt, c, s, SETTLE_DELETE, 0, "succeeded");
+		else if (ecw_job_err_is_permanent(err))
+			reason = "permanent";
+		else if (s->msg.dequeue_count >= cfg->worker.max_dequeue_count)
+			reason = "max-dequeue";
+		else
+			outcome = settle(rt, c, s, SETTLE_HIDE, hide_s = retry_hide_s(cfg, s->msg.dequeue_count),
+					 "retried");
+	}
+	if (reason)
+		outcome = poison(rt, c, s, &m, reason, error);
+
+	double secs = (double)(ecw_now_ms() - t0) / 1000.0;
+	ecw_metrics_message(m.job && def ? m.job : "", outcome, secs);
+	struct ecw_log_line *l = ecw_log_begin(strcmp(outcome, "succeeded") == 0 ? ECW_LOG_INFO : ECW_LOG_WARN,
+					       "message");
+	ecw_log_str(l, "outcome", outcome);
+	ecw_log_str(l, "job", m.job);
+	ecw_log_str(l, "pk", m.pk);
+	ecw_log_str(l, "rk", m.rk);
+	ecw_log_str(l, "id", m.id);
+	ecw_log_str(l, "message_id", s->msg.id);
+	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
+	ecw_log_int(l, "duration_ms", ecw_now_ms() - t0);
+	if (reason)
+		ecw_log_str(l, "reason", reason);
+	if (hide_s && strcmp(outcome, "retried") == 0)
+		ecw_log_int(l, "hidden_s", hide_s);
+	if (error[0])
+		ecw_log_str(l, "error", error);
+	ecw_log_end(l);
+	ecw_message_dispose(&m);
+}
+
+/* ---- threads -------------------------------------------------------------------------- */
+
+struct thread_arg {
+	struct runtime *rt;
+	pthread_t tid;
+	bool started;
+};
+
+static void *job_thread(void *p)
+{
+	struct runtime *rt = ((struct thread_arg *)p)->rt;
+	struct ecw_client *c = NULL;
+
+	if (ecw_client_new(&c, rt->acct, &rt->copts) < 0) {
+		log_storage_error("client.new");
+		atomic_fetch_add(&rt->failed_threads, 1);
+		return NULL;
+	}
+	for (;;) {
+		struct slot *s;
+		pthread_mutex_lock(&rt->mu);
+		while (rt->ready_n == 0 && !rt->workers_exit)
+			pthread_cond_wait(&rt->work_cv, &rt->mu);
+		if (rt->ready_n == 0) {
+			pthread_mutex_unlock(&rt->mu);
+			break;
+		}
+		s = &rt->slots[rt->ready[rt->ready_head]];
+		rt->ready_head = (rt->ready_head + 1) % rt->nslots;
+		rt->ready_n--;
+		pthread_mutex_unlock(&rt->mu);
+
+		process(rt, c, s);
+
+		pthread_mutex_lock(&s->mu);
+		free(s->msg.text);
+		memset(&s->msg, 0, sizeof(s->msg));
+		s->busy = false;
+		pthread_mutex_unlock(&s->mu);
+		pthread_mutex_lock(&rt->mu);
+		rt->inflight--;
+		ecw_metrics_inflight_add(-1);
+		pthread_cond_signal(&rt->main_cv);
+		pthread_mutex_unlock(&rt->mu);
+	}
+	ecw_client_free(c);
+	return NULL;
+}
+
+/* Extends the lease of every message whose job has run past half the
+ * visibility timeout. A 404 or receipt mismatch means the lease is gone:
+ * the job is told through its flag and must stop writing. */
+static void *renew_thread(void *p)
+{
+	struct runtime *rt = ((struct thread_arg *)p)->rt;
+	struct ecw_client *c = NULL;
+
+	if (ecw_client_new(&c, rt->acct, &rt->copts) < 0) {
+		log_storage_error("client.new");
+		atomic_fetch_add(&rt->failed_threads, 1);
+		return NULL;
+	}
+	for (;;) {
+		pthread_mutex_lock(&rt->mu);
+		if (rt->workers_exit) {
+			pthread_mutex_unlock(&rt->mu);
+			break;
+		}
+		timed_wait(&rt->renew_cv, &rt->mu, 250);
+		pthread_mutex_unlock(&rt->mu);
+		for (int i = 0; i < rt->nslots; i++) {
+			struct slot *s = &rt->slots[i];
+			int64_t now = ecw_now_ms();
+			int err;
+
+			pthread_mutex_lock(&s->mu);
+			if (s->busy && !s->done && !s->abandoned && !atomic_load(&s->lease_lost) &&
+			    now >= s->renew_at_ms) {
+				err = ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, rt->vis_s, NULL, 0);
+				if (err == 0) {
+					s->renew_at_ms = now + (int64_t)rt->vis_s * 500;
+					struct ecw_log_line *l = ecw_log_begin(ECW_LOG_DEBUG, "lease_renewed");
+					ecw_log_str(l, "message_id", s->msg.id);
+					ecw_log_int(l, "visibility_s", rt->vis_s);
+					ecw_log_end(l);
+				} else if (err == ECW_ENOTFOUND) {
+					atomic_store(&s->lease_lost, true);
+					struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "lease_lost");
+					ecw_log_str(l, "message_id", s->msg.id);
+					ecw_log_str(l, "error", ecw_error_last()->message);
+					ecw_log_end(l);
+				} else {
+					log_storage_error("lease.renew");
+					s->renew_at_ms = now + 1000;
+				}
+			}
+			pthread_mutex_unlock(&s->mu);
+		}
+	}
+	ecw_client_free(c);
+	return NULL;
+}
+
+static void *signal_thread(void *p)
+{
+	struct runtime *rt = ((struct thread_arg *)p)->rt;
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	for (int n = 0; n < 2; n++) {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, n == 0 ? "stopping" : "stopping_now");
+		ecw_log_str(l, "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+		ecw_log_end(l);
+		atomic_store(n == 0 ? &rt->stopping : &rt->force, true);
+		wake_all(rt);
+	}
+	return NULL;
+}
+
+/* ---- start, loop, stop ------------------------------------------------------------------- */
+
+/* The account key and the SAS token (and its signature) must never reach a
+ * log line; the log redacts whatever is registered here. */
+static void register_secrets(const char *connstr)
+{
+	static const char *const secret_settings[] = {"AccountKey=", "SharedAccessSignature=", NULL};
+
+	for (const char *p = connstr; p && *p;) {
+		const char *end = strchr(p, ';');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		for (size_t i = 0; secret_settings[i]; i++) {
+			size_t k = strlen(secret_settings[i]);
+			char value[4096];
+			if (n > k && n - k < sizeof(value) && strncasecmp(p, secret_settings[i], k) == 0) {
+				memcpy(value, p + k, n - k);
+				value[n - k] = '\0';
+				ecw_log_add_secret(value[0] == '?' ? value + 1 : value);
+			}
+		}
+		p = end ? end + 1 : NULL;
+	}
+}
+
+static int prepare(struct runtime *rt, struct ecw_client *c)
+{
+	const struct ecw_config *cfg = rt->cfg;
+
+	if (!cfg->worker.create_missing)
+		return 0;
+	if (ecw_queue_create(NULL, c, cfg->worker.queue) < 0 ||
+	    ecw_queue_create(NULL, c, cfg->worker.poison_queue) < 0) {
+		log_storage_error("queue.create");
+		return -1;
+	}
+	for (size_t i = 0; i < cfg->njobs; i++) {
+		const struct ecw_job_def *d = &cfg->jobs[i];
+		if (d->type->prepare && d->type->prepare(d->settings, c) < 0) {
+			log_storage_error("job.prepare");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void log_start(const struct runtime *rt)
+{
+	const struct ecw_config *cfg = rt->cfg;
+	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, "start");
+
+	ecw_log_str(l, "worker", ecw_runtime_worker_id());
+	ecw_log_str(l, "config", cfg->file);
+	ecw_log_str(l, "account", ecw_account_name(rt->acct));
+	ecw_log_str(l, "queue_endpoint", ecw_account_endpoint(rt->acct, ECW_SVC_QUEUE));
+	ecw_log_str(l, "table_endpoint", ecw_account_endpoint(rt->acct, ECW_SVC_TABLE));
+	ecw_log_str(l, "auth", ecw_account_uses_sas(rt->acct) ? "sas" : "shared-key");
+	ecw_log_str(l, "queue", cfg->worker.queue);
+	ecw_log_str(l, "poison_queue", cfg->worker.poison_queue);
+	ecw_log_int(l, "concurrency", cfg->worker.concurrency);
+	ecw_log_int(l, "batch_size", cfg->worker.batch_size);
+	ecw_log_int(l, "visibility_timeout_s", rt->vis_s);
+	ecw_log_int(l, "max_dequeue_count", cfg->worker.max_dequeue_count);
+	ecw_log_int(l, "jobs", (int64_t)cfg->njobs);
+	ecw_log_str(l, "metrics", cfg->metrics.listen[0] ? cfg->metrics.listen : "off");
+	ecw_log_end(l);
+	if (cfg->njobs == 0)
+		ecw_log_msg(ECW_LOG_WARN, "config", "no jobs configured: every message will be poisoned");
+}
+
+/* Hands a received message to a free slot; the caller made sure one is free. */
+static void dispatch(struct runtime *rt, struct ecw_queue_msg *msg)
+{
+	int64_t now = ecw_now_ms();
+
+	for (int i = 0; i < rt->nslots; i++) {
+		struct slot *s = &rt->slots[i];
+		pthread_mutex_lock(&s->mu);
+		if (s->busy) {
+			pthread_mutex_unlock(&s->mu);
+			continue;
+		}
+		s->busy = true;
+		s->done = s->abandoned = false;
+		atomic_store(&s->lease_lost, false);
+		s->msg = *msg;
+		msg->text = NULL; /* the slot owns it now */
+		s->received_ms = now;
+		s->renew_at_ms = now + (int64_t)rt->vis_s * 500;
+		pthread_mutex_unlock(&s->mu);
+
+		pthread_mutex_lock(&rt->mu);
+		rt->ready[(rt->ready_head + rt->ready_n) % rt->nslots] = i;
+		rt->ready_n++;
+		rt->inflight++;
+		ecw_metrics_inflight_add(1);
+		pthread_cond_signal(&rt->work_cv);
+		pthread_mutex_unlock(&rt->mu);
+		return;
+	}
+}
+
+/* Sleeps up to ms, waking early on a signal. */
+static void nap(struct runtime *rt, int64_t ms)
+{
+	int64_t end = ecw_now_ms() + ms;
+
+	pthread_mutex_lock(&rt->mu);
+	while (!atomic_load(&rt->stopping) && ecw_now_ms() < end) {
+		int64_t left = end - ecw_now_ms();
+		timed_wait(&rt->main_cv, &rt->mu, left > 1000 ? 1000 : left);
+		ecw_metrics_heartbeat();
+	}
+	pthread_mutex_unlock(&rt->mu);
+}
+
+static void receive_loop(struct runtime *rt, struct ecw_client *c)
+{
+	const struct ecw_config *cfg = rt->cfg;
+	int64_t poll_ms = cfg->worker.poll_min_ms;
+
+	while (!atomic_load(&rt->stopping)) {
+		struct ecw_queue_msg *msgs = NULL;
+		size_t count = 0;
+		int room;
+
+		pthread_mutex_lock(&rt->mu);
+		while (rt->inflight >= rt->nslots && !atomic_load(&rt->stopping)) {
+			timed_wait(&rt->main_cv, &rt->mu, 1000);
+			ecw_metrics_heartbeat();
+		}
+		room = rt->nslots - rt->inflight;
+		pthread_mutex_unlock(&rt->mu);
+		if (atomic_load(&rt->stopping))
+			break;
+		ecw_metrics_heartbeat();
+		if (room > cfg->worker.batch_size)
+			room = cfg->worker.batch_size;
+
+		if (ecw_queue_receive(&msgs, &count, c, cfg->worker.queue, room, rt->vis_s) < 0) {
+			log_storage_error("queue.receive");
+			ecw_metrics_set_ready(false);
+		} else {
+			ecw_metrics_set_ready(true);
+		}
+		if (count == 0) {
+			/* Empty (or failing): back off exponentially, with jitter. */
+			nap(rt, poll_ms / 2 + (int64_t)(ecw_random_u32() % (uint32_t)(poll_ms / 2 + 1)));
+			poll_ms = poll_ms * 2 > cfg->worker.poll_max_ms ? cfg->worker.poll_max_ms : poll_ms * 2;
+			ecw_queue_msgs_free(msgs, count);
+			continue;
+		}
+		poll_ms = cfg->worker.poll_min_ms;
+		ecw_metrics_received((int64_t)time(NULL), (int)count);
+		for (size_t i = 0; i < count; i++)
+			dispatch(rt, &msgs[i]);
+		ecw_queue_msgs_free(msgs, count);
+	}
+}
+
+/* Waits for in-flight jobs up to shutdown_grace, then releases what is still
+ * held so another replica can take it at once. Returns true when every job
+ * finished (the threads can be joined). */
+static bool drain(struct runtime *rt, struct ecw_client *c)
+{
+	int64_t deadline = ecw_now_ms() + rt->cfg->worker.shutdown_grace_ms;
+	int left;
+
+	pthread_mutex_lock(&rt->mu);
+	while (rt->inflight > 0 && ecw_now_ms() < deadline && !atomic_load(&rt->force)) {
+		int64_t ms = deadline - ecw_now_ms();
+		timed_wait(&rt->main_cv, &rt->mu, ms > 1000 ? 1000 : ms);
+		ecw_metrics_heartbeat();
+	}
+	left = rt->inflight;
+	pthread_mutex_unlock(&rt->mu);
+	if (left == 0)
+		return true;
+	if (atomic_load(&rt->force))
+		return false;
+	for (int i = 0; i < rt->nslots; i++) {
+		struct slot *s = &rt->slots[i];
+		pthread_mutex_lock(&s->mu);
+		if (s->busy && !s->done) {
+			/* From here the job may not write, and nobody settles it. */
+			s->abandoned = true;
+			atomic_store(&s->lease_lost, true);
+			struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "message");
+			ecw_log_str(l, "outcome", "released");
+			ecw_log_str(l, "message_id", s->msg.id);
+			ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
+			if (ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, 0, NULL, 0) < 0) {
+				ecw_log_str(l, "error", ecw_error_last()->message);
+				ecw_log_end(l);
+			} else {
+				ecw_log_end(l);
+				ecw_metrics_message("", "released", 0);
+			}
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	return false;
+}
+
+int ecw_runtime_run(const struct ecw_config *cfg)
+{
+	struct runtime *rt = calloc(1, sizeof(*rt));
+	struct thread_arg *args = NULL, sig_arg, renew_arg;
+	struct ecw_metrics_server *metrics = NULL;
+	struct ecw_client *c = NULL;
+	sigset_t set;
+	bool joinable = true;
+	int rc = 1;
+
+	if (!rt)
+		return 1;
+	rt->cfg = cfg;
+	rt->nslots = cfg->worker.concurrency;
+	rt->vis_s = (int)(cfg->worker.visibility_timeout_ms / 1000);
+	rt->copts = (struct ecw_client_options)ECW_CLIENT_OPTIONS_INIT;
+	rt->copts.on_attempt = on_attempt;
+	pthread_mutex_init(&rt->mu, NULL);
+	init_cond(&rt->work_cv);
+	init_cond(&rt->main_cv);
+	init_cond(&rt->renew_cv);
+	register_secrets(cfg->storage.connection_string);
+
+	/* Signals go to the signal thread only: block them before any thread
+	 * (libmicrohttpd's included) exists, so all inherit the mask. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	sig_arg.rt = rt;
+	pthread_create(&sig_arg.tid, NULL, signal_thread, &sig_arg);
+	pthread_detach(sig_arg.tid);
+
+	if (ecw_account_parse(&rt->acct, cfg->storage.connection_string) < 0) {
+		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "%s", ecw_error_last()->message);
+		goto done;
+	}
+	if (ecw_client_new(&c, rt->acct, &rt->copts) < 0) {
+		log_storage_error("client.new");
+		goto done;
+	}
+	log_start(rt);
+	ecw_metrics_set_liveness_window(cfg->worker.poll_max_ms + 30000);
+	ecw_metrics_heartbeat();
+	if (cfg->metrics.listen[0] && ecw_metrics_start(&metrics, cfg->metrics.listen) < 0) {
+		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "metrics: %s", ecw_error_last()->message);
+		goto done;
+	}
+	if (prepare(rt, c) < 0) {
+		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "could not create the queues and tables it needs");
+		goto done;
+	}
+	ecw_metrics_set_ready(true);
+
+	rt->slots = calloc((size_t)rt->nslots, sizeof(*rt->slots));
+	rt->ready = calloc((size_t)rt->nslots, sizeof(*rt->ready));
+	args = calloc((size_t)rt->nslots, sizeof(*args));
+	if (!rt->slots || !rt->ready || !args)
+		goto done;
+	for (int i = 0; i < rt->nslots; i++)
+		pthread_mutex_init(&rt->slots[i].mu, NULL);
+	for (int i = 0; i < rt->nslots; i++) {
+		args[i].rt = rt;
+		args[i].started = pthread_create(&args[i].tid, NULL, job_thread, &args[i]) == 0;
+	}
+	renew_arg.rt = rt;
+	renew_arg.started = pthread_create(&renew_arg.tid, NULL, renew_thread, &renew_arg) == 0;
+
+	receive_loop(rt, c);
+
+	joinable = drain(rt, c);
+	if (joinable) {
+		pthread_mutex_lock(&rt->mu);
+		rt->workers_exit = true;
+		pthread_cond_broadcast(&rt->work_cv);
+		pthread_cond_broadcast(&rt->renew_cv);
+		pthread_mutex_unlock(&rt->mu);
+		for (int i = 0; i < rt->nslots; i++)
+			if (args[i].started)
+				pthread_join(args[i].tid, NULL);
+		if (renew_arg.started)
+			pthread_join(renew_arg.tid, NULL);
+	}
+	rc = atomic_load(&rt->force) ? 130 : 0;
+	ecw_log_msg(ECW_LOG_INFO, "stop", "%s", rc == 0 ? "stopped cleanly" : "stopped by a second signal");
+done:
+	ecw_metrics_stop(metrics);
+	if (!joinable)
+		return rc; /* job threads still run: the process ends now, freeing nothing they use */
+	ecw_client_free(c);
+	ecw_account_free(rt->acct);
+	if (rt->slots)
+		for (int i = 0; i < rt->nslots; i++)
+			pthread_mutex_destroy(&rt->slots[i].mu);
+	free(rt->slots);
+	free(rt->ready);
+	free(args);
+	/* rt itself stays: the detached signal thread may still read it. */
+	return rc;
+}
