@@ -285,7 +285,9 @@ void ecw_metrics_poisoned(const char *reason)
 
 void ecw_metrics_received(int64_t unix_time, int count)
 {
-	if (count <= 0)
+	/* Every successful receive counts for the timestamp, an empty one too:
+	 * an idle worker that polls fine is not a stuck one. */
+	if (count < 0)
 		return;
 	pthread_mutex_lock(&g_lock);
 	g_received += (uint64_t)count;
@@ -447,7 +449,7 @@ char *ecw_metrics_render(void)
 	    (err = ecw_buf_printf(&b, "ecw_messages_received_total %" PRIu64 "\n", g_received)) < 0 ||
 	    (err =
 	         add_header(&b, "ecw_last_receive_timestamp_seconds",
-	                    "Unix time of the last receive that returned at least one message (0: none yet).",
+	                    "Unix time of the last successful receive, empty or not (0: none yet).",
 	                    "gauge")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_last_receive_timestamp_seconds %" PRId64 "\n", g_last_receive)) <
 	        0)

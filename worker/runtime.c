@@ -572,6 +572,7 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 			ecw_metrics_set_ready(false);
 		} else {
 			ecw_metrics_set_ready(true);
+			ecw_metrics_received((int64_t)time(NULL), (int)count);
 		}
 		if (count == 0) {
 			/* Empty (or failing): back off exponentially, with jitter. */
@@ -581,7 +582,6 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 			continue;
 		}
 		poll_ms = cfg->worker.poll_min_ms;
-		ecw_metrics_received((int64_t)time(NULL), (int)count);
 		for (size_t i = 0; i < count; i++)
 			dispatch(rt, &msgs[i]);
 		ecw_queue_msgs_free(msgs, count);

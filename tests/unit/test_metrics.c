@@ -144,7 +144,7 @@ static void test_metrics__counters_add_up(void **state)
 	ecw_metrics_poisoned("permanent");
 	ecw_metrics_poisoned("max-dequeue");
 	ecw_metrics_received(1700000000, 5);
-	ecw_metrics_received(1700000100, 0); /* an empty receive changes nothing */
+	ecw_metrics_received(1700000100, 0); /* an empty receive counts no message */
 	ecw_metrics_received(1700000050, 2);
 
 	char *page = render();
@@ -162,6 +162,12 @@ static void test_metrics__counters_add_up(void **state)
 	has_line(page, "ecw_messages_poisoned_total{reason=\"max-dequeue\"} 1");
 	has_line(page, "ecw_messages_received_total 7");
 	has_line(page, "ecw_last_receive_timestamp_seconds 1700000050");
+	free(page);
+	/* An empty but successful receive still moves the timestamp. */
+	ecw_metrics_received(1700000200, 0);
+	page = render();
+	has_line(page, "ecw_messages_received_total 7");
+	has_line(page, "ecw_last_receive_timestamp_seconds 1700000200");
 	free(page);
 }
 
