@@ -35,7 +35,7 @@ endif
 # Recursive (=) so pkg-config runs when used: `make test` installs first, in a
 # sub-make, and only then asks pkg-config.
 ECW_CFLAGS = -std=c11 -Wall -Wextra -Werror -Wformat=2 -D_DEFAULT_SOURCE \
-	-Iinclude -Iworker -Iworker/storage $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
+	-Iinclude -Iworker -Iworker/storage -Ijobs $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
 ECW_LIBS   = $(shell pkg-config --libs $(PKGS)) -lpthread -lm
 TEST_LIBS  = $(shell pkg-config --libs cmocka)
 

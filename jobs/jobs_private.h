@@ -1,0 +1,32 @@
+/* jobs_private.h - what the job types share with each other (not with the
+ * runtime): key templates and the test-only crash points. */
+#ifndef ECW_JOBS_PRIVATE_H
+#define ECW_JOBS_PRIVATE_H
+
+#include "ecw_buf.h"
+#include "ecw_entity.h"
+#include "ecw_err.h"
+
+/* A compiled template such as "email_{PartitionKey}" or "{Year:0>4}-{Id}":
+ * {Name} is a property (or PartitionKey / RowKey), {Name:F>W} pads on the
+ * left with F to width W ({Name:F<W} on the right), {{ and }} are literal
+ * braces. Heap object: ecw_template_free. */
+struct ecw_template;
+
+/* Parses text; on error returns ECW_EINVALID with a message naming what and
+ * the column. */
+int ecw_template_compile(struct ecw_template **out, const char *text, const char *what) ECW_MUST_USE;
+void ecw_template_free(struct ecw_template *t);
+const char *ecw_template_text(const struct ecw_template *t);
+
+enum ecw_template_mode {
+	ECW_TEMPLATE_PLAIN,   /* values as they are (keys) */
+	ECW_TEMPLATE_ODATA,   /* values with ' doubled, for inside an OData string literal */
+};
+
+/* Renders t against e. A property the entity lacks, or of a type that has no
+ * text form (Binary), is ECW_EINVALID naming it: a permanent error. */
+int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const struct ecw_entity *e,
+			enum ecw_template_mode mode) ECW_MUST_USE;
+
+#endif
