@@ -29,4 +29,14 @@ enum ecw_template_mode {
 int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const struct ecw_entity *e,
 			enum ecw_template_mode mode) ECW_MUST_USE;
 
+/* Named crash points: in test builds, a process started with
+ * ECW_CRASH_AT=<name> dies (_exit(86)) the moment a job passes that point, so
+ * tests can stop a job dead after any step and check a fresh worker
+ * converges. In the shipped binary they compile to nothing. */
+#ifdef ECW_TESTING
+void ecw_crash_point(const char *name);
+#else
+#define ecw_crash_point(name) ((void)0)
+#endif
+
 #endif

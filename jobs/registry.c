@@ -6,6 +6,8 @@
 
 #include "ecw_job.h"
 
+extern const struct ecw_job_type ecw_job_move;
+
 #ifdef ECW_TESTING
 /* Test-only types (jobs/test_jobs.c), compiled only into test builds. */
 extern const struct ecw_job_type ecw_job_test_noop, ecw_job_test_fail, ecw_job_test_flaky,
@@ -13,6 +15,7 @@ extern const struct ecw_job_type ecw_job_test_noop, ecw_job_test_fail, ecw_job_t
 #endif
 
 static const struct ecw_job_type *const types[] = {
+	&ecw_job_move,
 #ifdef ECW_TESTING
 	&ecw_job_test_noop,
 	&ecw_job_test_fail,
@@ -54,3 +57,19 @@ bool ecw_job_err_is_permanent(int err)
 {
 	return err == ECW_EINVALID || err == ECW_ETOOLARGE;
 }
+
+#ifdef ECW_TESTING
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "jobs_private.h"
+
+void ecw_crash_point(const char *name)
+{
+	const char *at = getenv("ECW_CRASH_AT");
+
+	/* Dies as a crash would: no cleanup, no flush, no settling. */
+	if (at && strcmp(at, name) == 0)
+		_exit(86);
+}
+#endif

@@ -92,9 +92,12 @@ int ecw_cmd_run(int argc, char **argv)
 		return rc;
 	if (!(cfg = load(path)))
 		return EXIT_USAGE;
+	bool threads_done = true;
+
 	ecw_log_setup(cfg->log.level, cfg->log.format);
-	rc = ecw_runtime_run(cfg);
-	if (rc != 130)
+	rc = ecw_runtime_run(cfg, &threads_done);
+	/* Released jobs may still read their settings until the process exits. */
+	if (threads_done)
 		ecw_config_free(cfg);
 	return rc;
 }
@@ -151,7 +154,7 @@ int ecw_cmd_enqueue(int argc, char **argv)
 	struct ecw_buf text;
 	int ch, rc = EXIT_USAGE;
 
-	ecw_buf_init(&text, ECW_QUEUE_MAX_TEXT);
+	ecw_buf_init(&text, 16 * ECW_QUEUE_MAX_TEXT);
 	if (!fields)
 		return 1;
 	optind = 1;
@@ -179,6 +182,11 @@ int ecw_cmd_enqueue(int argc, char **argv)
 	if (ecw_key_check(argv[optind + 1], "PK") < 0 || ecw_key_check(argv[optind + 2], "RK") < 0 ||
 	    ecw_message_encode(&text, argv[optind], argv[optind + 1], argv[optind + 2], id, fields, base64) < 0) {
 		fprintf(stderr, "enqueue: %s\n", ecw_error_last()->message);
+		goto done;
+	}
+	if (text.len > ECW_QUEUE_MAX_TEXT) {
+		fprintf(stderr, "enqueue: the message is %zu bytes, over the queue's limit of %d\n", text.len,
+			ECW_QUEUE_MAX_TEXT);
 		goto done;
 	}
 	rc = 1;

@@ -47,6 +47,7 @@ struct slot {
 	bool abandoned;             /* shutdown released it: nobody may settle it */
 	atomic_bool lease_lost;
 	struct ecw_queue_msg msg;   /* owns msg.text; pop_receipt updated by renewals */
+	char *job, *pk, *rk;        /* decoded by the job thread, for a release's log line */
 	int64_t received_ms;
 	int64_t renew_at_ms;
 };
@@ -244,6 +245,11 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	int hide_s = 0, err;
 
 	err = ecw_message_decode(&m, s->msg.text, s->msg.text_len);
+	pthread_mutex_lock(&s->mu);
+	s->job = m.job ? strdup(m.job) : NULL;
+	s->pk = m.pk ? strdup(m.pk) : NULL;
+	s->rk = m.rk ? strdup(m.rk) : NULL;
+	pthread_mutex_unlock(&s->mu);
 	if (err < 0) {
 		snprintf(error, sizeof(error), "%s", ecw_error_last()->message);
 		reason = "permanent";
@@ -257,8 +263,9 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 		reason = "permanent";
 	}
 
+	struct ecw_job_ctx ctx = {.client = c};
 	if (!reason) {
-		struct ecw_job_ctx ctx = {
+		ctx = (struct ecw_job_ctx){
 			.client = c, .job = def->name, .pk = m.pk, .rk = m.rk,
 			.trace_id = m.id ? m.id : s->msg.id, .message_id = s->msg.id,
 			.dequeue_count = s->msg.dequeue_count, .message = m.obj,
@@ -283,6 +290,11 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	if (reason)
 		outcome = poison(rt, c, s, &m, reason, error);
 
+	if (strcmp(outcome, "released") == 0) {
+		/* Shutdown released it and logged it already. */
+		ecw_message_dispose(&m);
+		return;
+	}
 	double secs = (double)(ecw_now_ms() - t0) / 1000.0;
 	ecw_metrics_message(m.job && def ? m.job : "", outcome, secs);
 	struct ecw_log_line *l = ecw_log_begin(strcmp(outcome, "succeeded") == 0 ? ECW_LOG_INFO : ECW_LOG_WARN,
@@ -297,6 +309,8 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	ecw_log_int(l, "duration_ms", ecw_now_ms() - t0);
 	if (reason)
 		ecw_log_str(l, "reason", reason);
+	if (ctx.outcome_detail[0])
+		ecw_log_str(l, "detail", ctx.outcome_detail);
 	if (hide_s && strcmp(outcome, "retried") == 0)
 		ecw_log_int(l, "hidden_s", hide_s);
 	if (error[0])
@@ -340,6 +354,10 @@ static void *job_thread(void *p)
 		process(rt, c, s);
 
 		pthread_mutex_lock(&s->mu);
+		free(s->job);
+		free(s->pk);
+		free(s->rk);
+		s->job = s->pk = s->rk = NULL;
 		free(s->msg.text);
 		memset(&s->msg, 0, sizeof(s->msg));
 		s->busy = false;
@@ -474,7 +492,7 @@ static int prepare(struct runtime *rt, struct ecw_client *c)
 	return 0;
 }
 
-static void log_start(const struct runtime *rt)
+static void log_start(const struct runtime *rt, const struct ecw_metrics_server *metrics)
 {
 	const struct ecw_config *cfg = rt->cfg;
 	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, "start");
@@ -493,6 +511,8 @@ static void log_start(const struct runtime *rt)
 	ecw_log_int(l, "max_dequeue_count", cfg->worker.max_dequeue_count);
 	ecw_log_int(l, "jobs", (int64_t)cfg->njobs);
 	ecw_log_str(l, "metrics", cfg->metrics.listen[0] ? cfg->metrics.listen : "off");
+	if (metrics)
+		ecw_log_int(l, "metrics_port", ecw_metrics_port(metrics)); /* the bound one, when listen says :0 */
 	ecw_log_end(l);
 	if (cfg->njobs == 0)
 		ecw_log_msg(ECW_LOG_WARN, "config", "no jobs configured: every message will be poisoned");
@@ -617,22 +637,24 @@ static bool drain(struct runtime *rt, struct ecw_client *c)
 			atomic_store(&s->lease_lost, true);
 			struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "message");
 			ecw_log_str(l, "outcome", "released");
+			ecw_log_str(l, "job", s->job);
+			ecw_log_str(l, "pk", s->pk);
+			ecw_log_str(l, "rk", s->rk);
 			ecw_log_str(l, "message_id", s->msg.id);
 			ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
-			if (ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, 0, NULL, 0) < 0) {
+			ecw_log_int(l, "duration_ms", ecw_now_ms() - s->received_ms);
+			if (ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, 0, NULL, 0) < 0)
 				ecw_log_str(l, "error", ecw_error_last()->message);
-				ecw_log_end(l);
-			} else {
-				ecw_log_end(l);
-				ecw_metrics_message("", "released", 0);
-			}
+			ecw_log_end(l);
+			ecw_metrics_message(s->job && ecw_config_job(rt->cfg, s->job) ? s->job : "", "released",
+					    (double)(ecw_now_ms() - s->received_ms) / 1000.0);
 		}
 		pthread_mutex_unlock(&s->mu);
 	}
 	return false;
 }
 
-int ecw_runtime_run(const struct ecw_config *cfg)
+int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 {
 	struct runtime *rt = calloc(1, sizeof(*rt));
 	struct thread_arg *args = NULL, sig_arg, renew_arg;
@@ -673,13 +695,13 @@ int ecw_runtime_run(const struct ecw_config *cfg)
 		log_storage_error("client.new");
 		goto done;
 	}
-	log_start(rt);
 	ecw_metrics_set_liveness_window(cfg->worker.poll_max_ms + 30000);
 	ecw_metrics_heartbeat();
 	if (cfg->metrics.listen[0] && ecw_metrics_start(&metrics, cfg->metrics.listen) < 0) {
-		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "metrics: %s", ecw_error_last()->message);
+		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "%s", ecw_error_last()->message);
 		goto done;
 	}
+	log_start(rt, metrics);
 	if (prepare(rt, c) < 0) {
 		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "could not create the queues and tables it needs");
 		goto done;
@@ -719,9 +741,10 @@ int ecw_runtime_run(const struct ecw_config *cfg)
 	ecw_log_msg(ECW_LOG_INFO, "stop", "%s", rc == 0 ? "stopped cleanly" : "stopped by a second signal");
 done:
 	ecw_metrics_stop(metrics);
+	ecw_client_free(c); /* the receive loop's own: no job thread uses it */
+	*threads_done = joinable;
 	if (!joinable)
 		return rc; /* job threads still run: the process ends now, freeing nothing they use */
-	ecw_client_free(c);
 	ecw_account_free(rt->acct);
 	if (rt->slots)
 		for (int i = 0; i < rt->nslots; i++)

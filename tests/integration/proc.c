@@ -24,13 +24,22 @@
 extern char **environ;
 
 /* Azurite's well-known devstoreaccount1 key: it must never reach a log. */
-#define WELL_KNOWN_KEY "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+#define WELL_KNOWN_KEY                                                                                       \
+	"Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 #define MAX_TRACKED 64
+#define MAX_FILES 512
 
 static pid_t g_pids[MAX_TRACKED];
-static char g_files[MAX_TRACKED][640];
+/* The files of the current test; scan: output of ours to check for secrets
+ * (not the inputs the test wrote). */
+static struct {
+	char path[640];
+	bool scan;
+} g_files[MAX_FILES];
 static size_t g_nfiles;
+static char g_extra_secrets[8][256];
+static size_t g_nextra;
 
 /* ---- paths ------------------------------------------------------------------ */
 
@@ -68,7 +77,8 @@ const char *proc_worker_bin(void)
 	if (env && *env)
 		return env;
 	if (!bin[0]) {
-		if (build_dir()[0] && (size_t)snprintf(bin, sizeof(bin), "%s/ecworker-test", build_dir()) < sizeof(bin) &&
+		if (build_dir()[0] &&
+		    (size_t)snprintf(bin, sizeof(bin), "%s/ecworker-test", build_dir()) < sizeof(bin) &&
 		    access(bin, X_OK) == 0)
 			return bin;
 		snprintf(bin, sizeof(bin), "build/ecworker-test");
@@ -108,13 +118,17 @@ void proc_path(char *out, size_t cap, const char *name)
 	assert_true(k > 0 && (size_t)k < cap);
 }
 
-static void track_file(const char *path)
+static void track_file(const char *path, bool scan)
 {
 	for (size_t i = 0; i < g_nfiles; i++)
-		if (strcmp(g_files[i], path) == 0)
+		if (strcmp(g_files[i].path, path) == 0) {
+			g_files[i].scan |= scan;
 			return;
-	assert_true(g_nfiles < MAX_TRACKED);
-	snprintf(g_files[g_nfiles++], sizeof(g_files[0]), "%s", path);
+		}
+	if (g_nfiles == MAX_FILES)
+		fail_msg("more than %d files in one test", MAX_FILES);
+	snprintf(g_files[g_nfiles].path, sizeof(g_files[0].path), "%s", path);
+	g_files[g_nfiles++].scan = scan;
 }
 
 static void track_pid(pid_t pid)
@@ -139,7 +153,7 @@ void proc_write_file(char *out, size_t cap, const char *name, const char *text)
 	FILE *f;
 
 	proc_path(out, cap, name);
-	track_file(out);
+	track_file(out, false);
 	f = fopen(out, "w");
 	if (!f)
 		fail_msg("cannot write %s: %s", out, strerror(errno));
@@ -206,7 +220,8 @@ static char **make_env(const char *const *extra)
 	return env;
 }
 
-static pid_t spawn(const char *out_path, const char *err_path, const char *const *args, const char *const *env)
+static pid_t spawn(const char *out_path, const char *err_path, const char *const *args,
+                   const char *const *env)
 {
 	const char *bin = proc_worker_bin();
 	posix_spawn_file_actions_t fa;
@@ -217,9 +232,15 @@ static pid_t spawn(const char *out_path, const char *err_path, const char *const
 	pid_t pid;
 	int rc;
 
-	if (access(bin, X_OK) != 0)
-		fail_msg("the worker binary %s is missing (%s): build it with `make %s` or set ECW_TEST_WORKER_BIN",
-			 bin, strerror(errno), bin);
+	/* The build directory may be shared: someone's make can be relinking
+	 * the binary right now (not yet executable, or busy). Wait a little. */
+	for (int64_t end = itest_now_ms() + 15000; access(bin, X_OK) != 0;) {
+		if (itest_now_ms() > end)
+			fail_msg("the worker binary %s is missing (%s): build it with `make %s` or set "
+			         "ECW_TEST_WORKER_BIN",
+			         bin, strerror(errno), bin);
+		itest_sleep_ms(200);
+	}
 	while (args && args[n])
 		n++;
 	argv = calloc(n + 2, sizeof(*argv));
@@ -233,7 +254,8 @@ static pid_t spawn(const char *out_path, const char *err_path, const char *const
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
 	if (err_path && strcmp(err_path, out_path) != 0)
-		posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+		posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND,
+		                                 0644);
 	else
 		posix_spawn_file_actions_adddup2(&fa, 1, 2);
 	/* The child starts with default dispositions and nothing blocked,
@@ -249,7 +271,9 @@ static pid_t spawn(const char *out_path, const char *err_path, const char *const
 	posix_spawnattr_setsigmask(&attr, &none);
 	posix_spawnattr_setsigdefault(&attr, &deflt);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	rc = posix_spawn(&pid, bin, &fa, &attr, argv, envp);
+	for (int tries = 0; (rc = posix_spawn(&pid, bin, &fa, &attr, argv, envp)) == ETXTBSY && tries < 50;
+	     tries++)
+		itest_sleep_ms(200);
 	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
 	free(argv);
@@ -268,7 +292,7 @@ void proc_start(struct proc *p, const char *name, const char *const *args, const
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	snprintf(file, sizeof(file), "%s.log", name);
 	proc_path(p->log_path, sizeof(p->log_path), file);
-	track_file(p->log_path);
+	track_file(p->log_path, true);
 	p->pid = spawn(p->log_path, NULL, args, env);
 }
 
@@ -340,19 +364,19 @@ void proc_stop(struct proc *p, int timeout_ms)
 
 	if (!proc_alive(p))
 		fail_msg("worker %s had already exited with status %d before SIGTERM; log %s:\n%s", p->name,
-			 proc_exit_code(p), p->log_path, proc_tail(p->log_path, 30));
+		         proc_exit_code(p), p->log_path, proc_tail(p->log_path, 30));
 	proc_signal(p, SIGTERM);
 	if (!proc_wait(p, timeout_ms))
-		fail_msg("worker %s still running %d ms after SIGTERM; log %s:\n%s", p->name, timeout_ms, p->log_path,
-			 proc_tail(p->log_path, 30));
+		fail_msg("worker %s still running %d ms after SIGTERM; log %s:\n%s", p->name, timeout_ms,
+		         p->log_path, proc_tail(p->log_path, 30));
 	if (proc_exit_code(p) != 0)
-		fail_msg("worker %s exited with status %d after SIGTERM (%lld ms), expected 0; log %s:\n%s", p->name,
-			 proc_exit_code(p), (long long)(itest_now_ms() - t0), p->log_path,
-			 proc_tail(p->log_path, 30));
+		fail_msg("worker %s exited with status %d after SIGTERM (%lld ms), expected 0; log %s:\n%s",
+		         p->name, proc_exit_code(p), (long long)(itest_now_ms() - t0), p->log_path,
+		         proc_tail(p->log_path, 30));
 }
 
 int proc_run(char **out, char **err, const char *name, const char *const *args, const char *const *env,
-	     int timeout_ms)
+             int timeout_ms)
 {
 	struct proc p;
 	char file[160];
@@ -363,13 +387,14 @@ int proc_run(char **out, char **err, const char *name, const char *const *args, 
 	proc_path(p.out_path, sizeof(p.out_path), file);
 	snprintf(file, sizeof(file), "%s.err", name);
 	proc_path(p.log_path, sizeof(p.log_path), file);
-	track_file(p.out_path);
-	track_file(p.log_path);
+	track_file(p.out_path, true);
+	track_file(p.log_path, true);
 	p.pid = spawn(p.out_path, p.log_path, args, env);
 	if (!proc_wait(&p, timeout_ms)) {
 		kill(p.pid, SIGKILL);
 		reap(&p, true);
-		fail_msg("%s did not finish within %d ms; stderr:\n%s", name, timeout_ms, proc_tail(p.log_path, 20));
+		fail_msg("%s did not finish within %d ms; stderr:\n%s", name, timeout_ms,
+		         proc_tail(p.log_path, 20));
 	}
 	if (out)
 		*out = read_all(p.out_path, NULL);
@@ -390,6 +415,13 @@ void proc_cleanup(void)
 		}
 	}
 	g_nfiles = 0;
+	g_nextra = 0;
+}
+
+void proc_add_secret(const char *secret)
+{
+	assert_true(g_nextra < 8 && strlen(secret) < sizeof(g_extra_secrets[0]));
+	snprintf(g_extra_secrets[g_nextra++], sizeof(g_extra_secrets[0]), "%s", secret);
 }
 
 /* ---- logs ------------------------------------------------------------------------- */
@@ -414,7 +446,8 @@ void proc_log_read(struct proc_log *out, const char *path)
 			struct json_object *o;
 			assert_non_null(tok);
 			o = json_tokener_parse_ex(tok, line, (int)n);
-			if (o && json_tokener_get_parse_end(tok) == n && json_object_is_type(o, json_type_object)) {
+			if (o && json_tokener_get_parse_end(tok) == n &&
+			    json_object_is_type(o, json_type_object)) {
 				if (out->n == cap) {
 					cap = cap ? cap * 2 : 256;
 					out->lines = realloc(out->lines, cap * sizeof(*out->lines));
@@ -459,6 +492,8 @@ long long proc_field_int(struct json_object *line, const char *key, long long mi
 
 #define MAX_PAIRS 8
 
+const char PROC_ANY[] = "<any value>";
+
 struct match {
 	const char *event;
 	const char *keys[MAX_PAIRS], *values[MAX_PAIRS];
@@ -475,6 +510,10 @@ static void match_init(struct match *m, const char *event, va_list ap)
 		assert_true(m->n < MAX_PAIRS);
 		m->keys[m->n] = k;
 		m->values[m->n] = va_arg(ap, const char *);
+		if (!m->values[m->n])
+			fail_msg("log match: NULL value for \"%s\" (use PROC_ANY; the list ends with one "
+			         "NULL key)",
+			         k);
 		m->n++;
 	}
 }
@@ -488,7 +527,7 @@ static bool matches(struct json_object *line, const struct match *m)
 	for (int i = 0; i < m->n; i++) {
 		if (!json_object_object_get_ex(line, m->keys[i], &v) || !v)
 			return false;
-		if (m->values[i] && strcmp(json_object_get_string(v), m->values[i]) != 0)
+		if (m->values[i] != PROC_ANY && strcmp(json_object_get_string(v), m->values[i]) != 0)
 			return false;
 	}
 	return true;
@@ -636,15 +675,17 @@ static const char *find_bytes(const char *hay, size_t n, const char *needle)
 
 static void check_file(const char *path)
 {
-	char keys[2][256], escaped[2][512];
-	size_t len;
+	char keys[10][256], escaped[10][512];
+	size_t len, nkeys = 2;
 	char *text = read_all(path, &len);
 
 	snprintf(keys[0], sizeof(keys[0]), "%s", WELL_KNOWN_KEY);
 	connstr_key(keys[1], sizeof(keys[1]));
-	for (int i = 0; i < 2; i++)
+	for (size_t i = 0; i < g_nextra; i++)
+		snprintf(keys[nkeys++], sizeof(keys[0]), "%s", g_extra_secrets[i]);
+	for (size_t i = 0; i < nkeys; i++)
 		slash_escaped(escaped[i], sizeof(escaped[i]), keys[i]);
-	for (int i = 0; i < 2; i++) {
+	for (size_t i = 0; i < nkeys; i++) {
 		const char *pats[2] = {keys[i], escaped[i]};
 		for (int j = 0; j < 2; j++) {
 			if (strlen(pats[j]) < 8)
@@ -655,7 +696,9 @@ static void check_file(const char *path)
 				for (const char *q = text; q < hit; q++)
 					line += *q == '\n';
 				free(text);
-				fail_msg("%s:%d contains the account key", path, line);
+				fail_msg("%s:%d contains secret #%zu (0: Azurite's key, 1: the test key, "
+				         "2..: added)",
+				         path, line, i);
 			}
 		}
 	}
@@ -665,7 +708,8 @@ static void check_file(const char *path)
 			char excerpt[200];
 			for (size_t q = 0; q < i; q++)
 				line += text[q] == '\n';
-			snprintf(excerpt, sizeof(excerpt), "%.*s", (int)(len - i < 120 ? len - i : 120), text + i);
+			snprintf(excerpt, sizeof(excerpt), "%.*s", (int)(len - i < 120 ? len - i : 120),
+			         text + i);
 			free(text);
 			fail_msg("%s:%d contains \"AccountKey=\": ...%s", path, line, excerpt);
 		}
@@ -678,12 +722,141 @@ void proc_assert_logs_clean(void)
 	const char *keep = getenv("ECW_TEST_KEEP_LOGS");
 
 	for (size_t i = 0; i < g_nfiles; i++)
-		check_file(g_files[i]);
+		if (g_files[i].scan)
+			check_file(g_files[i].path);
 	if (keep && *keep && strcmp(keep, "0") != 0)
 		return;
 	for (size_t i = 0; i < g_nfiles; i++)
-		unlink(g_files[i]);
+		unlink(g_files[i].path);
 	g_nfiles = 0;
+}
+
+/* ---- a private Azurite ------------------------------------------------------------ */
+
+const char *proc_azurite_bin(void)
+{
+	static char bin[PATH_MAX];
+	const char *env = getenv("ECW_TEST_AZURITE_BIN");
+	char dir[PATH_MAX];
+
+	if (env && *env)
+		return access(env, X_OK) == 0 ? env : NULL;
+	if (access("tests/node_modules/.bin/azurite", X_OK) == 0)
+		return "tests/node_modules/.bin/azurite";
+	/* BUILD/.., BUILD/../.. (build/asan): the source tree. */
+	snprintf(dir, sizeof(dir), "%s", build_dir());
+	for (int up = 0; dir[0] && up < 3; up++) {
+		int k = snprintf(bin, sizeof(bin), "%s/tests/node_modules/.bin/azurite", dir);
+		if (k > 0 && (size_t)k < sizeof(bin) && access(bin, X_OK) == 0)
+			return bin;
+		char *slash = strrchr(dir, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+	}
+	return NULL;
+}
+
+/* The port in "Azurite SVC service is successfully listening at http://HOST:PORT". */
+static int listening_port(const char *log, const char *svc)
+{
+	char pat[96];
+	const char *p = log, *hit = NULL;
+
+	snprintf(pat, sizeof(pat), "Azurite %s service is successfully listening at http://", svc);
+	while ((p = strstr(p, pat)) != NULL)
+		hit = p++;
+	if (!hit)
+		return 0;
+	hit += strlen(pat);
+	const char *colon = strchr(hit, ':');
+	return colon ? (int)strtol(colon + 1, NULL, 10) : 0;
+}
+
+bool proc_azurite_start(struct proc_azurite *az, const char *name)
+{
+	const char *bin = proc_azurite_bin();
+	char file[160];
+	posix_spawn_file_actions_t fa;
+	int rc;
+
+	memset(az, 0, sizeof(*az));
+	if (!bin) {
+		print_message(
+		    "note: no azurite script (set ECW_TEST_AZURITE_BIN): %s uses the shared Azurite\n", name);
+		return false;
+	}
+	snprintf(file, sizeof(file), "%s.azurite.log", name);
+	proc_path(az->log_path, sizeof(az->log_path), file);
+	track_file(az->log_path, false);
+	/* From the log directory, so nothing it might write lands elsewhere;
+	 * exec, so the pid is Azurite's own. */
+	const char *argv[] = {
+	    "/bin/sh",
+	    "-c",
+	    "cd \"$1\" && exec \"$2\" --inMemoryPersistence --skipApiVersionCheck --disableTelemetry "
+	    "--blobHost 127.0.0.1 --blobPort 0 --queueHost 127.0.0.1 --queuePort 0 "
+	    "--tableHost 127.0.0.1 --tablePort 0",
+	    "sh",
+	    log_dir(),
+	    bin,
+	    NULL};
+	char cwd[PATH_MAX - 256], abs_bin[PATH_MAX];
+	if (bin[0] != '/' && getcwd(cwd, sizeof(cwd))) {
+		int k = snprintf(abs_bin, sizeof(abs_bin), "%s/%s", cwd, bin);
+		if (k > 0 && (size_t)k < sizeof(abs_bin))
+			argv[5] = abs_bin;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, az->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	rc = posix_spawn(&az->pid, "/bin/sh", &fa, NULL, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0)
+		fail_msg("posix_spawn azurite: %s", strerror(rc));
+	track_pid(az->pid);
+
+	int64_t end = itest_now_ms() + 30000;
+	for (;;) {
+		char *log = read_all(az->log_path, NULL);
+		az->queue_port = listening_port(log, "Queue");
+		az->table_port = listening_port(log, "Table");
+		free(log);
+		if (az->queue_port > 0 && az->table_port > 0)
+			break;
+		int st;
+		if (waitpid(az->pid, &st, WNOHANG) == az->pid) {
+			untrack_pid(az->pid);
+			az->pid = 0;
+			fail_msg("the private Azurite exited during start-up:\n%s",
+			         proc_tail(az->log_path, 20));
+		}
+		if (itest_now_ms() > end)
+			fail_msg("the private Azurite did not report its ports in 30 s:\n%s",
+			         proc_tail(az->log_path, 20));
+		itest_sleep_ms(50);
+	}
+	snprintf(az->connstr, sizeof(az->connstr),
+	         "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;"
+	         "QueueEndpoint=http://127.0.0.1:%d/devstoreaccount1;TableEndpoint=http://127.0.0.1:%d/"
+	         "devstoreaccount1;",
+	         WELL_KNOWN_KEY, az->queue_port, az->table_port);
+	return true;
+}
+
+void proc_azurite_stop(struct proc_azurite *az)
+{
+	int st;
+
+	if (az->pid <= 0)
+		return;
+	/* In memory: nothing to lose, and no GC pause to wait out. */
+	kill(az->pid, SIGKILL);
+	while (waitpid(az->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	untrack_pid(az->pid);
+	az->pid = 0;
 }
 
 /* ---- HTTP ------------------------------------------------------------------------------- */

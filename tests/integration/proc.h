@@ -17,12 +17,12 @@
 struct json_object;
 
 struct proc {
-	pid_t pid;            /* 0 before start and after reaping */
-	bool exited;          /* reaped: status is valid */
-	int status;           /* waitpid() status */
+	pid_t pid;   /* 0 before start and after reaping */
+	bool exited; /* reaped: status is valid */
+	int status;  /* waitpid() status */
 	char name[96];
-	char log_path[640];   /* stdout + stderr (proc_start), stderr (proc_run) */
-	char out_path[640];   /* proc_run: stdout */
+	char log_path[640]; /* stdout + stderr (proc_start), stderr (proc_run) */
+	char out_path[640]; /* proc_run: stdout */
 };
 
 /* The worker: $ECW_TEST_WORKER_BIN, else ecworker-test in the build directory
@@ -36,7 +36,8 @@ const char *proc_worker_bin(void);
 void proc_path(char *out, size_t cap, const char *name);
 
 /* Writes text to proc_path(name) and returns the path in out. The file is
- * one of the test's files (see proc_assert_logs_clean). */
+ * one of the test's files (see proc_assert_logs_clean), not checked for
+ * secrets: a test may write one on purpose. */
 void proc_write_file(char *out, size_t cap, const char *name, const char *text);
 
 /* Starts the worker binary with args (NULL-terminated, without argv[0]),
@@ -66,14 +67,14 @@ void proc_stop(struct proc *p, int timeout_ms);
  * stderr to separate files, and returns its exit code; *out and *err (may be
  * NULL) receive what it printed (free() them). */
 int proc_run(char **out, char **err, const char *name, const char *const *args, const char *const *env,
-	     int timeout_ms);
+             int timeout_ms);
 
 /* ---- the log ----------------------------------------------------------- */
 
 /* A log file read back: every line, and the JSON objects among them. */
 struct proc_log {
-	char *text;                   /* the whole file */
-	struct json_object **lines;   /* one per line that is a JSON object */
+	char *text;                 /* the whole file */
+	struct json_object **lines; /* one per line that is a JSON object */
 	size_t n;
 };
 
@@ -81,8 +82,11 @@ void proc_log_read(struct proc_log *out, const char *path);
 void proc_log_dispose(struct proc_log *log);
 
 /* Lines with "event" equal to event (NULL: any) and, for each following
- * KEY, VALUE pair (NULL-terminated), the field KEY present with the value
- * VALUE (compared as text: 1 matches "1"; VALUE NULL: only present). */
+ * KEY, VALUE pair (the list ends with one NULL key), the field KEY present
+ * with the value VALUE (compared as text: 1 matches "1"; VALUE PROC_ANY:
+ * present with any value). */
+extern const char PROC_ANY[];
+
 size_t proc_log_count(const struct proc_log *log, const char *event, ...);
 /* The nth (0-based) such line, or NULL; owned by log. */
 struct json_object *proc_log_find(const struct proc_log *log, size_t nth, const char *event, ...);
@@ -101,16 +105,45 @@ long long proc_field_int(struct json_object *line, const char *key, long long mi
 /* The last n lines of a file, for failure messages (static buffer). */
 const char *proc_tail(const char *path, int n);
 
-/* Fails when any log, output or config file written since the last
+/* Fails when any log or output file of a process started since the last
  * proc_cleanup() contains the account key (of ECW_TEST_CONNECTION_STRING, and
  * Azurite's well-known one; raw or JSON-escaped) or "AccountKey=" (any case).
- * Call it as a test's last step: when it passes it deletes those files
- * (unless $ECW_TEST_KEEP_LOGS is set), so only failed tests leave theirs. */
+ * Call it as a test's last step: when it passes it deletes those files and
+ * the ones proc_write_file wrote (unless $ECW_TEST_KEEP_LOGS is set), so only
+ * failed tests leave theirs. */
 void proc_assert_logs_clean(void);
+
+/* One more string proc_assert_logs_clean() looks for (copied), until the
+ * next proc_cleanup(): e.g. a wrong key a test handed to the worker. */
+void proc_add_secret(const char *secret);
 
 /* Kills (SIGKILL) and reaps every process started since the last call and
  * forgets the files. For teardowns; never fails. */
 void proc_cleanup(void);
+
+/* ---- a private Azurite ------------------------------------------------------ */
+
+/* An in-memory Azurite of a test's own, for heavy tests: Azurite's queue GC
+ * runs every 60 s and, after thousands of messages were deleted, blocks the
+ * whole service for tens of seconds (Azurite 3.37, O(n^2) extent deletion),
+ * which would stall whatever test or binary comes next on the shared one. */
+struct proc_azurite {
+	pid_t pid;
+	int queue_port, table_port;
+	char connstr[512]; /* like ECW_TEST_CONNECTION_STRING, for this one */
+	char log_path[640];
+};
+
+/* The azurite script: $ECW_TEST_AZURITE_BIN, else tests/node_modules/.bin/
+ * azurite below the working directory or a parent of this binary's; NULL
+ * when none is found. */
+const char *proc_azurite_bin(void);
+
+/* Starts one (queue and table on ports it picks) and waits until both
+ * listen. Returns false, having printed why, when there is no azurite
+ * script; fails the test when it does not come up. */
+bool proc_azurite_start(struct proc_azurite *az, const char *name);
+void proc_azurite_stop(struct proc_azurite *az);
 
 /* ---- HTTP (the metrics endpoint) ----------------------------------------- */
 

@@ -30,25 +30,25 @@ static void valid_config(char *path, size_t cap, struct itest *t, const char *na
 {
 	char text[2048], file[128];
 	int k = snprintf(text, sizeof(text),
-			 "storage:\n"
-			 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-			 "worker:\n"
-			 "  queue: %s\n"
-			 "  visibility_timeout: 30s\n"
-			 "metrics:\n"
-			 "  listen: \"\"\n"
-			 "jobs:\n"
-			 "  greet: {type: test-noop}\n"
-			 "  broken: {type: test-fail}\n",
-			 t->queue);
+	                 "storage:\n"
+	                 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
+	                 "worker:\n"
+	                 "  queue: %s\n"
+	                 "  visibility_timeout: 30s\n"
+	                 "metrics:\n"
+	                 "  listen: \"\"\n"
+	                 "jobs:\n"
+	                 "  greet: {type: test-noop}\n"
+	                 "  broken: {type: test-fail}\n",
+	                 t->queue);
 	assert_true(k > 0 && (size_t)k < sizeof(text));
 	snprintf(file, sizeof(file), "%s.yaml", name);
 	proc_write_file(path, cap, file, text);
 }
 
 /* Runs the worker binary; fails unless it exits with want. */
-static void run_expect(char **out, char **err, const char *name, const char *const *args, const char *const *env,
-		       int want)
+static void run_expect(char **out, char **err, const char *name, const char *const *args,
+                       const char *const *env, int want)
 {
 	char *o = NULL, *e = NULL;
 	int code = proc_run(&o, &e, name, args, env, 20000);
@@ -75,14 +75,14 @@ static void test_cli__check_config_reports_every_error_with_position(void **stat
 	/* Line 3 col 3: an unknown key. Line 4 col 23: a bad duration (the
 	 * value's position). Line 8: a job type that does not exist. */
 	proc_write_file(path, sizeof(path), "cli-bad.yaml",
-			"worker:\n"
-			"  queue: cli-bad-queue\n"
-			"  bogus_key: 1\n"
-			"  visibility_timeout: 5 parsecs\n"
-			"storage:\n"
-			"  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-			"jobs:\n"
-			"  j1: {type: no-such-type}\n");
+	                "worker:\n"
+	                "  queue: cli-bad-queue\n"
+	                "  bogus_key: 1\n"
+	                "  visibility_timeout: 5 parsecs\n"
+	                "storage:\n"
+	                "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
+	                "jobs:\n"
+	                "  j1: {type: no-such-type}\n");
 	const char *args[] = {"check-config", "-c", path, NULL};
 	run_expect(&out, &err, "cli-check-bad", args, NULL, 2);
 
@@ -91,11 +91,12 @@ static void test_cli__check_config_reports_every_error_with_position(void **stat
 	char *line = strstr(err, want);
 	char *eol = strchr(line, '\n');
 	ITEST_CHECK(strstr(line, "bogus_key") && (!eol || strstr(line, "bogus_key") < eol),
-		    "the error at 3:3 does not name bogus_key:\n%s", err);
+	            "the error at 3:3 does not name bogus_key:\n%s", err);
 	snprintf(want, sizeof(want), "%s:4:23:", path);
 	ITEST_CHECK(strstr(err, want) != NULL, "no line starting %s (the bad duration) in:\n%s", want, err);
 	snprintf(want, sizeof(want), "%s:8:", path);
-	ITEST_CHECK(strstr(err, want) != NULL, "no line starting %s (the unknown job type) in:\n%s", want, err);
+	ITEST_CHECK(strstr(err, want) != NULL, "no line starting %s (the unknown job type) in:\n%s", want,
+	            err);
 	/* Each error on a line of its own, and nothing else claims success. */
 	size_t lines = 0;
 	for (const char *p = err; (p = strstr(p, path)) != NULL; p++)
@@ -126,6 +127,21 @@ static void test_cli__check_config_valid_file_exits_0(void **state)
 	run_expect(&out, NULL, "cli-check-env", args2, env, 0);
 	ITEST_CHECK(strstr(out, t->queue) != NULL, "stdout: %s", out);
 	free(out);
+
+	/* ${VAR} from the environment, ${VAR:-default} when unset or empty. */
+	proc_write_file(path, sizeof(path), "cli-vars.yaml",
+	                "storage:\n"
+	                "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
+	                "worker:\n"
+	                "  queue: ${ECW_TEST_UNSET_QUEUE:-q-from-default}\n"
+	                "  poison_queue: ${ECW_TEST_POISON}\n"
+	                "  visibility_timeout: ${ECW_TEST_EMPTY:-45s}\n");
+	const char *args3[] = {"check-config", "-c", path, NULL};
+	const char *env3[] = {"ECW_TEST_POISON=p-from-env", "ECW_TEST_EMPTY=", NULL};
+	run_expect(&out, NULL, "cli-check-vars", args3, env3, 0);
+	ITEST_CHECK(strstr(out, "queue q-from-default") && strstr(out, "poison queue p-from-env"),
+	            "stdout: %s", out);
+	free(out);
 	proc_assert_logs_clean();
 }
 
@@ -136,8 +152,10 @@ static void test_cli__check_config_missing_file_exits_2(void **state)
 	const char *args[] = {"check-config", "-c", "/nonexistent/ecw-cli-test.yaml", NULL};
 
 	run_expect(NULL, &err, "cli-check-missing", args, NULL, 2);
-	ITEST_CHECK(strstr(err, "/nonexistent/ecw-cli-test.yaml") != NULL, "stderr does not name the file:\n%s", err);
+	ITEST_CHECK(strstr(err, "/nonexistent/ecw-cli-test.yaml") != NULL,
+	            "stderr does not name the file:\n%s", err);
 	free(err);
+	proc_assert_logs_clean();
 }
 
 static void test_cli__check_config_unset_variable_is_an_error(void **state)
@@ -147,13 +165,145 @@ static void test_cli__check_config_unset_variable_is_an_error(void **state)
 	char *err = NULL;
 
 	proc_write_file(path, sizeof(path), "cli-unset.yaml",
-			"storage:\n"
-			"  connection_string: ${ECW_TEST_SURELY_UNSET_VARIABLE}\n");
+	                "storage:\n"
+	                "  connection_string: ${ECW_TEST_SURELY_UNSET_VARIABLE}\n");
 	const char *args[] = {"check-config", "-c", path, NULL};
 	run_expect(NULL, &err, "cli-check-unset", args, NULL, 2);
 	snprintf(want, sizeof(want), "%s:2:", path);
 	ITEST_CHECK(strstr(err, want) && strstr(err, "ECW_TEST_SURELY_UNSET_VARIABLE"),
-		    "expected an error at %s naming the variable:\n%s", want, err);
+	            "expected an error at %s naming the variable:\n%s", want, err);
+	free(err);
+	proc_assert_logs_clean();
+}
+
+/* One configuration problem per file: check-config exits 2 and reports it
+ * at the position given ("L:C", or "L" when only the line is certain). */
+struct bad_config {
+	const char *what, *yaml, *where;
+};
+
+static const struct bad_config bad_configs[] = {
+    {"fractional visibility", "worker:\n  visibility_timeout: 1500ms\n", "2:23"},
+    {"duplicate key", "worker:\n  queue: a-q\n  queue: b-q\n", "3:3"},
+    {"backoff max below base", "worker:\n  retry_backoff: {base: 10s, max: 1s}\n", "2"},
+    {"batch_size too big", "worker:\n  batch_size: 33\n", "2:15"},
+    {"quoted number", "worker:\n  batch_size: \"16\"\n", "2:15"},
+    {"concurrency 0", "worker:\n  concurrency: 0\n", "2:16"},
+    {"max_dequeue_count too big", "worker:\n  max_dequeue_count: 1001\n", "2:22"},
+    {"poison queue = queue", "worker:\n  queue: same-q\n  poison_queue: same-q\n", "3"},
+    {"bad queue name", "worker:\n  queue: Bad_Name\n", "2:10"},
+    {"anchor and alias", "worker: &w\n  queue: a-q\nlog: *w\n", "1"},
+    {"unknown top-level key", "storage: {}\nbogus: 1\n", "2:1"},
+    {"bad job name", "jobs:\n  \"bad name!\": {type: test-noop}\n", "2:3"},
+    {"job setting missing", "jobs:\n  c: {type: test-count}\n", "2"},
+    {"unknown job setting", "jobs:\n  x: {type: test-noop, extra: 1}\n", "2:24"},
+    {"job without type", "jobs:\n  x: {table: t}\n", "2"},
+    {"bad listen address", "metrics:\n  listen: nonsense\n", "2:11"},
+    {"two documents", "worker: {}\n---\nworker: {}\n", "2"},
+    {"message_ttl 0", "worker:\n  message_ttl: 0\n", "2:16"},
+    {"shutdown_grace over 1h", "worker:\n  shutdown_grace: 2h\n", "2:19"},
+    {"poll min 0", "worker:\n  poll_interval: {min: 0ms, max: 1s}\n", "2:24"},
+    {"no d unit", "worker:\n  visibility_timeout: 8d\n", "2:23"},
+    {"visibility over 168h", "worker:\n  visibility_timeout: 169h\n", "2:23"},
+    {"bad log level", "log:\n  level: verbose\n", "2:10"},
+    {"bool as yes", "worker:\n  create_missing: yes\n", "2:19"},
+    {"worker not a map", "worker: 5\n", "1:9"},
+    {"unset variable", "worker:\n  queue: ${ECW_TEST_SURELY_UNSET_VARIABLE}\n", "2:10"},
+    {"YAML syntax error", "worker:\n  queue: [a-q\n", "3"},
+};
+
+static void test_cli__check_config_rejects_each_bad_value(void **state)
+{
+	(void)state;
+	size_t failures = 0;
+	char report[8192] = "";
+	size_t rlen = 0;
+
+	for (size_t i = 0; i < sizeof(bad_configs) / sizeof(bad_configs[0]); i++) {
+		const struct bad_config *b = &bad_configs[i];
+		char path[640], file[64], name[64], want[800], text[1024];
+		char *out = NULL, *err = NULL;
+
+		snprintf(file, sizeof(file), "cli-bad-%02zu.yaml", i);
+		snprintf(name, sizeof(name), "cli-bad-%02zu", i);
+		/* A valid connection string, so each file holds one problem. */
+		snprintf(text, sizeof(text), "%s%s",
+		         strncmp(b->yaml, "storage:", 8) == 0
+		             ? ""
+		             : "storage:\n  connection_string: ${ECW_TEST_CONNECTION_STRING}\n",
+		         b->yaml);
+		/* The storage lines moved everything down two lines. */
+		int line = 0, col = 0;
+		int k = sscanf(b->where, "%d:%d", &line, &col);
+		if (strncmp(b->yaml, "storage:", 8) != 0)
+			line += 2;
+		proc_write_file(path, sizeof(path), file, text);
+		const char *args[] = {"check-config", "-c", path, NULL};
+		int code = proc_run(&out, &err, name, args, NULL, 10000);
+		if (k == 2)
+			snprintf(want, sizeof(want), "%s:%d:%d:", path, line, col);
+		else
+			snprintf(want, sizeof(want), "%s:%d:", path, line);
+		if (code != 2 || !strstr(err, want)) {
+			failures++;
+			int n = snprintf(report + rlen, sizeof(report) - rlen,
+			                 "  %s: exit %d, wanted 2 and %s...; got: %.300s%s\n", b->what, code,
+			                 want + strlen(path), err[0] ? err : out, err[0] ? "" : " (stdout)");
+			if (n > 0 && rlen + (size_t)n < sizeof(report))
+				rlen += (size_t)n;
+		}
+		free(out);
+		free(err);
+	}
+	ITEST_CHECK(failures == 0, "%zu bad configuration(s) not reported as expected:\n%s", failures,
+	            report);
+	proc_assert_logs_clean();
+}
+
+/* Every key is optional: an empty file is a valid configuration. */
+static void test_cli__check_config_empty_file_is_valid(void **state)
+{
+	(void)state;
+	char path[640];
+	char *out = NULL;
+
+	proc_write_file(path, sizeof(path), "cli-empty.yaml", "");
+	const char *args[] = {"check-config", "-c", path, NULL};
+	const char *env[] = {"AZURE_STORAGE_CONNECTION_STRING=", NULL};
+	run_expect(&out, NULL, "cli-check-empty", args, env, 0);
+	ITEST_CHECK(strstr(out, "ecw-jobs") && strstr(out, "ecw-jobs-poison"), "defaults not shown: %s", out);
+	free(out);
+	proc_assert_logs_clean();
+}
+
+/* A bad connection string is reported without echoing the secret in it. */
+static void test_cli__check_config_never_echoes_secrets(void **state)
+{
+	(void)state;
+	char path[640];
+	char *out = NULL, *err = NULL;
+
+	proc_write_file(path, sizeof(path), "cli-badcs.yaml",
+	                "storage:\n"
+	                "  connection_string: \"AccountName=acct;AccountKey=not*base64*sekret-value;"
+	                "QueueEndpoint=http://127.0.0.1:1/acct;TableEndpoint=http://127.0.0.1:2/acct\"\n");
+	const char *args[] = {"check-config", "-c", path, NULL};
+	run_expect(&out, &err, "cli-check-badcs", args, NULL, 2);
+	ITEST_CHECK(strstr(err, "sekret-value") == NULL && strstr(out, "sekret-value") == NULL,
+	            "the key is echoed:\n%s%s", out, err);
+	ITEST_CHECK(strstr(err, "AccountKey") != NULL, "the error does not name the bad setting:\n%s", err);
+	free(out);
+	free(err);
+
+	/* The same through an environment variable: its value is never printed. */
+	proc_write_file(path, sizeof(path), "cli-badcs-env.yaml",
+	                "storage:\n  connection_string: ${ECW_TEST_BAD_CS}\nworker:\n  queue: Bad_Name\n");
+	const char *env[] = {"ECW_TEST_BAD_CS=AccountName=acct;AccountKey=another*sekret;BlobEndpoint=x",
+	                     NULL};
+	run_expect(&out, &err, "cli-check-badcs-env", args, env, 2);
+	ITEST_CHECK(strstr(err, "another*sekret") == NULL && strstr(out, "another*sekret") == NULL,
+	            "the key is echoed:\n%s%s", out, err);
+	free(out);
 	free(err);
 	proc_assert_logs_clean();
 }
@@ -172,7 +322,7 @@ static struct ecw_queue_msg *receive_one(struct itest *t)
 }
 
 static void assert_message(const char *json, const char *job, const char *pk, const char *rk, const char *id,
-			   const char *k, const char *v)
+                           const char *k, const char *v)
 {
 	struct json_object *o = json_tokener_parse(json), *f;
 
@@ -183,12 +333,14 @@ static void assert_message(const char *json, const char *job, const char *pk, co
 		if (!keys[i])
 			continue;
 		if (!vals[i]) {
-			ITEST_CHECK(!json_object_object_get_ex(o, keys[i], NULL), "%s present in %s", keys[i], json);
+			ITEST_CHECK(!json_object_object_get_ex(o, keys[i], NULL), "%s present in %s", keys[i],
+			            json);
 			continue;
 		}
-		ITEST_CHECK(json_object_object_get_ex(o, keys[i], &f) && json_object_is_type(f, json_type_string) &&
-				    strcmp(json_object_get_string(f), vals[i]) == 0,
-			    "\"%s\" is not \"%s\" in %s", keys[i], vals[i], json);
+		ITEST_CHECK(json_object_object_get_ex(o, keys[i], &f) &&
+		                json_object_is_type(f, json_type_string) &&
+		                strcmp(json_object_get_string(f), vals[i]) == 0,
+		            "\"%s\" is not \"%s\" in %s", keys[i], vals[i], json);
 	}
 	json_object_put(o);
 }
@@ -201,8 +353,9 @@ static void test_cli__enqueue_plain_with_fields(void **state)
 
 	t->queue_used = true; /* enqueue creates it (create_missing) */
 	valid_config(path, sizeof(path), t, "cli-enqueue");
-	const char *args[] = {"enqueue", "-c", path, "greet", "Sales", "o'brien 001", "--id", "trace-7",
-			      "--field", "color=blue green", "--field", "n=1", NULL};
+	const char *args[] = {"enqueue",     "-c",   path,      "greet",   "Sales",
+	                      "o'brien 001", "--id", "trace-7", "--field", "color=blue green",
+	                      "--field",     "n=1",  NULL};
 	run_expect(&out, NULL, "cli-enqueue-plain", args, NULL, 0);
 
 	struct ecw_queue_msg *m = receive_one(t);
@@ -226,8 +379,8 @@ static void test_cli__enqueue_base64(void **state)
 
 	t->queue_used = true;
 	valid_config(path, sizeof(path), t, "cli-enqueue64");
-	const char *args[] = {"enqueue", "-c", path, "--base64", "--field", "period=2026-11", "greet", "Sales",
-			      "Zo\xc3\xab 002", NULL};
+	const char *args[] = {"enqueue",        "-c",    path,    "--base64",       "--field",
+	                      "period=2026-11", "greet", "Sales", "Zo\xc3\xab 002", NULL};
 	run_expect(NULL, NULL, "cli-enqueue-base64", args, NULL, 0);
 
 	struct ecw_queue_msg *m = receive_one(t);
@@ -275,8 +428,8 @@ static void test_cli__help_exits_0(void **state)
 		const char *args[] = {cmds[i], "--help", NULL};
 		snprintf(name, sizeof(name), "cli-help-%s", cmds[i]);
 		run_expect(&out, NULL, name, args, NULL, 0);
-		ITEST_CHECK(strstr(out, "usage: ecworker") && strstr(out, cmds[i]), "%s --help printed:\n%s", cmds[i],
-			    out);
+		ITEST_CHECK(strstr(out, "usage: ecworker") && strstr(out, cmds[i]), "%s --help printed:\n%s",
+		            cmds[i], out);
 		free(out);
 	}
 	char *out = NULL;
@@ -306,17 +459,28 @@ static void test_cli__unknown_command_exits_2(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_cli__check_config_reports_every_error_with_position, cli_setup,
-						cli_teardown),
-		cmocka_unit_test_setup_teardown(test_cli__check_config_valid_file_exits_0, cli_setup, cli_teardown),
-		cmocka_unit_test_setup_teardown(test_cli__check_config_missing_file_exits_2, cli_setup, cli_teardown),
-		cmocka_unit_test_setup_teardown(test_cli__check_config_unset_variable_is_an_error, cli_setup,
-						cli_teardown),
-		cmocka_unit_test_setup_teardown(test_cli__enqueue_plain_with_fields, cli_setup, cli_teardown),
-		cmocka_unit_test_setup_teardown(test_cli__enqueue_base64, cli_setup, cli_teardown),
-		cmocka_unit_test_setup_teardown(test_cli__enqueue_refuses_bad_input, cli_setup, cli_teardown),
-		cmocka_unit_test_setup_teardown(test_cli__help_exits_0, cli_setup, cli_teardown),
-		cmocka_unit_test_setup_teardown(test_cli__unknown_command_exits_2, cli_setup, cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__check_config_reports_every_error_with_position,
+	                                    cli_setup, cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__check_config_valid_file_exits_0, cli_setup,
+	                                    cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__check_config_missing_file_exits_2, cli_setup,
+	                                    cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__check_config_unset_variable_is_an_error, cli_setup,
+	                                    cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__check_config_rejects_each_bad_value, cli_setup,
+	                                    cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__check_config_empty_file_is_valid, cli_setup,
+	                                    cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__check_config_never_echoes_secrets, cli_setup,
+	                                    cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__enqueue_plain_with_fields, cli_setup, cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__enqueue_base64, cli_setup, cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__enqueue_refuses_bad_input, cli_setup, cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__help_exits_0, cli_setup, cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__unknown_command_exits_2, cli_setup, cli_teardown),
 	};
+	/* ECW_TEST_FILTER=test_cli__sig* runs only the matching cases. */
+	if (getenv("ECW_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("ECW_TEST_FILTER"));
 	return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

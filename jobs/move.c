@@ -1,0 +1,203 @@
+/* move.c - archive and restore: the eventually consistent transactions
+ * pattern. `from` holds the entity, `to` should hold it instead.
+ *
+ *   1. GET the source (its ETag E).          absent: done (already moved, or
+ *                                            never there: outcome "missing")
+ *   2. insert-or-replace an identical copy   (every property, exact EDM types,
+ *      into `to` (re-keyed by templates)     keys from to_partition_key/row_key)
+ *   3. DELETE the source with If-Match: E    412: it changed after step 1, so
+ *                                            start over with the newer version;
+ *                                            404: someone finished the move
+ *
+ * Crash safety, step by step (a crash = the process dies right after it):
+ *   after 1: nothing was written; the redelivered message runs it all again.
+ *   after 2: the entity is in both tables (the copy equals the source as read).
+ *            A rerun reads the source again and replaces the copy with what it
+ *            reads (the same, or newer), then deletes: converges. It is never
+ *            in neither table: the source is only deleted after the copy is
+ *            written, and only in the version that was copied (If-Match).
+ *   after 3: the entity is only in `to`; the message was not deleted, so it
+ *            comes back; step 1 finds no source: success. Converged.
+ * Duplicates and competing workers: two runs may both copy (same content, last
+ * write wins with equal data) and race to delete; If-Match lets at most one
+ * delete succeed, the other sees 404 and is done. A source changed between a
+ * run's read and its delete is never lost: the delete fails with 412 and the
+ * run starts over with the new version, replacing the older copy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecw_job.h"
+#include "jobs_private.h"
+
+#define MAX_ROUNDS 5
+
+struct move {
+	char *from, *to;
+	struct ecw_template *to_pk, *to_rk;   /* NULL: keep the key */
+};
+
+static void move_free(void *p)
+{
+	struct move *m = p;
+
+	if (!m)
+		return;
+	free(m->from);
+	free(m->to);
+	ecw_template_free(m->to_pk);
+	ecw_template_free(m->to_rk);
+	free(m);
+}
+
+static int compile_opt(struct ecw_template **out, const struct ecw_node *job, const char *key,
+		       struct ecw_config_errors *errs)
+{
+	const struct ecw_node *n = ecw_node_get(job, key);
+	char *text = NULL;
+
+	if (!n)
+		return 0;
+	if (ecw_node_string(&text, job, key, true, errs) < 0)
+		return -1;
+	if (ecw_template_compile(out, text, key) < 0) {
+		ecw_config_error(errs, n, "%s", ecw_error_last()->message);
+		free(text);
+		return -1;
+	}
+	free(text);
+	return 0;
+}
+
+static int check_table(const struct ecw_node *job, const char *key, const char *name,
+		       struct ecw_config_errors *errs)
+{
+	size_t n = name ? strlen(name) : 0;
+	bool ok = n >= 3 && n <= 63 && ((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z'));
+
+	for (size_t i = 1; ok && i < n; i++)
+		ok = (name[i] >= 'A' && name[i] <= 'Z') || (name[i] >= 'a' && name[i] <= 'z') ||
+		     (name[i] >= '0' && name[i] <= '9');
+	if (name && !ok) {
+		ecw_config_error(errs, ecw_node_get(job, key),
+				 "%s: a table name is a letter then 2-62 letters or digits", key);
+		return -1;
+	}
+	return 0;
+}
+
+static int move_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+{
+	static const char *const allowed[] = {"type", "from", "to", "to_partition_key", "to_row_key", NULL};
+	struct move *m = calloc(1, sizeof(*m));
+	int bad = 0;
+
+	*out = NULL;
+	if (!m)
+		return -1;
+	bad |= ecw_node_check_keys(job, allowed, "move job", errs) > 0;
+	bad |= ecw_node_string(&m->from, job, "from", true, errs) < 0;
+	bad |= ecw_node_string(&m->to, job, "to", true, errs) < 0;
+	bad |= check_table(job, "from", m->from, errs) < 0;
+	bad |= check_table(job, "to", m->to, errs) < 0;
+	bad |= compile_opt(&m->to_pk, job, "to_partition_key", errs) < 0;
+	bad |= compile_opt(&m->to_rk, job, "to_row_key", errs) < 0;
+	if (!bad && strcmp(m->from, m->to) == 0 && !m->to_pk && !m->to_rk) {
+		ecw_config_error(errs, ecw_node_get(job, "to"), "to: a move needs another table or new keys");
+		bad = 1;
+	}
+	if (bad) {
+		move_free(m);
+		return -1;
+	}
+	*out = m;
+	return 0;
+}
+
+static int move_prepare(const void *settings, struct ecw_client *c)
+{
+	const struct move *m = settings;
+	int err;
+
+	if ((err = ecw_table_create(NULL, c, m->from)) < 0)
+		return err;
+	return ecw_table_create(NULL, c, m->to);
+}
+
+/* The copy: every property of src, under the target keys. */
+static int make_copy(struct ecw_entity **out, const struct move *m, const struct ecw_entity *src)
+{
+	struct ecw_buf pk, rk;
+	int err;
+
+	ecw_buf_init(&pk, 0);
+	ecw_buf_init(&rk, 0);
+	if ((err = m->to_pk ? ecw_template_render(&pk, m->to_pk, src, ECW_TEMPLATE_PLAIN)
+			    : ecw_buf_adds(&pk, ecw_entity_pk(src))) < 0 ||
+	    (err = m->to_rk ? ecw_template_render(&rk, m->to_rk, src, ECW_TEMPLATE_PLAIN)
+			    : ecw_buf_adds(&rk, ecw_entity_rk(src))) < 0 ||
+	    (err = ecw_key_check(ecw_buf_cstr(&pk), "to_partition_key result")) < 0 ||
+	    (err = ecw_key_check(ecw_buf_cstr(&rk), "to_row_key result")) < 0 ||
+	    (err = ecw_entity_clone(out, src)) < 0)
+		goto done;
+	if ((err = ecw_entity_set_keys(*out, ecw_buf_cstr(&pk), ecw_buf_cstr(&rk))) < 0) {
+		ecw_entity_free(*out);
+		*out = NULL;
+	}
+done:
+	ecw_buf_dispose(&pk);
+	ecw_buf_dispose(&rk);
+	return err;
+}
+
+static int move_run(const void *settings, struct ecw_job_ctx *ctx)
+{
+	const struct move *m = settings;
+	int err = 0;
+
+	for (int round = 0; round < MAX_ROUNDS; round++) {
+		struct ecw_entity *src = NULL, *copy = NULL;
+
+		err = ecw_table_get(&src, ctx->client, m->from, ctx->pk, ctx->rk);
+		ecw_crash_point("move.read");
+		if (err == ECW_ENOTFOUND) {
+			/* Moved already, or never there: either way nothing to do. */
+			snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "missing");
+			ecw_error_clear();
+			return 0;
+		}
+		if (err < 0)
+			return err;
+		if ((err = make_copy(&copy, m, src)) == 0 && (err = ecw_job_check_lease(ctx)) == 0)
+			err = ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_INSERT_OR_REPLACE, NULL);
+		ecw_entity_free(copy);
+		if (err < 0) {
+			ecw_entity_free(src);
+			return err;
+		}
+		ecw_crash_point("move.copied");
+		if ((err = ecw_job_check_lease(ctx)) == 0)
+			err = ecw_table_delete(ctx->client, m->from, ctx->pk, ctx->rk, ecw_entity_etag(src));
+		ecw_entity_free(src);
+		if (err == 0)
+			ecw_crash_point("move.deleted");
+		if (err == ECW_ENOTFOUND) {
+			/* Another run finished the move after our read. */
+			ecw_error_clear();
+			return 0;
+		}
+		if (err != ECW_EPRECONDITION)
+			return err;
+		/* Changed since we read it: copy the newer version. */
+	}
+	return ecw_error_set(ECW_ETRANSIENT, "move %s -> %s: the source kept changing (%d rounds)", m->from, m->to,
+			     MAX_ROUNDS);
+}
+
+const struct ecw_job_type ecw_job_move = {
+	.name = "move",
+	.parse = move_parse,
+	.prepare = move_prepare,
+	.run = move_run,
+	.free = move_free,
+};
