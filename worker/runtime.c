@@ -75,6 +75,7 @@ struct runtime {
 };
 
 static char worker_id[200];
+static struct runtime *the_runtime; /* kept for the detached signal thread */
 
 const char *ecw_runtime_worker_id(void)
 {
@@ -428,7 +429,7 @@ static void *renew_thread(void *p)
 
 static void *signal_thread(void *p)
 {
-	struct runtime *rt = ((struct thread_arg *)p)->rt;
+	struct runtime *rt = p;
 	sigset_t set;
 	int sig;
 
@@ -657,7 +658,8 @@ static bool drain(struct runtime *rt, struct ecw_client *c)
 int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 {
 	struct runtime *rt = calloc(1, sizeof(*rt));
-	struct thread_arg *args = NULL, sig_arg, renew_arg;
+	struct thread_arg *args = NULL, renew_arg;
+	pthread_t sig_tid;
 	struct ecw_metrics_server *metrics = NULL;
 	struct ecw_client *c = NULL;
 	sigset_t set;
@@ -683,9 +685,12 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	sig_arg.rt = rt;
-	pthread_create(&sig_arg.tid, NULL, signal_thread, &sig_arg);
-	pthread_detach(sig_arg.tid);
+	/* The signal thread outlives this function (it is detached and may
+	 * still hold rt when the process exits): it gets rt itself, which stays
+	 * allocated and reachable from here. */
+	the_runtime = rt;
+	if (pthread_create(&sig_tid, NULL, signal_thread, rt) == 0)
+		pthread_detach(sig_tid);
 
 	if (ecw_account_parse(&rt->acct, cfg->storage.connection_string) < 0) {
 		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "%s", ecw_error_last()->message);
