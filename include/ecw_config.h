@@ -76,6 +76,8 @@ struct ecw_job_def {
 	char *name;                       /* the key under jobs: */
 	const struct ecw_job_type *type;  /* from the registry, by `type:` */
 	void *settings;                   /* type->parse's result, freed by type->free */
+	char **then;                      /* jobs to enqueue for the same keys after success
+					   * (NULL-terminated; NULL when none); no cycles */
 };
 
 struct ecw_config {

@@ -41,8 +41,10 @@ bool ecw_job_err_is_permanent(int err);
 
 struct ecw_job_type {
 	const char *name;                 /* the `type:` in the config */
-	/* Reads the job's settings (the map under jobs.NAME, `type` included)
-	 * into *out; reports problems in errs and returns -1. */
+	/* Reads the job's settings (the map under jobs.NAME) into *out; reports
+	 * problems in errs and returns -1. The keys `type` and `then` are read
+	 * by the configuration itself: every type's list of allowed keys must
+	 * include both. */
 	int (*parse)(void **out, const struct ecw_node *job, struct ecw_config_errors *errs);
 	/* Creates what the job needs at start when create_missing is set
 	 * (tables); may be NULL. */

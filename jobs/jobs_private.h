@@ -6,6 +6,7 @@
 #include "ecw_buf.h"
 #include "ecw_entity.h"
 #include "ecw_err.h"
+#include <stdbool.h>
 
 /* A compiled template such as "email_{PartitionKey}" or "{Year:0>4}-{Id}":
  * {Name} is a property (or PartitionKey / RowKey), {Name:F>W} pads on the
@@ -28,6 +29,18 @@ enum ecw_template_mode {
  * text form (Binary), is ECW_EINVALID naming it: a permanent error. */
 int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const struct ecw_entity *e,
 			enum ecw_template_mode mode) ECW_MUST_USE;
+
+/* ---- reading job settings (jobs/common.c) ---- */
+
+struct ecw_node;
+struct ecw_config_errors;
+
+/* job[key] as a table name (a letter, then 2-62 letters or digits). */
+int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bool required,
+		     struct ecw_config_errors *errs);
+/* job[key] compiled as a template; *out stays NULL when absent and optional. */
+int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
+			struct ecw_config_errors *errs);
 
 /* Named crash points: in test builds, a process started with
  * ECW_CRASH_AT=<name> dies (_exit(86)) the moment a job passes that point, so

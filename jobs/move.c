@@ -50,45 +50,9 @@ static void move_free(void *p)
 	free(m);
 }
 
-static int compile_opt(struct ecw_template **out, const struct ecw_node *job, const char *key,
-		       struct ecw_config_errors *errs)
-{
-	const struct ecw_node *n = ecw_node_get(job, key);
-	char *text = NULL;
-
-	if (!n)
-		return 0;
-	if (ecw_node_string(&text, job, key, true, errs) < 0)
-		return -1;
-	if (ecw_template_compile(out, text, key) < 0) {
-		ecw_config_error(errs, n, "%s", ecw_error_last()->message);
-		free(text);
-		return -1;
-	}
-	free(text);
-	return 0;
-}
-
-static int check_table(const struct ecw_node *job, const char *key, const char *name,
-		       struct ecw_config_errors *errs)
-{
-	size_t n = name ? strlen(name) : 0;
-	bool ok = n >= 3 && n <= 63 && ((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z'));
-
-	for (size_t i = 1; ok && i < n; i++)
-		ok = (name[i] >= 'A' && name[i] <= 'Z') || (name[i] >= 'a' && name[i] <= 'z') ||
-		     (name[i] >= '0' && name[i] <= '9');
-	if (name && !ok) {
-		ecw_config_error(errs, ecw_node_get(job, key),
-				 "%s: a table name is a letter then 2-62 letters or digits", key);
-		return -1;
-	}
-	return 0;
-}
-
 static int move_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
 {
-	static const char *const allowed[] = {"type", "from", "to", "to_partition_key", "to_row_key", NULL};
+	static const char *const allowed[] = {"type", "then", "from", "to", "to_partition_key", "to_row_key", NULL};
 	struct move *m = calloc(1, sizeof(*m));
 	int bad = 0;
 
@@ -96,13 +60,11 @@ static int move_parse(void **out, const struct ecw_node *job, struct ecw_config_
 	if (!m)
 		return -1;
 	bad |= ecw_node_check_keys(job, allowed, "move job", errs) > 0;
-	bad |= ecw_node_string(&m->from, job, "from", true, errs) < 0;
-	bad |= ecw_node_string(&m->to, job, "to", true, errs) < 0;
-	bad |= check_table(job, "from", m->from, errs) < 0;
-	bad |= check_table(job, "to", m->to, errs) < 0;
-	bad |= compile_opt(&m->to_pk, job, "to_partition_key", errs) < 0;
-	bad |= compile_opt(&m->to_rk, job, "to_row_key", errs) < 0;
-	if (!bad && strcmp(m->from, m->to) == 0 && !m->to_pk && !m->to_rk) {
+	bad |= ecw_jobcfg_table(&m->from, job, "from", true, errs) < 0;
+	bad |= ecw_jobcfg_table(&m->to, job, "to", true, errs) < 0;
+	bad |= ecw_jobcfg_template(&m->to_pk, job, "to_partition_key", false, errs) < 0;
+	bad |= ecw_jobcfg_template(&m->to_rk, job, "to_row_key", false, errs) < 0;
+	if (!bad && m->from && m->to && strcmp(m->from, m->to) == 0 && !m->to_pk && !m->to_rk) {
 		ecw_config_error(errs, ecw_node_get(job, "to"), "to: a move needs another table or new keys");
 		bad = 1;
 	}

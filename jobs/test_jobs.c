@@ -59,25 +59,25 @@ static int settings_parse(void **out, const struct ecw_node *job, struct ecw_con
 
 static int parse_none(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
 {
-	static const char *const allowed[] = {"type", NULL};
+	static const char *const allowed[] = {"type", "then", NULL};
 	return settings_parse(out, job, errs, allowed, false);
 }
 
 static int parse_flaky(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
 {
-	static const char *const allowed[] = {"type", "fail_times", "table", NULL};
+	static const char *const allowed[] = {"type", "then", "fail_times", "table", NULL};
 	return settings_parse(out, job, errs, allowed, false);
 }
 
 static int parse_sleep(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
 {
-	static const char *const allowed[] = {"type", "duration", "table", NULL};
+	static const char *const allowed[] = {"type", "then", "duration", "table", NULL};
 	return settings_parse(out, job, errs, allowed, false);
 }
 
 static int parse_count(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
 {
-	static const char *const allowed[] = {"type", "table", NULL};
+	static const char *const allowed[] = {"type", "then", "table", NULL};
 	return settings_parse(out, job, errs, allowed, true);
 }
 

@@ -1376,6 +1376,48 @@ static bool job_name_ok(const char *s)
 	return true;
 }
 
+/* Depth-first walk of the `then` graph: 0 unvisited, 1 on the path, 2 done. */
+static bool then_cycle(const struct ecw_config *cfg, size_t i, unsigned char *state)
+{
+	if (state[i] == 1)
+		return true;
+	if (state[i] == 2)
+		return false;
+	state[i] = 1;
+	for (size_t k = 0; cfg->jobs[i].then && cfg->jobs[i].then[k]; k++)
+		for (size_t j = 0; j < cfg->njobs; j++)
+			if (strcmp(cfg->jobs[j].name, cfg->jobs[i].then[k]) == 0 && then_cycle(cfg, j, state))
+				return true;
+	state[i] = 2;
+	return false;
+}
+
+/* Every job a `then` names must exist, and following `then` must end: a
+ * cycle would enqueue the same keys forever. */
+static void check_then(const struct ecw_config *cfg, const struct ecw_node *sec, struct ecw_config_errors *errs)
+{
+	unsigned char *state;
+
+	for (size_t i = 0; i < cfg->njobs; i++) {
+		const struct ecw_node *at = ecw_node_get(ecw_node_get(sec, cfg->jobs[i].name), "then");
+		for (size_t k = 0; cfg->jobs[i].then && cfg->jobs[i].then[k]; k++)
+			if (!ecw_config_job(cfg, cfg->jobs[i].then[k]))
+				ecw_config_error(errs, at, "jobs.%s.then names '%.64s', which is not a configured job",
+				                 cfg->jobs[i].name, cfg->jobs[i].then[k]);
+	}
+	if (!(state = calloc(cfg->njobs ? cfg->njobs : 1, 1)))
+		return;
+	for (size_t i = 0; i < cfg->njobs; i++) {
+		memset(state, 0, cfg->njobs);
+		if (then_cycle(cfg, i, state)) {
+			ecw_config_error(errs, ecw_node_get(ecw_node_get(sec, cfg->jobs[i].name), "then"),
+			                 "jobs.%s.then leads back to itself: a cycle would enqueue forever",
+			                 cfg->jobs[i].name);
+		}
+	}
+	free(state);
+}
+
 static int check_jobs(struct ecw_config *cfg, const struct ecw_node *root, struct ecw_config_errors *errs)
 {
 	const struct ecw_node *sec = get_section(root, "jobs", NULL, errs);
@@ -1440,7 +1482,13 @@ static int check_jobs(struct ecw_config *cfg, const struct ecw_node *root, struc
 		def->type = type;
 		def->settings = settings;
 		cfg->njobs++;
+		bool present = false;
+		if (ecw_node_string_list(&def->then, &present, job, "then", errs) == 0 && def->then && !def->then[0]) {
+			ecw_strv_free(def->then);
+			def->then = NULL;
+		}
 	}
+	check_then(cfg, sec, errs);
 done:
 	ecw_buf_dispose(&names);
 	return err;
@@ -1637,6 +1685,7 @@ void ecw_config_free(struct ecw_config *cfg)
 	for (size_t i = 0; i < cfg->njobs; i++) {
 		struct ecw_job_def *j = &cfg->jobs[i];
 		free(j->name);
+		ecw_strv_free(j->then);
 		if (j->settings && j->type && j->type->free)
 			j->type->free(j->settings);
 	}

@@ -233,6 +233,31 @@ static const char *poison(struct runtime *rt, struct ecw_client *c, struct slot 
 	return outcome;
 }
 
+/* After a job with `then:` succeeded: one message per follow-up job for the
+ * same keys, put BEFORE the original is deleted. A crash in between puts them
+ * again on the next delivery; the jobs converge, so duplicates are harmless. */
+static int enqueue_then(struct runtime *rt, struct ecw_client *c, struct slot *s, const struct ecw_job_def *def,
+			const struct ecw_message *m)
+{
+	struct ecw_queue_put_options po = {0, rt->cfg->worker.message_ttl_s};
+	struct ecw_buf text;
+	int err = 0;
+
+	ecw_buf_init(&text, 0);
+	for (size_t i = 0; def->then[i] && err == 0; i++) {
+		ecw_buf_reset(&text);
+		if (atomic_load(&s->lease_lost))
+			return ecw_error_set(ECW_ETRANSIENT, "lease lost before enqueueing '%s'", def->then[i]);
+		if ((err = ecw_message_encode(&text, def->then[i], m->pk, m->rk, m->id ? m->id : s->msg.id, NULL,
+					      false)) == 0)
+			err = ecw_queue_put(NULL, c, rt->cfg->worker.queue, text.ptr, text.len, &po);
+	}
+	ecw_buf_dispose(&text);
+	if (err < 0 && ecw_job_err_is_permanent(err))
+		err = ECW_ETRANSIENT; /* the job's work is done: never poison it for the follow-up */
+	return err;
+}
+
 /* ---- one message ------------------------------------------------------------------ */
 
 static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
@@ -278,6 +303,8 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 			snprintf(error, sizeof(error), "%s", ecw_error_last()->message[0]
 								? ecw_error_last()->message
 								: ecw_err_name(err));
+		if (err == 0 && def->then && (err = enqueue_then(rt, c, s, def, &m)) < 0)
+			snprintf(error, sizeof(error), "%s", ecw_error_last()->message);
 		if (err == 0)
 			outcome = settle(rt, c, s, SETTLE_DELETE, 0, "succeeded");
 		else if (ecw_job_err_is_permanent(err))
