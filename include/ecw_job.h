@@ -51,6 +51,9 @@ struct ecw_job_type {
 	int (*prepare)(const void *settings, struct ecw_client *c);
 	int (*run)(const void *settings, struct ecw_job_ctx *ctx);
 	void (*free)(void *settings);
+	/* The table whose entities the job derives from, for `ecworker
+	 * backfill`; may be NULL when the job has none. */
+	const char *(*source_table)(const void *settings);
 };
 
 /* The registry: NULL when no type has that name. */

@@ -156,10 +156,16 @@ static int move_run(const void *settings, struct ecw_job_ctx *ctx)
 			     MAX_ROUNDS);
 }
 
+static const char *move_source(const void *settings)
+{
+	return ((const struct move *)settings)->from;
+}
+
 const struct ecw_job_type ecw_job_move = {
 	.name = "move",
 	.parse = move_parse,
 	.prepare = move_prepare,
 	.run = move_run,
 	.free = move_free,
+	.source_table = move_source,
 };

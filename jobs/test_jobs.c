@@ -166,8 +166,14 @@ const struct ecw_job_type ecw_job_test_flaky = {
 	.name = "test-flaky", .parse = parse_flaky, .prepare = prepare_table, .run = run_flaky, .free = settings_free};
 const struct ecw_job_type ecw_job_test_sleep = {
 	.name = "test-sleep", .parse = parse_sleep, .prepare = prepare_table, .run = run_sleep, .free = settings_free};
+static const char *count_source(const void *settings)
+{
+	return ((const struct test_settings *)settings)->table;
+}
+
 const struct ecw_job_type ecw_job_test_count = {
-	.name = "test-count", .parse = parse_count, .prepare = prepare_table, .run = run_count, .free = settings_free};
+	.name = "test-count", .parse = parse_count, .prepare = prepare_table, .run = run_count, .free = settings_free,
+	.source_table = count_source};
 
 #else
 /* ISO C forbids an empty translation unit. */

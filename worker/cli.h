@@ -7,6 +7,7 @@
 int ecw_cmd_run(int argc, char **argv);
 int ecw_cmd_check_config(int argc, char **argv);
 int ecw_cmd_enqueue(int argc, char **argv);
+int ecw_cmd_backfill(int argc, char **argv);
 void ecw_cli_usage(void *file);
 
 #endif

@@ -17,6 +17,8 @@ int main(int argc, char **argv)
 		return ecw_cmd_check_config(argc - 1, argv + 1);
 	if (strcmp(argv[1], "enqueue") == 0)
 		return ecw_cmd_enqueue(argc - 1, argv + 1);
+	if (strcmp(argv[1], "backfill") == 0)
+		return ecw_cmd_backfill(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
 		printf("ecworker %s\n", ECW_VERSION);
 		return 0;
