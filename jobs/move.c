@@ -1,8 +1,9 @@
 /* move.c - archive and restore: the eventually consistent transactions
  * pattern. `from` holds the entity, `to` should hold it instead.
  *
- *   1. GET the source (its ETag E).          absent: done (already moved, or
- *                                            never there: outcome "missing")
+ *   1. GET the source (its ETag E).          absent: done (detail "already-moved"
+ *                                            or "missing"; a missing TABLE is
+ *                                            an error, not "moved")
  *   2. insert-or-replace an identical copy   (every property, exact EDM types,
  *      into `to` (re-keyed by templates)     keys from to_partition_key/row_key)
  *   3. DELETE the source with If-Match: E    412: it changed after step 1, so
@@ -112,6 +113,27 @@ done:
 	return err;
 }
 
+/* The source is gone: the move is done, or there was never anything to move.
+ * When the target's keys do not depend on the (deleted) source's properties,
+ * one read tells which, for the log. */
+static int source_missing(const struct move *m, struct ecw_job_ctx *ctx)
+{
+	const char *detail = "missing";
+
+	if (!m->to_pk && !m->to_rk) {
+		struct ecw_entity *t = NULL;
+		int err = ecw_table_get(&t, ctx->client, m->to, ctx->pk, ctx->rk);
+		if (err == 0)
+			detail = "already-moved";
+		else if (err != ECW_ENOTFOUND)
+			return err;
+		ecw_entity_free(t);
+	}
+	snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "%s", detail);
+	ecw_error_clear();
+	return 0;
+}
+
 static int move_run(const void *settings, struct ecw_job_ctx *ctx)
 {
 	const struct move *m = settings;
@@ -122,15 +144,19 @@ static int move_run(const void *settings, struct ecw_job_ctx *ctx)
 
 		err = ecw_table_get(&src, ctx->client, m->from, ctx->pk, ctx->rk);
 		ecw_crash_point("move.read");
-		if (err == ECW_ENOTFOUND) {
-			/* Moved already, or never there: either way nothing to do. */
-			snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "missing");
-			ecw_error_clear();
+		if (err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0)
+			return source_missing(m, ctx);
+		if (err < 0)
+			return err; /* a missing table too: a misconfiguration, not "moved" */
+		if ((err = make_copy(&copy, m, src)) == 0 && strcmp(m->from, m->to) == 0 &&
+		    strcmp(ecw_entity_pk(copy), ctx->pk) == 0 && strcmp(ecw_entity_rk(copy), ctx->rk) == 0) {
+			/* Re-keyed in place to the keys it already has: nothing to move. */
+			snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "in-place");
+			ecw_entity_free(copy);
+			ecw_entity_free(src);
 			return 0;
 		}
-		if (err < 0)
-			return err;
-		if ((err = make_copy(&copy, m, src)) == 0 && (err = ecw_job_check_lease(ctx)) == 0)
+		if (err == 0 && (err = ecw_job_check_lease(ctx)) == 0)
 			err = ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_INSERT_OR_REPLACE, NULL);
 		ecw_entity_free(copy);
 		if (err < 0) {

@@ -1376,19 +1376,22 @@ static bool job_name_ok(const char *s)
 	return true;
 }
 
-/* Depth-first walk of the `then` graph: 0 unvisited, 1 on the path, 2 done. */
-static bool then_cycle(const struct ecw_config *cfg, size_t i, unsigned char *state)
+/* Whether job `target` can be reached from job i by following `then`
+ * (seen marks jobs already explored). */
+static bool then_reaches(const struct ecw_config *cfg, size_t i, size_t target, unsigned char *seen)
 {
-	if (state[i] == 1)
-		return true;
-	if (state[i] == 2)
-		return false;
-	state[i] = 1;
 	for (size_t k = 0; cfg->jobs[i].then && cfg->jobs[i].then[k]; k++)
-		for (size_t j = 0; j < cfg->njobs; j++)
-			if (strcmp(cfg->jobs[j].name, cfg->jobs[i].then[k]) == 0 && then_cycle(cfg, j, state))
+		for (size_t j = 0; j < cfg->njobs; j++) {
+			if (strcmp(cfg->jobs[j].name, cfg->jobs[i].then[k]) != 0)
+				continue;
+			if (j == target)
 				return true;
-	state[i] = 2;
+			if (!seen[j]) {
+				seen[j] = 1;
+				if (then_reaches(cfg, j, target, seen))
+					return true;
+			}
+		}
 	return false;
 }
 
@@ -1408,8 +1411,9 @@ static void check_then(const struct ecw_config *cfg, const struct ecw_node *sec,
 	if (!(state = calloc(cfg->njobs ? cfg->njobs : 1, 1)))
 		return;
 	for (size_t i = 0; i < cfg->njobs; i++) {
+		/* Blame only the jobs on a cycle, not those that lead into one. */
 		memset(state, 0, cfg->njobs);
-		if (then_cycle(cfg, i, state)) {
+		if (then_reaches(cfg, i, i, state)) {
 			ecw_config_error(errs, ecw_node_get(ecw_node_get(sec, cfg->jobs[i].name), "then"),
 			                 "jobs.%s.then leads back to itself: a cycle would enqueue forever",
 			                 cfg->jobs[i].name);

@@ -1042,6 +1042,167 @@ static void test_config__error_without_node(void **state)
 	ecw_config_errors_dispose(&errs);
 }
 
+/* ---- then: chaining ----------------------------------------------------------------- */
+
+/* A NULL-terminated list equal to want (NULL-terminated). */
+static void assert_strv(char *const *got, const char *const *want)
+{
+	size_t i = 0;
+
+	assert_non_null(got);
+	for (; want[i]; i++) {
+		if (!got[i])
+			fail_msg("list ends after %zu entries, expected '%s' next", i, want[i]);
+		assert_str(got[i], want[i]);
+	}
+	if (got[i])
+		fail_msg("list has more than %zu entries: '%s'", i, got[i]);
+}
+
+static void test_config__then_filled(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = parse_ok("jobs:\n"
+	                                  "  archive: {type: test-noop, then: [drop-email, note]}\n"
+	                                  "  drop-email: {type: test-noop, then: [note]}\n"
+	                                  "  note: {type: test-count, table: runs}\n"
+	                                  "  empty: {type: test-noop, then: []}\n"
+	                                  "  nothing:\n"
+	                                  "    type: test-noop\n"
+	                                  "    then:\n"
+	                                  "  block:\n"
+	                                  "    type: test-noop\n"
+	                                  "    then:\n"
+	                                  "      - note\n"
+	                                  "      - 'drop-email'\n");
+	assert_int_equal(cfg->njobs, 6);
+	assert_strv(ecw_config_job(cfg, "archive")->then, (const char *const[]){"drop-email", "note", NULL});
+	assert_strv(ecw_config_job(cfg, "drop-email")->then, (const char *const[]){"note", NULL});
+	/* No then, an empty list and a key with nothing under it: all NULL. */
+	assert_null(ecw_config_job(cfg, "note")->then);
+	assert_null(ecw_config_job(cfg, "empty")->then);
+	assert_null(ecw_config_job(cfg, "nothing")->then);
+	assert_strv(ecw_config_job(cfg, "block")->then, (const char *const[]){"note", "drop-email", NULL});
+	ecw_config_free(cfg); /* frees the lists: the sanitizer build checks */
+}
+
+/* A job may be a follow-up of several jobs, and a chain may be long: only a
+ * way back is a cycle. */
+static void test_config__then_diamond_is_not_a_cycle(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = parse_ok("jobs:\n"
+	                                  "  a: {type: test-noop, then: [b, c]}\n"
+	                                  "  b: {type: test-noop, then: [d]}\n"
+	                                  "  c: {type: test-noop, then: [d, d]}\n"
+	                                  "  d: {type: test-noop, then: [e]}\n"
+	                                  "  e: {type: test-noop}\n");
+	assert_strv(ecw_config_job(cfg, "c")->then, (const char *const[]){"d", "d", NULL});
+	ecw_config_free(cfg);
+}
+
+static void test_config__then_unknown_job(void **state)
+{
+	(void)state;
+	struct ecw_config_errors errs;
+
+	/* At the then node (the list), naming the job and the missing name. */
+	one_error("jobs:\n  a: {type: test-noop, then: [b, nope]}\n  b: {type: test-noop}\n", "2:30",
+	          "jobs.a.then names 'nope', which is not a configured job");
+	one_error("jobs:\n"
+	          "  a:\n"
+	          "    type: test-noop\n"
+	          "    then:\n"
+	          "      - nope\n",
+	          "5:7", "jobs.a.then names 'nope', which is not a configured job");
+	/* Names are case-sensitive, like job names in messages. */
+	one_error("jobs:\n  a: {type: test-noop, then: [B]}\n  b: {type: test-noop}\n", "2:30",
+	          "jobs.a.then names 'B'");
+	/* Two unknown names: two errors. */
+	parse_bad(&errs, "jobs:\n  a: {type: test-noop, then: [x, y]}\n", 2);
+	error_is(&errs, 0, "2:30", "names 'x'");
+	error_is(&errs, 1, "2:30", "names 'y'");
+	ecw_config_errors_dispose(&errs);
+}
+
+static void test_config__then_wrong_type(void **state)
+{
+	(void)state;
+	one_error("jobs:\n  a: {type: test-noop, then: b}\n  b: {type: test-noop}\n", "2:30",
+	          "then must be a list of strings, not a value");
+	one_error("jobs:\n  a: {type: test-noop, then: {b: 1}}\n  b: {type: test-noop}\n", "2:30",
+	          "then must be a list of strings, not a map");
+	one_error("jobs:\n  a: {type: test-noop, then: [[b]]}\n  b: {type: test-noop}\n", "2:31",
+	          "then[0] must be a string, not a list");
+	one_error("jobs:\n  a: {type: test-noop, then: [b, ~]}\n  b: {type: test-noop}\n", "2:34",
+	          "then[1] must be a string, not null");
+}
+
+static void test_config__then_cycles(void **state)
+{
+	(void)state;
+	struct ecw_config_errors errs;
+
+	/* A job that follows itself. */
+	one_error("jobs:\n  a: {type: test-noop, then: [a]}\n", "2:30",
+	          "jobs.a.then leads back to itself: a cycle would enqueue forever");
+	/* a -> b -> a: both jobs are on the cycle. */
+	parse_bad(&errs,
+	          "jobs:\n"
+	          "  a: {type: test-noop, then: [b]}\n"
+	          "  b:\n"
+	          "    type: test-noop\n"
+	          "    then: [a]\n",
+	          2);
+	error_is(&errs, 0, "2:30", "jobs.a.then leads back to itself");
+	error_is(&errs, 1, "5:11", "jobs.b.then leads back to itself");
+	ecw_config_errors_dispose(&errs);
+	/* A longer way round, behind a good branch. */
+	parse_bad(&errs,
+	          "jobs:\n"
+	          "  a: {type: test-noop, then: [ok, b]}\n"
+	          "  ok: {type: test-noop}\n"
+	          "  b: {type: test-noop, then: [c]}\n"
+	          "  c: {type: test-noop, then: [a]}\n",
+	          3);
+	error_is(&errs, 0, "2:30", "jobs.a.then leads back");
+	error_is(&errs, 1, "4:30", "jobs.b.then leads back");
+	error_is(&errs, 2, "5:30", "jobs.c.then leads back");
+	ecw_config_errors_dispose(&errs);
+}
+
+/* A job that only leads INTO a cycle does not lead back to itself: the
+ * error belongs to the jobs on the cycle, and saying "jobs.x.then leads back
+ * to itself" about x sends the reader to the wrong place. */
+static void test_config__then_cycle_blamed_on_its_members_only(void **state)
+{
+	(void)state;
+	static const char text[] = "jobs:\n"
+	                           "  x: {type: test-noop, then: [a]}\n"
+	                           "  a: {type: test-noop, then: [a]}\n";
+	struct ecw_config_errors errs;
+	struct ecw_config *cfg = NULL;
+	char first[256] = "", second[256] = "";
+	size_t n;
+
+	/* Collected, freed, then judged: a failure here leaks nothing. */
+	ecw_config_errors_init(&errs);
+	assert_int_equal(ecw_config_parse(&cfg, text, strlen(text), FILE_NAME, &errs), ECW_EINVALID);
+	n = errs.n;
+	if (n > 0)
+		snprintf(first, sizeof(first), "%s", errs.lines[0]);
+	if (n > 1)
+		snprintf(second, sizeof(second), "%s", errs.lines[1]);
+	ecw_config_errors_dispose(&errs);
+	assert_null(cfg);
+	if (n != 1 || !str_starts(first, FILE_NAME ":3:30: ") ||
+	    !str_contains(first, "jobs.a.then leads back"))
+		fail_msg("%zu error(s), expected only \"" FILE_NAME
+		         ":3:30: jobs.a.then leads back to itself...\"; "
+		         "got \"%s\" and \"%s\"",
+		         n, first, second);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1078,6 +1239,12 @@ int main(void)
 	    cmocka_unit_test_setup(test_config__jobs_errors, setup),
 	    cmocka_unit_test_setup(test_config__readers, setup),
 	    cmocka_unit_test_setup(test_config__error_without_node, setup),
+	    cmocka_unit_test_setup(test_config__then_filled, setup),
+	    cmocka_unit_test_setup(test_config__then_diamond_is_not_a_cycle, setup),
+	    cmocka_unit_test_setup(test_config__then_unknown_job, setup),
+	    cmocka_unit_test_setup(test_config__then_wrong_type, setup),
+	    cmocka_unit_test_setup(test_config__then_cycles, setup),
+	    cmocka_unit_test_setup(test_config__then_cycle_blamed_on_its_members_only, setup),
 	};
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
