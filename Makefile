@@ -130,8 +130,8 @@ integration: $(BUILD)/ecworker $(BUILD)/ecworker-test $(INTEG_BINS)
 demo: deps
 	@$(MAKE) --no-print-directory demo-run
 
-demo-run: $(BUILD)/ecworker-test
-	@./tests/demo.sh $(BUILD)/ecworker-test
+demo-run: $(BUILD)/ecworker
+	@./tests/demo.sh $(BUILD)/ecworker
 
 # ---- misc ------------------------------------------------------------------
 

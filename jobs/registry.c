@@ -7,6 +7,9 @@
 #include "ecw_job.h"
 
 extern const struct ecw_job_type ecw_job_move;
+extern const struct ecw_job_type ecw_job_index;
+extern const struct ecw_job_type ecw_job_index_list;
+extern const struct ecw_job_type ecw_job_fanout;
 
 #ifdef ECW_TESTING
 /* Test-only types (jobs/test_jobs.c), compiled only into test builds. */
@@ -16,6 +19,9 @@ extern const struct ecw_job_type ecw_job_test_noop, ecw_job_test_fail, ecw_job_t
 
 static const struct ecw_job_type *const types[] = {
 	&ecw_job_move,
+	&ecw_job_index,
+	&ecw_job_index_list,
+	&ecw_job_fanout,
 #ifdef ECW_TESTING
 	&ecw_job_test_noop,
 	&ecw_job_test_fail,

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# demo.sh ECWORKER: starts a local in-memory Azurite on free ports, runs the
-# worker on it with config/demo.yaml, enqueues a few messages (plain, base64,
-# one that fails once, one that fails for good, and garbage) and shows what
-# happened to each, then stops the worker with SIGTERM.
+# demo.sh ECWORKER: the table design patterns on a local in-memory Azurite.
+# An application (tests/demo.js, the official Azure SDK for JavaScript) seeds
+# employees, customers and orders; `ecworker backfill` builds the email index,
+# the last-name lists and the copies of customer fields in orders; then the
+# application changes things, archives an employee, sends one garbage message,
+# and the worker brings everything back in line. Ends with SIGTERM.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
@@ -16,42 +18,43 @@ source "$ROOT/tests/azurite.sh"
 pid=
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; azurite_stop; }
 trap cleanup EXIT
-azurite_start
+azurite_start >/dev/null
 export AZURE_STORAGE_CONNECTION_STRING="$ECW_TEST_CONNECTION_STRING"
+app() { node "$ROOT/tests/demo.js" "$@"; }
+outcomes() { grep -c ' message ' "$worker_log" || true; }
+wait_for() {
+	for _ in $(seq 1 150); do [ "$(outcomes)" -ge "$1" ] && return 0; sleep 0.2; done
+	echo "demo: expected $1 outcomes, saw $(outcomes)" >&2; return 1
+}
 
 echo "== ecworker check-config -c config/demo.yaml"
 "$bin" check-config -c "$cfg"
-
-echo "== ecworker run -c config/demo.yaml (log: $worker_log)"
+echo "== the application writes 4 employees, 2 customers, 5 orders (JS SDK)"
+app seed
+echo "== ecworker run -c config/demo.yaml   (log: $worker_log)"
 "$bin" run -c "$cfg" 2>"$worker_log" &
 pid=$!
-
-echo "== enqueueing"
-"$bin" enqueue -c "$cfg" welcome-employee Sales "o'brien 001" >/dev/null
-"$bin" enqueue -c "$cfg" welcome-employee Sales "jones 002" --base64 >/dev/null
-"$bin" enqueue -c "$cfg" sync-payroll Sales "smith 003" --field period=2026-11 >/dev/null
-"$bin" enqueue -c "$cfg" broken-import Sales "lee 004" >/dev/null
-echo "   4 job messages (one base64), and one that is not JSON at all, sent raw:"
-node -e '
-const http = require("http"), crypto = require("crypto");
-const cs = Object.fromEntries(process.env.AZURE_STORAGE_CONNECTION_STRING.split(";").filter(Boolean)
-	.map(p => [p.slice(0, p.indexOf("=")), p.slice(p.indexOf("=") + 1)]));
-const u = new URL(cs.QueueEndpoint + "/ecw-demo/messages"), date = new Date().toUTCString();
-const body = "<QueueMessage><MessageText>not a job message</MessageText></QueueMessage>";
-const sts = ["POST", "", "", String(Buffer.byteLength(body)), "", "application/xml", "", "", "", "", "", "",
-	"x-ms-date:" + date, "x-ms-version:2021-12-02", "/" + cs.AccountName + u.pathname].join("\n");
-const sig = crypto.createHmac("sha256", Buffer.from(cs.AccountKey, "base64")).update(sts).digest("base64");
-const req = http.request(u, {method: "POST", headers: {"x-ms-date": date, "x-ms-version": "2021-12-02",
-	"Content-Type": "application/xml", Authorization: "SharedKey " + cs.AccountName + ":" + sig}},
-	res => { if (res.statusCode !== 201) console.error("put failed: " + res.statusCode); process.exit(res.statusCode === 201 ? 0 : 1); });
-req.end(body);'
-
-echo "== waiting for 6 outcomes (the flaky one is retried after ~1 s)"
-for _ in $(seq 1 100); do
-	n=$(grep -c ' message ' "$worker_log" || true)
-	[ "$n" -ge 6 ] && break
-	sleep 0.2
+echo "== ecworker backfill: build the derived data over what exists"
+for job in employee-by-email employees-by-lastname customer-to-orders; do
+	"$bin" backfill -c "$cfg" "$job"
 done
+wait_for 10
+app show
+
+echo "== the application: Sam Jones becomes Sam Smith, Contoso renames itself, Zoë leaves"
+app change
+"$bin" enqueue -c "$cfg" employee-by-email Sales "jones 002" >/dev/null
+"$bin" enqueue -c "$cfg" employees-by-lastname Sales "jones 002" >/dev/null
+"$bin" enqueue -c "$cfg" customer-to-orders customers c1 >/dev/null
+"$bin" enqueue -c "$cfg" archive-employee Ops "zoë 004" --base64 >/dev/null   # then: both indexes
+echo "== and a message that is not a job at all (poisoned, never lost)"
+node -e '
+const { QueueClient } = require(process.argv[1] + "/tests/node_modules/@azure/storage-queue");
+new QueueClient(process.env.AZURE_STORAGE_CONNECTION_STRING, "ecw-demo").sendMessage("not a job message")
+	.then(() => process.exit(0), (e) => { console.error(e.message); process.exit(1); });' "$ROOT"
+wait_for 17
+app show
+
 kill -TERM "$pid"
 wait "$pid" && rc=0 || rc=$?
 pid=

@@ -1,0 +1,879 @@
+/* index.c - a secondary index: one index entry per source entity, in another
+ * table (or another partition of the source's own table), at keys rendered
+ * from the source by templates, holding the source's keys and copies of the
+ * chosen properties (exact EDM types). Readers look a value up in the index
+ * and follow SourcePartitionKey/SourceRowKey to the source.
+ *
+ * What the job keeps in `table`:
+ *   entry   at (partition_key(S), row_key(S)): SourcePartitionKey and
+ *           SourceRowKey (String), then the copied properties (`properties:`
+ *           listed ones the source has; [] none; omitted all, where a source
+ *           property named SourcePartitionKey/SourceRowKey is a permanent
+ *           error). An entry is valid only if its source exists and computes
+ *           to exactly it.
+ *   ref     the back-reference, one per indexed source, at
+ *           ("~ref~" + job + "~" + h[0..1], h) with h the hex SHA-256 of
+ *           "source-pk NUL source-rk": fixed length and key-safe whatever the
+ *           source keys hold (up to 1 KiB each), unambiguous (keys cannot hold
+ *           NUL), per job (two jobs may share an index table), spread over
+ *           256 partitions (no hot partition of refs). The same layout as
+ *           index_list.c's refs. It holds Job, SourcePartitionKey and
+ *           SourceRowKey, checked on every read (a collision or a foreign
+ *           entity there is a permanent error, never silently shared);
+ *           IndexPartitionKey/IndexRowKey, the entry the last finished round
+ *           left (its current location); and Pending<i>PartitionKey/RowKey,
+ *           locations a round registered before writing there.
+ *   The set L of a ref (current + pending) names every place an entry of its
+ *   source may be: a round writes an entry only at a location it registered
+ *   first, and a location leaves L only in a commit, after the round that
+ *   commits deleted that entry. That is how the old entry is found without
+ *   the message saying where it is.
+ * Partitions starting with "~ref~" are reserved: templates can produce any
+ * key character, so no character alone could keep refs apart; a
+ * partition_key that starts with it is a configuration error, a rendered one
+ * a permanent error. Renaming a job orphans its refs: rebuild the index.
+ *
+ * A run repeats rounds (at most MAX_ROUNDS, then a transient error) while a
+ * round says "start over"; `step` names in quotes are the crash points.
+ *   1. "index.read"        GET the source (ETag s) and compute the entry E
+ *                          and its location T, or none when the source is
+ *                          gone. A missing template property (or a Binary
+ *                          one), a result the service refuses as a key, or
+ *                          a reserved one: permanent error, nothing written.
+ *   2. "index.registered"  GET the ref (ETag r). When L lacks T, or a
+ *                          location this run wrote in an earlier round, add
+ *                          them as pending (insert; or replace If-Match r).
+ *   3. "index.written"     make the entity at T equal E: insert when absent,
+ *                          replace (If-Match) when it is this source's entry
+ *                          and differs, take it over (If-Match) when it is
+ *                          another source's that no longer computes to T.
+ *                          When that source still does, the key is taken:
+ *                          ECW_ECONFLICT, transient (two sources swapping
+ *                          values pass through this; a lasting duplicate is
+ *                          retried until max_dequeue_count, then poisoned).
+ *                          Never overwrites an entity that is no entry.
+ *   4. "index.verified"    GET the source again: another ETag (or existence)
+ *                          than in step 1 means E may be stale: start over.
+ *   5. "index.cleaned"     for every location of L but T: delete the entry
+ *                          there if it is this source's (If-Match the ETag
+ *                          just read; 412 reads again; never another's).
+ *   6. "index.committed"   If-Match r: replace the ref by {current T, nothing
+ *                          pending}, or delete it when there is no T. Written
+ *                          even when unchanged (see concurrency). A 412, 409
+ *                          or 404 on the ref in step 2 or 6: start over.
+ * No source and no ref: nothing to do ("missing"). The log's detail says
+ * "indexed", "removed", "missing" or "not-a-source", plus " rounds=N" when a
+ * run had to start over.
+ *
+ * Crash safety (the process dies right after the step; the message was not
+ * deleted, so it comes back and a fresh run starts at step 1):
+ *   after 1: nothing was written.
+ *   after 2: L lists T, maybe with no entry there yet; the old entry is in
+ *            place and listed. The rerun finds T in L and goes on; if the
+ *            source changed meanwhile, T is one more location to clean
+ *            (deleting an absent entry is a no-op).
+ *   after 3: the new entry and the old one both exist, both in L (a reader
+ *            may see both for a moment: readers of an eventually consistent
+ *            index check the source). The rerun finds E in place (no write),
+ *            deletes the old one, commits. Changed meanwhile: both are in L.
+ *   after 4: as after 3 (a read changes nothing).
+ *   after 5: only E exists; L still names the old locations. The rerun finds
+ *            nothing of this source there and commits.
+ *   after 6: done; the rerun changes nothing but the ref's ETag.
+ *   Source gone: step 3 is skipped, step 5 deletes what L names, step 6
+ *   deletes the ref; after any step the ref still names what is left.
+ *
+ * Concurrency (several workers, duplicates, stale and reordered messages; a
+ * message carries only keys, so a stale message is just a rerun on the
+ * current source, and what can be stale is a round that read the source
+ * before it changed):
+ *   - A successful round's window, from its GET of the ref to its commit,
+ *     holds no other ref write (its If-Match would fail), and every
+ *     successful round writes the ref at least once (the commit). So two
+ *     successful windows never overlap: successful rounds run one after
+ *     another, each seeing the L the previous one committed.
+ *   - A round that fails (start over, or a transient error retried later)
+ *     is followed by another round of its message that has to commit for
+ *     the message to be deleted. So every write of every round precedes the
+ *     window of the last successful round C (or lies in C itself).
+ *   - C's verify is inside its window, after every earlier commit, including
+ *     the one for the last change's message; C passed it, so C computed T
+ *     from the final source. Every entry written earlier was registered in L
+ *     before being written and is still there unless a commit removed it
+ *     after deleting it. So C deletes every stale entry of its source and
+ *     leaves exactly E at T, its ref naming T: what a full recomputation from
+ *     the source gives.
+ *   - Step 4 is what stops a stale round from finishing after a newer one
+ *     (it would delete the new entry and commit the old); the commit written
+ *     even when unchanged is what makes a delete-round that lost the race to
+ *     a re-created source fail its If-Match; remembering this run's writes
+ *     is what cleans a stale entry written after a newer round cleaned that
+ *     location. test_job_index__stale_round_finishes_last stages each of
+ *     these (ECW_TEST_PAUSE_AT), and fails without the corresponding rule.
+ *   - Deletes touch only this source's entries, with If-Match: two sources
+ *     that swap values never delete each other's entry.
+ *   What is not covered, honestly: a round that writes an entry inside
+ *   another round's window after that round cleaned the location, and whose
+ *   message then never commits (the process killed right after that write,
+ *   after a pause as long as another worker's whole round; or its lease lost
+ *   with the write in flight; or a later round's permanent error), leaves an
+ *   entry no ref names. It is stale and stays until the index is rebuilt.
+ *   The lease check before each write and the runtime's lease renewal make
+ *   that need several unlikely events at once.
+ *
+ * In the source's own table (`table` = `source`), a message naming an entry
+ * or a ref (`ecworker backfill` enqueues those too) is skipped ("not-a-source"),
+ * and an entry that would replace its own source is a permanent error. */
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecw_clock.h"
+#include "ecw_job.h"
+#include "jobs_private.h"
+
+#define MAX_ROUNDS 8
+#define MAX_TRIES 6    /* conditional writes of one entry before giving up */
+#define MAX_PENDING 64 /* pending locations a reference may list (2 properties each) */
+#define RESTART 1      /* internal: start a new round */
+#define REF_PREFIX "~ref~"
+#define REF_PREFIX_LEN 5
+
+#define P_SRC_PK "SourcePartitionKey"
+#define P_SRC_RK "SourceRowKey"
+#define P_JOB "Job"
+#define P_CUR_PK "IndexPartitionKey"
+#define P_CUR_RK "IndexRowKey"
+
+struct index {
+	char *source, *table;
+	struct ecw_template *pk, *rk;
+	char **props; /* NULL: copy all; empty: none */
+	bool same_table;
+};
+
+static void index_free(void *p)
+{
+	struct index *ix = p;
+
+	if (!ix)
+		return;
+	free(ix->source);
+	free(ix->table);
+	ecw_template_free(ix->pk);
+	ecw_template_free(ix->rk);
+	ecw_strv_free(ix->props);
+	free(ix);
+}
+
+/* ---- settings ---------------------------------------------------------------------- */
+
+static bool reserved_prop(const char *name)
+{
+	static const char *const names[] = {"PartitionKey", "RowKey", "Timestamp", P_SRC_PK, P_SRC_RK, NULL};
+
+	for (size_t i = 0; names[i]; i++)
+		if (strcmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
+static int index_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+{
+	static const char *const allowed[] = {"type",          "then",    "source",     "table",
+	                                      "partition_key", "row_key", "properties", NULL};
+	struct index *ix = calloc(1, sizeof(*ix));
+	bool present = false;
+	int bad = 0;
+
+	*out = NULL;
+	if (!ix)
+		return -1;
+	bad |= ecw_node_check_keys(job, allowed, "index job", errs) > 0;
+	bad |= ecw_jobcfg_table(&ix->source, job, "source", true, errs) < 0;
+	bad |= ecw_jobcfg_table(&ix->table, job, "table", true, errs) < 0;
+	bad |= ecw_jobcfg_template(&ix->pk, job, "partition_key", true, errs) < 0;
+	bad |= ecw_jobcfg_template(&ix->rk, job, "row_key", true, errs) < 0;
+	if (ecw_node_string_list(&ix->props, &present, job, "properties", errs) < 0) {
+		bad = 1;
+	} else if (present) {
+		const struct ecw_node *list = ecw_node_get(job, "properties");
+		for (size_t i = 0; ix->props[i]; i++) {
+			if (ix->props[i][0] == '\0' || reserved_prop(ix->props[i])) {
+				ecw_config_error(
+				    errs, list->kind == ECW_NODE_SEQ ? list->items[i] : list,
+				    "properties: '%s' cannot be copied (the entry has its own keys, "
+				    "SourcePartitionKey and SourceRowKey)",
+				    ix->props[i]);
+				bad = 1;
+			}
+		}
+	} else {
+		ecw_strv_free(ix->props);
+		ix->props = NULL;
+	}
+	if (ix->pk && strncmp(ecw_template_text(ix->pk), REF_PREFIX, REF_PREFIX_LEN) == 0) {
+		ecw_config_error(errs, ecw_node_get(job, "partition_key"),
+		                 "partition_key: partitions starting with '" REF_PREFIX
+		                 "' are reserved for the index's back-references");
+		bad = 1;
+	}
+	if (bad) {
+		index_free(ix);
+		return -1;
+	}
+	ix->same_table = strcmp(ix->source, ix->table) == 0;
+	*out = ix;
+	return 0;
+}
+
+static int index_prepare(const void *settings, struct ecw_client *c)
+{
+	const struct index *ix = settings;
+	int err;
+
+	if ((err = ecw_table_create(NULL, c, ix->source)) < 0 || ix->same_table)
+		return err;
+	return ecw_table_create(NULL, c, ix->table);
+}
+
+static const char *index_source(const void *settings)
+{
+	return ((const struct index *)settings)->source;
+}
+
+/* ---- locations ----------------------------------------------------------------------- */
+
+struct loc {
+	char *pk, *rk;
+};
+
+struct locs {
+	struct loc *v;
+	size_t n;
+};
+
+static void locs_dispose(struct locs *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->v[i].pk);
+		free(s->v[i].rk);
+	}
+	free(s->v);
+	s->v = NULL;
+	s->n = 0;
+}
+
+static bool locs_has(const struct locs *s, const char *pk, const char *rk)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i].pk, pk) == 0 && strcmp(s->v[i].rk, rk) == 0)
+			return true;
+	return false;
+}
+
+/* Adds (pk, rk) unless present. */
+static int locs_add(struct locs *s, const char *pk, const char *rk)
+{
+	struct loc *v;
+
+	if (locs_has(s, pk, rk))
+		return 0;
+	if (!(v = realloc(s->v, (s->n + 1) * sizeof(*v))))
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	s->v = v;
+	v[s->n].pk = strdup(pk);
+	v[s->n].rk = strdup(rk);
+	if (!v[s->n].pk || !v[s->n].rk) {
+		free(v[s->n].pk);
+		free(v[s->n].rk);
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	}
+	s->n++;
+	return 0;
+}
+
+/* ---- entities ------------------------------------------------------------------------- */
+
+static const char *str_prop(const struct ecw_entity *e, const char *name)
+{
+	const struct ecw_prop *p = ecw_entity_get(e, name);
+
+	return p && p->type == ECW_EDM_STRING ? p->v.s : NULL;
+}
+
+/* An entry this job type wrote (for some source). */
+static bool is_index_entry(const struct ecw_entity *e)
+{
+	return str_prop(e, P_SRC_PK) && str_prop(e, P_SRC_RK);
+}
+
+static bool owned_by(const struct ecw_entity *e, const char *spk, const char *srk)
+{
+	const char *pk = str_prop(e, P_SRC_PK), *rk = str_prop(e, P_SRC_RK);
+
+	return pk && rk && strcmp(pk, spk) == 0 && strcmp(rk, srk) == 0;
+}
+
+/* The index keys src computes to, checked against the key rules. */
+static int compute_keys(struct ecw_buf *pk, struct ecw_buf *rk, const struct index *ix,
+                        const struct ecw_entity *src)
+{
+	int err;
+
+	if ((err = ecw_template_render(pk, ix->pk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
+	    (err = ecw_template_render(rk, ix->rk, src, ECW_TEMPLATE_PLAIN)) < 0)
+		return err;
+	if (ecw_key_check(ecw_buf_cstr(pk), "partition_key result") < 0 ||
+	    ecw_key_check(ecw_buf_cstr(rk), "row_key result") < 0) {
+		char why[256];
+		snprintf(why, sizeof(why), "%.250s", ecw_error_last()->message);
+		return ecw_error_set(ECW_EINVALID, "index of %s/%s: %s (partition_key '%s', row_key '%s')",
+		                     ecw_entity_pk(src), ecw_entity_rk(src), why, ecw_template_text(ix->pk),
+		                     ecw_template_text(ix->rk));
+	}
+	if (strncmp(ecw_buf_cstr(pk), REF_PREFIX, REF_PREFIX_LEN) == 0)
+		return ecw_error_set(ECW_EINVALID,
+		                     "index of %s/%s: partition_key result '%s' starts with '" REF_PREFIX
+		                     "', which is reserved for back-references",
+		                     ecw_entity_pk(src), ecw_entity_rk(src), ecw_buf_cstr(pk));
+	if (ix->same_table && strcmp(ecw_buf_cstr(pk), ecw_entity_pk(src)) == 0 &&
+	    strcmp(ecw_buf_cstr(rk), ecw_entity_rk(src)) == 0)
+		return ecw_error_set(ECW_EINVALID, "index of %s/%s: the entry would replace its own source",
+		                     ecw_entity_pk(src), ecw_entity_rk(src));
+	return 0;
+}
+
+/* The entry src should have: its keys, the source's keys, the copies. */
+static int compute_entry(struct ecw_entity **out, const struct index *ix, const struct ecw_entity *src)
+{
+	struct ecw_entity *e = NULL;
+	struct ecw_buf pk, rk;
+	int err;
+
+	*out = NULL;
+	ecw_buf_init(&pk, 0);
+	ecw_buf_init(&rk, 0);
+	if ((err = compute_keys(&pk, &rk, ix, src)) < 0 ||
+	    (err = ecw_entity_new(&e, ecw_buf_cstr(&pk), ecw_buf_cstr(&rk))) < 0)
+		goto done;
+	if (ix->props) {
+		for (size_t i = 0; ix->props[i] && err == 0; i++) {
+			const struct ecw_prop *p = ecw_entity_get(src, ix->props[i]);
+			if (p) /* copied when the source has it */
+				err = ecw_entity_set_prop(e, p);
+		}
+	} else {
+		for (size_t i = 0; i < ecw_entity_count(src) && err == 0; i++) {
+			const struct ecw_prop *p = ecw_entity_at(src, i);
+			if (reserved_prop(p->name))
+				err = ecw_error_set(
+				    ECW_EINVALID,
+				    "source %s/%s has a property '%s', which the index entry uses "
+				    "itself; list `properties:` to leave it out",
+				    ecw_entity_pk(src), ecw_entity_rk(src), p->name);
+			else
+				err = ecw_entity_set_prop(e, p);
+		}
+	}
+	if (err == 0 &&
+	    (err = ecw_entity_set_string(e, P_SRC_PK, ecw_entity_pk(src), strlen(ecw_entity_pk(src)))) == 0)
+		err = ecw_entity_set_string(e, P_SRC_RK, ecw_entity_rk(src), strlen(ecw_entity_rk(src)));
+done:
+	ecw_buf_dispose(&pk);
+	ecw_buf_dispose(&rk);
+	if (err < 0) {
+		ecw_entity_free(e);
+		return err;
+	}
+	*out = e;
+	return 0;
+}
+
+/* ---- the back-reference ---------------------------------------------------------------- */
+
+struct ref_keys {
+	char pk[REF_PREFIX_LEN + 64 + 4]; /* job names are at most 63 characters */
+	char rk[65];
+};
+
+static int ref_keys(struct ref_keys *out, const char *job, const char *spk, const char *srk)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	struct ecw_buf in;
+	int err;
+
+	ecw_buf_init(&in, 0);
+	if ((err = ecw_buf_add(&in, spk, strlen(spk) + 1)) < 0 || (err = ecw_buf_adds(&in, srk)) < 0)
+		goto done;
+	if (!EVP_Digest(in.ptr, in.len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32) {
+		err = ecw_error_set(ECW_ERROR, "SHA-256 failed");
+		goto done;
+	}
+	for (unsigned i = 0; i < 32; i++) {
+		out->rk[2 * i] = hex[md[i] >> 4];
+		out->rk[2 * i + 1] = hex[md[i] & 15];
+	}
+	out->rk[64] = '\0';
+	if ((size_t)snprintf(out->pk, sizeof(out->pk), REF_PREFIX "%s~%.2s", job, out->rk) >= sizeof(out->pk))
+		err = ecw_error_set(ECW_EINVALID, "job name '%s' is too long for a back-reference key", job);
+done:
+	ecw_buf_dispose(&in);
+	return err;
+}
+
+static bool is_ref_pk(const char *pk)
+{
+	return strncmp(pk, REF_PREFIX, REF_PREFIX_LEN) == 0;
+}
+
+/* Reads the locations of a reference: current first (*has_current), then
+ * pending. Refuses a reference that is not this source's. */
+static int ref_locations(struct locs *out, bool *has_current, const struct ecw_entity *ref, const char *job,
+                         const char *spk, const char *srk)
+{
+	const char *j = str_prop(ref, P_JOB), *cpk = str_prop(ref, P_CUR_PK), *crk = str_prop(ref, P_CUR_RK);
+	int err = 0;
+
+	*has_current = false;
+	if (!j || strcmp(j, job) != 0 || !owned_by(ref, spk, srk))
+		return ecw_error_set(
+		    ECW_EINVALID,
+		    "back-reference %s/%s is not job '%s''s for source %s/%s (it names job '%s', "
+		    "source %s/%s): refusing to use it",
+		    ecw_entity_pk(ref), ecw_entity_rk(ref), job, spk, srk, j ? j : "?",
+		    str_prop(ref, P_SRC_PK) ? str_prop(ref, P_SRC_PK) : "?",
+		    str_prop(ref, P_SRC_RK) ? str_prop(ref, P_SRC_RK) : "?");
+	if (cpk && crk) {
+		*has_current = true;
+		err = locs_add(out, cpk, crk);
+	}
+	for (int i = 1; i <= MAX_PENDING && err == 0; i++) {
+		char npk[40], nrk[40];
+		const char *ppk, *prk;
+		snprintf(npk, sizeof(npk), "Pending%dPartitionKey", i);
+		snprintf(nrk, sizeof(nrk), "Pending%dRowKey", i);
+		if ((ppk = str_prop(ref, npk)) && (prk = str_prop(ref, nrk)))
+			err = locs_add(out, ppk, prk);
+	}
+	return err;
+}
+
+/* A reference: identity, current location (NULL for none), and the
+ * pending ones (all of locs but the current). */
+static int ref_build(struct ecw_entity **out, const struct ref_keys *rkeys, const char *job, const char *spk,
+                     const char *srk, const char *cur_pk, const char *cur_rk, const struct locs *locs)
+{
+	struct ecw_entity *e = NULL;
+	int err, k = 0;
+
+	*out = NULL;
+	if ((err = ecw_entity_new(&e, rkeys->pk, rkeys->rk)) < 0)
+		return err;
+	if ((err = ecw_entity_set_string(e, P_JOB, job, strlen(job))) == 0 &&
+	    (err = ecw_entity_set_string(e, P_SRC_PK, spk, strlen(spk))) == 0 &&
+	    (err = ecw_entity_set_string(e, P_SRC_RK, srk, strlen(srk))) == 0 && cur_pk &&
+	    (err = ecw_entity_set_string(e, P_CUR_PK, cur_pk, strlen(cur_pk))) == 0)
+		err = ecw_entity_set_string(e, P_CUR_RK, cur_rk, strlen(cur_rk));
+	for (size_t i = 0; locs && i < locs->n && err == 0; i++) {
+		char npk[40], nrk[40];
+		if (cur_pk && strcmp(locs->v[i].pk, cur_pk) == 0 && strcmp(locs->v[i].rk, cur_rk) == 0)
+			continue;
+		if (++k > MAX_PENDING) {
+			err = ecw_error_set(ECW_ETRANSIENT,
+			                    "back-reference %s/%s: more than %d pending index locations; "
+			                    "retrying once other runs settle",
+			                    rkeys->pk, rkeys->rk, MAX_PENDING);
+			break;
+		}
+		snprintf(npk, sizeof(npk), "Pending%dPartitionKey", k);
+		snprintf(nrk, sizeof(nrk), "Pending%dRowKey", k);
+		if ((err = ecw_entity_set_string(e, npk, locs->v[i].pk, strlen(locs->v[i].pk))) == 0)
+			err = ecw_entity_set_string(e, nrk, locs->v[i].rk, strlen(locs->v[i].rk));
+	}
+	if (err < 0) {
+		ecw_entity_free(e);
+		return err;
+	}
+	*out = e;
+	return 0;
+}
+
+/* A lost race on the reference means: start over. */
+static int ref_race(int err)
+{
+	if (err == ECW_EPRECONDITION || err == ECW_ENOTFOUND || err == ECW_ECONFLICT) {
+		ecw_error_clear();
+		return RESTART;
+	}
+	return err;
+}
+
+/* After each step: the crash point, and in test builds the two seams that
+ * put a run at a chosen place in a race (the same as index_list.c's), so
+ * tests can stage the interleavings the header argues about:
+ *   ECW_TEST_PAUSE_AT=<step>:<ms>   pause that long after the step;
+ *   ECW_TEST_STEP_JITTER_MS=<ms>    a random pause of 0..ms after every step. */
+#ifdef ECW_TESTING
+static void step(const char *name)
+{
+	const char *pause = getenv("ECW_TEST_PAUSE_AT");
+	const char *jitter = getenv("ECW_TEST_STEP_JITTER_MS");
+	size_t n = strlen(name);
+	long ms;
+
+	ecw_crash_point(name);
+	if (pause && strncmp(pause, name, n) == 0 && pause[n] == ':' &&
+	    (ms = strtol(pause + n + 1, NULL, 10)) > 0)
+		ecw_sleep_ms(ms);
+	if (jitter && (ms = strtol(jitter, NULL, 10)) > 0)
+		ecw_sleep_ms((int64_t)(ecw_random_u32() % (uint32_t)(ms + 1)));
+}
+#else
+#define step(name) ((void)0)
+#endif
+
+/* ---- one round ------------------------------------------------------------------------- */
+
+struct run {
+	const struct index *ix;
+	struct ecw_job_ctx *ctx;
+	struct ref_keys ref;
+	struct locs written; /* entries this run wrote, in any round */
+};
+
+/* GET the source: *out NULL when absent. */
+static int read_source(struct ecw_entity **out, struct run *r, const char *pk, const char *rk)
+{
+	int err = ecw_table_get(out, r->ctx->client, r->ix->source, pk, rk);
+
+	if (err == ECW_ENOTFOUND) {
+		*out = NULL;
+		ecw_error_clear();
+		return 0;
+	}
+	return err;
+}
+
+/* Whether the source is still the version read in step 1 (etag NULL:
+ * absent). */
+static int source_unchanged(bool *same, struct run *r, const char *etag)
+{
+	struct ecw_entity *now = NULL;
+	int err = read_source(&now, r, r->ctx->pk, r->ctx->rk);
+
+	if (err < 0)
+		return err;
+	*same = now ? etag && ecw_entity_etag(now) && strcmp(ecw_entity_etag(now), etag) == 0 : !etag;
+	ecw_entity_free(now);
+	return 0;
+}
+
+/* Whether source (opk, ork) exists and still computes to (pk, rk). */
+static int other_holds(bool *holds, struct run *r, const char *opk, const char *ork, const char *pk,
+                       const char *rk)
+{
+	struct ecw_entity *other = NULL;
+	struct ecw_buf kp, kr;
+	int err;
+
+	*holds = false;
+	if ((err = read_source(&other, r, opk, ork)) == ECW_EINVALID) {
+		ecw_error_clear(); /* keys no source can have: no holder */
+		return 0;
+	}
+	if (err < 0 || !other)
+		return err;
+	ecw_buf_init(&kp, 0);
+	ecw_buf_init(&kr, 0);
+	if (compute_keys(&kp, &kr, r->ix, other) == 0)
+		*holds = strcmp(ecw_buf_cstr(&kp), pk) == 0 && strcmp(ecw_buf_cstr(&kr), rk) == 0;
+	else
+		ecw_error_clear(); /* it computes to nothing: not a holder */
+	ecw_buf_dispose(&kp);
+	ecw_buf_dispose(&kr);
+	ecw_entity_free(other);
+	return 0;
+}
+
+/* The entry at want's keys belongs to another source that still computes
+ * to them: a conflict, unless our own source changed (then recompute). */
+static int taken(struct run *r, const struct ecw_entity *cur, const char *src_etag)
+{
+	bool same = false;
+	int err;
+
+	if ((err = source_unchanged(&same, r, src_etag)) < 0)
+		return err;
+	if (!same)
+		return RESTART;
+	return ecw_error_set(ECW_ECONFLICT,
+	                     "index key %s/%s of %s/%s is taken by source %s/%s, which computes to it too: "
+	                     "the index needs unique keys",
+	                     ecw_entity_pk(cur), ecw_entity_rk(cur), r->ctx->pk, r->ctx->rk,
+	                     str_prop(cur, P_SRC_PK), str_prop(cur, P_SRC_RK));
+}
+
+/* Step 3: makes the entity at want's keys equal want (see the header). */
+static int write_entry(struct run *r, const struct ecw_entity *want, const char *src_etag)
+{
+	const char *pk = ecw_entity_pk(want), *rk = ecw_entity_rk(want), *t = r->ix->table;
+	struct ecw_client *c = r->ctx->client;
+	int err = 0;
+
+	for (int tries = 0; tries < MAX_TRIES; tries++) {
+		struct ecw_entity *cur = NULL;
+		bool holds = false;
+
+		if ((err = ecw_table_get(&cur, c, t, pk, rk)) == ECW_ENOTFOUND) {
+			if ((err = ecw_job_check_lease(r->ctx)) == 0)
+				err = ecw_table_write(NULL, c, t, want, ECW_WRITE_INSERT, NULL);
+		} else if (err < 0) {
+			return err;
+		} else if (!is_index_entry(cur)) {
+			err = ecw_error_set(
+			    ECW_EINVALID,
+			    "%s/%s in table %s is not an index entry (no SourcePartitionKey and "
+			    "SourceRowKey): refusing to overwrite it with the index entry of %s/%s",
+			    pk, rk, t, r->ctx->pk, r->ctx->rk);
+		} else if (owned_by(cur, r->ctx->pk, r->ctx->rk)) {
+			if (!ecw_entity_equal(cur, want) && (err = ecw_job_check_lease(r->ctx)) == 0)
+				err =
+				    ecw_table_write(NULL, c, t, want, ECW_WRITE_UPDATE, ecw_entity_etag(cur));
+		} else if ((err = other_holds(&holds, r, str_prop(cur, P_SRC_PK), str_prop(cur, P_SRC_RK), pk,
+		                              rk)) == 0) {
+			/* Another source's entry: taken over only once that
+			 * source no longer computes to these keys. */
+			if (holds)
+				err = taken(r, cur, src_etag);
+			else if ((err = ecw_job_check_lease(r->ctx)) == 0)
+				err =
+				    ecw_table_write(NULL, c, t, want, ECW_WRITE_UPDATE, ecw_entity_etag(cur));
+		}
+		ecw_entity_free(cur);
+		if (err != ECW_ECONFLICT && err != ECW_EPRECONDITION && err != ECW_ENOTFOUND)
+			return err;
+		if (holds)
+			return err; /* the key is taken: retried later, by the runtime */
+		/* Someone wrote or deleted it between our read and our write. */
+		ecw_error_clear();
+	}
+	return ecw_error_set(ECW_ETRANSIENT, "index entry %s/%s kept changing (%d tries)", pk, rk, MAX_TRIES);
+}
+
+/* Step 5 for one location: deletes this source's entry there, if any. */
+static int clean_location(struct run *r, const struct loc *l)
+{
+	struct ecw_client *c = r->ctx->client;
+	int err = 0;
+
+	for (int tries = 0; tries < MAX_TRIES; tries++) {
+		struct ecw_entity *cur = NULL;
+		if ((err = ecw_table_get(&cur, c, r->ix->table, l->pk, l->rk)) == ECW_ENOTFOUND) {
+			ecw_error_clear();
+			return 0;
+		}
+		if (err < 0)
+			return err;
+		if (!owned_by(cur, r->ctx->pk, r->ctx->rk)) {
+			/* Another source's entry (or not an entry): never ours to delete. */
+			ecw_entity_free(cur);
+			return 0;
+		}
+		if ((err = ecw_job_check_lease(r->ctx)) == 0)
+			err = ecw_table_delete(c, r->ix->table, l->pk, l->rk, ecw_entity_etag(cur));
+		ecw_entity_free(cur);
+		if (err == ECW_ENOTFOUND) {
+			ecw_error_clear();
+			return 0;
+		}
+		if (err != ECW_EPRECONDITION)
+			return err;
+	}
+	return ecw_error_set(ECW_ETRANSIENT, "index entry %s/%s kept changing (%d tries)", l->pk, l->rk,
+	                     MAX_TRIES);
+}
+
+/* One round of steps 1-6; 0, RESTART or an error. */
+static int round_run(struct run *r)
+{
+	struct ecw_job_ctx *ctx = r->ctx;
+	const struct index *ix = r->ix;
+	struct ecw_entity *src = NULL, *want = NULL, *ref = NULL, *nref = NULL;
+	struct locs L = {0}, need = {0};
+	char *ref_etag = NULL, *src_etag = NULL;
+	const char *cur_pk = NULL, *cur_rk = NULL;
+	bool has_current = false, same = false;
+	int err;
+
+	/* 1. read */
+	if ((err = read_source(&src, r, ctx->pk, ctx->rk)) < 0)
+		goto done;
+	if (src && ix->same_table && (is_ref_pk(ctx->pk) || is_index_entry(src))) {
+		/* An entry or reference of an index in its source's table. */
+		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "not-a-source");
+		goto done;
+	}
+	if (src) {
+		if ((err = compute_entry(&want, ix, src)) < 0)
+			goto done;
+		if (!ecw_entity_etag(src)) {
+			err = ecw_error_set(ECW_ERROR, "source %s/%s came without an ETag", ctx->pk, ctx->rk);
+			goto done;
+		}
+		if (!(src_etag = strdup(ecw_entity_etag(src))))
+			goto done_nomem;
+	}
+	step("index.read");
+
+	/* 2. read the reference, register T and this run's earlier writes */
+	if ((err = ecw_table_get(&ref, ctx->client, ix->table, r->ref.pk, r->ref.rk)) == ECW_ENOTFOUND) {
+		ecw_error_clear();
+		ref = NULL;
+		err = 0;
+	} else if (err < 0) {
+		goto done;
+	} else {
+		if ((err = ref_locations(&L, &has_current, ref, ctx->job, ctx->pk, ctx->rk)) < 0)
+			goto done;
+		if (has_current) {
+			cur_pk = L.v[0].pk;
+			cur_rk = L.v[0].rk;
+		}
+		if (!ecw_entity_etag(ref)) {
+			err = ecw_error_set(ECW_ERROR, "back-reference %s/%s came without an ETag", r->ref.pk,
+			                    r->ref.rk);
+			goto done;
+		}
+		if (!(ref_etag = strdup(ecw_entity_etag(ref))))
+			goto done_nomem;
+	}
+	for (size_t i = 0; i < L.n && err == 0; i++)
+		err = locs_add(&need, L.v[i].pk, L.v[i].rk);
+	if (err == 0 && want)
+		err = locs_add(&need, ecw_entity_pk(want), ecw_entity_rk(want));
+	for (size_t i = 0; i < r->written.n && err == 0; i++)
+		err = locs_add(&need, r->written.v[i].pk, r->written.v[i].rk);
+	if (err < 0)
+		goto done;
+	if (need.n > L.n) {
+		char *etag = NULL;
+		if ((err = ref_build(&nref, &r->ref, ctx->job, ctx->pk, ctx->rk, cur_pk, cur_rk, &need)) <
+		        0 ||
+		    (err = ecw_job_check_lease(ctx)) < 0)
+			goto done;
+		err = ref_race(ecw_table_write(&etag, ctx->client, ix->table, nref,
+		                               ref ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT,
+		                               ref ? ref_etag : NULL));
+		if (err != 0)
+			goto done;
+		free(ref_etag);
+		if (!(ref_etag = etag)) {
+			err = ecw_error_set(ECW_ERROR, "writing back-reference %s/%s returned no ETag",
+			                    r->ref.pk, r->ref.rk);
+			goto done;
+		}
+	} else if (!ref) {
+		/* No source, no reference, nothing written: nothing to do. */
+		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "missing");
+		goto done;
+	}
+	step("index.registered");
+
+	/* 3. write (remembered first: a write that timed out may still land) */
+	if (want) {
+		if ((err = locs_add(&r->written, ecw_entity_pk(want), ecw_entity_rk(want))) < 0 ||
+		    (err = write_entry(r, want, src_etag)) != 0)
+			goto done;
+		step("index.written");
+	}
+
+	/* 4. verify */
+	if ((err = source_unchanged(&same, r, src_etag)) < 0)
+		goto done;
+	if (!same) {
+		err = RESTART;
+		goto done;
+	}
+	step("index.verified");
+
+	/* 5. clean */
+	for (size_t i = 0; i < need.n; i++) {
+		if (want && strcmp(need.v[i].pk, ecw_entity_pk(want)) == 0 &&
+		    strcmp(need.v[i].rk, ecw_entity_rk(want)) == 0)
+			continue;
+		if ((err = clean_location(r, &need.v[i])) < 0)
+			goto done;
+	}
+	step("index.cleaned");
+
+	/* 6. commit */
+	if ((err = ecw_job_check_lease(ctx)) < 0)
+		goto done;
+	if (want) {
+		ecw_entity_free(nref);
+		if ((err = ref_build(&nref, &r->ref, ctx->job, ctx->pk, ctx->rk, ecw_entity_pk(want),
+		                     ecw_entity_rk(want), NULL)) < 0)
+			goto done;
+		err =
+		    ref_race(ecw_table_write(NULL, ctx->client, ix->table, nref, ECW_WRITE_UPDATE, ref_etag));
+	} else {
+		err = ref_race(ecw_table_delete(ctx->client, ix->table, r->ref.pk, r->ref.rk, ref_etag));
+	}
+	if (err == 0) {
+		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), want ? "indexed" : "removed");
+		step("index.committed");
+	}
+	goto done;
+done_nomem:
+	if (err == 0)
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+done:
+	ecw_entity_free(src);
+	ecw_entity_free(want);
+	ecw_entity_free(ref);
+	ecw_entity_free(nref);
+	locs_dispose(&L);
+	locs_dispose(&need);
+	free(ref_etag);
+	free(src_etag);
+	return err;
+}
+
+static int index_run(const void *settings, struct ecw_job_ctx *ctx)
+{
+	struct run r = {.ix = settings, .ctx = ctx};
+	int err, round;
+
+	if ((err = ref_keys(&r.ref, ctx->job, ctx->pk, ctx->rk)) < 0)
+		return err;
+	for (round = 1; round <= MAX_ROUNDS; round++) {
+		ctx->outcome_detail[0] = '\0';
+		if ((err = round_run(&r)) != RESTART)
+			break;
+	}
+	locs_dispose(&r.written);
+	if (err == 0 && round > 1) {
+		/* The log says when a run had to start over (a race it lost). */
+		size_t n = strlen(ctx->outcome_detail);
+		snprintf(ctx->outcome_detail + n, sizeof(ctx->outcome_detail) - n, " rounds=%d", round);
+	}
+	if (err == RESTART)
+		err = ecw_error_set(
+		    ECW_ETRANSIENT,
+		    "index of %s/%s: the source or its back-reference kept changing (%d rounds)", ctx->pk,
+		    ctx->rk, MAX_ROUNDS);
+	return err;
+}
+
+const struct ecw_job_type ecw_job_index = {
+    .name = "index",
+    .parse = index_parse,
+    .prepare = index_prepare,
+    .run = index_run,
+    .free = index_free,
+    .source_table = index_source,
+};

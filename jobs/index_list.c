@@ -1,0 +1,1059 @@
+/* index_list.c - index lists: for every value, one entity listing the keys of
+ * every source entity with that value (every employee whose LastName is
+ * "Jones"), kept by optimistic concurrency so that many workers can edit one
+ * list at once without losing an entry.
+ *
+ * The list table holds two kinds of entity:
+ *   a list   PartitionKey/RowKey rendered from partition_key/row_key against
+ *            the source entity. Keys (String): a JSON array of
+ *            [PartitionKey, RowKey] pairs, sorted by PartitionKey then RowKey
+ *            bytewise (= code point order), no duplicates; Count (Int32).
+ *            An emptied list is deleted, so every list has at least one key.
+ *            Pairs rather than one encoded string per key: readers parse
+ *            plain JSON, and any character a key may hold survives it.
+ *   a ref    one per source entity. RowKey h = the SHA-256 (hex) of
+ *            "pk NUL rk": fixed length and key-safe whatever characters the
+ *            source keys hold (NUL is not allowed in keys, so the input is
+ *            unambiguous); PartitionKey "~ref~<job>~" + h[0..1]: the job's own
+ *            (two jobs may share a list table), spread over 256 partitions so
+ *            the refs never make a hot partition of their own (the service
+ *            serves about 2,000 entities/s per partition; the lists' partition
+ *            is the configuration's choice). SourcePartitionKey/SourceRowKey
+ *            repeat the keys and are checked on every read. ListPartitionKey/
+ *            ListRowKey name the list the source was last committed to;
+ *            Pending (JSON [[lpk, lrk, owner], ...]) holds intents: lists a
+ *            run (owner = its message id, the same on every redelivery) is
+ *            about to add the key to. The ref names every list that may hold
+ *            the key: a later run can clean up only lists it knows about.
+ * A list's PartitionKey may not start with "~ref~": a partition_key that does
+ * is a configuration error, a rendered one a permanent error.
+ *
+ * A list changes by read (ETag), change, write with If-Match (or insert when
+ * absent, delete when emptied); 412, 409 or 404 means someone else got there
+ * first: read again and retry, up to MAX_CAS times with short jittered sleeps,
+ * then a transient failure (the message is retried later). A list is one
+ * String property, so it must fit the service's 64 KiB (32,768 UTF-16 code
+ * units, which is how the service and Azurite count): a list whose JSON would
+ * pass KEYS_MAX_UTF16 (32,000, a margin below it) is a permanent error naming
+ * the list, raised before anything is written.
+ *
+ * A run for source S (keys pk, rk), owner m = the message id; a round:
+ *   1. GET S: its ETag v and target list T (none when S is gone).
+ *   2. GET the ref: committed list C, intents P, ETag r.
+ *   3. When T holds S already: nothing to add. Otherwise
+ *      3a. intent: unless P has (T, m), write the ref with P + (T, m)
+ *          (If-Match r, or insert).                       crash point .intent
+ *      3b. add S to T (If-Match on the list).             crash point .added
+ *   4. remove S from every list in C, P and the lists this run added S to in
+ *      earlier rounds, except T (If-Match; delete the list when it empties).
+ *                                                         crash point .removed
+ *   5. commit: write the ref with C = T and P minus m's own intents (delete
+ *      the ref when T is none and nothing is left; skip when unchanged).
+ *                                                         crash point .ref
+ *   6. GET S again: unchanged ETag (or still gone) = done; otherwise the
+ *      round worked from a stale value: start a new round.
+ * A 412/409/404 on the ref (3a, 5) also starts a new round. Rounds are
+ * bounded (MAX_ROUNDS), then a transient failure. The log line's detail says
+ * what the run did ("moved rounds=2 conflicts=3": added, moved, removed or
+ * unchanged; conflicts = the lost races, which the metrics also count as
+ * ecw_storage_requests_total{status="412"} and "409").
+ *
+ * Crash safety, step by step (a crash = the process dies right after it; the
+ * message was not deleted, so it comes back with the same id):
+ *   after 1 (.read): nothing was written; the rerun does it all.
+ *   after 3a (.intent): the ref names T among the intents; S is not in T yet.
+ *            The rerun reads S again: same T, it adds S (its own intent is
+ *            there already) and commits, dropping the intent; a new T: the
+ *            intent makes it remove S from the old T (harmless when absent).
+ *   after 3b (.added): S is in T and still in C, if any (two lists for a
+ *            moment); the ref names both (C, and T as an intent). The rerun
+ *            finds S in T, removes it from C, commits T. Had S changed
+ *            meanwhile, the rerun's target differs and it removes S from both
+ *            C and T: the intent written before the add is what lets it find
+ *            T (the test crash_after_every_step/move-then-change shows it).
+ *   after 4 (.removed): S is only in T; the ref still names C (absent S is a
+ *            no-op to remove). The rerun commits.
+ *   after 5 (.ref): everything is done but the check; the rerun reads, finds
+ *            nothing to do, and succeeds without a write.
+ * Every add is preceded by an intent naming its list, and an intent is dropped
+ * only by its owner after removing S from that list (or committing it), and C
+ * changes only after S was removed from the old C: so at every moment each
+ * list holding S is named by the ref, or is being cleaned by a live run.
+ *
+ * Concurrency (several workers, duplicates, stale and reordered messages): a
+ * message carries only keys, so a "stale" message runs with the current
+ * value. What can go stale is a run that read S before S changed. Such a round
+ * may add S to the old value's list, or remove S from the new one, but it
+ * cannot finish: step 6 sees a new ETag, and the next round works from the
+ * current value, adds S to the current T, and removes S from every list it
+ * added to (remembered in memory, and in the ref as intents in case it dies).
+ * A round that finishes read S before every write and saw the same ETag after
+ * the last one, so all its writes were right for the current value. Adds go
+ * only to the T a round computed and removals never touch it; conditional
+ * writes make the last write to each list a read-modify-write of its latest
+ * version, so no concurrent edit of a list is lost. Runs for different keys
+ * meet only on list entities and never lose each other's entries.
+ *
+ * What holds, honestly: once S stops changing and every message for it has
+ * run to success (crashed runs redelivered and run again), S is in exactly
+ * the list its value computes to (none when S is gone), and its ref names that
+ * list with no intents (no ref when S is gone). Each list is then exactly the
+ * sorted keys of the sources with its value. Not covered:
+ *   - a poisoned message (a permanent error: a bad template result, a list over
+ *     the limit; or too many failed deliveries) may leave its intent in the
+ *     ref. That is safe, not tidy: later runs keep removing S from that list;
+ *     the ref of a deleted source then stays with only that intent.
+ *   - a run that lost its lease (its message went to another worker, which
+ *     runs as the same owner) stops before its next write, but a write it
+ *     already sent can land after the other worker cleaned up and dropped the
+ *     owner's intents. If that write added S to a list S had just left (S
+ *     changed during the run too), nothing will find that entry. It takes a
+ *     lost lease, a change of S and that timing together; the runtime renews
+ *     leases while a job runs.
+ *   - editing or deleting ref entities by hand, or two jobs writing lists to
+ *     the same table and partition. Renaming the job orphans its refs: rebuild
+ *     the index (delete the list table and enqueue every source) instead.
+ *   - a source without the row_key/partition_key property, or with a value
+ *     the service refuses in a key (/ \ # ? or control characters), is a
+ *     permanent error: S keeps its old list until a later change. */
+#include <json-c/json.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ecw_clock.h"
+#include "ecw_job.h"
+#include "jobs_private.h"
+
+#define MAX_ROUNDS 8
+#define MAX_CAS 10
+/* The service allows 64 KiB of UTF-16 in one String property (32,768 code
+ * units; Azurite refuses more than 32 * 1024). A margin below it. */
+#define KEYS_MAX_UTF16 32000
+#define REF_PREFIX "~ref~"
+#define RESTART 1 /* internal: start a new round */
+
+struct index_list {
+	char *source, *table;
+	struct ecw_template *pk, *rk;
+};
+
+static void il_free(void *p)
+{
+	struct index_list *il = p;
+
+	if (!il)
+		return;
+	free(il->source);
+	free(il->table);
+	ecw_template_free(il->pk);
+	ecw_template_free(il->rk);
+	free(il);
+}
+
+static int il_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+{
+	static const char *const allowed[] = {"type",          "then",    "source", "table",
+	                                      "partition_key", "row_key", NULL};
+	struct index_list *il = calloc(1, sizeof(*il));
+	int bad = 0;
+
+	*out = NULL;
+	if (!il)
+		return -1;
+	bad |= ecw_node_check_keys(job, allowed, "index-list job", errs) > 0;
+	bad |= ecw_jobcfg_table(&il->source, job, "source", true, errs) < 0;
+	bad |= ecw_jobcfg_table(&il->table, job, "table", true, errs) < 0;
+	bad |= ecw_jobcfg_template(&il->pk, job, "partition_key", true, errs) < 0;
+	bad |= ecw_jobcfg_template(&il->rk, job, "row_key", true, errs) < 0;
+	if (!bad && strncmp(ecw_template_text(il->pk), REF_PREFIX, strlen(REF_PREFIX)) == 0) {
+		ecw_config_error(errs, ecw_node_get(job, "partition_key"),
+		                 "partition_key: \"" REF_PREFIX
+		                 "\" starts the partitions of the index's references");
+		bad = 1;
+	}
+	/* Table names are case-insensitive in the service. */
+	if (!bad && il->source && il->table && strcasecmp(il->source, il->table) == 0) {
+		ecw_config_error(errs, ecw_node_get(job, "table"),
+		                 "table: the lists need a table of their own, not the source table");
+		bad = 1;
+	}
+	if (bad) {
+		il_free(il);
+		return -1;
+	}
+	*out = il;
+	return 0;
+}
+
+static int il_prepare(const void *settings, struct ecw_client *c)
+{
+	const struct index_list *il = settings;
+	int err;
+
+	if ((err = ecw_table_create(NULL, c, il->source)) < 0)
+		return err;
+	return ecw_table_create(NULL, c, il->table);
+}
+
+/* ---- sorted sets of string tuples ---------------------------------------------------- */
+
+/* [pk, rk] pairs (a list's keys, width 2) or [lpk, lrk, owner] triples (a
+ * ref's intents, width 3), sorted and unique. Owns its strings. */
+struct tup {
+	char *s[3];
+};
+
+struct tuples {
+	struct tup *v;
+	size_t n, cap;
+	int width;
+};
+
+static void tuples_init(struct tuples *t, int width)
+{
+	memset(t, 0, sizeof(*t));
+	t->width = width;
+}
+
+static void tuples_dispose(struct tuples *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		for (int k = 0; k < t->width; k++)
+			free(t->v[i].s[k]);
+	free(t->v);
+	tuples_init(t, t->width);
+}
+
+static int tup_cmp(const struct tup *a, const char *const *key, int width)
+{
+	for (int k = 0; k < width; k++) {
+		int c = strcmp(a->s[k], key[k]);
+		if (c)
+			return c;
+	}
+	return 0;
+}
+
+/* True when key is in t; *pos is its index or where it would go. */
+static bool tuples_find(const struct tuples *t, const char *const *key, size_t *pos)
+{
+	size_t lo = 0, hi = t->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = tup_cmp(&t->v[mid], key, t->width);
+		if (c == 0) {
+			*pos = mid;
+			return true;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*pos = lo;
+	return false;
+}
+
+/* Adds a copy of key unless present. */
+static int tuples_add(struct tuples *t, const char *const *key)
+{
+	struct tup nt = {{NULL, NULL, NULL}};
+	size_t pos;
+
+	if (tuples_find(t, key, &pos))
+		return 0;
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 8;
+		struct tup *v = realloc(t->v, cap * sizeof(*v));
+		if (!v)
+			return ecw_error_set(ECW_ENOMEM, "out of memory");
+		t->v = v;
+		t->cap = cap;
+	}
+	for (int k = 0; k < t->width; k++)
+		if (!(nt.s[k] = strdup(key[k]))) {
+			for (int j = 0; j < k; j++)
+				free(nt.s[j]);
+			return ecw_error_set(ECW_ENOMEM, "out of memory");
+		}
+	memmove(&t->v[pos + 1], &t->v[pos], (t->n - pos) * sizeof(*t->v));
+	t->v[pos] = nt;
+	t->n++;
+	return 0;
+}
+
+static void tuples_remove_at(struct tuples *t, size_t pos)
+{
+	for (int k = 0; k < t->width; k++)
+		free(t->v[pos].s[k]);
+	memmove(&t->v[pos], &t->v[pos + 1], (t->n - pos - 1) * sizeof(*t->v));
+	t->n--;
+}
+
+static int tuples_copy(struct tuples *out, const struct tuples *t)
+{
+	int err;
+
+	tuples_init(out, t->width);
+	for (size_t i = 0; i < t->n; i++)
+		if ((err = tuples_add(out, (const char *const *)t->v[i].s)) < 0) {
+			tuples_dispose(out);
+			return err;
+		}
+	return 0;
+}
+
+/* Parses a JSON array of width-string arrays (what tuples_write wrote, or
+ * any order and duplicates). what names the property in errors. */
+static int tuples_parse(struct tuples *out, const char *json, size_t len, int width, const char *what)
+{
+	struct json_tokener *tok = json_tokener_new();
+	struct json_object *arr = NULL;
+	int err = 0;
+
+	tuples_init(out, width);
+	if (!tok)
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	if (len > (size_t)0x7fffffff || !(arr = json_tokener_parse_ex(tok, json, (int)len)) ||
+	    json_tokener_get_error(tok) != json_tokener_success ||
+	    !json_object_is_type(arr, json_type_array)) {
+		err = ecw_error_set(ECW_EINVALID, "%s is not a JSON array", what);
+		goto done;
+	}
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		struct json_object *item = json_object_array_get_idx(arr, i);
+		const char *key[3] = {NULL, NULL, NULL};
+		if (!json_object_is_type(item, json_type_array) ||
+		    json_object_array_length(item) != (size_t)width) {
+			err = ecw_error_set(ECW_EINVALID, "%s: item %zu is not an array of %d strings", what,
+			                    i, width);
+			goto done;
+		}
+		for (int k = 0; k < width; k++) {
+			struct json_object *s = json_object_array_get_idx(item, (size_t)k);
+			if (!json_object_is_type(s, json_type_string) ||
+			    strlen(json_object_get_string(s)) != (size_t)json_object_get_string_len(s)) {
+				err =
+				    ecw_error_set(ECW_EINVALID, "%s: item %zu is not an array of %d strings",
+				                  what, i, width);
+				goto done;
+			}
+			key[k] = json_object_get_string(s);
+		}
+		if ((err = tuples_add(out, key)) < 0)
+			goto done;
+	}
+done:
+	if (err < 0)
+		tuples_dispose(out);
+	json_object_put(arr);
+	json_tokener_free(tok);
+	return err;
+}
+
+static int json_string(struct ecw_buf *b, const char *s)
+{
+	int err = ecw_buf_addc(b, '"');
+
+	for (; err == 0 && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			if ((err = ecw_buf_addc(b, '\\')) == 0)
+				err = ecw_buf_addc(b, (char)c);
+		} else if (c < 0x20) {
+			err = ecw_buf_printf(b, "\\u%04x", c);
+		} else {
+			err = ecw_buf_addc(b, (char)c);
+		}
+	}
+	return err ? err : ecw_buf_addc(b, '"');
+}
+
+/* The compact JSON form: [["a","b"],["c","d"]]. */
+static int tuples_write(struct ecw_buf *out, const struct tuples *t)
+{
+	int err = ecw_buf_addc(out, '[');
+
+	for (size_t i = 0; err == 0 && i < t->n; i++) {
+		if (i && (err = ecw_buf_addc(out, ',')) < 0)
+			break;
+		err = ecw_buf_addc(out, '[');
+		for (int k = 0; err == 0 && k < t->width; k++)
+			if ((err = k ? ecw_buf_addc(out, ',') : 0) == 0)
+				err = json_string(out, t->v[i].s[k]);
+		if (err == 0)
+			err = ecw_buf_addc(out, ']');
+	}
+	return err ? err : ecw_buf_addc(out, ']');
+}
+
+/* How the service measures a String: UTF-16 code units. */
+static size_t utf16_units(const char *s, size_t n)
+{
+	size_t units = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if ((c & 0xC0) != 0x80)
+			units += c >= 0xF0 ? 2 : 1;
+	}
+	return units;
+}
+
+/* After each step: the crash point, and in test builds two more seams that
+ * put a worker at a chosen place in a race, so tests can stage the
+ * interleavings the argument above is about (a fast run rarely meets them):
+ *   ECW_TEST_PAUSE_AT=<step>:<ms>   pause that long after the step;
+ *   ECW_TEST_STEP_JITTER_MS=<ms>    a random pause of 0..ms after every step. */
+#ifdef ECW_TESTING
+static void step(const char *name)
+{
+	const char *pause = getenv("ECW_TEST_PAUSE_AT");
+	const char *jitter = getenv("ECW_TEST_STEP_JITTER_MS");
+	size_t n = strlen(name);
+	long ms;
+
+	ecw_crash_point(name);
+	if (pause && strncmp(pause, name, n) == 0 && pause[n] == ':' &&
+	    (ms = strtol(pause + n + 1, NULL, 10)) > 0)
+		ecw_sleep_ms(ms);
+	if (jitter && (ms = strtol(jitter, NULL, 10)) > 0)
+		ecw_sleep_ms((int64_t)(ecw_random_u32() % (uint32_t)(ms + 1)));
+}
+#else
+#define step(name) ((void)0)
+#endif
+
+/* ---- one run ------------------------------------------------------------------------------ */
+
+struct ref {
+	bool exists;
+	char *etag;
+	char *cpk, *crk;       /* the committed list; NULL when none */
+	struct tuples pending; /* width 3: [lpk, lrk, owner] */
+};
+
+struct run {
+	const struct index_list *il;
+	struct ecw_job_ctx *ctx;
+	const char *owner; /* this message's id: the owner of its intents */
+	char ref_pk[80];
+	char ref_rk[65];
+	struct tuples touched; /* width 2: lists this run added the key to */
+	/* this round */
+	bool src_exists;
+	char *src_etag;
+	char *tpk, *trk; /* the target list; NULL when none */
+	struct ref ref;
+	/* for the log's detail */
+	int conflicts, rounds;
+	bool added, removed;
+};
+
+static void ref_dispose(struct ref *f)
+{
+	free(f->etag);
+	free(f->cpk);
+	free(f->crk);
+	tuples_dispose(&f->pending);
+	memset(f, 0, sizeof(*f));
+	tuples_init(&f->pending, 3);
+}
+
+static void round_dispose(struct run *r)
+{
+	free(r->src_etag);
+	free(r->tpk);
+	free(r->trk);
+	r->src_etag = r->tpk = r->trk = NULL;
+	r->src_exists = false;
+	ref_dispose(&r->ref);
+}
+
+static bool same(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+static bool is_target(const struct run *r, const char *lpk, const char *lrk)
+{
+	return r->tpk && same(r->tpk, lpk) && same(r->trk, lrk);
+}
+
+/* A short random sleep after a lost race, growing with the attempt. */
+static void backoff(int attempt)
+{
+	uint32_t span = 10u << (attempt < 5 ? attempt : 5);
+	ecw_sleep_ms(1 + (int64_t)(ecw_random_u32() % span));
+}
+
+/* 404 for an entity that is not there, as opposed to a missing table (a
+ * deployment problem, left as the error it is: transient, retried, and in
+ * the log with the service's TableNotFound). */
+static bool entity_absent(int err)
+{
+	return err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0;
+}
+
+/* A lost race on a conditional write: counted, not an error. */
+static bool lost_race(struct run *r, int err)
+{
+	if (err != ECW_EPRECONDITION && err != ECW_ECONFLICT && !entity_absent(err))
+		return false;
+	r->conflicts++;
+	ecw_error_clear();
+	return true;
+}
+
+static int ref_row_key(char out[65], const char *pk, const char *rk)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	struct ecw_buf in;
+	int err;
+
+	ecw_buf_init(&in, 0);
+	/* Keys never hold NUL, so "pk NUL rk" is unambiguous. */
+	if ((err = ecw_buf_adds(&in, pk)) < 0 || (err = ecw_buf_add(&in, "", 1)) < 0 ||
+	    (err = ecw_buf_adds(&in, rk)) < 0)
+		goto done;
+	if (!EVP_Digest(in.ptr, in.len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32) {
+		err = ecw_error_set(ECW_ERROR, "SHA-256 failed");
+		goto done;
+	}
+	for (unsigned int i = 0; i < mdlen; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[64] = '\0';
+done:
+	ecw_buf_dispose(&in);
+	return err;
+}
+
+static const char *prop_string(const struct ecw_entity *e, const char *name)
+{
+	const struct ecw_prop *p = ecw_entity_get(e, name);
+	return p && p->type == ECW_EDM_STRING ? p->v.s : NULL;
+}
+
+/* The target list for the source as read: r->tpk/trk (both NULL when gone). */
+static int compute_target(struct run *r, const struct ecw_entity *src)
+{
+	struct ecw_buf pk, rk;
+	int err;
+
+	ecw_buf_init(&pk, 0);
+	ecw_buf_init(&rk, 0);
+	if ((err = ecw_template_render(&pk, r->il->pk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
+	    (err = ecw_template_render(&rk, r->il->rk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
+	    (err = ecw_key_check(ecw_buf_cstr(&pk), "partition_key result")) < 0 ||
+	    (err = ecw_key_check(ecw_buf_cstr(&rk), "row_key result")) < 0)
+		goto done;
+	if (strncmp(ecw_buf_cstr(&pk), REF_PREFIX, strlen(REF_PREFIX)) == 0) {
+		err = ecw_error_set(ECW_EINVALID,
+		                    "partition_key result '%.100s' starts with \"" REF_PREFIX
+		                    "\", reserved for the index's own references",
+		                    ecw_buf_cstr(&pk));
+		goto done;
+	}
+	r->tpk = ecw_buf_take(&pk);
+	r->trk = ecw_buf_take(&rk);
+	if (!r->tpk || !r->trk)
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+done:
+	ecw_buf_dispose(&pk);
+	ecw_buf_dispose(&rk);
+	return err;
+}
+
+/* Reads the source: existence and ETag; with want_target also the target. */
+static int read_source(bool *exists, char **etag, struct run *r, bool want_target)
+{
+	struct ecw_entity *src = NULL;
+	int err = ecw_table_get(&src, r->ctx->client, r->il->source, r->ctx->pk, r->ctx->rk);
+
+	*exists = false;
+	*etag = NULL;
+	if (entity_absent(err)) {
+		ecw_error_clear();
+		return 0;
+	}
+	if (err < 0)
+		return err;
+	*exists = true;
+	if (!(*etag = strdup(ecw_entity_etag(src) ? ecw_entity_etag(src) : "")))
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+	if (err == 0 && want_target && (err = compute_target(r, src)) < 0 && err == ECW_EINVALID) {
+		char msg[400];
+		snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, ecw_error_last()->message);
+		err = ecw_error_set(ECW_EINVALID, "index-list %s: source %s (%.100s, %.100s): %s",
+		                    r->ctx->job, r->il->source, r->ctx->pk, r->ctx->rk, msg);
+	}
+	ecw_entity_free(src);
+	return err;
+}
+
+static int ref_read(struct run *r)
+{
+	struct ecw_entity *e = NULL;
+	struct ref *f = &r->ref;
+	const char *spk, *srk, *cpk, *crk, *pending;
+	int err = ecw_table_get(&e, r->ctx->client, r->il->table, r->ref_pk, r->ref_rk);
+
+	ref_dispose(f);
+	if (entity_absent(err)) {
+		ecw_error_clear();
+		return 0;
+	}
+	if (err < 0)
+		return err;
+	spk = prop_string(e, "SourcePartitionKey");
+	srk = prop_string(e, "SourceRowKey");
+	if (!same(spk, r->ctx->pk) || !same(srk, r->ctx->rk)) {
+		err = ecw_error_set(ECW_EINVALID,
+		                    "index-list %s: the reference %s/%s in %s is not for (%.100s, %.100s): "
+		                    "edited by hand, or a SHA-256 collision",
+		                    r->ctx->job, r->ref_pk, r->ref_rk, r->il->table, r->ctx->pk, r->ctx->rk);
+		goto done;
+	}
+	f->exists = true;
+	cpk = prop_string(e, "ListPartitionKey");
+	crk = prop_string(e, "ListRowKey");
+	pending = prop_string(e, "Pending");
+	if (!(f->etag = strdup(ecw_entity_etag(e) ? ecw_entity_etag(e) : "")) ||
+	    (cpk && crk && (!(f->cpk = strdup(cpk)) || !(f->crk = strdup(crk))))) {
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+		goto done;
+	}
+	if (pending && (err = tuples_parse(&f->pending, pending, strlen(pending), 3, "Pending")) < 0) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, ecw_error_last()->message);
+		err = ecw_error_set(ECW_EINVALID, "index-list %s: the reference %s/%s in %s: %s", r->ctx->job,
+		                    r->ref_pk, r->ref_rk, r->il->table, msg);
+	}
+done:
+	ecw_entity_free(e);
+	return err;
+}
+
+/* Writes the ref as committed to (cpk, crk) (NULL: none) with pending, which
+ * moves into r->ref on success. RESTART when the ref changed since read. */
+static int ref_write(struct run *r, const char *cpk, const char *crk, struct tuples *pending)
+{
+	struct ecw_entity *e = NULL;
+	struct ecw_buf json;
+	char *etag = NULL, *ncpk = NULL, *ncrk = NULL;
+	int err;
+
+	ecw_buf_init(&json, 0);
+	if ((err = ecw_entity_new(&e, r->ref_pk, r->ref_rk)) < 0 ||
+	    (err = ecw_entity_set_string(e, "SourcePartitionKey", r->ctx->pk, strlen(r->ctx->pk))) < 0 ||
+	    (err = ecw_entity_set_string(e, "SourceRowKey", r->ctx->rk, strlen(r->ctx->rk))) < 0)
+		goto done;
+	if (cpk && ((err = ecw_entity_set_string(e, "ListPartitionKey", cpk, strlen(cpk))) < 0 ||
+	            (err = ecw_entity_set_string(e, "ListRowKey", crk, strlen(crk))) < 0))
+		goto done;
+	if (pending->n) {
+		if ((err = tuples_write(&json, pending)) < 0)
+			goto done;
+		if (utf16_units(json.ptr, json.len) > KEYS_MAX_UTF16) {
+			err = ecw_error_set(
+			    ECW_ETOOLARGE,
+			    "index-list %s: the reference of (%.100s, %.100s) would hold %zu pending "
+			    "intents, over one String property's limit",
+			    r->ctx->job, r->ctx->pk, r->ctx->rk, pending->n);
+			goto done;
+		}
+		if ((err = ecw_entity_set_string(e, "Pending", json.ptr, json.len)) < 0)
+			goto done;
+	}
+	if ((cpk && (!(ncpk = strdup(cpk)) || !(ncrk = strdup(crk))))) {
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+		goto done;
+	}
+	if ((err = ecw_job_check_lease(r->ctx)) < 0)
+		goto done;
+	err = ecw_table_write(&etag, r->ctx->client, r->il->table, e,
+	                      r->ref.exists ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT,
+	                      r->ref.exists ? r->ref.etag : NULL);
+	if (lost_race(r, err)) {
+		err = RESTART;
+		goto done;
+	}
+	if (err < 0)
+		goto done;
+	free(r->ref.etag);
+	free(r->ref.cpk);
+	free(r->ref.crk);
+	tuples_dispose(&r->ref.pending);
+	r->ref.exists = true;
+	r->ref.etag = etag;
+	r->ref.cpk = ncpk;
+	r->ref.crk = ncrk;
+	r->ref.pending = *pending;
+	tuples_init(pending, 3);
+	etag = ncpk = ncrk = NULL;
+done:
+	free(etag);
+	free(ncpk);
+	free(ncrk);
+	ecw_entity_free(e);
+	ecw_buf_dispose(&json);
+	return err;
+}
+
+/* Step 3a: records (lpk, lrk, owner) among the ref's intents. */
+static int ensure_intent(struct run *r, const char *lpk, const char *lrk)
+{
+	const char *key[3] = {lpk, lrk, r->owner};
+	struct tuples p;
+	size_t pos;
+	int err;
+
+	if (tuples_find(&r->ref.pending, key, &pos))
+		return 0;
+	if ((err = tuples_copy(&p, &r->ref.pending)) < 0)
+		return err;
+	if ((err = tuples_add(&p, key)) == 0 && (err = ref_write(r, r->ref.cpk, r->ref.crk, &p)) == 0)
+		step("index_list.intent");
+	tuples_dispose(&p);
+	return err;
+}
+
+/* The intents of others: this run's own removed. */
+static int others_intents(struct tuples *out, size_t *own, const struct run *r)
+{
+	int err;
+
+	*own = 0;
+	if ((err = tuples_copy(out, &r->ref.pending)) < 0)
+		return err;
+	for (size_t i = out->n; i-- > 0;)
+		if (strcmp(out->v[i].s[2], r->owner) == 0) {
+			tuples_remove_at(out, i);
+			(*own)++;
+		}
+	return 0;
+}
+
+/* ---- lists ------------------------------------------------------------------------------ */
+
+/* Reads a list: its keys and ETag (*etag NULL when absent). */
+static int list_read(struct tuples *keys, char **etag, struct run *r, const char *lpk, const char *lrk)
+{
+	struct ecw_entity *e = NULL;
+	const char *json;
+	int err = ecw_table_get(&e, r->ctx->client, r->il->table, lpk, lrk);
+
+	tuples_init(keys, 2);
+	*etag = NULL;
+	if (entity_absent(err)) {
+		ecw_error_clear();
+		return 0;
+	}
+	if (err < 0)
+		return err;
+	if (!(json = prop_string(e, "Keys"))) {
+		err = ecw_error_set(ECW_EINVALID,
+		                    "index-list %s: %s/%.100s/%.100s has no Keys string: is another job or "
+		                    "program writing that partition?",
+		                    r->ctx->job, r->il->table, lpk, lrk);
+	} else if ((err = tuples_parse(keys, json, strlen(json), 2, "Keys")) < 0) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, ecw_error_last()->message);
+		err = ecw_error_set(ECW_EINVALID, "index-list %s: list %s/%.100s/%.100s: %s", r->ctx->job,
+		                    r->il->table, lpk, lrk, msg);
+	} else if (!(*etag = strdup(ecw_entity_etag(e) ? ecw_entity_etag(e) : ""))) {
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+	}
+	if (err < 0)
+		tuples_dispose(keys);
+	ecw_entity_free(e);
+	return err;
+}
+
+/* The list entity for keys; checks the size limit. */
+static int list_entity(struct ecw_entity **out, struct run *r, const char *lpk, const char *lrk,
+                       const struct tuples *keys)
+{
+	struct ecw_buf json;
+	size_t units;
+	int err;
+
+	*out = NULL;
+	ecw_buf_init(&json, 0);
+	if ((err = tuples_write(&json, keys)) < 0)
+		goto done;
+	if ((units = utf16_units(json.ptr, json.len)) > KEYS_MAX_UTF16) {
+		err = ecw_error_set(
+		    ECW_ETOOLARGE,
+		    "index-list %s: list %s/%.80s/%.80s is too large: with (%.80s, %.80s) it would "
+		    "hold %zu keys, %zu UTF-16 characters of JSON in Keys, over the %d one String "
+		    "property may hold (64 KiB); make the lists finer (partition_key, row_key)",
+		    r->ctx->job, r->il->table, lpk, lrk, r->ctx->pk, r->ctx->rk, keys->n, units,
+		    KEYS_MAX_UTF16);
+		goto done;
+	}
+	if ((err = ecw_entity_new(out, lpk, lrk)) < 0 ||
+	    (err = ecw_entity_set_string(*out, "Keys", json.ptr, json.len)) < 0 ||
+	    (err = ecw_entity_set_int32(*out, "Count", (int32_t)keys->n)) < 0) {
+		ecw_entity_free(*out);
+		*out = NULL;
+	}
+done:
+	ecw_buf_dispose(&json);
+	return err;
+}
+
+/* Best effort, when giving up on adding to (lpk, lrk) for good: our intent
+ * for it guards nothing any more. Keeps the error being reported. */
+static void drop_intent(struct run *r, const char *lpk, const char *lrk)
+{
+	const char *key[3] = {lpk, lrk, r->owner};
+	struct ecw_error saved = *ecw_error_last();
+	struct tuples p;
+	size_t pos;
+
+	if (!tuples_find(&r->ref.pending, key, &pos) || tuples_copy(&p, &r->ref.pending) < 0)
+		return;
+	tuples_remove_at(&p, pos);
+	(void)!ref_write(r, r->ref.cpk, r->ref.crk, &p);
+	tuples_dispose(&p);
+	ecw_error_set(saved.code, "%s", saved.message);
+}
+
+/* Step 3: S into the target list (intent first). */
+static int list_add(struct run *r)
+{
+	const char *key[2] = {r->ctx->pk, r->ctx->rk};
+	const char *lpk = r->tpk, *lrk = r->trk;
+	int err = 0;
+
+	for (int attempt = 0; attempt < MAX_CAS; attempt++) {
+		struct tuples keys;
+		struct ecw_entity *e = NULL;
+		char *etag = NULL;
+		size_t pos;
+
+		if (attempt)
+			backoff(attempt);
+		if ((err = list_read(&keys, &etag, r, lpk, lrk)) < 0)
+			return err;
+		if (tuples_find(&keys, key, &pos)) {
+			tuples_dispose(&keys);
+			free(etag);
+			return 0;
+		}
+		if ((err = tuples_add(&keys, key)) == 0 &&
+		    (err = list_entity(&e, r, lpk, lrk, &keys)) == ECW_ETOOLARGE)
+			drop_intent(r, lpk, lrk);
+		tuples_dispose(&keys);
+		const char *list[2] = {lpk, lrk};
+		if (err == 0 && (err = ensure_intent(r, lpk, lrk)) == 0 &&
+		    (err = tuples_add(&r->touched, list)) == 0 && (err = ecw_job_check_lease(r->ctx)) == 0)
+			err = ecw_table_write(NULL, r->ctx->client, r->il->table, e,
+			                      etag ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT, etag);
+		ecw_entity_free(e);
+		free(etag);
+		if (err == 0) {
+			r->added = true;
+			step("index_list.added");
+			return 0;
+		}
+		if (err == RESTART || !lost_race(r, err))
+			return err;
+	}
+	return ecw_error_set(ECW_ETRANSIENT,
+	                     "index-list %s: list %s/%.100s/%.100s changed under us %d times in a row",
+	                     r->ctx->job, r->il->table, lpk, lrk, MAX_CAS);
+}
+
+/* Step 4 for one list: S out of (lpk, lrk); the list goes when it empties. */
+static int list_remove(struct run *r, const char *lpk, const char *lrk)
+{
+	const char *key[2] = {r->ctx->pk, r->ctx->rk};
+	int err = 0;
+
+	for (int attempt = 0; attempt < MAX_CAS; attempt++) {
+		struct tuples keys;
+		struct ecw_entity *e = NULL;
+		char *etag = NULL;
+		size_t pos;
+
+		if (attempt)
+			backoff(attempt);
+		if ((err = list_read(&keys, &etag, r, lpk, lrk)) < 0)
+			return err;
+		if (!etag || !tuples_find(&keys, key, &pos)) {
+			tuples_dispose(&keys);
+			free(etag);
+			return 0;
+		}
+		tuples_remove_at(&keys, pos);
+		if ((err = ecw_job_check_lease(r->ctx)) == 0) {
+			if (keys.n == 0)
+				err = ecw_table_delete(r->ctx->client, r->il->table, lpk, lrk, etag);
+			else if ((err = list_entity(&e, r, lpk, lrk, &keys)) == 0)
+				err = ecw_table_write(NULL, r->ctx->client, r->il->table, e, ECW_WRITE_UPDATE,
+				                      etag);
+		}
+		tuples_dispose(&keys);
+		ecw_entity_free(e);
+		free(etag);
+		if (err == 0) {
+			r->removed = true;
+			step("index_list.removed");
+			return 0;
+		}
+		if (!lost_race(r, err))
+			return err;
+	}
+	return ecw_error_set(ECW_ETRANSIENT,
+	                     "index-list %s: list %s/%.100s/%.100s changed under us %d times in a row",
+	                     r->ctx->job, r->il->table, lpk, lrk, MAX_CAS);
+}
+
+/* Step 4: every list the ref or this run knows, but the target. */
+static int remove_elsewhere(struct run *r)
+{
+	struct tuples lists;
+	int err = 0;
+
+	tuples_init(&lists, 2);
+	if (r->ref.cpk) {
+		const char *k[2] = {r->ref.cpk, r->ref.crk};
+		err = tuples_add(&lists, k);
+	}
+	for (size_t i = 0; err == 0 && i < r->ref.pending.n; i++)
+		err = tuples_add(&lists, (const char *const *)r->ref.pending.v[i].s);
+	for (size_t i = 0; err == 0 && i < r->touched.n; i++)
+		err = tuples_add(&lists, (const char *const *)r->touched.v[i].s);
+	for (size_t i = 0; err == 0 && i < lists.n; i++)
+		if (!is_target(r, lists.v[i].s[0], lists.v[i].s[1]))
+			err = list_remove(r, lists.v[i].s[0], lists.v[i].s[1]);
+	tuples_dispose(&lists);
+	return err;
+}
+
+/* Step 5: the ref names the target, without this run's intents. */
+static int commit(struct run *r)
+{
+	struct tuples others;
+	size_t own;
+	int err;
+
+	if ((err = others_intents(&others, &own, r)) < 0)
+		return err;
+	if (r->tpk) {
+		if (r->ref.exists && is_target(r, r->ref.cpk, r->ref.crk) && own == 0)
+			goto done;
+		err = ref_write(r, r->tpk, r->trk, &others);
+	} else {
+		if (!r->ref.exists || (others.n > 0 && !r->ref.cpk && own == 0))
+			goto done;
+		if (others.n == 0) {
+			if ((err = ecw_job_check_lease(r->ctx)) == 0)
+				err = ecw_table_delete(r->ctx->client, r->il->table, r->ref_pk, r->ref_rk,
+				                       r->ref.etag);
+			if (lost_race(r, err))
+				err = RESTART;
+			if (err == 0)
+				ref_dispose(&r->ref);
+		} else {
+			err = ref_write(r, NULL, NULL, &others);
+		}
+	}
+	if (err == 0)
+		step("index_list.ref");
+done:
+	tuples_dispose(&others);
+	return err;
+}
+
+/* One round: 0 done, RESTART, or an error. */
+static int round_once(struct run *r)
+{
+	bool exists;
+	char *etag = NULL;
+	int err;
+
+	if ((err = read_source(&r->src_exists, &r->src_etag, r, true)) < 0)
+		return err;
+	step("index_list.read");
+	if ((err = ref_read(r)) < 0)
+		return err;
+	if (r->tpk && (err = list_add(r)) != 0)
+		return err;
+	if ((err = remove_elsewhere(r)) < 0 || (err = commit(r)) != 0)
+		return err;
+	/* Step 6: was this round's value still the current one? */
+	if ((err = read_source(&exists, &etag, r, false)) < 0)
+		return err;
+	if (exists != r->src_exists || (exists && strcmp(etag, r->src_etag) != 0))
+		err = RESTART;
+	free(etag);
+	return err;
+}
+
+static int il_run(const void *settings, struct ecw_job_ctx *ctx)
+{
+	struct run r;
+	int err = 0;
+
+	memset(&r, 0, sizeof(r));
+	r.il = settings;
+	r.ctx = ctx;
+	r.owner = ctx->message_id ? ctx->message_id : ctx->trace_id ? ctx->trace_id : "";
+	tuples_init(&r.touched, 2);
+	tuples_init(&r.ref.pending, 3);
+	if ((err = ref_row_key(r.ref_rk, ctx->pk, ctx->rk)) < 0)
+		return err;
+	if (snprintf(r.ref_pk, sizeof(r.ref_pk), REF_PREFIX "%s~%.2s", ctx->job, r.ref_rk) >=
+	    (int)sizeof(r.ref_pk))
+		return ecw_error_set(ECW_EINVALID, "index-list: job name too long");
+	for (r.rounds = 1; r.rounds <= MAX_ROUNDS; r.rounds++) {
+		if (r.rounds > 1)
+			backoff(r.rounds);
+		err = round_once(&r);
+		round_dispose(&r);
+		if (err != RESTART)
+			break;
+	}
+	if (err == RESTART) {
+		r.rounds = MAX_ROUNDS;
+		err = ecw_error_set(
+		    ECW_ETRANSIENT,
+		    "index-list %s: (%.100s, %.100s) or its reference kept changing (%d rounds, "
+		    "%d lost races)",
+		    ctx->job, ctx->pk, ctx->rk, MAX_ROUNDS, r.conflicts);
+	}
+	if (err == 0)
+		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "%s rounds=%d conflicts=%d",
+		         r.added && r.removed ? "moved"
+		         : r.added            ? "added"
+		         : r.removed          ? "removed"
+		                              : "unchanged",
+		         r.rounds, r.conflicts);
+	tuples_dispose(&r.touched);
+	return err;
+}
+
+static const char *il_source(const void *settings)
+{
+	return ((const struct index_list *)settings)->source;
+}
+
+const struct ecw_job_type ecw_job_index_list = {
+    .name = "index-list",
+    .parse = il_parse,
+    .prepare = il_prepare,
+    .run = il_run,
+    .free = il_free,
+    .source_table = il_source,
+};

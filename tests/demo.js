@@ -1,0 +1,60 @@
+// demo.js - the application side of `make demo`, written with the official
+// Azure SDK for JavaScript: it seeds and changes entities the way an app
+// would, and shows what ecworker derived from them.
+//   node demo.js seed | change | show
+"use strict";
+const { TableClient } = require("@azure/data-tables");
+const cs = process.env.AZURE_STORAGE_CONNECTION_STRING;
+const table = (name) => TableClient.fromConnectionString(cs, name, { allowInsecureConnection: true });
+
+const employees = [
+	["Sales", "o'brien 001", "Pat", "O'Brien", "pat.obrien@example.com"],
+	["Sales", "jones 002", "Sam", "Jones", "sam.jones@example.com"],
+	["Ops", "jones 003", "Alex", "Jones", "alex.jones@example.com"],
+	["Ops", "zoë 004", "Zoë", "Smith", "zoe.smith@example.com"],
+];
+
+async function seed() {
+	for (const t of ["Employees", "Customers", "Orders"]) await table(t).createTable();
+	for (const [pk, rk, first, last, email] of employees)
+		await table("Employees").upsertEntity({ partitionKey: pk, rowKey: rk, FirstName: first,
+			LastName: last, Email: email, Salary: { value: "50000", type: "Double" } }, "Replace");
+	await table("Customers").upsertEntity({ partitionKey: "customers", rowKey: "c1", Name: "Contoso", Email: "buy@contoso.example" }, "Replace");
+	await table("Customers").upsertEntity({ partitionKey: "customers", rowKey: "c2", Name: "Fabrikam", Email: "orders@fabrikam.example" }, "Replace");
+	for (let i = 1; i <= 3; i++)
+		await table("Orders").upsertEntity({ partitionKey: "c1", rowKey: `order-${i}`, Total: 10 * i }, "Replace");
+	for (let i = 1; i <= 2; i++)
+		await table("Orders").upsertEntity({ partitionKey: "c2", rowKey: `order-${i}`, Total: 7 * i }, "Replace");
+}
+
+async function change() {
+	// Sam Jones marries and becomes Sam Smith; Contoso renames itself.
+	await table("Employees").updateEntity({ partitionKey: "Sales", rowKey: "jones 002", LastName: "Smith",
+		Email: "sam.smith@example.com" }, "Merge");
+	await table("Customers").updateEntity({ partitionKey: "customers", rowKey: "c1", Name: "Contoso Ltd" }, "Merge");
+}
+
+async function list(name, filter) {
+	const rows = [];
+	for await (const e of table(name).listEntities(filter ? { queryOptions: { filter } } : {})) rows.push(e);
+	return rows;
+}
+
+async function show() {
+	const idx = await list("EmployeeIndex");
+	console.log("EmployeeIndex, email partition (one entry per employee):");
+	for (const e of idx.filter((e) => e.partitionKey === "email"))
+		console.log(`  ${e.rowKey.padEnd(26)} -> ${e.SourcePartitionKey}/${e.SourceRowKey} (${e.FirstName} ${e.LastName})`);
+	console.log("EmployeeIndex, lastname partition (a sorted list of keys per value):");
+	for (const e of idx.filter((e) => e.partitionKey === "lastname"))
+		console.log(`  ${e.rowKey.padEnd(10)} ${e.Keys}`);
+	console.log("Orders (CustomerName and CustomerEmail copied from Customers):");
+	for (const e of await list("Orders"))
+		console.log(`  ${e.partitionKey}/${e.rowKey}  Total ${e.Total}  ${e.CustomerName} <${e.CustomerEmail}>`);
+	console.log("EmployeesArchive:");
+	for (const e of await list("EmployeesArchive"))
+		console.log(`  ${e.partitionKey}/${e.rowKey}  ${e.FirstName} ${e.LastName}`);
+}
+
+const cmds = { seed, change, show };
+cmds[process.argv[2]]().then(() => process.exit(0), (e) => { console.error("demo.js: " + e.message); process.exit(1); });
