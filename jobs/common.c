@@ -1,5 +1,6 @@
 /* common.c - reading the settings every job type has: table names and key
  * templates, with errors at the value's line and column. */
+#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,4 +46,31 @@ int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, c
 	}
 	free(text);
 	return rc;
+}
+
+int ecw_source_key_hash(char out[65], const char *pk, const char *rk)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	struct ecw_buf in;
+	int err;
+
+	ecw_buf_init(&in, 0);
+	/* Keys never hold NUL, so "pk NUL rk" is unambiguous. */
+	if ((err = ecw_buf_adds(&in, pk)) < 0 || (err = ecw_buf_add(&in, "", 1)) < 0 ||
+	    (err = ecw_buf_adds(&in, rk)) < 0)
+		goto done;
+	if (!EVP_Digest(in.ptr, in.len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32) {
+		err = ecw_error_set(ECW_ERROR, "SHA-256 failed");
+		goto done;
+	}
+	for (unsigned int i = 0; i < 32; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[64] = '\0';
+done:
+	ecw_buf_dispose(&in);
+	return err;
 }

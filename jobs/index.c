@@ -38,8 +38,9 @@
  *   1. "index.read"        GET the source (ETag s) and compute the entry E
  *                          and its location T, or none when the source is
  *                          gone. A missing template property (or a Binary
- *                          one), a result the service refuses as a key, or
- *                          a reserved one: permanent error, nothing written.
+ *                          one), a result the service refuses as a key, a
+ *                          reserved one, or (same table) the source's own
+ *                          keys: permanent error, nothing written.
  *   2. "index.registered"  GET the ref (ETag r). When L lacks T, or a
  *                          location this run wrote in an earlier round, add
  *                          them as pending (insert; or replace If-Match r).
@@ -51,7 +52,9 @@
  *                          ECW_ECONFLICT, transient (two sources swapping
  *                          values pass through this; a lasting duplicate is
  *                          retried until max_dequeue_count, then poisoned).
- *                          Never overwrites an entity that is no entry.
+ *                          Never overwrites an entity that is no entry:
+ *                          a permanent error (the registration stays; it
+ *                          is bookkeeping, and cleaning skips other data).
  *   4. "index.verified"    GET the source again: another ETag (or existence)
  *                          than in step 1 means E may be stale: start over.
  *   5. "index.cleaned"     for every location of L but T: delete the entry
@@ -124,7 +127,6 @@
  * In the source's own table (`table` = `source`), a message naming an entry
  * or a ref (`ecworker backfill` enqueues those too) is skipped ("not-a-source"),
  * and an entry that would replace its own source is a permanent error. */
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,19 +331,21 @@ static int compute_keys(struct ecw_buf *pk, struct ecw_buf *rk, const struct ind
 	    ecw_key_check(ecw_buf_cstr(rk), "row_key result") < 0) {
 		char why[256];
 		snprintf(why, sizeof(why), "%.250s", ecw_error_last()->message);
-		return ecw_error_set(ECW_EINVALID, "index of %s/%s: %s (partition_key '%s', row_key '%s')",
-		                     ecw_entity_pk(src), ecw_entity_rk(src), why, ecw_template_text(ix->pk),
-		                     ecw_template_text(ix->rk));
+		/* The log line has the source's keys: the reason comes first. */
+		return ecw_error_set(ECW_EINVALID, "%s (partition_key '%s', row_key '%s')", why,
+		                     ecw_template_text(ix->pk), ecw_template_text(ix->rk));
 	}
 	if (strncmp(ecw_buf_cstr(pk), REF_PREFIX, REF_PREFIX_LEN) == 0)
 		return ecw_error_set(ECW_EINVALID,
-		                     "index of %s/%s: partition_key result '%s' starts with '" REF_PREFIX
-		                     "', which is reserved for back-references",
-		                     ecw_entity_pk(src), ecw_entity_rk(src), ecw_buf_cstr(pk));
+		                     "partition_key result starts with '" REF_PREFIX
+		                     "', which is reserved for back-references: '%s'",
+		                     ecw_buf_cstr(pk));
 	if (ix->same_table && strcmp(ecw_buf_cstr(pk), ecw_entity_pk(src)) == 0 &&
 	    strcmp(ecw_buf_cstr(rk), ecw_entity_rk(src)) == 0)
-		return ecw_error_set(ECW_EINVALID, "index of %s/%s: the entry would replace its own source",
-		                     ecw_entity_pk(src), ecw_entity_rk(src));
+		return ecw_error_set(ECW_EINVALID,
+		                     "the index entry would replace its own source (partition_key "
+		                     "'%s', row_key '%s' in the source's table)",
+		                     ecw_template_text(ix->pk), ecw_template_text(ix->rk));
 	return 0;
 }
 
@@ -370,9 +374,9 @@ static int compute_entry(struct ecw_entity **out, const struct index *ix, const 
 			if (reserved_prop(p->name))
 				err = ecw_error_set(
 				    ECW_EINVALID,
-				    "source %s/%s has a property '%s', which the index entry uses "
-				    "itself; list `properties:` to leave it out",
-				    ecw_entity_pk(src), ecw_entity_rk(src), p->name);
+				    "the source has a property '%s', which the index entry uses "
+				    "itself: list `properties:` to leave it out",
+				    p->name);
 			else
 				err = ecw_entity_set_prop(e, p);
 		}
@@ -400,29 +404,13 @@ struct ref_keys {
 
 static int ref_keys(struct ref_keys *out, const char *job, const char *spk, const char *srk)
 {
-	static const char hex[] = "0123456789abcdef";
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	struct ecw_buf in;
 	int err;
 
-	ecw_buf_init(&in, 0);
-	if ((err = ecw_buf_add(&in, spk, strlen(spk) + 1)) < 0 || (err = ecw_buf_adds(&in, srk)) < 0)
-		goto done;
-	if (!EVP_Digest(in.ptr, in.len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32) {
-		err = ecw_error_set(ECW_ERROR, "SHA-256 failed");
-		goto done;
-	}
-	for (unsigned i = 0; i < 32; i++) {
-		out->rk[2 * i] = hex[md[i] >> 4];
-		out->rk[2 * i + 1] = hex[md[i] & 15];
-	}
-	out->rk[64] = '\0';
+	if ((err = ecw_source_key_hash(out->rk, spk, srk)) < 0)
+		return err;
 	if ((size_t)snprintf(out->pk, sizeof(out->pk), REF_PREFIX "%s~%.2s", job, out->rk) >= sizeof(out->pk))
-		err = ecw_error_set(ECW_EINVALID, "job name '%s' is too long for a back-reference key", job);
-done:
-	ecw_buf_dispose(&in);
-	return err;
+		return ecw_error_set(ECW_EINVALID, "job name '%s' is too long for a back-reference key", job);
+	return 0;
 }
 
 static bool is_ref_pk(const char *pk)
@@ -442,9 +430,9 @@ static int ref_locations(struct locs *out, bool *has_current, const struct ecw_e
 	if (!j || strcmp(j, job) != 0 || !owned_by(ref, spk, srk))
 		return ecw_error_set(
 		    ECW_EINVALID,
-		    "back-reference %s/%s is not job '%s''s for source %s/%s (it names job '%s', "
+		    "the back-reference at %s/%s belongs to another job or source (job '%s', "
 		    "source %s/%s): refusing to use it",
-		    ecw_entity_pk(ref), ecw_entity_rk(ref), job, spk, srk, j ? j : "?",
+		    ecw_entity_pk(ref), ecw_entity_rk(ref), j ? j : "?",
 		    str_prop(ref, P_SRC_PK) ? str_prop(ref, P_SRC_PK) : "?",
 		    str_prop(ref, P_SRC_RK) ? str_prop(ref, P_SRC_RK) : "?");
 	if (cpk && crk) {
@@ -512,29 +500,6 @@ static int ref_race(int err)
 	return err;
 }
 
-/* After each step: the crash point, and in test builds the two seams that
- * put a run at a chosen place in a race (the same as index_list.c's), so
- * tests can stage the interleavings the header argues about:
- *   ECW_TEST_PAUSE_AT=<step>:<ms>   pause that long after the step;
- *   ECW_TEST_STEP_JITTER_MS=<ms>    a random pause of 0..ms after every step. */
-#ifdef ECW_TESTING
-static void step(const char *name)
-{
-	const char *pause = getenv("ECW_TEST_PAUSE_AT");
-	const char *jitter = getenv("ECW_TEST_STEP_JITTER_MS");
-	size_t n = strlen(name);
-	long ms;
-
-	ecw_crash_point(name);
-	if (pause && strncmp(pause, name, n) == 0 && pause[n] == ':' &&
-	    (ms = strtol(pause + n + 1, NULL, 10)) > 0)
-		ecw_sleep_ms(ms);
-	if (jitter && (ms = strtol(jitter, NULL, 10)) > 0)
-		ecw_sleep_ms((int64_t)(ecw_random_u32() % (uint32_t)(ms + 1)));
-}
-#else
-#define step(name) ((void)0)
-#endif
 
 /* ---- one round ------------------------------------------------------------------------- */
 
@@ -611,10 +576,10 @@ static int taken(struct run *r, const struct ecw_entity *cur, const char *src_et
 	if (!same)
 		return RESTART;
 	return ecw_error_set(ECW_ECONFLICT,
-	                     "index key %s/%s of %s/%s is taken by source %s/%s, which computes to it too: "
-	                     "the index needs unique keys",
-	                     ecw_entity_pk(cur), ecw_entity_rk(cur), r->ctx->pk, r->ctx->rk,
-	                     str_prop(cur, P_SRC_PK), str_prop(cur, P_SRC_RK));
+	                     "index key taken by source %s/%s, which computes to it too (the index needs "
+	                     "unique keys): %s/%s",
+	                     str_prop(cur, P_SRC_PK), str_prop(cur, P_SRC_RK), ecw_entity_pk(cur),
+	                     ecw_entity_rk(cur));
 }
 
 /* Step 3: makes the entity at want's keys equal want (see the header). */
@@ -636,9 +601,10 @@ static int write_entry(struct run *r, const struct ecw_entity *want, const char 
 		} else if (!is_index_entry(cur)) {
 			err = ecw_error_set(
 			    ECW_EINVALID,
-			    "%s/%s in table %s is not an index entry (no SourcePartitionKey and "
-			    "SourceRowKey): refusing to overwrite it with the index entry of %s/%s",
-			    pk, rk, t, r->ctx->pk, r->ctx->rk);
+			    "an entity that is no index entry (it lacks SourcePartitionKey and "
+			    "SourceRowKey) is where the entry belongs: refusing to overwrite %s/%s "
+			    "in table %s",
+			    pk, rk, t);
 		} else if (owned_by(cur, r->ctx->pk, r->ctx->rk)) {
 			if (!ecw_entity_equal(cur, want) && (err = ecw_job_check_lease(r->ctx)) == 0)
 				err =
@@ -727,7 +693,7 @@ static int round_run(struct run *r)
 		if (!(src_etag = strdup(ecw_entity_etag(src))))
 			goto done_nomem;
 	}
-	step("index.read");
+	ecw_crash_point("index.read");
 
 	/* 2. read the reference, register T and this run's earlier writes */
 	if ((err = ecw_table_get(&ref, ctx->client, ix->table, r->ref.pk, r->ref.rk)) == ECW_ENOTFOUND) {
@@ -781,14 +747,14 @@ static int round_run(struct run *r)
 		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "missing");
 		goto done;
 	}
-	step("index.registered");
+	ecw_crash_point("index.registered");
 
 	/* 3. write (remembered first: a write that timed out may still land) */
 	if (want) {
 		if ((err = locs_add(&r->written, ecw_entity_pk(want), ecw_entity_rk(want))) < 0 ||
 		    (err = write_entry(r, want, src_etag)) != 0)
 			goto done;
-		step("index.written");
+		ecw_crash_point("index.written");
 	}
 
 	/* 4. verify */
@@ -798,7 +764,7 @@ static int round_run(struct run *r)
 		err = RESTART;
 		goto done;
 	}
-	step("index.verified");
+	ecw_crash_point("index.verified");
 
 	/* 5. clean */
 	for (size_t i = 0; i < need.n; i++) {
@@ -808,7 +774,7 @@ static int round_run(struct run *r)
 		if ((err = clean_location(r, &need.v[i])) < 0)
 			goto done;
 	}
-	step("index.cleaned");
+	ecw_crash_point("index.cleaned");
 
 	/* 6. commit */
 	if ((err = ecw_job_check_lease(ctx)) < 0)
@@ -825,7 +791,7 @@ static int round_run(struct run *r)
 	}
 	if (err == 0) {
 		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), want ? "indexed" : "removed");
-		step("index.committed");
+		ecw_crash_point("index.committed");
 	}
 	goto done;
 done_nomem:

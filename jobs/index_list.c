@@ -117,7 +117,6 @@
  *     the service refuses in a key (/ \ # ? or control characters), is a
  *     permanent error: S keeps its old list until a later change. */
 #include <json-c/json.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -404,29 +403,6 @@ static size_t utf16_units(const char *s, size_t n)
 	return units;
 }
 
-/* After each step: the crash point, and in test builds two more seams that
- * put a worker at a chosen place in a race, so tests can stage the
- * interleavings the argument above is about (a fast run rarely meets them):
- *   ECW_TEST_PAUSE_AT=<step>:<ms>   pause that long after the step;
- *   ECW_TEST_STEP_JITTER_MS=<ms>    a random pause of 0..ms after every step. */
-#ifdef ECW_TESTING
-static void step(const char *name)
-{
-	const char *pause = getenv("ECW_TEST_PAUSE_AT");
-	const char *jitter = getenv("ECW_TEST_STEP_JITTER_MS");
-	size_t n = strlen(name);
-	long ms;
-
-	ecw_crash_point(name);
-	if (pause && strncmp(pause, name, n) == 0 && pause[n] == ':' &&
-	    (ms = strtol(pause + n + 1, NULL, 10)) > 0)
-		ecw_sleep_ms(ms);
-	if (jitter && (ms = strtol(jitter, NULL, 10)) > 0)
-		ecw_sleep_ms((int64_t)(ecw_random_u32() % (uint32_t)(ms + 1)));
-}
-#else
-#define step(name) ((void)0)
-#endif
 
 /* ---- one run ------------------------------------------------------------------------------ */
 
@@ -511,29 +487,7 @@ static bool lost_race(struct run *r, int err)
 
 static int ref_row_key(char out[65], const char *pk, const char *rk)
 {
-	static const char hex[] = "0123456789abcdef";
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	struct ecw_buf in;
-	int err;
-
-	ecw_buf_init(&in, 0);
-	/* Keys never hold NUL, so "pk NUL rk" is unambiguous. */
-	if ((err = ecw_buf_adds(&in, pk)) < 0 || (err = ecw_buf_add(&in, "", 1)) < 0 ||
-	    (err = ecw_buf_adds(&in, rk)) < 0)
-		goto done;
-	if (!EVP_Digest(in.ptr, in.len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32) {
-		err = ecw_error_set(ECW_ERROR, "SHA-256 failed");
-		goto done;
-	}
-	for (unsigned int i = 0; i < mdlen; i++) {
-		out[2 * i] = hex[md[i] >> 4];
-		out[2 * i + 1] = hex[md[i] & 15];
-	}
-	out[64] = '\0';
-done:
-	ecw_buf_dispose(&in);
-	return err;
+	return ecw_source_key_hash(out, pk, rk);
 }
 
 static const char *prop_string(const struct ecw_entity *e, const char *name)
@@ -721,7 +675,7 @@ static int ensure_intent(struct run *r, const char *lpk, const char *lrk)
 	if ((err = tuples_copy(&p, &r->ref.pending)) < 0)
 		return err;
 	if ((err = tuples_add(&p, key)) == 0 && (err = ref_write(r, r->ref.cpk, r->ref.crk, &p)) == 0)
-		step("index_list.intent");
+		ecw_crash_point("index_list.intent");
 	tuples_dispose(&p);
 	return err;
 }
@@ -863,7 +817,7 @@ static int list_add(struct run *r)
 		free(etag);
 		if (err == 0) {
 			r->added = true;
-			step("index_list.added");
+			ecw_crash_point("index_list.added");
 			return 0;
 		}
 		if (err == RESTART || !lost_race(r, err))
@@ -908,7 +862,7 @@ static int list_remove(struct run *r, const char *lpk, const char *lrk)
 		free(etag);
 		if (err == 0) {
 			r->removed = true;
-			step("index_list.removed");
+			ecw_crash_point("index_list.removed");
 			return 0;
 		}
 		if (!lost_race(r, err))
@@ -970,7 +924,7 @@ static int commit(struct run *r)
 		}
 	}
 	if (err == 0)
-		step("index_list.ref");
+		ecw_crash_point("index_list.ref");
 done:
 	tuples_dispose(&others);
 	return err;
@@ -985,7 +939,7 @@ static int round_once(struct run *r)
 
 	if ((err = read_source(&r->src_exists, &r->src_etag, r, true)) < 0)
 		return err;
-	step("index_list.read");
+	ecw_crash_point("index_list.read");
 	if ((err = ref_read(r)) < 0)
 		return err;
 	if (r->tpk && (err = list_add(r)) != 0)

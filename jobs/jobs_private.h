@@ -42,10 +42,16 @@ int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bo
 int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
 			struct ecw_config_errors *errs);
 
-/* Named crash points: in test builds, a process started with
- * ECW_CRASH_AT=<name> dies (_exit(86)) the moment a job passes that point, so
- * tests can stop a job dead after any step and check a fresh worker
- * converges. In the shipped binary they compile to nothing. */
+/* The hex SHA-256 of "pk NUL rk": a fixed-length, key-safe, unambiguous name
+ * for a source entity, whatever its keys hold (back-references use it). */
+int ecw_source_key_hash(char out[65], const char *pk, const char *rk) ECW_MUST_USE;
+
+/* Named crash points, after each step of a job. In test builds, a process
+ * started with ECW_CRASH_AT=<name> dies (_exit(86)) the moment a job passes
+ * that point, so tests can stop a job dead after any step and check that a
+ * fresh worker converges; ECW_TEST_PAUSE_AT=<name>:<ms> pauses there and
+ * ECW_TEST_STEP_JITTER_MS=<ms> pauses randomly at every point, to stage
+ * races. In the shipped binary they compile to nothing. */
 #ifdef ECW_TESTING
 void ecw_crash_point(const char *name);
 #else

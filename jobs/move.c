@@ -4,8 +4,14 @@
  *   1. GET the source (its ETag E).          absent: done (detail "already-moved"
  *                                            or "missing"; a missing TABLE is
  *                                            an error, not "moved")
- *   2. insert-or-replace an identical copy   (every property, exact EDM types,
- *      into `to` (re-keyed by templates)     keys from to_partition_key/row_key)
+ *   2. write an identical copy into `to`     (every property, exact EDM types,
+ *      (re-keyed by templates), but only     keys from to_partition_key/row_key):
+ *      over the target as read while the     read the target, read the source
+ *      source was still that version         again (same ETag, else start over),
+ *                                            insert if the target was absent or
+ *                                            update If-Match its ETag; 404, 409
+ *                                            or 412 mean another run or the
+ *                                            application wrote: start over
  *   3. DELETE the source with If-Match: E    412: it changed after step 1, so
  *                                            start over with the newer version;
  *                                            404: someone finished the move
@@ -19,9 +25,16 @@
  *            written, and only in the version that was copied (If-Match).
  *   after 3: the entity is only in `to`; the message was not deleted, so it
  *            comes back; step 1 finds no source: success. Converged.
- * Duplicates and competing workers: two runs may both copy (same content, last
- * write wins with equal data) and race to delete; If-Match lets at most one
- * delete succeed, the other sees 404 and is done. A source changed between a
+ * Duplicates and competing workers: a run that read an older version can
+ * never put it over a newer copy (or, restoring, over what the application
+ * wrote to the live table since): its conditional copy fails and it starts
+ * over, finding the source gone or newer. Deletes race under If-Match: at
+ * most one succeeds, the other sees 404 and is done. (Found by the
+ * four-worker test's author: an unconditional copy lost updates.)
+ * Limit: with a re-keying template over a property that changes between two
+ * overlapping runs, the older run's copy can land at the OLD target key; the
+ * source's delete then succeeds for the newer run only, and the older copy
+ * stays under its old key. A source changed between a
  * run's read and its delete is never lost: the delete fails with 412 and the
  * run starts over with the new version, replacing the older copy. */
 #include <stdio.h>
@@ -134,6 +147,38 @@ static int source_missing(const struct move *m, struct ecw_job_ctx *ctx)
 	return 0;
 }
 
+#define RESTART 1
+
+/* Writes the copy only over the target as it was when the source was known
+ * current: the target is read, the source read again (same ETag), and the
+ * copy inserted (target absent) or written If-Match the target's ETag. A
+ * run that overlaps another (duplicate messages) therefore never puts an
+ * older copy over a newer one, nor over what the application wrote since:
+ * it gets 404, 409 or 412 and starts over (RESTART). */
+static int write_copy(const struct move *m, struct ecw_job_ctx *ctx, const struct ecw_entity *src,
+		      const struct ecw_entity *copy)
+{
+	struct ecw_entity *target = NULL, *again = NULL;
+	int err;
+
+	err = ecw_table_get(&target, ctx->client, m->to, ecw_entity_pk(copy), ecw_entity_rk(copy));
+	if (err < 0 && (err != ECW_ENOTFOUND || strcmp(ecw_error_last()->service_code, "TableNotFound") == 0))
+		return err;
+	err = ecw_table_get(&again, ctx->client, m->from, ctx->pk, ctx->rk);
+	if (err == 0 && strcmp(ecw_entity_etag(again), ecw_entity_etag(src)) != 0)
+		err = RESTART; /* changed since the first read */
+	else if (err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0)
+		err = RESTART; /* someone moved it meanwhile */
+	if (err == 0 && (err = ecw_job_check_lease(ctx)) == 0)
+		err = target ? ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_UPDATE, ecw_entity_etag(target))
+			     : ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_INSERT, NULL);
+	if (err == ECW_ECONFLICT || err == ECW_EPRECONDITION || (target && err == ECW_ENOTFOUND))
+		err = RESTART; /* the target changed under us */
+	ecw_entity_free(target);
+	ecw_entity_free(again);
+	return err;
+}
+
 static int move_run(const void *settings, struct ecw_job_ctx *ctx)
 {
 	const struct move *m = settings;
@@ -156,9 +201,14 @@ static int move_run(const void *settings, struct ecw_job_ctx *ctx)
 			ecw_entity_free(src);
 			return 0;
 		}
-		if (err == 0 && (err = ecw_job_check_lease(ctx)) == 0)
-			err = ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_INSERT_OR_REPLACE, NULL);
+		if (err == 0)
+			err = write_copy(m, ctx, src, copy);
 		ecw_entity_free(copy);
+		if (err == RESTART) {
+			ecw_entity_free(src);
+			ecw_error_clear();
+			continue;
+		}
 		if (err < 0) {
 			ecw_entity_free(src);
 			return err;

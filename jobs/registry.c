@@ -68,14 +68,24 @@ bool ecw_job_err_is_permanent(int err)
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "ecw_clock.h"
 #include "jobs_private.h"
 
 void ecw_crash_point(const char *name)
 {
 	const char *at = getenv("ECW_CRASH_AT");
+	const char *pause = getenv("ECW_TEST_PAUSE_AT");
+	const char *jitter = getenv("ECW_TEST_STEP_JITTER_MS");
+	size_t n = strlen(name);
+	long ms;
 
 	/* Dies as a crash would: no cleanup, no flush, no settling. */
 	if (at && strcmp(at, name) == 0)
 		_exit(86);
+	/* Staging races: pause after one step, or a random pause after each. */
+	if (pause && strncmp(pause, name, n) == 0 && pause[n] == ':' && (ms = strtol(pause + n + 1, NULL, 10)) > 0)
+		ecw_sleep_ms(ms);
+	if (jitter && (ms = strtol(jitter, NULL, 10)) > 0)
+		ecw_sleep_ms((int64_t)(ecw_random_u32() % (uint32_t)(ms + 1)));
 }
 #endif

@@ -31,13 +31,18 @@ int ecw_error_set(int code, const char *fmt, ...)
 {
 	va_list ap;
 
+	char msg[sizeof(last.message)];
+
+	/* Format first: the arguments may point into `last` itself (callers
+	 * rewrap the last error's message). */
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 	last.code = code;
 	last.http_status = 0;
 	last.service_code[0] = '\0';
 	last.request_id[0] = '\0';
-	va_start(ap, fmt);
-	vsnprintf(last.message, sizeof(last.message), fmt, ap);
-	va_end(ap);
+	memcpy(last.message, msg, sizeof(msg));
 	flatten(last.message);
 	return code;
 }
@@ -47,13 +52,19 @@ int ecw_error_set_http(int code, int http_status, const char *service_code,
 {
 	va_list ap;
 
+	char msg[sizeof(last.message)], sc[sizeof(last.service_code)], rid[sizeof(last.request_id)];
+
+	/* As above: every argument may point into `last`. */
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	copy_field(sc, sizeof(sc), service_code);
+	copy_field(rid, sizeof(rid), request_id);
 	last.code = code;
 	last.http_status = http_status;
-	copy_field(last.service_code, sizeof(last.service_code), service_code);
-	copy_field(last.request_id, sizeof(last.request_id), request_id);
-	va_start(ap, fmt);
-	vsnprintf(last.message, sizeof(last.message), fmt, ap);
-	va_end(ap);
+	memcpy(last.service_code, sc, sizeof(sc));
+	memcpy(last.request_id, rid, sizeof(rid));
+	memcpy(last.message, msg, sizeof(msg));
 	flatten(last.message);
 	return code;
 }

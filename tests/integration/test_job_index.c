@@ -5,11 +5,13 @@
  * properties and EDM types, nothing else): the happy path, every message run
  * twice, a changed indexed value, a stale message after a newer change, a
  * deleted source, reordered messages, two workers racing on quick changes,
- * two sources swapping values and a duplicate key, a crash right after every
- * step (ECW_CRASH_AT) followed by a fresh worker, permanent errors for a
- * missing template property and an invalid or reserved key, the
- * `properties:` variants, every EDM type, an index in its source's own table,
- * and the configuration errors. Each case has its own queue and tables. */
+ * two sources swapping values and a duplicate key, three staged races
+ * (ECW_TEST_PAUSE_AT) in which a round that read an older source finishes
+ * last, a crash right after every step (ECW_CRASH_AT) followed by a fresh
+ * worker, permanent errors for a missing template property and an invalid or
+ * reserved key, the `properties:` variants, every EDM type, an index in its
+ * source's own table (and never writing over other data there), and the
+ * configuration errors. Each case has its own queues and tables. */
 #include "itest.h"
 #include "proc.h"
 
@@ -23,7 +25,7 @@
 #define JOB "by-email"
 #define MAX_EXTRA 64
 
-/* ---- fixture --------------------------------------------------------------------------- */
+/* ---- fixture ------------------------------------------------------------------------------------ */
 
 struct ix {
 	struct itest *t; /* client; t->queue the job queue, t->table the source, t->table2 the index */
@@ -82,7 +84,7 @@ static const char *extra_table(struct ix *x)
 	return x->extra_t[x->nt++];
 }
 
-/* ---- the worker -------------------------------------------------------------------------- */
+/* ---- the worker --------------------------------------------------------------------------------- */
 
 struct wopts {
 	const char *queue;      /* NULL: the fixture's */
@@ -196,7 +198,7 @@ static void finish(struct proc *p, int n)
 	proc_assert_logs_clean();
 }
 
-/* ---- storage helpers ---------------------------------------------------------------------- */
+/* ---- storage helpers ---------------------------------------------------------------------------- */
 
 static void enqueue_on(struct ix *x, const char *queue, const char *job, const char *pk, const char *rk,
                        int delay_s)
@@ -294,7 +296,9 @@ static void free_entities(struct ecw_entity **v, size_t n)
 static size_t count_entities(struct ix *x, const char *table)
 {
 	size_t n = 0;
-	free_entities(all_entities(&n, x, table), n);
+	struct ecw_entity **v = all_entities(&n, x, table);
+
+	free_entities(v, n);
 	return n;
 }
 
@@ -328,7 +332,7 @@ static const char *json_of(const struct ecw_entity *e)
 	return text[k];
 }
 
-/* ---- the recomputation ------------------------------------------------------------------- */
+/* ---- the recomputation -------------------------------------------------------------------------- */
 
 struct spec {
 	const char *job;            /* NULL: JOB */
@@ -461,7 +465,7 @@ static size_t check_recompute(struct ix *x, const struct spec *sp)
 
 static const struct spec DEFAULT_SPEC = {NULL, NULL, NULL, FIRST_LAST};
 
-/* ---- 1. the happy path -------------------------------------------------------------------- */
+/* ---- 1. the happy path -------------------------------------------------------------------------- */
 
 /* Hostile keys (quotes, URL and OData specials, non-ASCII, 400-character
  * keys whose reference must be hashed), a source without LastName. */
@@ -518,7 +522,7 @@ static void test_job_index__happy_path(void **state)
 	finish(&p, 1);
 }
 
-/* ---- 2. every message twice ------------------------------------------------------------------ */
+/* ---- 2. every message twice --------------------------------------------------------------------- */
 
 static void test_job_index__run_twice(void **state)
 {
@@ -550,7 +554,7 @@ static void test_job_index__run_twice(void **state)
 	finish(&p, 1);
 }
 
-/* ---- 3. the indexed value changes ------------------------------------------------------------ */
+/* ---- 3. the indexed value changes --------------------------------------------------------------- */
 
 static void test_job_index__indexed_value_changed(void **state)
 {
@@ -621,7 +625,7 @@ static void test_job_index__stale_message_after_newer_change(void **state)
 	finish(&p, 1);
 }
 
-/* ---- 5. the source is deleted -------------------------------------------------------------------- */
+/* ---- 5. the source is deleted ------------------------------------------------------------------- */
 
 static void test_job_index__source_deleted(void **state)
 {
@@ -655,7 +659,7 @@ static void test_job_index__source_deleted(void **state)
 	finish(&p, 1);
 }
 
-/* ---- 6. messages out of order ------------------------------------------------------------------------ */
+/* ---- 6. messages out of order ------------------------------------------------------------------- */
 
 /* Five employees go through four versions each (new e-mail, new name, gone,
  * back); the message of each change is put with a visibility delay that
@@ -693,8 +697,7 @@ static void test_job_index__reordered_messages(void **state)
 	finish(&p, 1);
 }
 
-/* ---- 7. two workers, quick changes ----------------------------------------------------------------------
- */
+/* ---- 7. two workers, quick changes -------------------------------------------------------------- */
 
 /* Two workers with eight job threads each, and a stream of changes to the
  * same few employees (new values, deletions, re-creations), each followed
@@ -735,8 +738,7 @@ static void test_job_index__concurrent_workers(void **state)
 	finish(p, 2);
 }
 
-/* ---- 8. two sources swap values; a duplicate key ----------------------------------------------------------
- */
+/* ---- 8. two sources swap values; a duplicate key ------------------------------------------------ */
 
 static void test_job_index__swap_and_duplicate_key(void **state)
 {
@@ -788,7 +790,7 @@ static void test_job_index__swap_and_duplicate_key(void **state)
 	finish(&p, 1);
 }
 
-/* ---- 8b. staged races: a round that read an older source finishes last ------------------------ */
+/* ---- 8b. staged races: a round that read an older source finishes last -------------------------- */
 
 static size_t visible(struct ix *x, const char *queue)
 {
@@ -812,7 +814,7 @@ static void wait_taken(struct ix *x, struct proc *p, const char *queue)
 		            proc_tail(p->log_path, 20));
 		itest_sleep_ms(20);
 	}
-	itest_sleep_ms(300);
+	itest_sleep_ms(500);
 }
 
 /* The run's log line says it went round again ("... rounds=N"). */
@@ -859,7 +861,7 @@ static void test_job_index__stale_round_finishes_last(void **state)
 	oa.concurrency = 1;
 
 	/* 1. */
-	start_worker(&a, x, "index-race-a1", &oa, "ECW_TEST_PAUSE_AT=index.read:2000");
+	start_worker(&a, x, "index-race-a1", &oa, "ECW_TEST_PAUSE_AT=index.read:2500");
 	enqueue_on(x, qa, JOB, "Sales", "001", 0);
 	wait_taken(x, &a, qa);
 	put_employee(x, "Sales", "001", "v2@example.com");
@@ -878,7 +880,7 @@ static void test_job_index__stale_round_finishes_last(void **state)
 	put_employee(x, "Sales", "001", "v3@example.com");
 	enqueue(x, "Sales", "001");
 	wait_outcomes(&b, 1, 3, "succeeded", 20000);
-	start_worker(&a, x, "index-race-a2", &oa, "ECW_TEST_PAUSE_AT=index.registered:2000");
+	start_worker(&a, x, "index-race-a2", &oa, "ECW_TEST_PAUSE_AT=index.registered:2500");
 	enqueue_on(x, qa, JOB, "Sales", "001", 0);
 	wait_taken(x, &a, qa);
 	put_employee(x, "Sales", "001", "v4@example.com");
@@ -894,7 +896,7 @@ static void test_job_index__stale_round_finishes_last(void **state)
 
 	/* 3. */
 	ECW_ASSERT_OK(ecw_table_delete(x->t->client, x->t->table, "Sales", "001", "*"));
-	start_worker(&a, x, "index-race-a3", &oa, "ECW_TEST_PAUSE_AT=index.verified:2000");
+	start_worker(&a, x, "index-race-a3", &oa, "ECW_TEST_PAUSE_AT=index.verified:2500");
 	enqueue_on(x, qa, JOB, "Sales", "001", 0);
 	wait_taken(x, &a, qa);
 	put_employee(x, "Sales", "001", "v4@example.com");
@@ -909,8 +911,7 @@ static void test_job_index__stale_round_finishes_last(void **state)
 	finish(&b, 1);
 }
 
-/* ---- 9. a crash right after every step -------------------------------------------------------------------
- */
+/* ---- 9. a crash right after every step ---------------------------------------------------------- */
 
 /* Each scenario starts from a built index (CREATE: from none), changes the
  * source (DELETE: deletes it), and runs the message on a worker that dies
@@ -1041,8 +1042,7 @@ static void test_job_index__crash_after_every_step(void **state)
 	proc_assert_logs_clean();
 }
 
-/* ---- 10. permanent errors
- * ----------------------------------------------------------------------------------- */
+/* ---- 10. permanent errors ----------------------------------------------------------------------- */
 
 static struct json_object *message_line(struct proc_log *log, const char *rk)
 {
@@ -1072,6 +1072,21 @@ static void test_job_index__missing_template_property(void **state)
 	            proc_field(l, "error"));
 	proc_log_dispose(&log);
 	assert_int_equal(count_entities(x, x->t->table2), 0);
+
+	/* The envelope on the poison queue says the same. */
+	struct ecw_queue_msg *m = NULL;
+	size_t n = 0;
+	ECW_ASSERT_OK(ecw_queue_receive(&m, &n, x->t->client, x->poison, 1, 30));
+	assert_int_equal(n, 1);
+	struct json_object *env = json_tokener_parse(m[0].text), *v;
+	ITEST_CHECK(env != NULL, "the poison message is not JSON: %s", m[0].text);
+	assert_true(json_object_object_get_ex(env, "reason", &v));
+	assert_string_equal(json_object_get_string(v), "permanent");
+	assert_true(json_object_object_get_ex(env, "error", &v));
+	ITEST_CHECK(strstr(json_object_get_string(v), "'Email'") != NULL, "envelope error: %s",
+	            json_object_get_string(v));
+	json_object_put(env);
+	ecw_queue_msgs_free(m, n);
 	finish(&p, 1);
 }
 
@@ -1125,8 +1140,7 @@ static void test_job_index__invalid_key_result(void **state)
 	finish(&p, 1);
 }
 
-/* ---- 11. properties: [] and omitted (= all)
- * ------------------------------------------------------------------ */
+/* ---- 11. properties: [] and omitted (= all) ----------------------------------------------------- */
 
 static void test_job_index__properties_none_and_all(void **state)
 {
@@ -1168,8 +1182,7 @@ static void test_job_index__properties_none_and_all(void **state)
 	finish(&p, 1);
 }
 
-/* ---- 12. every EDM type copied exactly
- * ---------------------------------------------------------------------- */
+/* ---- 12. every EDM type copied exactly ---------------------------------------------------------- */
 
 static void test_job_index__every_edm_type_copied_exactly(void **state)
 {
@@ -1224,8 +1237,7 @@ static void test_job_index__every_edm_type_copied_exactly(void **state)
 	finish(&p, 1);
 }
 
-/* ---- 13. an index in its source's own table
- * ------------------------------------------------------------------- */
+/* ---- 13. an index in its source's own table ----------------------------------------------------- */
 
 /* The inter-partition pattern: entries under "email_<dept>" next to the
  * employees. Messages naming an entry or a reference (as a backfill over
@@ -1267,8 +1279,65 @@ static void test_job_index__same_table(void **state)
 	finish(&p, 1);
 }
 
-/* ---- 14. configuration errors
- * ------------------------------------------------------------------------------------ */
+/* In a shared table the index never writes over data that is not its own
+ * entry: an entity already at the entry's keys, or the source itself. */
+static void test_job_index__never_overwrites_other_data(void **state)
+{
+	struct ix *x = *state;
+	struct wopts o = WOPTS_DEFAULT;
+	struct proc p;
+	struct proc_log log;
+	char jobs[1024];
+	struct ecw_entity *e = NULL;
+
+	ensure_table(x, x->t->table);
+	itest_queue(x->t);
+	ECW_ASSERT_OK(ecw_entity_new(&e, "email_Sales", "clash@example.com"));
+	set_str(e, "Note", "someone else's data");
+	upsert(x, x->t->table, e);
+	put_employee(x, "Sales", "001", "clash@example.com");
+	put_employee(x, "Sales", "me@example.com", "me@example.com");
+	default_job(jobs, sizeof(jobs), x, JOB, NULL, x->t->table, "[]");
+	snprintf(jobs + strlen(jobs), sizeof(jobs) - strlen(jobs),
+	         "  self: {type: index, source: %s, table: %s, partition_key: \"{PartitionKey}\", row_key: "
+	         "\"{Email}\"}\n",
+	         x->t->table, x->t->table);
+	o.jobs = jobs;
+	enqueue(x, "Sales", "001");
+	enqueue_on(x, NULL, "self", "Sales", "me@example.com", 0);
+	start_worker(&p, x, "index-no-overwrite", &o, NULL);
+	wait_outcomes(&p, 1, 2, "poisoned", 20000);
+	proc_log_read(&log, p.log_path);
+	struct json_object *l = message_line(&log, "001");
+	assert_string_equal(proc_field(l, "reason"), "permanent");
+	ITEST_CHECK(strstr(proc_field(l, "error"), "no index entry") != NULL, "error: %s",
+	            proc_field(l, "error"));
+	l = message_line(&log, "me@example.com");
+	assert_string_equal(proc_field(l, "reason"), "permanent");
+	ITEST_CHECK(strstr(proc_field(l, "error"), "its own source") != NULL, "error: %s",
+	            proc_field(l, "error"));
+	proc_log_dispose(&log);
+	assert_non_null(e = get(x, x->t->table, "email_Sales", "clash@example.com"));
+	assert_string_equal(strp(e, "Note"), "someone else's data");
+	assert_int_equal(ecw_entity_count(e), 1);
+	ecw_entity_free(e);
+	assert_non_null(e = get(x, x->t->table, "Sales", "me@example.com"));
+	assert_string_equal(strp(e, "FirstName"), "Ann");
+	ecw_entity_free(e);
+	/* Besides the three entities, only Sales/001's back-reference: it had
+	 * registered the location before finding it taken by other data (the
+	 * registration is bookkeeping; a later run cleans it up). */
+	char rpk[96], rrk[80];
+	ref_keys(rpk, sizeof(rpk), rrk, sizeof(rrk), JOB, "Sales", "001");
+	assert_non_null(e = get(x, x->t->table, rpk, rrk));
+	assert_null(ecw_entity_get(e, "IndexPartitionKey"));
+	assert_string_equal(strp(e, "Pending1RowKey"), "clash@example.com");
+	ecw_entity_free(e);
+	assert_int_equal(count_entities(x, x->t->table), 4);
+	finish(&p, 1);
+}
+
+/* ---- 14. configuration errors ------------------------------------------------------------------- */
 
 static void test_job_index__config_errors(void **state)
 {
@@ -1339,6 +1408,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_job_index__every_edm_type_copied_exactly, ix_setup,
 	                                    ix_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_index__same_table, ix_setup, ix_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_index__never_overwrites_other_data, ix_setup,
+	                                    ix_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_index__config_errors, ix_setup, ix_teardown),
 	};
 	/* ECW_TEST_FILTER=test_job_index__crash* runs only the matching cases. */

@@ -1,0 +1,1692 @@
+/* test_jobs_mixed.c - every job type at once, as in production: several
+ * worker processes (build/ecworker-test) compete on one queue that carries a
+ * mix of all the jobs of config/demo.yaml (archive-employee and
+ * restore-employee with then: [employee-by-email, employees-by-lastname], the
+ * email index, the LastName lists in the same index table, and customers
+ * fanned out to their orders with on_delete: clear) over overlapping keys,
+ * while producer threads act like an application: they change employees
+ * (LastName moves between the same four lists, e-mail changes, both, and
+ * e-mail handovers where B takes the address A just gave up) and customers
+ * (renames, a dropped Email, deletions, re-creations) with ordinary
+ * conditional writes and enqueue the matching messages, sometimes in the
+ * wrong order, duplicated, delayed, base64-encoded, or re-sent long after
+ * (stale); they also archive and restore employees by enqueueing the move
+ * jobs, whose chained follow-ups fix the indexes. The workers start once a
+ * quarter of the messages wait (a backlog, as after a deploy), and half of
+ * them pause randomly after every step of the index jobs
+ * (ECW_TEST_STEP_JITTER_MS), which widens the race windows.
+ *
+ * Nothing of what the producers did is remembered: once the queue has been
+ * empty (no message visible, hidden or in flight) and no worker has had a job
+ * in flight for a few seconds, the workers are stopped (SIGTERM, exit 0) and
+ * the end state is judged by a full recomputation from the SOURCE tables
+ * alone (Employees, EmployeesArchive, Customers): the whole index table
+ * (email entries with their copied properties, the lists' sorted Keys and
+ * Count, both jobs' back-references; nothing missing, nothing extra, nothing
+ * of an archived employee), every employee in exactly one of the two tables
+ * with every property and EDM type intact, every order's copies equal to its
+ * customer's current values (cleared for deleted customers), the orders' own
+ * properties untouched, and nothing poisoned. Summary lines report messages,
+ * outcomes per job, retries, 412/409/404 answers, lease losses and the
+ * throughput. (By design this cannot see an application change that a move
+ * lost: the source tables are the judge.)
+ *
+ * Two cases: a small one first (a quick sanity check of the same code), then
+ * the issue's: 4 workers, 2,000 messages, at least 200 LastName moves. Each
+ * runs on an in-memory Azurite of its own (proc_azurite_start): Azurite's
+ * queue GC stalls the whole service for a long time after thousands of
+ * deletes, which would hurt whatever test comes next on the shared one.
+ * ECW_TEST_SEED=N replays a run's plan (the interleaving still varies). */
+#include "itest.h"
+#include "proc.h"
+
+#include <json-c/json.h>
+#include <openssl/sha.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "message.h"
+
+#define J_ARCHIVE "archive-employee"
+#define J_RESTORE "restore-employee"
+#define J_EMAIL "employee-by-email"
+#define J_LAST "employees-by-lastname"
+#define J_ORDERS "customer-to-orders"
+#define NJOBS 5
+static const char *const JOBS[NJOBS] = {J_ARCHIVE, J_RESTORE, J_EMAIL, J_LAST, J_ORDERS};
+
+#define EMAIL_PK "email"
+#define LIST_PK "lastname"
+#define EMAIL_REF "~ref~" J_EMAIL "~"
+#define LIST_REF "~ref~" J_LAST "~"
+#define CUST_PK "Customers"
+
+#define MAX_EMP 64
+#define MAX_CUST 16
+#define MAX_WORKERS 4
+#define MAX_PRODUCERS 4
+
+/* ---- the scenario -------------------------------------------------------------------- */
+
+struct scenario {
+	const char *name;
+	int workers, concurrency, producers;
+	int employees, archived0;  /* employees; the first archived0 start in the archive */
+	int customers, orders_per; /* orders per customer, in the partition named by its RowKey */
+	int total;                 /* messages the producers put, exactly */
+	/* planned application operations (the rest of total: stale re-sends
+	 * and duplicates) */
+	int lastname, email, both, handover, cust_change, cust_delete, cust_recreate, archive, restore;
+	int min_moves; /* LastName moves that must have happened */
+	int drain_s;   /* the queue must be empty this long after the producers finished */
+	int settle_ms; /* ... and stay empty, nothing in flight, this long */
+};
+
+static const struct scenario SMALL = {
+    .name = "mixed-small",
+    .workers = 2,
+    .concurrency = 4,
+    .producers = 2,
+    .employees = 12,
+    .archived0 = 3,
+    .customers = 3,
+    .orders_per = 5,
+    .total = 200,
+    .lastname = 30,
+    .email = 16,
+    .both = 6,
+    .handover = 4,
+    .cust_change = 20,
+    .cust_delete = 1,
+    .cust_recreate = 1,
+    .archive = 8,
+    .restore = 8,
+    .min_moves = 20,
+    .drain_s = 60,
+    .settle_ms = 2000,
+};
+
+static const struct scenario FULL = {
+    .name = "mixed-full",
+    .workers = 4,
+    .concurrency = 8,
+    .producers = 4,
+    .employees = 60,
+    .archived0 = 12,
+    .customers = 10,
+    .orders_per = 20,
+    .total = 2000,
+    .lastname = 300,
+    .email = 170,
+    .both = 60,
+    .handover = 30,
+    .cust_change = 200,
+    .cust_delete = 6,
+    .cust_recreate = 3,
+    .archive = 90,
+    .restore = 80,
+    .min_moves = 200,
+    .drain_s = 180,
+    .settle_ms = 3000,
+};
+
+/* Hostile keys and values: quotes, '&', '%', '+', spaces, non-ASCII. */
+static const char *const EMP_PK[2] = {"Sales & Marketing", "R&D 'Zo\xc3\xab'"};
+static const char *const RK_STYLE[5] = {"o'brien", "Zo\xc3\xab", "say \"hi\"", "a+b&c=d%",
+                                        "plain two  spaces"};
+static const char *const LAST_NAMES[4] = {"Jones", "O'Neil", "Zo\xc3\xab-Smith", "van der Berg"};
+static const char *const FIRST_NAMES[4] = {"Ann", "Bj\xc3\xb6rn", "Chlo\xc3\xab", "D'Arcy"};
+static const char *const CUST_RK[MAX_CUST] = {"O'Hara & Sons",
+                                              "Zo\xc3\xab's Caf\xc3\xa9",
+                                              "Smith \"Bros\"",
+                                              "a+b&c=d% Ltd",
+                                              "cust 05",
+                                              "it's 'quoted'",
+                                              "cust 07",
+                                              "cust 08",
+                                              "Caf\xc3\xa9 M\xc3\xbcller",
+                                              "cust 10",
+                                              "cust 11",
+                                              "cust 12",
+                                              "cust 13",
+                                              "cust 14",
+                                              "cust 15",
+                                              "cust 16"};
+
+/* ---- fixture ------------------------------------------------------------------------ */
+
+struct mx {
+	const struct scenario *sc;
+	struct proc_azurite az;
+	bool private_az;
+	const char *connstr;
+	char env_conn[700]; /* ECW_TEST_CONNECTION_STRING=... for the workers */
+	struct ecw_account *acct;
+	struct ecw_client *c; /* the test thread's */
+	char queue[64], poison[64];
+	char emp[64], arch[64], idx[64], cust[64], orders[64];
+	char epk[MAX_EMP][64], erk[MAX_EMP][64];
+
+	/* shared with the producer threads */
+	pthread_mutex_t mu;
+	char **hist; /* every message text put, for stale re-sends */
+	size_t nhist, caphist;
+	atomic_int seq; /* fresh e-mails and names */
+	atomic_int puts, moves, email_changes, cust_changes, cust_drops, cust_deletes, cust_recreates;
+	atomic_int archives, restores, stale, dups, delayed, b64, app_412, app_404, app_skipped, handovers;
+};
+
+static const struct ecw_client_options APP_OPTIONS = {8, 50, 1000, 30000, 5000, false, NULL, NULL};
+
+static int mx_setup(void **state)
+{
+	struct mx *x = calloc(1, sizeof(*x));
+
+	assert_non_null(x);
+	pthread_mutex_init(&x->mu, NULL);
+	*state = x;
+	return 0;
+}
+
+static int mx_teardown(void **state)
+{
+	struct mx *x = *state;
+
+	if (!x)
+		return 0;
+	proc_cleanup(); /* workers a failed assertion left running (and our Azurite) */
+	if (x->private_az) {
+		proc_azurite_stop(&x->az);
+	} else if (x->c) {
+		(void)!ecw_queue_delete_queue(x->c, x->queue);
+		(void)!ecw_queue_delete_queue(x->c, x->poison);
+		const char *tables[] = {x->emp, x->arch, x->idx, x->cust, x->orders};
+		for (int i = 0; i < 5; i++)
+			(void)!ecw_table_delete_table(x->c, tables[i]);
+	}
+	ecw_client_free(x->c);
+	ecw_account_free(x->acct);
+	for (size_t i = 0; i < x->nhist; i++)
+		free(x->hist[i]);
+	free(x->hist);
+	pthread_mutex_destroy(&x->mu);
+	free(x);
+	*state = NULL;
+	return 0;
+}
+
+/* Storage of the test's own (or, without an azurite script, the shared one),
+ * names, queues and tables. */
+static void mx_open(struct mx *x, const struct scenario *sc)
+{
+	x->sc = sc;
+	assert_true(sc->employees <= MAX_EMP && sc->customers <= MAX_CUST && sc->workers <= MAX_WORKERS &&
+	            sc->producers <= MAX_PRODUCERS);
+	if (proc_azurite_start(&x->az, sc->name)) {
+		x->private_az = true;
+		x->connstr = x->az.connstr;
+	} else {
+		x->connstr = itest_connstr();
+	}
+	snprintf(x->env_conn, sizeof(x->env_conn), "ECW_TEST_CONNECTION_STRING=%s", x->connstr);
+	itest_client_for(&x->acct, &x->c, x->connstr, &APP_OPTIONS);
+	itest_unique_name(x->queue, sizeof(x->queue), 'q', "mixed");
+	itest_unique_name(x->poison, sizeof(x->poison), 'q', "mixedpoison");
+	itest_unique_name(x->emp, sizeof(x->emp), 't', "Employees");
+	itest_unique_name(x->arch, sizeof(x->arch), 't', "EmpArchive");
+	itest_unique_name(x->idx, sizeof(x->idx), 't', "EmpIndex");
+	itest_unique_name(x->cust, sizeof(x->cust), 't', "Customers");
+	itest_unique_name(x->orders, sizeof(x->orders), 't', "Orders");
+	ECW_ASSERT_OK(ecw_queue_create(NULL, x->c, x->queue));
+	ECW_ASSERT_OK(ecw_queue_create(NULL, x->c, x->poison));
+	const char *tables[] = {x->emp, x->arch, x->idx, x->cust, x->orders};
+	for (int i = 0; i < 5; i++)
+		ECW_ASSERT_OK(ecw_table_create(NULL, x->c, tables[i]));
+	for (int i = 0; i < sc->employees; i++) {
+		snprintf(x->epk[i], sizeof(x->epk[i]), "%s", EMP_PK[i % 2]);
+		snprintf(x->erk[i], sizeof(x->erk[i]), "%s %03d", RK_STYLE[i % 5], i);
+	}
+}
+
+/* ---- the workers ------------------------------------------------------------------------ */
+
+struct worker {
+	struct proc p;
+	int port;
+};
+
+/* Worker n (from 1); the upper half gets ECW_TEST_STEP_JITTER_MS: a random
+ * pause of up to JITTER_MS after every step of the index and index-list jobs,
+ * as a slower network would, which widens every race window. */
+#define JITTER_MS 10
+
+static void start_worker(struct mx *x, struct worker *w, int n)
+{
+	char text[8192], file[96], path[640], name[64];
+	const struct scenario *sc = x->sc;
+
+	w->port = proc_free_port();
+	int k = snprintf(text, sizeof(text),
+	                 "# written by test_jobs_mixed.c: config/demo.yaml on this test's queue and tables\n"
+	                 "storage:\n"
+	                 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
+	                 "worker:\n"
+	                 "  queue: %s\n"
+	                 "  poison_queue: %s\n"
+	                 "  batch_size: 16\n"
+	                 "  concurrency: %d\n"
+	                 "  visibility_timeout: 10s\n"
+	                 "  max_dequeue_count: 10\n"
+	                 "  retry_backoff: {base: 1s, max: 4s}\n"
+	                 "  poll_interval: {min: 20ms, max: 200ms}\n"
+	                 "  shutdown_grace: 5s\n"
+	                 "log: {level: info, format: json}\n"
+	                 "metrics:\n"
+	                 "  listen: \"127.0.0.1:%d\"\n"
+	                 "jobs:\n"
+	                 "  " J_ARCHIVE ":\n"
+	                 "    type: move\n"
+	                 "    from: %s\n"
+	                 "    to: %s\n"
+	                 "    then: [" J_EMAIL ", " J_LAST "]\n"
+	                 "  " J_RESTORE ":\n"
+	                 "    type: move\n"
+	                 "    from: %s\n"
+	                 "    to: %s\n"
+	                 "    then: [" J_EMAIL ", " J_LAST "]\n"
+	                 "  " J_EMAIL ":\n"
+	                 "    type: index\n"
+	                 "    source: %s\n"
+	                 "    table: %s\n"
+	                 "    partition_key: \"" EMAIL_PK "\"\n"
+	                 "    row_key: \"{Email}\"\n"
+	                 "    properties: [FirstName, LastName]\n"
+	                 "  " J_LAST ":\n"
+	                 "    type: index-list\n"
+	                 "    source: %s\n"
+	                 "    table: %s\n"
+	                 "    partition_key: \"" LIST_PK "\"\n"
+	                 "    row_key: \"{LastName}\"\n"
+	                 "  " J_ORDERS ":\n"
+	                 "    type: fanout\n"
+	                 "    source: %s\n"
+	                 "    table: %s\n"
+	                 "    filter: \"PartitionKey eq '{RowKey}'\"\n"
+	                 "    fields: {CustomerName: Name, CustomerEmail: Email}\n"
+	                 "    on_delete: clear\n",
+	                 x->queue, x->poison, sc->concurrency, w->port, x->emp, x->arch, x->arch, x->emp,
+	                 x->emp, x->idx, x->emp, x->idx, x->cust, x->orders);
+	assert_true(k > 0 && (size_t)k < sizeof(text));
+	snprintf(name, sizeof(name), "%s-w%d", sc->name, n);
+	snprintf(file, sizeof(file), "%s.yaml", name);
+	proc_write_file(path, sizeof(path), file, text);
+	const char *args[] = {"run", "-c", path, NULL};
+	char jitter[64];
+	snprintf(jitter, sizeof(jitter), "ECW_TEST_STEP_JITTER_MS=%d", n > sc->workers / 2 ? JITTER_MS : 0);
+	const char *env[] = {x->env_conn, jitter, NULL};
+	proc_start(&w->p, name, args, env);
+}
+
+/* The sum of the samples of metric `name` whose labels contain `label`
+ * (NULL: all) on a /metrics page. */
+static long long metric_sum(const char *page, const char *name, const char *label)
+{
+	long long sum = 0;
+	size_t nl = strlen(name);
+
+	for (const char *p = page; p && *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		if (len > nl && strncmp(p, name, nl) == 0 && (p[nl] == '{' || p[nl] == ' ')) {
+			char line[512];
+			snprintf(line, sizeof(line), "%.*s", (int)len, p);
+			if (!label || strstr(line, label)) {
+				const char *sp = strrchr(line, ' ');
+				if (sp)
+					sum += strtoll(sp + 1, NULL, 10);
+			}
+		}
+		p = eol ? eol + 1 : NULL;
+	}
+	return sum;
+}
+
+static long long queue_count(struct mx *x, const char *q)
+{
+	long long n = -1;
+	ECW_ASSERT_OK(ecw_queue_count(&n, x->c, q));
+	return n;
+}
+
+/* ---- the application (producer threads) ------------------------------------------------- */
+
+enum op_kind {
+	OP_BACKFILL_EMP, /* both index messages for an employee (the index starts empty) */
+	OP_BACKFILL_CUST,
+	OP_LASTNAME,
+	OP_EMAIL,
+	OP_BOTH,
+	OP_HANDOVER, /* A gets a new e-mail, then B takes A's old one */
+	OP_CUST_CHANGE,
+	OP_CUST_DELETE,
+	OP_CUST_RECREATE,
+	OP_ARCHIVE,
+	OP_RESTORE,
+	OP_STALE, /* an earlier message again, from any thread */
+	OP_DUP,   /* this thread's last message again */
+};
+
+struct op {
+	enum op_kind kind;
+	int target;  /* employee or customer */
+	int variant; /* message pattern, fixed by the plan so the count is exact */
+};
+
+/* Messages an operation puts. */
+static int op_msgs(const struct op *o)
+{
+	switch (o->kind) {
+	case OP_BACKFILL_EMP:
+		return 2;
+	case OP_LASTNAME:
+	case OP_BOTH:
+		return o->variant == 5 || o->variant == 6 ? 3 : 2;
+	case OP_EMAIL:
+		return o->variant < 4 ? 1 : 2;
+	case OP_HANDOVER:
+		return 2;
+	case OP_CUST_CHANGE:
+		return o->variant == 7 ? 2 : 1;
+	default:
+		return 1;
+	}
+}
+
+struct producer {
+	struct mx *x;
+	int id;
+	pthread_t tid;
+	struct ecw_client *c;
+	struct op *ops;
+	size_t nops, capops;
+	unsigned seed;
+	char *last; /* the last text this thread put */
+	int failed;
+	char error[768];
+	atomic_bool done;
+};
+
+static int prand(struct producer *p, int n)
+{
+	return (int)(rand_r(&p->seed) % (unsigned)n);
+}
+
+/* Records the first failure of a thread (cmocka may not fail off the test's thread). */
+static int pfail(struct producer *p, const char *what, int err)
+{
+	if (!p->failed++)
+		snprintf(p->error, sizeof(p->error), "producer %d: %s: %s (%d): %s", p->id, what,
+		         ecw_err_name(err), err, itest_last_error());
+	return -1;
+}
+
+#define PTRY(expr)                                                                                           \
+	do {                                                                                                 \
+		int ptry_rc_ = (expr);                                                                       \
+		if (ptry_rc_ < 0)                                                                            \
+			return pfail(p, #expr, ptry_rc_);                                                    \
+	} while (0)
+
+/* Puts a message text as is: sometimes hidden for a few seconds first, so it
+ * arrives after newer ones. */
+static int put_text(struct producer *p, const char *text)
+{
+	struct mx *x = p->x;
+	struct ecw_queue_put_options po = {0, 0};
+
+	if (prand(p, 25) == 0) {
+		po.visibility_delay_s = 1 + prand(p, 4);
+		atomic_fetch_add(&x->delayed, 1);
+	}
+	PTRY(ecw_queue_put(NULL, p->c, x->queue, text, strlen(text), &po));
+	atomic_fetch_add(&x->puts, 1);
+	pthread_mutex_lock(&x->mu);
+	if (x->nhist == x->caphist) {
+		x->caphist = x->caphist ? x->caphist * 2 : 1024;
+		x->hist = realloc(x->hist, x->caphist * sizeof(*x->hist));
+	}
+	char *copy = strdup(text);
+	if (x->hist && copy)
+		x->hist[x->nhist++] = copy;
+	pthread_mutex_unlock(&x->mu);
+	free(p->last);
+	p->last = strdup(text);
+	return 0;
+}
+
+/* A job message for (pk, rk): JSON, or (one in ten) base64 of it. */
+static int put_msg(struct producer *p, const char *job, const char *pk, const char *rk)
+{
+	struct ecw_buf b;
+	bool b64 = prand(p, 10) == 0;
+	int rc;
+
+	ecw_buf_init(&b, 0);
+	if ((rc = ecw_message_encode(&b, job, pk, rk, NULL, NULL, b64)) < 0) {
+		ecw_buf_dispose(&b);
+		return pfail(p, "ecw_message_encode", rc);
+	}
+	if (b64)
+		atomic_fetch_add(&p->x->b64, 1);
+	rc = put_text(p, ecw_buf_cstr(&b));
+	ecw_buf_dispose(&b);
+	return rc;
+}
+
+static int put_emp_msg(struct producer *p, const char *job, int i)
+{
+	return put_msg(p, job, p->x->epk[i], p->x->erk[i]);
+}
+
+static const char *strp(const struct ecw_entity *e, const char *name)
+{
+	const struct ecw_prop *pr = e ? ecw_entity_get(e, name) : NULL;
+	return pr && pr->type == ECW_EDM_STRING ? pr->v.s : NULL;
+}
+
+/* The entity or NULL (absent); < 0 on a storage error. */
+static int get_opt(struct ecw_entity **out, struct ecw_client *c, const char *table, const char *pk,
+                   const char *rk)
+{
+	int err = ecw_table_get(out, c, table, pk, rk);
+
+	if (err == ECW_ENOTFOUND) {
+		*out = NULL;
+		ecw_error_clear();
+		return 0;
+	}
+	return err;
+}
+
+/* Changes employee `want` (or, when it is archived, another one) the way an
+ * application does: read, then write with If-Match (the ETag read, or "*"),
+ * as a MERGE of the changed fields or a full replace; 412 (changed meanwhile)
+ * and 404 (archived meanwhile) start over. what: 1 LastName, 2 Email, 3 both.
+ * Returns the employee changed, or -1 when none could be (all archived).
+ * old_email (may be NULL): always writes with the ETag read, and receives the
+ * e-mail the change replaced (so it is free now). */
+static int change_employee(struct producer *p, int want, int what, char *old_email, size_t cap)
+{
+	struct mx *x = p->x;
+
+	for (int tries = 0; tries < 12; tries++) {
+		int i = tries < 2 ? want : prand(p, x->sc->employees);
+		struct ecw_entity *e = NULL, *w = NULL;
+		char email[128];
+		const char *last = NULL;
+		int mode = prand(p, old_email ? 2 : 3), err;
+
+		if (get_opt(&e, p->c, x->emp, x->epk[i], x->erk[i]) < 0)
+			return pfail(p, "get employee", ecw_error_last()->code);
+		if (!e)
+			continue; /* archived (or being moved): try another */
+		if (old_email)
+			snprintf(old_email, cap, "%s", strp(e, "Email") ? strp(e, "Email") : "");
+		if (what & 1) {
+			const char *cur = strp(e, "LastName");
+			do
+				last = LAST_NAMES[prand(p, 4)];
+			while (cur && strcmp(cur, last) == 0);
+		}
+		if (what & 2)
+			snprintf(email, sizeof(email), "%s.%d.%d@example.com",
+			         i % 5 == 0   ? "o'brien"
+			         : i % 5 == 1 ? "zo\xc3\xab"
+			                      : "staff",
+			         i, atomic_fetch_add(&x->seq, 1));
+		if (mode == 1) { /* replace the whole entity as read */
+			if ((err = ecw_entity_clone(&w, e)) < 0)
+				return pfail(p, "clone", err);
+		} else if ((err = ecw_entity_new(&w, x->epk[i], x->erk[i])) < 0) {
+			return pfail(p, "entity", err);
+		}
+		if ((what & 1) && (err = ecw_entity_set_string(w, "LastName", last, strlen(last))) < 0)
+			return pfail(p, "set", err);
+		if ((what & 2) && (err = ecw_entity_set_string(w, "Email", email, strlen(email))) < 0)
+			return pfail(p, "set", err);
+		err = ecw_table_write(NULL, p->c, x->emp, w, mode == 1 ? ECW_WRITE_UPDATE : ECW_WRITE_MERGE,
+		                      mode == 2 ? "*" : ecw_entity_etag(e));
+		ecw_entity_free(w);
+		ecw_entity_free(e);
+		if (err == 0) {
+			if (what & 1)
+				atomic_fetch_add(&x->moves, 1);
+			if (what & 2)
+				atomic_fetch_add(&x->email_changes, 1);
+			return i;
+		}
+		ecw_error_clear();
+		if (err == ECW_EPRECONDITION)
+			atomic_fetch_add(&x->app_412, 1);
+		else if (err == ECW_ENOTFOUND)
+			atomic_fetch_add(&x->app_404, 1);
+		else
+			return pfail(p, "write employee", err);
+	}
+	atomic_fetch_add(&x->app_skipped, 1);
+	return -1;
+}
+
+/* Renames a customer (and mostly gives it a new Email; one in ten loses its
+ * Email, a full replace); a deleted customer is left alone. */
+static int change_customer(struct producer *p, int i, int variant)
+{
+	struct mx *x = p->x;
+
+	for (int tries = 0; tries < 8; tries++) {
+		struct ecw_entity *e = NULL, *w = NULL;
+		char name[128], email[128];
+		int err, how = prand(p, 10);
+		int n = atomic_fetch_add(&x->seq, 1);
+
+		if (get_opt(&e, p->c, x->cust, CUST_PK, CUST_RK[i]) < 0)
+			return pfail(p, "get customer", ecw_error_last()->code);
+		if (!e)
+			return 0;
+		snprintf(name, sizeof(name), "%s v%d%s", CUST_RK[i], n, variant % 2 ? " & co" : "");
+		snprintf(email, sizeof(email), "billing+%d@cust-%d.example", n, i);
+		if (how == 0) { /* drop Email: replace the entity as read, without it */
+			if ((err = ecw_entity_clone(&w, e)) < 0)
+				return pfail(p, "clone", err);
+			ecw_entity_remove(w, "Email");
+			atomic_fetch_add(&x->cust_drops, 1);
+		} else if ((err = ecw_entity_new(&w, CUST_PK, CUST_RK[i])) < 0) {
+			return pfail(p, "entity", err);
+		}
+		if ((err = ecw_entity_set_string(w, "Name", name, strlen(name))) < 0 ||
+		    (how > 1 && (err = ecw_entity_set_string(w, "Email", email, strlen(email))) < 0))
+			return pfail(p, "set", err);
+		err = ecw_table_write(NULL, p->c, x->cust, w, how == 0 ? ECW_WRITE_UPDATE : ECW_WRITE_MERGE,
+		                      ecw_entity_etag(e));
+		ecw_entity_free(w);
+		ecw_entity_free(e);
+		if (err == 0) {
+			atomic_fetch_add(&x->cust_changes, 1);
+			return 0;
+		}
+		ecw_error_clear();
+		if (err == ECW_EPRECONDITION)
+			atomic_fetch_add(&x->app_412, 1);
+		else if (err == ECW_ENOTFOUND)
+			return 0; /* deleted meanwhile */
+		else
+			return pfail(p, "write customer", err);
+	}
+	atomic_fetch_add(&x->app_skipped, 1);
+	return 0;
+}
+
+/* Re-creates a deleted customer (the first absent one from i on). */
+static int recreate_customer(struct producer *p, int *i)
+{
+	struct mx *x = p->x;
+
+	for (int k = 0; k < x->sc->customers; k++) {
+		int c = (*i + k) % x->sc->customers;
+		struct ecw_entity *e = NULL;
+		char name[128], email[128];
+		int n = atomic_fetch_add(&x->seq, 1), err;
+
+		if (get_opt(&e, p->c, x->cust, CUST_PK, CUST_RK[c]) < 0)
+			return pfail(p, "get customer", ecw_error_last()->code);
+		if (e) {
+			ecw_entity_free(e);
+			continue;
+		}
+		snprintf(name, sizeof(name), "%s reborn %d", CUST_RK[c], n);
+		snprintf(email, sizeof(email), "again+%d@cust-%d.example", n, c);
+		PTRY(ecw_entity_new(&e, CUST_PK, CUST_RK[c]));
+		if ((err = ecw_entity_set_string(e, "Name", name, strlen(name))) < 0 ||
+		    (err = ecw_entity_set_string(e, "Email", email, strlen(email))) < 0 ||
+		    (err = ecw_entity_set_int32(e, "Visits", n)) < 0) {
+			ecw_entity_free(e);
+			return pfail(p, "set", err);
+		}
+		err = ecw_table_write(NULL, p->c, x->cust, e, ECW_WRITE_INSERT, NULL);
+		ecw_entity_free(e);
+		if (err == ECW_ECONFLICT) {
+			ecw_error_clear();
+			continue;
+		}
+		PTRY(err);
+		atomic_fetch_add(&x->cust_recreates, 1);
+		*i = c;
+		return 0;
+	}
+	return 0;
+}
+
+/* An employee in `table` (want first, then random ones), or want. */
+static int pick_in(struct producer *p, const char *table, int want)
+{
+	struct mx *x = p->x;
+
+	for (int tries = 0; tries < 8; tries++) {
+		int i = tries == 0 ? want : prand(p, x->sc->employees);
+		struct ecw_entity *e = NULL;
+		if (get_opt(&e, p->c, table, x->epk[i], x->erk[i]) < 0)
+			return pfail(p, "get employee", ecw_error_last()->code);
+		ecw_entity_free(e);
+		if (e)
+			return i;
+	}
+	return want;
+}
+
+/* Gives employee a's freed e-mail to another employee b (read, MERGE with
+ * If-Match); returns b, or -1 when nobody could take it. */
+static int take_email(struct producer *p, int a, const char *email)
+{
+	struct mx *x = p->x;
+
+	for (int tries = 0; tries < 12; tries++) {
+		int b = prand(p, x->sc->employees);
+		struct ecw_entity *e = NULL, *w = NULL;
+		int err;
+
+		if (b == a)
+			continue;
+		if (get_opt(&e, p->c, x->emp, x->epk[b], x->erk[b]) < 0)
+			return pfail(p, "get employee", ecw_error_last()->code);
+		if (!e)
+			continue;
+		if ((err = ecw_entity_new(&w, x->epk[b], x->erk[b])) < 0 ||
+		    (err = ecw_entity_set_string(w, "Email", email, strlen(email))) < 0)
+			return pfail(p, "entity", err);
+		err = ecw_table_write(NULL, p->c, x->emp, w, ECW_WRITE_MERGE, ecw_entity_etag(e));
+		ecw_entity_free(w);
+		ecw_entity_free(e);
+		if (err == 0)
+			return b;
+		ecw_error_clear();
+		if (err == ECW_EPRECONDITION)
+			atomic_fetch_add(&x->app_412, 1);
+		else if (err == ECW_ENOTFOUND)
+			atomic_fetch_add(&x->app_404, 1);
+		else
+			return pfail(p, "write employee", err);
+	}
+	return -1;
+}
+
+/* The messages after an employee change, in the variant's order:
+ * 0-2 email, lastname; 3-4 lastname, email; 5 lastname, email, lastname;
+ * 6 email, lastname, email; 7 lastname, email (one of them delayed by put_text
+ * at random like any message). */
+static int employee_msgs(struct producer *p, int i, int variant, bool email_only)
+{
+	if (email_only) {
+		/* 0-3 email; 4-5 email, lastname; 6 email twice; 7 lastname, email */
+		if (variant == 7 && put_emp_msg(p, J_LAST, i) < 0)
+			return -1;
+		if (put_emp_msg(p, J_EMAIL, i) < 0)
+			return -1;
+		if (variant == 4 || variant == 5)
+			return put_emp_msg(p, J_LAST, i);
+		if (variant == 6)
+			return put_emp_msg(p, J_EMAIL, i);
+		return 0;
+	}
+	static const char *const seqs[8][3] = {{J_EMAIL, J_LAST, NULL},    {J_EMAIL, J_LAST, NULL},
+	                                       {J_EMAIL, J_LAST, NULL},    {J_LAST, J_EMAIL, NULL},
+	                                       {J_LAST, J_EMAIL, NULL},    {J_LAST, J_EMAIL, J_LAST},
+	                                       {J_EMAIL, J_LAST, J_EMAIL}, {J_LAST, J_EMAIL, NULL}};
+	for (int k = 0; k < 3 && seqs[variant][k]; k++)
+		if (put_emp_msg(p, seqs[variant][k], i) < 0)
+			return -1;
+	return 0;
+}
+
+static int run_op(struct producer *p, const struct op *o)
+{
+	struct mx *x = p->x;
+	int i = o->target;
+
+	switch (o->kind) {
+	case OP_BACKFILL_EMP:
+		if (put_emp_msg(p, J_EMAIL, i) < 0)
+			return -1;
+		return put_emp_msg(p, J_LAST, i);
+	case OP_BACKFILL_CUST:
+		return put_msg(p, J_ORDERS, CUST_PK, CUST_RK[i]);
+	case OP_LASTNAME:
+	case OP_EMAIL:
+	case OP_BOTH: {
+		int what = o->kind == OP_LASTNAME ? 1 : o->kind == OP_EMAIL ? 2 : 3;
+		int got = change_employee(p, i, what, NULL, 0);
+		if (p->failed)
+			return -1;
+		/* Nothing could be changed (all archived): the messages go out
+		 * anyway, as an application would send them. */
+		return employee_msgs(p, got >= 0 ? got : i, o->variant, o->kind == OP_EMAIL);
+	}
+	case OP_HANDOVER: {
+		char old[160] = "";
+		int a = change_employee(p, i, 2, old, sizeof(old)), b = -1;
+		if (p->failed)
+			return -1;
+		if (a >= 0 && old[0]) {
+			b = take_email(p, a, old);
+			if (p->failed)
+				return -1;
+			if (b >= 0)
+				atomic_fetch_add(&x->handovers, 1);
+		}
+		if (a < 0)
+			a = i;
+		if (b < 0)
+			b = a;
+		/* Mostly the taker's message first: its entry's place still
+		 * holds a's entry, which no longer computes to it. */
+		if (put_emp_msg(p, J_EMAIL, o->variant < 6 ? b : a) < 0)
+			return -1;
+		return put_emp_msg(p, J_EMAIL, o->variant < 6 ? a : b);
+	}
+	case OP_CUST_CHANGE:
+		if (change_customer(p, i, o->variant) < 0)
+			return -1;
+		if (put_msg(p, J_ORDERS, CUST_PK, CUST_RK[i]) < 0)
+			return -1;
+		return o->variant == 7 ? put_msg(p, J_ORDERS, CUST_PK, CUST_RK[i]) : 0;
+	case OP_CUST_DELETE: {
+		bool deleted = false;
+		PTRY(ecw_table_delete_if_exists(&deleted, p->c, x->cust, CUST_PK, CUST_RK[i]));
+		if (deleted)
+			atomic_fetch_add(&x->cust_deletes, 1);
+		return put_msg(p, J_ORDERS, CUST_PK, CUST_RK[i]);
+	}
+	case OP_CUST_RECREATE:
+		if (recreate_customer(p, &i) < 0)
+			return -1;
+		return put_msg(p, J_ORDERS, CUST_PK, CUST_RK[i]);
+	case OP_ARCHIVE:
+		i = pick_in(p, x->emp, i);
+		atomic_fetch_add(&x->archives, 1);
+		return p->failed ? -1 : put_emp_msg(p, J_ARCHIVE, i);
+	case OP_RESTORE:
+		i = pick_in(p, x->arch, i);
+		atomic_fetch_add(&x->restores, 1);
+		return p->failed ? -1 : put_emp_msg(p, J_RESTORE, i);
+	case OP_STALE:
+	case OP_DUP: {
+		char *text = NULL;
+		if (o->kind == OP_DUP && p->last) {
+			text = strdup(p->last);
+			atomic_fetch_add(&x->dups, 1);
+		} else {
+			pthread_mutex_lock(&x->mu);
+			if (x->nhist)
+				text = strdup(x->hist[prand(p, (int)x->nhist)]);
+			pthread_mutex_unlock(&x->mu);
+			atomic_fetch_add(&x->stale, 1);
+		}
+		if (!text) /* nothing sent yet: an index message for someone */
+			return put_emp_msg(p, J_LAST, i % x->sc->employees);
+		int rc = put_text(p, text);
+		free(text);
+		return rc;
+	}
+	}
+	return 0;
+}
+
+static void *producer_main(void *arg)
+{
+	struct producer *p = arg;
+
+	for (size_t k = 0; k < p->nops && !p->failed; k++) {
+		if (run_op(p, &p->ops[k]) < 0)
+			break;
+		/* An application's pace varies: now and then a short pause. */
+		if (prand(p, 40) == 0)
+			itest_sleep_ms(20 + prand(p, 80));
+	}
+	atomic_store(&p->done, true);
+	return NULL;
+}
+
+static void plan_add(struct producer *p, enum op_kind kind, int target, int variant)
+{
+	if (p->nops == p->capops) {
+		p->capops = p->capops ? p->capops * 2 : 256;
+		p->ops = realloc(p->ops, p->capops * sizeof(*p->ops));
+		assert_non_null(p->ops);
+	}
+	p->ops[p->nops++] = (struct op){kind, target, variant};
+}
+
+/* The plan: backfill first (the index starts empty, the orders carry no
+ * copies yet), then every application operation and the stale re-sends and
+ * duplicates that fill the total, shuffled, dealt round-robin. */
+static void make_plan(struct mx *x, struct producer *prods, unsigned seed)
+{
+	const struct scenario *sc = x->sc;
+	struct op *all = NULL;
+	size_t n = 0, cap = (size_t)sc->total + 16;
+	int msgs = 0;
+
+	all = calloc(cap, sizeof(*all));
+	assert_non_null(all);
+	srand(seed);
+#define ADD(k, t, v)                                                                                         \
+	do {                                                                                                 \
+		assert_true(n < cap);                                                                        \
+		all[n] = (struct op){(k), (t), (v)};                                                         \
+		msgs += op_msgs(&all[n]);                                                                    \
+		n++;                                                                                         \
+	} while (0)
+	for (int i = sc->archived0; i < sc->employees; i++)
+		ADD(OP_BACKFILL_EMP, i, 0);
+	for (int i = 0; i < sc->customers; i++)
+		ADD(OP_BACKFILL_CUST, i, 0);
+	size_t backfill = n;
+	for (int k = 0; k < sc->lastname; k++)
+		ADD(OP_LASTNAME, rand() % sc->employees, rand() % 8);
+	for (int k = 0; k < sc->email; k++)
+		ADD(OP_EMAIL, rand() % sc->employees, rand() % 8);
+	for (int k = 0; k < sc->both; k++)
+		ADD(OP_BOTH, rand() % sc->employees, rand() % 8);
+	for (int k = 0; k < sc->handover; k++)
+		ADD(OP_HANDOVER, rand() % sc->employees, rand() % 8);
+	for (int k = 0; k < sc->cust_change; k++)
+		ADD(OP_CUST_CHANGE, rand() % sc->customers, rand() % 8);
+	for (int k = 0; k < sc->cust_delete; k++)
+		ADD(OP_CUST_DELETE, rand() % sc->customers, 0);
+	for (int k = 0; k < sc->cust_recreate; k++)
+		ADD(OP_CUST_RECREATE, rand() % sc->customers, 0);
+	for (int k = 0; k < sc->archive; k++)
+		ADD(OP_ARCHIVE, rand() % sc->employees, 0);
+	for (int k = 0; k < sc->restore; k++)
+		ADD(OP_RESTORE, rand() % sc->employees, 0);
+	ITEST_CHECK(msgs <= sc->total, "the plan's operations put %d messages, more than the total %d", msgs,
+	            sc->total);
+	while (msgs < sc->total)
+		ADD(rand() % 3 ? OP_STALE : OP_DUP, rand() % sc->employees, 0);
+#undef ADD
+	/* Shuffle what follows the backfill. Deletions and re-creations of
+	 * customers stay out of the first fifth, so customers live a while. */
+	for (size_t k = n - 1; k > backfill; k--) {
+		size_t j = backfill + (size_t)rand() % (k - backfill + 1);
+		struct op t = all[k];
+		all[k] = all[j];
+		all[j] = t;
+	}
+	for (size_t k = 0; k < n; k++)
+		plan_add(&prods[k % (size_t)sc->producers], all[k].kind, all[k].target, all[k].variant);
+	free(all);
+}
+
+/* ---- seeding ------------------------------------------------------------------------------ */
+
+static void seed_data(struct mx *x)
+{
+	const struct scenario *sc = x->sc;
+
+	for (int i = 0; i < sc->employees; i++) {
+		struct ecw_entity *e = NULL;
+		char email[128];
+		const char *first = FIRST_NAMES[i % 4], *last = LAST_NAMES[(i / 2) % 4];
+		snprintf(email, sizeof(email), "%s.%d.first@example.com", i % 5 == 0 ? "o'brien" : "staff",
+		         i);
+		ECW_ASSERT_OK(ecw_entity_new(&e, x->epk[i], x->erk[i]));
+		ECW_ASSERT_OK(ecw_entity_set_string(e, "FirstName", first, strlen(first)));
+		ECW_ASSERT_OK(ecw_entity_set_string(e, "LastName", last, strlen(last)));
+		ECW_ASSERT_OK(ecw_entity_set_string(e, "Email", email, strlen(email)));
+		ECW_ASSERT_OK(ecw_entity_set_double(e, "Salary", 50000.0 + i));
+		ECW_ASSERT_OK(ecw_entity_set_int32(e, "Grade", i % 9));
+		ECW_ASSERT_OK(ecw_entity_set_int64(e, "BadgeId", 9007199254740993LL + i));
+		ECW_ASSERT_OK(ecw_table_write(NULL, x->c, i < sc->archived0 ? x->arch : x->emp, e,
+		                              ECW_WRITE_INSERT, NULL));
+		ecw_entity_free(e);
+	}
+	for (int i = 0; i < sc->customers; i++) {
+		struct ecw_entity *e = NULL;
+		char name[128], email[128];
+		snprintf(name, sizeof(name), "%s", CUST_RK[i]);
+		snprintf(email, sizeof(email), "first@cust-%d.example", i);
+		ECW_ASSERT_OK(ecw_entity_new(&e, CUST_PK, CUST_RK[i]));
+		ECW_ASSERT_OK(ecw_entity_set_string(e, "Name", name, strlen(name)));
+		ECW_ASSERT_OK(ecw_entity_set_string(e, "Email", email, strlen(email)));
+		ECW_ASSERT_OK(ecw_entity_set_int32(e, "Visits", i));
+		ECW_ASSERT_OK(ecw_table_write(NULL, x->c, x->cust, e, ECW_WRITE_INSERT, NULL));
+		ecw_entity_free(e);
+
+		struct ecw_batch *b = NULL;
+		ECW_ASSERT_OK(ecw_batch_new(&b, x->orders));
+		for (int k = 0; k < sc->orders_per; k++) {
+			char rk[16], note[48];
+			snprintf(rk, sizeof(rk), "o%03d", k);
+			snprintf(note, sizeof(note), "note %d/%d", i, k);
+			ECW_ASSERT_OK(ecw_entity_new(&e, CUST_RK[i], rk));
+			ECW_ASSERT_OK(ecw_entity_set_int32(e, "Amount", 100 * i + k));
+			ECW_ASSERT_OK(ecw_entity_set_string(e, "Note", note, strlen(note)));
+			ECW_ASSERT_OK(ecw_entity_set_string(e, "Status", "new", 3));
+			ECW_ASSERT_OK(ecw_batch_add(b, ECW_BATCH_INSERT, e, NULL));
+			ecw_entity_free(e);
+		}
+		ECW_ASSERT_OK(ecw_batch_submit(x->c, b));
+		ecw_batch_free(b);
+	}
+}
+
+/* ---- the recomputation ----------------------------------------------------------------------- */
+
+static struct ecw_entity **all_entities(size_t *n, struct mx *x, const char *table)
+{
+	struct ecw_table_query *q = NULL;
+	struct ecw_entity **v = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	ECW_ASSERT_OK(ecw_table_query_new(&q, x->c, table, NULL));
+	for (;;) {
+		struct ecw_entity *e = NULL;
+		ECW_ASSERT_OK(ecw_table_query_next(&e, q));
+		if (!e)
+			break;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 256;
+			v = realloc(v, cap * sizeof(*v));
+			assert_non_null(v);
+		}
+		v[(*n)++] = e;
+	}
+	ecw_table_query_free(q);
+	return v;
+}
+
+static void free_entities(struct ecw_entity **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ecw_entity_free(v[i]);
+	free(v);
+}
+
+static const struct ecw_entity *find_entity(struct ecw_entity **v, size_t n, const char *pk, const char *rk)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(ecw_entity_pk(v[i]), pk) == 0 && strcmp(ecw_entity_rk(v[i]), rk) == 0)
+			return v[i];
+	return NULL;
+}
+
+static const char *json_of(const struct ecw_entity *e)
+{
+	static char text[4][2048];
+	static int k;
+	struct ecw_buf b;
+
+	k = (k + 1) % 4;
+	ecw_buf_init(&b, 0);
+	if (!e)
+		snprintf(text[k], sizeof(text[k]), "(none)");
+	else if (ecw_entity_to_json(&b, e) == 0)
+		snprintf(text[k], sizeof(text[k]), "%s", ecw_buf_cstr(&b));
+	else
+		snprintf(text[k], sizeof(text[k]), "(unprintable)");
+	ecw_buf_dispose(&b);
+	return text[k];
+}
+
+/* The hex SHA-256 of "pk NUL rk": the RowKey of both jobs' refs. */
+static void ref_hash(char out[65], const char *pk, const char *rk)
+{
+	size_t a = strlen(pk), b = strlen(rk);
+	unsigned char *in = malloc(a + b + 1), md[SHA256_DIGEST_LENGTH];
+
+	assert_non_null(in);
+	memcpy(in, pk, a + 1);
+	memcpy(in + a + 1, rk, b);
+	SHA256(in, a + b + 1, md);
+	free(in);
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* Differences, collected so that one failure shows them all. */
+struct report {
+	char text[12000];
+	size_t len;
+	int n;
+};
+
+static void ECW_PRINTF(2, 3) diff(struct report *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->n++ >= 40 || r->len >= sizeof(r->text) - 2)
+		return;
+	r->text[r->len++] = '\n';
+	r->text[r->len] = '\0';
+	va_start(ap, fmt);
+	int k = vsnprintf(r->text + r->len, sizeof(r->text) - r->len, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		r->len += (size_t)k < sizeof(r->text) - r->len ? (size_t)k : sizeof(r->text) - r->len - 1;
+}
+
+struct state {
+	struct ecw_entity **emp, **arch, **idx, **cust, **orders;
+	size_t nemp, narch, nidx, ncust, norders;
+};
+
+/* Where a source is now, for the messages. */
+static const char *whereabouts(const struct state *s, const char *pk, const char *rk)
+{
+	if (find_entity(s->emp, s->nemp, pk, rk))
+		return "in Employees";
+	if (find_entity(s->arch, s->narch, pk, rk))
+		return "ARCHIVED";
+	return "in neither table";
+}
+
+/* A list's Keys: JSON pairs, strictly sorted, Count equal to their number,
+ * never empty. Returns the pairs (caller puts) or NULL after a diff. */
+static struct json_object *parse_keys(struct report *r, const struct ecw_entity *list)
+{
+	const char *keys = strp(list, "Keys");
+	const struct ecw_prop *count = ecw_entity_get(list, "Count");
+	const char *lrk = ecw_entity_rk(list);
+	struct json_object *arr;
+
+	if (!keys || !count || count->type != ECW_EDM_INT32 || ecw_entity_count(list) != 2) {
+		diff(r, "list %s: not {Keys: String, Count: Int32}: %s", lrk, json_of(list));
+		return NULL;
+	}
+	arr = json_tokener_parse(keys);
+	if (!arr || !json_object_is_type(arr, json_type_array)) {
+		diff(r, "list %s: Keys is not a JSON array: %.300s", lrk, keys);
+		json_object_put(arr);
+		return NULL;
+	}
+	size_t n = json_object_array_length(arr);
+	if (n == 0)
+		diff(r, "list %s is empty: an emptied list must be deleted", lrk);
+	if ((size_t)count->v.i32 != n)
+		diff(r, "list %s: Count %d, Keys holds %zu", lrk, count->v.i32, n);
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *pr = json_object_array_get_idx(arr, i);
+		if (!json_object_is_type(pr, json_type_array) || json_object_array_length(pr) != 2 ||
+		    !json_object_is_type(json_object_array_get_idx(pr, 0), json_type_string) ||
+		    !json_object_is_type(json_object_array_get_idx(pr, 1), json_type_string)) {
+			diff(r, "list %s: item %zu is not a [pk, rk] pair: %.300s", lrk, i, keys);
+			json_object_put(arr);
+			return NULL;
+		}
+		if (i) {
+			struct json_object *q = json_object_array_get_idx(arr, i - 1);
+			int c = strcmp(json_object_get_string(json_object_array_get_idx(q, 0)),
+			               json_object_get_string(json_object_array_get_idx(pr, 0)));
+			if (c == 0)
+				c = strcmp(json_object_get_string(json_object_array_get_idx(q, 1)),
+				           json_object_get_string(json_object_array_get_idx(pr, 1)));
+			if (c >= 0)
+				diff(r, "list %s: not strictly sorted at item %zu: %.300s", lrk, i, keys);
+		}
+	}
+	return arr;
+}
+
+/* True when the list's pairs hold (pk, rk). */
+static bool pairs_have(struct json_object *arr, const char *pk, const char *rk)
+{
+	for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
+		struct json_object *pr = json_object_array_get_idx(arr, i);
+		if (strcmp(json_object_get_string(json_object_array_get_idx(pr, 0)), pk) == 0 &&
+		    strcmp(json_object_get_string(json_object_array_get_idx(pr, 1)), rk) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The whole end state against a recomputation from the source tables. */
+static void check_end_state(struct mx *x, struct state *s)
+{
+	const struct scenario *sc = x->sc;
+	struct report *r = calloc(1, sizeof(*r));
+	char h[65], rpk[128];
+
+	assert_non_null(r);
+	s->emp = all_entities(&s->nemp, x, x->emp);
+	s->arch = all_entities(&s->narch, x, x->arch);
+	s->idx = all_entities(&s->nidx, x, x->idx);
+	s->cust = all_entities(&s->ncust, x, x->cust);
+	s->orders = all_entities(&s->norders, x, x->orders);
+
+	/* 1. Every employee in exactly one of the two tables, all fields there. */
+	for (int i = 0; i < sc->employees; i++) {
+		const struct ecw_entity *a = find_entity(s->emp, s->nemp, x->epk[i], x->erk[i]);
+		const struct ecw_entity *b = find_entity(s->arch, s->narch, x->epk[i], x->erk[i]);
+		if (a && b)
+			diff(r, "employee (%s, %s) is in Employees AND in the archive:\n    %s\n    %s",
+			     x->epk[i], x->erk[i], json_of(a), json_of(b));
+		if (!a && !b)
+			diff(r, "employee (%s, %s) is in neither Employees nor the archive: lost", x->epk[i],
+			     x->erk[i]);
+		const struct ecw_entity *e = a ? a : b;
+		const struct ecw_prop *salary = e ? ecw_entity_get(e, "Salary") : NULL;
+		const struct ecw_prop *grade = e ? ecw_entity_get(e, "Grade") : NULL;
+		const struct ecw_prop *badge = e ? ecw_entity_get(e, "BadgeId") : NULL;
+		if (e && (ecw_entity_count(e) != 6 || !strp(e, "LastName") || !strp(e, "Email") ||
+		          !strp(e, "FirstName") || !salary || salary->type != ECW_EDM_DOUBLE ||
+		          salary->v.d != 50000.0 + i || !grade || grade->type != ECW_EDM_INT32 ||
+		          grade->v.i32 != i % 9 || !badge || badge->type != ECW_EDM_INT64 ||
+		          badge->v.i64 != 9007199254740993LL + i))
+			diff(r, "employee (%s, %s) lost or changed properties (types) on its way: %s",
+			     x->epk[i], x->erk[i], json_of(e));
+	}
+	/* The checks below need these on every employee. */
+	if (r->n) {
+		char copy[sizeof(r->text)];
+		snprintf(copy, sizeof(copy), "%s", r->text);
+		free(r);
+		fail_msg("%s: the source tables are inconsistent:%s", sc->name, copy);
+	}
+	if (s->nemp + s->narch != (size_t)sc->employees)
+		diff(r, "%zu employees + %zu archived, expected %d in all", s->nemp, s->narch, sc->employees);
+
+	/* 2. The index table: every entity must be expected, exactly. */
+	bool *seen_entry = calloc(s->nemp + 1, sizeof(bool)), *seen_eref = calloc(s->nemp + 1, sizeof(bool));
+	bool *seen_listed = calloc(s->nemp + 1, sizeof(bool)), *seen_lref = calloc(s->nemp + 1, sizeof(bool));
+	size_t nentries = 0, nlists = 0, nerefs = 0, nlrefs = 0;
+	assert_true(seen_entry && seen_eref && seen_listed && seen_lref);
+	for (size_t k = 0; k < s->nidx; k++) {
+		const struct ecw_entity *a = s->idx[k];
+		const char *pk = ecw_entity_pk(a), *rk = ecw_entity_rk(a);
+		const char *spk = strp(a, "SourcePartitionKey"), *srk = strp(a, "SourceRowKey");
+
+		if (strcmp(pk, EMAIL_PK) == 0) {
+			nentries++;
+			size_t j = 0;
+			for (; j < s->nemp; j++)
+				if (strcmp(strp(s->emp[j], "Email"), rk) == 0)
+					break;
+			if (j == s->nemp) {
+				diff(r, "stale email entry %s (its source (%s, %s) is %s): %s", rk,
+				     spk ? spk : "?", srk ? srk : "?",
+				     spk && srk ? whereabouts(s, spk, srk) : "-", json_of(a));
+				continue;
+			}
+			const struct ecw_entity *src = s->emp[j];
+			struct ecw_entity *want = NULL;
+			ECW_ASSERT_OK(ecw_entity_new(&want, EMAIL_PK, rk));
+			ECW_ASSERT_OK(ecw_entity_set_string(want, "SourcePartitionKey", ecw_entity_pk(src),
+			                                    strlen(ecw_entity_pk(src))));
+			ECW_ASSERT_OK(ecw_entity_set_string(want, "SourceRowKey", ecw_entity_rk(src),
+			                                    strlen(ecw_entity_rk(src))));
+			ECW_ASSERT_OK(ecw_entity_set_prop(want, ecw_entity_get(src, "FirstName")));
+			ECW_ASSERT_OK(ecw_entity_set_prop(want, ecw_entity_get(src, "LastName")));
+			if (!ecw_entity_equal(a, want))
+				diff(r, "email entry %s:\n    has      %s\n    expected %s", rk, json_of(a),
+				     json_of(want));
+			ecw_entity_free(want);
+			seen_entry[j] = true;
+		} else if (strncmp(pk, EMAIL_REF, strlen(EMAIL_REF)) == 0) {
+			nerefs++;
+			const struct ecw_entity *src =
+			    spk && srk ? find_entity(s->emp, s->nemp, spk, srk) : NULL;
+			if (!src) {
+				diff(r, "stale email ref of (%s, %s), which is %s: %s", spk ? spk : "?",
+				     srk ? srk : "?", spk && srk ? whereabouts(s, spk, srk) : "-",
+				     json_of(a));
+				continue;
+			}
+			struct ecw_entity *want = NULL;
+			ref_hash(h, spk, srk);
+			snprintf(rpk, sizeof(rpk), "%s%.2s", EMAIL_REF, h);
+			ECW_ASSERT_OK(ecw_entity_new(&want, rpk, h));
+			ECW_ASSERT_OK(ecw_entity_set_string(want, "Job", J_EMAIL, strlen(J_EMAIL)));
+			ECW_ASSERT_OK(ecw_entity_set_string(want, "SourcePartitionKey", spk, strlen(spk)));
+			ECW_ASSERT_OK(ecw_entity_set_string(want, "SourceRowKey", srk, strlen(srk)));
+			ECW_ASSERT_OK(
+			    ecw_entity_set_string(want, "IndexPartitionKey", EMAIL_PK, strlen(EMAIL_PK)));
+			ECW_ASSERT_OK(ecw_entity_set_string(want, "IndexRowKey", strp(src, "Email"),
+			                                    strlen(strp(src, "Email"))));
+			if (!ecw_entity_equal(a, want))
+				diff(r, "email ref of (%s, %s):\n    has      %s\n    expected %s", spk, srk,
+				     json_of(a), json_of(want));
+			ecw_entity_free(want);
+			for (size_t j = 0; j < s->nemp; j++)
+				if (s->emp[j] == src)
+					seen_eref[j] = true;
+		} else if (strcmp(pk, LIST_PK) == 0) {
+			nlists++;
+			struct json_object *arr = parse_keys(r, a);
+			for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
+				struct json_object *pr = json_object_array_get_idx(arr, i);
+				const char *lpk = json_object_get_string(json_object_array_get_idx(pr, 0));
+				const char *lrk = json_object_get_string(json_object_array_get_idx(pr, 1));
+				const struct ecw_entity *src = find_entity(s->emp, s->nemp, lpk, lrk);
+				if (!src) {
+					diff(r, "list %s holds (%s, %s), which is %s", rk, lpk, lrk,
+					     whereabouts(s, lpk, lrk));
+					continue;
+				}
+				if (strcmp(strp(src, "LastName"), rk) != 0)
+					diff(r, "list %s holds (%s, %s), whose LastName is %s", rk, lpk, lrk,
+					     strp(src, "LastName"));
+				for (size_t j = 0; j < s->nemp; j++)
+					if (s->emp[j] == src && strcmp(strp(src, "LastName"), rk) == 0)
+						seen_listed[j] = true;
+			}
+			/* Everyone with this LastName is in it. */
+			for (size_t j = 0; arr && j < s->nemp; j++)
+				if (strcmp(strp(s->emp[j], "LastName"), rk) == 0 &&
+				    !pairs_have(arr, ecw_entity_pk(s->emp[j]), ecw_entity_rk(s->emp[j])))
+					diff(r, "list %s lacks (%s, %s)", rk, ecw_entity_pk(s->emp[j]),
+					     ecw_entity_rk(s->emp[j]));
+			json_object_put(arr);
+		} else if (strncmp(pk, LIST_REF, strlen(LIST_REF)) == 0) {
+			nlrefs++;
+			const struct ecw_entity *src =
+			    spk && srk ? find_entity(s->emp, s->nemp, spk, srk) : NULL;
+			if (!src) {
+				diff(r, "stale list ref of (%s, %s), which is %s: %s", spk ? spk : "?",
+				     srk ? srk : "?", spk && srk ? whereabouts(s, spk, srk) : "-",
+				     json_of(a));
+				continue;
+			}
+			struct ecw_entity *want = NULL;
+			const char *last = strp(src, "LastName");
+			ref_hash(h, spk, srk);
+			snprintf(rpk, sizeof(rpk), "%s%.2s", LIST_REF, h);
+			ECW_ASSERT_OK(ecw_entity_new(&want, rpk, h));
+			ECW_ASSERT_OK(ecw_entity_set_string(want, "SourcePartitionKey", spk, strlen(spk)));
+			ECW_ASSERT_OK(ecw_entity_set_string(want, "SourceRowKey", srk, strlen(srk)));
+			ECW_ASSERT_OK(
+			    ecw_entity_set_string(want, "ListPartitionKey", LIST_PK, strlen(LIST_PK)));
+			ECW_ASSERT_OK(ecw_entity_set_string(want, "ListRowKey", last, strlen(last)));
+			if (!ecw_entity_equal(a, want))
+				diff(r, "list ref of (%s, %s):\n    has      %s\n    expected %s", spk, srk,
+				     json_of(a), json_of(want));
+			ecw_entity_free(want);
+			for (size_t j = 0; j < s->nemp; j++)
+				if (s->emp[j] == src)
+					seen_lref[j] = true;
+		} else {
+			diff(r, "unexpected entity in the index table: %s", json_of(a));
+		}
+	}
+	for (size_t j = 0; j < s->nemp; j++) {
+		const struct ecw_entity *e = s->emp[j];
+		if (!seen_entry[j])
+			diff(r, "no email entry for (%s, %s) at %s", ecw_entity_pk(e), ecw_entity_rk(e),
+			     strp(e, "Email"));
+		if (!seen_eref[j])
+			diff(r, "no email ref for (%s, %s)", ecw_entity_pk(e), ecw_entity_rk(e));
+		if (!seen_listed[j])
+			diff(r, "(%s, %s) is in no list (LastName %s)", ecw_entity_pk(e), ecw_entity_rk(e),
+			     strp(e, "LastName"));
+		if (!seen_lref[j])
+			diff(r, "no list ref for (%s, %s)", ecw_entity_pk(e), ecw_entity_rk(e));
+	}
+	/* One list per LastName in use, nothing more (the loop above found
+	 * stale members; an extra list would hold only stale ones). */
+	size_t want_lists = 0;
+	for (int n = 0; n < 4; n++)
+		for (size_t j = 0; j < s->nemp; j++)
+			if (strcmp(strp(s->emp[j], "LastName"), LAST_NAMES[n]) == 0) {
+				want_lists++;
+				break;
+			}
+	if (nlists != want_lists)
+		diff(r, "%zu lists, expected %zu", nlists, want_lists);
+	if (nentries != s->nemp || nerefs != s->nemp || nlrefs != s->nemp)
+		diff(r, "%zu email entries, %zu email refs, %zu list refs; expected %zu of each", nentries,
+		     nerefs, nlrefs, s->nemp);
+	free(seen_entry);
+	free(seen_eref);
+	free(seen_listed);
+	free(seen_lref);
+
+	/* 3. Orders: copies = the customer's current values, none when it is
+	 * gone; the rest as seeded. */
+	if (s->norders != (size_t)(sc->customers * sc->orders_per))
+		diff(r, "%zu orders, expected %d", s->norders, sc->customers * sc->orders_per);
+	for (size_t k = 0; k < s->norders; k++) {
+		const struct ecw_entity *o = s->orders[k];
+		const struct ecw_entity *c = find_entity(s->cust, s->ncust, CUST_PK, ecw_entity_pk(o));
+		const char *want_name = c ? strp(c, "Name") : NULL, *want_email = c ? strp(c, "Email") : NULL;
+		const struct ecw_prop *name = ecw_entity_get(o, "CustomerName"),
+		                      *email = ecw_entity_get(o, "CustomerEmail");
+		bool ok =
+		    (want_name ? name && name->type == ECW_EDM_STRING && strcmp(name->v.s, want_name) == 0
+		               : !name) &&
+		    (want_email
+		         ? email && email->type == ECW_EDM_STRING && strcmp(email->v.s, want_email) == 0
+		         : !email);
+		if (!ok)
+			diff(r,
+			     "order (%s, %s) of a customer %s: copies Name=%s Email=%s, expected Name=%s "
+			     "Email=%s",
+			     ecw_entity_pk(o), ecw_entity_rk(o), c ? "that exists" : "DELETED",
+			     name ? name->v.s : "(none)", email ? email->v.s : "(none)",
+			     want_name ? want_name : "(none)", want_email ? want_email : "(none)");
+		const struct ecw_prop *st = ecw_entity_get(o, "Status"), *amt = ecw_entity_get(o, "Amount"),
+		                      *note = ecw_entity_get(o, "Note");
+		size_t extra = (name ? 1 : 0) + (email ? 1 : 0);
+		if (!st || strcmp(st->v.s, "new") != 0 || !amt || amt->type != ECW_EDM_INT32 || !note ||
+		    ecw_entity_count(o) != 3 + extra)
+			diff(r, "order (%s, %s): other properties changed: %s", ecw_entity_pk(o),
+			     ecw_entity_rk(o), json_of(o));
+	}
+
+	if (r->n) {
+		char copy[sizeof(r->text)];
+		int n = r->n;
+		snprintf(copy, sizeof(copy), "%s", r->text);
+		free(r);
+		fail_msg("%s: the end state differs from the recomputation from the source tables in %d "
+		         "place(s) (first 40):%s",
+		         sc->name, n, copy);
+	}
+	free(r);
+}
+
+static void state_free(struct state *s)
+{
+	free_entities(s->emp, s->nemp);
+	free_entities(s->arch, s->narch);
+	free_entities(s->idx, s->nidx);
+	free_entities(s->cust, s->ncust);
+	free_entities(s->orders, s->norders);
+	memset(s, 0, sizeof(*s));
+}
+
+/* ---- the run ---------------------------------------------------------------------------------- */
+
+/* Waits until the queue has been empty (approximate count 0: nothing
+ * visible, hidden or in flight) and no worker has a job in flight for
+ * settle_ms in a row. Returns the ms waited. */
+static int64_t wait_quiet(struct mx *x, struct worker *w, int n, int timeout_s)
+{
+	int64_t t0 = itest_now_ms(), end = t0 + (int64_t)timeout_s * 1000, quiet_since = -1;
+	long long last_count = -1;
+
+	for (;;) {
+		long long count = queue_count(x, x->queue);
+		long long inflight = 0;
+		bool answered = true;
+		for (int k = 0; k < n; k++) {
+			char *page = NULL;
+			ITEST_CHECK(proc_alive(&w[k].p), "worker %s exited (%d); log %s:\n%s", w[k].p.name,
+			            proc_exit_code(&w[k].p), w[k].p.log_path, proc_tail(w[k].p.log_path, 30));
+			if (proc_http_get(&page, w[k].port, "/metrics") == 200)
+				inflight += metric_sum(page, "ecw_jobs_in_flight", NULL);
+			else
+				answered = false;
+			free(page);
+		}
+		int64_t now = itest_now_ms();
+		if (count == 0 && inflight == 0 && answered) {
+			if (quiet_since < 0)
+				quiet_since = now;
+			if (now - quiet_since >= x->sc->settle_ms)
+				return now - t0;
+		} else {
+			quiet_since = -1;
+		}
+		last_count = count;
+		if (now > end)
+			fail_msg("%s: the queue still holds %lld message(s) (%lld in flight) %d s after the "
+			         "producers finished (poison queue: %lld); worker 1's log %s:\n%s",
+			         x->sc->name, last_count, inflight, timeout_s, queue_count(x, x->poison),
+			         w[0].p.log_path, proc_tail(w[0].p.log_path, 30));
+		itest_sleep_ms(250);
+	}
+}
+
+enum { OC_SUCCEEDED, OC_RETRIED, OC_POISONED, OC_LEASE_LOST, OC_OTHER, NOC };
+static const char *const OC_NAMES[NOC] = {"succeeded", "retried", "poisoned", "lease-lost", "other"};
+
+struct tally {
+	long long by[NJOBS + 1][NOC]; /* the last row: unknown job */
+	long long rounds, conflicts, warn_lines, storage_errors;
+	long long m412, m409, m404, retries, requests;
+	char first_poison[1024];
+	char first_other[1024];
+};
+
+static void tally_log(struct tally *t, const char *path)
+{
+	struct proc_log log;
+
+	proc_log_read(&log, path);
+	for (size_t i = 0; i < log.n; i++) {
+		struct json_object *l = log.lines[i];
+		const char *ev = proc_field(l, "event");
+		const char *level = proc_field(l, "level");
+		if (strcmp(level, "warn") == 0 || strcmp(level, "error") == 0)
+			t->warn_lines++;
+		if (strcmp(ev, "message") != 0) {
+			if (strstr(ev, "storage"))
+				t->storage_errors++;
+			continue;
+		}
+		const char *job = proc_field(l, "job"), *oc = proc_field(l, "outcome");
+		int j = 0, o = 0;
+		while (j < NJOBS && strcmp(JOBS[j], job) != 0)
+			j++;
+		while (o < OC_OTHER && strcmp(OC_NAMES[o], oc) != 0)
+			o++;
+		t->by[j][o]++;
+		const char *d = proc_field(l, "detail"), *q;
+		if ((q = strstr(d, "rounds=")) != NULL)
+			t->rounds += strtoll(q + 7, NULL, 10) - 1;
+		if ((q = strstr(d, "conflicts=")) != NULL)
+			t->conflicts += strtoll(q + 10, NULL, 10);
+		if (o == OC_POISONED && !t->first_poison[0])
+			snprintf(t->first_poison, sizeof(t->first_poison), "%s",
+			         json_object_to_json_string_ext(l, JSON_C_TO_STRING_PLAIN));
+		if (o == OC_OTHER && !t->first_other[0])
+			snprintf(t->first_other, sizeof(t->first_other), "%s",
+			         json_object_to_json_string_ext(l, JSON_C_TO_STRING_PLAIN));
+	}
+	proc_log_dispose(&log);
+}
+
+static void tally_metrics(struct tally *t, int port)
+{
+	char *page = NULL;
+
+	if (proc_http_get(&page, port, "/metrics") == 200) {
+		t->m412 += metric_sum(page, "ecw_storage_requests_total", "status=\"412\"");
+		t->m409 += metric_sum(page, "ecw_storage_requests_total", "status=\"409\"");
+		t->m404 += metric_sum(page, "ecw_storage_requests_total", "status=\"404\"");
+		t->requests += metric_sum(page, "ecw_storage_requests_total", NULL);
+		t->retries += metric_sum(page, "ecw_storage_retries_total", NULL);
+	}
+	free(page);
+}
+
+/* Prints what the poison queue holds (for a failure message). */
+static void show_poison(struct mx *x)
+{
+	struct ecw_queue_msg *msgs = NULL;
+	size_t n = 0;
+
+	if (ecw_queue_peek(&msgs, &n, x->c, x->poison, 32) == 0) {
+		for (size_t i = 0; i < n; i++)
+			print_error("poison: %.600s\n", msgs[i].text);
+		ecw_queue_msgs_free(msgs, n);
+	}
+}
+
+static void run_scenario(struct mx *x, const struct scenario *sc)
+{
+	struct worker w[MAX_WORKERS];
+	struct producer prods[MAX_PRODUCERS];
+	struct tally t;
+	struct state s;
+	unsigned seed = getenv("ECW_TEST_SEED") ? (unsigned)strtoul(getenv("ECW_TEST_SEED"), NULL, 10)
+	                                        : (unsigned)(getpid() ^ (unsigned)itest_now_ms());
+
+	memset(&t, 0, sizeof(t));
+	memset(&s, 0, sizeof(s));
+	memset(prods, 0, sizeof(prods));
+	mx_open(x, sc);
+	print_message("%s: seed %u (ECW_TEST_SEED replays the plan), %s Azurite\n", sc->name, seed,
+	              x->private_az ? "a private" : "the shared");
+	seed_data(x);
+	make_plan(x, prods, seed);
+
+	int64_t t0 = itest_now_ms();
+	for (int k = 0; k < sc->producers; k++) {
+		struct producer *p = &prods[k];
+		p->x = x;
+		p->id = k + 1;
+		p->seed = seed * 7919u + (unsigned)k;
+		ECW_ASSERT_OK(ecw_client_new(&p->c, x->acct, &APP_OPTIONS)); /* one per thread */
+	}
+	for (int k = 0; k < sc->producers; k++)
+		assert_int_equal(pthread_create(&prods[k].tid, NULL, producer_main, &prods[k]), 0);
+	/* The workers come up once a quarter of the messages wait (as after a
+	 * deploy): a backlog in which many messages for the same keys are
+	 * received together by different workers. */
+	for (bool all_done = false; atomic_load(&x->puts) < sc->total / 4 && !all_done;) {
+		all_done = true;
+		for (int k = 0; k < sc->producers; k++)
+			all_done &= atomic_load(&prods[k].done);
+		itest_sleep_ms(20);
+	}
+	int64_t t_workers = itest_now_ms();
+	for (int k = 0; k < sc->workers; k++)
+		start_worker(x, &w[k], k + 1);
+	for (int k = 0; k < sc->producers; k++)
+		pthread_join(prods[k].tid, NULL);
+	int64_t t_produced = itest_now_ms();
+	for (int k = 0; k < sc->producers; k++)
+		ITEST_CHECK(!prods[k].failed, "%s", prods[k].error);
+	int puts = atomic_load(&x->puts);
+	ITEST_CHECK(puts == sc->total, "the producers put %d messages, planned %d", puts, sc->total);
+
+	(void)wait_quiet(x, w, sc->workers, sc->drain_s);
+	int64_t t_drained = itest_now_ms() - sc->settle_ms;
+
+	/* Counters before the workers go (the metrics go with them). */
+	for (int k = 0; k < sc->workers; k++)
+		tally_metrics(&t, w[k].port);
+	for (int k = 0; k < sc->workers; k++)
+		proc_stop(&w[k].p, 20000);
+	for (int k = 0; k < sc->workers; k++)
+		tally_log(&t, w[k].p.log_path);
+
+	long long total = 0, succeeded = 0, poisoned = 0, lease_lost = 0, retried = 0, other = 0;
+	char per_job[1024] = "";
+	size_t pl = 0;
+	for (int j = 0; j <= NJOBS; j++) {
+		long long row = 0;
+		for (int o = 0; o < NOC; o++)
+			row += t.by[j][o];
+		total += row;
+		succeeded += t.by[j][OC_SUCCEEDED];
+		retried += t.by[j][OC_RETRIED];
+		poisoned += t.by[j][OC_POISONED];
+		lease_lost += t.by[j][OC_LEASE_LOST];
+		other += t.by[j][OC_OTHER];
+		if (row && pl < sizeof(per_job))
+			pl += (size_t)snprintf(
+			    per_job + pl, sizeof(per_job) - pl,
+			    "\n    %-22s %5lld ok %4lld retried %3lld lease-lost %3lld poisoned %3lld other",
+			    j < NJOBS ? JOBS[j] : "(undecodable/unknown)", t.by[j][OC_SUCCEEDED],
+			    t.by[j][OC_RETRIED], t.by[j][OC_LEASE_LOST], t.by[j][OC_POISONED],
+			    t.by[j][OC_OTHER]);
+	}
+	double secs = (double)(t_drained - t_workers) / 1000.0;
+	print_message("%s: %d messages put by %d producers in %.1f s; %d workers x %d (started after %d "
+	              "puts) drained the queue %.1f s after their start (%.1f s after the last put): %lld "
+	              "outcomes logged (%+lld: follow-ups, retries, re-runs), %.0f outcomes/s, %lld storage "
+	              "requests (%.0f/s)\n",
+	              sc->name, puts, sc->producers, (double)(t_produced - t0) / 1000.0, sc->workers,
+	              sc->concurrency, sc->total / 4, secs, (double)(t_drained - t_produced) / 1000.0, total,
+	              total - puts, secs > 0 ? (double)total / secs : 0.0, t.requests,
+	              secs > 0 ? (double)t.requests / secs : 0.0);
+	print_message("  per job:%s\n", per_job);
+	print_message(
+	    "  outcomes: %lld succeeded, %lld retried, %lld lease-lost, %lld poisoned, %lld other\n",
+	    succeeded, retried, lease_lost, poisoned, other);
+	print_message("  storage: %lld retries in the client, %lld x 412, %lld x 409, %lld x 404; lost races "
+	              "in job details: %lld, extra rounds: %lld; %lld warn/error log lines\n",
+	              t.retries, t.m412, t.m409, t.m404, t.conflicts, t.rounds, t.warn_lines);
+	print_message("  application: %d e-mail handovers, %d LastName moves, %d e-mail changes, %d customer "
+	              "changes (%d dropped "
+	              "Email), %d deleted, %d re-created, %d archives, %d restores, %d stale re-sends, %d "
+	              "duplicates, %d delayed, %d base64; %d x 412 and %d x 404 on its own writes, %d "
+	              "changes skipped\n",
+	              atomic_load(&x->handovers), atomic_load(&x->moves), atomic_load(&x->email_changes),
+	              atomic_load(&x->cust_changes), atomic_load(&x->cust_drops),
+	              atomic_load(&x->cust_deletes), atomic_load(&x->cust_recreates),
+	              atomic_load(&x->archives), atomic_load(&x->restores), atomic_load(&x->stale),
+	              atomic_load(&x->dups), atomic_load(&x->delayed), atomic_load(&x->b64),
+	              atomic_load(&x->app_412), atomic_load(&x->app_404), atomic_load(&x->app_skipped));
+
+	/* Nothing poisoned, nothing left. */
+	long long left = queue_count(x, x->queue), in_poison = queue_count(x, x->poison);
+	if (in_poison)
+		show_poison(x);
+	ITEST_CHECK(in_poison == 0 && poisoned == 0,
+	            "%lld message(s) on the poison queue, %lld poisoned outcome(s); first: %s", in_poison,
+	            poisoned, t.first_poison);
+	ITEST_CHECK(left == 0, "%lld message(s) left on the queue after the workers stopped", left);
+	ITEST_CHECK(other == 0, "%lld outcome(s) other than succeeded/retried/lease-lost, first: %s", other,
+	            t.first_other);
+	/* Every message put (and every follow-up) ended in a success. */
+	ITEST_CHECK(succeeded >= puts, "%lld successes for %d messages put", succeeded, puts);
+	ITEST_CHECK(atomic_load(&x->moves) >= sc->min_moves, "only %d LastName moves, the scenario needs %d",
+	            atomic_load(&x->moves), sc->min_moves);
+
+	/* The end state is the recomputation from the sources. */
+	check_end_state(x, &s);
+	print_message("%s: end state = recomputation: %zu employees, %zu archived, %zu index entities, %zu "
+	              "customers (%d deleted), %zu orders\n",
+	              sc->name, s.nemp, s.narch, s.nidx, s.ncust, sc->customers - (int)s.ncust, s.norders);
+	state_free(&s);
+
+	for (int k = 0; k < sc->producers; k++) {
+		ecw_client_free(prods[k].c);
+		free(prods[k].ops);
+		free(prods[k].last);
+	}
+	proc_assert_logs_clean();
+}
+
+/* ---- the cases -------------------------------------------------------------------------------- */
+
+/* The same code on a small scale: 2 workers, 200 messages. */
+static void test_jobs_mixed__small_sanity(void **state)
+{
+	run_scenario(*state, &SMALL);
+}
+
+/* The issue's: 4 workers, 2,000 messages, at least 200 LastName moves. */
+static void test_jobs_mixed__four_workers_converge(void **state)
+{
+	run_scenario(*state, &FULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_jobs_mixed__small_sanity, mx_setup, mx_teardown),
+	    cmocka_unit_test_setup_teardown(test_jobs_mixed__four_workers_converge, mx_setup, mx_teardown),
+	};
+	/* ECW_TEST_FILTER=test_jobs_mixed__small* runs only the matching cases. */
+	if (getenv("ECW_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("ECW_TEST_FILTER"));
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
