@@ -71,7 +71,6 @@ struct runtime {
 	bool workers_exit;
 	atomic_bool stopping;       /* first signal */
 	atomic_bool force;          /* second signal */
-	atomic_int failed_threads;
 };
 
 static char worker_id[200];
@@ -349,8 +348,12 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 
 /* ---- threads -------------------------------------------------------------------------- */
 
+/* A job or renewer thread: its own storage connection, made before it starts
+ * (so a failure stops start-up instead of silently shrinking the pool) and
+ * freed after it is joined. */
 struct thread_arg {
 	struct runtime *rt;
+	struct ecw_client *client;
 	pthread_t tid;
 	bool started;
 };
@@ -358,13 +361,8 @@ struct thread_arg {
 static void *job_thread(void *p)
 {
 	struct runtime *rt = ((struct thread_arg *)p)->rt;
-	struct ecw_client *c = NULL;
+	struct ecw_client *c = ((struct thread_arg *)p)->client;
 
-	if (ecw_client_new(&c, rt->acct, &rt->copts) < 0) {
-		log_storage_error("client.new");
-		atomic_fetch_add(&rt->failed_threads, 1);
-		return NULL;
-	}
 	for (;;) {
 		struct slot *s;
 		pthread_mutex_lock(&rt->mu);
@@ -396,7 +394,6 @@ static void *job_thread(void *p)
 		pthread_cond_signal(&rt->main_cv);
 		pthread_mutex_unlock(&rt->mu);
 	}
-	ecw_client_free(c);
 	return NULL;
 }
 
@@ -406,13 +403,8 @@ static void *job_thread(void *p)
 static void *renew_thread(void *p)
 {
 	struct runtime *rt = ((struct thread_arg *)p)->rt;
-	struct ecw_client *c = NULL;
+	struct ecw_client *c = ((struct thread_arg *)p)->client;
 
-	if (ecw_client_new(&c, rt->acct, &rt->copts) < 0) {
-		log_storage_error("client.new");
-		atomic_fetch_add(&rt->failed_threads, 1);
-		return NULL;
-	}
 	for (;;) {
 		pthread_mutex_lock(&rt->mu);
 		if (rt->workers_exit) {
@@ -450,7 +442,6 @@ static void *renew_thread(void *p)
 			pthread_mutex_unlock(&s->mu);
 		}
 	}
-	ecw_client_free(c);
 	return NULL;
 }
 
@@ -685,7 +676,7 @@ static bool drain(struct runtime *rt, struct ecw_client *c)
 int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 {
 	struct runtime *rt = calloc(1, sizeof(*rt));
-	struct thread_arg *args = NULL, renew_arg;
+	struct thread_arg *args = NULL, renew_arg = {0};
 	pthread_t sig_tid;
 	struct ecw_metrics_server *metrics = NULL;
 	struct ecw_client *c = NULL;
@@ -747,6 +738,15 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 		goto done;
 	for (int i = 0; i < rt->nslots; i++)
 		pthread_mutex_init(&rt->slots[i].mu, NULL);
+	for (int i = 0; i < rt->nslots; i++)
+		if (ecw_client_new(&args[i].client, rt->acct, &rt->copts) < 0) {
+			log_storage_error("client.new");
+			goto done;
+		}
+	if (ecw_client_new(&renew_arg.client, rt->acct, &rt->copts) < 0) {
+		log_storage_error("client.new");
+		goto done;
+	}
 	for (int i = 0; i < rt->nslots; i++) {
 		args[i].rt = rt;
 		args[i].started = pthread_create(&args[i].tid, NULL, job_thread, &args[i]) == 0;
@@ -777,6 +777,10 @@ done:
 	*threads_done = joinable;
 	if (!joinable)
 		return rc; /* job threads still run: the process ends now, freeing nothing they use */
+	if (args)
+		for (int i = 0; i < rt->nslots; i++)
+			ecw_client_free(args[i].client);
+	ecw_client_free(renew_arg.client);
 	ecw_account_free(rt->acct);
 	if (rt->slots)
 		for (int i = 0; i < rt->nslots; i++)

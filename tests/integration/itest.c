@@ -244,3 +244,35 @@ const char *itest_table2(struct itest *t)
 	assert_true(created);
 	return t->table2;
 }
+
+struct ecw_entity **itest_query_all(size_t *n, struct ecw_client *c, const char *table, const char *filter)
+{
+	struct ecw_query_options qo = {.filter = filter};
+	struct ecw_table_query *q = NULL;
+	struct ecw_entity **v = NULL;
+	size_t cap = 0;
+
+	*n = 0;
+	ECW_ASSERT_OK(ecw_table_query_new(&q, c, table, &qo));
+	for (;;) {
+		struct ecw_entity *e = NULL;
+		ECW_ASSERT_OK(ecw_table_query_next(&e, q));
+		if (!e)
+			break;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 64;
+			v = realloc(v, cap * sizeof(*v));
+			assert_non_null(v);
+		}
+		v[(*n)++] = e;
+	}
+	ecw_table_query_free(q);
+	return v;
+}
+
+void itest_entities_free(struct ecw_entity **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ecw_entity_free(v[i]);
+	free(v);
+}

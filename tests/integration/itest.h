@@ -63,6 +63,12 @@ void itest_client_for(struct ecw_account **acct, struct ecw_client **client, con
  * digits, starting with a letter, 3..63). */
 void itest_unique_name(char *out, size_t cap, char kind, const char *hint);
 
+/* Every entity of table matching filter (NULL: all), in the service's order,
+ * following continuation tokens; fails the test on any error. Free the
+ * result with itest_entities_free. */
+struct ecw_entity **itest_query_all(size_t *n, struct ecw_client *c, const char *table, const char *filter);
+void itest_entities_free(struct ecw_entity **v, size_t n);
+
 /* Current stats of a client. */
 struct ecw_client_stats itest_stats(const struct ecw_client *c);
 

@@ -262,35 +262,9 @@ static void put_message(struct fx *x, const char *job, const char *customer)
 /* Every entity of a table matching filter (NULL: all); the caller frees. */
 static struct ecw_entity **query_all(size_t *n, struct fx *x, const char *table, const char *filter)
 {
-	struct ecw_table_query *q = NULL;
-	struct ecw_query_options qo = {.filter = filter};
-	struct ecw_entity **v = NULL;
-	size_t cap = 0;
-
-	*n = 0;
-	ECW_ASSERT_OK(ecw_table_query_new(&q, x->t->client, table, &qo));
-	for (;;) {
-		struct ecw_entity *e = NULL;
-		ECW_ASSERT_OK(ecw_table_query_next(&e, q));
-		if (!e)
-			break;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 256;
-			v = realloc(v, cap * sizeof(*v));
-			assert_non_null(v);
-		}
-		v[(*n)++] = e;
-	}
-	ecw_table_query_free(q);
-	return v;
+	return itest_query_all(n, x->t->client, table, filter);
 }
 
-static void free_all(struct ecw_entity **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		ecw_entity_free(v[i]);
-	free(v);
-}
 
 /* The orders of a customer (by their CustomerId). */
 static struct ecw_entity **orders_of(size_t *n, struct fx *x, const char *customer)
@@ -425,7 +399,7 @@ static size_t check_recomputed(struct fx *x, const char *const *fanned, struct e
 		if (!ecw_entity_get(o, "Status") || strcmp(ecw_entity_get(o, "Status")->v.s, "new") == 0)
 			check_untouched(o, NULL);
 	}
-	free_all(orders, n);
+	itest_entities_free(orders, n);
 	return n;
 }
 
@@ -439,7 +413,7 @@ static size_t orders_named(struct fx *x, const char *customer, const char *name)
 		const struct ecw_prop *p = ecw_entity_get(v[i], "CustomerName");
 		hits += name ? p && p->type == ECW_EDM_STRING && strcmp(p->v.s, name) == 0 : !p;
 	}
-	free_all(v, n);
+	itest_entities_free(v, n);
 	return hits;
 }
 
@@ -537,7 +511,7 @@ static void test_job_fanout__happy_path(void **state)
 		assert_string_equal(ecw_entity_get(v[i], "CustomerRef")->v.s, "alice");
 		assert_null(ecw_entity_get(v[i], "Visits"));
 	}
-	free_all(v, n);
+	itest_entities_free(v, n);
 	proc_assert_logs_clean();
 }
 
@@ -571,8 +545,8 @@ static void test_job_fanout__run_twice(void **state)
 		ITEST_CHECK(strcmp(ecw_entity_etag(before[i]), ecw_entity_etag(after[i])) == 0,
 		            "order %s/%s was written again", ecw_entity_pk(after[i]),
 		            ecw_entity_rk(after[i]));
-	free_all(before, n1);
-	free_all(after, n2);
+	itest_entities_free(before, n1);
+	itest_entities_free(after, n2);
 	check_recomputed(x, fanned, NULL);
 	queues_empty(x);
 	proc_assert_logs_clean();
@@ -1131,7 +1105,7 @@ static void test_job_fanout__batch_falls_back_when_target_changed(void **state)
 	struct ecw_entity **v = orders_of(&n, x, "lena");
 	for (size_t i = 0; i < n; i++)
 		check_untouched(v[i], strcmp(ecw_entity_rk(v[i]), "o00003") == 0 ? "shipped" : NULL);
-	free_all(v, n);
+	itest_entities_free(v, n);
 }
 
 /* ---- 13. the source changes while the job writes -------------------------------------------- */

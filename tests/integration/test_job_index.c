@@ -264,41 +264,16 @@ static void ensure_table(struct ix *x, const char *table)
 /* Every entity of table (caller frees each and the array). */
 static struct ecw_entity **all_entities(size_t *n, struct ix *x, const char *table)
 {
-	struct ecw_table_query *q = NULL;
-	struct ecw_entity **v = NULL;
-	size_t cap = 0;
-
-	*n = 0;
-	ECW_ASSERT_OK(ecw_table_query_new(&q, x->t->client, table, NULL));
-	for (;;) {
-		struct ecw_entity *e = NULL;
-		ECW_ASSERT_OK(ecw_table_query_next(&e, q));
-		if (!e)
-			break;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 64;
-			v = realloc(v, cap * sizeof(*v));
-			assert_non_null(v);
-		}
-		v[(*n)++] = e;
-	}
-	ecw_table_query_free(q);
-	return v;
+	return itest_query_all(n, x->t->client, table, NULL);
 }
 
-static void free_entities(struct ecw_entity **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		ecw_entity_free(v[i]);
-	free(v);
-}
 
 static size_t count_entities(struct ix *x, const char *table)
 {
 	size_t n = 0;
 	struct ecw_entity **v = all_entities(&n, x, table);
 
-	free_entities(v, n);
+	itest_entities_free(v, n);
 	return n;
 }
 
@@ -457,9 +432,9 @@ static size_t check_recompute(struct ix *x, const struct spec *sp)
 	for (size_t j = 0; j < ne; j++)
 		ITEST_CHECK(found[j], "index table %s lacks %s", index, json_of(exp[j]));
 	free(found);
-	free_entities(exp, ne);
-	free_entities(src, ns);
-	free_entities(act, na);
+	itest_entities_free(exp, ne);
+	itest_entities_free(src, ns);
+	itest_entities_free(act, na);
 	return sources;
 }
 

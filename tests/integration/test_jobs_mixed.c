@@ -988,34 +988,9 @@ static void seed_data(struct mx *x)
 
 static struct ecw_entity **all_entities(size_t *n, struct mx *x, const char *table)
 {
-	struct ecw_table_query *q = NULL;
-	struct ecw_entity **v = NULL;
-	size_t cap = 0;
-
-	*n = 0;
-	ECW_ASSERT_OK(ecw_table_query_new(&q, x->c, table, NULL));
-	for (;;) {
-		struct ecw_entity *e = NULL;
-		ECW_ASSERT_OK(ecw_table_query_next(&e, q));
-		if (!e)
-			break;
-		if (*n == cap) {
-			cap = cap ? cap * 2 : 256;
-			v = realloc(v, cap * sizeof(*v));
-			assert_non_null(v);
-		}
-		v[(*n)++] = e;
-	}
-	ecw_table_query_free(q);
-	return v;
+	return itest_query_all(n, x->c, table, NULL);
 }
 
-static void free_entities(struct ecw_entity **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		ecw_entity_free(v[i]);
-	free(v);
-}
 
 static const struct ecw_entity *find_entity(struct ecw_entity **v, size_t n, const char *pk, const char *rk)
 {
@@ -1400,11 +1375,11 @@ static void check_end_state(struct mx *x, struct state *s)
 
 static void state_free(struct state *s)
 {
-	free_entities(s->emp, s->nemp);
-	free_entities(s->arch, s->narch);
-	free_entities(s->idx, s->nidx);
-	free_entities(s->cust, s->ncust);
-	free_entities(s->orders, s->norders);
+	itest_entities_free(s->emp, s->nemp);
+	itest_entities_free(s->arch, s->narch);
+	itest_entities_free(s->idx, s->nidx);
+	itest_entities_free(s->cust, s->ncust);
+	itest_entities_free(s->orders, s->norders);
 	memset(s, 0, sizeof(*s));
 }
 
