@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backfill.h"
+#include "connect.h"
 #include "ecw_clock.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
@@ -43,8 +44,7 @@ int ecw_backfill(struct ecw_backfill_result *r, const struct ecw_config *cfg, co
 				    job->type->name);
 		goto done;
 	}
-	if ((err = ecw_account_parse(&acct, cfg->storage.connection_string)) < 0 ||
-	    (err = ecw_client_new(&c, acct, NULL)) < 0 ||
+	if ((err = ecw_connect(&acct, &c, cfg)) < 0 ||
 	    (cfg->worker.create_missing && (err = ecw_queue_create(NULL, c, cfg->worker.queue)) < 0) ||
 	    (err = ecw_table_query_new(&q, c, table, &qo)) < 0)
 		goto done;

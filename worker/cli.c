@@ -9,6 +9,7 @@
 
 #include "backfill.h"
 #include "cli.h"
+#include "connect.h"
 #include "ecw_config.h"
 #include "ecw_log.h"
 #include "ecw_storage.h"
@@ -194,8 +195,7 @@ int ecw_cmd_enqueue(int argc, char **argv)
 		goto done;
 	}
 	rc = 1;
-	if (ecw_account_parse(&acct, cfg->storage.connection_string) < 0 ||
-	    ecw_client_new(&c, acct, NULL) < 0 ||
+	if (ecw_connect(&acct, &c, cfg) < 0 ||
 	    (cfg->worker.create_missing && ecw_queue_create(NULL, c, cfg->worker.queue) < 0) ||
 	    ecw_queue_put(&put, c, cfg->worker.queue, text.ptr, text.len,
 			  &(struct ecw_queue_put_options){0, cfg->worker.message_ttl_s}) < 0) {

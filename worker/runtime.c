@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "connect.h"
 #include "ecw_clock.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
@@ -689,7 +690,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	rt->cfg = cfg;
 	rt->nslots = cfg->worker.concurrency;
 	rt->vis_s = (int)(cfg->worker.visibility_timeout_ms / 1000);
-	rt->copts = (struct ecw_client_options)ECW_CLIENT_OPTIONS_INIT;
+	ecw_connect_client_options(&rt->copts, cfg);
 	rt->copts.on_attempt = on_attempt;
 	pthread_mutex_init(&rt->mu, NULL);
 	init_cond(&rt->work_cv);
@@ -710,7 +711,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	if (pthread_create(&sig_tid, NULL, signal_thread, rt) == 0)
 		pthread_detach(sig_tid);
 
-	if (ecw_account_parse(&rt->acct, cfg->storage.connection_string) < 0) {
+	if (ecw_connect_account(&rt->acct, cfg) < 0) {
 		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "%s", ecw_error_last()->message);
 		goto done;
 	}

@@ -1,0 +1,22 @@
+/* connect.h - from the configuration's storage section to an account (the
+ * endpoints and the credential) and the client options every command uses.
+ * Commands call these instead of parsing the connection string themselves,
+ * so how the worker authenticates is decided in one place. */
+#ifndef ECW_CONNECT_H
+#define ECW_CONNECT_H
+
+#include "ecw_config.h"
+#include "ecw_storage.h"
+
+/* The account described by cfg->storage. Free with ecw_account_free. */
+int ecw_connect_account(struct ecw_account **out, const struct ecw_config *cfg) ECW_MUST_USE;
+
+/* Fills opts with the defaults plus what cfg->storage sets. */
+void ecw_connect_client_options(struct ecw_client_options *opts, const struct ecw_config *cfg);
+
+/* Both at once, for one-shot commands: an account and one client on it.
+ * On failure both are NULL and the error is set. */
+int ecw_connect(struct ecw_account **acct_out, struct ecw_client **client_out,
+		const struct ecw_config *cfg) ECW_MUST_USE;
+
+#endif
