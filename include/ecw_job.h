@@ -54,6 +54,9 @@ struct ecw_job_type {
 	/* The table whose entities the job derives from, for `ecworker
 	 * backfill`; may be NULL when the job has none. */
 	const char *(*source_table)(const void *settings);
+	/* The table the job writes (archive, index, targets), for `ecworker
+	 * status`; may be NULL. */
+	const char *(*target_table)(const void *settings);
 };
 
 /* The registry: NULL when no type has that name. */

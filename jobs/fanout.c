@@ -251,6 +251,11 @@ static const char *fanout_source(const void *settings)
 	return ((const struct fanout *)settings)->source;
 }
 
+static const char *fanout_target(const void *settings)
+{
+	return ((const struct fanout *)settings)->table;
+}
+
 /* ---- one run --------------------------------------------------------------------- */
 
 /* A pending write: the entity to send and the target's ETag as read. */
@@ -644,4 +649,5 @@ const struct ecw_job_type ecw_job_fanout = {
     .run = fanout_run,
     .free = fanout_free,
     .source_table = fanout_source,
+	.target_table = fanout_target,
 };

@@ -245,6 +245,11 @@ static const char *index_source(const void *settings)
 	return ((const struct index *)settings)->source;
 }
 
+static const char *index_target(const void *settings)
+{
+	return ((const struct index *)settings)->table;
+}
+
 /* ---- locations ----------------------------------------------------------------------- */
 
 struct loc {
@@ -842,4 +847,5 @@ const struct ecw_job_type ecw_job_index = {
     .run = index_run,
     .free = index_free,
     .source_table = index_source,
+	.target_table = index_target,
 };

@@ -1003,6 +1003,11 @@ static const char *il_source(const void *settings)
 	return ((const struct index_list *)settings)->source;
 }
 
+static const char *il_target(const void *settings)
+{
+	return ((const struct index_list *)settings)->table;
+}
+
 const struct ecw_job_type ecw_job_index_list = {
     .name = "index-list",
     .parse = il_parse,
@@ -1010,4 +1015,5 @@ const struct ecw_job_type ecw_job_index_list = {
     .run = il_run,
     .free = il_free,
     .source_table = il_source,
+	.target_table = il_target,
 };

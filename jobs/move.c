@@ -237,6 +237,11 @@ static const char *move_source(const void *settings)
 	return ((const struct move *)settings)->from;
 }
 
+static const char *move_target(const void *settings)
+{
+	return ((const struct move *)settings)->to;
+}
+
 const struct ecw_job_type ecw_job_move = {
 	.name = "move",
 	.parse = move_parse,
@@ -244,4 +249,5 @@ const struct ecw_job_type ecw_job_move = {
 	.run = move_run,
 	.free = move_free,
 	.source_table = move_source,
+	.target_table = move_target,
 };

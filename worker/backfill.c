@@ -1,6 +1,6 @@
 /* backfill.c - enqueue one message per source entity (see backfill.h). The
  * scan selects only the keys, pages through continuation tokens as it goes,
- * and paces the puts with a token bucket. A put that fails after the
+ * and paces the puts with a token bucket (pace.h). A put that fails after the
  * client's retries is counted and reported, never silently dropped. */
 #include <stdio.h>
 #include <string.h>
@@ -12,15 +12,16 @@
 #include "ecw_log.h"
 #include "ecw_storage.h"
 #include "message.h"
+#include "pace.h"
+#include "progress.h"
 
-static void show(const struct ecw_backfill_result *r, int64_t t0, bool final)
+static void show(struct ecw_progress *p, const struct ecw_backfill_result *r, bool final)
 {
-	double secs = (double)(ecw_now_ms() - t0) / 1000.0;
+	char detail[96];
 
-	fprintf(stderr, "\rbackfill: %llu scanned, %llu enqueued, %llu failed, %.0f/s, %.1f s%s",
-		(unsigned long long)r->scanned, (unsigned long long)r->enqueued, (unsigned long long)r->failed,
-		secs > 0 ? (double)r->enqueued / secs : 0.0, secs, final ? "\n" : "");
-	fflush(stderr);
+	snprintf(detail, sizeof(detail), "%llu scanned, %llu failed", (unsigned long long)r->scanned,
+		 (unsigned long long)r->failed);
+	ecw_progress_show(p, r->enqueued, detail, final);
 }
 
 int ecw_backfill(struct ecw_backfill_result *r, const struct ecw_config *cfg, const struct ecw_job_def *job,
@@ -33,11 +34,14 @@ int ecw_backfill(struct ecw_backfill_result *r, const struct ecw_config *cfg, co
 	struct ecw_table_query *q = NULL;
 	struct ecw_buf text;
 	const char *table;
-	int64_t t0 = ecw_now_ms(), last_show = t0;
-	double tokens = 1, last_fill = (double)t0;
+	int64_t t0 = ecw_now_ms();
+	struct ecw_progress prog;
+	struct ecw_pace pace;
 	int err;
 
 	memset(r, 0, sizeof(*r));
+	ecw_progress_init(&prog, "backfill", opts->progress, 0);
+	ecw_pace_init(&pace, opts->rate);
 	ecw_buf_init(&text, ECW_QUEUE_MAX_TEXT);
 	if (!job->type->source_table || !(table = job->type->source_table(job->settings))) {
 		err = ecw_error_set(ECW_EINVALID, "job '%s' (type %s) has no source table to scan", job->name,
@@ -60,21 +64,7 @@ int ecw_backfill(struct ecw_backfill_result *r, const struct ecw_config *cfg, co
 		if (!e)
 			break;
 		r->scanned++;
-		if (opts->rate > 0) {
-			/* Token bucket: one token per message, refilled at `rate`
-			 * per second, at most one second's worth banked. */
-			for (;;) {
-				double now = (double)ecw_now_ms();
-				tokens += (now - last_fill) / 1000.0 * opts->rate;
-				last_fill = now;
-				if (tokens > opts->rate)
-					tokens = opts->rate > 1 ? opts->rate : 1;
-				if (tokens >= 1 || (opts->stop && *opts->stop))
-					break;
-				ecw_sleep_ms((int64_t)((1 - tokens) * 1000.0 / opts->rate) + 1);
-			}
-			tokens -= 1;
-		}
+		ecw_pace_take(&pace, opts->stop);
 		ecw_buf_reset(&text);
 		if (ecw_message_encode(&text, job->name, ecw_entity_pk(e), ecw_entity_rk(e), NULL, NULL, false) < 0 ||
 		    ecw_queue_put(NULL, c, cfg->worker.queue, text.ptr, text.len, &po) < 0) {
@@ -88,16 +78,12 @@ int ecw_backfill(struct ecw_backfill_result *r, const struct ecw_config *cfg, co
 			r->enqueued++;
 		}
 		ecw_entity_free(e);
-		if (opts->progress && ecw_now_ms() - last_show >= 1000) {
-			show(r, t0, false);
-			last_show = ecw_now_ms();
-		}
+		show(&prog, r, false);
 	}
 	err = 0;
 done:
 	r->seconds = (double)(ecw_now_ms() - t0) / 1000.0;
-	if (opts->progress)
-		show(r, t0, true);
+	show(&prog, r, true);
 	ecw_table_query_free(q);
 	ecw_client_free(c);
 	ecw_account_free(acct);

@@ -26,6 +26,8 @@ void ecw_cli_usage(void *file)
 		      "  check-config   validate a configuration file and list every problem\n"
 		      "  enqueue        put a well-formed job message on the job queue\n"
 		      "  backfill       enqueue one message per entity of a job's source table\n"
+		      "  poison         list, replay or purge poison messages (poison --help)\n"
+		      "  status         queue depths, poison counts by job and reason, tables\n"
 		      "  version        print the version\n"
 		      "  help           this text\n\n"
 		      "Every command takes --help. The configuration file is -c FILE, else $ECW_CONFIG,\n"
@@ -33,8 +35,7 @@ void ecw_cli_usage(void *file)
 		      "1 runtime failure.\n");
 }
 
-/* Loads the configuration, printing every problem; NULL on failure. */
-static struct ecw_config *load(const char *path)
+struct ecw_config *ecw_cli_load_config(const char *path)
 {
 	struct ecw_config_errors errs;
 	struct ecw_config *cfg = NULL;
@@ -95,7 +96,7 @@ int ecw_cmd_run(int argc, char **argv)
 
 	if ((rc = parse_common(&path, argc, argv, help)) >= 0)
 		return rc;
-	if (!(cfg = load(path)))
+	if (!(cfg = ecw_cli_load_config(path)))
 		return EXIT_USAGE;
 	bool threads_done = true;
 
@@ -122,7 +123,7 @@ int ecw_cmd_check_config(int argc, char **argv)
 
 	if ((rc = parse_common(&path, argc, argv, help)) >= 0)
 		return rc;
-	if (!(cfg = load(path)))
+	if (!(cfg = ecw_cli_load_config(path)))
 		return EXIT_USAGE;
 	/* The configuration checks the connection string too (without printing it). */
 	printf("%s: OK (%zu job%s; queue %s, poison queue %s)\n", cfg->file, cfg->njobs, cfg->njobs == 1 ? "" : "s",
@@ -178,7 +179,7 @@ int ecw_cmd_enqueue(int argc, char **argv)
 		fputs(help, stderr);
 		goto done;
 	}
-	if (!(cfg = load(path)))
+	if (!(cfg = ecw_cli_load_config(path)))
 		goto done;
 	if (!ecw_config_job(cfg, argv[optind])) {
 		fprintf(stderr, "enqueue: no job named '%s' in %s\n", argv[optind], cfg->file);
@@ -269,7 +270,7 @@ int ecw_cmd_backfill(int argc, char **argv)
 		fputs(help, stderr);
 		return EXIT_USAGE;
 	}
-	if (!(cfg = load(path)))
+	if (!(cfg = ecw_cli_load_config(path)))
 		return EXIT_USAGE;
 	if (!(job = ecw_config_job(cfg, argv[optind]))) {
 		fprintf(stderr, "backfill: no job named '%s' in %s\n", argv[optind], cfg->file);

@@ -8,6 +8,14 @@ int ecw_cmd_run(int argc, char **argv);
 int ecw_cmd_check_config(int argc, char **argv);
 int ecw_cmd_enqueue(int argc, char **argv);
 int ecw_cmd_backfill(int argc, char **argv);
+int ecw_cmd_poison(int argc, char **argv);     /* poison_cmd.c */
+int ecw_cmd_status(int argc, char **argv);     /* status.c */
+void ecw_poison_usage(void *file);
+
+struct ecw_config;
+/* Loads the configuration, printing every problem to stderr; NULL on failure
+ * (the command then exits 2). */
+struct ecw_config *ecw_cli_load_config(const char *path);
 void ecw_cli_usage(void *file);
 
 #endif

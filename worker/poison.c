@@ -1,6 +1,11 @@
-/* poison.c - building poison envelopes (see poison.h). */
+/* poison.c - building and reading poison envelopes, and filtering them (see
+ * poison.h). */
+#define _XOPEN_SOURCE 700 /* strptime */
 #include <json-c/json.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "poison.h"
 
@@ -47,4 +52,182 @@ int ecw_poison_envelope(struct ecw_buf *out, const struct ecw_poison_info *in)
 	err = json ? ecw_buf_adds(out, json) : ecw_error_set(ECW_ENOMEM, "out of memory");
 	json_object_put(obj);
 	return err;
+}
+
+/* ---- reading -------------------------------------------------------------- */
+
+static int dup_field(char **out, struct json_object *obj, const char *key)
+{
+	struct json_object *v;
+
+	*out = NULL;
+	if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
+		return 0;
+	if (!(*out = strdup(json_object_get_string(v))))
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	return 0;
+}
+
+/* "2026-11-20T10:00:00Z" (seconds optional) or "2026-11-20": 0 when it is neither. */
+static time_t parse_utc(const char *s)
+{
+	struct tm tm;
+	const char *end;
+
+	memset(&tm, 0, sizeof(tm));
+	if (!(end = strptime(s, "%Y-%m-%d", &tm)))
+		return 0;
+	if (*end == 'T' || *end == ' ') {
+		const char *t = strptime(end + 1, "%H:%M:%S", &tm);
+		if (!t)
+			t = strptime(end + 1, "%H:%M", &tm);
+		if (!t)
+			return 0;
+		end = t;
+		if (*end == 'Z')
+			end++;
+	}
+	if (*end)
+		return 0;
+	return timegm(&tm);
+}
+
+static time_t field_time(struct json_object *obj, const char *key)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
+		return 0;
+	return parse_utc(json_object_get_string(v));
+}
+
+static int read_foreign(struct ecw_poison_view *out, const char *text, size_t len)
+{
+	if (!(out->original = malloc(len + 1)))
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	memcpy(out->original, text, len);
+	out->original[len] = '\0';
+	out->original_len = len;
+	return 0;
+}
+
+int ecw_poison_parse(struct ecw_poison_view *out, const char *text, size_t len)
+{
+	struct json_tokener *tok;
+	struct json_object *obj = NULL, *v;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	out->dequeue_count = -1;
+	if (len < INT32_MAX && (tok = json_tokener_new())) {
+		obj = json_tokener_parse_ex(tok, text, (int)len);
+		/* Trailing bytes after the object mean it is not one of ours. */
+		if (obj && (json_tokener_get_error(tok) != json_tokener_success || tok->char_offset != (int)len)) {
+			json_object_put(obj);
+			obj = NULL;
+		}
+		json_tokener_free(tok);
+	}
+	if (!obj || !json_object_is_type(obj, json_type_object) ||
+	    !json_object_object_get_ex(obj, "ecw_poison", &v) || !json_object_is_type(v, json_type_int) ||
+	    json_object_get_int64(v) != 1 || !json_object_object_get_ex(obj, "original", &v) ||
+	    !json_object_is_type(v, json_type_string)) {
+		json_object_put(obj);
+		return read_foreign(out, text, len);
+	}
+	out->envelope = true;
+	out->original_len = (size_t)json_object_get_string_len(v);
+	if (!(out->original = malloc(out->original_len + 1))) {
+		json_object_put(obj);
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	}
+	memcpy(out->original, json_object_get_string(v), out->original_len);
+	out->original[out->original_len] = '\0';
+	if ((err = dup_field(&out->job, obj, "job")) < 0 || (err = dup_field(&out->pk, obj, "pk")) < 0 ||
+	    (err = dup_field(&out->rk, obj, "rk")) < 0 || (err = dup_field(&out->reason, obj, "reason")) < 0 ||
+	    (err = dup_field(&out->error, obj, "error")) < 0 || (err = dup_field(&out->queue, obj, "queue")) < 0 ||
+	    (err = dup_field(&out->message_id, obj, "message_id")) < 0 ||
+	    (err = dup_field(&out->worker, obj, "worker")) < 0) {
+		json_object_put(obj);
+		return err;
+	}
+	if (json_object_object_get_ex(obj, "dequeue_count", &v) && json_object_is_type(v, json_type_int))
+		out->dequeue_count = (long)json_object_get_int64(v);
+	out->failed_at = field_time(obj, "failed_at");
+	out->inserted_at = field_time(obj, "inserted_at");
+	json_object_put(obj);
+	return 0;
+}
+
+void ecw_poison_view_dispose(struct ecw_poison_view *v)
+{
+	free(v->original);
+	free(v->job);
+	free(v->pk);
+	free(v->rk);
+	free(v->reason);
+	free(v->error);
+	free(v->queue);
+	free(v->message_id);
+	free(v->worker);
+	memset(v, 0, sizeof(*v));
+}
+
+/* ---- filters -------------------------------------------------------------- */
+
+static bool has(const char *hay, const char *needle)
+{
+	return hay && strstr(hay, needle);
+}
+
+bool ecw_poison_filter_empty(const struct ecw_poison_filter *f)
+{
+	return !f->job && !f->reason && !f->since && !f->grep && !f->nids;
+}
+
+bool ecw_poison_filter_match(const struct ecw_poison_filter *f, const char *msg_id, time_t msg_inserted,
+			     const struct ecw_poison_view *v)
+{
+	if (f->nids) {
+		size_t i;
+		for (i = 0; i < f->nids && strcmp(f->ids[i], msg_id) != 0; i++)
+			;
+		if (i == f->nids)
+			return false;
+	}
+	if (f->job && (!v->envelope || !v->job || strcmp(f->job, v->job) != 0))
+		return false;
+	if (f->reason && (!v->envelope || !v->reason || strcmp(f->reason, v->reason) != 0))
+		return false;
+	if (f->since && (v->envelope && v->failed_at ? v->failed_at : msg_inserted) < f->since)
+		return false;
+	/* The original may hold NUL bytes: strstr sees its text up to the first. */
+	if (f->grep && !has(v->error, f->grep) && !has(v->original, f->grep) && !has(v->job, f->grep) &&
+	    !has(v->pk, f->grep) && !has(v->rk, f->grep))
+		return false;
+	return true;
+}
+
+int ecw_poison_parse_since(time_t *out, const char *text, time_t now)
+{
+	char *end;
+	double n;
+	time_t t;
+
+	if ((t = parse_utc(text)) > 0) {
+		*out = t;
+		return 0;
+	}
+	n = strtod(text, &end);
+	if (end != text && n >= 0 && end[0] && !end[1]) {
+		double unit = end[0] == 's' ? 1 : end[0] == 'm' ? 60 : end[0] == 'h' ? 3600 :
+			      end[0] == 'd' ? 86400 : end[0] == 'w' ? 604800 : 0;
+		if (unit > 0 && n * unit < (double)now) {
+			*out = now - (time_t)(n * unit);
+			return 0;
+		}
+	}
+	return ecw_error_set(ECW_EINVALID,
+			     "--since '%s': expected a duration back from now (90m, 2h, 7d, 1w) or a UTC time "
+			     "(2026-11-20 or 2026-11-20T10:00:00Z)", text);
 }

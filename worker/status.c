@@ -1,0 +1,282 @@
+/* status.c - `ecworker status`: what an operator checks first. The job and
+ * poison queues' approximate depth and the age of their oldest visible
+ * message (from a peek), the poison messages counted by job and reason (a
+ * bounded scan: see poison_scan.h), and whether each table the jobs read or
+ * write exists. Reads only; releases what the scan received. */
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "connect.h"
+#include "ecw_job.h"
+#include "ecw_log.h"
+#include "poison_scan.h"
+
+struct queue_state {
+	const char *name;
+	long long depth;
+	time_t oldest;               /* 0 when no visible message */
+	char error[512];             /* "" when read */
+};
+
+struct tally {
+	struct json_object *counts;  /* "job\treason" -> count */
+};
+
+static enum ecw_scan_verdict tally_visit(void *payload, struct ecw_client *c, const struct ecw_scan_item *it)
+{
+	struct tally *t = payload;
+	const struct ecw_poison_view *v = it->view;
+	struct json_object *n;
+	char key[600];
+
+	(void)c;
+	snprintf(key, sizeof(key), "%s\t%s", v->envelope ? (v->job ? v->job : "?") : "(foreign)",
+		 v->envelope && v->reason ? v->reason : "-");
+	if (json_object_object_get_ex(t->counts, key, &n))
+		json_object_set_int64(n, json_object_get_int64(n) + 1);
+	else
+		json_object_object_add(t->counts, key, json_object_new_int64(1));
+	return ECW_SCAN_KEEP;
+}
+
+static void read_queue(struct queue_state *q, struct ecw_client *c)
+{
+	struct ecw_queue_msg *m = NULL;
+	size_t n = 0;
+
+	if (ecw_queue_count(&q->depth, c, q->name) < 0 || ecw_queue_peek(&m, &n, c, q->name, 1) < 0) {
+		snprintf(q->error, sizeof(q->error), "%s", ecw_error_last()->message);
+		return;
+	}
+	q->oldest = n ? m[0].insertion_time : 0;
+	ecw_queue_msgs_free(m, n);
+}
+
+/* 1 exists, 0 missing, -1 could not tell (error in the last error). */
+static int table_exists(struct ecw_client *c, const char *table)
+{
+	struct ecw_entity *e = NULL;
+	int err = ecw_table_get(&e, c, table, "ecw-status-probe", "");
+
+	ecw_entity_free(e);
+	if (err == 0)
+		return 1;
+	if (err == ECW_ENOTFOUND)
+		return strcmp(ecw_error_last()->service_code, "TableNotFound") == 0 ? 0 : 1;
+	return -1;
+}
+
+/* The tables the jobs name, each once, in configuration order. */
+static size_t job_tables(const char **out, size_t cap, const struct ecw_config *cfg)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < cfg->njobs; i++) {
+		const struct ecw_job_def *j = &cfg->jobs[i];
+		const char *t[2] = {
+			j->type->source_table ? j->type->source_table(j->settings) : NULL,
+			j->type->target_table ? j->type->target_table(j->settings) : NULL,
+		};
+		for (int k = 0; k < 2; k++) {
+			size_t m;
+			if (!t[k])
+				continue;
+			for (m = 0; m < n && strcmp(out[m], t[k]) != 0; m++)
+				;
+			if (m == n && n < cap)
+				out[n++] = t[k];
+		}
+	}
+	return n;
+}
+
+static void age(char *out, size_t cap, time_t t, time_t now)
+{
+	long long d = now > t ? (long long)(now - t) : 0;
+
+	if (!t)
+		snprintf(out, cap, "none visible");
+	else if (d < 120)
+		snprintf(out, cap, "oldest %llds", d);
+	else if (d < 7200)
+		snprintf(out, cap, "oldest %lldm", d / 60);
+	else if (d < 172800)
+		snprintf(out, cap, "oldest %lldh", d / 3600);
+	else
+		snprintf(out, cap, "oldest %lldd", d / 86400);
+}
+
+static struct json_object *queue_json(const struct queue_state *q, time_t now)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "name", json_object_new_string(q->name));
+	if (q->error[0]) {
+		json_object_object_add(o, "error", json_object_new_string(q->error));
+		return o;
+	}
+	json_object_object_add(o, "approximate_messages", json_object_new_int64(q->depth));
+	json_object_object_add(o, "oldest_visible_age_s",
+			       q->oldest ? json_object_new_int64(now > q->oldest ? (int64_t)(now - q->oldest) : 0) : NULL);
+	return o;
+}
+
+int ecw_cmd_status(int argc, char **argv)
+{
+	static const char help[] =
+		"usage: ecworker status [-c FILE] [--json] [--scan N]\n\n"
+		"Shows the job queue's and the poison queue's approximate depth (it includes\n"
+		"messages in flight) and the age of their oldest visible message; the poison\n"
+		"messages counted by job and reason; and whether each table the jobs read or\n"
+		"write exists. Changes nothing. When the poison queue holds more than 32\n"
+		"messages the count receives them (hidden for a moment, then released\n"
+		"unchanged), at most N of them.\n\n"
+		"  -c, --config FILE   configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
+		"      --json          one JSON object\n"
+		"      --scan N        count at most N poison messages (default 1000)\n"
+		"  -h, --help          this text\n\n"
+		"Exit status: 0 shown, 1 storage could not be read, 2 usage.\n";
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
+		{"json", no_argument, NULL, 'j'},         {"scan", required_argument, NULL, 's'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *path = NULL, *tables[512];
+	struct ecw_config *cfg = NULL;
+	struct ecw_account *acct = NULL;
+	struct ecw_client *c = NULL;
+	struct queue_state jq = {0}, pq = {0};
+	struct tally t = {0};
+	struct ecw_scan_result sr = {0};
+	struct ecw_scan_options so = {0};
+	struct json_object *out = NULL, *arr;
+	bool json = false;
+	long long scan = 1000;
+	char *end, when[48];
+	int ch, rc = 2, scan_err = 0;
+	size_t ntables;
+	time_t now = time(NULL);
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'c': path = optarg; break;
+		case 'j': json = true; break;
+		case 's':
+			scan = strtoll(optarg, &end, 10);
+			if (end == optarg || *end || scan < 1) {
+				fprintf(stderr, "status: --scan must be a positive whole number, not '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'h': fputs(help, stdout); return 0;
+		default: fputs(help, stderr); return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "status: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+	if (!(cfg = ecw_cli_load_config(path)))
+		return 2;
+	ecw_log_setup(cfg->log.level, cfg->log.format);
+	rc = 1;
+	if (ecw_connect(&acct, &c, cfg) < 0) {
+		fprintf(stderr, "status: %s\n", ecw_error_last()->message);
+		goto done;
+	}
+	jq.name = cfg->worker.queue;
+	pq.name = cfg->worker.poison_queue;
+	read_queue(&jq, c);
+	read_queue(&pq, c);
+	t.counts = json_object_new_object();
+	if (!pq.error[0]) {
+		so.queue = pq.name;
+		so.max_seen = (uint64_t)scan;
+		so.peek_ok = true;
+		so.hold_s = 30;
+		if ((scan_err = ecw_poison_scan(&sr, c, &so, tally_visit, &t)) < 0)
+			snprintf(pq.error, sizeof(pq.error), "%s", ecw_error_last()->message);
+	}
+	ntables = job_tables(tables, sizeof(tables) / sizeof(tables[0]), cfg);
+
+	out = json_object_new_object();
+	json_object_object_add(out, "queue", queue_json(&jq, now));
+	json_object_object_add(out, "poison_queue", queue_json(&pq, now));
+	arr = json_object_new_array();
+	json_object_object_foreach(t.counts, key, val)
+	{
+		struct json_object *row = json_object_new_object();
+		const char *tab = strchr(key, '\t');
+		json_object_object_add(row, "job", json_object_new_string_len(key, (int)(tab - key)));
+		json_object_object_add(row, "reason", json_object_new_string(tab + 1));
+		json_object_object_add(row, "count", json_object_get(val));
+		json_object_array_add(arr, row);
+	}
+	if (!pq.error[0]) {
+		struct json_object *p = json_object_object_get(out, "poison_queue");
+		json_object_object_add(p, "scanned", json_object_new_int64((int64_t)sr.seen));
+		json_object_object_add(p, "scan_complete", json_object_new_boolean(sr.complete));
+		json_object_object_add(p, "by_job_and_reason", json_object_get(arr));
+	}
+	json_object_object_add(out, "tables", json_object_new_array());
+	for (size_t i = 0; i < ntables; i++) {
+		struct json_object *row = json_object_new_object();
+		int ex = table_exists(c, tables[i]);
+		json_object_object_add(row, "name", json_object_new_string(tables[i]));
+		if (ex < 0)
+			json_object_object_add(row, "error", json_object_new_string(ecw_error_last()->message));
+		else
+			json_object_object_add(row, "exists", json_object_new_boolean(ex == 1));
+		json_object_array_add(json_object_object_get(out, "tables"), row);
+	}
+
+	if (json) {
+		puts(json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	} else {
+		const struct queue_state *qs[2] = {&jq, &pq};
+		const char *label[2] = {"queue", "poison queue"};
+		for (int i = 0; i < 2; i++) {
+			if (qs[i]->error[0]) {
+				printf("%-13s %-24s error: %s\n", label[i], qs[i]->name, qs[i]->error);
+				continue;
+			}
+			age(when, sizeof(when), qs[i]->oldest, now);
+			printf("%-13s %-24s ~%lld messages, %s\n", label[i], qs[i]->name, qs[i]->depth, when);
+		}
+		if (!pq.error[0] && sr.seen) {
+			printf("\npoison messages by job and reason (%llu counted%s):\n", (unsigned long long)sr.seen,
+			       sr.complete ? "" : ", stopped at --scan");
+			for (size_t i = 0; i < json_object_array_length(arr); i++) {
+				struct json_object *row = json_object_array_get_idx(arr, i);
+				printf("  %-24s %-12s %lld\n", json_object_get_string(json_object_object_get(row, "job")),
+				       json_object_get_string(json_object_object_get(row, "reason")),
+				       (long long)json_object_get_int64(json_object_object_get(row, "count")));
+			}
+		}
+		if (ntables)
+			printf("\ntables:\n");
+		for (size_t i = 0; i < ntables; i++) {
+			struct json_object *row = json_object_array_get_idx(json_object_object_get(out, "tables"), i);
+			struct json_object *ex;
+			printf("  %-24s %s\n", tables[i],
+			       json_object_object_get_ex(row, "exists", &ex)
+				       ? (json_object_get_boolean(ex) ? "exists" : "missing")
+				       : json_object_get_string(json_object_object_get(row, "error")));
+		}
+	}
+	json_object_put(arr);
+	rc = jq.error[0] || pq.error[0] || scan_err < 0 ? 1 : 0;
+done:
+	json_object_put(out);
+	json_object_put(t.counts);
+	ecw_client_free(c);
+	ecw_account_free(acct);
+	ecw_config_free(cfg);
+	return rc;
+}
