@@ -752,9 +752,20 @@ static int run(struct opts *o)
 		goto done;
 	}
 	so.progress_detail = actor_detail;
-	if (replay && !o->dry_run && !o->to && cfg->worker.create_missing && ecw_queue_create(NULL, c, a.target) < 0) {
-		fprintf(stderr, "poison replay: %s\n", ecw_error_last()->message);
+	if (replay && strcmp(a.target, a.queue) == 0) {
+		/* Each copy would be met again by the same scan, for ever. */
+		fprintf(stderr, "poison replay: --to names the poison queue itself\n");
+		rc = 2;
 		goto done;
+	}
+	if (replay && !o->dry_run) {
+		long long n;
+		int err = !o->to && cfg->worker.create_missing ? ecw_queue_create(NULL, c, a.target)
+							       : ecw_queue_count(&n, c, a.target);
+		if (err < 0) {
+			fprintf(stderr, "poison replay: queue '%s': %s\n", a.target, ecw_error_last()->message);
+			goto done;
+		}
 	}
 	if (replay && o->canary && !o->dry_run) {
 		/* The canaries first, on their own: the scan ends (everything else
