@@ -54,6 +54,10 @@ new QueueClient(process.env.AZURE_STORAGE_CONNECTION_STRING, "ecw-demo").sendMes
 	.then(() => process.exit(0), (e) => { console.error(e.message); process.exit(1); });' "$ROOT"
 wait_for 17
 app show
+echo "== ecworker status -c config/demo.yaml"
+"$bin" status -c "$cfg"
+echo "== ecworker poison list -c config/demo.yaml   (what an operator sees; see the README's runbook)"
+"$bin" poison list -c "$cfg"
 
 kill -TERM "$pid"
 wait "$pid" && rc=0 || rc=$?

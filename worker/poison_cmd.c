@@ -411,7 +411,7 @@ static void print_row(const struct lister *L, const struct ecw_scan_item *it)
 	}
 	add_col(&b, it->msg->id, W_ID);
 	add_col(&b, age, W_AGE);
-	add_col(&b, v->envelope ? (v->job ? v->job : "?") : "(foreign)", W_JOB);
+	add_col(&b, v->envelope ? (v->job ? v->job : "(no job)") : "(foreign)", W_JOB);
 	add_col(&b, keys.len ? keys.ptr : "-", W_KEYS);
 	add_col(&b, v->reason ? v->reason : "-", W_REASON);
 	add_col(&b, deq, W_DEQ);
@@ -466,7 +466,7 @@ static void report_message(const char *what, const struct ecw_scan_item *it, con
 
 	fprintf(stderr, "%s %s", what, it->msg->id);
 	if (v->envelope)
-		fprintf(stderr, " (%s %s/%s)", v->job ? v->job : "?", v->pk ? v->pk : "", v->rk ? v->rk : "");
+		fprintf(stderr, " (%s %s/%s)", v->job ? v->job : "(no job)", v->pk ? v->pk : "", v->rk ? v->rk : "");
 	if (error)
 		fprintf(stderr, ": %s", error);
 	fputc('\n', stderr);
@@ -477,7 +477,7 @@ static void describe(char *out, size_t cap, const struct ecw_scan_item *it)
 	const struct ecw_poison_view *v = it->view;
 
 	if (v->envelope)
-		snprintf(out, cap, "%s %s/%s", v->job ? v->job : "?", v->pk ? v->pk : "", v->rk ? v->rk : "");
+		snprintf(out, cap, "%s %s/%s", v->job ? v->job : "(no job)", v->pk ? v->pk : "", v->rk ? v->rk : "");
 	else
 		snprintf(out, cap, "(foreign, %zu bytes)", v->original_len);
 }

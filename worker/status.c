@@ -35,7 +35,7 @@ static enum ecw_scan_verdict tally_visit(void *payload, struct ecw_client *c, co
 	char key[600];
 
 	(void)c;
-	snprintf(key, sizeof(key), "%s\t%s", v->envelope ? (v->job ? v->job : "?") : "(foreign)",
+	snprintf(key, sizeof(key), "%s\t%s", v->envelope ? (v->job ? v->job : "(no job)") : "(foreign)",
 		 v->envelope && v->reason ? v->reason : "-");
 	if (json_object_object_get_ex(t->counts, key, &n))
 		json_object_set_int64(n, json_object_get_int64(n) + 1);
