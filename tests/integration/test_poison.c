@@ -1141,6 +1141,47 @@ static void test_poison__replay_killed_loses_nothing(void **state)
 	proc_assert_logs_clean();
 }
 
+/* Ctrl-C (SIGINT) stops after the message in hand, exits 130, and releases
+ * what it held at once: with the default hold (60 s), every message not
+ * replayed is visible again right after the exit, none on both queues. */
+static void test_poison__replay_interrupted_releases_at_once(void **state)
+{
+	struct px *x = *state;
+	const size_t n = 200;
+	size_t dups, in_poison;
+	struct proc r;
+
+	write_config(x, "  alpha: {type: test-noop}\n");
+	struct put *p = put_many(x, n);
+	const char *args[] = {"poison", "replay", "-c", x->cfg, "--rate", "100", NULL};
+	proc_start(&r, "poison-replay-int", args, x->env);
+	itest_sleep_ms(1000);
+	ITEST_CHECK(proc_alive(&r), "the replay ended before SIGINT:\n%s", proc_tail(r.log_path, 20));
+	proc_signal(&r, SIGINT);
+	ITEST_CHECK(proc_wait(&r, 10000), "the replay did not stop within 10 s of SIGINT");
+	ITEST_CHECK(proc_exit_code(&r) == 130, "exit status %d after SIGINT, expected 130:\n%s",
+	            proc_exit_code(&r), proc_tail(r.log_path, 20));
+	size_t on_job = expect_none_lost(x, p, n, &dups, &in_poison);
+	assert_int_equal(dups, 0);
+	assert_int_equal(on_job + in_poison, n);
+	ITEST_CHECK(on_job > 0 && in_poison > 0, "%zu replayed, %zu left: not interrupted midway", on_job,
+	            in_poison);
+	puts_free(p, n);
+	proc_assert_logs_clean();
+}
+
+/* --hold takes the units its error message names (1s to 7d). */
+static void test_poison__hold_accepts_days(void **state)
+{
+	struct px *x = *state;
+
+	write_config(x, "  alpha: {type: test-noop}\n");
+	poison_expect(NULL, NULL, x, 0, "list", (const char *const[]){"--hold", "1d", NULL});
+	poison_expect(NULL, NULL, x, 0, "list", (const char *const[]){"--hold", "2h", NULL});
+	poison_expect(NULL, NULL, x, 2, "list", (const char *const[]){"--hold", "8d", NULL});
+	proc_assert_logs_clean();
+}
+
 static void test_poison__two_replays_at_once(void **state)
 {
 	struct px *x = *state;
@@ -1322,6 +1363,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_poison__replay_killed_loses_nothing, px_setup_private,
 	                                    px_teardown),
 	    cmocka_unit_test_setup_teardown(test_poison__two_replays_at_once, px_setup_private, px_teardown),
+	    cmocka_unit_test_setup_teardown(test_poison__replay_interrupted_releases_at_once,
+	                                    px_setup_private, px_teardown),
+	    cmocka_unit_test_setup_teardown(test_poison__hold_accepts_days, px_setup, px_teardown),
 	};
 	return cmocka_run_group_tests_name("poison", tests, NULL, NULL);
 }
