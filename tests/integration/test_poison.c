@@ -1114,6 +1114,23 @@ static size_t expect_none_lost(struct px *x, const struct put *p, size_t n, size
 	return on_job;
 }
 
+/* Puts n envelopes (put_many), starts `replay --rate 100 --hold HOLD`,
+ * sends sig after ms and waits for the exit. */
+static struct put *replay_then_signal(struct proc *r, struct px *x, size_t n, const char *hold, int ms,
+                                      int sig)
+{
+	write_config(x, "  alpha: {type: test-noop}\n");
+	struct put *p = put_many(x, n);
+	const char *args[] = {"poison", "replay", "-c", x->cfg, "--rate", "100", "--hold", hold, NULL};
+	proc_start(r, "poison-replay-signal", args, x->env);
+	itest_sleep_ms(ms);
+	ITEST_CHECK(proc_alive(r), "the replay ended before signal %d (status %d):\n%s", sig,
+	            proc_exit_code(r), proc_tail(r->log_path, 20));
+	proc_signal(r, sig);
+	ITEST_CHECK(proc_wait(r, 10000), "the replay did not end within 10 s of signal %d", sig);
+	return p;
+}
+
 static void test_poison__replay_killed_loses_nothing(void **state)
 {
 	struct px *x = *state;
@@ -1121,15 +1138,7 @@ static void test_poison__replay_killed_loses_nothing(void **state)
 	size_t dups, in_poison;
 	struct proc r;
 
-	write_config(x, "  alpha: {type: test-noop}\n");
-	struct put *p = put_many(x, n);
-	const char *args[] = {"poison", "replay", "-c", x->cfg, "--rate", "100", "--hold", "3s", NULL};
-	proc_start(&r, "poison-replay-killed", args, x->env);
-	itest_sleep_ms(2000);
-	ITEST_CHECK(proc_alive(&r), "the replay ended before it was killed (status %d):\n%s",
-	            proc_exit_code(&r), proc_tail(r.log_path, 20));
-	proc_signal(&r, SIGKILL);
-	assert_true(proc_wait(&r, 5000));
+	struct put *p = replay_then_signal(&r, x, n, "3s", 2000, SIGKILL);
 	/* What it held reappears once its hold (3 s) ends. */
 	itest_sleep_ms(4000);
 	size_t on_job = expect_none_lost(x, p, n, &dups, &in_poison);
@@ -1151,14 +1160,7 @@ static void test_poison__replay_interrupted_releases_at_once(void **state)
 	size_t dups, in_poison;
 	struct proc r;
 
-	write_config(x, "  alpha: {type: test-noop}\n");
-	struct put *p = put_many(x, n);
-	const char *args[] = {"poison", "replay", "-c", x->cfg, "--rate", "100", NULL};
-	proc_start(&r, "poison-replay-int", args, x->env);
-	itest_sleep_ms(1000);
-	ITEST_CHECK(proc_alive(&r), "the replay ended before SIGINT:\n%s", proc_tail(r.log_path, 20));
-	proc_signal(&r, SIGINT);
-	ITEST_CHECK(proc_wait(&r, 10000), "the replay did not stop within 10 s of SIGINT");
+	struct put *p = replay_then_signal(&r, x, n, "60s", 1000, SIGINT);
 	ITEST_CHECK(proc_exit_code(&r) == 130, "exit status %d after SIGINT, expected 130:\n%s",
 	            proc_exit_code(&r), proc_tail(r.log_path, 20));
 	size_t on_job = expect_none_lost(x, p, n, &dups, &in_poison);
