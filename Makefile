@@ -135,9 +135,47 @@ demo-run: $(BUILD)/ecworker
 
 # ---- misc ------------------------------------------------------------------
 
+# The binary, a hardened systemd unit (its paths follow PREFIX) and the
+# documented configuration as an example; /etc is left to the administrator
+# (deploy/systemd/ecworker.service says how).
 install: $(BUILD)/ecworker
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/ecworker \
+		$(DESTDIR)$(PREFIX)/share/doc/ecworker
 	install -m 755 $(BUILD)/ecworker $(DESTDIR)$(PREFIX)/bin/ecworker
+	sed 's|/usr/local|$(PREFIX)|g' deploy/systemd/ecworker.service >$(DESTDIR)$(PREFIX)/lib/systemd/system/ecworker.service
+	chmod 644 $(DESTDIR)$(PREFIX)/lib/systemd/system/ecworker.service
+	install -m 644 config/ecworker.yaml $(DESTDIR)$(PREFIX)/share/ecworker/ecworker.yaml
+	install -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/README.md
+	install -m 644 deploy/README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/DEPLOYMENT.md
+
+# ---- container image and deployment files (deploy/) ----------------------
+#   make image        build deploy/Dockerfile with podman as $(IMAGE)
+#   make image-bases  debian:bookworm and bookworm-slim made locally (debootstrap),
+#                     for machines that reach Debian's packages but no registry
+#   make image-test   the image against a real Azurite, and every manifest checked
+
+IMAGE ?= localhost/ecworker:dev
+# The build context: the working tree, or e.g. an export of one commit.
+IMAGE_CONTEXT ?= .
+# docker format: OCI images have no HEALTHCHECK. chroot isolation: builds on
+# hosts where the OCI runtime cannot make containers (see deploy/README.md).
+IMAGE_BUILD_FLAGS ?= --isolation=chroot --format docker --layers
+
+.PHONY: image image-bases image-test
+
+image:
+	@command -v podman >/dev/null || { echo "make image: podman is not installed (apt-get install podman buildah)" >&2; exit 1; }
+	podman build $(IMAGE_BUILD_FLAGS) -f deploy/Dockerfile -t $(IMAGE) \
+		--build-arg REVISION="$$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
+		--build-arg CREATED="$$(date -u +%Y-%m-%dT%H:%M:%SZ)" $(IMAGE_CONTEXT)
+
+image-bases:
+	@./tests/image/base-images.sh build/image
+
+image-test: deps
+	@./tests/image/image-test.sh
+
+# ---- end of container image ----------------------------------------------
 
 format:
 	clang-format -i $(SRCS) $(HDRS) $(wildcard tests/unit/*.c tests/integration/*.c)

@@ -301,8 +301,10 @@ const [what, ...args] = process.argv.slice(2);
 if (what === "k8s" && args.length) for (const a of args) { const [o, f] = a.split("="); checkK8s(o, f); }
 else if (what === "compose" && args.length === 1) checkCompose(args[0]);
 else if (what === "container-apps" && args.length === 1) checkContainerApps(args[0]);
+else if (what === "container-apps-config" && args.length === 1) // the worker's configuration it carries
+	process.stdout.write(YAML.parse(fs.readFileSync(args[0], "utf8")).properties.configuration.secrets.find((s) => s.name === "ecworker-config").value);
 else {
-	console.error("usage: node validate.js k8s OVERLAY=FILE... | compose FILE | container-apps FILE");
+	console.error("usage: node validate.js k8s OVERLAY=FILE... | compose FILE | container-apps FILE | container-apps-config FILE");
 	process.exit(2);
 }
 if (problems.length) {
