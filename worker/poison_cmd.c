@@ -130,13 +130,14 @@ static bool parse_count(uint64_t *out, const char *s)
 	return true;
 }
 
-/* "90", "90s", "5m", "1h": milliseconds, or -1. */
+/* "90", "90s", "5m", "1h", "1d": milliseconds, or -1. */
 static int64_t parse_duration(const char *s)
 {
 	char *end;
 	double v = strtod(s, &end);
 	double unit = !*end ? 1000 : strcmp(end, "ms") == 0 ? 1 : strcmp(end, "s") == 0 ? 1000 :
-		      strcmp(end, "m") == 0 ? 60000 : strcmp(end, "h") == 0 ? 3600000 : 0;
+		      strcmp(end, "m") == 0 ? 60000 : strcmp(end, "h") == 0 ? 3600000 :
+		      strcmp(end, "d") == 0 ? 86400000.0 : 0;
 
 	if (end == s || v <= 0 || unit == 0)
 		return -1;

@@ -20,6 +20,7 @@ struct queue_state {
 	const char *name;
 	long long depth;
 	time_t oldest;               /* 0 when no visible message */
+	bool missing;                /* the queue does not exist */
 	char error[512];             /* "" when read */
 };
 
@@ -49,8 +50,13 @@ static void read_queue(struct queue_state *q, struct ecw_client *c)
 	struct ecw_queue_msg *m = NULL;
 	size_t n = 0;
 
-	if (ecw_queue_count(&q->depth, c, q->name) < 0 || ecw_queue_peek(&m, &n, c, q->name, 1) < 0) {
-		snprintf(q->error, sizeof(q->error), "%s", ecw_error_last()->message);
+	int err;
+
+	if ((err = ecw_queue_count(&q->depth, c, q->name)) < 0 || (err = ecw_queue_peek(&m, &n, c, q->name, 1)) < 0) {
+		if (err == ECW_ENOTFOUND)
+			q->missing = true; /* not created yet: the worker creates it at start */
+		else
+			snprintf(q->error, sizeof(q->error), "%s", ecw_error_last()->message);
 		return;
 	}
 	q->oldest = n ? m[0].insertion_time : 0;
@@ -116,6 +122,9 @@ static struct json_object *queue_json(const struct queue_state *q, time_t now)
 	struct json_object *o = json_object_new_object();
 
 	json_object_object_add(o, "name", json_object_new_string(q->name));
+	json_object_object_add(o, "exists", json_object_new_boolean(!q->missing));
+	if (q->missing)
+		return o;
 	if (q->error[0]) {
 		json_object_object_add(o, "error", json_object_new_string(q->error));
 		return o;
@@ -195,7 +204,7 @@ int ecw_cmd_status(int argc, char **argv)
 	read_queue(&jq, c);
 	read_queue(&pq, c);
 	t.counts = json_object_new_object();
-	if (!pq.error[0]) {
+	if (!pq.error[0] && !pq.missing) {
 		so.queue = pq.name;
 		so.max_seen = (uint64_t)scan;
 		so.peek_ok = true;
@@ -218,7 +227,7 @@ int ecw_cmd_status(int argc, char **argv)
 		json_object_object_add(row, "count", json_object_get(val));
 		json_object_array_add(arr, row);
 	}
-	if (!pq.error[0]) {
+	if (!pq.error[0] && !pq.missing) {
 		struct json_object *p = json_object_object_get(out, "poison_queue");
 		json_object_object_add(p, "scanned", json_object_new_int64((int64_t)sr.seen));
 		json_object_object_add(p, "scan_complete", json_object_new_boolean(sr.complete));
@@ -242,8 +251,9 @@ int ecw_cmd_status(int argc, char **argv)
 		const struct queue_state *qs[2] = {&jq, &pq};
 		const char *label[2] = {"queue", "poison queue"};
 		for (int i = 0; i < 2; i++) {
-			if (qs[i]->error[0]) {
-				printf("%-13s %-24s error: %s\n", label[i], qs[i]->name, qs[i]->error);
+			if (qs[i]->error[0] || qs[i]->missing) {
+				printf("%-13s %-24s %s%s\n", label[i], qs[i]->name, qs[i]->missing ? "missing" : "error: ",
+				       qs[i]->missing ? "" : qs[i]->error);
 				continue;
 			}
 			age(when, sizeof(when), qs[i]->oldest, now);
