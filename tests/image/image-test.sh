@@ -142,14 +142,13 @@ for l in title description version revision created base.name documentation; do
 done
 ok "user 10001, entrypoint, cmd, STOPSIGNAL SIGTERM, port 9464, HEALTHCHECK, OCI labels"
 
-new_container() { # -> prints a working container of the image
-	local c
+new_container() { # sets c to a new working container of the image
 	c="$(buildah from --pull-never "$IMAGE")" || die "buildah from $IMAGE failed"
 	containers+=("$c")
-	echo "$c"
 }
 
-c0="$(new_container)"
+new_container
+c0="$c"
 out="$(buildah run --isolation chroot "$c0" -- ecworker check-config 2>&1)" && die "the image's default configuration ran without AZURE_STORAGE_CONNECTION_STRING"
 grep -q AZURE_STORAGE_CONNECTION_STRING <<<"$out" || die "without the connection string, check-config says: $out"
 buildah config --env AZURE_STORAGE_CONNECTION_STRING=UseDevelopmentStorage=true "$c0"
@@ -233,7 +232,8 @@ stop_and_check() { # LABEL HOSTPID WAITPID LOG
 	ok "$1: SIGTERM -> exit 0 in $ms ms (grace ${GRACE}s)"
 }
 
-c1="$(new_container)"
+new_container
+c1="$c"
 log1="$run_dir/worker.log"
 buildah run --isolation chroot "${vol[@]}" "$c1" -- ecworker run -c /etc/ecworker-test/ecworker.yaml 2>"$log1" &
 run1=$!
@@ -243,7 +243,8 @@ port="$(sed -n 's/.*"metrics_port":\([0-9]*\).*/\1/p' "$log1" | head -n 1)"
 pid1="$(find_child "$run1" ecworker)" || die "cannot find the worker's process under buildah run"
 ok "the worker runs in the image (uid $(awk '/^Uid:/ {print $2}' "/proc/$pid1/status"), metrics port $port)"
 
-c2="$(new_container)"
+new_container
+c2="$c"
 id="$(buildah run --isolation chroot "${vol[@]}" "$c2" -- ecworker enqueue -c /etc/ecworker-test/ecworker.yaml archive-employee Sales "img 001")" ||
 	die "ecworker enqueue in the image failed"
 ok "ecworker enqueue from the image: message $id"
@@ -272,7 +273,8 @@ stop_and_check "worker as the image's user" "$pid1" "$run1" "$log1"
 
 # As PID 1 of a PID namespace, signalled from outside it: what `docker stop`
 # and the kubelet do. unshare and setpriv come with the image's util-linux.
-c3="$(new_container)"
+new_container
+c3="$c"
 log3="$run_dir/worker-pid1.log"
 buildah run --isolation chroot --user 0:0 --cap-add CAP_SYS_ADMIN "${vol[@]}" "$c3" -- \
 	unshare --pid --fork --kill-child setpriv --reuid 10001 --regid 10001 --clear-groups \
