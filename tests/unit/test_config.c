@@ -256,8 +256,9 @@ static void test_config__unknown_key_nested(void **state)
 	          "unknown key 'colour' in log (expected one of: level, format)");
 	one_error("metrics:\n  port: 9464\n", "2:3",
 	          "unknown key 'port' in metrics (expected one of: listen)");
-	one_error("storage:\n  account: x\n", "2:3",
-	          "unknown key 'account' in storage (expected one of: connection_string)");
+	one_error("storage:\n  acount: x\n", "2:3",
+	          "unknown key 'acount' in storage (expected one of: connection_string, auth, account, ca_file, "
+	          "managed_identity_client_id)");
 }
 
 static void test_config__wrong_type(void **state)
