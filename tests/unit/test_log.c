@@ -607,6 +607,7 @@ static void test_log__redacts_jwts_and_assertions(void **state)
 		} else {
 			assert_true(str_contains(line, " auth=\"Bearer [REDACTED]\" "));
 		}
+		free(line);
 	}
 }
 
