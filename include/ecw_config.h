@@ -67,6 +67,7 @@ void ecw_strv_free(char **v);
 
 /* ---- the configuration --------------------------------------------------- */
 
+enum ecw_storage_auth { ECW_AUTH_KEY, ECW_AUTH_WORKLOAD_IDENTITY, ECW_AUTH_MANAGED_IDENTITY };
 enum ecw_log_level { ECW_LOG_DEBUG, ECW_LOG_INFO, ECW_LOG_WARN, ECW_LOG_ERROR };
 enum ecw_log_format { ECW_LOG_JSON, ECW_LOG_TEXT };
 
@@ -83,7 +84,12 @@ struct ecw_job_def {
 struct ecw_config {
 	char *file;                       /* the path it was read from */
 	struct {
-		char *connection_string;      /* secret: never print it */
+		enum ecw_storage_auth auth;   /* key|workload-identity|managed-identity, default key */
+		char *connection_string;      /* secret: never print it. With an identity auth:
+		                               * endpoints only, or NULL when account is set */
+		char *account;                /* identity auth: the account's name; else NULL */
+		char *ca_file;                /* a PEM CA bundle to trust; NULL: the system's */
+		char *managed_identity_client_id; /* a user-assigned identity; NULL: system-assigned */
 	} storage;
 	struct {
 		char *queue;                  /* default ecw-jobs */

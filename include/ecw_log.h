@@ -1,7 +1,8 @@
 /* ecw_log.h - structured logging on stderr: one JSON object per line (or
  * "time LEVEL event k=v ..." text). A line is built field by field and written
  * with one write(2), so lines from threads never interleave. Registered
- * secrets (the account key, SAS signatures, the connection string) are
+ * secrets (the account key, SAS signatures, the connection string) and
+ * anything shaped like a JWT (access tokens, federated assertions) are
  * replaced by "[REDACTED]" in every line, as a last line of defence. */
 #ifndef ECW_LOG_H
 #define ECW_LOG_H

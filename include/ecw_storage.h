@@ -1,6 +1,6 @@
 /* ecw_storage.h - the Azure Storage Queue and Table REST client.
- * An ecw_account is a parsed connection string (immutable, shareable between
- * threads). An ecw_client is one connection's worth of state (a libcurl handle
+ * An ecw_account is a parsed connection string, or endpoints plus an Entra ID
+ * token credential (ecw_token.h), set up once and then shared between threads. An ecw_client is one connection's worth of state (a libcurl handle
  * kept alive between requests, the retry policy): use one per thread. Every
  * call returns 0 or a negative ecw_err and leaves the details in
  * ecw_error_last(). Transient failures are retried inside the client with
@@ -16,6 +16,7 @@
 #include "ecw_buf.h"
 #include "ecw_entity.h"
 #include "ecw_err.h"
+#include "ecw_token.h"
 
 /* ---- accounts and connection strings ------------------------------------ */
 
@@ -26,12 +27,25 @@ enum ecw_service { ECW_SVC_QUEUE, ECW_SVC_TABLE };
 /* Parses a connection string as the Azure SDKs do. On error the message names
  * the bad part but never echoes a key or signature. */
 int ecw_account_parse(struct ecw_account **out, const char *connstr) ECW_MUST_USE;
+/* For token authentication: a connection string naming only where the
+ * account is (QueueEndpoint / TableEndpoint, or AccountName with the optional
+ * DefaultEndpointsProtocol and EndpointSuffix). AccountKey,
+ * SharedAccessSignature and UseDevelopmentStorage are errors. The account
+ * signs nothing until it takes a credential. */
+int ecw_account_parse_endpoints(struct ecw_account **out, const char *connstr) ECW_MUST_USE;
+/* Requests of this account carry `Authorization: Bearer` with cred's tokens.
+ * The account owns cred from now on (and frees it with itself). Call before
+ * any client uses the account. */
+void ecw_account_take_credential(struct ecw_account *a, struct ecw_token_credential *cred);
 void ecw_account_free(struct ecw_account *a);
 /* "" when the string carried only a SAS and endpoints. */
 const char *ecw_account_name(const struct ecw_account *a);
 /* Endpoint without a trailing slash, e.g. "http://127.0.0.1:10001/devstoreaccount1". */
 const char *ecw_account_endpoint(const struct ecw_account *a, enum ecw_service svc);
 bool ecw_account_uses_sas(const struct ecw_account *a);
+/* How requests are authorized: "shared-key", "sas", "workload-identity",
+ * "managed-identity", or "none". For logs. */
+const char *ecw_account_auth_name(const struct ecw_account *a);
 
 /* ---- clients ------------------------------------------------------------- */
 
@@ -46,13 +60,18 @@ struct ecw_client_options {
 	/* Tests only: accept any TLS certificate. Never set from configuration. */
 	bool insecure_skip_tls_verify_for_tests;
 	/* Called after every HTTP attempt (may be NULL): op names the operation
-	 * ("queue.receive", "table.get", ...), status is the HTTP status or 0
-	 * when no answer came, attempt counts from 1. For metrics. */
+	 * ("queue.receive", "table.get", ...; "token.get" for a request to a
+	 * token endpoint), status is the HTTP status or 0 when no answer came,
+	 * attempt counts from 1. For metrics. */
 	void (*on_attempt)(void *payload, const char *op, int status, int attempt);
 	void *on_attempt_payload;
+	/* A PEM bundle of CA certificates to trust for https (libcurl's CAINFO,
+	 * for storage and token endpoints alike); NULL: the system's. Must
+	 * outlive the client. Verification stays on either way. */
+	const char *ca_file;
 };
 
-#define ECW_CLIENT_OPTIONS_INIT {4, 200, 5000, 30000, 5000, false, NULL, NULL}
+#define ECW_CLIENT_OPTIONS_INIT {4, 200, 5000, 30000, 5000, false, NULL, NULL, NULL}
 
 /* opts may be NULL for the defaults. The account must outlive the client. */
 int ecw_client_new(struct ecw_client **out, const struct ecw_account *acct,

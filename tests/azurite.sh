@@ -3,10 +3,11 @@
 # collide. Callers set AZURITE (the azurite binary), AZURITE_LOG and
 # AZURITE_TLS_LOG, and a working directory AZURITE_DIR; azurite_start exports
 # ECW_TEST_QUEUE_PORT, ECW_TEST_TABLE_PORT and ECW_TEST_CONNECTION_STRING (the
-# public devstoreaccount1 key), azurite_start_tls ECW_TEST_HTTPS_QUEUE_PORT.
+# public devstoreaccount1 key), azurite_start_tls ECW_TEST_HTTPS_QUEUE_PORT,
+# ECW_TEST_HTTPS_TABLE_PORT and ECW_TEST_CA_FILE (its self-signed certificate).
 
 AZ_PID=""        # the queue + table Azurite over http
-AZ_TLS_PID=""    # a queue-only Azurite over https (self-signed) for test_tls
+AZ_TLS_PID=""    # queue + table over https (self-signed) with --oauth basic, for test_tls and test_oauth
 AZURITE_TLS_LOG="${AZURITE_TLS_LOG:-$AZURITE_DIR/azurite-https.log}"
 
 stop_pid() {
@@ -108,9 +109,12 @@ azurite_start() {
 	echo "Azurite (pid $AZ_PID): queue port $qp, table port $tp, log $AZURITE_LOG"
 }
 
-# A second, queue-only Azurite over https with a self-signed certificate made
-# here, for the TLS tests (ECW_TEST_HTTPS_QUEUE_PORT). Without openssl the
-# variable stays unset and those tests say so.
+# A second Azurite, queue and table over https with a self-signed certificate
+# made here, accepting bearer tokens as well as keys (--oauth basic: Azurite
+# checks a token's issuer, audience and lifetime, not its signature), for the
+# TLS and OAuth tests (ECW_TEST_HTTPS_QUEUE_PORT, ECW_TEST_HTTPS_TABLE_PORT,
+# ECW_TEST_CA_FILE). Without openssl the variables stay unset and those tests
+# say so.
 azurite_start_tls() {
 	local dir="$AZURITE_DIR/tls"
 	if ! command -v openssl >/dev/null 2>&1; then
@@ -127,16 +131,22 @@ azurite_start_tls() {
 		}
 	fi
 	: >"$AZURITE_TLS_LOG"
-	(cd "$AZURITE_DIR" && exec "$AZURITE-queue" --inMemoryPersistence --skipApiVersionCheck \
-		--disableTelemetry --queueHost 127.0.0.1 --queuePort 0 \
+	(cd "$AZURITE_DIR" && exec "$AZURITE" --inMemoryPersistence --skipApiVersionCheck \
+		--disableTelemetry --oauth basic \
+		--blobHost 127.0.0.1 --blobPort 0 \
+		--queueHost 127.0.0.1 --queuePort 0 \
+		--tableHost 127.0.0.1 --tablePort 0 \
 		--cert "$dir/cert.pem" --key "$dir/key.pem") >>"$AZURITE_TLS_LOG" 2>&1 &
 	AZ_TLS_PID=$!
-	local port
-	if ! port="$(wait_ports "$AZ_TLS_PID" "$AZURITE_TLS_LOG" Queue)"; then
+	local ports qp tp
+	if ! ports="$(wait_ports "$AZ_TLS_PID" "$AZURITE_TLS_LOG" Queue Table)"; then
 		azurite_tail >&2
 		return 1
 	fi
-	export ECW_TEST_HTTPS_QUEUE_PORT="$port"
-	echo "Azurite over https (pid $AZ_TLS_PID): queue port $port, log $AZURITE_TLS_LOG"
+	read -r qp tp <<<"$ports"
+	export ECW_TEST_HTTPS_QUEUE_PORT="$qp"
+	export ECW_TEST_HTTPS_TABLE_PORT="$tp"
+	export ECW_TEST_CA_FILE="$dir/cert.pem"
+	echo "Azurite over https with OAuth (pid $AZ_TLS_PID): queue port $qp, table port $tp, log $AZURITE_TLS_LOG"
 }
 

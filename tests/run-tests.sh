@@ -8,13 +8,15 @@
 # integration binaries (BUILD_DIR/tests/integration/test_*) this script starts
 # ONE in-memory Azurite (queue + table on free ports), exports
 # ECW_TEST_CONNECTION_STRING, ECW_TEST_QUEUE_PORT and ECW_TEST_TABLE_PORT, and
-# always stops it on exit. For the TLS tests it also starts a queue-only
-# Azurite over https with a self-signed certificate made with openssl
-# (ECW_TEST_HTTPS_QUEUE_PORT; log BUILD_DIR/azurite-https.log, certificate in
-# BUILD_DIR/tls/). Azurite's access log is kept in BUILD_DIR/azurite.log
+# always stops it on exit. For the TLS and OAuth tests it also starts a
+# queue + table Azurite over https (--oauth basic) with a self-signed
+# certificate made with openssl (ECW_TEST_HTTPS_QUEUE_PORT,
+# ECW_TEST_HTTPS_TABLE_PORT, ECW_TEST_CA_FILE; log BUILD_DIR/azurite-https.log,
+# certificate in BUILD_DIR/tls/). Azurite's access log is kept in BUILD_DIR/azurite.log
 # (set ECW_AZURITE_DEBUG=1 to add its debug log, which shows the string-to-sign
 # it expected, in BUILD_DIR/azurite-debug.log). Each binary's output is kept in
-# BUILD_DIR/test-logs/.
+# BUILD_DIR/test-logs/. ECW_TESTS="test_a test_b" runs only the binaries so
+# named (while working on one module).
 #
 # Exits non-zero when a binary fails, crashes or times out, or when no test
 # case ran at all.
@@ -152,7 +154,8 @@ list_binaries() {
 	local dir="$1" f
 	[[ -d "$dir" ]] || return 0
 	for f in "$dir"/test_*; do
-		[[ -f "$f" && -x "$f" && "$(basename "$f")" != *.* ]] && printf '%s\n' "$f"
+		[[ -f "$f" && -x "$f" && "$(basename "$f")" != *.* ]] || continue
+		[[ -z "${ECW_TESTS:-}" || " $ECW_TESTS " == *" $(basename "$f") "* ]] && printf '%s\n' "$f"
 	done
 	return 0
 }

@@ -1086,7 +1086,9 @@ int ecw_node_string_list(char ***out, bool *present, const struct ecw_node *map,
 /* ---- the configuration --------------------------------------------------- */
 
 static const char *const top_keys[] = {"storage", "worker", "log", "metrics", "jobs", NULL};
-static const char *const storage_keys[] = {"connection_string", NULL};
+static const char *const storage_keys[] = {"connection_string", "auth", "account", "ca_file",
+                                           "managed_identity_client_id", NULL};
+static const char *const storage_auths[] = {"key", "workload-identity", "managed-identity", NULL};
 static const char *const worker_keys[] = {"queue",         "poison_queue",       "batch_size",
                                           "concurrency",   "visibility_timeout", "max_dequeue_count",
                                           "retry_backoff", "poll_interval",      "shutdown_grace",
@@ -1166,30 +1168,127 @@ static int read_enum(int *out, const struct ecw_node *map, const char *key, cons
 	return -1;
 }
 
+/* Azure's rule for account names: 3-24 lowercase letters and digits. */
+static bool account_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 3 || n > 24)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* The connection string's place for messages: its node, or (when the file
+ * does not set it) the default's environment variable. */
+static void connstr_error(struct ecw_config_errors *errs, const struct ecw_node *at, const char *msg)
+{
+	if (at)
+		ecw_config_error(errs, at, "storage.connection_string: %s", msg);
+	else
+		ecw_config_error(errs, NULL,
+		                 "storage.connection_string (not set, so $AZURE_STORAGE_CONNECTION_STRING): %s", msg);
+}
+
+/* auth: key. The account parser's messages never echo a key or a signature. */
+static void check_key_auth(struct ecw_config *cfg, const struct ecw_node *sec, struct ecw_config_errors *errs)
+{
+	const struct ecw_node *at = ecw_node_get(sec, "connection_string");
+	struct ecw_account *acct = NULL;
+	char msg[sizeof(ecw_error_last()->message) + 128];
+
+	if (ecw_node_get(sec, "account"))
+		ecw_config_error(errs, ecw_node_get(sec, "account"),
+		                 "storage.account is for auth: workload-identity or managed-identity "
+		                 "(with auth: key the connection string names the account)");
+	if (ecw_account_parse(&acct, cfg->storage.connection_string) == 0) {
+		ecw_account_free(acct);
+		return;
+	}
+	snprintf(msg, sizeof(msg), "%s", ecw_error_last()->message);
+	/* Endpoints without a key: most likely meant for an identity. */
+	if (ecw_account_parse_endpoints(&acct, cfg->storage.connection_string) == 0) {
+		size_t n = strlen(msg);
+		snprintf(msg + n, sizeof(msg) - n, "; for Entra ID authentication set storage.auth "
+		                                   "(workload-identity or managed-identity)");
+		ecw_account_free(acct);
+	}
+	connstr_error(errs, at, msg);
+}
+
+/* auth: workload-identity or managed-identity: the account is named by
+ * storage.account or by a connection string with only endpoints (the
+ * default connection string does not apply: it would be a key's). */
+static void check_identity_auth(struct ecw_config *cfg, const struct ecw_node *sec, struct ecw_config_errors *errs)
+{
+	const struct ecw_node *at_cs = ecw_node_get(sec, "connection_string"), *at_acct = ecw_node_get(sec, "account");
+	const char *mode = storage_auths[cfg->storage.auth];
+	struct ecw_account *acct = NULL;
+
+	if (read_string(&cfg->storage.account, sec, "account", false, "storage", errs) < 0)
+		return;
+	if (cfg->storage.account && !account_name_ok(cfg->storage.account)) {
+		ecw_config_error(errs, at_acct, "storage.account must be 3-24 lowercase letters and digits");
+		return;
+	}
+	if (cfg->storage.account && at_cs) {
+		ecw_config_error(errs, at_acct,
+		                 "storage.account and storage.connection_string both name the account: give one");
+		return;
+	}
+	if (!cfg->storage.account && !at_cs) {
+		ecw_config_error(errs, ecw_node_get(sec, "auth"),
+		                 "storage.auth: %s needs storage.account, or a storage.connection_string with only "
+		                 "QueueEndpoint and TableEndpoint",
+		                 mode);
+		return;
+	}
+	if (cfg->storage.account) {
+		/* The default string is not used: drop it, so nothing mistakes it for the account. */
+		memset(cfg->storage.connection_string, 0, strlen(cfg->storage.connection_string));
+		free(cfg->storage.connection_string);
+		cfg->storage.connection_string = NULL;
+		return;
+	}
+	if (ecw_account_parse_endpoints(&acct, cfg->storage.connection_string) < 0)
+		connstr_error(errs, at_cs, ecw_error_last()->message);
+	else if (strncmp(ecw_account_endpoint(acct, ECW_SVC_QUEUE), "https://", 8) != 0 ||
+	         strncmp(ecw_account_endpoint(acct, ECW_SVC_TABLE), "https://", 8) != 0)
+		/* A bearer token is a secret: never sent in the clear. */
+		connstr_error(errs, at_cs, "with token authentication both endpoints must be https://");
+	ecw_account_free(acct);
+}
+
 static void check_storage(struct ecw_config *cfg, const struct ecw_node *root, struct ecw_config_errors *errs)
 {
 	const struct ecw_node *sec = get_section(root, "storage", NULL, errs);
 	const struct ecw_node *at;
-	struct ecw_account *acct = NULL;
+	int auth = ECW_AUTH_KEY, ra;
 
 	ecw_node_check_keys(sec, storage_keys, "storage", errs);
-	if (read_string(&cfg->storage.connection_string, sec, "connection_string", false, "storage", errs) <
-	    0)
+	if ((ra = read_enum(&auth, sec, "auth", storage_auths, "storage", errs)) > 0)
+		cfg->storage.auth = (enum ecw_storage_auth)auth;
+	if (read_string(&cfg->storage.ca_file, sec, "ca_file", false, "storage", errs) > 0 &&
+	    access(cfg->storage.ca_file, R_OK) != 0)
+		ecw_config_error(errs, ecw_node_get(sec, "ca_file"), "storage.ca_file: cannot read %s: %s",
+		                 cfg->storage.ca_file, strerror(errno));
+	at = ecw_node_get(sec, "managed_identity_client_id");
+	if (read_string(&cfg->storage.managed_identity_client_id, sec, "managed_identity_client_id", false,
+	                "storage", errs) > 0 &&
+	    ra >= 0 && cfg->storage.auth != ECW_AUTH_MANAGED_IDENTITY)
+		ecw_config_error(errs, at,
+		                 "storage.managed_identity_client_id is for auth: managed-identity (workload "
+		                 "identity takes its client id from AZURE_CLIENT_ID)");
+	/* Which checks apply depends on the mode: none when it is unknown. */
+	if (read_string(&cfg->storage.connection_string, sec, "connection_string", false, "storage", errs) < 0 ||
+	    ra < 0)
 		return;
-	at = ecw_node_get(sec, "connection_string");
-	/* The account parser's messages never echo a key or a signature. */
-	if (ecw_account_parse(&acct, cfg->storage.connection_string) < 0) {
-		if (at)
-			ecw_config_error(errs, at, "storage.connection_string: %s",
-			                 ecw_error_last()->message);
-		else
-			ecw_config_error(
-			    errs, NULL,
-			    "storage.connection_string (not set, so $AZURE_STORAGE_CONNECTION_STRING): "
-			    "%s",
-			    ecw_error_last()->message);
-	}
-	ecw_account_free(acct);
+	if (cfg->storage.auth == ECW_AUTH_KEY)
+		check_key_auth(cfg, sec, errs);
+	else
+		check_identity_auth(cfg, sec, errs);
 }
 
 static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, struct ecw_config_errors *errs)
@@ -1683,6 +1782,9 @@ void ecw_config_free(struct ecw_config *cfg)
 		memset(cfg->storage.connection_string, 0, strlen(cfg->storage.connection_string));
 		free(cfg->storage.connection_string);
 	}
+	free(cfg->storage.account);
+	free(cfg->storage.ca_file);
+	free(cfg->storage.managed_identity_client_id);
 	free(cfg->worker.queue);
 	free(cfg->worker.poison_queue);
 	free(cfg->metrics.listen);

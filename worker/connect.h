@@ -8,10 +8,14 @@
 #include "ecw_config.h"
 #include "ecw_storage.h"
 
-/* The account described by cfg->storage. Free with ecw_account_free. */
+/* The account described by cfg->storage: its endpoints and its credential
+ * (a key, a SAS, or an Entra ID token credential made from the environment,
+ * where a missing variable is an error naming it). Free with
+ * ecw_account_free. */
 int ecw_connect_account(struct ecw_account **out, const struct ecw_config *cfg) ECW_MUST_USE;
 
-/* Fills opts with the defaults plus what cfg->storage sets. */
+/* Fills opts with the defaults plus what cfg->storage sets (ca_file, which
+ * points into cfg: cfg must outlive the clients). */
 void ecw_connect_client_options(struct ecw_client_options *opts, const struct ecw_config *cfg);
 
 /* Both at once, for one-shot commands: an account and one client on it.

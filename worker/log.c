@@ -2,8 +2,8 @@
  *
  * A line is built in a heap buffer owned by the ecw_log_line, then, at
  * ecw_log_end, copied once more while every registered secret (and every
- * sig= / AccountKey= value) is replaced by [REDACTED], and handed to one
- * write(2). The write happens under a mutex: POSIX makes pipe writes atomic
+ * JWT, and every sig= / AccountKey= / client_assertion= value) is replaced
+ * by [REDACTED], and handed to one write(2). The write happens under a mutex: POSIX makes pipe writes atomic
  * only up to PIPE_BUF (4 KiB), and a line may be longer, so the lock is what
  * keeps lines of different threads apart; it also covers the rare short write,
  * which is finished before the next line starts.
@@ -299,10 +299,30 @@ static bool value_stop(char c)
 	       c == '\f' || c == '"' || c == '\'' || c == '\\';
 }
 
-static const char *const redacted_params[] = {"sig=", "sig%3D", "AccountKey="};
+static const char *const redacted_params[] = {"sig=", "sig%3D", "AccountKey=", "client_assertion="};
 
-/* Copies s to out with every registered secret and every sig= / sig%3D /
- * AccountKey= value replaced by [REDACTED]. One pass, left to right. */
+static bool b64url_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/* The length of a JWT at s (three base64url parts joined by dots, the first
+ * a JSON object: "eyJ"), or 0. Access tokens and federated assertions are
+ * JWTs, new ones every hour: too many to register one by one. */
+static size_t jwt_len(const char *s, size_t n)
+{
+	size_t j, dots = 0;
+
+	if (n < 3 || memcmp(s, "eyJ", 3) != 0)
+		return 0;
+	for (j = 0; j < n && (b64url_char(s[j]) || s[j] == '.'); j++)
+		dots += s[j] == '.';
+	return dots >= 2 ? j : 0;
+}
+
+/* Copies s to out with every registered secret, every JWT, and every sig= /
+ * sig%3D / AccountKey= / client_assertion= value replaced by [REDACTED].
+ * One pass, left to right. */
 static int redact(struct ecw_buf *out, const char *s, size_t n)
 {
 	size_t i = 0, run = 0, j, k;
@@ -317,6 +337,8 @@ static int redact(struct ecw_buf *out, const char *s, size_t n)
 			if (g_secrets[k].n <= n - i && s[i] == g_secrets[k].s[0] &&
 			    memcmp(s + i, g_secrets[k].s, g_secrets[k].n) == 0)
 				skip = g_secrets[k].n;
+		if (!skip && s[i] == 'e' && (i == 0 || !b64url_char(s[i - 1])))
+			skip = jwt_len(s + i, n - i);
 		for (k = 0; k < sizeof(redacted_params) / sizeof(redacted_params[0]) && !skip; k++) {
 			size_t pn;
 

@@ -522,7 +522,7 @@ static void log_start(const struct runtime *rt, const struct ecw_metrics_server 
 	ecw_log_str(l, "account", ecw_account_name(rt->acct));
 	ecw_log_str(l, "queue_endpoint", ecw_account_endpoint(rt->acct, ECW_SVC_QUEUE));
 	ecw_log_str(l, "table_endpoint", ecw_account_endpoint(rt->acct, ECW_SVC_TABLE));
-	ecw_log_str(l, "auth", ecw_account_uses_sas(rt->acct) ? "sas" : "shared-key");
+	ecw_log_str(l, "auth", ecw_account_auth_name(rt->acct));
 	ecw_log_str(l, "queue", cfg->worker.queue);
 	ecw_log_str(l, "poison_queue", cfg->worker.poison_queue);
 	ecw_log_int(l, "concurrency", cfg->worker.concurrency);

@@ -20,7 +20,7 @@
 /* Small, fast retries: base 10 ms, cap 100 ms, 4 tries. */
 #define ITEST_OPTIONS                                                                                        \
 	{                                                                                                    \
-		4, 10, 100, 30000, 2000, false, NULL, NULL                                                       \
+		4, 10, 100, 30000, 2000, false, NULL, NULL, NULL                                                     \
 	}
 
 struct itest {

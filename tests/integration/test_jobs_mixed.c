@@ -181,7 +181,7 @@ struct mx {
 	atomic_int archives, restores, stale, dups, delayed, b64, app_412, app_404, app_skipped, handovers;
 };
 
-static const struct ecw_client_options APP_OPTIONS = {8, 50, 1000, 30000, 5000, false, NULL, NULL};
+static const struct ecw_client_options APP_OPTIONS = {8, 50, 1000, 30000, 5000, false, NULL, NULL, NULL};
 
 static int mx_setup(void **state)
 {

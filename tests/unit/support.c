@@ -1,4 +1,4 @@
-/* support.c - the sleep recorder, the fake transport and the string helpers
+/* support.c - the sleep recorder, the clock, the fake transport and the string helpers
  * the unit tests share (see support.h). */
 #include "support.h"
 
@@ -37,6 +37,36 @@ void sleeps_reset(void)
 {
 	memset(sleep_log, 0, sizeof(sleep_log));
 	sleep_n = 0;
+}
+
+/* ---- clock ---------------------------------------------------------------- */
+
+static bool clock_is_fake;
+static int64_t clock_fake_ms;
+
+int64_t __real_ecw_now_ms(void);
+int64_t __wrap_ecw_now_ms(void);
+
+int64_t __wrap_ecw_now_ms(void)
+{
+	return clock_is_fake ? clock_fake_ms : __real_ecw_now_ms();
+}
+
+void clock_fake_set(int64_t ms)
+{
+	clock_is_fake = true;
+	clock_fake_ms = ms;
+}
+
+void clock_fake_advance(int64_t ms)
+{
+	assert_true(clock_is_fake);
+	clock_fake_ms += ms;
+}
+
+void clock_real(void)
+{
+	clock_is_fake = false;
 }
 
 /* ---- strings ------------------------------------------------------------- */

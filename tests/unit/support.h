@@ -1,5 +1,6 @@
 /* support.h - what the unit tests share: a recorder for ecw_sleep_ms (the
- * binaries link with -Wl,--wrap=ecw_sleep_ms, so backoff never waits), a fake
+ * binaries link with -Wl,--wrap=ecw_sleep_ms, so backoff never waits), a
+ * clock tests can stop and move (ecw_now_ms, wrapped likewise), a fake
  * HTTP transport that answers from a script and records every request it
  * sees, and a few string helpers. Everything a helper returns is owned by the
  * fake or the recorder and stays valid until fake_dispose / sleeps_reset. */
@@ -32,6 +33,14 @@ size_t sleeps_count(void);
 /* The i-th requested sleep (0-based, i < SLEEP_LOG_MAX). */
 int64_t sleeps_at(size_t i);
 void sleeps_reset(void);
+
+/* ---- clock ---------------------------------------------------------------- */
+
+/* The binaries also link with -Wl,--wrap=ecw_now_ms: the real monotonic
+ * clock until a test sets a fake time, which stays put until advanced. */
+void clock_fake_set(int64_t ms);
+void clock_fake_advance(int64_t ms);
+void clock_real(void);
 
 /* ---- fake transport ------------------------------------------------------ */
 

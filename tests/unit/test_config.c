@@ -256,8 +256,9 @@ static void test_config__unknown_key_nested(void **state)
 	          "unknown key 'colour' in log (expected one of: level, format)");
 	one_error("metrics:\n  port: 9464\n", "2:3",
 	          "unknown key 'port' in metrics (expected one of: listen)");
-	one_error("storage:\n  account: x\n", "2:3",
-	          "unknown key 'account' in storage (expected one of: connection_string)");
+	one_error("storage:\n  acount: x\n", "2:3",
+	          "unknown key 'acount' in storage (expected one of: connection_string, auth, account, ca_file, "
+	          "managed_identity_client_id)");
 }
 
 static void test_config__wrong_type(void **state)
@@ -477,6 +478,116 @@ static void test_config__bad_connection_string(void **state)
 	one_error("worker: {}\n", "1:1",
 	          "storage.connection_string (not set, so $AZURE_STORAGE_CONNECTION_STRING):");
 	unsetenv("AZURE_STORAGE_CONNECTION_STRING");
+}
+
+/* ---- storage.auth ----------------------------------------------------------- */
+
+#define DEV_KEY "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+#define HTTPS_ENDPOINTS                                                                                      \
+	"QueueEndpoint=https://127.0.0.1:10001/devstoreaccount1;TableEndpoint=https://127.0.0.1:10002/devstoreaccount1"
+
+static void test_config__auth_default_is_key(void **state)
+{
+	struct ecw_config *cfg = parse_ok("storage: {connection_string: UseDevelopmentStorage=true}\n");
+	(void)state;
+
+	assert_int_equal(cfg->storage.auth, ECW_AUTH_KEY);
+	assert_null(cfg->storage.account);
+	assert_null(cfg->storage.ca_file);
+	assert_null(cfg->storage.managed_identity_client_id);
+	ecw_config_free(cfg);
+}
+
+static void test_config__auth_identity_by_account(void **state)
+{
+	struct ecw_config *cfg;
+	(void)state;
+
+	cfg = parse_ok("storage: {auth: workload-identity, account: myacct01}\n");
+	assert_int_equal(cfg->storage.auth, ECW_AUTH_WORKLOAD_IDENTITY);
+	assert_str(cfg->storage.account, "myacct01");
+	/* The default connection string (a key's) is not kept. */
+	assert_null(cfg->storage.connection_string);
+	ecw_config_free(cfg);
+	cfg = parse_ok("storage:\n  auth: managed-identity\n  account: myacct01\n"
+	               "  managed_identity_client_id: 0c4bd8c5-6a1e-4b8e-8f2b-5d1e6b9a3c21\n"
+	               "  ca_file: config/ecworker.yaml\n");
+	assert_int_equal(cfg->storage.auth, ECW_AUTH_MANAGED_IDENTITY);
+	assert_str(cfg->storage.managed_identity_client_id, "0c4bd8c5-6a1e-4b8e-8f2b-5d1e6b9a3c21");
+	assert_str(cfg->storage.ca_file, "config/ecworker.yaml");
+	ecw_config_free(cfg);
+}
+
+static void test_config__auth_identity_by_endpoints(void **state)
+{
+	struct ecw_config *cfg;
+	(void)state;
+
+	cfg = parse_ok("storage:\n  auth: workload-identity\n  connection_string: \"" HTTPS_ENDPOINTS "\"\n");
+	assert_str(cfg->storage.connection_string, HTTPS_ENDPOINTS);
+	assert_null(cfg->storage.account);
+	ecw_config_free(cfg);
+	/* A sovereign cloud by name and suffix. */
+	cfg = parse_ok("storage:\n  auth: managed-identity\n"
+	               "  connection_string: AccountName=acct;EndpointSuffix=core.chinacloudapi.cn\n");
+	ecw_config_free(cfg);
+}
+
+static void test_config__auth_errors(void **state)
+{
+	struct ecw_config_errors errs;
+	(void)state;
+
+	one_error("storage: {auth: oauth}\n", "1:17",
+	          "storage.auth must be one of: key, workload-identity, managed-identity");
+	one_error("storage:\n  auth: workload-identity\n", "2:9",
+	          "storage.auth: workload-identity needs storage.account, or a storage.connection_string with only "
+	          "QueueEndpoint and TableEndpoint");
+	one_error("storage:\n  auth: managed-identity\n  account: acct\n  connection_string: \"" HTTPS_ENDPOINTS "\"\n",
+	          "3:12", "storage.account and storage.connection_string both name the account: give one");
+	one_error("storage: {auth: workload-identity, account: My_Account}\n", "1:45",
+	          "storage.account must be 3-24 lowercase letters and digits");
+	one_error("storage: {auth: workload-identity, account: ab}\n", "1:45", "3-24 lowercase letters and digits");
+	/* A key with an identity is a mistake, said without the key. */
+	parse_bad(&errs,
+	          "storage:\n  auth: workload-identity\n  connection_string: \"AccountName=devstoreaccount1;AccountKey=" DEV_KEY
+	          ";" HTTPS_ENDPOINTS "\"\n",
+	          1);
+	error_is(&errs, 0, "3:22", "AccountKey cannot be used with token authentication");
+	assert_false(str_contains(errs.lines[0], DEV_KEY));
+	ecw_config_errors_dispose(&errs);
+	one_error("storage:\n  auth: managed-identity\n  connection_string: \"" HTTPS_ENDPOINTS
+	          ";SharedAccessSignature=sv=2019-02-02&sig=abc\"\n",
+	          "3:22", "SharedAccessSignature cannot be used with token authentication");
+	one_error("storage:\n  auth: managed-identity\n  connection_string: UseDevelopmentStorage=true\n", "3:22",
+	          "UseDevelopmentStorage cannot be used with token authentication");
+	/* A bearer token never travels over http. */
+	one_error("storage:\n  auth: workload-identity\n  connection_string: "
+	          "\"QueueEndpoint=http://127.0.0.1:1/a;TableEndpoint=https://127.0.0.1:2/a\"\n",
+	          "3:22", "with token authentication both endpoints must be https://");
+	/* Options of one mode in another. */
+	one_error("storage: {account: acct}\n", "1:20", "storage.account is for auth: workload-identity or managed-identity");
+	one_error("storage: {auth: workload-identity, account: acct, managed_identity_client_id: x}\n", "1:79",
+	          "storage.managed_identity_client_id is for auth: managed-identity (workload identity takes its "
+	          "client id from AZURE_CLIENT_ID)");
+	/* With a bad mode, nothing else is judged by a guess. */
+	one_error("storage: {auth: Key, connection_string: \"" HTTPS_ENDPOINTS "\"}\n", "1:17", "storage.auth must be one of");
+}
+
+static void test_config__key_auth_endpoints_only_hints_at_identity(void **state)
+{
+	(void)state;
+	one_error("storage:\n  connection_string: \"" HTTPS_ENDPOINTS "\"\n", "2:22",
+	          "needs AccountKey or SharedAccessSignature (or UseDevelopmentStorage=true); for Entra ID "
+	          "authentication set storage.auth (workload-identity or managed-identity)");
+}
+
+static void test_config__ca_file_must_be_readable(void **state)
+{
+	(void)state;
+	one_error("storage: {ca_file: /nonexistent/ca.pem}\n", "1:20",
+	          "storage.ca_file: cannot read /nonexistent/ca.pem: No such file or directory");
+	one_error("storage: {ca_file: \"\"}\n", "1:20", "storage.ca_file: cannot read");
 }
 
 static void test_config__yaml_errors(void **state)
@@ -1221,6 +1332,12 @@ int main(void)
 	    cmocka_unit_test_setup(test_config__poison_equals_queue, setup),
 	    cmocka_unit_test_setup(test_config__bad_listen, setup),
 	    cmocka_unit_test_setup(test_config__bad_connection_string, setup),
+	    cmocka_unit_test_setup(test_config__auth_default_is_key, setup),
+	    cmocka_unit_test_setup(test_config__auth_identity_by_account, setup),
+	    cmocka_unit_test_setup(test_config__auth_identity_by_endpoints, setup),
+	    cmocka_unit_test_setup(test_config__auth_errors, setup),
+	    cmocka_unit_test_setup(test_config__key_auth_endpoints_only_hints_at_identity, setup),
+	    cmocka_unit_test_setup(test_config__ca_file_must_be_readable, setup),
 	    cmocka_unit_test_setup(test_config__yaml_errors, setup),
 	    cmocka_unit_test_setup(test_config__errors_collected, setup),
 	    cmocka_unit_test_setup(test_config__errors_appended, setup),

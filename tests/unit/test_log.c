@@ -575,6 +575,42 @@ static void *write_lines(void *arg)
 	return NULL;
 }
 
+/* Access tokens and federated assertions are JWTs, new every hour: the log
+ * cuts out anything shaped like one, and client_assertion= values. */
+static void test_log__redacts_jwts_and_assertions(void **state)
+{
+	(void)state;
+	static const char jwt[] = "eyJ0eXAiOiJKV1QifQ.eyJhdWQiOiJodHRwczovL3N0b3JhZ2UuYXp1cmUuY29tIn0.c2lnX3Rlc3Q";
+
+	for (int fmt = 0; fmt < 2; fmt++) {
+		capture_clear();
+		ecw_log_setup(ECW_LOG_INFO, fmt ? ECW_LOG_TEXT : ECW_LOG_JSON);
+		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, "token");
+		ecw_log_str(l, "auth", "Bearer eyJ0eXAiOiJKV1QifQ.eyJhdWQiOiJodHRwczovL3N0b3JhZ2UuYXp1cmUuY29tIn0.c2lnX3Rlc3Q");
+		ecw_log_str(l, "body", "client_id=abc&client_assertion=opaque-assertion-value&grant_type=client_credentials");
+		ecw_log_str(l, "json", "{\"access_token\":\"eyJ0eXAiOiJKV1QifQ.eyJhdWQiOiJodHRwczovL3N0b3JhZ2UuYXp1cmUuY29tIn0.c2lnX3Rlc3Q\"}");
+		/* Not JWTs: one dot, or "eyJ" inside a longer word. */
+		ecw_log_str(l, "plain", "keyJar.value theyJump.x.y eyJhbGci.only");
+		ecw_log_end(l);
+		char *line = one_line();
+		assert_false(str_contains(line, jwt));
+		assert_false(str_contains(line, "c2lnX3Rlc3Q"));
+		assert_false(str_contains(line, "opaque-assertion-value"));
+		if (fmt == 0) {
+			json_object *j = parse_json(line);
+			assert_string_equal(jstr(j, "auth"), "Bearer [REDACTED]");
+			assert_string_equal(jstr(j, "body"),
+			                    "client_id=abc&client_assertion=[REDACTED]&grant_type=client_credentials");
+			assert_string_equal(jstr(j, "json"), "{\"access_token\":\"[REDACTED]\"}");
+			assert_string_equal(jstr(j, "plain"), "keyJar.value theyJump.x.y eyJhbGci.only");
+			json_object_put(j);
+		} else {
+			assert_true(str_contains(line, " auth=\"Bearer [REDACTED]\" "));
+		}
+		free(line);
+	}
+}
+
 static void test_log__concurrent_writers_whole_lines(void **state)
 {
 	(void)state;
@@ -675,6 +711,7 @@ int main(void)
 	    cmocka_unit_test(test_log__defaults_before_setup),
 	    cmocka_unit_test_setup_teardown(test_log__json_fields_in_order, capture_setup, capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__json_escaping, capture_setup, capture_teardown),
+	    cmocka_unit_test_setup_teardown(test_log__redacts_jwts_and_assertions, capture_setup, capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__json_invalid_utf8_replaced, capture_setup,
 	                                    capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__json_nonfinite_and_null, capture_setup,

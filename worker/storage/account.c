@@ -2,7 +2,9 @@
  * split on ';', skip empty parts, split each at its FIRST '=' (keys end in
  * '='), names case-insensitive. An explicit endpoint wins; otherwise it is
  * {protocol}://{account}.{queue|table}.{suffix}. Errors name the setting at
- * fault and never echo a value that could be a secret. */
+ * fault and never echo a value that could be a secret. The same parser reads
+ * the endpoints-only strings of token authentication, where a key or a SAS
+ * is an error (the account then carries a token credential instead). */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -54,7 +56,23 @@ void ecw_account_free(struct ecw_account *a)
 	}
 	free(a->endpoint[0]);
 	free(a->endpoint[1]);
+	ecw_token_credential_free(a->cred);
 	free(a);
+}
+
+void ecw_account_take_credential(struct ecw_account *a, struct ecw_token_credential *cred)
+{
+	ecw_token_credential_free(a->cred);
+	a->cred = cred;
+}
+
+const char *ecw_account_auth_name(const struct ecw_account *a)
+{
+	if (a->cred)
+		return ecw_token_source_name(ecw_token_credential_source(a->cred));
+	if (a->sas)
+		return "sas";
+	return a->key ? "shared-key" : "none";
 }
 
 const char *ecw_account_name(const struct ecw_account *a)
@@ -100,7 +118,8 @@ static int set_endpoint(struct ecw_account *a, enum ecw_service svc, const char 
 	return 0;
 }
 
-int ecw_account_parse(struct ecw_account **out, const char *connstr)
+/* for_token: endpoints only; a key, a SAS or the emulator's settings are errors. */
+static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 {
 	const char *val[S_COUNT] = {0};
 	size_t vlen[S_COUNT] = {0};
@@ -153,6 +172,13 @@ int ecw_account_parse(struct ecw_account **out, const char *connstr)
 		goto done;
 	}
 
+	if (for_token && (val[S_KEY] || val[S_SAS] || val[S_DEV])) {
+		err = ecw_error_set(ECW_EINVALID,
+				    "connection string: %s cannot be used with token authentication "
+				    "(give only QueueEndpoint and TableEndpoint, or AccountName)",
+				    val[S_KEY] ? "AccountKey" : val[S_SAS] ? "SharedAccessSignature" : "UseDevelopmentStorage");
+		goto done;
+	}
 	if (val[S_DEV]) {
 		if (vlen[S_DEV] != 4 || strncasecmp(val[S_DEV], "true", 4) != 0) {
 			err = ecw_error_set(ECW_EINVALID, "connection string: UseDevelopmentStorage must be 'true'");
@@ -211,7 +237,7 @@ int ecw_account_parse(struct ecw_account **out, const char *connstr)
 			goto done;
 		}
 	}
-	if (!a->key && !a->sas) {
+	if (!for_token && !a->key && !a->sas) {
 		err = ecw_error_set(ECW_EINVALID,
 				    "connection string: needs AccountKey or SharedAccessSignature (or UseDevelopmentStorage=true)");
 		goto done;
@@ -264,4 +290,14 @@ done:
 	ecw_buf_dispose(&tmp);
 	ecw_account_free(a);
 	return err;
+}
+
+int ecw_account_parse(struct ecw_account **out, const char *connstr)
+{
+	return parse(out, connstr, false);
+}
+
+int ecw_account_parse_endpoints(struct ecw_account **out, const char *connstr)
+{
+	return parse(out, connstr, true);
 }

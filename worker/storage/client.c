@@ -357,6 +357,8 @@ static int curl_send(struct ecw_client *c, struct ecw_response *resp, const char
 	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, resp);
 	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, resp);
+	if (c->opts.ca_file)
+		curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->opts.ca_file);
 	if (c->opts.insecure_skip_tls_verify_for_tests) {
 		curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -384,6 +386,8 @@ static int curl_send(struct ecw_client *c, struct ecw_response *resp, const char
 		err = curl_code_to_err(rc);
 		if (err == ECW_ETOOLARGE)
 			ecw_error_set(err, "%s: response larger than %zu bytes", r->method, resp->body.max);
+		else if (r->label)
+			ecw_error_set(err, "%s: %s", r->label, c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
 		else
 			ecw_error_set(err, "%s %s%s: %s", r->method, c->acct->endpoint_path[r->svc],
 				      ecw_buf_cstr(&r->path), c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
@@ -473,7 +477,12 @@ static int classify(const struct ecw_client *c, const struct ecw_request *r,
 	err = ecw_status_to_err(resp->status, code);
 	/* The service's text for an auth failure can quote the request's
 	 * signature; keep only the code. */
-	if (err == ECW_EAUTH)
+	if (err == ECW_EAUTH && c->acct->cred)
+		snprintf(msg, sizeof(msg), "%s",
+			 "the service refused the access token (check that the identity has a data role on "
+			 "the account, such as Storage Queue Data Contributor and Storage Table Data Contributor, "
+			 "and that the token is for https://storage.azure.com)");
+	else if (err == ECW_EAUTH)
 		snprintf(msg, sizeof(msg), "%s", "the service refused the credentials (check the account key or SAS)");
 	/* Cut at the first line: the service appends RequestId and Time lines. */
 	msg[strcspn(msg, "\r\n")] = '\0';
@@ -481,6 +490,14 @@ static int classify(const struct ecw_client *c, const struct ecw_request *r,
 				  r->method, c->acct->endpoint_path[r->svc], ecw_buf_cstr(&r->path),
 				  resp->status, code, *msg ? ": " : "", msg, reqid ? " (request id " : "",
 				  reqid ? reqid : "", reqid ? ")" : "");
+}
+
+/* The credential in a request must not outlive its use in heap memory. */
+static void wipe_header(struct ecw_request *r, const char *name)
+{
+	for (size_t i = 0; i < r->nheaders; i++)
+		if (strcasecmp(r->headers[i].name, name) == 0)
+			memset(r->headers[i].value, 0, strlen(r->headers[i].value));
 }
 
 static int send_once(struct ecw_client *c, struct ecw_response *resp, const char *url,
@@ -516,10 +533,33 @@ static int send_once(struct ecw_client *c, struct ecw_response *resp, const char
 	return err;
 }
 
+int ecw_client_exchange(struct ecw_response *resp, struct ecw_client *c, const char *url,
+			const struct ecw_request *r)
+{
+	int err;
+
+	ecw_response_reset(resp);
+	c->stats.requests++;
+#ifdef ECW_TESTING
+	/* The fake transport answers token requests too; injected faults are
+	 * for the storage requests they were aimed at. */
+	if (c->send_fn)
+		err = c->send_fn(c->send_ctx, resp, url, r);
+	else
+#endif
+		err = curl_send(c, resp, url, r);
+	if (c->opts.on_attempt)
+		c->opts.on_attempt(c->opts.on_attempt_payload, r->op ? r->op : "other",
+				   err == 0 ? (int)resp->status : 0, 1);
+	return err;
+}
+
 int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_request *r)
 {
 	struct ecw_buf url, auth;
 	char date[32];
+	uint64_t token_gen = 0;
+	bool token_renewed = false;
 	int err, attempt;
 
 	ecw_buf_init(&url, 0);
@@ -536,12 +576,24 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 		ecw_http_date(date, time(NULL));
 		if ((err = ecw_request_set_header(r, "x-ms-date", date)) < 0)
 			goto done;
-		if (!c->acct->sas) {
-			ecw_buf_reset(&auth);
-			if ((err = ecw_auth_header(&auth, c->acct, r)) < 0 ||
-			    (err = ecw_request_set_header(r, "Authorization", auth.ptr)) < 0)
+		ecw_buf_reset(&auth);
+		if (c->acct->cred) {
+			/* A token that cannot be had is this attempt's failure: a
+			 * transient one is retried like any other. */
+			if ((err = ecw_buf_adds(&auth, "Bearer ")) < 0 ||
+			    (err = ecw_token_get(&auth, &token_gen, c->acct->cred, c)) < 0) {
+				if (err == ECW_ENOMEM || !ecw_err_is_transient(err) || attempt >= c->opts.max_tries)
+					goto done;
+				c->stats.retries++;
+				ecw_sleep_ms(ecw_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
+				continue;
+			}
+		} else if (!c->acct->sas) {
+			if ((err = ecw_auth_header(&auth, c->acct, r)) < 0)
 				goto done;
 		}
+		if (auth.len && (err = ecw_request_set_header(r, "Authorization", auth.ptr)) < 0)
+			goto done;
 		c->stats.requests++;
 		err = send_once(c, resp, url.ptr, r);
 		if (c->opts.on_attempt)
@@ -549,6 +601,16 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 					   err == 0 ? (int)resp->status : 0, attempt);
 		if (err == 0)
 			err = resp->status >= 200 && resp->status < 300 ? 0 : classify(c, r, resp);
+		/* A token the service refuses (revoked, or expired early by clock
+		 * skew): once per call, forget it and go again with a new one. */
+		if (err == ECW_EAUTH && c->acct->cred && !token_renewed &&
+		    (resp->status == 401 || strcmp(ecw_error_last()->service_code, "AuthenticationFailed") == 0 ||
+		     strcmp(ecw_error_last()->service_code, "InvalidAuthenticationInfo") == 0) &&
+		    ecw_token_refused(c->acct->cred, token_gen)) {
+			token_renewed = true;
+			attempt--;
+			continue;
+		}
 		if (err == 0 || !ecw_err_is_transient(err) || attempt >= c->opts.max_tries)
 			break;
 		c->stats.retries++;
@@ -559,5 +621,6 @@ done:
 		memset(auth.ptr, 0, auth.cap);
 	ecw_buf_dispose(&auth);
 	ecw_buf_dispose(&url);
+	wipe_header(r, "Authorization");
 	return err;
 }

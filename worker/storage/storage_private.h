@@ -8,6 +8,7 @@
 
 #include "ecw_codec.h"
 #include "ecw_storage.h"
+#include "ecw_token.h"
 
 #define ECW_QUEUE_API_VERSION "2021-12-02"
 #define ECW_TABLE_API_VERSION "2019-02-02"
@@ -17,6 +18,7 @@ struct ecw_account {
 	unsigned char *key;         /* decoded AccountKey; NULL when none */
 	size_t key_len;
 	char *sas;                  /* token without a leading '?'; NULL when none */
+	struct ecw_token_credential *cred; /* Entra ID tokens; NULL when none (owned) */
 	char *endpoint[2];          /* by enum ecw_service; no trailing '/' */
 	const char *endpoint_path[2]; /* path part of endpoint[i] ("/devstoreaccount1" or "") */
 };
@@ -42,6 +44,8 @@ struct ecw_request {
 	const char *content_type;   /* NULL: no body type (an empty Content-Type: is sent) */
 	const char *body;           /* not owned */
 	size_t body_len;
+	const char *label;          /* names the request in messages (not owned); NULL:
+				     * METHOD, endpoint path and path */
 };
 
 void ecw_request_init(struct ecw_request *r, enum ecw_service svc, const char *method);
@@ -75,6 +79,12 @@ const char *ecw_response_header(const struct ecw_response *resp, const char *nam
  * answer to an ecw_err with the last error set from the body and headers. */
 int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_request *r) ECW_MUST_USE;
 const struct ecw_account *ecw_client_account(const struct ecw_client *c);
+/* One exchange outside the storage protocol (the token endpoints) on c's
+ * connection and TLS settings: url is absolute, nothing is signed or retried,
+ * and the answer's status is left to the caller. Returns 0 when an answer came,
+ * or a negative ecw_err for a network failure (last error set). */
+int ecw_client_exchange(struct ecw_response *resp, struct ecw_client *c, const char *url,
+			const struct ecw_request *r) ECW_MUST_USE;
 /* Maps an HTTP status (and the service's error code) to an ecw_err. */
 int ecw_status_to_err(long status, const char *service_code);
 /* Full jitter: uniform in [0, min(max, base * 2^(retry-1))]; retry is 1-based. */
@@ -108,6 +118,34 @@ int ecw_auth_header(struct ecw_buf *out, const struct ecw_account *a,
 		    const struct ecw_request *r) ECW_MUST_USE;
 int ecw_hmac_sha256_base64(struct ecw_buf *out, const unsigned char *key, size_t key_len,
 			   const char *msg, size_t msg_len) ECW_MUST_USE;
+
+/* ---- token.c (json-c lives there too) ---- */
+
+/* Reads a token endpoint's 200 answer: access_token, and its lifetime from
+ * expires_in (a number or a string of digits, seconds from now) or else
+ * expires_on (seconds since the epoch, number or string; now_unix converts
+ * it). refresh_in (optional) comes back in *refresh_in_s, 0 when absent.
+ * *token_out is heap (a secret: wipe and free it). */
+int ecw_token_parse_response(char **token_out, int64_t *lifetime_s, int64_t *refresh_in_s,
+			     const char *body, size_t len, int64_t now_unix) ECW_MUST_USE;
+/* When a token of this lifetime is due for refresh, in ms after it was
+ * obtained: 5 minutes before expiry, or at half-life for short tokens, or
+ * earlier when the endpoint said so (refresh_in_ms > 0). */
+int64_t ecw_token_refresh_after_ms(int64_t lifetime_ms, int64_t refresh_in_ms);
+/* Until when (ms after it was obtained) a token may still be sent: a margin
+ * before expiry for clock skew and requests in flight. */
+int64_t ecw_token_usable_ms(int64_t lifetime_ms);
+/* Puts a valid token for cred into out (replacing its content): the cached
+ * one, or a new one fetched through c's connection (one client fetches while
+ * the others keep using a still-valid token or wait). *gen_out identifies the
+ * token for ecw_token_refused. Errors: ECW_EAUTH for a refusal by the token
+ * endpoint (400/401/403: a configuration problem), transient codes for 5xx
+ * and network failures. */
+int ecw_token_get(struct ecw_buf *out, uint64_t *gen_out, struct ecw_token_credential *cred,
+		  struct ecw_client *c) ECW_MUST_USE;
+/* The service refused token gen: forget it. True when asking again may help
+ * (a newer token exists, or this one was not freshly minted). */
+bool ecw_token_refused(struct ecw_token_credential *cred, uint64_t gen);
 
 /* ---- escape.c ---- */
 
