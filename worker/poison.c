@@ -9,11 +9,14 @@
 
 #include "poison.h"
 
+/* Absent when 0. */
 static void add_time(struct json_object *obj, const char *key, time_t t)
 {
 	char iso[32];
 	struct tm tm;
 
+	if (!t)
+		return;
 	gmtime_r(&t, &tm);
 	strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	json_object_object_add(obj, key, json_object_new_string(iso));
@@ -230,4 +233,35 @@ int ecw_poison_parse_since(time_t *out, const char *text, time_t now)
 	return ecw_error_set(ECW_EINVALID,
 			     "--since '%s': expected a duration back from now (90m, 2h, 7d, 1w) or a UTC time "
 			     "(2026-11-20 or 2026-11-20T10:00:00Z)", text);
+}
+
+/* ---- the JSON form ------------------------------------------------------- */
+
+struct json_object *ecw_poison_view_json(const struct ecw_poison_view *v, const char *id, time_t poison_inserted)
+{
+	struct json_object *obj = json_object_new_object();
+
+	if (!obj)
+		return NULL;
+	add_str(obj, "id", id);
+	json_object_object_add(obj, "envelope", json_object_new_boolean(v->envelope));
+	add_time(obj, "poison_inserted_at", poison_inserted);
+	if (!v->envelope) {
+		json_object_object_add(obj, "text", json_object_new_string_len(v->original, (int)v->original_len));
+		return obj;
+	}
+	add_str(obj, "job", v->job);
+	add_str(obj, "pk", v->pk);
+	add_str(obj, "rk", v->rk);
+	add_str(obj, "reason", v->reason);
+	add_str(obj, "error", v->error);
+	if (v->dequeue_count >= 0)
+		json_object_object_add(obj, "dequeue_count", json_object_new_int64(v->dequeue_count));
+	add_time(obj, "failed_at", v->failed_at);
+	add_time(obj, "inserted_at", v->inserted_at);
+	add_str(obj, "queue", v->queue);
+	add_str(obj, "message_id", v->message_id);
+	add_str(obj, "worker", v->worker);
+	json_object_object_add(obj, "original", json_object_new_string_len(v->original, (int)v->original_len));
+	return obj;
 }

@@ -11,6 +11,8 @@
 #include "ecw_buf.h"
 #include "ecw_err.h"
 
+struct json_object;
+
 struct ecw_poison_info {
 	const char *original;         /* the message text exactly as received */
 	size_t original_len;
@@ -51,6 +53,12 @@ struct ecw_poison_view {
  * only for memory. */
 int ecw_poison_parse(struct ecw_poison_view *out, const char *text, size_t len) ECW_MUST_USE;
 void ecw_poison_view_dispose(struct ecw_poison_view *v);
+
+/* The view as `poison list --json` prints it: the envelope's fields plus
+ * "id" (the poison message id), "envelope" and "poison_inserted_at"; a
+ * foreign message has "text" instead. NULL when out of memory; the caller
+ * puts it with json_object_put. */
+struct json_object *ecw_poison_view_json(const struct ecw_poison_view *v, const char *id, time_t poison_inserted);
 
 /* What operators select poison messages by; every set field must match. */
 struct ecw_poison_filter {

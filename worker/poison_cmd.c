@@ -285,22 +285,6 @@ static void add_col(struct ecw_buf *b, const char *s, size_t width)
 		out_adds(b, " ");
 }
 
-static void format_age(char out[32], size_t cap, time_t then, time_t now)
-{
-	long long d = then && now > then ? (long long)(now - then) : 0;
-
-	if (!then)
-		snprintf(out, cap, "-");
-	else if (d < 120)
-		snprintf(out, cap, "%llds", d);
-	else if (d < 7200)
-		snprintf(out, cap, "%lldm", d / 60);
-	else if (d < 172800)
-		snprintf(out, cap, "%lldh", d / 3600);
-	else
-		snprintf(out, cap, "%lldd", d / 86400);
-}
-
 static size_t terminal_width(void)
 {
 	struct winsize ws;
@@ -320,50 +304,12 @@ struct lister {
 	uint64_t shown;
 };
 
-static void add_json_time(struct json_object *obj, const char *key, time_t t)
-{
-	char iso[32];
-	struct tm tm;
-
-	if (!t)
-		return;
-	gmtime_r(&t, &tm);
-	strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	json_object_object_add(obj, key, json_object_new_string(iso));
-}
-
-static void add_json_str(struct json_object *obj, const char *key, const char *v)
-{
-	if (v)
-		json_object_object_add(obj, key, json_object_new_string(v));
-}
-
 static void print_json(const struct ecw_scan_item *it)
 {
-	const struct ecw_poison_view *v = it->view;
-	struct json_object *obj = json_object_new_object();
+	struct json_object *obj = ecw_poison_view_json(it->view, it->msg->id, it->msg->insertion_time);
 
-	add_json_str(obj, "id", it->msg->id);
-	json_object_object_add(obj, "envelope", json_object_new_boolean(v->envelope));
-	add_json_time(obj, "poison_inserted_at", it->msg->insertion_time);
-	if (v->envelope) {
-		add_json_str(obj, "job", v->job);
-		add_json_str(obj, "pk", v->pk);
-		add_json_str(obj, "rk", v->rk);
-		add_json_str(obj, "reason", v->reason);
-		add_json_str(obj, "error", v->error);
-		if (v->dequeue_count >= 0)
-			json_object_object_add(obj, "dequeue_count", json_object_new_int64(v->dequeue_count));
-		add_json_time(obj, "failed_at", v->failed_at);
-		add_json_time(obj, "inserted_at", v->inserted_at);
-		add_json_str(obj, "queue", v->queue);
-		add_json_str(obj, "message_id", v->message_id);
-		add_json_str(obj, "worker", v->worker);
-		json_object_object_add(obj, "original", json_object_new_string_len(v->original, (int)v->original_len));
-	} else {
-		json_object_object_add(obj, "text", json_object_new_string_len(v->original, (int)v->original_len));
-	}
-	puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	if (obj)
+		puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(obj);
 }
 
@@ -400,7 +346,12 @@ static void print_row(const struct lister *L, const struct ecw_scan_item *it)
 
 	ecw_buf_init(&b, 0);
 	ecw_buf_init(&keys, 0);
-	format_age(age, sizeof(age), v->envelope && v->failed_at ? v->failed_at : it->msg->insertion_time, L->now);
+	time_t when = v->envelope && v->failed_at ? v->failed_at : it->msg->insertion_time;
+
+	if (when)
+		ecw_human_age(age, sizeof(age), (long long)(L->now - when));
+	else
+		snprintf(age, sizeof(age), "-");
 	if (v->dequeue_count >= 0)
 		snprintf(deq, sizeof(deq), "%ld", v->dequeue_count);
 	else

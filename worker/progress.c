@@ -31,3 +31,17 @@ void ecw_progress_show(struct ecw_progress *p, uint64_t done, const char *detail
 		detail && *detail ? ", " : "", detail ? detail : "", rate, secs, eta, final ? "\n" : "");
 	fflush(stderr);
 }
+
+void ecw_human_age(char *out, size_t cap, long long d)
+{
+	if (d < 0)
+		d = 0;
+	if (d < 120)
+		snprintf(out, cap, "%llds", d);
+	else if (d < 7200)
+		snprintf(out, cap, "%lldm", d / 60);
+	else if (d < 172800)
+		snprintf(out, cap, "%lldh", d / 3600);
+	else
+		snprintf(out, cap, "%lldd", d / 86400);
+}

@@ -103,18 +103,14 @@ static size_t job_tables(const char **out, size_t cap, const struct ecw_config *
 
 static void age(char *out, size_t cap, time_t t, time_t now)
 {
-	long long d = now > t ? (long long)(now - t) : 0;
+	char h[32];
 
-	if (!t)
+	if (!t) {
 		snprintf(out, cap, "none visible");
-	else if (d < 120)
-		snprintf(out, cap, "oldest %llds", d);
-	else if (d < 7200)
-		snprintf(out, cap, "oldest %lldm", d / 60);
-	else if (d < 172800)
-		snprintf(out, cap, "oldest %lldh", d / 3600);
-	else
-		snprintf(out, cap, "oldest %lldd", d / 86400);
+		return;
+	}
+	ecw_human_age(h, sizeof(h), (long long)(now - t));
+	snprintf(out, cap, "oldest %s", h);
 }
 
 static struct json_object *queue_json(const struct queue_state *q, time_t now)
