@@ -55,12 +55,17 @@ trap cleanup EXIT
 
 say "tools"
 "$ROOT/tests/deps.sh" apt podman buildah debootstrap yamllint docker-compose util-linux
-command -v kubectl >/dev/null || die "kubectl not found: it comes with the machine image (google-cloud-cli); Debian's kubernetes-client 1.20 has kustomize v2, too old for these overlays"
-kver="$(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: v\([0-9]*\).*/\1/p')"
-[[ "${kver:-0}" -ge 5 ]] || die "kubectl's kustomize is v${kver:-?}, the overlays need v5 (labels:, patches:)"
+# kubectl for `kubectl kustomize`: the machine's own when it has one, else
+# Debian's kubernetes-client (1.20, kustomize v2). The overlays use the fields
+# both kustomize v2 and v5 read (bases, commonLabels, patchesStrategicMerge,
+# patchesJson6902), so either renders the same objects.
+command -v kubectl >/dev/null || "$ROOT/tests/deps.sh" apt kubernetes-client
+command -v kubectl >/dev/null || die "kubectl not found, and Debian's kubernetes-client did not install it"
+kver="$(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: \(v[0-9.]*\).*/\1/p')"
+kver="${kver:-v2 (kubectl $(kubectl version --client 2>/dev/null | sed -n 's/.*GitVersion:"\(v[0-9.]*\)".*/\1/p'))}"
 NODE_BIN="$ROOT/tests/node_modules"
 [[ -d "$NODE_BIN/typescript" && -d "$NODE_BIN/kubernetes-types" ]] || die "tests/node_modules lacks the validators: run make deps"
-ok "podman $(podman --version | awk '{print $3}'), buildah $(buildah --version | awk '{print $3}'), kubectl kustomize v$kver"
+ok "podman $(podman --version | awk '{print $3}'), buildah $(buildah --version | awk '{print $3}'), kubectl kustomize $kver"
 
 # ---- 1. the deployment files --------------------------------------------------
 
