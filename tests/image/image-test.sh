@@ -163,7 +163,7 @@ ok "every shared library present; libxml2 static, no ICU"
 
 say "the image against Azurite"
 AZURITE="$ROOT/tests/node_modules/.bin/azurite"
-run_dir="$(mktemp -d "$WORK/run.XXXXXX")"
+run_dir="$(mktemp -d -p "$WORK")"
 AZURITE_DIR="$run_dir"
 AZURITE_LOG="$run_dir/azurite.log"
 # shellcheck source=tests/azurite.sh
