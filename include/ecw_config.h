@@ -129,4 +129,9 @@ const struct ecw_job_def *ecw_config_job(const struct ecw_config *cfg, const cha
 /* The file to read when -c is not given: $ECW_CONFIG, else "./ecworker.yaml". */
 const char *ecw_config_default_path(void);
 
+/* A duration as the configuration writes it: "250ms", "2s", "5m", "1h" or
+ * "0"; with days also "7d" and "1w" (command-line options; the configuration
+ * keeps to hours). Returns 0, -1 (not a duration) or -2 (too large). */
+int ecw_duration_parse(int64_t *out_ms, const char *s, bool days) ECW_MUST_USE;
+
 #endif

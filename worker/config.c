@@ -954,9 +954,7 @@ static void fmt_duration(char *buf, size_t n, int64_t ms)
 		snprintf(buf, n, "%lldms", (long long)ms);
 }
 
-/* "250ms", "2s", "5m", "1h", or "0". Returns 0, -1 (not a duration) or -2
- * (too large). */
-static int parse_duration(int64_t *out_ms, const char *s)
+int ecw_duration_parse(int64_t *out_ms, const char *s, bool days)
 {
 	int64_t n = 0, unit;
 	const char *p = s;
@@ -980,6 +978,10 @@ static int parse_duration(int64_t *out_ms, const char *s)
 		unit = MIN;
 	else if (strcmp(p, "h") == 0)
 		unit = HOUR;
+	else if (days && strcmp(p, "d") == 0)
+		unit = 24 * HOUR;
+	else if (days && strcmp(p, "w") == 0)
+		unit = 7 * 24 * HOUR;
 	else
 		return -1;
 	if (n > INT64_MAX / unit)
@@ -1004,7 +1006,7 @@ static int read_duration(int64_t *out_ms, const struct ecw_node *map, const char
 	if ((r = get_scalar(&v, map, key, required, what, expect, errs)) <= 0)
 		return r;
 	key_name(name, sizeof(name), what, key);
-	r = parse_duration(&ms, v->value);
+	r = ecw_duration_parse(&ms, v->value, false);
 	if (r == -1) {
 		ecw_config_error(errs, v, "%s must be %s", name, expect);
 		return -1;
@@ -1379,7 +1381,7 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 
 	if (get_scalar(&ttl, sec, "message_ttl", false, "worker", TTL_EXPECT, errs) > 0) {
 		int64_t ms = 0;
-		int r = strcmp(ttl->value, "-1") == 0 ? 1 : parse_duration(&ms, ttl->value);
+		int r = strcmp(ttl->value, "-1") == 0 ? 1 : ecw_duration_parse(&ms, ttl->value, false);
 		if (r == 1)
 			cfg->worker.message_ttl_s = -1;
 		else if (r == -1)

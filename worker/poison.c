@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ecw_config.h"
 #include "poison.h"
 
 /* Absent when 0. */
@@ -213,22 +214,16 @@ bool ecw_poison_filter_match(const struct ecw_poison_filter *f, const char *msg_
 
 int ecw_poison_parse_since(time_t *out, const char *text, time_t now)
 {
-	char *end;
-	double n;
+	int64_t ms;
 	time_t t;
 
 	if ((t = parse_utc(text)) > 0) {
 		*out = t;
 		return 0;
 	}
-	n = strtod(text, &end);
-	if (end != text && n >= 0 && end[0] && !end[1]) {
-		double unit = end[0] == 's' ? 1 : end[0] == 'm' ? 60 : end[0] == 'h' ? 3600 :
-			      end[0] == 'd' ? 86400 : end[0] == 'w' ? 604800 : 0;
-		if (unit > 0 && n * unit < (double)now) {
-			*out = now - (time_t)(n * unit);
-			return 0;
-		}
+	if (ecw_duration_parse(&ms, text, true) == 0 && ms > 0 && ms / 1000 < (int64_t)now) {
+		*out = now - (time_t)(ms / 1000);
+		return 0;
 	}
 	return ecw_error_set(ECW_EINVALID,
 			     "--since '%s': expected a duration back from now (90m, 2h, 7d, 1w) or a UTC time "

@@ -130,18 +130,12 @@ static bool parse_count(uint64_t *out, const char *s)
 	return true;
 }
 
-/* "90", "90s", "5m", "1h", "1d": milliseconds, or -1. */
+/* A duration option: milliseconds, or -1. */
 static int64_t parse_duration(const char *s)
 {
-	char *end;
-	double v = strtod(s, &end);
-	double unit = !*end ? 1000 : strcmp(end, "ms") == 0 ? 1 : strcmp(end, "s") == 0 ? 1000 :
-		      strcmp(end, "m") == 0 ? 60000 : strcmp(end, "h") == 0 ? 3600000 :
-		      strcmp(end, "d") == 0 ? 86400000.0 : 0;
+	int64_t ms;
 
-	if (end == s || v <= 0 || unit == 0)
-		return -1;
-	return (int64_t)(v * unit);
+	return ecw_duration_parse(&ms, s, true) == 0 && ms > 0 ? ms : -1;
 }
 
 static int usage_error(const char *cmd, const char *fmt, ...) ECW_PRINTF(2, 3);
@@ -289,12 +283,15 @@ static size_t terminal_width(void)
 {
 	struct winsize ws;
 	const char *cols = getenv("COLUMNS");
+	char *end;
+	long n;
 
 	if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
 		return ws.ws_col;
-	if (cols && atoi(cols) > 0)
-		return (size_t)atoi(cols);
-	return 0;
+	if (!cols)
+		return 0;
+	n = strtol(cols, &end, 10);
+	return end != cols && !*end && n > 0 && n <= 10000 ? (size_t)n : 0;
 }
 
 struct lister {
