@@ -52,6 +52,10 @@ INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
 # Every other .c file in a test folder is support code linked into each test.
 UNIT_SUPPORT  := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
 INTEG_SUPPORT := $(filter-out $(INTEG_SRCS),$(wildcard tests/integration/*.c))
+# Test tools: one self-contained program per file (tests/tools/NAME.c ->
+# BUILD/tests/tools/NAME), run by the tests and the benchmark as processes.
+TOOL_SRCS := $(wildcard tests/tools/*.c)
+TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
 .PHONY: all deps test test-run unit integration asan demo demo-run install clean format check-format
 .DELETE_ON_ERROR:
@@ -95,6 +99,11 @@ $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_SUPPORT) $(TOBJS) $(
 	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -Itests/integration -o $@ $< $(INTEG_SUPPORT) $(TOBJS) \
 		$(TEST_LIBS) $(ECW_LIBS)
 
+$(BUILD)/tests/tools/%: tests/tools/%.c
+	@mkdir -p $(dir $@)
+	$(SAY) "  TOOL    $@"
+	$(Q)$(CC) $(CFLAGS) -std=c11 -Wall -Wextra -Werror -D_DEFAULT_SOURCE $(SANFLAGS) -o $@ $< -lpthread -lm
+
 # ---- dependencies --------------------------------------------------------
 
 APT_PKGS := build-essential pkg-config libcurl4-openssl-dev libssl-dev libjson-c-dev \
@@ -117,13 +126,13 @@ test: deps
 asan:
 	@$(MAKE) --no-print-directory test SANITIZE=1
 
-test-run: $(BUILD)/ecworker $(BUILD)/ecworker-test $(UNIT_BINS) $(INTEG_BINS)
+test-run: $(BUILD)/ecworker $(BUILD)/ecworker-test $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS)
 	@./tests/run-tests.sh $(BUILD)
 
 unit: $(UNIT_BINS)
 	@./tests/run-tests.sh --unit-only $(BUILD)
 
-integration: $(BUILD)/ecworker $(BUILD)/ecworker-test $(INTEG_BINS)
+integration: $(BUILD)/ecworker $(BUILD)/ecworker-test $(INTEG_BINS) $(TOOL_BINS)
 	@./tests/run-tests.sh --integration-only $(BUILD)
 
 # ---- demo ------------------------------------------------------------------
