@@ -5,6 +5,7 @@
 #   make deps       install what a fresh Debian machine lacks (apt-get, npm)
 #   make test       unit tests + integration tests against a real Azurite
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan (also: make asan)
+#   make valgrind   the unit tests under valgrind memcheck (errors and leaks fail)
 #   make demo       start a local Azurite and run ecworker on it
 #   make install    PREFIX=/usr/local DESTDIR=
 
@@ -57,7 +58,7 @@ INTEG_SUPPORT := $(filter-out $(INTEG_SRCS),$(wildcard tests/integration/*.c))
 TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
-.PHONY: all deps test test-run unit integration asan demo demo-run install clean format check-format
+.PHONY: all deps test test-run unit integration asan valgrind valgrind-run demo demo-run install clean format check-format
 .DELETE_ON_ERROR:
 # Keep the test-build objects: they are intermediates of the test binaries.
 .SECONDARY:
@@ -128,6 +129,19 @@ asan:
 
 test-run: $(BUILD)/ecworker $(BUILD)/ecworker-test $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS)
 	@./tests/run-tests.sh $(BUILD)
+
+# Memcheck on the unit tests (the integration tests run under ASan instead:
+# valgrind's slowdown would turn their timeouts into failures). Any error, and
+# any definite, indirect or possible leak, fails the binary.
+VALGRIND := valgrind --quiet --error-exitcode=99 --track-origins=yes --leak-check=full \
+	--show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible
+
+valgrind: deps
+	@./tests/deps.sh apt valgrind
+	@$(MAKE) --no-print-directory valgrind-run
+
+valgrind-run: $(UNIT_BINS)
+	@ECW_TEST_WRAPPER="$(VALGRIND)" ./tests/run-tests.sh --unit-only $(BUILD)
 
 unit: $(UNIT_BINS)
 	@./tests/run-tests.sh --unit-only $(BUILD)

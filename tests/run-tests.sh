@@ -16,7 +16,9 @@
 # (set ECW_AZURITE_DEBUG=1 to add its debug log, which shows the string-to-sign
 # it expected, in BUILD_DIR/azurite-debug.log). Each binary's output is kept in
 # BUILD_DIR/test-logs/. ECW_TESTS="test_a test_b" runs only the binaries so
-# named (while working on one module).
+# named (while working on one module). ECW_TEST_WRAPPER="valgrind ..." runs
+# each binary under that command (make valgrind), which must exit non-zero
+# when it finds an error.
 #
 # Exits non-zero when a binary fails, crashes or times out, or when no test
 # case ran at all.
@@ -97,7 +99,9 @@ run_binary() {
 	log="$LOG_DIR/$kind-$name.log"
 	start="$(now)"
 	rc=0
-	timeout --kill-after=10 "$TEST_TIMEOUT" "$bin" >"$log" 2>&1 </dev/null || rc=$?
+	local -a wrapper=()
+	[[ -n "${ECW_TEST_WRAPPER:-}" ]] && read -r -a wrapper <<<"$ECW_TEST_WRAPPER"
+	timeout --kill-after=10 "$TEST_TIMEOUT" "${wrapper[@]}" "$bin" >"$log" 2>&1 </dev/null || rc=$?
 	end="$(now)"
 	secs="$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')"
 
@@ -141,7 +145,7 @@ run_binary() {
 		echo "---- output of $name (also in $log) ----"
 		# Failed cases and their assertion messages, then the end of the output
 		# (which holds a sanitizer report or the crash, if any).
-		grep -E '^\[  (FAILED|ERROR) *\]|error:|Failure!|ERROR|AddressSanitizer|runtime error' "$log" | head -n 60 || true
+		grep -E '^\[  (FAILED|ERROR) *\]|error:|Failure!|ERROR|AddressSanitizer|runtime error|^==[0-9]+== ' "$log" | head -n 60 || true
 		echo "...."
 		tail -n 40 "$log"
 		echo "----"
