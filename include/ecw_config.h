@@ -90,6 +90,7 @@ struct ecw_config {
 		char *account;                /* identity auth: the account's name; else NULL */
 		char *ca_file;                /* a PEM CA bundle to trust; NULL: the system's */
 		char *managed_identity_client_id; /* a user-assigned identity; NULL: system-assigned */
+		int64_t request_timeout_ms;   /* one HTTP request, whole; 1s..10m, default 30s */
 	} storage;
 	struct {
 		char *queue;                  /* default ecw-jobs */

@@ -1089,7 +1089,7 @@ int ecw_node_string_list(char ***out, bool *present, const struct ecw_node *map,
 
 static const char *const top_keys[] = {"storage", "worker", "log", "metrics", "jobs", NULL};
 static const char *const storage_keys[] = {"connection_string", "auth", "account", "ca_file",
-                                           "managed_identity_client_id", NULL};
+                                           "managed_identity_client_id", "request_timeout", NULL};
 static const char *const storage_auths[] = {"key", "workload-identity", "managed-identity", NULL};
 static const char *const worker_keys[] = {"queue",         "poison_queue",       "batch_size",
                                           "concurrency",   "visibility_timeout", "max_dequeue_count",
@@ -1283,6 +1283,8 @@ static void check_storage(struct ecw_config *cfg, const struct ecw_node *root, s
 		ecw_config_error(errs, at,
 		                 "storage.managed_identity_client_id is for auth: managed-identity (workload "
 		                 "identity takes its client id from AZURE_CLIENT_ID)");
+	read_duration(&cfg->storage.request_timeout_ms, sec, "request_timeout", SEC, 10 * MIN, false, false,
+	              "storage", errs);
 	/* Which checks apply depends on the mode: none when it is unknown. */
 	if (read_string(&cfg->storage.connection_string, sec, "connection_string", false, "storage", errs) < 0 ||
 	    ra < 0)
@@ -1601,6 +1603,7 @@ done:
 
 static void set_defaults(struct ecw_config *cfg)
 {
+	cfg->storage.request_timeout_ms = 30 * SEC;
 	cfg->worker.batch_size = 16;
 	cfg->worker.concurrency = 16;
 	cfg->worker.visibility_timeout_ms = 60 * SEC;

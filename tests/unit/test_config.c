@@ -86,6 +86,7 @@ static void assert_defaults(const struct ecw_config *cfg)
 {
 	assert_str(cfg->file, FILE_NAME);
 	assert_str(cfg->storage.connection_string, "UseDevelopmentStorage=true");
+	assert_int_equal(cfg->storage.request_timeout_ms, 30000);
 	assert_str(cfg->worker.queue, "ecw-jobs");
 	assert_str(cfg->worker.poison_queue, "ecw-jobs-poison");
 	assert_int_equal(cfg->worker.batch_size, 16);
@@ -169,6 +170,7 @@ static void test_config__every_key_set(void **state)
 	(void)state;
 	struct ecw_config *cfg = parse_ok("storage:\n"
 	                                  "  connection_string: \"UseDevelopmentStorage=true\"\n"
+	                                  "  request_timeout: 2s\n"
 	                                  "worker:\n"
 	                                  "  queue: orders-2\n"
 	                                  "  poison_queue: orders-dead\n"
@@ -187,6 +189,7 @@ static void test_config__every_key_set(void **state)
 	                                  "metrics: {listen: \"\"}\n"
 	                                  "jobs: {}\n");
 	assert_str(cfg->storage.connection_string, "UseDevelopmentStorage=true");
+	assert_int_equal(cfg->storage.request_timeout_ms, 2000);
 	assert_str(cfg->worker.queue, "orders-2");
 	assert_str(cfg->worker.poison_queue, "orders-dead");
 	assert_int_equal(cfg->worker.batch_size, 32);
@@ -231,6 +234,27 @@ static void test_config__every_key_set(void **state)
 	ecw_config_free(cfg);
 }
 
+/* storage.request_timeout: the whole of one HTTP request, 1s..10m. */
+static void test_config__request_timeout(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = parse_ok("storage: {request_timeout: 1s}\n");
+	assert_int_equal(cfg->storage.request_timeout_ms, 1000);
+	ecw_config_free(cfg);
+	cfg = parse_ok("storage: {request_timeout: 10m}\n");
+	assert_int_equal(cfg->storage.request_timeout_ms, 600000);
+	ecw_config_free(cfg);
+	cfg = parse_ok("storage: {request_timeout: 2500ms}\n");
+	assert_int_equal(cfg->storage.request_timeout_ms, 2500);
+	ecw_config_free(cfg);
+
+	one_error("storage: {request_timeout: 999ms}\n", "1:28", "storage.request_timeout is out of range (1s..10m)");
+	one_error("storage: {request_timeout: 0}\n", "1:28", "storage.request_timeout is out of range (1s..10m)");
+	one_error("storage: {request_timeout: 601s}\n", "1:28", "storage.request_timeout is out of range (1s..10m)");
+	one_error("storage: {request_timeout: 30}\n", "1:28",
+	          "storage.request_timeout must be a duration like 250ms, 2s, 5m or 1h (1s..10m)");
+}
+
 /* ---- errors, one kind at a time -------------------------------------------- */
 
 static void test_config__unknown_key_top_level(void **state)
@@ -258,7 +282,7 @@ static void test_config__unknown_key_nested(void **state)
 	          "unknown key 'port' in metrics (expected one of: listen)");
 	one_error("storage:\n  acount: x\n", "2:3",
 	          "unknown key 'acount' in storage (expected one of: connection_string, auth, account, ca_file, "
-	          "managed_identity_client_id)");
+	          "managed_identity_client_id, request_timeout)");
 }
 
 static void test_config__wrong_type(void **state)
@@ -1321,6 +1345,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_config__defaults_empty_map, setup),
 	    cmocka_unit_test_setup(test_config__default_connection_string_from_env, setup),
 	    cmocka_unit_test_setup(test_config__every_key_set, setup),
+	    cmocka_unit_test_setup(test_config__request_timeout, setup),
 	    cmocka_unit_test_setup(test_config__unknown_key_top_level, setup),
 	    cmocka_unit_test_setup(test_config__unknown_key_nested, setup),
 	    cmocka_unit_test_setup(test_config__wrong_type, setup),
