@@ -1,4 +1,5 @@
 /* proc.c - see proc.h. */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "proc.h"
 #include "itest.h"
 
@@ -6,6 +7,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -220,10 +222,9 @@ static char **make_env(const char *const *extra)
 	return env;
 }
 
-static pid_t spawn(const char *out_path, const char *err_path, const char *const *args,
-                   const char *const *env)
+static pid_t spawn_program(const char *bin, const char *out_path, const char *err_path, bool append,
+                           const char *const *args, const char *const *env)
 {
-	const char *bin = proc_worker_bin();
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t none, deflt;
@@ -236,8 +237,8 @@ static pid_t spawn(const char *out_path, const char *err_path, const char *const
 	 * the binary right now (not yet executable, or busy). Wait a little. */
 	for (int64_t end = itest_now_ms() + 15000; access(bin, X_OK) != 0;) {
 		if (itest_now_ms() > end)
-			fail_msg("the worker binary %s is missing (%s): build it with `make %s` or set "
-			         "ECW_TEST_WORKER_BIN",
+			fail_msg("the program %s is missing (%s): build it with `make %s` (the worker may "
+			         "also be named by ECW_TEST_WORKER_BIN)",
 			         bin, strerror(errno), bin);
 		itest_sleep_ms(200);
 	}
@@ -252,7 +253,8 @@ static pid_t spawn(const char *out_path, const char *err_path, const char *const
 
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+	posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | (append ? 0 : O_TRUNC) | O_APPEND,
+	                                 0644);
 	if (err_path && strcmp(err_path, out_path) != 0)
 		posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND,
 		                                 0644);
@@ -284,16 +286,57 @@ static pid_t spawn(const char *out_path, const char *err_path, const char *const
 	return pid;
 }
 
-void proc_start(struct proc *p, const char *name, const char *const *args, const char *const *env)
+static pid_t spawn(const char *out_path, const char *err_path, const char *const *args,
+                   const char *const *env)
+{
+	return spawn_program(proc_worker_bin(), out_path, err_path, false, args, env);
+}
+
+void proc_start_program(struct proc *p, const char *name, const char *bin, const char *const *args,
+                        const char *const *env)
 {
 	char file[160];
 
 	memset(p, 0, sizeof(*p));
 	snprintf(p->name, sizeof(p->name), "%s", name);
+	snprintf(p->bin, sizeof(p->bin), "%s", bin);
 	snprintf(file, sizeof(file), "%s.log", name);
 	proc_path(p->log_path, sizeof(p->log_path), file);
 	track_file(p->log_path, true);
-	p->pid = spawn(p->log_path, NULL, args, env);
+	p->pid = spawn_program(p->bin, p->log_path, NULL, false, args, env);
+}
+
+void proc_start(struct proc *p, const char *name, const char *const *args, const char *const *env)
+{
+	proc_start_program(p, name, proc_worker_bin(), args, env);
+}
+
+void proc_restart(struct proc *p, const char *const *args, const char *const *env)
+{
+	FILE *f;
+
+	if (!p->exited || !p->bin[0])
+		fail_msg("proc_restart(%s): it was never started or still runs", p->name);
+	f = fopen(p->log_path, "a");
+	if (!f)
+		fail_msg("cannot append to %s: %s", p->log_path, strerror(errno));
+	fputs("\n# restarted\n", f);
+	assert_int_equal(fclose(f), 0);
+	p->exited = false;
+	p->status = 0;
+	p->pid = spawn_program(p->bin, p->log_path, NULL, true, args, env);
+}
+
+const char *proc_tool_bin(const char *tool)
+{
+	static char bin[PATH_MAX];
+	int k = build_dir()[0] ? snprintf(bin, sizeof(bin), "%s/tests/tools/%s", build_dir(), tool) : -1;
+
+	if (k > 0 && (size_t)k < sizeof(bin) && access(bin, X_OK) == 0)
+		return bin;
+	k = snprintf(bin, sizeof(bin), "build/tests/tools/%s", tool);
+	assert_true(k > 0 && (size_t)k < sizeof(bin));
+	return bin;
 }
 
 void proc_start_worker(struct proc *p, const char *name, const char *config)
@@ -773,10 +816,11 @@ static int listening_port(const char *log, const char *svc)
 	return colon ? (int)strtol(colon + 1, NULL, 10) : 0;
 }
 
-bool proc_azurite_start(struct proc_azurite *az, const char *name)
+/* Starts Azurite: in memory (d NULL) or on disk at d->location. */
+static bool azurite_start(struct proc_azurite *az, const char *name, const struct proc_azurite_disk *d)
 {
 	const char *bin = proc_azurite_bin();
-	char file[160];
+	char file[160], ports[64];
 	posix_spawn_file_actions_t fa;
 	int rc;
 
@@ -789,17 +833,23 @@ bool proc_azurite_start(struct proc_azurite *az, const char *name)
 	snprintf(file, sizeof(file), "%s.azurite.log", name);
 	proc_path(az->log_path, sizeof(az->log_path), file);
 	track_file(az->log_path, false);
+	snprintf(ports, sizeof(ports), "%d %d", d ? d->queue_port : 0, d ? d->table_port : 0);
 	/* From the log directory, so nothing it might write lands elsewhere;
-	 * exec, so the pid is Azurite's own. */
+	 * exec, so the pid is Azurite's own. $3: the location ("" in memory),
+	 * $4 and $5: the ports. */
 	const char *argv[] = {
 	    "/bin/sh",
 	    "-c",
-	    "cd \"$1\" && exec \"$2\" --inMemoryPersistence --skipApiVersionCheck --disableTelemetry "
-	    "--blobHost 127.0.0.1 --blobPort 0 --queueHost 127.0.0.1 --queuePort 0 "
-	    "--tableHost 127.0.0.1 --tablePort 0",
+	    "cd \"$1\" && bin=$2 loc=$3 && set -- $4 && q=$1 t=$2 && "
+	    "if [ -n \"$loc\" ]; then set -- --location \"$loc\"; else set -- --inMemoryPersistence; fi && "
+	    "exec \"$bin\" \"$@\" --skipApiVersionCheck --disableTelemetry "
+	    "--blobHost 127.0.0.1 --blobPort 0 --queueHost 127.0.0.1 --queuePort \"$q\" "
+	    "--tableHost 127.0.0.1 --tablePort \"$t\"",
 	    "sh",
 	    log_dir(),
 	    bin,
+	    d ? d->location : "",
+	    ports,
 	    NULL};
 	char cwd[PATH_MAX - 256], abs_bin[PATH_MAX];
 	if (bin[0] != '/' && getcwd(cwd, sizeof(cwd))) {
@@ -843,6 +893,60 @@ bool proc_azurite_start(struct proc_azurite *az, const char *name)
 	         "devstoreaccount1;",
 	         WELL_KNOWN_KEY, az->queue_port, az->table_port);
 	return true;
+}
+
+bool proc_azurite_start(struct proc_azurite *az, const char *name)
+{
+	return azurite_start(az, name, NULL);
+}
+
+bool proc_azurite_start_on_disk(struct proc_azurite *az, const char *name, const struct proc_azurite_disk *d)
+{
+	return azurite_start(az, name, d);
+}
+
+long proc_azurite_terminate(struct proc_azurite *az, int timeout_ms)
+{
+	int64_t t0 = itest_now_ms();
+	int st;
+
+	if (az->pid <= 0)
+		return 0;
+	kill(az->pid, SIGTERM);
+	for (;;) {
+		pid_t r = waitpid(az->pid, &st, WNOHANG);
+		if (r == az->pid || (r < 0 && errno != EINTR))
+			break;
+		if (itest_now_ms() - t0 > timeout_ms)
+			fail_msg("Azurite (pid %ld) still runs %d ms after SIGTERM:\n%s", (long)az->pid, timeout_ms,
+			         proc_tail(az->log_path, 20));
+		itest_sleep_ms(20);
+	}
+	untrack_pid(az->pid);
+	az->pid = 0;
+	return (long)(itest_now_ms() - t0);
+}
+
+void proc_make_dir(char *out, size_t cap, const char *name)
+{
+	proc_path(out, cap, name);
+	proc_dir_remove(out); /* a dead run's, with the same pid */
+	if (mkdir(out, 0700) != 0)
+		fail_msg("cannot create %s: %s", out, strerror(errno));
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+void proc_dir_remove(const char *path)
+{
+	nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 void proc_azurite_stop(struct proc_azurite *az)

@@ -23,6 +23,7 @@ struct proc {
 	char name[96];
 	char log_path[640]; /* stdout + stderr (proc_start), stderr (proc_run) */
 	char out_path[640]; /* proc_run: stdout */
+	char bin[640];      /* the program started (proc_restart starts it again) */
 };
 
 /* The worker: $ECW_TEST_WORKER_BIN, else ecworker-test in the build directory
@@ -45,6 +46,20 @@ void proc_write_file(char *out, size_t cap, const char *name, const char *text);
  * first). env: extra "K=V" entries (NULL-terminated, may be NULL) added to or
  * replacing this process's environment. Fails the test when it cannot. */
 void proc_start(struct proc *p, const char *name, const char *const *args, const char *const *env);
+
+/* The same with another program (e.g. proc_tool_bin("faultproxy")). */
+void proc_start_program(struct proc *p, const char *name, const char *bin, const char *const *args,
+                        const char *const *env);
+
+/* Starts p's program again after it exited (a worker SIGKILLed by a test),
+ * with the same name and log: the new output is appended after a line
+ * "# restarted" (not JSON, so log readers skip it), so one log holds every
+ * run of one worker. */
+void proc_restart(struct proc *p, const char *const *args, const char *const *env);
+
+/* A test tool, tests/tools/NAME.c: BUILD/tests/tools/NAME beside this
+ * binary's build directory, else build/tests/tools/NAME. Static buffer. */
+const char *proc_tool_bin(const char *tool);
 
 /* `ecworker-test run -c config`. */
 void proc_start_worker(struct proc *p, const char *name, const char *config);
@@ -144,6 +159,26 @@ const char *proc_azurite_bin(void);
  * script; fails the test when it does not come up. */
 bool proc_azurite_start(struct proc_azurite *az, const char *name);
 void proc_azurite_stop(struct proc_azurite *az);
+
+/* One that keeps its state on disk in location (an existing directory),
+ * with no --inMemoryPersistence; queue_port and table_port 0 pick free ports,
+ * others are used as given: to start it again where it was (same location,
+ * the ports of the first start), as after a crash or an upgrade. */
+struct proc_azurite_disk {
+	const char *location;
+	int queue_port, table_port;
+};
+bool proc_azurite_start_on_disk(struct proc_azurite *az, const char *name, const struct proc_azurite_disk *d);
+
+/* SIGTERM, as a service manager stops it (Azurite saves its state), and
+ * waits up to timeout_ms for the exit; fails the test when it does not
+ * exit. Returns the ms it took. */
+long proc_azurite_terminate(struct proc_azurite *az, int timeout_ms);
+
+/* A fresh directory proc_path(name) for a test's files (an Azurite
+ * location); proc_dir_remove deletes it with everything in it. */
+void proc_make_dir(char *out, size_t cap, const char *name);
+void proc_dir_remove(const char *path);
 
 /* ---- HTTP (the metrics endpoint) ----------------------------------------- */
 
