@@ -241,6 +241,26 @@ static ssize_t next_chunk(int fd, char *buf, bool idle, bool *fresh)
 	}
 }
 
+/* The next chunk of one direction, the first of a burst delayed by
+ * --latency-ms. Returns bytes, 0 at EOF, -1 on an error. */
+static ssize_t next_data(int fd, char *buf, bool *idle)
+{
+	for (;;) {
+		bool fresh = false;
+		ssize_t n = next_chunk(fd, buf, *idle, &fresh);
+		if (n == -2) {
+			*idle = true;
+			continue;
+		}
+		if (n > 0) {
+			*idle = false;
+			if (fresh && latency_ms > 0)
+				sleep_ms(latency_ms);
+		}
+		return n;
+	}
+}
+
 /* The 503 a busy service sends, in the body type the client asked for. */
 static void answer_503(struct conn *c, const char *req, size_t n)
 {
@@ -292,12 +312,7 @@ static void *up_thread(void *arg)
 	char *buf = malloc(BUF_SIZE);
 	bool idle = true;
 	while (buf) {
-		bool fresh = false;
-		ssize_t n = next_chunk(c->cfd, buf, idle, &fresh);
-		if (n == -2) {
-			idle = true;
-			continue;
-		}
+		ssize_t n = next_data(c->cfd, buf, &idle);
 		if (n <= 0) {
 			if (conn_closing(c))
 				break;
@@ -313,9 +328,6 @@ static void *up_thread(void *arg)
 			}
 			break;
 		}
-		idle = false;
-		if (fresh && latency_ms > 0)
-			sleep_ms(latency_ms);
 		if (conn_closing(c))
 			break;
 
@@ -385,12 +397,7 @@ static void *down_thread(void *arg)
 	char *buf = malloc(BUF_SIZE);
 	bool idle = true;
 	while (buf) {
-		bool fresh = false;
-		ssize_t n = next_chunk(c->sfd, buf, idle, &fresh);
-		if (n == -2) {
-			idle = true;
-			continue;
-		}
+		ssize_t n = next_data(c->sfd, buf, &idle);
 		if (n <= 0) {
 			if (conn_closing(c))
 				break;
@@ -400,9 +407,6 @@ static void *down_thread(void *arg)
 				conn_abort(c, false);
 			break;
 		}
-		idle = false;
-		if (fresh && latency_ms > 0)
-			sleep_ms(latency_ms);
 
 		pthread_mutex_lock(&c->lock);
 		enum fault f = F_NONE;
