@@ -6,6 +6,7 @@
 #   make test       unit tests + integration tests against a real Azurite
 #   make test SANITIZE=1   the same under AddressSanitizer + UBSan (also: make asan)
 #   make valgrind   the unit tests under valgrind memcheck (errors and leaks fail)
+#   make chaos      the chaos tests at full size (3,000 messages, kills, faults)
 #   make demo       start a local Azurite and run ecworker on it
 #   make install    PREFIX=/usr/local DESTDIR=
 
@@ -58,7 +59,7 @@ INTEG_SUPPORT := $(filter-out $(INTEG_SRCS),$(wildcard tests/integration/*.c))
 TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
-.PHONY: all deps test test-run unit integration asan valgrind valgrind-run demo demo-run install clean format check-format
+.PHONY: all deps test test-run unit integration asan valgrind valgrind-run chaos chaos-run demo demo-run install clean format check-format
 .DELETE_ON_ERROR:
 # Keep the test-build objects: they are intermediates of the test binaries.
 .SECONDARY:
@@ -148,6 +149,18 @@ unit: $(UNIT_BINS)
 
 integration: $(BUILD)/ecworker $(BUILD)/ecworker-test $(INTEG_BINS) $(TOOL_BINS)
 	@./tests/run-tests.sh --integration-only $(BUILD)
+
+# ---- chaos -----------------------------------------------------------------
+# test_chaos with its full-size case (ECW_CHAOS=full): 4 workers, 3,000
+# messages, a worker SIGKILLed every 300 ms, the workers' traffic through
+# tests/tools/faultproxy; `make test` runs only its small cases.
+
+chaos: deps
+	@$(MAKE) --no-print-directory chaos-run
+
+chaos-run: $(BUILD)/ecworker-test $(BUILD)/tests/integration/test_chaos $(TOOL_BINS)
+	@ECW_TESTS=test_chaos ECW_CHAOS=full ECW_TEST_TIMEOUT=$${ECW_TEST_TIMEOUT:-1800} \
+		./tests/run-tests.sh --integration-only $(BUILD)
 
 # ---- demo ------------------------------------------------------------------
 
