@@ -491,22 +491,25 @@ static void register_secrets(const char *connstr)
 	}
 }
 
+/* Creates the queues and the jobs' tables (create_missing). Returns 0 or the
+ * error code of the first step that failed, which it has logged. */
 static int prepare(struct runtime *rt, struct ecw_client *c)
 {
 	const struct ecw_config *cfg = rt->cfg;
+	int err;
 
 	if (!cfg->worker.create_missing)
 		return 0;
-	if (ecw_queue_create(NULL, c, cfg->worker.queue) < 0 ||
-	    ecw_queue_create(NULL, c, cfg->worker.poison_queue) < 0) {
+	if ((err = ecw_queue_create(NULL, c, cfg->worker.queue)) < 0 ||
+	    (err = ecw_queue_create(NULL, c, cfg->worker.poison_queue)) < 0) {
 		log_storage_error("queue.create");
-		return -1;
+		return err;
 	}
 	for (size_t i = 0; i < cfg->njobs; i++) {
 		const struct ecw_job_def *d = &cfg->jobs[i];
-		if (d->type->prepare && d->type->prepare(d->settings, c) < 0) {
+		if (d->type->prepare && (err = d->type->prepare(d->settings, c)) < 0) {
 			log_storage_error("job.prepare");
-			return -1;
+			return err;
 		}
 	}
 	return 0;
@@ -582,6 +585,38 @@ static void nap(struct runtime *rt, int64_t ms)
 		ecw_metrics_heartbeat();
 	}
 	pthread_mutex_unlock(&rt->mu);
+}
+
+/* Start-up meets storage that is briefly away as often as a running worker
+ * does (the service or the emulator restarting, a network blip, throttling, a
+ * table still being deleted): prepare() is tried again after 1 s, doubling up
+ * to 30 s, for as long as that lasts, with /readyz saying not ready and a
+ * warning per attempt; a signal ends the wait. What waiting cannot mend (a
+ * wrong key, missing rights, a name the service refuses) ends the start at
+ * once. Returns 0 when prepared, 1 when a signal came first, -1 on failure. */
+static int prepare_patiently(struct runtime *rt, struct ecw_client *c)
+{
+	int64_t wait_ms = 1000;
+	int attempt = 1;
+
+	for (;;) {
+		int err = prepare(rt, c);
+		if (err >= 0)
+			return 0;
+		if (err != ECW_EBUSY && err != ECW_ETIMEOUT && err != ECW_ETRANSIENT && err != ECW_ECONFLICT)
+			return -1;
+		if (atomic_load(&rt->stopping))
+			return 1;
+		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "start_retry");
+		ecw_log_int(l, "attempt", attempt++);
+		ecw_log_int(l, "retry_in_ms", wait_ms);
+		ecw_log_str(l, "error", "could not create the queues and tables it needs; storage may be away");
+		ecw_log_end(l);
+		nap(rt, wait_ms);
+		if (atomic_load(&rt->stopping))
+			return 1;
+		wait_ms = wait_ms * 2 > 30000 ? 30000 : wait_ms * 2;
+	}
 }
 
 static void receive_loop(struct runtime *rt, struct ecw_client *c)
@@ -726,7 +761,14 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 		goto done;
 	}
 	log_start(rt, metrics);
-	if (prepare(rt, c) < 0) {
+	switch (prepare_patiently(rt, c)) {
+	case 0:
+		break;
+	case 1:
+		rc = 0;
+		ecw_log_msg(ECW_LOG_INFO, "stop", "stopped before start-up completed");
+		goto done;
+	default:
 		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "could not create the queues and tables it needs");
 		goto done;
 	}

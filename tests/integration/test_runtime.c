@@ -1333,18 +1333,6 @@ static void test_runtime__startup_failures_exit_1(void **state)
 	            proc_exit_code(&p), proc_tail(p.log_path, 20));
 	assert_int_equal(proc_count(&p, "start_failed", NULL), 1);
 
-	/* Storage unreachable. */
-	cs = itest_connstr_with(NULL, proc_free_port());
-	snprintf(envcs, sizeof(envcs), "ECW_TEST_CONNECTION_STRING=%s", cs);
-	free(cs);
-	write_config(path, sizeof(path), r, "runtime-nostorage", &o);
-	const char *env2[] = {envcs, NULL};
-	proc_start(&p, "runtime-nostorage", args, env2);
-	ITEST_CHECK(proc_wait(&p, 30000), "still running 30 s without storage; log:\n%s",
-	            proc_tail(p.log_path, 20));
-	ITEST_CHECK(proc_exit_code(&p) == 1, "exit status %d without storage, expected 1; log:\n%s",
-	            proc_exit_code(&p), proc_tail(p.log_path, 20));
-
 	/* The metrics address is taken. */
 	int port = write_config(path, sizeof(path), r, "runtime-portbusy", &o);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -1373,6 +1361,67 @@ static void test_runtime__startup_failures_exit_1(void **state)
 	ITEST_CHECK(proc_wait(&p, 10000), "still running with a bad config");
 	ITEST_CHECK(proc_exit_code(&p) == 2, "exit status %d with a bad config, expected 2; log:\n%s",
 	            proc_exit_code(&p), proc_tail(p.log_path, 20));
+	proc_assert_logs_clean();
+}
+
+/* Storage that is away at start-up (a restart, a network blip) is waited
+ * out: the worker says so (start_retry), is alive but not ready, and starts
+ * working once storage answers. Storage here is a pair of free ports with
+ * nothing behind them, then faultproxy passing them to Azurite. A signal
+ * during the wait ends it with a clean exit. */
+static void test_runtime__startup_waits_for_storage(void **state)
+{
+	struct rt *r = *state;
+	struct wopts o = WOPTS_DEFAULT;
+	char path[640], envcs[1024], key[128], map_q[64], map_t[64];
+	struct proc p, quitter, proxy;
+	const char *args[] = {"run", "-c", path, NULL};
+	int qport = proc_free_port(), tport = proc_free_port();
+	const char *cs = itest_connstr(), *k = strstr(cs, "AccountKey="), *azq = getenv("ECW_TEST_QUEUE_PORT"),
+	           *azt = getenv("ECW_TEST_TABLE_PORT");
+
+	ITEST_CHECK(k && azq && azt, "needs the test connection string with a key, and the Azurite ports");
+	k += strlen("AccountKey=");
+	snprintf(key, sizeof(key), "%.*s", (int)strcspn(k, ";"), k);
+	snprintf(envcs, sizeof(envcs),
+	         "ECW_TEST_CONNECTION_STRING=DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+	         "AccountKey=%s;QueueEndpoint=http://127.0.0.1:%d/devstoreaccount1;"
+	         "TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;",
+	         key, qport, tport);
+	const char *env[] = {envcs, NULL};
+
+	/* Stopped while it waits: exit 0, nothing processed. */
+	write_config(path, sizeof(path), r, "runtime-startwait-quit", &o);
+	proc_start(&quitter, "runtime-startwait-quit", args, env);
+	EXPECT_LOG(&quitter, 1, 30000, "start_retry");
+	proc_stop(&quitter, 10000);
+	assert_int_equal(proc_count(&quitter, "start_failed", NULL), 0);
+
+	int port = write_config(path, sizeof(path), r, "runtime-startwait", &o);
+	proc_start(&p, "runtime-startwait", args, env);
+	EXPECT_LOG(&p, 2, 30000, "start_retry");
+	ITEST_CHECK(proc_alive(&p), "the worker exited while storage was away; log:\n%s", proc_tail(p.log_path, 20));
+	assert_int_equal(proc_http_get(NULL, port, "/healthz"), 200);
+	assert_int_equal(proc_http_get(NULL, port, "/readyz"), 503);
+
+	/* Storage comes back. */
+	snprintf(map_q, sizeof(map_q), "%d:127.0.0.1:%s", qport, azq);
+	snprintf(map_t, sizeof(map_t), "%d:127.0.0.1:%s", tport, azt);
+	const char *pargs[] = {"--map", map_q, "--map", map_t, NULL};
+	proc_start_program(&proxy, "runtime-startwait-proxy", proc_tool_bin("faultproxy"), pargs, NULL);
+	int status = 0;
+	for (int64_t end = itest_now_ms() + 40000; (status = proc_http_get(NULL, port, "/readyz")) != 200;) {
+		ITEST_CHECK(itest_now_ms() < end && proc_alive(&p),
+		            "/readyz answers %d 40 s after storage came back; log:\n%s", status,
+		            proc_tail(p.log_path, 20));
+		itest_sleep_ms(100);
+	}
+	char id[64];
+	put(r, "{\"job\":\"noop\",\"pk\":\"p\",\"rk\":\"after-wait\"}", id);
+	EXPECT_LOG(&p, 1, 10000, "message", "message_id", id, "outcome", "succeeded");
+	assert_int_equal(proc_count(&p, "start_failed", NULL), 0);
+	proc_stop(&p, 10000);
+	proc_stop(&proxy, 10000);
 	proc_assert_logs_clean();
 }
 
@@ -1683,6 +1732,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_runtime__concurrency_limits_messages_held, rt_setup,
 	                                    rt_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime__startup_failures_exit_1, rt_setup, rt_teardown),
+	    cmocka_unit_test_setup_teardown(test_runtime__startup_waits_for_storage, rt_setup, rt_teardown),
 	};
 	/* ECW_TEST_FILTER=test_runtime__sig* runs only the matching cases. */
 	if (getenv("ECW_TEST_FILTER"))
