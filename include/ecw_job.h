@@ -50,6 +50,15 @@ struct ecw_job_type {
 	 * (tables); may be NULL. */
 	int (*prepare)(const void *settings, struct ecw_client *c);
 	int (*run)(const void *settings, struct ecw_job_ctx *ctx);
+	/* The message ctx->message_id will never run again: it is being
+	 * poisoned (a permanent failure, or more deliveries than
+	 * max_dequeue_count), and a replay puts its text back under a new id.
+	 * Hands over whatever the job keeps under that id, so that later runs
+	 * of any id can finish it. Called before the envelope is put, whether
+	 * or not run was called for this delivery, with the context run gets;
+	 * no run of this id is in flight on this worker. An error is logged
+	 * and the message is poisoned all the same. May be NULL. */
+	int (*abandon)(const void *settings, struct ecw_job_ctx *ctx);
 	void (*free)(void *settings);
 	/* The table whose entities the job derives from, for `ecworker
 	 * backfill`; may be NULL when the job has none. */

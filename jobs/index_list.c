@@ -23,8 +23,10 @@
  *            ListRowKey name the list the source was last committed to;
  *            Pending (JSON [[lpk, lrk, owner], ...]) holds intents: lists a
  *            run (owner = its message id, the same on every redelivery) is
- *            about to add the key to. The ref names every list that may hold
- *            the key: a later run can clean up only lists it knows about.
+ *            about to add the key to; owner "~poisoned~" for those of a
+ *            message that was poisoned (see below). The ref names every list
+ *            that may hold the key: a later run can clean up only lists it
+ *            knows about.
  * A list's PartitionKey may not start with "~ref~": a partition_key that does
  * is a configuration error, a rendered one a permanent error.
  *
@@ -47,8 +49,9 @@
  *   4. remove S from every list in C, P and the lists this run added S to in
  *      earlier rounds, except T (If-Match; delete the list when it empties).
  *                                                         crash point .removed
- *   5. commit: write the ref with C = T and P minus m's own intents (delete
- *      the ref when T is none and nothing is left; skip when unchanged).
+ *   5. commit: write the ref with C = T and P minus m's own intents and the
+ *      "~poisoned~" ones (delete the ref when T is none and nothing is left;
+ *      skip when unchanged).
  *                                                         crash point .ref
  *   6. GET S again: unchanged ETag (or still gone) = done; otherwise the
  *      round worked from a stale value: start a new round.
@@ -76,9 +79,41 @@
  *   after 5 (.ref): everything is done but the check; the rerun reads, finds
  *            nothing to do, and succeeds without a write.
  * Every add is preceded by an intent naming its list, and an intent is dropped
- * only by its owner after removing S from that list (or committing it), and C
- * changes only after S was removed from the old C: so at every moment each
- * list holding S is named by the ref, or is being cleaned by a live run.
+ * only by its owner (or, once its message is poisoned, by any run) after
+ * removing S from that list (or committing it), and C changes only after S
+ * was removed from the old C: so at every moment each list holding S is named
+ * by the ref, or is being cleaned by a live run.
+ *
+ * Why only the owner may drop an intent: a live run of another owner may have
+ * written its intent and be about to add S to that list; were it dropped after
+ * this run cleaned the list, and that run died after its add, S would stay in
+ * a list nothing names. A poisoned message never runs again, though (the
+ * replay puts its text back under a new message id, a new owner), so its
+ * intents would stay in the ref for good; for a deleted source, a ref that
+ * should not exist. Hence abandon (ecw_job.h), which the runtime calls before
+ * it poisons message m: one conditional write of the ref (If-Match, retried
+ * on 412 like the other writes; nothing when the ref is absent or holds no
+ * intent of m) rewriting m's intents to owner "~poisoned~". Every later run
+ * treats those like its own: step 4 removes S from their lists, step 5 drops
+ * them with If-Match on the ref it read in step 2, so it drops only intents
+ * whose lists it cleaned. That is safe because no run of m is in flight when
+ * the intents are handed over: the runtime calls abandon on the worker that
+ * holds m's lease, after its own run of m returned or without running m; the
+ * workers of earlier deliveries died or lost the lease, and a run that lost
+ * its lease is the one window listed below. Should m run again after all (a
+ * crash before the message is deleted, below, or a failed put of the
+ * envelope), it writes a fresh intent before any add, as every run does. Several poisoned owners of one list
+ * merge into one "~poisoned~" intent: they all stand for writes no one will
+ * make.
+ *   crash in abandon, after the rewrite (.abandoned) and before the envelope
+ *            is put: the message stays on the queue and comes back as m. Over
+ *            max_dequeue_count it is poisoned again, and abandon finds no
+ *            intent of m: no write. If it runs (a permanent failure poisoned
+ *            it at its first delivery), it is a run like any other: it drops
+ *            its own intents and the "~poisoned~" ones at its commit, or, if
+ *            it fails again, hands its new intents over too. A crash between
+ *            the envelope and the delete is the runtime's (a duplicate
+ *            envelope; replaying both converges).
  *
  * Concurrency (several workers, duplicates, stale and reordered messages): a
  * message carries only keys, so a "stale" message runs with the current
@@ -98,18 +133,22 @@
  * run to success (crashed runs redelivered and run again), S is in exactly
  * the list its value computes to (none when S is gone), and its ref names that
  * list with no intents (no ref when S is gone). Each list is then exactly the
- * sorted keys of the sources with its value. Not covered:
- *   - a poisoned message (a permanent error: a bad template result, a list over
- *     the limit; or too many failed deliveries) may leave its intent in the
- *     ref. That is safe, not tidy: later runs keep removing S from that list;
- *     the ref of a deleted source then stays with only that intent.
+ * sorted keys of the sources with its value. A poisoned message counts as run
+ * once its replay (or any later message for S) has run: abandon handed its
+ * intents over. Not covered:
+ *   - an abandon that fails (storage out of reach as the message is poisoned;
+ *     the runtime logs abandon_failed and poisons it all the same) leaves the
+ *     intents owned by the dead id. That is safe, not tidy: later runs keep
+ *     removing S from that list; the ref of a deleted source then stays with
+ *     only that intent.
  *   - a run that lost its lease (its message went to another worker, which
- *     runs as the same owner) stops before its next write, but a write it
- *     already sent can land after the other worker cleaned up and dropped the
- *     owner's intents. If that write added S to a list S had just left (S
- *     changed during the run too), nothing will find that entry. It takes a
- *     lost lease, a change of S and that timing together; the runtime renews
- *     leases while a job runs.
+ *     runs as the same owner, or poisons it and hands its intents over to
+ *     every later run) stops before its next write, but a write it already
+ *     sent can land after the other worker (or a later run) cleaned up and
+ *     dropped the owner's intents. If that write added S to a list S had just
+ *     left (S changed during the run too), nothing will find that entry. It
+ *     takes a lost lease, a change of S and that timing together; the runtime
+ *     renews leases while a job runs.
  *   - editing or deleting ref entities by hand, or two jobs writing lists to
  *     the same table and partition. Renaming the job orphans its refs: rebuild
  *     the index (delete the list table and enqueue every source) instead.
@@ -132,6 +171,9 @@
  * units; Azurite refuses more than 32 * 1024). A margin below it. */
 #define KEYS_MAX_UTF16 32000
 #define REF_PREFIX "~ref~"
+/* The owner of the intents of a poisoned message (il_abandon). Queue message
+ * ids are GUIDs: none can be this. */
+#define ABANDONED "~poisoned~"
 #define RESTART 1 /* internal: start a new round */
 
 struct index_list {
@@ -680,7 +722,8 @@ static int ensure_intent(struct run *r, const char *lpk, const char *lrk)
 	return err;
 }
 
-/* The intents of others: this run's own removed. */
+/* The intents of others: those this run may drop removed, its own and the
+ * abandoned ones (*own counts them). */
 static int others_intents(struct tuples *out, size_t *own, const struct run *r)
 {
 	int err;
@@ -689,7 +732,7 @@ static int others_intents(struct tuples *out, size_t *own, const struct run *r)
 	if ((err = tuples_copy(out, &r->ref.pending)) < 0)
 		return err;
 	for (size_t i = out->n; i-- > 0;)
-		if (strcmp(out->v[i].s[2], r->owner) == 0) {
+		if (strcmp(out->v[i].s[2], r->owner) == 0 || strcmp(out->v[i].s[2], ABANDONED) == 0) {
 			tuples_remove_at(out, i);
 			(*own)++;
 		}
@@ -955,22 +998,32 @@ static int round_once(struct run *r)
 	return err;
 }
 
+/* A run (or an abandon) of the message in ctx: the owner, the ref's keys. */
+static int run_init(struct run *r, const void *settings, struct ecw_job_ctx *ctx)
+{
+	int err;
+
+	memset(r, 0, sizeof(*r));
+	r->il = settings;
+	r->ctx = ctx;
+	r->owner = ctx->message_id ? ctx->message_id : ctx->trace_id ? ctx->trace_id : "";
+	tuples_init(&r->touched, 2);
+	tuples_init(&r->ref.pending, 3);
+	if ((err = ref_row_key(r->ref_rk, ctx->pk, ctx->rk)) < 0)
+		return err;
+	if (snprintf(r->ref_pk, sizeof(r->ref_pk), REF_PREFIX "%s~%.2s", ctx->job, r->ref_rk) >=
+	    (int)sizeof(r->ref_pk))
+		return ecw_error_set(ECW_EINVALID, "index-list: job name too long");
+	return 0;
+}
+
 static int il_run(const void *settings, struct ecw_job_ctx *ctx)
 {
 	struct run r;
 	int err = 0;
 
-	memset(&r, 0, sizeof(r));
-	r.il = settings;
-	r.ctx = ctx;
-	r.owner = ctx->message_id ? ctx->message_id : ctx->trace_id ? ctx->trace_id : "";
-	tuples_init(&r.touched, 2);
-	tuples_init(&r.ref.pending, 3);
-	if ((err = ref_row_key(r.ref_rk, ctx->pk, ctx->rk)) < 0)
+	if ((err = run_init(&r, settings, ctx)) < 0)
 		return err;
-	if (snprintf(r.ref_pk, sizeof(r.ref_pk), REF_PREFIX "%s~%.2s", ctx->job, r.ref_rk) >=
-	    (int)sizeof(r.ref_pk))
-		return ecw_error_set(ECW_EINVALID, "index-list: job name too long");
 	for (r.rounds = 1; r.rounds <= MAX_ROUNDS; r.rounds++) {
 		if (r.rounds > 1)
 			backoff(r.rounds);
@@ -998,6 +1051,51 @@ static int il_run(const void *settings, struct ecw_job_ctx *ctx)
 	return err;
 }
 
+/* The message is being poisoned (ecw_job_type.abandon): its intents in the
+ * ref become ABANDONED's, which every later run cleans and drops (steps 4 and
+ * 5) as it does its own. One conditional write; none when the ref is absent
+ * or holds no intent of this owner (the header argues why this is safe). */
+static int il_abandon(const void *settings, struct ecw_job_ctx *ctx)
+{
+	struct run r;
+	int err;
+
+	if ((err = run_init(&r, settings, ctx)) < 0)
+		return err;
+	for (int attempt = 0; attempt < MAX_CAS; attempt++) {
+		struct tuples p;
+		size_t moved = 0;
+
+		if (attempt)
+			backoff(attempt);
+		if ((err = ref_read(&r)) < 0 || !r.ref.exists)
+			break;
+		tuples_init(&p, 3);
+		for (size_t i = 0; err == 0 && i < r.ref.pending.n; i++) {
+			const char *key[3] = {r.ref.pending.v[i].s[0], r.ref.pending.v[i].s[1],
+			                      r.ref.pending.v[i].s[2]};
+			if (strcmp(key[2], r.owner) == 0 && strcmp(key[2], ABANDONED) != 0) {
+				key[2] = ABANDONED;
+				moved++;
+			}
+			err = tuples_add(&p, key);
+		}
+		if (err == 0 && moved && (err = ref_write(&r, r.ref.cpk, r.ref.crk, &p)) == 0)
+			ecw_crash_point("index_list.abandoned");
+		tuples_dispose(&p);
+		if (err != RESTART)
+			break;
+	}
+	if (err == RESTART)
+		err = ecw_error_set(ECW_ETRANSIENT,
+		                    "index-list %s: the reference of (%.100s, %.100s) changed under us %d "
+		                    "times in a row",
+		                    ctx->job, ctx->pk, ctx->rk, MAX_CAS);
+	ref_dispose(&r.ref);
+	tuples_dispose(&r.touched);
+	return err;
+}
+
 static const char *il_source(const void *settings)
 {
 	return ((const struct index_list *)settings)->source;
@@ -1013,6 +1111,7 @@ const struct ecw_job_type ecw_job_index_list = {
     .parse = il_parse,
     .prepare = il_prepare,
     .run = il_run,
+    .abandon = il_abandon,
     .free = il_free,
     .source_table = il_source,
 	.target_table = il_target,

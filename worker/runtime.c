@@ -13,7 +13,9 @@
  *   dequeue_count > max_dequeue_count on receipt: poison before running
  *                      (the worker died holding it every time); a transient
  *                      failure on delivery max_dequeue_count: poison.
- *   poison             put the envelope on the poison queue, THEN delete the
+ *   poison             let the job hand over what the message's id holds
+ *                      (its abandon: that id never runs again), put the
+ *                      envelope on the poison queue, THEN delete the
  *                      original: a crash in between leaves a duplicate
  *                      envelope, never a lost message.
  *
@@ -260,6 +262,50 @@ static int enqueue_then(struct runtime *rt, struct ecw_client *c, struct slot *s
 
 /* ---- one message ------------------------------------------------------------------ */
 
+static struct ecw_job_ctx job_ctx(struct runtime *rt, struct ecw_client *c, struct slot *s,
+				  const struct ecw_job_def *def, const struct ecw_message *m)
+{
+	return (struct ecw_job_ctx){
+		.client = c, .job = def->name, .pk = m->pk, .rk = m->rk,
+		.trace_id = m->id ? m->id : s->msg.id, .message_id = s->msg.id,
+		.dequeue_count = s->msg.dequeue_count, .message = m->obj,
+		.lease_lost = &s->lease_lost, .stopping = &rt->stopping,
+	};
+}
+
+/* Before a decoded message of a configured job is poisoned: its id will never
+ * run again (a replay runs under a new id), so the job hands over what the id
+ * holds (ecw_job.h). Not when the lease is gone: then another worker holds the
+ * message and this one neither poisons it nor may write. A failure leaves what
+ * the id holds with it (each job's header says what that costs); the envelope
+ * matters more, so the poisoning goes on. ctx is run's, or NULL when the
+ * message did not run. */
+static void abandon(struct runtime *rt, struct ecw_client *c, struct slot *s, const struct ecw_message *m,
+		    struct ecw_job_ctx *ctx)
+{
+	const struct ecw_job_def *def = ecw_config_job(rt->cfg, m->job);
+	struct ecw_job_ctx own;
+	int err;
+
+	if (!def || !def->type->abandon || atomic_load(&s->lease_lost))
+		return;
+	if (!ctx) {
+		own = job_ctx(rt, c, s, def, m);
+		ctx = &own;
+	}
+	ecw_error_clear();
+	if ((err = def->type->abandon(def->settings, ctx)) < 0) {
+		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "abandon_failed");
+		ecw_log_str(l, "job", m->job);
+		ecw_log_str(l, "pk", m->pk);
+		ecw_log_str(l, "rk", m->rk);
+		ecw_log_str(l, "message_id", s->msg.id);
+		ecw_log_str(l, "error", ecw_error_last()->message[0] ? ecw_error_last()->message
+								      : ecw_err_name(err));
+		ecw_log_end(l);
+	}
+}
+
 static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 {
 	const struct ecw_config *cfg = rt->cfg;
@@ -269,8 +315,10 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	char error[512] = "";
 	int64_t t0 = ecw_now_ms();
 	int hide_s = 0, err;
+	bool decoded;
 
 	err = ecw_message_decode(&m, s->msg.text, s->msg.text_len);
+	decoded = err == 0;
 	pthread_mutex_lock(&s->mu);
 	s->job = m.job ? strdup(m.job) : NULL;
 	s->pk = m.pk ? strdup(m.pk) : NULL;
@@ -291,12 +339,7 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 
 	struct ecw_job_ctx ctx = {.client = c};
 	if (!reason) {
-		ctx = (struct ecw_job_ctx){
-			.client = c, .job = def->name, .pk = m.pk, .rk = m.rk,
-			.trace_id = m.id ? m.id : s->msg.id, .message_id = s->msg.id,
-			.dequeue_count = s->msg.dequeue_count, .message = m.obj,
-			.lease_lost = &s->lease_lost, .stopping = &rt->stopping,
-		};
+		ctx = job_ctx(rt, c, s, def, &m);
 		ecw_error_clear();
 		err = def->type->run(def->settings, &ctx);
 		if (err < 0)
@@ -315,6 +358,8 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 			outcome = settle(rt, c, s, SETTLE_HIDE, hide_s = retry_hide_s(cfg, s->msg.dequeue_count),
 					 "retried");
 	}
+	if (reason && decoded)
+		abandon(rt, c, s, &m, def ? &ctx : NULL);
 	if (reason)
 		outcome = poison(rt, c, s, &m, reason, error);
 
