@@ -1439,7 +1439,6 @@ struct proxy_stats {
 
 struct chaos_state {
 	int kills;
-	int start_failures;           /* workers that exited at start, storage out of reach */
 	int64_t t_produced;           /* when the last producer finished */
 	bool restarted;               /* Azurite was stopped and started again */
 	long long count_at_stop;      /* messages on the queue when it stopped */
@@ -1448,50 +1447,14 @@ struct chaos_state {
 	struct proxy_stats ps;
 };
 
-/* The worker's last start failed because storage did not answer in time
- * (its create of the queues and tables timed out or was refused after the
- * client's retries): it exited 1 by design, and a supervisor would start it
- * again. Azurite stalls for many seconds in its queue GC after thousands of
- * deletes, which a restart can run into. */
-static bool start_failed_transiently(const struct worker *w)
-{
-	struct proc_log log;
-	bool failed = false, transient = false;
-
-	if (proc_exit_code(&w->p) != 1)
-		return false;
-	proc_log_read(&log, w->p.log_path);
-	for (size_t i = log.n; i-- > 0;) {
-		const char *ev = proc_field(log.lines[i], "event");
-		if (strcmp(ev, "start") == 0)
-			break;
-		if (strcmp(ev, "start_failed") == 0)
-			failed = true;
-		if (strcmp(ev, "storage_error") == 0) {
-			const char *code = proc_field(log.lines[i], "code");
-			transient |= strcmp(code, "ECW_ETIMEOUT") == 0 || strcmp(code, "ECW_EBUSY") == 0 ||
-			             strcmp(code, "ECW_ETRANSIENT") == 0;
-		}
-	}
-	proc_log_dispose(&log);
-	return failed && transient;
-}
-
-static void spawn_worker(struct mx *x, struct worker *w, bool restart);
-
-/* Every worker must run. In a chaos run one whose start failed on storage
- * out of reach is started again (counted); anything else that ended a
- * worker fails the test. */
-static void check_workers(struct mx *x, struct worker *w, struct chaos_state *cs)
+/* Every worker must run: one that ended by itself (not killed by the chaos)
+ * fails the test. Storage out of reach at start-up is waited out by the
+ * worker itself (start_retry), so that is no excuse either. */
+static void check_workers(struct mx *x, struct worker *w)
 {
 	for (int k = 0; k < x->sc->workers; k++) {
 		if (proc_alive(&w[k].p))
 			continue;
-		if (x->sc->chaos.on && start_failed_transiently(&w[k])) {
-			cs->start_failures++;
-			spawn_worker(x, &w[k], true);
-			continue;
-		}
 		fail_msg("worker %s exited by itself (%d); log %s:\n%s", w[k].p.name, proc_exit_code(&w[k].p),
 		         w[k].p.log_path, proc_tail(w[k].p.log_path, 30));
 	}
@@ -1500,7 +1463,7 @@ static void check_workers(struct mx *x, struct worker *w, struct chaos_state *cs
 /* Waits until the queue has been empty (approximate count 0: nothing
  * visible, hidden or in flight) and no worker has a job in flight for
  * settle_ms in a row. Returns the ms waited. */
-static int64_t wait_quiet(struct mx *x, struct worker *w, int n, int timeout_s, struct chaos_state *cs)
+static int64_t wait_quiet(struct mx *x, struct worker *w, int n, int timeout_s)
 {
 	int64_t t0 = itest_now_ms(), end = t0 + (int64_t)timeout_s * 1000, quiet_since = -1;
 	long long last_count = -1;
@@ -1509,7 +1472,7 @@ static int64_t wait_quiet(struct mx *x, struct worker *w, int n, int timeout_s, 
 		long long count = queue_count(x, x->queue);
 		long long inflight = 0;
 		bool answered = true;
-		check_workers(x, w, cs);
+		check_workers(x, w);
 		for (int k = 0; k < n; k++) {
 			char *page = NULL;
 			if (proc_http_get(&page, w[k].port, "/metrics") == 200)
@@ -1814,7 +1777,7 @@ static void drive(struct mx *x, struct worker *w, struct producer *prods, struct
 		bool killing = ch->kill_every_ms > 0 && (!done || now - t_workers < (int64_t)ch->kill_for_s * 1000);
 		if (done && !killing && (!ch->azurite_restart || cs->restarted))
 			return;
-		check_workers(x, w, cs);
+		check_workers(x, w);
 		if (ch->azurite_restart && !cs->restarted && now - t_workers >= ch->restart_at_ms)
 			restart_azurite(x, w, prods, cs);
 		if (killing && now >= next_kill) {
@@ -2060,7 +2023,7 @@ void mixed_run(void **state, const struct mixed_scenario *sc)
 	int64_t t_calm = itest_now_ms();
 	if (x->proxy_on)
 		proc_signal(&x->proxy, SIGUSR2);
-	(void)wait_quiet(x, w, sc->workers, sc->drain_s, &cs);
+	(void)wait_quiet(x, w, sc->workers, sc->drain_s);
 	int64_t t_drained = itest_now_ms() - sc->settle_ms;
 	int64_t t_replay = 0, t_replay_drained = 0;
 	if (ch->on) {
@@ -2070,7 +2033,7 @@ void mixed_run(void **state, const struct mixed_scenario *sc)
 		t_replay = itest_now_ms();
 		if (ps.n) {
 			replayed = replay_poison(x, &w[0]);
-			(void)wait_quiet(x, w, sc->workers, sc->drain_s, &cs);
+			(void)wait_quiet(x, w, sc->workers, sc->drain_s);
 		}
 		t_replay_drained = itest_now_ms() - (ps.n ? sc->settle_ms : 0);
 	}
@@ -2152,10 +2115,9 @@ void mixed_run(void **state, const struct mixed_scenario *sc)
 			              "error(s)\n",
 			              cs.stop_ms, cs.count_at_stop, (double)cs.outage_ms / 1000.0,
 			              t.retries - cs.retries_before, t.storage_errors);
-		print_message("  client retries: %lld%s; storage errors logged: %lld; workers whose start failed "
-		              "(storage out of reach) and were started again: %d\n",
-		              t.retries, ch->kill_every_ms ? " (metrics read before each kill and at the end)" : "",
-		              t.storage_errors, cs.start_failures);
+		print_message("  client retries: %lld%s; storage errors logged: %lld\n", t.retries,
+		              ch->kill_every_ms ? " (metrics read before each kill and at the end)" : "",
+		              t.storage_errors);
 		print_message("  poison: %lld envelope(s) (%lld max-dequeue, %lld permanent), %lld replayed; "
 		              "drained %.1f s after the chaos stopped, %.1f s more after the replay\n",
 		              ps.n, ps.max_dequeue, ps.permanent, replayed, (double)(t_drained - t_calm) / 1000.0,
