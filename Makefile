@@ -8,6 +8,7 @@
 #   make valgrind   the unit tests under valgrind memcheck (errors and leaks fail)
 #   make chaos      the chaos tests at full size (3,000 messages, kills, faults)
 #   make demo       start a local Azurite and run ecworker on it
+#   make fuzz       every libFuzzer target for FUZZ_SECONDS (clang; see tests/fuzz/README.md)
 #   make install    PREFIX=/usr/local DESTDIR=
 
 CC      ?= cc
@@ -113,7 +114,7 @@ APT_PKGS := build-essential pkg-config libcurl4-openssl-dev libssl-dev libjson-c
 NODE_STAMP := tests/node_modules/.ecw-installed
 
 deps: $(NODE_STAMP)
-	@./tests/deps.sh apt $(APT_PKGS)
+	@./tests/deps.sh apt $(APT_PKGS) $(FUZZ_APT_PKGS)
 
 $(NODE_STAMP): tests/package.json tests/package-lock.json
 	@./tests/deps.sh node
@@ -130,6 +131,7 @@ asan:
 
 test-run: $(BUILD)/ecworker $(BUILD)/ecworker-test $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS)
 	@./tests/run-tests.sh $(BUILD)
+	@$(MAKE) --no-print-directory fuzz-short
 
 # Memcheck on the unit tests (the integration tests run under ASan instead:
 # valgrind's slowdown would turn their timeouts into failures). Any error, and
@@ -161,6 +163,47 @@ chaos: deps
 chaos-run: $(BUILD)/ecworker-test $(BUILD)/tests/integration/test_chaos $(TOOL_BINS)
 	@ECW_TESTS=test_chaos ECW_CHAOS=full ECW_TEST_TIMEOUT=$${ECW_TEST_TIMEOUT:-1800} \
 		./tests/run-tests.sh --integration-only $(BUILD)
+
+# ---- fuzzing ---------------------------------------------------------------
+#   make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="fuzz_message ..."]
+#   make fuzz-short  about FUZZ_SHORT_SECONDS per target (part of make test)
+# One libFuzzer target per tests/fuzz/fuzz_*.c, linked against the library
+# sources compiled with clang under ASan + UBSan + fuzzer coverage in their
+# own directory. Each target runs on a scratch copy of its seed corpus
+# (tests/fuzz/corpus/NAME/ is only read); crashes land in $(FUZZ_BUILD)/artifacts/.
+
+FUZZ_APT_PKGS := clang libclang-rt-14-dev
+FUZZ_CC       ?= clang
+FUZZ_BUILD    := $(BUILD)/fuzz
+FUZZ_SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+	-fno-omit-frame-pointer -g -O1
+FUZZ_SECONDS  ?= 60
+FUZZ_SHORT_SECONDS ?= 6
+FUZZ_SRCS     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS     := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+FUZZ_OBJS     := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
+# The library's flags without the SANITIZE=1 ones (the fuzz build has its own).
+FUZZ_CFLAGS    = $(filter-out $(SANFLAGS),$(ECW_CFLAGS)) $(FUZZ_SANFLAGS)
+
+.PHONY: fuzz fuzz-short fuzz-build
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: $(FUZZ_BINS)
+	@./tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-short: $(FUZZ_BINS)
+	@./tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SHORT_SECONDS) $(FUZZ_TARGETS)
+
+$(FUZZ_BUILD)/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(SAY) "  CC      $< (fuzz build)"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FUZZ_BUILD)/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_OBJS) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(SAY) "  FUZZ    $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -Itests/fuzz -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(ECW_LIBS)
 
 # ---- demo ------------------------------------------------------------------
 
