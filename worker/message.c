@@ -52,6 +52,10 @@ static int string_field(const char **out, struct json_object *obj, const char *n
 		return required ? ecw_error_set(ECW_EINVALID, "message has no \"%s\"", name) : 0;
 	if (!json_object_is_type(v, json_type_string))
 		return ecw_error_set(ECW_EINVALID, "message field \"%s\" is not a string", name);
+	/* "\u0000" decodes to a NUL byte: as a C string the field would end
+	 * there ("arc\u0000hive" would name the job "arc"). */
+	if (strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v))
+		return ecw_error_set(ECW_EINVALID, "message field \"%s\" contains U+0000", name);
 	*out = json_object_get_string(v);
 	return 0;
 }
