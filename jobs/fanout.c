@@ -172,7 +172,10 @@ static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw
 			                 v->value, ecw_error_last()->message);
 			bad = 1;
 		}
-		if (!(f->fields[i].target = strdup(k->value)) || !(f->fields[i].source = strdup(v->value)) ||
+		/* Filled in order (a field skipped above leaves no gap), so
+		 * free() reaches every copy. */
+		if (!(f->fields[f->nfields].target = strdup(k->value)) ||
+		    !(f->fields[f->nfields].source = strdup(v->value)) ||
 		    (select.len && ecw_buf_addc(&select, ',') < 0) || ecw_buf_adds(&select, k->value) < 0) {
 			ecw_config_error(errs, map, "fields: out of memory");
 			bad = 1;

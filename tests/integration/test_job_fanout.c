@@ -1214,6 +1214,10 @@ static void test_job_fanout__config_errors(void **state)
 	expect_config_error(BASE "    filter: \"PartitionKey eq '{RowKey}'\"\n    fields: {A: Timestamp}\n",
 	                    "cannot be a source property");
 	expect_config_error(BASE "    fields: {A: Name}\n", "filter");
+	/* A bad field before good ones (found by fuzz_config: under
+	 * LeakSanitizer the good ones' copies leaked). */
+	expect_config_error(BASE "    filter: \"PartitionKey eq '{RowKey}'\"\n    fields: {A: '', B: Name, C: Email}\n",
+	                    "fields.A");
 	expect_config_error(BASE "    filter: \"PartitionKey eq '{RowKey'\"\n    fields: {A: Name}\n",
 	                    "filter");
 	expect_config_error(BASE "    filter: \"PartitionKey eq '{RowKey}'\"\n    fields: {A: Name}\n"
