@@ -99,7 +99,8 @@ struct ecw_queue_msg {
 	time_t insertion_time;
 	time_t expiration_time;     /* 0 when the message never expires */
 	time_t next_visible;        /* 0 for peeked messages */
-	char *text;                 /* NUL-terminated, unescaped */
+	char *text;                 /* NUL-terminated, unescaped; never NULL from
+				     * receive and peek */
 	size_t text_len;
 };
 

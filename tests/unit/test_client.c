@@ -569,6 +569,35 @@ static void test_client__queue_receive(void **state)
 	assert_false(str_contains(q->url, "peekonly"));
 }
 
+/* Found by fuzz_queue_xml: a list of messages without MessageText (as a put
+ * answers) gave receive a message whose text was NULL. */
+static void test_client__queue_receive_without_text(void **state)
+{
+	struct client_fixture *fx = *state;
+	static const char body[] =
+	    "<?xml version=\"1.0\" encoding=\"utf-8\"?><QueueMessagesList><QueueMessage>"
+	    "<MessageId>m1</MessageId><PopReceipt>pr1</PopReceipt><DequeueCount>1</DequeueCount>"
+	    "</QueueMessage></QueueMessagesList>";
+	struct ecw_queue_msg *m = NULL;
+	size_t n = 7;
+	fake_respond(&fx->fake, 200, NULL, body);
+	assert_int_equal(ecw_queue_receive(&m, &n, fx->c, "jobs", 5, 60), ECW_ERROR);
+	assert_null(m);
+	assert_int_equal(n, 0);
+	assert_true(str_contains(ecw_error_last()->message, "MessageText"));
+	fake_respond(&fx->fake, 200, NULL, body);
+	assert_int_equal(ecw_queue_peek(&m, &n, fx->c, "jobs", 5), ECW_ERROR);
+	assert_null(m);
+	/* An empty text is a text. */
+	fake_respond(&fx->fake, 200, NULL,
+	             "<QueueMessagesList><QueueMessage><MessageId>m2</MessageId><MessageText></MessageText>"
+	             "</QueueMessage></QueueMessagesList>");
+	assert_int_equal(ecw_queue_peek(&m, &n, fx->c, "jobs", 5), 0);
+	assert_int_equal(n, 1);
+	assert_str(m[0].text, "");
+	ecw_queue_msgs_free(m, n);
+}
+
 static void test_client__queue_peek(void **state)
 {
 	struct client_fixture *fx = *state;
@@ -966,6 +995,7 @@ int main(void)
 	    T(test_client__queue_invalid_input_sends_nothing),
 	    T(test_client__queue_create),
 	    T(test_client__queue_receive),
+	    T(test_client__queue_receive_without_text),
 	    T(test_client__queue_peek),
 	    T(test_client__queue_delete),
 	    T(test_client__queue_stale_receipt),

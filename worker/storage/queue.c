@@ -180,6 +180,16 @@ static int get_messages(struct ecw_queue_msg **out, size_t *count, struct ecw_cl
 	    (err = ecw_client_send(&resp, c, &r)) < 0)
 		goto done;
 	err = ecw_xml_parse_messages(out, count, resp.body.ptr, resp.body.len);
+	/* Only a put's answer lacks MessageText: a received or peeked message
+	 * without one would reach the job (and the poison queue) as "". */
+	for (size_t i = 0; err == 0 && i < *count; i++)
+		if (!(*out)[i].text) {
+			err = ecw_error_set(ECW_ERROR, "queue: message %s without MessageText in response",
+					    (*out)[i].id);
+			ecw_queue_msgs_free(*out, *count);
+			*out = NULL;
+			*count = 0;
+		}
 done:
 	ecw_request_dispose(&r);
 	ecw_response_dispose(&resp);

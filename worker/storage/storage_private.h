@@ -164,7 +164,8 @@ int ecw_check_table_name(const char *name) ECW_MUST_USE;
 
 /* ---- xml.c (the only user of libxml2) ---- */
 
-/* Parses a QueueMessagesList. */
+/* Parses a QueueMessagesList. A message without MessageText (as a put's
+ * answer has) comes back with text NULL. */
 int ecw_xml_parse_messages(struct ecw_queue_msg **out, size_t *count, const char *body, size_t len) ECW_MUST_USE;
 /* <Error><Code/><Message/></Error>; missing parts come back as "". */
 void ecw_xml_parse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
