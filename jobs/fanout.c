@@ -168,8 +168,12 @@ static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw
 		 * Timestamp is the service's own and changes on every write. */
 		if (strcmp(v->value, "PartitionKey") != 0 && strcmp(v->value, "RowKey") != 0 &&
 		    !valid_property_name(scratch, v->value)) {
-			ecw_config_error(errs, v, "fields.%s: '%s' cannot be a source property: %s", k->value,
-			                 v->value, ecw_error_last()->message);
+			/* The key is the file's own text; the value may come from
+			 * the environment, so it is not quoted. */
+			ecw_config_error(errs, v,
+			                 "fields.%s: the value cannot be a source property (letters, digits "
+			                 "and '_', not starting with a digit; not Timestamp)",
+			                 k->value);
 			bad = 1;
 		}
 		/* Filled in order (a field skipped above leaves no gap), so
@@ -208,8 +212,8 @@ static int fanout_parse(void **out, const struct ecw_node *job, struct ecw_confi
 	} else if (on_delete && strcmp(on_delete, "clear") == 0) {
 		f->clear_on_delete = true;
 	} else if (on_delete && strcmp(on_delete, "keep") != 0) {
-		ecw_config_error(errs, ecw_node_get(job, "on_delete"), "on_delete: keep or clear, not '%s'",
-		                 on_delete);
+		/* Never the value: it may come from the environment. */
+		ecw_config_error(errs, ecw_node_get(job, "on_delete"), "on_delete: keep or clear");
 		bad = 1;
 	}
 	free(on_delete);
@@ -224,8 +228,7 @@ static int fanout_parse(void **out, const struct ecw_node *job, struct ecw_confi
 			ecw_config_error(
 			    errs, ecw_node_get(job, "filter"),
 			    "filter: with on_delete: clear it may use only {PartitionKey} and {RowKey}, "
-			    "all a deleted source leaves (%s)",
-			    ecw_error_last()->message);
+			    "all a deleted source leaves");
 			bad = 1;
 		}
 		ecw_buf_dispose(&probe);

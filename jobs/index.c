@@ -205,9 +205,9 @@ static int index_parse(void **out, const struct ecw_node *job, struct ecw_config
 			if (ix->props[i][0] == '\0' || reserved_prop(ix->props[i])) {
 				ecw_config_error(
 				    errs, list->kind == ECW_NODE_SEQ ? list->items[i] : list,
-				    "properties: '%s' cannot be copied (the entry has its own keys, "
-				    "SourcePartitionKey and SourceRowKey)",
-				    ix->props[i]);
+				    "properties: item %zu cannot be copied (empty, or the entry's own "
+				    "keys, SourcePartitionKey or SourceRowKey)",
+				    i + 1);
 				bad = 1;
 			}
 		}

@@ -66,8 +66,12 @@ static int parse_field(struct ecw_template *t, const char *s, size_t n, const ch
 	for (size_t i = 0; i < name_len; i++) {
 		unsigned char c = (unsigned char)s[i];
 		if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (i && c >= '0' && c <= '9') || c >= 0x80))
-			return ecw_error_set(ECW_EINVALID, "%s: '%.*s' at column %zu is not a property name", what,
-					     (int)name_len, s, col);
+			/* Not quoted: a configured template may hold a value from
+			 * the environment. */
+			return ecw_error_set(ECW_EINVALID,
+					     "%s: the name at column %zu is not a property name (letters, digits "
+					     "and '_', not starting with a digit)",
+					     what, col);
 	}
 	if ((err = add_part(t, s, name_len, true)) < 0)
 		return err;

@@ -870,6 +870,30 @@ static void test_config__secret_never_in_errors(void **state)
 			fail_msg("error line leaks the secret: %s", errs.lines[i]);
 	}
 	ecw_config_errors_dispose(&errs);
+	/* The job types' own settings (found by fuzz_config: on_delete, a
+	 * fanout's source fields, a fanout's filter and template names quoted
+	 * the value). */
+	setenv("ECW_T_SECRET_NAME", "Zq7-" SECRET, 1);
+	parse_bad(&errs,
+	          "storage: {connection_string: UseDevelopmentStorage=true}\n"
+	          "jobs:\n"
+	          "  f:\n    type: fanout\n    source: Customers\n    table: Orders\n"
+	          "    filter: \"PartitionKey eq '{${ECW_T_SECRET}}'\"\n"
+	          "    fields: {A: \"${ECW_T_SECRET_NAME}\"}\n"
+	          "    on_delete: ${ECW_T_SECRET}\n"
+	          "  g:\n    type: fanout\n    source: Customers\n    table: Orders\n"
+	          "    filter: \"PartitionKey eq '{${ECW_T_SECRET}}'\"\n"
+	          "    fields: {A: Name}\n    on_delete: clear\n"
+	          "  i:\n    type: index\n    source: Employees\n    table: ByEmail\n"
+	          "    partition_key: \"{${ECW_T_SECRET_NAME}}\"\n    row_key: \"{RowKey}\"\n",
+	          4);
+	for (size_t i = 0; i < errs.n; i++) {
+		if (str_contains(errs.lines[i], SECRET) || str_contains(errs.lines[i], "SeCrEt") ||
+		    str_contains(errs.lines[i], "Zq7"))
+			fail_msg("error line leaks the secret: %s", errs.lines[i]);
+	}
+	ecw_config_errors_dispose(&errs);
+	unsetenv("ECW_T_SECRET_NAME");
 	unsetenv("ECW_T_SECRET");
 }
 
