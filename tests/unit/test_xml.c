@@ -84,6 +84,23 @@ static void test_xml__put_answer_without_text(void **state)
 	ecw_queue_msgs_free(m, n);
 }
 
+/* Found by fuzz_queue_xml: a second MessageText leaked the first's copy (the
+ * leak shows under make asan). The last one wins, as for every field. */
+static void test_xml__repeated_text(void **state)
+{
+	(void)state;
+	static const char body[] = "<QueueMessagesList><QueueMessage><MessageId>id-1</MessageId>"
+	                           "<MessageText>first</MessageText><MessageText>second</MessageText>"
+	                           "</QueueMessage></QueueMessagesList>";
+	struct ecw_queue_msg *m = NULL;
+	size_t n = 0;
+	assert_int_equal(ecw_xml_parse_messages(&m, &n, body, strlen(body)), 0);
+	assert_int_equal(n, 1);
+	assert_str(m[0].text, "second");
+	assert_int_equal(m[0].text_len, 6);
+	ecw_queue_msgs_free(m, n);
+}
+
 static void test_xml__empty_list(void **state)
 {
 	(void)state;
@@ -242,6 +259,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_xml__receive_list),
 	    cmocka_unit_test(test_xml__put_answer_without_text),
+	    cmocka_unit_test(test_xml__repeated_text),
 	    cmocka_unit_test(test_xml__empty_list),
 	    cmocka_unit_test(test_xml__peek_list),
 	    cmocka_unit_test(test_xml__large_text),

@@ -78,6 +78,8 @@ static int parse_message(struct ecw_queue_msg *m, xmlNodePtr qm)
 			err = parse_time(&m->next_visible, n);
 		} else if (is(n, "MessageText")) {
 			xmlChar *t = xmlNodeGetContent(n);
+			/* Like every field, a repeated one: the last wins. */
+			free(m->text);
 			m->text_len = t ? strlen((const char *)t) : 0;
 			m->text = strdup(t ? (const char *)t : "");
 			xmlFree(t);
