@@ -531,6 +531,42 @@ static void test_batch__parse_failure_without_index(void **state)
 	              "7:The specified resource does not exist.", ECW_ENOTFOUND, 404, -1);
 }
 
+/* Parses body from a heap block of exactly its length (no NUL after it), so
+ * that under make asan a read past the end is a report. */
+static int parse_exact(struct ecw_batch *b, const char *ct, const char *body)
+{
+	size_t n = strlen(body);
+	char *copy = malloc(n);
+	assert_non_null(copy);
+	memcpy(copy, body, n);
+	int err = ecw_batch_parse_response(b, ct, copy, n);
+	free(copy);
+	return err;
+}
+
+/* Found by fuzz_batch_response: the parser read past the body's end where
+ * it ends in a changeset's Content-Type header (the boundary was measured
+ * with strcspn), in a delimiter line without a newline (the "--" check), or
+ * in a status line (sscanf). The body is a span, not a C string. */
+static void test_batch__parse_reads_only_the_body(void **state)
+{
+	(void)state;
+	struct ecw_batch *b = new_batch();
+	add(b, ECW_BATCH_INSERT, "p", "r0", NULL);
+	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1",
+	                             "--b1\r\nContent-Type: multipart/mixed; boundary=cs1"),
+	                 ECW_ERROR);
+	/* A delimiter at the very end, then a status line at the very end. */
+	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1 204\r\n--b1"), 0);
+	assert_int_equal(ecw_batch_status(b, 0), 204);
+	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1 204\n--b1\n"), 0);
+	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1 204"), ECW_ERROR);
+	/* The status is three digits, nothing else. */
+	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1  20\r\n--b1--"), ECW_ERROR);
+	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1 -20\r\n--b1--"), ECW_ERROR);
+	ecw_batch_free(b);
+}
+
 /* ---- submit through the fake transport ----------------------------------- */
 
 static void test_batch__submit(void **state)
@@ -632,6 +668,7 @@ int main(void)
 	    cmocka_unit_test(test_batch__parse_wrong_count),
 	    cmocka_unit_test(test_batch__parse_failure_index),
 	    cmocka_unit_test(test_batch__parse_failure_without_index),
+	    cmocka_unit_test(test_batch__parse_reads_only_the_body),
 	    cmocka_unit_test(test_batch__submit),
 	    cmocka_unit_test(test_batch__submit_failure),
 	    cmocka_unit_test(test_batch__submit_too_large),

@@ -204,9 +204,9 @@ static int boundary_of(char *out, size_t cap, const char *ct, size_t ct_len)
 		p++;
 		n = (size_t)(q - p);
 	} else {
-		n = strcspn(p, "; \t\r\n");
-		if (n > (size_t)(end - p))
-			n = (size_t)(end - p);
+		/* ct may be a header inside the body: no NUL after it. */
+		for (n = 0; p + n < end && !memchr("; \t\r\n", p[n], 5); n++)
+			;
 	}
 	if (n == 0 || n >= cap)
 		return -1;
@@ -260,7 +260,7 @@ static int split_parts(struct part *parts, int max, const char *body, size_t len
 			parts[n].body_len = (size_t)(stop - b);
 			n++;
 		}
-		if (line[2 + blen] == '-' && line[3 + blen] == '-')
+		if ((size_t)(p - line) >= blen + 4 && line[2 + blen] == '-' && line[3 + blen] == '-')
 			break; /* closing delimiter */
 		start = p;
 	}
@@ -300,11 +300,13 @@ struct sub_response {
 static int parse_sub_response(struct sub_response *s, const struct part *pt)
 {
 	const char *p = pt->body, *end = pt->body + pt->body_len, *hdr_start, *hdr_end;
-	int status = 0;
 
-	if (pt->body_len < 12 || strncmp(p, "HTTP/1.1 ", 9) != 0 || sscanf(p + 9, "%3d", &status) != 1)
+	/* Three digits, read in place: the part is a span of the body, with no
+	 * NUL after it for sscanf. */
+	if (pt->body_len < 12 || memcmp(p, "HTTP/1.1 ", 9) != 0 || p[9] < '0' || p[9] > '9' ||
+	    p[10] < '0' || p[10] > '9' || p[11] < '0' || p[11] > '9')
 		return ecw_error_set(ECW_ERROR, "batch: malformed sub-response");
-	s->status = status;
+	s->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
 	hdr_start = p = next_line(p, end);
 	while (p < end) {
 		const char *l = p;
