@@ -78,7 +78,7 @@ int ecw_message_decode(struct ecw_message *out, const char *text, size_t len)
 		/* Base64 as Azure Functions and some SDKs send it: whitespace
 		 * around it is tolerated, inside it is not. */
 		size_t end = len;
-		while (end > start && strchr(" \t\r\n", text[end - 1]))
+		while (end > start && memchr(" \t\r\n", text[end - 1], 4)) /* not strchr: it finds NUL too */
 			end--;
 		if (ecw_base64_decode(&raw, text + start, end - start) < 0) {
 			err = ecw_error_set(ECW_EINVALID, "message is neither a JSON object nor base64");

@@ -1,6 +1,7 @@
 /* fuzz_message.c - the job message decoder (worker/message.c), fed whatever a
  * queue message may hold: JSON, base64 of JSON, or anything else.
- * Invariants for a message that decodes: job is non-empty, pk and rk pass the
+ * Invariants for a message that decodes: it has no NUL byte (neither JSON
+ * nor base64 has one), job is non-empty, pk and rk pass the
  * key check, every field is exactly its JSON string (no hidden NUL cutting it
  * short), and encoding those fields again (plain and base64) decodes to the
  * same fields. A message that fails keeps only what decoded. */
@@ -36,6 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (err == 0) {
 		FUZZ_CHECK(m.obj && m.job && m.pk && m.rk && *m.job);
+		/* Neither JSON nor base64 has a raw NUL byte anywhere. */
+		FUZZ_CHECK(!memchr(data, 0, size));
 		FUZZ_CHECK(ecw_key_check(m.pk, "pk") == 0 && ecw_key_check(m.rk, "rk") == 0);
 		same_as_json(&m, "job", m.job);
 		same_as_json(&m, "pk", m.pk);

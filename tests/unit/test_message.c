@@ -72,12 +72,23 @@ static void test_message__nul_in_a_field(void **state)
 		refused(texts[i], strlen(texts[i]), "U+0000");
 }
 
+/* Found by fuzz_message: NUL bytes after base64 passed for the whitespace
+ * around it (strchr finds the terminator); real whitespace still does. */
+static void test_message__nul_after_base64(void **state)
+{
+	(void)state;
+	static const char text[] = "eyJqb2IiOiJqIiwicGsiOiJwIiwicmsiOiJyIn0=\0\0\n";
+	refused(text, sizeof(text) - 1, "base64");
+	decodes("eyJqb2IiOiJqIiwicGsiOiJwIiwicmsiOiJyIn0= \t\r\n", "j", "p", "r", NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_message__plain_and_base64),
 	    cmocka_unit_test(test_message__required_fields),
 	    cmocka_unit_test(test_message__nul_in_a_field),
+	    cmocka_unit_test(test_message__nul_after_base64),
 	};
 	return cmocka_run_group_tests_name("message", tests, NULL, NULL);
 }
