@@ -2,7 +2,7 @@
  * (ecw_entity_from_json, worker/storage/entity.c) and the round trip through
  * ecw_entity_to_json: an entity that parses writes JSON that parses back to
  * an equal entity (keys, names, EDM types and values, bit for bit), and
- * writing that again gives the same bytes. The same input also goes through
+ * writing that again gives the same bytes; JSON that parses has no NUL byte. The same input also goes through
  * the service error-body reader (ecw_json_parse_error). */
 #include "ecw_entity.h"
 #include "fuzz.h"
@@ -19,6 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ecw_buf_init(&j2, 0);
 	if (ecw_entity_from_json(&e, text, size) == 0) {
 		FUZZ_CHECK(e != NULL);
+		/* JSON has no raw NUL byte, inside strings or out. */
+		FUZZ_CHECK(!memchr(data, 0, size));
 		FUZZ_CHECK(ecw_key_check(ecw_entity_pk(e), "pk") == 0 && ecw_key_check(ecw_entity_rk(e), "rk") == 0);
 		FUZZ_CHECK(ecw_entity_to_json(&j1, e) == 0);
 		if (ecw_entity_from_json(&again, j1.ptr, j1.len) != 0) {

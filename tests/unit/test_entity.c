@@ -493,6 +493,15 @@ static void test_entity__from_json_rejects_garbage(void **state)
 			fail_msg("ecw_entity_from_json accepted %s", bad[i]);
 		ecw_entity_free(e);
 	}
+	/* Found by fuzz_entity_json: a NUL byte after the object passed for
+	 * trailing whitespace (strchr finds the terminator); whitespace does. */
+	static const char nul[] = "{\"PartitionKey\":\"p\",\"RowKey\":\"r\"}\0";
+	struct ecw_entity *e = NULL;
+	assert_int_equal(ecw_entity_from_json(&e, nul, sizeof(nul) - 1), ECW_EINVALID);
+	assert_null(e);
+	static const char ws[] = "{\"PartitionKey\":\"p\",\"RowKey\":\"r\"} \r\n\t";
+	assert_int_equal(ecw_entity_from_json(&e, ws, sizeof(ws) - 1), 0);
+	ecw_entity_free(e);
 }
 
 static void test_entity__json_parse_error(void **state)

@@ -719,7 +719,7 @@ struct json_object *ecw_json_parse(const char *s, size_t len)
 	if (obj && tok->char_offset != (int)len) {
 		/* Trailing text after the value (other than whitespace) is an error. */
 		for (size_t i = (size_t)tok->char_offset; i < len; i++)
-			if (!strchr(" \t\r\n", s[i])) {
+			if (!memchr(" \t\r\n", s[i], 4)) { /* strchr would take NUL for whitespace */
 				json_object_put(obj);
 				obj = NULL;
 				break;
