@@ -199,6 +199,12 @@ static void test_connstr__error_unknown_setting(void **state)
 	parse_fails("AccountName=acct;"
 	            "SharedAccessSignature=sv=1&" SECRET_SIG ";Colour=blue",
 	            "Colour");
+	/* Found by fuzz_config (whose ${VAR} secret showed in such a name): a
+	 * key pasted without "AccountKey=" reads as a setting named by the key
+	 * up to its padding; only names that look like names are quoted. */
+	parse_fails("AccountName=acct;" SECRET_KEY "==", "part 2 is not a known setting");
+	parse_fails("AccountName=acct;SeCrEtKeY0=", "part 2");
+	parse_fails("AccountName=acct;AccountKey=" SECRET_KEY ";Sec-retKey=1", "part 3");
 }
 
 static void test_connstr__error_part_without_equals(void **state)

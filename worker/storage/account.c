@@ -155,8 +155,18 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 			    strncasecmp(settings[i].name, p, (size_t)(eq - p)) == 0)
 				break;
 		if (i == sizeof(settings) / sizeof(settings[0])) {
-			err = ecw_error_set(ECW_EINVALID, "connection string: unknown setting '%.*s'",
-					    (int)(eq - p > 64 ? 64 : eq - p), p);
+			/* A name is quoted only when it looks like one: a key pasted
+			 * without "AccountKey=" has '=' padding, so all of it before
+			 * the padding would otherwise be "the name". */
+			bool word = eq - p <= 32;
+			for (const char *c = p; word && c < eq; c++)
+				word = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z');
+			if (word)
+				err = ecw_error_set(ECW_EINVALID, "connection string: unknown setting '%.*s'",
+						    (int)(eq - p), p);
+			else
+				err = ecw_error_set(ECW_EINVALID,
+						    "connection string: part %d is not a known setting (Name=value)", part);
 			goto done;
 		}
 		val[settings[i].s] = eq + 1;
