@@ -129,9 +129,13 @@ test: deps
 asan:
 	@$(MAKE) --no-print-directory test SANITIZE=1
 
+# The short fuzz runs come last; the sanitizer build skips them (the fuzz
+# build is ASan + UBSan already).
 test-run: $(BUILD)/ecworker $(BUILD)/ecworker-test $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS)
 	@./tests/run-tests.sh $(BUILD)
+ifneq ($(SANITIZE),1)
 	@$(MAKE) --no-print-directory fuzz-short
+endif
 
 # Memcheck on the unit tests (the integration tests run under ASan instead:
 # valgrind's slowdown would turn their timeouts into failures). Any error, and
@@ -185,11 +189,14 @@ FUZZ_OBJS     := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
 # The library's flags without the SANITIZE=1 ones (the fuzz build has its own).
 FUZZ_CFLAGS    = $(filter-out $(SANFLAGS),$(ECW_CFLAGS)) $(FUZZ_SANFLAGS)
 
-.PHONY: fuzz fuzz-short fuzz-build
+.PHONY: fuzz fuzz-run fuzz-short fuzz-build
 
 fuzz-build: $(FUZZ_BINS)
 
-fuzz: $(FUZZ_BINS)
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-run
+
+fuzz-run: $(FUZZ_BINS)
 	@./tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 fuzz-short: $(FUZZ_BINS)
