@@ -9,6 +9,9 @@
 #   make chaos      the chaos tests at full size (3,000 messages, kills, faults)
 #   make demo       start a local Azurite and run ecworker on it
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS (clang; see tests/fuzz/README.md)
+#   make bench      throughput, CPU, memory and request counts against a local
+#                   Azurite, side by side with an official-SDK worker (BENCH_RUNS=N,
+#                   BENCH_QUICK=1; see tests/bench/bench.js)
 #   make install    PREFIX=/usr/local DESTDIR=
 
 CC      ?= cc
@@ -60,7 +63,7 @@ INTEG_SUPPORT := $(filter-out $(INTEG_SRCS),$(wildcard tests/integration/*.c))
 TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
-.PHONY: all deps test test-run unit integration asan valgrind valgrind-run chaos chaos-run demo demo-run install clean format check-format
+.PHONY: all deps test test-run unit integration asan valgrind valgrind-run chaos chaos-run demo demo-run bench bench-run install clean format check-format
 .DELETE_ON_ERROR:
 # Keep the test-build objects: they are intermediates of the test binaries.
 .SECONDARY:
@@ -219,6 +222,16 @@ demo: deps
 
 demo-run: $(BUILD)/ecworker
 	@./tests/demo.sh $(BUILD)/ecworker
+
+# ---- benchmark -------------------------------------------------------------
+
+# One table on stdout and $(BUILD)/bench/bench.json. Run it alone on the
+# machine: it measures CPU time and throughput (about a quarter of an hour).
+bench: deps
+	@$(MAKE) --no-print-directory bench-run
+
+bench-run: $(BUILD)/ecworker $(BUILD)/tests/tools/faultproxy
+	@node tests/bench/bench.js --build $(BUILD)
 
 # ---- misc ------------------------------------------------------------------
 

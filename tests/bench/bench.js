@@ -1,0 +1,798 @@
+// bench.js - `make bench`: ecworker measured against a local Azurite, and
+// side by side with the worker a team would otherwise write with the official
+// SDK (sdk-worker.js). Prints one table and writes BUILD/bench/bench.json.
+//
+//   node tests/bench/bench.js --build BUILD [--out FILE]
+//   BENCH_RUNS=N     counted runs per figure (default 3; the table shows the
+//                    median and the min-max of the runs)
+//   BENCH_QUICK=1    a smaller workload and one run, for development
+//   BENCH_PARTS=...  a comma list of archive, fanout, idle, latency (default all)
+//
+// Parts:
+//   archive  employees moved Employees -> EmployeesArchive, one message each,
+//            at concurrency 1, 16 and 64, ecworker and the SDK worker
+//            alternating; plus ecworker on messages whose employee is absent
+//            (the worker has next to nothing to do: what Azurite allows).
+//   fanout   10,000 orders over 10 customers; then the same again, which
+//            must write nothing.
+//   idle     storage requests per minute on an empty queue at
+//            poll_interval.max 10s, once the backoff has reached it. It waits
+//            more than it works, so it runs alongside the archive part, on an
+//            Azurite of its own.
+//   latency  msgs/s through faultproxy (5 ms each way) at concurrency 1 and
+//            64, and directly at 64.
+//
+// Every measured run gets a fresh in-memory Azurite: Azurite 3.37's queue GC
+// freezes the whole emulator for about 20 s every 60 s once thousands of
+// messages were deleted, which would wreck the figures. Azurite runs with
+// --silent (its access log would cost it a console write per request), on
+// ports picked here. A worker's figures run from the moment it is ready (its
+// "start" line, or the SDK worker's "ready" line) to the moment its last
+// message is done (read from its log): CPU is user+sys of the worker process
+// alone (/proc/PID/stat), peak RSS its VmHWM, Azurite's CPU share the same
+// delta of Azurite's process over the wall time. A run whose tables do not
+// show the work done (every employee archived, none left) fails the bench.
+"use strict";
+const { spawn, execFileSync } = require("child_process");
+const fs = require("fs");
+const http = require("http");
+const net = require("net");
+const os = require("os");
+const path = require("path");
+const readline = require("readline");
+const { QueueClient } = require("@azure/storage-queue");
+const { TableClient } = require("@azure/data-tables");
+
+const TESTS = path.resolve(__dirname, "..");
+const ROOT = path.resolve(TESTS, "..");
+const DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+const QUEUE = "bench";
+
+// ---- options ----------------------------------------------------------------
+
+function parseArgs(argv) {
+	const o = { build: "build", out: null };
+	for (let i = 0; i < argv.length; i++) {
+		if (argv[i] === "--build" && i + 1 < argv.length) o.build = argv[++i];
+		else if (argv[i] === "--out" && i + 1 < argv.length) o.out = argv[++i];
+		else {
+			console.error(`bench.js: unknown argument '${argv[i]}' (usage: bench.js --build BUILD [--out FILE])`);
+			process.exit(2);
+		}
+	}
+	o.build = path.resolve(ROOT, o.build);
+	o.out = o.out ? path.resolve(o.out) : path.join(o.build, "bench", "bench.json");
+	return o;
+}
+
+function envInt(name, dflt, min) {
+	const s = process.env[name];
+	if (s === undefined || s === "") return dflt;
+	if (!/^\d+$/.test(s) || Number(s) < min) {
+		console.error(`bench.js: ${name} must be a whole number >= ${min}, not '${s}'`);
+		process.exit(2);
+	}
+	return Number(s);
+}
+
+const opts = parseArgs(process.argv.slice(2));
+const QUICK = process.env.BENCH_QUICK === "1";
+const RUNS = envInt("BENCH_RUNS", QUICK ? 1 : 3, 1);
+const PARTS = (process.env.BENCH_PARTS || "archive,fanout,idle,latency").split(",").map((s) => s.trim());
+for (const p of PARTS)
+	if (!["archive", "fanout", "idle", "latency"].includes(p)) {
+		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency)`);
+		process.exit(2);
+	}
+
+// Workload sizes: enough messages that a run lasts well over the resolution
+// of /proc's CPU times (10 ms), few enough that the whole bench stays near a
+// quarter of an hour on a 2-core machine.
+const SIZE = QUICK
+	? { c1: 100, c16: 400, c64: 400, absent: 400, lat1: 50, lat64: 400, customers: 10, orders: 1000, windows: 1, windowS: 30 }
+	: { c1: 500, c16: 2000, c64: 2000, absent: 2000, lat1: 200, lat64: 2000, customers: 10, orders: 1000, windows: 3, windowS: 60 };
+const CONCURRENCY = [1, 16, 64];
+const LATENCY_MS = 5;
+const IDLE_POLL_MAX = "10s";
+const RUN_TIMEOUT_MS = 5 * 60 * 1000;
+
+const ECWORKER = path.join(opts.build, "ecworker");
+const FAULTPROXY = path.join(opts.build, "tests", "tools", "faultproxy");
+const AZURITE = path.join(TESTS, "node_modules", ".bin", "azurite");
+const WORKDIR = path.join(opts.build, "bench");
+const CLK_TCK = (() => {
+	try {
+		return Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100;
+	} catch {
+		return 100;
+	}
+})();
+
+// ---- processes -----------------------------------------------------------------
+
+const children = new Set();
+
+// A child process whose output is read line by line; until() waits for a line
+// (or a state) that a predicate accepts.
+class Child {
+	constructor(name, cmd, args, { env, cwd, logFile }) {
+		this.name = name;
+		this.proc = spawn(cmd, args, { env: { ...process.env, ...env }, cwd, stdio: ["ignore", "pipe", "pipe"] });
+		this.pid = this.proc.pid;
+		this.exited = null;
+		this.waiters = [];
+		this.log = logFile ? fs.createWriteStream(logFile) : null;
+		children.add(this);
+		for (const stream of [this.proc.stdout, this.proc.stderr]) {
+			readline.createInterface({ input: stream }).on("line", (line) => {
+				if (this.log) this.log.write(line + "\n");
+				if (this.onLine) this.onLine(line);
+				this.check();
+			});
+		}
+		this.exitPromise = new Promise((resolve) => {
+			this.proc.on("exit", (code, signal) => {
+				this.exited = { code, signal };
+				children.delete(this);
+				this.check();
+				resolve(this.exited);
+			});
+		});
+	}
+
+	check() {
+		for (const w of [...this.waiters]) {
+			if (w.pred()) {
+				this.waiters.splice(this.waiters.indexOf(w), 1);
+				clearTimeout(w.timer);
+				w.resolve();
+			} else if (this.exited) {
+				this.waiters.splice(this.waiters.indexOf(w), 1);
+				clearTimeout(w.timer);
+				w.reject(new Error(`${this.name} exited (${this.exited.code ?? this.exited.signal}) while waiting for ${w.what}`));
+			}
+		}
+	}
+
+	until(what, pred, timeoutMs) {
+		return new Promise((resolve, reject) => {
+			const w = { what, pred, resolve, reject };
+			w.timer = setTimeout(() => {
+				this.waiters.splice(this.waiters.indexOf(w), 1);
+				reject(new Error(`${this.name}: no ${what} within ${timeoutMs / 1000} s`));
+			}, timeoutMs);
+			this.waiters.push(w);
+			this.check();
+		});
+	}
+
+	async stop() {
+		if (this.exited) return this.exited;
+		this.proc.kill("SIGTERM");
+		const t = setTimeout(() => this.proc.kill("SIGKILL"), 10000);
+		const r = await this.exitPromise;
+		clearTimeout(t);
+		if (this.log) this.log.end();
+		return r;
+	}
+}
+
+function killAll() {
+	for (const c of children) {
+		try {
+			c.proc.kill("SIGKILL");
+		} catch {
+			// already gone
+		}
+	}
+}
+process.on("exit", killAll);
+for (const sig of ["SIGINT", "SIGTERM"])
+	process.on(sig, () => {
+		killAll();
+		process.exit(130);
+	});
+
+// user+sys of a process, in microseconds.
+function cpuUs(pid) {
+	const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+	const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+	return ((Number(f[11]) + Number(f[12])) * 1e6) / CLK_TCK; // fields 14 and 15: utime, stime
+}
+
+// Peak resident set size, in kB.
+function peakRssKb(pid) {
+	const m = /^VmHWM:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"));
+	return m ? Number(m[1]) : NaN;
+}
+
+function freePort() {
+	return new Promise((resolve, reject) => {
+		const s = net.createServer();
+		s.once("error", reject);
+		s.listen(0, "127.0.0.1", () => {
+			const { port } = s.address();
+			s.close(() => resolve(port));
+		});
+	});
+}
+
+function connects(port) {
+	return new Promise((resolve) => {
+		const s = net.connect(port, "127.0.0.1");
+		s.once("connect", () => {
+			s.destroy();
+			resolve(true);
+		});
+		s.once("error", () => resolve(false));
+	});
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function connectionString(queuePort, tablePort) {
+	return `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${DEV_KEY};` +
+		`QueueEndpoint=http://127.0.0.1:${queuePort}/devstoreaccount1;TableEndpoint=http://127.0.0.1:${tablePort}/devstoreaccount1;`;
+}
+
+let azuriteCount = 0;
+
+// A fresh in-memory Azurite on free ports.
+async function startAzurite() {
+	const n = ++azuriteCount;
+	const dir = path.join(WORKDIR, `azurite-${n}`);
+	fs.mkdirSync(dir, { recursive: true });
+	const [bp, qp, tp] = [await freePort(), await freePort(), await freePort()];
+	const az = new Child(`Azurite #${n}`, process.execPath, [fs.realpathSync(AZURITE), "--silent", "--inMemoryPersistence",
+		"--skipApiVersionCheck", "--disableTelemetry", "--blobHost", "127.0.0.1", "--blobPort", String(bp),
+		"--queueHost", "127.0.0.1", "--queuePort", String(qp), "--tableHost", "127.0.0.1", "--tablePort", String(tp)],
+	{ cwd: dir, logFile: path.join(dir, "azurite.log") });
+	for (let i = 0; ; i++) {
+		if (az.exited) throw new Error(`Azurite exited during start-up (see ${dir}/azurite.log)`);
+		if ((await connects(qp)) && (await connects(tp))) break;
+		if (i > 200) throw new Error("Azurite did not listen within 20 s");
+		await sleep(100);
+	}
+	az.queuePort = qp;
+	az.tablePort = tp;
+	az.cs = connectionString(qp, tp);
+	return az;
+}
+
+// faultproxy between the worker and Azurite, both services mapped, with
+// LATENCY_MS added each way.
+async function startProxy(az) {
+	const dir = path.join(WORKDIR, `azurite-${azuriteCount}`);
+	const ready = path.join(dir, "proxy.ready");
+	fs.rmSync(ready, { force: true });
+	const p = new Child("faultproxy", FAULTPROXY, ["--map", `0:127.0.0.1:${az.queuePort}`, "--map", `0:127.0.0.1:${az.tablePort}`,
+		"--latency-ms", String(LATENCY_MS), "--ready-file", ready], { logFile: path.join(dir, "proxy.log") });
+	for (let i = 0; ; i++) {
+		if (p.exited) throw new Error(`faultproxy exited during start-up (see ${dir}/proxy.log)`);
+		if (fs.existsSync(ready)) {
+			const ports = new Map();
+			for (const line of fs.readFileSync(ready, "utf8").split("\n")) {
+				const m = /^(\d+) 127\.0\.0\.1:(\d+)$/.exec(line.trim());
+				if (m) ports.set(Number(m[2]), Number(m[1]));
+			}
+			if (ports.has(az.queuePort) && ports.has(az.tablePort)) {
+				p.cs = connectionString(ports.get(az.queuePort), ports.get(az.tablePort));
+				return p;
+			}
+		}
+		if (i > 100) throw new Error("faultproxy did not write its ready file within 10 s");
+		await sleep(100);
+	}
+}
+
+// ---- workers -----------------------------------------------------------------------
+
+function httpGet(port, urlPath) {
+	return new Promise((resolve, reject) => {
+		http.get({ host: "127.0.0.1", port, path: urlPath, agent: false }, (res) => {
+			let body = "";
+			res.setEncoding("utf8");
+			res.on("data", (d) => (body += d));
+			res.on("end", () => resolve(body));
+		}).on("error", reject);
+	});
+}
+
+// ecw_storage_requests_total as [{op, status, value}].
+async function storageRequests(port) {
+	const text = await httpGet(port, "/metrics");
+	const out = [];
+	for (const m of text.matchAll(/^ecw_storage_requests_total\{op="([^"]*)",status="([^"]*)"\} (\d+)$/gm))
+		out.push({ op: m[1], status: m[2], value: Number(m[3]) });
+	return out;
+}
+
+const TABLE_WRITES = new Set(["table.batch", "table.insert", "table.upsert", "table.upsert_merge", "table.update",
+	"table.merge", "table.delete"]);
+const SETUP_OPS = new Set(["queue.create", "table.create"]);
+
+// ecworker with tests/bench/bench.yaml. Ready at its "start" line; done()
+// counts its "message" lines.
+function startEcworker(cs, concurrency, pollMax, tag) {
+	const w = new Child(`ecworker ${tag}`, ECWORKER, ["run", "-c", path.join(__dirname, "bench.yaml")], {
+		env: { AZURE_STORAGE_CONNECTION_STRING: cs, ECW_BENCH_CONCURRENCY: String(concurrency), ECW_BENCH_POLL_MAX: pollMax },
+		logFile: path.join(WORKDIR, `${tag}.log`),
+	});
+	w.succeeded = 0;
+	w.failed = 0;
+	w.onLine = (line) => {
+		let j;
+		try {
+			j = JSON.parse(line);
+		} catch {
+			return;
+		}
+		if (j.event === "start") w.metricsPort = j.metrics_port;
+		else if (j.event === "message" && j.outcome === "succeeded") w.succeeded++;
+		else if (j.event === "message") w.failed++;
+	};
+	w.ready = () => w.until("start line", () => w.metricsPort !== undefined, 20000);
+	w.done = (n) => w.until(`${n} messages done`, () => w.succeeded >= n, RUN_TIMEOUT_MS);
+	w.requests = async () => (await storageRequests(w.metricsPort)).filter((r) => !SETUP_OPS.has(r.op))
+		.reduce((a, r) => a + r.value, 0);
+	return w;
+}
+
+function startSdkWorker(cs, concurrency, tag) {
+	const w = new Child(`SDK worker ${tag}`, process.execPath,
+		[path.join(__dirname, "sdk-worker.js"), QUEUE, "Employees", "EmployeesArchive", String(concurrency)],
+		{ env: { AZURE_STORAGE_CONNECTION_STRING: cs }, logFile: path.join(WORKDIR, `${tag}.log`) });
+	w.succeeded = 0;
+	w.failed = 0;
+	w.readyRequests = undefined;
+	w.lastRequests = 0;
+	w.onLine = (line) => {
+		let j;
+		try {
+			j = JSON.parse(line);
+		} catch {
+			return;
+		}
+		if (j.msg === "ready") w.readyRequests = j.requests;
+		else if (j.msg === "done") {
+			w.succeeded++;
+			w.lastRequests = Math.max(w.lastRequests, j.requests);
+		} else if (j.msg === "failed") w.failed++;
+	};
+	w.ready = () => w.until("ready line", () => w.readyRequests !== undefined, 20000);
+	w.done = (n) => w.until(`${n} messages done`, () => w.succeeded >= n, RUN_TIMEOUT_MS);
+	w.requests = async () => w.lastRequests - w.readyRequests;
+	return w;
+}
+
+// ---- workloads ------------------------------------------------------------------------
+
+const DEPARTMENTS = ["Sales", "Ops", "Engineering", "Finance", "Support", "Marketing", "Legal", "People", "Research", "Facilities"];
+const LAST = ["Jones", "O'Brien", "Smith", "Zoë", "García", "Nguyen", "Müller", "Kowalski", "Okafor", "Tanaka", "Silva"];
+const FIRST = ["Pat", "Sam", "Alex", "Robin", "Kim", "Jordan", "Noor", "Lee", "Ana", "Chris", "Mika"];
+
+// An employee as an HR application writes one: about a dozen properties of
+// the usual EDM types, keys as in the README ("o'brien 001").
+function employee(i) {
+	const last = LAST[i % LAST.length];
+	const first = FIRST[(i * 7) % FIRST.length];
+	const id = String(i).padStart(6, "0");
+	return {
+		partitionKey: DEPARTMENTS[i % DEPARTMENTS.length],
+		rowKey: `${last.toLowerCase()} ${id}`,
+		FirstName: first,
+		LastName: last,
+		Email: `${first}.${last}.${id}@example.com`.toLowerCase(),
+		Title: ["Engineer", "Analyst", "Manager", "Associate", "Director"][i % 5],
+		Phone: `+1 425 555 ${String(i % 10000).padStart(4, "0")}`,
+		Office: `Building ${1 + (i % 40)}, room ${100 + (i % 300)}`,
+		EmployeeNo: { value: String(9007199254740993 + i), type: "Int64" },
+		Salary: { value: String(48000.25 + (i % 500) * 137.5), type: "Double" },
+		HireDate: { value: new Date(Date.UTC(2010 + (i % 15), i % 12, 1 + (i % 28))).toISOString(), type: "DateTime" },
+		Active: true,
+		Notes: "Prefers email; remote on Fridays; badge renewed annually.",
+	};
+}
+
+function tableClient(cs, name) {
+	return TableClient.fromConnectionString(cs, name, { allowInsecureConnection: true });
+}
+
+// Runs fn over items with at most `limit` in flight.
+async function pool(items, limit, fn) {
+	let next = 0;
+	const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
+		while (next < items.length) await fn(items[next++]);
+	});
+	await Promise.all(lanes);
+}
+
+// Entities in transactions of up to 100 per partition.
+async function insertAll(client, entities) {
+	const byPk = new Map();
+	for (const e of entities) {
+		if (!byPk.has(e.partitionKey)) byPk.set(e.partitionKey, []);
+		byPk.get(e.partitionKey).push(e);
+	}
+	const batches = [];
+	for (const list of byPk.values())
+		for (let i = 0; i < list.length; i += 100) batches.push(list.slice(i, i + 100));
+	await pool(batches, 4, (b) => client.submitTransaction(b.map((e) => ["create", e])));
+}
+
+async function enqueue(cs, texts) {
+	const q = new QueueClient(cs, QUEUE);
+	await q.createIfNotExists();
+	await pool(texts, 16, (t) => q.sendMessage(t));
+}
+
+async function listAll(client) {
+	const out = [];
+	for await (const e of client.listEntities()) out.push(e);
+	return out;
+}
+
+// The archive holds exactly the seeded employees (same keys and emails) and
+// Employees is empty.
+async function verifyArchive(cs, seeded) {
+	const [left, archived] = [await listAll(tableClient(cs, "Employees")), await listAll(tableClient(cs, "EmployeesArchive"))];
+	if (left.length) throw new Error(`${left.length} employees were not moved (first: ${left[0].partitionKey}/${left[0].rowKey})`);
+	const want = new Map(seeded.map((e) => [`${e.partitionKey}\u0000${e.rowKey}`, e.Email]));
+	if (archived.length !== want.size) throw new Error(`the archive holds ${archived.length} employees, not ${want.size}`);
+	for (const e of archived)
+		if (want.get(`${e.partitionKey}\u0000${e.rowKey}`) !== e.Email)
+			throw new Error(`archived ${e.partitionKey}/${e.rowKey} is not a seeded employee (or its Email differs)`);
+}
+
+function archiveMessage(e) {
+	return JSON.stringify({ job: "archive-employee", pk: e.partitionKey, rk: e.rowKey });
+}
+
+// One measured archive run on a fresh Azurite. kind: "ecworker" or "sdk";
+// present: whether the employees exist (false: the worker has nothing to
+// move); proxy: through faultproxy.
+async function archiveRun({ kind, concurrency, n, present = true, proxy = false, tag }) {
+	const az = await startAzurite();
+	let w = null;
+	let px = null;
+	try {
+		const seeded = Array.from({ length: n }, (_, i) => employee(i));
+		const emp = tableClient(az.cs, "Employees");
+		await emp.createTable();
+		await tableClient(az.cs, "EmployeesArchive").createTable();
+		if (present) await insertAll(emp, seeded);
+		await enqueue(az.cs, seeded.map(archiveMessage));
+		if (proxy) px = await startProxy(az);
+		const cs = px ? px.cs : az.cs;
+		w = kind === "ecworker" ? startEcworker(cs, concurrency, "1s", tag) : startSdkWorker(cs, concurrency, tag);
+		await w.ready();
+		const t0 = process.hrtime.bigint();
+		const [cpu0, az0] = [cpuUs(w.pid), cpuUs(az.pid)];
+		await w.done(n);
+		const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+		const [cpu1, az1] = [cpuUs(w.pid), cpuUs(az.pid)];
+		const rssKb = peakRssKb(w.pid);
+		const requests = await w.requests();
+		await w.stop();
+		if (px) await px.stop();
+		if (w.failed) throw new Error(`${w.failed} message outcomes other than success (see ${w.log.path})`);
+		if (present) await verifyArchive(az.cs, seeded);
+		return {
+			kind, concurrency, n, present, proxy, seconds: wall, msgsPerS: n / wall, cpuUsPerMsg: (cpu1 - cpu0) / n,
+			peakRssMb: rssKb / 1024, requestsPerMsg: requests / n, azuriteCpuPct: ((az1 - az0) / 1e6 / wall) * 100,
+		};
+	} finally {
+		if (w) await w.stop();
+		if (px) await px.stop();
+		await az.stop();
+	}
+}
+
+// ---- fan-out -------------------------------------------------------------------------------
+
+function customer(c) {
+	return { partitionKey: "customers", rowKey: `c${String(c).padStart(2, "0")}`, Name: `Customer ${c} Ltd`,
+		Email: `orders@customer${c}.example` };
+}
+
+function order(c, i) {
+	return {
+		partitionKey: customer(c).rowKey,
+		rowKey: `order-${String(i).padStart(5, "0")}`,
+		Total: { value: String(10.5 + (i % 300)), type: "Double" },
+		Items: 1 + (i % 9),
+		Status: ["open", "shipped", "delivered"][i % 3],
+		PlacedAt: { value: new Date(Date.UTC(2026, i % 12, 1 + (i % 28))).toISOString(), type: "DateTime" },
+		ShipTo: `${i} Main Street, Springfield`,
+	};
+}
+
+// One fan-out pass: a fresh worker, one message per customer; seconds from
+// ready to the last message done, and its table writes by operation.
+async function fanoutPass(az, nCustomers, tag) {
+	await enqueue(az.cs, Array.from({ length: nCustomers }, (_, c) =>
+		JSON.stringify({ job: "customer-to-orders", pk: "customers", rk: customer(c + 1).rowKey })));
+	const w = startEcworker(az.cs, 16, "1s", tag);
+	try {
+		await w.ready();
+		const t0 = process.hrtime.bigint();
+		await w.done(nCustomers);
+		const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+		const reqs = await storageRequests(w.metricsPort);
+		const writes = reqs.filter((r) => TABLE_WRITES.has(r.op));
+		const byOp = {};
+		for (const r of writes) byOp[r.op] = (byOp[r.op] || 0) + r.value;
+		if (w.failed) throw new Error(`${w.failed} fan-out messages did not succeed (see ${w.log.path})`);
+		return { seconds, writes: writes.reduce((a, r) => a + r.value, 0), writesByOp: byOp };
+	} finally {
+		await w.stop();
+	}
+}
+
+async function fanoutRun(tag) {
+	const az = await startAzurite();
+	try {
+		const nC = SIZE.customers;
+		const nO = SIZE.orders;
+		const customers = tableClient(az.cs, "Customers");
+		const orders = tableClient(az.cs, "Orders");
+		await customers.createTable();
+		await orders.createTable();
+		await insertAll(customers, Array.from({ length: nC }, (_, c) => customer(c + 1)));
+		const all = [];
+		for (let c = 1; c <= nC; c++) for (let i = 1; i <= nO; i++) all.push(order(c, i));
+		await insertAll(orders, all);
+		const first = await fanoutPass(az, nC, `${tag}-first`);
+		let wrong = 0;
+		for (const o of await listAll(orders)) {
+			const c = customer(Number(o.partitionKey.slice(1)));
+			if (o.CustomerName !== c.Name || o.CustomerEmail !== c.Email || o.Status === undefined) wrong++;
+		}
+		if (wrong) throw new Error(`${wrong} orders do not carry their customer's name and email after the fan-out`);
+		const again = await fanoutPass(az, nC, `${tag}-again`);
+		return { targets: nC * nO, partitions: nC, groups: nC * Math.ceil(nO / 100), first, again };
+	} finally {
+		await az.stop();
+	}
+}
+
+// ---- idle ------------------------------------------------------------------------------------
+
+async function idleRun() {
+	const az = await startAzurite();
+	const w = startEcworker(az.cs, 16, IDLE_POLL_MAX, "idle");
+	try {
+		await w.ready();
+		// The pause doubles from 100 ms to the 10 s cap: at most 12.7 s of
+		// pauses before it, and one more at the cap to be sure.
+		await sleep(25000);
+		const windows = [];
+		let before = await w.requests();
+		for (let i = 0; i < SIZE.windows; i++) {
+			await sleep(SIZE.windowS * 1000);
+			const after = await w.requests();
+			windows.push(((after - before) * 60) / SIZE.windowS);
+			before = after;
+		}
+		return { pollMax: IDLE_POLL_MAX, windowSeconds: SIZE.windowS, requestsPerMinute: windows };
+	} finally {
+		await w.stop();
+		await az.stop();
+	}
+}
+
+// ---- statistics and the table ------------------------------------------------------------------
+
+function median(xs) {
+	const s = [...xs].sort((a, b) => a - b);
+	const m = s.length >> 1;
+	return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+function stat(xs) {
+	return { median: median(xs), min: Math.min(...xs), max: Math.max(...xs), runs: xs };
+}
+
+function fmt(x, digits) {
+	if (!Number.isFinite(x)) return "-";
+	return x.toFixed(digits);
+}
+
+function fmtStat(s, digits) {
+	if (!s) return "-";
+	return s.runs.length > 1 ? `${fmt(s.median, digits)} [${fmt(s.min, digits)}-${fmt(s.max, digits)}]` : fmt(s.median, digits);
+}
+
+function machine() {
+	const cpus = os.cpus();
+	let azuriteVersion = "?";
+	try {
+		azuriteVersion = JSON.parse(fs.readFileSync(path.join(TESTS, "node_modules", "azurite", "package.json"), "utf8")).version;
+	} catch {
+		// reported as ?
+	}
+	return {
+		cpu: cpus.length ? cpus[0].model.trim() : "?", cores: cpus.length, memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+		kernel: os.release(), node: process.version, azurite: azuriteVersion, loadavg: os.loadavg().map((x) => x.toFixed(2)),
+	};
+}
+
+function printTable(rows) {
+	const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] === undefined ? 0 : String(r[i]).length))));
+	const line = (r) => r.map((c, i) => String(c ?? "").padEnd(widths[i])).join("  ").trimEnd();
+	console.log(line(rows[0]));
+	console.log(widths.map((w) => "-".repeat(w)).join("  "));
+	for (const r of rows.slice(1)) console.log(r === null ? "" : line(r));
+}
+
+// ---- main -----------------------------------------------------------------------------------------
+
+function progress(s) {
+	process.stderr.write(`bench: ${s}\n`);
+}
+
+async function main() {
+	for (const [what, file] of [["ecworker", ECWORKER], ["Azurite", AZURITE]])
+		if (!fs.existsSync(file)) throw new Error(`${what} not found at ${file} (run make bench, which builds and installs it)`);
+	if (PARTS.includes("latency") && !fs.existsSync(FAULTPROXY))
+		throw new Error(`faultproxy not found at ${FAULTPROXY} (make bench builds tests/tools/faultproxy.c)`);
+	fs.mkdirSync(WORKDIR, { recursive: true });
+	const started = Date.now();
+	const result = { date: new Date().toISOString(), machine: machine(), runs: RUNS, quick: QUICK, sizes: SIZE, raw: {} };
+	progress(`${RUNS} counted run(s) per figure${QUICK ? " (quick mode)" : ""}; a fresh in-memory Azurite for every measured run; logs in ${WORKDIR}`);
+
+	const idle = PARTS.includes("idle") ? idleRun() : null;
+	if (idle) progress(`idle: ${SIZE.windows} window(s) of ${SIZE.windowS} s at poll max ${IDLE_POLL_MAX}, alongside the runs below`);
+
+	const archive = { ecworker: {}, sdk: {}, absent: [] };
+	if (PARTS.includes("archive")) {
+		for (let r = 1; r <= RUNS; r++) {
+			for (const c of CONCURRENCY) {
+				// Alternate which worker goes first, so a drift in the machine's
+				// load does not always favour one.
+				const order = (r + c) % 2 ? ["ecworker", "sdk"] : ["sdk", "ecworker"];
+				for (const kind of order) {
+					const n = SIZE[`c${c}`];
+					progress(`archive run ${r}/${RUNS}: ${kind} at concurrency ${c}, ${n} messages`);
+					const res = await archiveRun({ kind, concurrency: c, n, tag: `archive-${kind}-c${c}-run${r}` });
+					progress(`  ${fmt(res.msgsPerS, 1)} msgs/s, ${fmt(res.cpuUsPerMsg, 0)} µs CPU/msg, ${fmt(res.peakRssMb, 1)} MB, Azurite ${fmt(res.azuriteCpuPct, 0)}%`);
+					(archive[kind][c] ||= []).push(res);
+				}
+			}
+			progress(`archive run ${r}/${RUNS}: ecworker at concurrency 64, ${SIZE.absent} messages for absent employees`);
+			const res = await archiveRun({ kind: "ecworker", concurrency: 64, n: SIZE.absent, present: false, tag: `absent-run${r}` });
+			progress(`  ${fmt(res.msgsPerS, 1)} msgs/s, Azurite ${fmt(res.azuriteCpuPct, 0)}%`);
+			archive.absent.push(res);
+		}
+		result.raw.archive = archive;
+	}
+
+	const fanouts = [];
+	if (PARTS.includes("fanout")) {
+		for (let r = 1; r <= RUNS; r++) {
+			progress(`fan-out run ${r}/${RUNS}: ${SIZE.customers * SIZE.orders} orders over ${SIZE.customers} customers, then again`);
+			const f = await fanoutRun(`fanout-run${r}`);
+			progress(`  ${f.first.writes} writes in ${fmt(f.first.seconds, 2)} s; again: ${f.again.writes} writes in ${fmt(f.again.seconds, 2)} s`);
+			fanouts.push(f);
+		}
+		result.raw.fanout = fanouts;
+	}
+
+	const latency = { proxy1: [], proxy64: [], direct64: [] };
+	if (PARTS.includes("latency")) {
+		for (let r = 1; r <= RUNS; r++) {
+			const plan = [["proxy1", 1, true, SIZE.lat1], ["proxy64", 64, true, SIZE.lat64], ["direct64", 64, false, SIZE.lat64]];
+			for (const [key, c, proxy, n] of plan) {
+				progress(`latency run ${r}/${RUNS}: ecworker at concurrency ${c}, ${proxy ? `through faultproxy (+${LATENCY_MS} ms each way)` : "direct"}, ${n} messages`);
+				const res = await archiveRun({ kind: "ecworker", concurrency: c, n, proxy, tag: `latency-${key}-run${r}` });
+				progress(`  ${fmt(res.msgsPerS, 1)} msgs/s`);
+				latency[key].push(res);
+			}
+		}
+		result.raw.latency = latency;
+	}
+
+	let idleRes = null;
+	if (idle) {
+		progress("idle: waiting for its windows to end");
+		idleRes = await idle;
+		result.raw.idle = idleRes;
+	}
+
+	// ---- the table ----
+	const rows = [["figure", "ecworker", "SDK worker", "ecworker/SDK", "target", "ok"]];
+	const summary = {};
+	const verdicts = [];
+	const check = (ok) => {
+		verdicts.push(ok);
+		return ok ? "yes" : "NO";
+	};
+	if (PARTS.includes("archive")) {
+		summary.archive = {};
+		for (const c of CONCURRENCY) {
+			const e = archive.ecworker[c];
+			const s = archive.sdk[c];
+			const st = (runs, k) => stat(runs.map((x) => x[k]));
+			const E = { msgsPerS: st(e, "msgsPerS"), cpuUsPerMsg: st(e, "cpuUsPerMsg"), peakRssMb: st(e, "peakRssMb"),
+				requestsPerMsg: st(e, "requestsPerMsg"), azuriteCpuPct: st(e, "azuriteCpuPct") };
+			const S = { msgsPerS: st(s, "msgsPerS"), cpuUsPerMsg: st(s, "cpuUsPerMsg"), peakRssMb: st(s, "peakRssMb"),
+				requestsPerMsg: st(s, "requestsPerMsg"), azuriteCpuPct: st(s, "azuriteCpuPct") };
+			// Ratios per run pair (the same run number: measured side by side).
+			const rate = stat(e.map((x, i) => x.msgsPerS / s[i].msgsPerS));
+			const cpu = stat(e.map((x, i) => x.cpuUsPerMsg / s[i].cpuUsPerMsg));
+			summary.archive[c] = { ecworker: E, sdk: S, msgsPerSRatio: rate, cpuPerMsgRatio: cpu };
+			const n = SIZE[`c${c}`];
+			rows.push([`archive c${c} (${n} msgs): msgs/s`, fmtStat(E.msgsPerS, 1), fmtStat(S.msgsPerS, 1), fmtStat(rate, 2), ">= 1 x SDK",
+				check(rate.median >= 1)]);
+			rows.push([`archive c${c}: CPU µs/msg`, fmtStat(E.cpuUsPerMsg, 0), fmtStat(S.cpuUsPerMsg, 0), fmtStat(cpu, 3),
+				"<= 100; <= 0.1 x SDK", check(E.cpuUsPerMsg.median <= 100 && cpu.median <= 0.1)]);
+			rows.push([`archive c${c}: peak RSS MB`, fmtStat(E.peakRssMb, 1), fmtStat(S.peakRssMb, 1), "", c === 64 ? "<= 20" : "",
+				c === 64 ? check(E.peakRssMb.median <= 20) : ""]);
+			rows.push([`archive c${c}: storage requests/msg`, fmtStat(E.requestsPerMsg, 2), fmtStat(S.requestsPerMsg, 2), "", "", ""]);
+			rows.push([`archive c${c}: Azurite CPU % of a core`, fmtStat(E.azuriteCpuPct, 0), fmtStat(S.azuriteCpuPct, 0), "", "", ""]);
+		}
+		const a = archive.absent;
+		summary.absent = { msgsPerS: stat(a.map((x) => x.msgsPerS)), cpuUsPerMsg: stat(a.map((x) => x.cpuUsPerMsg)),
+			requestsPerMsg: stat(a.map((x) => x.requestsPerMsg)), azuriteCpuPct: stat(a.map((x) => x.azuriteCpuPct)) };
+		rows.push([`absent employees c64 (${SIZE.absent} msgs): msgs/s`, fmtStat(summary.absent.msgsPerS, 1), "", "", "", ""]);
+		rows.push(["absent employees c64: requests/msg", fmtStat(summary.absent.requestsPerMsg, 2), "", "", "", ""]);
+		rows.push(["absent employees c64: Azurite CPU %", fmtStat(summary.absent.azuriteCpuPct, 0), "", "", "", ""]);
+	}
+	if (fanouts.length) {
+		const f0 = fanouts[0];
+		const limit = 1.1 * f0.groups;
+		summary.fanout = { targets: f0.targets, partitions: f0.partitions, groups: f0.groups,
+			writes: stat(fanouts.map((f) => f.first.writes)), seconds: stat(fanouts.map((f) => f.first.seconds)),
+			againWrites: stat(fanouts.map((f) => f.again.writes)), againSeconds: stat(fanouts.map((f) => f.again.seconds)) };
+		rows.push([`fan-out ${f0.targets} targets / ${f0.partitions} partitions: writes`, fmtStat(summary.fanout.writes, 0), "", "",
+			`<= ${fmt(limit, 0)} (1.1 x ${f0.groups} groups)`, check(summary.fanout.writes.max <= limit)]);
+		rows.push(["fan-out: seconds", fmtStat(summary.fanout.seconds, 2), "", "", "", ""]);
+		rows.push(["fan-out again, unchanged: writes", fmtStat(summary.fanout.againWrites, 0), "", "", "0", check(summary.fanout.againWrites.max === 0)]);
+		rows.push(["fan-out again: seconds", fmtStat(summary.fanout.againSeconds, 2), "", "", "", ""]);
+	}
+	if (idleRes) {
+		summary.idle = { requestsPerMinute: stat(idleRes.requestsPerMinute) };
+		rows.push([`idle, poll max ${IDLE_POLL_MAX}: requests/min (${idleRes.requestsPerMinute.length} x ${idleRes.windowSeconds} s)`,
+			fmtStat(summary.idle.requestsPerMinute, 1), "", "", "<= 6", check(summary.idle.requestsPerMinute.max <= 6)]);
+	}
+	if (PARTS.includes("latency")) {
+		const L = {};
+		for (const k of Object.keys(latency)) L[k] = stat(latency[k].map((x) => x.msgsPerS));
+		const ratio = stat(latency.proxy64.map((x, i) => x.msgsPerS / latency.direct64[i].msgsPerS));
+		summary.latency = { ...L, latency64OverDirect64: ratio, latencyMs: LATENCY_MS };
+		rows.push([`+${LATENCY_MS} ms each way, c1 (${SIZE.lat1} msgs): msgs/s`, fmtStat(L.proxy1, 1), "", "", "", ""]);
+		rows.push([`+${LATENCY_MS} ms each way, c64 (${SIZE.lat64} msgs): msgs/s`, fmtStat(L.proxy64, 1), "", "", "", ""]);
+		rows.push([`direct, c64 (${SIZE.lat64} msgs): msgs/s`, fmtStat(L.direct64, 1), "", "", "", ""]);
+		rows.push(["latency c64 / direct c64", fmtStat(ratio, 2), "", "", ">= 0.8", check(ratio.median >= 0.8)]);
+	}
+	result.summary = summary;
+	result.seconds = (Date.now() - started) / 1000;
+	fs.mkdirSync(path.dirname(opts.out), { recursive: true });
+	fs.writeFileSync(opts.out, JSON.stringify(result, null, 2) + "\n");
+
+	const m = result.machine;
+	console.log(`ecworker bench, ${result.date}: ${m.cores} x ${m.cpu}, ${m.memoryGiB} GiB, Linux ${m.kernel}, Node ${m.node}, Azurite ${m.azurite}`);
+	console.log(`median [min-max] of ${RUNS} counted run(s)${QUICK ? " (quick mode)" : ""}; a fresh in-memory Azurite for every measured run; ` +
+		`CPU and RSS of the worker process alone; idle measured alongside the other runs`);
+	console.log("");
+	printTable(rows);
+	console.log("");
+	console.log(`${verdicts.filter((v) => !v).length ? "some targets missed" : "every target met"}; ` +
+		`${Math.round(result.seconds)} s; JSON in ${path.relative(process.cwd(), opts.out) || opts.out}`);
+	// The one hard failure besides a run that did not do its work: a fan-out
+	// re-run that writes.
+	if (summary.fanout && summary.fanout.againWrites.max !== 0) {
+		console.error(`bench: FAILED: the fan-out re-run over unchanged data wrote ${summary.fanout.againWrites.max} times (must be 0)`);
+		return 1;
+	}
+	return 0;
+}
+
+main().then(
+	(rc) => process.exit(rc),
+	(e) => {
+		console.error(`bench: FAILED: ${e.message}`);
+		killAll();
+		process.exit(1);
+	},
+);
