@@ -695,8 +695,14 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 			ecw_metrics_received((int64_t)time(NULL), (int)count);
 		}
 		if (count == 0) {
-			/* Empty (or failing): back off exponentially, with jitter. */
-			nap(rt, poll_ms / 2 + (int64_t)(ecw_random_u32() % (uint32_t)(poll_ms / 2 + 1)));
+			/* Empty (or failing): back off exponentially. While the pause
+			 * grows it is jittered (half to all of it), so replicas started
+			 * together drift apart; at the cap it is poll_interval.max
+			 * exactly, so an idle worker costs at most one receive per max
+			 * (6 a minute at 10 s: jitter below the cap would add a third). */
+			nap(rt, poll_ms >= cfg->worker.poll_max_ms
+					? poll_ms
+					: poll_ms / 2 + (int64_t)(ecw_random_u32() % (uint32_t)(poll_ms / 2 + 1)));
 			poll_ms = poll_ms * 2 > cfg->worker.poll_max_ms ? cfg->worker.poll_max_ms : poll_ms * 2;
 			ecw_queue_msgs_free(msgs, count);
 			continue;
