@@ -78,14 +78,20 @@ int ecw_buf_addc(struct ecw_buf *b, char c)
 
 int ecw_buf_printf(struct ecw_buf *b, const char *fmt, ...)
 {
+	char small[256];
 	va_list ap;
 	int n, err;
 
+	/* Most texts are short: format once, on the stack, and copy. Only a
+	 * longer one is measured first and formatted again in place (formatting
+	 * is a good part of what building a request costs). */
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = vsnprintf(small, sizeof(small), fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return ecw_error_set(ECW_ERROR, "bad format");
+	if ((size_t)n < sizeof(small))
+		return ecw_buf_add(b, small, (size_t)n);
 	if ((err = grow(b, (size_t)n)) < 0)
 		return err;
 	va_start(ap, fmt);
