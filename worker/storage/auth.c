@@ -3,22 +3,93 @@
  * with every x-ms-* header and every query parameter; Table signs only
  * VERB, Content-MD5, Content-Type, x-ms-date and the resource (+ ?comp=). */
 #include <ctype.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "storage_private.h"
 
+/* HMAC() fetches the algorithm from OpenSSL's provider store on every call,
+ * which cost as much as the rest of signing a request. Each thread instead
+ * keeps one HMAC-SHA256 context with the key it last used: a signature with
+ * the same key (every request of a worker) only re-initialises it. The key
+ * copy is wiped when the thread ends. */
+struct hmac_cache {
+	EVP_MAC_CTX *ctx;
+	size_t key_len;
+	unsigned char key[128];
+};
+
+static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
+static pthread_key_t hmac_tls;
+static EVP_MAC *hmac_alg; /* fetched once, kept for the life of the process */
+static bool hmac_tls_ok;
+
+static void hmac_cache_free(void *p)
+{
+	struct hmac_cache *h = p;
+
+	EVP_MAC_CTX_free(h->ctx);
+	OPENSSL_cleanse(h, sizeof(*h));
+	free(h);
+}
+
+static void hmac_init_once(void)
+{
+	hmac_alg = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	hmac_tls_ok = hmac_alg && pthread_key_create(&hmac_tls, hmac_cache_free) == 0;
+}
+
+/* This thread's context, initialised with key; NULL when there is none to be
+ * had (the caller then uses HMAC()). */
+static EVP_MAC_CTX *hmac_ctx(const unsigned char *key, size_t key_len)
+{
+	OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+			       OSSL_PARAM_construct_end()};
+	struct hmac_cache *h;
+
+	pthread_once(&hmac_once, hmac_init_once);
+	if (!hmac_tls_ok || key_len == 0 || key_len > sizeof(h->key))
+		return NULL;
+	if (!(h = pthread_getspecific(hmac_tls))) {
+		if (!(h = calloc(1, sizeof(*h))))
+			return NULL;
+		if (!(h->ctx = EVP_MAC_CTX_new(hmac_alg)) || pthread_setspecific(hmac_tls, h) != 0) {
+			hmac_cache_free(h);
+			return NULL;
+		}
+	}
+	if (h->key_len == key_len && CRYPTO_memcmp(h->key, key, key_len) == 0)
+		return EVP_MAC_init(h->ctx, NULL, 0, NULL) ? h->ctx : NULL;
+	h->key_len = 0;
+	if (!EVP_MAC_init(h->ctx, key, key_len, params))
+		return NULL;
+	memcpy(h->key, key, key_len);
+	h->key_len = key_len;
+	return h->ctx;
+}
+
 int ecw_hmac_sha256_base64(struct ecw_buf *out, const unsigned char *key, size_t key_len,
 			   const char *msg, size_t msg_len)
 {
 	unsigned char mac[EVP_MAX_MD_SIZE];
 	unsigned int mac_len = 0;
+	size_t n = 0;
+	EVP_MAC_CTX *ctx = hmac_ctx(key, key_len);
 
-	if (!HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char *)msg, msg_len, mac, &mac_len))
+	if (ctx) {
+		if (!EVP_MAC_update(ctx, (const unsigned char *)msg, msg_len) || !EVP_MAC_final(ctx, mac, &n, sizeof(mac)))
+			return ecw_error_set(ECW_ERROR, "HMAC-SHA256 failed");
+		mac_len = (unsigned int)n;
+	} else if (!HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char *)msg, msg_len, mac, &mac_len)) {
 		return ecw_error_set(ECW_ERROR, "HMAC-SHA256 failed");
+	}
 	return ecw_base64_encode(out, mac, mac_len);
 }
 
