@@ -6,11 +6,12 @@
  *                                            an error, not "moved")
  *   2. write an identical copy into `to`     (every property, exact EDM types,
  *      (re-keyed by templates), but only     keys from to_partition_key/row_key):
- *      over the target as read while the     read the target, read the source
- *      source was still that version         again (same ETag, else start over),
- *                                            insert if the target was absent or
- *                                            update If-Match its ETag; 404, 409
- *                                            or 412 mean another run or the
+ *      into an empty place, or over the      insert it; when that is refused
+ *      target as read while the source       (409: the target exists), read the
+ *      was still that version                target, read the source again (same
+ *                                            ETag, else start over) and update
+ *                                            If-Match the target's ETag; 404,
+ *                                            409 or 412 mean another run or the
  *                                            application wrote: start over
  *   3. DELETE the source with If-Match: E    412: it changed after step 1, so
  *                                            start over with the newer version;
@@ -149,18 +150,33 @@ static int source_missing(const struct move *m, struct ecw_job_ctx *ctx)
 
 #define RESTART 1
 
-/* Writes the copy only over the target as it was when the source was known
- * current: the target is read, the source read again (same ETag), and the
- * copy inserted (target absent) or written If-Match the target's ETag. A
- * run that overlaps another (duplicate messages) therefore never puts an
- * older copy over a newer one, nor over what the application wrote since:
- * it gets 404, 409 or 412 and starts over (RESTART). */
+/* Writes the copy only where it cannot hide a newer state. First an insert,
+ * which the service refuses (409) when the target exists: it can only fill an
+ * empty place, so it needs no read (the usual case costs one request, not
+ * four). A stale copy inserted so is replaced, never kept: the source's
+ * delete is If-Match the version copied, so a source changed meanwhile
+ * fails it (412) and the next round updates the copy. (A source that the
+ * application deletes between the read and the insert leaves that copy
+ * behind, as one deleted between the second read and the write below does.)
+ * When the target exists, the copy goes only over the target as it was when
+ * the source was known current: the target is read, the source read again
+ * (same ETag), and the copy written If-Match the target's ETag (or inserted,
+ * should the target be gone by then). A run that overlaps another (duplicate
+ * messages) therefore never puts an older copy over a newer one, nor over
+ * what the application wrote since: it gets 404, 409 or 412 and starts over
+ * (RESTART). */
 static int write_copy(const struct move *m, struct ecw_job_ctx *ctx, const struct ecw_entity *src,
 		      const struct ecw_entity *copy)
 {
 	struct ecw_entity *target = NULL, *again = NULL;
 	int err;
 
+	if ((err = ecw_job_check_lease(ctx)) < 0)
+		return err;
+	err = ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_INSERT, NULL);
+	if (err != ECW_ECONFLICT)
+		return err;
+	ecw_error_clear();
 	err = ecw_table_get(&target, ctx->client, m->to, ecw_entity_pk(copy), ecw_entity_rk(copy));
 	if (err < 0 && (err != ECW_ENOTFOUND || strcmp(ecw_error_last()->service_code, "TableNotFound") == 0))
 		return err;
