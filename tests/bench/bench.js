@@ -311,57 +311,85 @@ const TABLE_WRITES = new Set(["table.batch", "table.insert", "table.upsert", "ta
 	"table.merge", "table.delete"]);
 const SETUP_OPS = new Set(["queue.create", "table.create"]);
 
-// ecworker with tests/bench/bench.yaml. Ready at its "start" line; done()
-// counts its "message" lines.
+// A worker process that logs JSON lines: classify(j) says which line means
+// it is ready, which a message done or failed.
+class Worker extends Child {
+	constructor(name, cmd, args, options, classify) {
+		super(name, cmd, args, options);
+		this.succeeded = 0;
+		this.failed = 0;
+		this.isReady = false;
+		this.onLine = (line) => {
+			let j;
+			try {
+				j = JSON.parse(line);
+			} catch {
+				return;
+			}
+			const what = classify(j);
+			if (what === "ready") this.isReady = true;
+			else if (what === "succeeded") this.succeeded++;
+			else if (what === "failed") this.failed++;
+		};
+	}
+
+	ready() {
+		return this.until("its ready line", () => this.isReady, 20000);
+	}
+
+	done(n) {
+		return this.until(`${n} messages done`, () => this.succeeded >= n, RUN_TIMEOUT_MS);
+	}
+
+	async requests() {
+		return (await this.requestCounts()).total;
+	}
+}
+
+// ecworker with tests/bench/bench.yaml: ready at its "start" line (which
+// names its metrics port), one "message" line per outcome.
 function startEcworker(cs, concurrency, pollMax, tag) {
-	const w = new Child(`ecworker ${tag}`, ECWORKER, ["run", "-c", path.join(__dirname, "bench.yaml")], {
+	const w = new Worker(`ecworker ${tag}`, ECWORKER, ["run", "-c", path.join(__dirname, "bench.yaml")], {
 		env: { AZURE_STORAGE_CONNECTION_STRING: cs, ECW_BENCH_CONCURRENCY: String(concurrency), ECW_BENCH_POLL_MAX: pollMax },
 		logFile: path.join(WORKDIR, `${tag}.log`),
-	});
-	w.succeeded = 0;
-	w.failed = 0;
-	w.onLine = (line) => {
-		let j;
-		try {
-			j = JSON.parse(line);
-		} catch {
-			return;
+	}, (j) => {
+		if (j.event === "start") {
+			w.metricsPort = j.metrics_port;
+			return "ready";
 		}
-		if (j.event === "start") w.metricsPort = j.metrics_port;
-		else if (j.event === "message" && j.outcome === "succeeded") w.succeeded++;
-		else if (j.event === "message") w.failed++;
+		if (j.event === "message") return j.outcome === "succeeded" ? "succeeded" : "failed";
+		return null;
+	});
+	// The storage requests since start, less the start's own (create the
+	// queues and tables); byOp says which.
+	w.requestCounts = async () => {
+		const byOp = {};
+		for (const r of await storageRequests(w.metricsPort))
+			if (!SETUP_OPS.has(r.op)) byOp[r.op] = (byOp[r.op] || 0) + r.value;
+		return { total: Object.values(byOp).reduce((a, v) => a + v, 0), byOp };
 	};
-	w.ready = () => w.until("start line", () => w.metricsPort !== undefined, 20000);
-	w.done = (n) => w.until(`${n} messages done`, () => w.succeeded >= n, RUN_TIMEOUT_MS);
-	w.requests = async () => (await storageRequests(w.metricsPort)).filter((r) => !SETUP_OPS.has(r.op))
-		.reduce((a, r) => a + r.value, 0);
 	return w;
 }
 
+// sdk-worker.js: its lines carry the requests it has sent so far.
 function startSdkWorker(cs, concurrency, tag) {
-	const w = new Child(`SDK worker ${tag}`, process.execPath,
+	let atReady = 0;
+	let last = 0;
+	const w = new Worker(`SDK worker ${tag}`, process.execPath,
 		[path.join(__dirname, "sdk-worker.js"), QUEUE, "Employees", "EmployeesArchive", String(concurrency)],
-		{ env: { AZURE_STORAGE_CONNECTION_STRING: cs }, logFile: path.join(WORKDIR, `${tag}.log`) });
-	w.succeeded = 0;
-	w.failed = 0;
-	w.readyRequests = undefined;
-	w.lastRequests = 0;
-	w.onLine = (line) => {
-		let j;
-		try {
-			j = JSON.parse(line);
-		} catch {
-			return;
-		}
-		if (j.msg === "ready") w.readyRequests = j.requests;
-		else if (j.msg === "done") {
-			w.succeeded++;
-			w.lastRequests = Math.max(w.lastRequests, j.requests);
-		} else if (j.msg === "failed") w.failed++;
-	};
-	w.ready = () => w.until("ready line", () => w.readyRequests !== undefined, 20000);
-	w.done = (n) => w.until(`${n} messages done`, () => w.succeeded >= n, RUN_TIMEOUT_MS);
-	w.requests = async () => w.lastRequests - w.readyRequests;
+		{ env: { AZURE_STORAGE_CONNECTION_STRING: cs }, logFile: path.join(WORKDIR, `${tag}.log`) },
+		(j) => {
+			if (j.msg === "ready") {
+				atReady = j.requests;
+				return "ready";
+			}
+			if (j.msg === "done") {
+				last = Math.max(last, j.requests);
+				return "succeeded";
+			}
+			return j.msg === "failed" ? "failed" : null;
+		});
+	w.requestCounts = async () => ({ total: last - atReady, byOp: null });
 	return w;
 }
 
@@ -472,14 +500,15 @@ async function archiveRun({ kind, concurrency, n, present = true, proxy = false,
 		const wall = Number(process.hrtime.bigint() - t0) / 1e9;
 		const [cpu1, az1] = [cpuUs(w.pid), cpuUs(az.pid)];
 		const rssKb = peakRssKb(w.pid);
-		const requests = await w.requests();
+		const requests = await w.requestCounts();
 		await w.stop();
 		if (px) await px.stop();
 		if (w.failed) throw new Error(`${w.failed} message outcomes other than success (see ${w.log.path})`);
 		if (present) await verifyArchive(az.cs, seeded);
 		return {
 			kind, concurrency, n, present, proxy, seconds: wall, msgsPerS: n / wall, cpuUsPerMsg: (cpu1 - cpu0) / n,
-			peakRssMb: rssKb / 1024, requestsPerMsg: requests / n, azuriteCpuPct: ((az1 - az0) / 1e6 / wall) * 100,
+			peakRssMb: rssKb / 1024, requestsPerMsg: requests.total / n, requestsByOp: requests.byOp,
+			azuriteCpuPct: ((az1 - az0) / 1e6 / wall) * 100,
 		};
 	} finally {
 		if (w) await w.stop();
@@ -625,10 +654,135 @@ function printTable(rows) {
 	for (const r of rows.slice(1)) console.log(r === null ? "" : line(r));
 }
 
-// ---- main -----------------------------------------------------------------------------------------
+// ---- the parts, run and summed up, and main ------------------------------------------------------
 
 function progress(s) {
 	process.stderr.write(`bench: ${s}\n`);
+}
+
+async function measureArchive() {
+	const archive = { ecworker: {}, sdk: {}, absent: [] };
+	for (let r = 1; r <= RUNS; r++) {
+		for (const c of CONCURRENCY) {
+			// Alternate which worker goes first, so a drift in the machine's
+			// load does not always favour one.
+			const order = (r + c) % 2 ? ["ecworker", "sdk"] : ["sdk", "ecworker"];
+			for (const kind of order) {
+				const n = SIZE[`c${c}`];
+				progress(`archive run ${r}/${RUNS}: ${kind} at concurrency ${c}, ${n} messages`);
+				const res = await archiveRun({ kind, concurrency: c, n, tag: `archive-${kind}-c${c}-run${r}` });
+				progress(`  ${fmt(res.msgsPerS, 1)} msgs/s, ${fmt(res.cpuUsPerMsg, 0)} µs CPU/msg, ${fmt(res.peakRssMb, 1)} MB, Azurite ${fmt(res.azuriteCpuPct, 0)}%`);
+				(archive[kind][c] ||= []).push(res);
+			}
+		}
+		progress(`archive run ${r}/${RUNS}: ecworker at concurrency 64, ${SIZE.absent} messages for absent employees`);
+		const res = await archiveRun({ kind: "ecworker", concurrency: 64, n: SIZE.absent, present: false, tag: `absent-run${r}` });
+		progress(`  ${fmt(res.msgsPerS, 1)} msgs/s, Azurite ${fmt(res.azuriteCpuPct, 0)}%`);
+		archive.absent.push(res);
+	}
+	return archive;
+}
+
+async function measureFanout() {
+	const fanouts = [];
+	for (let r = 1; r <= RUNS; r++) {
+		progress(`fan-out run ${r}/${RUNS}: ${SIZE.customers * SIZE.orders} orders over ${SIZE.customers} customers, then again`);
+		const f = await fanoutRun(`fanout-run${r}`);
+		progress(`  ${f.first.writes} writes in ${fmt(f.first.seconds, 2)} s; again: ${f.again.writes} writes in ${fmt(f.again.seconds, 2)} s`);
+		fanouts.push(f);
+	}
+	return fanouts;
+}
+
+async function measureLatency() {
+	const latency = { proxy1: [], proxy64: [], direct64: [] };
+	const plan = [["proxy1", 1, true, SIZE.lat1], ["proxy64", 64, true, SIZE.lat64], ["direct64", 64, false, SIZE.lat64]];
+	for (let r = 1; r <= RUNS; r++) {
+		for (const [key, c, proxy, n] of plan) {
+			progress(`latency run ${r}/${RUNS}: ecworker at concurrency ${c}, ${proxy ? `through faultproxy (+${LATENCY_MS} ms each way)` : "direct"}, ${n} messages`);
+			const res = await archiveRun({ kind: "ecworker", concurrency: c, n, proxy, tag: `latency-${key}-run${r}` });
+			progress(`  ${fmt(res.msgsPerS, 1)} msgs/s`);
+			latency[key].push(res);
+		}
+	}
+	return latency;
+}
+
+// The rows of the one table, and whether each target was met.
+class Table {
+	constructor() {
+		this.rows = [["figure", "ecworker", "SDK worker", "ecworker/SDK", "target", "ok"]];
+		this.missed = 0;
+	}
+
+	add(figure, ecworker, sdk = "", ratio = "", target = "", ok = null) {
+		if (ok === false) this.missed++;
+		this.rows.push([figure, ecworker, sdk, ratio, target, ok === null ? "" : ok ? "yes" : "NO"]);
+	}
+}
+
+const FIGURES = ["msgsPerS", "cpuUsPerMsg", "peakRssMb", "requestsPerMsg", "azuriteCpuPct"];
+
+function statsOf(runs) {
+	return Object.fromEntries(FIGURES.map((k) => [k, stat(runs.map((x) => x[k]))]));
+}
+
+function summarizeArchive(archive, t) {
+	const summary = {};
+	for (const c of CONCURRENCY) {
+		const [e, s] = [archive.ecworker[c], archive.sdk[c]];
+		const [E, S] = [statsOf(e), statsOf(s)];
+		// Ratios per pair of runs with the same number: measured side by side.
+		const rate = stat(e.map((x, i) => x.msgsPerS / s[i].msgsPerS));
+		const cpu = stat(e.map((x, i) => x.cpuUsPerMsg / s[i].cpuUsPerMsg));
+		summary[c] = { ecworker: E, sdk: S, msgsPerSRatio: rate, cpuPerMsgRatio: cpu };
+		t.add(`archive c${c} (${SIZE[`c${c}`]} msgs): msgs/s`, fmtStat(E.msgsPerS, 1), fmtStat(S.msgsPerS, 1), fmtStat(rate, 2),
+			">= 1 x SDK", rate.median >= 1);
+		t.add(`archive c${c}: CPU µs/msg`, fmtStat(E.cpuUsPerMsg, 0), fmtStat(S.cpuUsPerMsg, 0), fmtStat(cpu, 3),
+			"<= 100; <= 0.1 x SDK", E.cpuUsPerMsg.median <= 100 && cpu.median <= 0.1);
+		if (c === 64) t.add(`archive c${c}: peak RSS MB`, fmtStat(E.peakRssMb, 1), fmtStat(S.peakRssMb, 1), "", "<= 20", E.peakRssMb.median <= 20);
+		else t.add(`archive c${c}: peak RSS MB`, fmtStat(E.peakRssMb, 1), fmtStat(S.peakRssMb, 1));
+		t.add(`archive c${c}: storage requests/msg`, fmtStat(E.requestsPerMsg, 2), fmtStat(S.requestsPerMsg, 2));
+		t.add(`archive c${c}: Azurite CPU % of a core`, fmtStat(E.azuriteCpuPct, 0), fmtStat(S.azuriteCpuPct, 0));
+	}
+	const A = statsOf(archive.absent);
+	summary.absent = A;
+	t.add(`absent employees c64 (${SIZE.absent} msgs): msgs/s`, fmtStat(A.msgsPerS, 1));
+	t.add("absent employees c64: requests/msg", fmtStat(A.requestsPerMsg, 2));
+	t.add("absent employees c64: Azurite CPU %", fmtStat(A.azuriteCpuPct, 0));
+	return summary;
+}
+
+function summarizeFanout(fanouts, t) {
+	const f0 = fanouts[0];
+	const limit = 1.1 * f0.groups;
+	const summary = { targets: f0.targets, partitions: f0.partitions, groups: f0.groups,
+		writes: stat(fanouts.map((f) => f.first.writes)), seconds: stat(fanouts.map((f) => f.first.seconds)),
+		againWrites: stat(fanouts.map((f) => f.again.writes)), againSeconds: stat(fanouts.map((f) => f.again.seconds)) };
+	t.add(`fan-out ${f0.targets} targets / ${f0.partitions} partitions: writes`, fmtStat(summary.writes, 0), "", "",
+		`<= ${fmt(limit, 0)} (1.1 x ${f0.groups} groups)`, summary.writes.max <= limit);
+	t.add("fan-out: seconds", fmtStat(summary.seconds, 2));
+	t.add("fan-out again, unchanged: writes", fmtStat(summary.againWrites, 0), "", "", "0", summary.againWrites.max === 0);
+	t.add("fan-out again: seconds", fmtStat(summary.againSeconds, 2));
+	return summary;
+}
+
+function summarizeIdle(idle, t) {
+	const summary = { requestsPerMinute: stat(idle.requestsPerMinute) };
+	t.add(`idle, poll max ${IDLE_POLL_MAX}: requests/min (${idle.requestsPerMinute.length} x ${idle.windowSeconds} s)`,
+		fmtStat(summary.requestsPerMinute, 1), "", "", "<= 6", summary.requestsPerMinute.max <= 6);
+	return summary;
+}
+
+function summarizeLatency(latency, t) {
+	const L = {};
+	for (const k of Object.keys(latency)) L[k] = stat(latency[k].map((x) => x.msgsPerS));
+	const ratio = stat(latency.proxy64.map((x, i) => x.msgsPerS / latency.direct64[i].msgsPerS));
+	t.add(`+${LATENCY_MS} ms each way, c1 (${SIZE.lat1} msgs): msgs/s`, fmtStat(L.proxy1, 1));
+	t.add(`+${LATENCY_MS} ms each way, c64 (${SIZE.lat64} msgs): msgs/s`, fmtStat(L.proxy64, 1));
+	t.add(`direct, c64 (${SIZE.lat64} msgs): msgs/s`, fmtStat(L.direct64, 1));
+	t.add("latency c64 / direct c64", fmtStat(ratio, 2), "", "", ">= 0.8", ratio.median >= 0.8);
+	return { ...L, latency64OverDirect64: ratio, latencyMs: LATENCY_MS };
 }
 
 async function main() {
@@ -638,146 +792,39 @@ async function main() {
 		throw new Error(`faultproxy not found at ${FAULTPROXY} (make bench builds tests/tools/faultproxy.c)`);
 	fs.mkdirSync(WORKDIR, { recursive: true });
 	const started = Date.now();
-	const result = { date: new Date().toISOString(), machine: machine(), runs: RUNS, quick: QUICK, sizes: SIZE, raw: {} };
+	const result = { date: new Date().toISOString(), machine: machine(), runs: RUNS, quick: QUICK, sizes: SIZE, raw: {}, summary: {} };
 	progress(`${RUNS} counted run(s) per figure${QUICK ? " (quick mode)" : ""}; a fresh in-memory Azurite for every measured run; logs in ${WORKDIR}`);
 
 	const idle = PARTS.includes("idle") ? idleRun() : null;
 	if (idle) progress(`idle: ${SIZE.windows} window(s) of ${SIZE.windowS} s at poll max ${IDLE_POLL_MAX}, alongside the runs below`);
-
-	const archive = { ecworker: {}, sdk: {}, absent: [] };
-	if (PARTS.includes("archive")) {
-		for (let r = 1; r <= RUNS; r++) {
-			for (const c of CONCURRENCY) {
-				// Alternate which worker goes first, so a drift in the machine's
-				// load does not always favour one.
-				const order = (r + c) % 2 ? ["ecworker", "sdk"] : ["sdk", "ecworker"];
-				for (const kind of order) {
-					const n = SIZE[`c${c}`];
-					progress(`archive run ${r}/${RUNS}: ${kind} at concurrency ${c}, ${n} messages`);
-					const res = await archiveRun({ kind, concurrency: c, n, tag: `archive-${kind}-c${c}-run${r}` });
-					progress(`  ${fmt(res.msgsPerS, 1)} msgs/s, ${fmt(res.cpuUsPerMsg, 0)} µs CPU/msg, ${fmt(res.peakRssMb, 1)} MB, Azurite ${fmt(res.azuriteCpuPct, 0)}%`);
-					(archive[kind][c] ||= []).push(res);
-				}
-			}
-			progress(`archive run ${r}/${RUNS}: ecworker at concurrency 64, ${SIZE.absent} messages for absent employees`);
-			const res = await archiveRun({ kind: "ecworker", concurrency: 64, n: SIZE.absent, present: false, tag: `absent-run${r}` });
-			progress(`  ${fmt(res.msgsPerS, 1)} msgs/s, Azurite ${fmt(res.azuriteCpuPct, 0)}%`);
-			archive.absent.push(res);
-		}
-		result.raw.archive = archive;
-	}
-
-	const fanouts = [];
-	if (PARTS.includes("fanout")) {
-		for (let r = 1; r <= RUNS; r++) {
-			progress(`fan-out run ${r}/${RUNS}: ${SIZE.customers * SIZE.orders} orders over ${SIZE.customers} customers, then again`);
-			const f = await fanoutRun(`fanout-run${r}`);
-			progress(`  ${f.first.writes} writes in ${fmt(f.first.seconds, 2)} s; again: ${f.again.writes} writes in ${fmt(f.again.seconds, 2)} s`);
-			fanouts.push(f);
-		}
-		result.raw.fanout = fanouts;
-	}
-
-	const latency = { proxy1: [], proxy64: [], direct64: [] };
-	if (PARTS.includes("latency")) {
-		for (let r = 1; r <= RUNS; r++) {
-			const plan = [["proxy1", 1, true, SIZE.lat1], ["proxy64", 64, true, SIZE.lat64], ["direct64", 64, false, SIZE.lat64]];
-			for (const [key, c, proxy, n] of plan) {
-				progress(`latency run ${r}/${RUNS}: ecworker at concurrency ${c}, ${proxy ? `through faultproxy (+${LATENCY_MS} ms each way)` : "direct"}, ${n} messages`);
-				const res = await archiveRun({ kind: "ecworker", concurrency: c, n, proxy, tag: `latency-${key}-run${r}` });
-				progress(`  ${fmt(res.msgsPerS, 1)} msgs/s`);
-				latency[key].push(res);
-			}
-		}
-		result.raw.latency = latency;
-	}
-
-	let idleRes = null;
+	if (PARTS.includes("archive")) result.raw.archive = await measureArchive();
+	if (PARTS.includes("fanout")) result.raw.fanout = await measureFanout();
+	if (PARTS.includes("latency")) result.raw.latency = await measureLatency();
 	if (idle) {
 		progress("idle: waiting for its windows to end");
-		idleRes = await idle;
-		result.raw.idle = idleRes;
+		result.raw.idle = await idle;
 	}
 
-	// ---- the table ----
-	const rows = [["figure", "ecworker", "SDK worker", "ecworker/SDK", "target", "ok"]];
-	const summary = {};
-	const verdicts = [];
-	const check = (ok) => {
-		verdicts.push(ok);
-		return ok ? "yes" : "NO";
-	};
-	if (PARTS.includes("archive")) {
-		summary.archive = {};
-		for (const c of CONCURRENCY) {
-			const e = archive.ecworker[c];
-			const s = archive.sdk[c];
-			const st = (runs, k) => stat(runs.map((x) => x[k]));
-			const E = { msgsPerS: st(e, "msgsPerS"), cpuUsPerMsg: st(e, "cpuUsPerMsg"), peakRssMb: st(e, "peakRssMb"),
-				requestsPerMsg: st(e, "requestsPerMsg"), azuriteCpuPct: st(e, "azuriteCpuPct") };
-			const S = { msgsPerS: st(s, "msgsPerS"), cpuUsPerMsg: st(s, "cpuUsPerMsg"), peakRssMb: st(s, "peakRssMb"),
-				requestsPerMsg: st(s, "requestsPerMsg"), azuriteCpuPct: st(s, "azuriteCpuPct") };
-			// Ratios per run pair (the same run number: measured side by side).
-			const rate = stat(e.map((x, i) => x.msgsPerS / s[i].msgsPerS));
-			const cpu = stat(e.map((x, i) => x.cpuUsPerMsg / s[i].cpuUsPerMsg));
-			summary.archive[c] = { ecworker: E, sdk: S, msgsPerSRatio: rate, cpuPerMsgRatio: cpu };
-			const n = SIZE[`c${c}`];
-			rows.push([`archive c${c} (${n} msgs): msgs/s`, fmtStat(E.msgsPerS, 1), fmtStat(S.msgsPerS, 1), fmtStat(rate, 2), ">= 1 x SDK",
-				check(rate.median >= 1)]);
-			rows.push([`archive c${c}: CPU µs/msg`, fmtStat(E.cpuUsPerMsg, 0), fmtStat(S.cpuUsPerMsg, 0), fmtStat(cpu, 3),
-				"<= 100; <= 0.1 x SDK", check(E.cpuUsPerMsg.median <= 100 && cpu.median <= 0.1)]);
-			rows.push([`archive c${c}: peak RSS MB`, fmtStat(E.peakRssMb, 1), fmtStat(S.peakRssMb, 1), "", c === 64 ? "<= 20" : "",
-				c === 64 ? check(E.peakRssMb.median <= 20) : ""]);
-			rows.push([`archive c${c}: storage requests/msg`, fmtStat(E.requestsPerMsg, 2), fmtStat(S.requestsPerMsg, 2), "", "", ""]);
-			rows.push([`archive c${c}: Azurite CPU % of a core`, fmtStat(E.azuriteCpuPct, 0), fmtStat(S.azuriteCpuPct, 0), "", "", ""]);
-		}
-		const a = archive.absent;
-		summary.absent = { msgsPerS: stat(a.map((x) => x.msgsPerS)), cpuUsPerMsg: stat(a.map((x) => x.cpuUsPerMsg)),
-			requestsPerMsg: stat(a.map((x) => x.requestsPerMsg)), azuriteCpuPct: stat(a.map((x) => x.azuriteCpuPct)) };
-		rows.push([`absent employees c64 (${SIZE.absent} msgs): msgs/s`, fmtStat(summary.absent.msgsPerS, 1), "", "", "", ""]);
-		rows.push(["absent employees c64: requests/msg", fmtStat(summary.absent.requestsPerMsg, 2), "", "", "", ""]);
-		rows.push(["absent employees c64: Azurite CPU %", fmtStat(summary.absent.azuriteCpuPct, 0), "", "", "", ""]);
-	}
-	if (fanouts.length) {
-		const f0 = fanouts[0];
-		const limit = 1.1 * f0.groups;
-		summary.fanout = { targets: f0.targets, partitions: f0.partitions, groups: f0.groups,
-			writes: stat(fanouts.map((f) => f.first.writes)), seconds: stat(fanouts.map((f) => f.first.seconds)),
-			againWrites: stat(fanouts.map((f) => f.again.writes)), againSeconds: stat(fanouts.map((f) => f.again.seconds)) };
-		rows.push([`fan-out ${f0.targets} targets / ${f0.partitions} partitions: writes`, fmtStat(summary.fanout.writes, 0), "", "",
-			`<= ${fmt(limit, 0)} (1.1 x ${f0.groups} groups)`, check(summary.fanout.writes.max <= limit)]);
-		rows.push(["fan-out: seconds", fmtStat(summary.fanout.seconds, 2), "", "", "", ""]);
-		rows.push(["fan-out again, unchanged: writes", fmtStat(summary.fanout.againWrites, 0), "", "", "0", check(summary.fanout.againWrites.max === 0)]);
-		rows.push(["fan-out again: seconds", fmtStat(summary.fanout.againSeconds, 2), "", "", "", ""]);
-	}
-	if (idleRes) {
-		summary.idle = { requestsPerMinute: stat(idleRes.requestsPerMinute) };
-		rows.push([`idle, poll max ${IDLE_POLL_MAX}: requests/min (${idleRes.requestsPerMinute.length} x ${idleRes.windowSeconds} s)`,
-			fmtStat(summary.idle.requestsPerMinute, 1), "", "", "<= 6", check(summary.idle.requestsPerMinute.max <= 6)]);
-	}
-	if (PARTS.includes("latency")) {
-		const L = {};
-		for (const k of Object.keys(latency)) L[k] = stat(latency[k].map((x) => x.msgsPerS));
-		const ratio = stat(latency.proxy64.map((x, i) => x.msgsPerS / latency.direct64[i].msgsPerS));
-		summary.latency = { ...L, latency64OverDirect64: ratio, latencyMs: LATENCY_MS };
-		rows.push([`+${LATENCY_MS} ms each way, c1 (${SIZE.lat1} msgs): msgs/s`, fmtStat(L.proxy1, 1), "", "", "", ""]);
-		rows.push([`+${LATENCY_MS} ms each way, c64 (${SIZE.lat64} msgs): msgs/s`, fmtStat(L.proxy64, 1), "", "", "", ""]);
-		rows.push([`direct, c64 (${SIZE.lat64} msgs): msgs/s`, fmtStat(L.direct64, 1), "", "", "", ""]);
-		rows.push(["latency c64 / direct c64", fmtStat(ratio, 2), "", "", ">= 0.8", check(ratio.median >= 0.8)]);
-	}
-	result.summary = summary;
+	const t = new Table();
+	const { raw, summary } = result;
+	if (raw.archive) summary.archive = summarizeArchive(raw.archive, t);
+	if (raw.fanout) summary.fanout = summarizeFanout(raw.fanout, t);
+	if (raw.idle) summary.idle = summarizeIdle(raw.idle, t);
+	if (raw.latency) summary.latency = summarizeLatency(raw.latency, t);
 	result.seconds = (Date.now() - started) / 1000;
+	result.loadavgEnd = os.loadavg().map((x) => x.toFixed(2));
 	fs.mkdirSync(path.dirname(opts.out), { recursive: true });
 	fs.writeFileSync(opts.out, JSON.stringify(result, null, 2) + "\n");
 
 	const m = result.machine;
 	console.log(`ecworker bench, ${result.date}: ${m.cores} x ${m.cpu}, ${m.memoryGiB} GiB, Linux ${m.kernel}, Node ${m.node}, Azurite ${m.azurite}`);
+	console.log(`load average ${m.loadavg.join(" ")} at the start, ${result.loadavgEnd.join(" ")} at the end (other work on the machine makes the figures noisy)`);
 	console.log(`median [min-max] of ${RUNS} counted run(s)${QUICK ? " (quick mode)" : ""}; a fresh in-memory Azurite for every measured run; ` +
-		`CPU and RSS of the worker process alone; idle measured alongside the other runs`);
+		"CPU and RSS of the worker process alone; idle measured alongside the other runs");
 	console.log("");
-	printTable(rows);
+	printTable(t.rows);
 	console.log("");
-	console.log(`${verdicts.filter((v) => !v).length ? "some targets missed" : "every target met"}; ` +
+	console.log(`${t.missed ? `${t.missed} target(s) missed` : "every target met"}; ` +
 		`${Math.round(result.seconds)} s; JSON in ${path.relative(process.cwd(), opts.out) || opts.out}`);
 	// The one hard failure besides a run that did not do its work: a fan-out
 	// re-run that writes.
