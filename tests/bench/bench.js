@@ -495,10 +495,10 @@ async function archiveRun({ kind, concurrency, n, present = true, proxy = false,
 		w = kind === "ecworker" ? startEcworker(cs, concurrency, "1s", tag) : startSdkWorker(cs, concurrency, tag);
 		await w.ready();
 		const t0 = process.hrtime.bigint();
-		const [cpu0, az0] = [cpuUs(w.pid), cpuUs(az.pid)];
+		const [cpu0, az0, px0] = [cpuUs(w.pid), cpuUs(az.pid), px ? cpuUs(px.pid) : 0];
 		await w.done(n);
 		const wall = Number(process.hrtime.bigint() - t0) / 1e9;
-		const [cpu1, az1] = [cpuUs(w.pid), cpuUs(az.pid)];
+		const [cpu1, az1, px1] = [cpuUs(w.pid), cpuUs(az.pid), px ? cpuUs(px.pid) : 0];
 		const rssKb = peakRssKb(w.pid);
 		const requests = await w.requestCounts();
 		await w.stop();
@@ -508,7 +508,7 @@ async function archiveRun({ kind, concurrency, n, present = true, proxy = false,
 		return {
 			kind, concurrency, n, present, proxy, seconds: wall, msgsPerS: n / wall, cpuUsPerMsg: (cpu1 - cpu0) / n,
 			peakRssMb: rssKb / 1024, requestsPerMsg: requests.total / n, requestsByOp: requests.byOp,
-			azuriteCpuPct: ((az1 - az0) / 1e6 / wall) * 100,
+			azuriteCpuPct: ((az1 - az0) / 1e6 / wall) * 100, proxyCpuPct: px ? ((px1 - px0) / 1e6 / wall) * 100 : null,
 		};
 	} finally {
 		if (w) await w.stop();
@@ -776,11 +776,20 @@ function summarizeIdle(idle, t) {
 
 function summarizeLatency(latency, t) {
 	const L = {};
-	for (const k of Object.keys(latency)) L[k] = stat(latency[k].map((x) => x.msgsPerS));
+	for (const k of Object.keys(latency)) L[k] = statsOf(latency[k]);
+	L.proxyCpuPct = stat(latency.proxy64.map((x) => x.proxyCpuPct));
 	const ratio = stat(latency.proxy64.map((x, i) => x.msgsPerS / latency.direct64[i].msgsPerS));
-	t.add(`+${LATENCY_MS} ms each way, c1 (${SIZE.lat1} msgs): msgs/s`, fmtStat(L.proxy1, 1));
-	t.add(`+${LATENCY_MS} ms each way, c64 (${SIZE.lat64} msgs): msgs/s`, fmtStat(L.proxy64, 1));
-	t.add(`direct, c64 (${SIZE.lat64} msgs): msgs/s`, fmtStat(L.direct64, 1));
+	t.add(`+${LATENCY_MS} ms each way, c1 (${SIZE.lat1} msgs): msgs/s`, fmtStat(L.proxy1.msgsPerS, 1));
+	t.add(`+${LATENCY_MS} ms each way, c64 (${SIZE.lat64} msgs): msgs/s`, fmtStat(L.proxy64.msgsPerS, 1));
+	// Azurite's CPU per message shows whether it was the ceiling either way;
+	// the proxy shares the machine's two cores with it and the worker.
+	const azMs = (runs) => stat(runs.map((x) => (x.azuriteCpuPct * 10) / x.msgsPerS));
+	L.proxy64.azuriteCpuMsPerMsg = azMs(latency.proxy64);
+	L.direct64.azuriteCpuMsPerMsg = azMs(latency.direct64);
+	t.add("+latency c64: Azurite CPU %, ms/msg", `${fmtStat(L.proxy64.azuriteCpuPct, 0)}, ${fmtStat(L.proxy64.azuriteCpuMsPerMsg, 1)}`);
+	t.add("+latency c64: faultproxy CPU %", fmtStat(L.proxyCpuPct, 0));
+	t.add(`direct, c64 (${SIZE.lat64} msgs): msgs/s`, fmtStat(L.direct64.msgsPerS, 1));
+	t.add("direct c64: Azurite CPU %, ms/msg", `${fmtStat(L.direct64.azuriteCpuPct, 0)}, ${fmtStat(L.direct64.azuriteCpuMsPerMsg, 1)}`);
 	t.add("latency c64 / direct c64", fmtStat(ratio, 2), "", "", ">= 0.8", ratio.median >= 0.8);
 	return { ...L, latency64OverDirect64: ratio, latencyMs: LATENCY_MS };
 }
