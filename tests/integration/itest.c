@@ -276,3 +276,21 @@ void itest_entities_free(struct ecw_entity **v, size_t n)
 		ecw_entity_free(v[i]);
 	free(v);
 }
+
+const char *itest_entity_json(const struct ecw_entity *e)
+{
+	static char text[4][8192];
+	static int k;
+	struct ecw_buf b;
+
+	k = (k + 1) % 4;
+	ecw_buf_init(&b, 0);
+	if (!e)
+		snprintf(text[k], sizeof(text[k]), "(none)");
+	else if (ecw_entity_to_json(&b, e) == 0)
+		snprintf(text[k], sizeof(text[k]), "%s", ecw_buf_cstr(&b));
+	else
+		snprintf(text[k], sizeof(text[k]), "(unprintable)");
+	ecw_buf_dispose(&b);
+	return text[k];
+}

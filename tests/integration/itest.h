@@ -69,6 +69,11 @@ void itest_unique_name(char *out, size_t cap, char kind, const char *hint);
 struct ecw_entity **itest_query_all(size_t *n, struct ecw_client *c, const char *table, const char *filter);
 void itest_entities_free(struct ecw_entity **v, size_t n);
 
+/* An entity as JSON for a failure message ("(none)" for NULL), cut at 8 KiB.
+ * The text lives in one of 4 static slots, so up to 4 may appear in one
+ * message; not thread-safe. */
+const char *itest_entity_json(const struct ecw_entity *e);
+
 /* Current stats of a client. */
 struct ecw_client_stats itest_stats(const struct ecw_client *c);
 

@@ -471,6 +471,21 @@ static int pfail(struct producer *p, const char *what, int err)
 	return -1;
 }
 
+/* An application write to an employee that failed: a 412 or 404 is a race
+ * lost to a worker or another producer (counted; the caller tries again),
+ * anything else fails the producer (-1). */
+static int lost_race(struct producer *p, struct mx *x, int err)
+{
+	ecw_error_clear();
+	if (err == ECW_EPRECONDITION)
+		atomic_fetch_add(&x->app_412, 1);
+	else if (err == ECW_ENOTFOUND)
+		atomic_fetch_add(&x->app_404, 1);
+	else
+		return pfail(p, "write employee", err);
+	return 0;
+}
+
 #define PTRY(expr)                                                                                           \
 	do {                                                                                                 \
 		int ptry_rc_ = (expr);                                                                       \
@@ -609,13 +624,8 @@ static int change_employee(struct producer *p, int want, int what, char *old_ema
 				atomic_fetch_add(&x->email_changes, 1);
 			return i;
 		}
-		ecw_error_clear();
-		if (err == ECW_EPRECONDITION)
-			atomic_fetch_add(&x->app_412, 1);
-		else if (err == ECW_ENOTFOUND)
-			atomic_fetch_add(&x->app_404, 1);
-		else
-			return pfail(p, "write employee", err);
+		if (lost_race(p, x, err) < 0)
+			return -1;
 	}
 	atomic_fetch_add(&x->app_skipped, 1);
 	return -1;
@@ -752,13 +762,8 @@ static int take_email(struct producer *p, int a, const char *email)
 		ecw_entity_free(e);
 		if (err == 0)
 			return b;
-		ecw_error_clear();
-		if (err == ECW_EPRECONDITION)
-			atomic_fetch_add(&x->app_412, 1);
-		else if (err == ECW_ENOTFOUND)
-			atomic_fetch_add(&x->app_404, 1);
-		else
-			return pfail(p, "write employee", err);
+		if (lost_race(p, x, err) < 0)
+			return -1;
 	}
 	return -1;
 }
@@ -1045,24 +1050,6 @@ static const struct ecw_entity *find_entity(struct ecw_entity **v, size_t n, con
 	return NULL;
 }
 
-static const char *json_of(const struct ecw_entity *e)
-{
-	static char text[4][2048];
-	static int k;
-	struct ecw_buf b;
-
-	k = (k + 1) % 4;
-	ecw_buf_init(&b, 0);
-	if (!e)
-		snprintf(text[k], sizeof(text[k]), "(none)");
-	else if (ecw_entity_to_json(&b, e) == 0)
-		snprintf(text[k], sizeof(text[k]), "%s", ecw_buf_cstr(&b));
-	else
-		snprintf(text[k], sizeof(text[k]), "(unprintable)");
-	ecw_buf_dispose(&b);
-	return text[k];
-}
-
 /* The hex SHA-256 of "pk NUL rk": the RowKey of both jobs' refs. */
 static void ref_hash(char out[65], const char *pk, const char *rk)
 {
@@ -1125,7 +1112,7 @@ static struct json_object *parse_keys(struct report *r, const struct ecw_entity 
 	struct json_object *arr;
 
 	if (!keys || !count || count->type != ECW_EDM_INT32 || ecw_entity_count(list) != 2) {
-		diff(r, "list %s: not {Keys: String, Count: Int32}: %s", lrk, json_of(list));
+		diff(r, "list %s: not {Keys: String, Count: Int32}: %s", lrk, itest_entity_json(list));
 		return NULL;
 	}
 	arr = json_tokener_parse(keys);
@@ -1196,7 +1183,7 @@ static void check_end_state(struct mx *x, struct state *s)
 		const struct ecw_entity *b = find_entity(s->arch, s->narch, x->epk[i], x->erk[i]);
 		if (a && b)
 			diff(r, "employee (%s, %s) is in Employees AND in the archive:\n    %s\n    %s",
-			     x->epk[i], x->erk[i], json_of(a), json_of(b));
+			     x->epk[i], x->erk[i], itest_entity_json(a), itest_entity_json(b));
 		if (!a && !b)
 			diff(r, "employee (%s, %s) is in neither Employees nor the archive: lost", x->epk[i],
 			     x->erk[i]);
@@ -1210,7 +1197,7 @@ static void check_end_state(struct mx *x, struct state *s)
 		          grade->v.i32 != i % 9 || !badge || badge->type != ECW_EDM_INT64 ||
 		          badge->v.i64 != 9007199254740993LL + i))
 			diff(r, "employee (%s, %s) lost or changed properties (types) on its way: %s",
-			     x->epk[i], x->erk[i], json_of(e));
+			     x->epk[i], x->erk[i], itest_entity_json(e));
 	}
 	/* The checks below need these on every employee. */
 	if (r->n) {
@@ -1241,7 +1228,7 @@ static void check_end_state(struct mx *x, struct state *s)
 			if (j == s->nemp) {
 				diff(r, "stale email entry %s (its source (%s, %s) is %s): %s", rk,
 				     spk ? spk : "?", srk ? srk : "?",
-				     spk && srk ? whereabouts(s, spk, srk) : "-", json_of(a));
+				     spk && srk ? whereabouts(s, spk, srk) : "-", itest_entity_json(a));
 				continue;
 			}
 			const struct ecw_entity *src = s->emp[j];
@@ -1254,8 +1241,8 @@ static void check_end_state(struct mx *x, struct state *s)
 			ECW_ASSERT_OK(ecw_entity_set_prop(want, ecw_entity_get(src, "FirstName")));
 			ECW_ASSERT_OK(ecw_entity_set_prop(want, ecw_entity_get(src, "LastName")));
 			if (!ecw_entity_equal(a, want))
-				diff(r, "email entry %s:\n    has      %s\n    expected %s", rk, json_of(a),
-				     json_of(want));
+				diff(r, "email entry %s:\n    has      %s\n    expected %s", rk, itest_entity_json(a),
+				     itest_entity_json(want));
 			ecw_entity_free(want);
 			seen_entry[j] = true;
 		} else if (strncmp(pk, EMAIL_REF, strlen(EMAIL_REF)) == 0) {
@@ -1265,7 +1252,7 @@ static void check_end_state(struct mx *x, struct state *s)
 			if (!src) {
 				diff(r, "stale email ref of (%s, %s), which is %s: %s", spk ? spk : "?",
 				     srk ? srk : "?", spk && srk ? whereabouts(s, spk, srk) : "-",
-				     json_of(a));
+				     itest_entity_json(a));
 				continue;
 			}
 			struct ecw_entity *want = NULL;
@@ -1281,7 +1268,7 @@ static void check_end_state(struct mx *x, struct state *s)
 			                                    strlen(strp(src, "Email"))));
 			if (!ecw_entity_equal(a, want))
 				diff(r, "email ref of (%s, %s):\n    has      %s\n    expected %s", spk, srk,
-				     json_of(a), json_of(want));
+				     itest_entity_json(a), itest_entity_json(want));
 			ecw_entity_free(want);
 			for (size_t j = 0; j < s->nemp; j++)
 				if (s->emp[j] == src)
@@ -1320,7 +1307,7 @@ static void check_end_state(struct mx *x, struct state *s)
 			if (!src) {
 				diff(r, "stale list ref of (%s, %s), which is %s: %s", spk ? spk : "?",
 				     srk ? srk : "?", spk && srk ? whereabouts(s, spk, srk) : "-",
-				     json_of(a));
+				     itest_entity_json(a));
 				continue;
 			}
 			struct ecw_entity *want = NULL;
@@ -1335,13 +1322,13 @@ static void check_end_state(struct mx *x, struct state *s)
 			ECW_ASSERT_OK(ecw_entity_set_string(want, "ListRowKey", last, strlen(last)));
 			if (!ecw_entity_equal(a, want))
 				diff(r, "list ref of (%s, %s):\n    has      %s\n    expected %s", spk, srk,
-				     json_of(a), json_of(want));
+				     itest_entity_json(a), itest_entity_json(want));
 			ecw_entity_free(want);
 			for (size_t j = 0; j < s->nemp; j++)
 				if (s->emp[j] == src)
 					seen_lref[j] = true;
 		} else {
-			diff(r, "unexpected entity in the index table: %s", json_of(a));
+			diff(r, "unexpected entity in the index table: %s", itest_entity_json(a));
 		}
 	}
 	for (size_t j = 0; j < s->nemp; j++) {
@@ -1405,7 +1392,7 @@ static void check_end_state(struct mx *x, struct state *s)
 		if (!st || strcmp(st->v.s, "new") != 0 || !amt || amt->type != ECW_EDM_INT32 || !note ||
 		    ecw_entity_count(o) != 3 + extra)
 			diff(r, "order (%s, %s): other properties changed: %s", ecw_entity_pk(o),
-			     ecw_entity_rk(o), json_of(o));
+			     ecw_entity_rk(o), itest_entity_json(o));
 	}
 
 	if (r->n) {

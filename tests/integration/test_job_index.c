@@ -289,24 +289,6 @@ static struct ecw_entity *get(struct ix *x, const char *table, const char *pk, c
 	return e;
 }
 
-static const char *json_of(const struct ecw_entity *e)
-{
-	static char text[4][8192];
-	static int k;
-	struct ecw_buf b;
-
-	k = (k + 1) % 4;
-	ecw_buf_init(&b, 0);
-	if (!e)
-		snprintf(text[k], sizeof(text[k]), "(none)");
-	else if (ecw_entity_to_json(&b, e) == 0)
-		snprintf(text[k], sizeof(text[k]), "%s", ecw_buf_cstr(&b));
-	else
-		snprintf(text[k], sizeof(text[k]), "(unprintable)");
-	ecw_buf_dispose(&b);
-	return text[k];
-}
-
 /* ---- the recomputation -------------------------------------------------------------------------- */
 
 struct spec {
@@ -424,13 +406,13 @@ static size_t check_recompute(struct ix *x, const struct spec *sp)
 			    strcmp(ecw_entity_rk(exp[j]), ecw_entity_rk(a)) == 0)
 				break;
 		ITEST_CHECK(j < ne, "stale or unexpected entity in the index table %s: %s", index,
-		            json_of(a));
+		            itest_entity_json(a));
 		ITEST_CHECK(ecw_entity_equal(a, exp[j]), "index table %s:\n  has      %s\n  expected %s",
-		            index, json_of(a), json_of(exp[j]));
+		            index, itest_entity_json(a), itest_entity_json(exp[j]));
 		found[j] = 1;
 	}
 	for (size_t j = 0; j < ne; j++)
-		ITEST_CHECK(found[j], "index table %s lacks %s", index, json_of(exp[j]));
+		ITEST_CHECK(found[j], "index table %s lacks %s", index, itest_entity_json(exp[j]));
 	free(found);
 	itest_entities_free(exp, ne);
 	itest_entities_free(src, ns);

@@ -939,7 +939,7 @@ static void test_config__load_errors(void **state)
 	(void)state;
 	struct ecw_config_errors errs;
 	struct ecw_config *cfg = (struct ecw_config *)1;
-	char dir[] = "/tmp/ecw-test-config-XXXXXX", path[256];
+	char dir[] = "/tmp/ecw-test-config-......", path[256];
 	FILE *f;
 
 	ecw_config_errors_init(&errs);
@@ -948,6 +948,7 @@ static void test_config__load_errors(void **state)
 	assert_int_equal(errs.n, 1);
 	assert_str(errs.lines[0], "/nonexistent/ecw.yaml: cannot read: No such file or directory");
 
+	memset(strchr(dir, '.'), 'X', 6); /* mkdtemp's template: six of them at the end */
 	assert_non_null(mkdtemp(dir));
 	assert_int_equal(ecw_config_load(&cfg, dir, &errs), ECW_EINVALID);
 	assert_int_equal(errs.n, 2);
