@@ -278,23 +278,17 @@ static struct ecw_job_ctx job_ctx(struct runtime *rt, struct ecw_client *c, stru
  * holds (ecw_job.h). Not when the lease is gone: then another worker holds the
  * message and this one neither poisons it nor may write. A failure leaves what
  * the id holds with it (each job's header says what that costs); the envelope
- * matters more, so the poisoning goes on. ctx is run's, or NULL when the
- * message did not run. */
-static void abandon(struct runtime *rt, struct ecw_client *c, struct slot *s, const struct ecw_message *m,
-		    struct ecw_job_ctx *ctx)
+ * matters more, so the poisoning goes on. */
+static void abandon(struct runtime *rt, struct ecw_client *c, struct slot *s, const struct ecw_message *m)
 {
 	const struct ecw_job_def *def = ecw_config_job(rt->cfg, m->job);
-	struct ecw_job_ctx own;
 	int err;
 
 	if (!def || !def->type->abandon || atomic_load(&s->lease_lost))
 		return;
-	if (!ctx) {
-		own = job_ctx(rt, c, s, def, m);
-		ctx = &own;
-	}
+	struct ecw_job_ctx ctx = job_ctx(rt, c, s, def, m);
 	ecw_error_clear();
-	if ((err = def->type->abandon(def->settings, ctx)) < 0) {
+	if ((err = def->type->abandon(def->settings, &ctx)) < 0) {
 		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "abandon_failed");
 		ecw_log_str(l, "job", m->job);
 		ecw_log_str(l, "pk", m->pk);
@@ -359,7 +353,7 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 					 "retried");
 	}
 	if (reason && decoded)
-		abandon(rt, c, s, &m, def ? &ctx : NULL);
+		abandon(rt, c, s, &m);
 	if (reason)
 		outcome = poison(rt, c, s, &m, reason, error);
 
@@ -648,7 +642,8 @@ static int prepare_patiently(struct runtime *rt, struct ecw_client *c)
 		int err = prepare(rt, c);
 		if (err >= 0)
 			return 0;
-		if (err != ECW_EBUSY && err != ECW_ETIMEOUT && err != ECW_ETRANSIENT && err != ECW_ECONFLICT)
+		/* 409 too: a table deleted a moment ago is "being deleted" for a while. */
+		if (!ecw_err_is_transient(err) && err != ECW_ECONFLICT)
 			return -1;
 		if (atomic_load(&rt->stopping))
 			return 1;
