@@ -187,6 +187,7 @@ int itest_setup(void **state)
 	itest_unique_name(t->queue, sizeof(t->queue), 'q', "q");
 	itest_unique_name(t->table, sizeof(t->table), 't', "a");
 	itest_unique_name(t->table2, sizeof(t->table2), 't', "b");
+	itest_unique_name(t->poison, sizeof(t->poison), 'q', "poison");
 	ecw_error_clear();
 	return 0;
 }
@@ -198,7 +199,7 @@ int itest_teardown(void **state)
 		return 0;
 	/* Best effort: a test may have deleted them itself, or failed midway. A
 	 * fresh client, so faults a test left queued cannot get in the way. */
-	if (t->acct != NULL && (t->queue_used || t->table_used || t->table2_used)) {
+	if (t->acct != NULL && (t->queue_used || t->table_used || t->table2_used || t->poison_used || t->nq || t->nt)) {
 		struct ecw_client *c = NULL;
 		static const struct ecw_client_options o = ITEST_OPTIONS;
 		if (ecw_client_new(&c, t->acct, &o) == 0) {
@@ -208,6 +209,12 @@ int itest_teardown(void **state)
 				(void)!ecw_table_delete_table(c, t->table);
 			if (t->table2_used)
 				(void)!ecw_table_delete_table(c, t->table2);
+			if (t->poison_used)
+				(void)!ecw_queue_delete_queue(c, t->poison);
+			for (int i = 0; i < t->nq; i++)
+				(void)!ecw_queue_delete_queue(c, t->extra_q[i]);
+			for (int i = 0; i < t->nt; i++)
+				(void)!ecw_table_delete_table(c, t->extra_t[i]);
 			ecw_client_free(c);
 		}
 	}
@@ -293,4 +300,30 @@ const char *itest_entity_json(const struct ecw_entity *e)
 		snprintf(text[k], sizeof(text[k]), "(unprintable)");
 	ecw_buf_dispose(&b);
 	return text[k];
+}
+
+const char *itest_poison(struct itest *t)
+{
+	t->poison_used = true;
+	return t->poison;
+}
+
+const char *itest_extra_queue(struct itest *t, const char *hint)
+{
+	assert_true(t->nq < ITEST_MAX_EXTRA);
+	itest_unique_name(t->extra_q[t->nq], sizeof(t->extra_q[0]), 'q', hint);
+	return t->extra_q[t->nq++];
+}
+
+const char *itest_extra_table(struct itest *t, const char *hint)
+{
+	assert_true(t->nt < ITEST_MAX_EXTRA);
+	itest_unique_name(t->extra_t[t->nt], sizeof(t->extra_t[0]), 't', hint);
+	return t->extra_t[t->nt++];
+}
+
+void itest_keep_queue(struct itest *t, const char *name)
+{
+	assert_true(t->nq < ITEST_MAX_EXTRA && strlen(name) < sizeof(t->extra_q[0]));
+	memcpy(t->extra_q[t->nq++], name, strlen(name) + 1);
 }

@@ -23,15 +23,23 @@
 		4, 10, 100, 30000, 2000, false, NULL, NULL, NULL                                                     \
 	}
 
+#define ITEST_MAX_EXTRA 64
+
 struct itest {
 	struct ecw_account *acct;
 	struct ecw_client *client;
 	char queue[64];  /* unique queue name, not yet created */
 	char table[64];  /* unique table name, not yet created */
 	char table2[64]; /* a second unique table name, not yet created */
+	char poison[64]; /* a unique poison queue name (itest_poison) */
 	bool queue_used; /* set by itest_queue/itest_table: teardown deletes them */
 	bool table_used;
 	bool table2_used;
+	bool poison_used;
+	/* More queues and tables a test used (itest_extra_queue ...): teardown
+	 * deletes them. */
+	char extra_q[ITEST_MAX_EXTRA][64], extra_t[ITEST_MAX_EXTRA][64];
+	int nq, nt;
 };
 
 /* cmocka setup/teardown: a fresh client and fresh names per test. */
@@ -42,6 +50,16 @@ int itest_teardown(void **state);
 const char *itest_queue(struct itest *t);
 const char *itest_table(struct itest *t);
 const char *itest_table2(struct itest *t);
+
+/* Names teardown deletes, whoever creates them (the worker does, with
+ * create_missing); none is created here. itest_poison: the fixture's poison
+ * queue name. itest_extra_queue/itest_extra_table: one more unique name
+ * (hint as in itest_unique_name). itest_keep_queue: a name made elsewhere.
+ * At most ITEST_MAX_EXTRA of each kind. */
+const char *itest_poison(struct itest *t);
+const char *itest_extra_queue(struct itest *t, const char *hint);
+const char *itest_extra_table(struct itest *t, const char *hint);
+void itest_keep_queue(struct itest *t, const char *name);
 
 /* ECW_TEST_CONNECTION_STRING, or a failed test with a clear message. */
 const char *itest_connstr(void);

@@ -29,7 +29,7 @@
 
 struct fx {
 	struct itest *t; /* client; queue; table = Customers, table2 = Orders */
-	char poison[64];
+	const char *poison; /* t's: itest_teardown deletes it */
 	char config[640]; /* the last config written */
 };
 
@@ -41,7 +41,7 @@ static int fx_setup(void **state)
 	assert_non_null(x);
 	itest_setup(&t);
 	x->t = t;
-	itest_unique_name(x->poison, sizeof(x->poison), 'q', "poison");
+	x->poison = itest_poison(x->t);
 	itest_queue(x->t);
 	itest_table(x->t);
 	itest_table2(x->t);
@@ -57,7 +57,6 @@ static int fx_teardown(void **state)
 	if (!x)
 		return 0;
 	proc_cleanup();
-	(void)!ecw_queue_delete_queue(x->t->client, x->poison);
 	t = x->t;
 	itest_teardown(&t);
 	free(x);

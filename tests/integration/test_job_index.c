@@ -23,16 +23,12 @@
 #include <string.h>
 
 #define JOB "by-email"
-#define MAX_EXTRA 64
 
 /* ---- fixture ------------------------------------------------------------------------------------ */
 
 struct ix {
 	struct itest *t; /* client; t->queue the job queue, t->table the source, t->table2 the index */
-	char poison[64];
-	/* more queues and tables a case made (deleted at teardown) */
-	char extra_q[MAX_EXTRA][64], extra_t[MAX_EXTRA][64];
-	int nq, nt;
+	const char *poison; /* t's: itest_teardown deletes it, and the extra queues and tables */
 };
 
 static int ix_setup(void **state)
@@ -43,7 +39,7 @@ static int ix_setup(void **state)
 	assert_non_null(x);
 	itest_setup(&t);
 	x->t = t;
-	itest_unique_name(x->poison, sizeof(x->poison), 'q', "poison");
+	x->poison = itest_poison(x->t);
 	*state = x;
 	return 0;
 }
@@ -56,11 +52,6 @@ static int ix_teardown(void **state)
 	if (!x)
 		return 0;
 	proc_cleanup();
-	(void)!ecw_queue_delete_queue(x->t->client, x->poison);
-	for (int i = 0; i < x->nq; i++)
-		(void)!ecw_queue_delete_queue(x->t->client, x->extra_q[i]);
-	for (int i = 0; i < x->nt; i++)
-		(void)!ecw_table_delete_table(x->t->client, x->extra_t[i]);
 	/* The workers created the queue and the tables. */
 	x->t->queue_used = x->t->table_used = x->t->table2_used = true;
 	t = x->t;
@@ -72,16 +63,12 @@ static int ix_teardown(void **state)
 
 static const char *extra_queue(struct ix *x)
 {
-	assert_true(x->nq < MAX_EXTRA);
-	itest_unique_name(x->extra_q[x->nq], sizeof(x->extra_q[0]), 'q', "ixq");
-	return x->extra_q[x->nq++];
+	return itest_extra_queue(x->t, "ixq");
 }
 
 static const char *extra_table(struct ix *x)
 {
-	assert_true(x->nt < MAX_EXTRA);
-	itest_unique_name(x->extra_t[x->nt], sizeof(x->extra_t[0]), 't', "ixt");
-	return x->extra_t[x->nt++];
+	return itest_extra_table(x->t, "ixt");
 }
 
 /* ---- the worker --------------------------------------------------------------------------------- */

@@ -37,9 +37,7 @@
 
 struct ix {
 	struct itest *t; /* queue = the job queue, table = Employees, table2 = the lists */
-	char poison[64];
-	char extra_queues[24][64]; /* more queues a test used, deleted at teardown */
-	size_t nextra;
+	const char *poison; /* t's: itest_teardown deletes it, and the queues given to itest_keep_queue */
 };
 
 static int ix_setup(void **state)
@@ -50,7 +48,7 @@ static int ix_setup(void **state)
 	assert_non_null(x);
 	itest_setup(&t);
 	x->t = t;
-	itest_unique_name(x->poison, sizeof(x->poison), 'q', "poison");
+	x->poison = itest_poison(x->t);
 	/* The application's tables exist before it writes (the worker would
 	 * create them too). */
 	itest_queue(x->t);
@@ -68,9 +66,6 @@ static int ix_teardown(void **state)
 	if (!x)
 		return 0;
 	proc_cleanup();
-	(void)!ecw_queue_delete_queue(x->t->client, x->poison);
-	for (size_t i = 0; i < x->nextra; i++)
-		(void)!ecw_queue_delete_queue(x->t->client, x->extra_queues[i]);
 	x->t->queue_used = x->t->table_used = x->t->table2_used = true;
 	t = x->t;
 	itest_teardown(&t);
@@ -818,7 +813,7 @@ static void test_job_index_list__crash_after_every_step(void **state)
 			snprintf(c->to, sizeof(c->to), "To%zu-%zu", s, k);
 			snprintf(c->third, sizeof(c->third), "Third%zu-%zu", s, k);
 			itest_unique_name(c->queue, sizeof(c->queue), 'q', "crash");
-			snprintf(x->extra_queues[x->nextra++], sizeof(x->extra_queues[0]), "%s", c->queue);
+			itest_keep_queue(x->t, c->queue);
 			n++;
 		}
 
@@ -974,8 +969,8 @@ static void test_job_index_list__staged_races(void **state)
 
 	itest_unique_name(qa, sizeof(qa), 'q', "slow");
 	itest_unique_name(qb, sizeof(qb), 'q', "fast");
-	snprintf(x->extra_queues[x->nextra++], sizeof(x->extra_queues[0]), "%s", qa);
-	snprintf(x->extra_queues[x->nextra++], sizeof(x->extra_queues[0]), "%s", qb);
+	itest_keep_queue(x->t, qa);
+	itest_keep_queue(x->t, qb);
 	ECW_ASSERT_OK(ecw_queue_create(NULL, x->t->client, qa));
 	ECW_ASSERT_OK(ecw_queue_create(NULL, x->t->client, qb));
 	change(x, "Race", "r1", "Jones");
@@ -1468,8 +1463,8 @@ static void test_job_index_list__poisoned_intents_handed_over(void **state)
 		change(x, "Poison", buddy, c->from);
 		itest_unique_name(c->queue, sizeof(c->queue), 'q', "pcase");
 		itest_unique_name(c->poison, sizeof(c->poison), 'q', "ppoison");
-		snprintf(x->extra_queues[x->nextra++], sizeof(x->extra_queues[0]), "%s", c->queue);
-		snprintf(x->extra_queues[x->nextra++], sizeof(x->extra_queues[0]), "%s", c->poison);
+		itest_keep_queue(x->t, c->queue);
+		itest_keep_queue(x->t, c->poison);
 		ECW_ASSERT_OK(ecw_queue_create(NULL, x->t->client, c->queue));
 		ECW_ASSERT_OK(ecw_queue_create(NULL, x->t->client, c->poison));
 	}

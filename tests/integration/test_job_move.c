@@ -42,7 +42,7 @@ struct mv {
 	const char *emp;  /* Employees (the source of archive-employee) */
 	const char *arch; /* EmployeesArchive */
 	char note[64];    /* a third table, for follow-up jobs */
-	char poison[64];
+	const char *poison; /* t's: itest_teardown deletes it */
 	struct ecw_client *c;
 };
 
@@ -58,7 +58,7 @@ static int mv_setup(void **state)
 	m->emp = itest_table(m->t);
 	m->arch = itest_table2(m->t);
 	itest_unique_name(m->note, sizeof(m->note), 't', "note");
-	itest_unique_name(m->poison, sizeof(m->poison), 'q', "poison");
+	m->poison = itest_poison(m->t);
 	ECW_ASSERT_OK(ecw_queue_create(NULL, m->c, itest_queue(m->t)));
 	*state = m;
 	return 0;
@@ -72,7 +72,6 @@ static int mv_teardown(void **state)
 	if (!m)
 		return 0;
 	proc_cleanup(); /* a failed assertion may have left workers running */
-	(void)!ecw_queue_delete_queue(m->c, m->poison);
 	(void)!ecw_table_delete_table(m->c, m->note);
 	t = m->t;
 	itest_teardown(&t);

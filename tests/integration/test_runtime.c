@@ -29,7 +29,7 @@
 
 struct rt {
 	struct itest *t;           /* client, queue name (the job queue), tables */
-	char poison[64];           /* the poison queue's name */
+	const char *poison;        /* the poison queue's name (t's: itest_teardown deletes it) */
 	struct ecw_client *client; /* what the helpers use: t->client, or one
 	                            * for a test's private Azurite */
 	const char *connstr;       /* NULL: ECW_TEST_CONNECTION_STRING */
@@ -45,7 +45,7 @@ static int rt_setup(void **state)
 	itest_setup(&t);
 	r->t = t;
 	r->client = r->t->client;
-	itest_unique_name(r->poison, sizeof(r->poison), 'q', "poison");
+	r->poison = itest_poison(r->t);
 	*state = r;
 	return 0;
 }
@@ -58,7 +58,6 @@ static int rt_teardown(void **state)
 	if (!r)
 		return 0;
 	proc_cleanup(); /* a failed assertion may have left workers running */
-	(void)!ecw_queue_delete_queue(r->t->client, r->poison);
 	/* The worker created the tables and queues it needed. */
 	r->t->queue_used = r->t->table_used = r->t->table2_used = true;
 	t = r->t;
