@@ -17,7 +17,7 @@
 CC      ?= cc
 PREFIX  ?= /usr/local
 DESTDIR ?=
-PKGS    := libcurl libcrypto json-c yaml-0.1 libxml-2.0 libmicrohttpd
+PKGS    := libcurl libcrypto json-c yaml-0.1 expat libmicrohttpd
 CFLAGS  ?= -O2 -g
 
 # `make V=1` shows the full commands.
@@ -113,7 +113,7 @@ $(BUILD)/tests/tools/%: tests/tools/%.c
 # ---- dependencies --------------------------------------------------------
 
 APT_PKGS := build-essential pkg-config libcurl4-openssl-dev libssl-dev libjson-c-dev \
-	libyaml-dev libcmocka-dev libxml2-dev libmicrohttpd-dev openssl
+	libyaml-dev libcmocka-dev libexpat1-dev libmicrohttpd-dev openssl
 NODE_STAMP := tests/node_modules/.ecw-installed
 
 deps: $(NODE_STAMP)

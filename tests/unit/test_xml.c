@@ -186,6 +186,15 @@ static void test_xml__malformed(void **state)
 	    "not xml",
 	    "<QueueMessagesList><QueueMessage><MessageId>x</MessageId>",
 	    "<?xml version=\"1.0\"?><Error><Code>QueueNotFound</Code></Error>",
+	    /* The service never declares a DOCTYPE; one is refused outright, so
+	     * no entity is ever expanded. */
+	    "<?xml version=\"1.0\"?><!DOCTYPE QueueMessagesList [<!ENTITY a \"aaaaaaaa\">]>"
+	    "<QueueMessagesList><QueueMessage><MessageId>x</MessageId><MessageText>&a;&a;</MessageText>"
+	    "</QueueMessage></QueueMessagesList>",
+	    "<!DOCTYPE QueueMessagesList><QueueMessagesList />",
+	    /* Two roots, and text after the root. */
+	    "<QueueMessagesList /><QueueMessagesList />",
+	    "<QueueMessagesList />x",
 	};
 	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
 		struct ecw_queue_msg *m = NULL;

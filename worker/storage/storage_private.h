@@ -162,7 +162,7 @@ int ecw_check_queue_name(const char *name) ECW_MUST_USE;
 
 int ecw_check_table_name(const char *name) ECW_MUST_USE;
 
-/* ---- xml.c (the only user of libxml2) ---- */
+/* ---- xml.c (the only user of expat) ---- */
 
 /* Parses a QueueMessagesList. A message without MessageText (as a put's
  * answer has) comes back with text NULL. */

@@ -1,147 +1,271 @@
 /* xml.c - reads the Queue service's XML answers (message lists and error
- * bodies) with libxml2: the only file that uses it. Parsing is local only
- * (XML_PARSE_NONET, no entity substitution), and whitespace-only text is kept
- * because it can be a message's whole text. */
+ * bodies) with expat: the only file that uses it. The bodies are small and
+ * flat, so one pass of callbacks fills the messages directly; no tree is
+ * built. A document with a DOCTYPE is refused (the service never sends one),
+ * so no entity is ever declared or expanded, and whitespace-only text is kept
+ * because it can be a message's whole text.
+ *
+ * Depths: 1 is the root (QueueMessagesList or Error), 2 a QueueMessage or an
+ * error's Code/Message, 3 a message's field. A field's text is all the text
+ * inside it, nested elements included, like the DOM's textContent. */
+#include <expat.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
-#include <libxml/parser.h>
-#include <libxml/tree.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "storage_private.h"
 
-static pthread_once_t xml_once = PTHREAD_ONCE_INIT;
+enum field {
+	F_NONE,
+	F_ID,
+	F_POP_RECEIPT,
+	F_DEQUEUE_COUNT,
+	F_INSERTION_TIME,
+	F_EXPIRATION_TIME,
+	F_NEXT_VISIBLE,
+	F_TEXT,
+	F_ERR_CODE,
+	F_ERR_MESSAGE,
+};
 
-static void xml_init(void)
+struct reader {
+	XML_Parser parser;
+	const char *root;        /* the root element this document must have */
+	int depth;
+	int field_depth;         /* where the open field started, 0 when none */
+	enum field field;
+	bool root_ok;
+	bool in_msg;
+	struct ecw_buf text;     /* the open field's text */
+	int err;                 /* set by a callback, which then stops the parse */
+
+	struct ecw_queue_msg *msgs;
+	size_t n, cap;
+
+	char *code, *msg;        /* the error body's fields */
+	size_t code_cap, msg_cap;
+};
+
+static const struct {
+	const char *name;
+	enum field field;
+} msg_fields[] = {
+	{"MessageId", F_ID},
+	{"PopReceipt", F_POP_RECEIPT},
+	{"DequeueCount", F_DEQUEUE_COUNT},
+	{"InsertionTime", F_INSERTION_TIME},
+	{"ExpirationTime", F_EXPIRATION_TIME},
+	{"TimeNextVisible", F_NEXT_VISIBLE},
+	{"MessageText", F_TEXT},
+};
+
+static void fail(struct reader *r, int err)
 {
-	/* libxml2 sets up its globals here; doing it lazily from several
-	 * threads at once is not safe. */
-	xmlInitParser();
+	if (r->err == 0)
+		r->err = err;
+	XML_StopParser(r->parser, XML_FALSE);
 }
 
-static xmlDocPtr parse(const char *body, size_t len)
+static void copy_text(char *dst, size_t cap, const struct ecw_buf *text)
 {
-	pthread_once(&xml_once, xml_init);
-	if (len > (size_t)INT32_MAX)
-		return NULL;
-	return xmlReadMemory(body, (int)len, NULL, "UTF-8", XML_PARSE_NONET | XML_PARSE_NOERROR |
-								     XML_PARSE_NOWARNING | XML_PARSE_HUGE);
+	snprintf(dst, cap, "%s", ecw_buf_cstr(text));
 }
 
-static bool is(xmlNodePtr n, const char *name)
+static int parse_time(time_t *out, const struct ecw_buf *text)
 {
-	return n->type == XML_ELEMENT_NODE && xmlStrcmp(n->name, (const xmlChar *)name) == 0;
+	return ecw_parse_http_date(out, ecw_buf_cstr(text));
 }
 
-static void copy_text(char *dst, size_t cap, xmlNodePtr n)
+/* A field of the current message is complete. Like every field, a repeated
+ * one: the last wins. */
+static int set_field(struct ecw_queue_msg *m, enum field f, struct ecw_buf *text)
 {
-	xmlChar *t = xmlNodeGetContent(n);
-
-	snprintf(dst, cap, "%s", t ? (const char *)t : "");
-	xmlFree(t);
-}
-
-static int parse_time(time_t *out, xmlNodePtr n)
-{
-	char buf[64];
-
-	copy_text(buf, sizeof(buf), n);
-	return ecw_parse_http_date(out, buf);
-}
-
-static int parse_message(struct ecw_queue_msg *m, xmlNodePtr qm)
-{
+	char *end;
 	int err = 0;
 
-	for (xmlNodePtr n = qm->children; n && err == 0; n = n->next) {
-		if (n->type != XML_ELEMENT_NODE)
-			continue;
-		if (is(n, "MessageId")) {
-			copy_text(m->id, sizeof(m->id), n);
-		} else if (is(n, "PopReceipt")) {
-			copy_text(m->pop_receipt, sizeof(m->pop_receipt), n);
-		} else if (is(n, "DequeueCount")) {
-			char buf[32], *end;
-			copy_text(buf, sizeof(buf), n);
-			m->dequeue_count = strtol(buf, &end, 10);
-			if (end == buf || *end)
-				err = ecw_error_set(ECW_ERROR, "queue: bad DequeueCount in response");
-		} else if (is(n, "InsertionTime")) {
-			err = parse_time(&m->insertion_time, n);
-		} else if (is(n, "ExpirationTime")) {
-			err = parse_time(&m->expiration_time, n);
-			/* "Never expires" comes back as 9999-12-31. */
-			if (err == 0 && m->expiration_time >= (time_t)253402214400LL)
-				m->expiration_time = 0;
-		} else if (is(n, "TimeNextVisible")) {
-			err = parse_time(&m->next_visible, n);
-		} else if (is(n, "MessageText")) {
-			xmlChar *t = xmlNodeGetContent(n);
-			/* Like every field, a repeated one: the last wins. */
-			free(m->text);
-			m->text_len = t ? strlen((const char *)t) : 0;
-			m->text = strdup(t ? (const char *)t : "");
-			xmlFree(t);
-			if (!m->text)
-				err = ecw_error_set(ECW_ENOMEM, "out of memory");
-		}
+	switch (f) {
+	case F_ID:
+		copy_text(m->id, sizeof(m->id), text);
+		break;
+	case F_POP_RECEIPT:
+		copy_text(m->pop_receipt, sizeof(m->pop_receipt), text);
+		break;
+	case F_DEQUEUE_COUNT:
+		m->dequeue_count = strtol(ecw_buf_cstr(text), &end, 10);
+		if (end == ecw_buf_cstr(text) || *end)
+			err = ecw_error_set(ECW_ERROR, "queue: bad DequeueCount in response");
+		break;
+	case F_INSERTION_TIME:
+		err = parse_time(&m->insertion_time, text);
+		break;
+	case F_EXPIRATION_TIME:
+		err = parse_time(&m->expiration_time, text);
+		/* "Never expires" comes back as 9999-12-31. */
+		if (err == 0 && m->expiration_time >= (time_t)253402214400LL)
+			m->expiration_time = 0;
+		break;
+	case F_NEXT_VISIBLE:
+		err = parse_time(&m->next_visible, text);
+		break;
+	case F_TEXT:
+		free(m->text);
+		m->text_len = text->len;
+		m->text = text->ptr ? ecw_buf_take(text) : strdup("");
+		if (!m->text)
+			err = ecw_error_set(ECW_ENOMEM, "out of memory");
+		break;
+	default:
+		break;
 	}
-	if (err == 0 && !m->id[0])
-		err = ecw_error_set(ECW_ERROR, "queue: message without MessageId in response");
 	return err;
+}
+
+static int add_message(struct reader *r)
+{
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 32;
+		struct ecw_queue_msg *m = realloc(r->msgs, cap * sizeof(*m));
+		if (!m)
+			return ecw_error_set(ECW_ENOMEM, "out of memory");
+		r->msgs = m;
+		r->cap = cap;
+	}
+	memset(&r->msgs[r->n++], 0, sizeof(r->msgs[0]));
+	return 0;
+}
+
+static void XMLCALL on_start(void *data, const XML_Char *name, const XML_Char **attrs)
+{
+	struct reader *r = data;
+	bool list = r->code == NULL;
+	int err;
+
+	(void)attrs;
+	r->depth++;
+	if (r->field != F_NONE)
+		return; /* nested inside a field: its text still counts */
+	if (r->depth == 1) {
+		r->root_ok = strcmp(name, r->root) == 0;
+		if (!r->root_ok)
+			XML_StopParser(r->parser, XML_FALSE);
+	} else if (list && r->depth == 2) {
+		r->in_msg = strcmp(name, "QueueMessage") == 0;
+		if (r->in_msg && (err = add_message(r)) < 0)
+			fail(r, err);
+	} else if (list && r->depth == 3 && r->in_msg) {
+		for (size_t i = 0; i < sizeof(msg_fields) / sizeof(msg_fields[0]); i++)
+			if (strcmp(name, msg_fields[i].name) == 0)
+				r->field = msg_fields[i].field;
+	} else if (!list && r->depth == 2) {
+		if (strcmp(name, "Code") == 0)
+			r->field = F_ERR_CODE;
+		else if (strcmp(name, "Message") == 0)
+			r->field = F_ERR_MESSAGE;
+	}
+	if (r->field != F_NONE) {
+		r->field_depth = r->depth;
+		ecw_buf_reset(&r->text);
+	}
+}
+
+static void XMLCALL on_end(void *data, const XML_Char *name)
+{
+	struct reader *r = data;
+	int err = 0;
+
+	(void)name;
+	if (r->field != F_NONE && r->depth == r->field_depth) {
+		if (r->field == F_ERR_CODE)
+			copy_text(r->code, r->code_cap, &r->text);
+		else if (r->field == F_ERR_MESSAGE)
+			copy_text(r->msg, r->msg_cap, &r->text);
+		else
+			err = set_field(&r->msgs[r->n - 1], r->field, &r->text);
+		r->field = F_NONE;
+		r->field_depth = 0;
+	} else if (r->field == F_NONE && r->depth == 2 && r->in_msg) {
+		if (!r->msgs[r->n - 1].id[0])
+			err = ecw_error_set(ECW_ERROR, "queue: message without MessageId in response");
+		r->in_msg = false;
+	}
+	if (err < 0)
+		fail(r, err);
+	r->depth--;
+}
+
+static void XMLCALL on_text(void *data, const XML_Char *s, int len)
+{
+	struct reader *r = data;
+	int err;
+
+	if (r->field != F_NONE && (err = ecw_buf_add(&r->text, s, (size_t)len)) < 0)
+		fail(r, err);
+}
+
+static void XMLCALL on_doctype(void *data, const XML_Char *name, const XML_Char *sysid,
+			       const XML_Char *pubid, int has_internal_subset)
+{
+	struct reader *r = data;
+
+	(void)name, (void)sysid, (void)pubid, (void)has_internal_subset;
+	XML_StopParser(r->parser, XML_FALSE);
+}
+
+/* Runs the whole body through the callbacks: 0 when the document was well
+ * formed, had the expected root and no callback failed; a callback's error;
+ * or 1 when the document was refused (not XML, another root, a DOCTYPE). */
+static int run(struct reader *r, const char *body, size_t len)
+{
+	enum XML_Status st;
+
+	if (len > (size_t)INT_MAX)
+		return 1;
+	if (!(r->parser = XML_ParserCreate("UTF-8")))
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	XML_SetUserData(r->parser, r);
+	XML_SetElementHandler(r->parser, on_start, on_end);
+	XML_SetCharacterDataHandler(r->parser, on_text);
+	XML_SetStartDoctypeDeclHandler(r->parser, on_doctype);
+	ecw_buf_init(&r->text, len + 1);
+	st = XML_Parse(r->parser, body, (int)len, XML_TRUE);
+	ecw_buf_dispose(&r->text);
+	XML_ParserFree(r->parser);
+	r->parser = NULL;
+	if (r->err < 0)
+		return r->err;
+	return st == XML_STATUS_OK && r->root_ok ? 0 : 1;
 }
 
 int ecw_xml_parse_messages(struct ecw_queue_msg **out, size_t *count, const char *body, size_t len)
 {
-	struct ecw_queue_msg *msgs = NULL;
-	xmlDocPtr doc = parse(body, len);
-	xmlNodePtr root;
-	size_t n = 0, i = 0;
-	int err = 0;
+	struct reader r = {.root = "QueueMessagesList"};
+	int err;
 
 	*out = NULL;
 	*count = 0;
-	if (!doc || !(root = xmlDocGetRootElement(doc)) || !is(root, "QueueMessagesList")) {
+	err = run(&r, body, len);
+	if (err == 1)
 		err = ecw_error_set(ECW_ERROR, "queue: response is not a QueueMessagesList");
-		goto done;
-	}
-	for (xmlNodePtr c = root->children; c; c = c->next)
-		n += is(c, "QueueMessage");
-	if (n && !(msgs = calloc(n, sizeof(*msgs)))) {
-		err = ecw_error_set(ECW_ENOMEM, "out of memory");
-		goto done;
-	}
-	for (xmlNodePtr c = root->children; c && err == 0; c = c->next)
-		if (is(c, "QueueMessage"))
-			err = parse_message(&msgs[i++], c);
 	if (err < 0) {
-		ecw_queue_msgs_free(msgs, n);
-		goto done;
+		ecw_queue_msgs_free(r.msgs, r.n);
+		return err;
 	}
-	*out = msgs;
-	*count = n;
-done:
-	xmlFreeDoc(doc);
-	return err;
+	*out = r.msgs;
+	*count = r.n;
+	return 0;
 }
 
 void ecw_xml_parse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
 			 const char *body, size_t len)
 {
-	xmlDocPtr doc = parse(body, len);
-	xmlNodePtr root;
+	struct reader r = {.root = "Error", .code = code, .code_cap = code_cap,
+			   .msg = msg, .msg_cap = msg_cap};
 
 	code[0] = msg[0] = '\0';
-	if (doc && (root = xmlDocGetRootElement(doc)) && is(root, "Error")) {
-		for (xmlNodePtr n = root->children; n; n = n->next) {
-			if (is(n, "Code"))
-				copy_text(code, code_cap, n);
-			else if (is(n, "Message"))
-				copy_text(msg, msg_cap, n);
-		}
-	}
-	xmlFreeDoc(doc);
+	if (run(&r, body, len) != 0)
+		code[0] = msg[0] = '\0';
 }
 
 void ecw_queue_msgs_free(struct ecw_queue_msg *msgs, size_t count)
