@@ -230,7 +230,7 @@ demo-run: $(BUILD)/ecworker
 bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
-bench-run: $(BUILD)/ecworker $(BUILD)/tests/tools/faultproxy
+bench-run: $(BUILD)/ecworker $(BUILD)/tests/tools/faultproxy $(BUILD)/tests/tools/rtfloor
 	@node tests/bench/bench.js --build $(BUILD)
 
 # ---- misc ------------------------------------------------------------------

@@ -12,7 +12,10 @@
 //   archive  employees moved Employees -> EmployeesArchive, one message each,
 //            at concurrency 1, 16 and 64, ecworker and the SDK worker
 //            alternating; plus ecworker on messages whose employee is absent
-//            (the worker has next to nothing to do: what Azurite allows).
+//            (the worker has next to nothing to do: what Azurite allows);
+//            and tests/tools/rtfloor, the CPU of a bare round trip to the same
+//            Azurite, which times ecworker's requests/msg is a floor under
+//            any worker's CPU per message on this machine.
 //   fanout   10,000 orders over 10 customers; then the same again, which
 //            must write nothing.
 //   idle     storage requests per minute on an empty queue at
@@ -89,8 +92,8 @@ for (const p of PARTS)
 // of /proc's CPU times (10 ms), few enough that the whole bench stays near a
 // quarter of an hour on a 2-core machine.
 const SIZE = QUICK
-	? { c1: 100, c16: 400, c64: 400, absent: 400, lat1: 50, lat64: 400, customers: 10, orders: 1000, windows: 1, windowS: 30 }
-	: { c1: 500, c16: 2000, c64: 2000, absent: 2000, lat1: 200, lat64: 2000, customers: 10, orders: 1000, windows: 3, windowS: 60 };
+	? { c1: 100, c16: 400, c64: 400, absent: 400, floor: 2000, lat1: 50, lat64: 400, customers: 10, orders: 1000, windows: 1, windowS: 30 }
+	: { c1: 500, c16: 2000, c64: 2000, absent: 2000, floor: 5000, lat1: 200, lat64: 2000, customers: 10, orders: 1000, windows: 3, windowS: 60 };
 const CONCURRENCY = [1, 16, 64];
 const LATENCY_MS = 5;
 const IDLE_POLL_MAX = "10s";
@@ -98,6 +101,7 @@ const RUN_TIMEOUT_MS = 5 * 60 * 1000;
 
 const ECWORKER = path.join(opts.build, "ecworker");
 const FAULTPROXY = path.join(opts.build, "tests", "tools", "faultproxy");
+const RTFLOOR = path.join(opts.build, "tests", "tools", "rtfloor");
 const AZURITE = path.join(TESTS, "node_modules", ".bin", "azurite");
 const WORKDIR = path.join(opts.build, "bench");
 const CLK_TCK = (() => {
@@ -517,6 +521,19 @@ async function archiveRun({ kind, concurrency, n, present = true, proxy = false,
 	}
 }
 
+// The CPU floor of one storage round trip on this machine: tests/tools/rtfloor
+// sends a small request on one keep-alive connection and reads the answer,
+// nothing else. No worker can spend less per request than this.
+async function floorRun(count) {
+	const az = await startAzurite();
+	try {
+		const out = JSON.parse(execFileSync(RTFLOOR, [String(az.tablePort), String(count)]).toString());
+		return { requests: out.requests, cpuUsPerRequest: out.user_us + out.sys_us, userUs: out.user_us, sysUs: out.sys_us };
+	} finally {
+		await az.stop();
+	}
+}
+
 // ---- fan-out -------------------------------------------------------------------------------
 
 function customer(c) {
@@ -679,6 +696,10 @@ async function measureArchive() {
 		const res = await archiveRun({ kind: "ecworker", concurrency: 64, n: SIZE.absent, present: false, tag: `absent-run${r}` });
 		progress(`  ${fmt(res.msgsPerS, 1)} msgs/s, Azurite ${fmt(res.azuriteCpuPct, 0)}%`);
 		archive.absent.push(res);
+		progress(`archive run ${r}/${RUNS}: the CPU floor of a round trip (rtfloor, ${SIZE.floor} requests)`);
+		const fl = await floorRun(SIZE.floor);
+		progress(`  ${fmt(fl.cpuUsPerRequest, 1)} µs CPU per round trip (user ${fmt(fl.userUs, 1)}, sys ${fmt(fl.sysUs, 1)})`);
+		(archive.floor ||= []).push(fl);
 	}
 	return archive;
 }
@@ -750,6 +771,13 @@ function summarizeArchive(archive, t) {
 	t.add(`absent employees c64 (${SIZE.absent} msgs): msgs/s`, fmtStat(A.msgsPerS, 1));
 	t.add("absent employees c64: requests/msg", fmtStat(A.requestsPerMsg, 2));
 	t.add("absent employees c64: Azurite CPU %", fmtStat(A.azuriteCpuPct, 0));
+	// The floor in the same runs: CPU of a bare round trip, times the
+	// requests ecworker needed per message at c64.
+	const F = stat(archive.floor.map((f) => f.cpuUsPerRequest));
+	const floorMsg = stat(archive.floor.map((f, i) => f.cpuUsPerRequest * archive.ecworker[64][i].requestsPerMsg));
+	summary.floor = { cpuUsPerRequest: F, cpuUsPerMsgC64: floorMsg };
+	t.add("floor: CPU µs per bare round trip (rtfloor)", fmtStat(F, 1));
+	t.add("floor x requests/msg at c64: CPU µs/msg", fmtStat(floorMsg, 0), "", "", "(no worker goes below)");
 	return summary;
 }
 
