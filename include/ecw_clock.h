@@ -7,6 +7,15 @@
 #include <stdint.h>
 
 int64_t ecw_now_ms(void);        /* monotonic milliseconds */
+/* The wall clock: Unix time in milliseconds, UTC. What schedules, rollup
+ * windows, purge ages and {now:...} keys read. Test builds take
+ * ECW_TEST_CLOCK="ANCHOR_MS:BASE_MS:SCALE": at the real Unix time ANCHOR_MS
+ * the clock read BASE_MS and it runs SCALE times as fast, so several
+ * processes given the same value agree on a simulated date. */
+int64_t ecw_wall_ms(void);
+/* How many wall-clock milliseconds pass per real one: 1, except under
+ * ECW_TEST_CLOCK. Divide a wall-clock wait by it to sleep. */
+int64_t ecw_wall_scale(void);
 void ecw_sleep_ms(int64_t ms);   /* returns early only on a signal */
 uint32_t ecw_random_u32(void);   /* uniform, thread-safe; not for secrets */
 

@@ -72,6 +72,8 @@ enum ecw_log_level { ECW_LOG_DEBUG, ECW_LOG_INFO, ECW_LOG_WARN, ECW_LOG_ERROR };
 enum ecw_log_format { ECW_LOG_JSON, ECW_LOG_TEXT };
 
 struct ecw_job_type;
+struct ecw_schedule_set;
+struct ecw_migration_set;
 
 struct ecw_job_def {
 	char *name;                       /* the key under jobs: */
@@ -116,6 +118,8 @@ struct ecw_config {
 	} metrics;
 	struct ecw_job_def *jobs;
 	size_t njobs;
+	struct ecw_schedule_set *schedules;   /* `schedules:` (worker/schedule.h); NULL when none */
+	struct ecw_migration_set *migrations; /* `migrations:` (worker/migrate.h); NULL when none */
 };
 
 /* Reads and checks path. Returns 0, or ECW_EINVALID with every problem in errs

@@ -18,7 +18,8 @@ struct json_object;
 struct ecw_job_ctx {
 	struct ecw_client *client;        /* this thread's connection */
 	const char *job;                  /* the configured job name */
-	const char *pk, *rk;              /* the changed entity's keys (checked) */
+	const char *pk, *rk;              /* the changed entity's keys (checked);
+					   * NULL for a keyless type */
 	const char *trace_id;             /* "id" from the message, or the message id */
 	const char *message_id;
 	long dequeue_count;
@@ -41,6 +42,11 @@ bool ecw_job_err_is_permanent(int err);
 
 struct ecw_job_type {
 	const char *name;                 /* the `type:` in the config */
+	/* Messages of this type name no entity: no pk/rk (ctx->pk and ctx->rk
+	 * are NULL); the job reads its own fields from ctx->message. Such a
+	 * job has no `then`, and no `then` names it. Otherwise a message
+	 * without keys is a permanent failure. */
+	bool keyless;
 	/* Reads the job's settings (the map under jobs.NAME) into *out; reports
 	 * problems in errs and returns -1. The keys `type` and `then` are read
 	 * by the configuration itself: every type's list of allowed keys must

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "connect.h"
 #include "ecw_config.h"
+#include "ecw_job.h"
 #include "ecw_log.h"
 #include "ecw_storage.h"
 #include "message.h"
@@ -136,7 +137,8 @@ int ecw_cmd_check_config(int argc, char **argv)
 int ecw_cmd_enqueue(int argc, char **argv)
 {
 	static const char help[] =
-		"usage: ecworker enqueue [-c FILE] JOB PK RK [--base64] [--id ID] [--field KEY=VALUE ...]\n\n"
+		"usage: ecworker enqueue [-c FILE] JOB PK RK [--base64] [--id ID] [--field KEY=VALUE ...]\n"
+		"       ecworker enqueue [-c FILE] JOB --field KEY=VALUE ...   (a keyless job: rollup, purge-tables)\n\n"
 		"Puts {\"job\":JOB,\"pk\":PK,\"rk\":RK,...} on the job queue, for operators and demos\n"
 		"(applications use their own SDK). JOB must be configured.\n\n"
 		"  -c, --config FILE   configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
@@ -154,9 +156,11 @@ int ecw_cmd_enqueue(int argc, char **argv)
 	size_t nfields = 0;
 	bool base64 = false;
 	struct ecw_config *cfg = NULL;
+	const struct ecw_job_def *def;
 	struct ecw_account *acct = NULL;
 	struct ecw_client *c = NULL;
 	struct ecw_queue_msg put;
+	bool keyed;
 	struct ecw_buf text;
 	int ch, rc = EXIT_USAGE;
 
@@ -174,19 +178,27 @@ int ecw_cmd_enqueue(int argc, char **argv)
 		default: fputs(help, stderr); goto done;
 		}
 	}
-	if (argc - optind != 3) {
-		fprintf(stderr, "enqueue: expected JOB PK RK\n");
+	if (argc - optind != 3 && argc - optind != 1) {
+		fprintf(stderr, "enqueue: expected JOB PK RK, or JOB alone for a keyless job\n");
 		fputs(help, stderr);
 		goto done;
 	}
 	if (!(cfg = ecw_cli_load_config(path)))
 		goto done;
-	if (!ecw_config_job(cfg, argv[optind])) {
+	if (!(def = ecw_config_job(cfg, argv[optind]))) {
 		fprintf(stderr, "enqueue: no job named '%s' in %s\n", argv[optind], cfg->file);
 		goto done;
 	}
-	if (ecw_key_check(argv[optind + 1], "PK") < 0 || ecw_key_check(argv[optind + 2], "RK") < 0 ||
-	    ecw_message_encode(&text, argv[optind], argv[optind + 1], argv[optind + 2], id, fields, base64) < 0) {
+	keyed = argc - optind == 3;
+	if (keyed == def->type->keyless) {
+		fprintf(stderr, keyed ? "enqueue: '%s' is a %s job, which takes no PK RK (give its fields with -f)\n"
+				      : "enqueue: '%s' is a %s job: give the entity's PK and RK\n",
+			def->name, def->type->name);
+		goto done;
+	}
+	if ((keyed && (ecw_key_check(argv[optind + 1], "PK") < 0 || ecw_key_check(argv[optind + 2], "RK") < 0)) ||
+	    ecw_message_encode(&text, argv[optind], keyed ? argv[optind + 1] : NULL, keyed ? argv[optind + 2] : NULL,
+			       id, fields, base64) < 0) {
 		fprintf(stderr, "enqueue: %s\n", ecw_error_last()->message);
 		goto done;
 	}

@@ -1,8 +1,62 @@
-/* clock.c - monotonic time, sleep and a thread-safe PRNG (see ecw_clock.h). */
+/* clock.c - monotonic and wall time, sleep and a thread-safe PRNG (see
+ * ecw_clock.h). */
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "ecw_clock.h"
+
+static int64_t real_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#ifdef ECW_TESTING
+static pthread_once_t test_clock_once = PTHREAD_ONCE_INIT;
+static int64_t test_anchor, test_base, test_scale = 1;
+static int test_clock_on;
+
+static void test_clock_init(void)
+{
+	const char *v = getenv("ECW_TEST_CLOCK");
+	int64_t a, b, k;
+	int used = 0;
+
+	if (!v || !*v)
+		return;
+	if (sscanf(v, "%" SCNd64 ":%" SCNd64 ":%" SCNd64 "%n", &a, &b, &k, &used) != 3 || v[used] || k < 1) {
+		fprintf(stderr, "ECW_TEST_CLOCK must be ANCHOR_MS:BASE_MS:SCALE, not '%s'\n", v);
+		abort();
+	}
+	test_anchor = a, test_base = b, test_scale = k, test_clock_on = 1;
+}
+#endif
+
+int64_t ecw_wall_ms(void)
+{
+#ifdef ECW_TESTING
+	pthread_once(&test_clock_once, test_clock_init);
+	if (test_clock_on)
+		return test_base + (real_wall_ms() - test_anchor) * test_scale;
+#endif
+	return real_wall_ms();
+}
+
+int64_t ecw_wall_scale(void)
+{
+#ifdef ECW_TESTING
+	pthread_once(&test_clock_once, test_clock_init);
+	return test_scale;
+#else
+	return 1;
+#endif
+}
 
 int64_t ecw_now_ms(void)
 {

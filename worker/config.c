@@ -19,6 +19,8 @@
 
 #include "ecw_buf.h"
 #include "ecw_config.h"
+#include "migrate.h"
+#include "schedule.h"
 #include "ecw_job.h"
 #include "ecw_storage.h"
 
@@ -1087,7 +1089,7 @@ int ecw_node_string_list(char ***out, bool *present, const struct ecw_node *map,
 
 /* ---- the configuration --------------------------------------------------- */
 
-static const char *const top_keys[] = {"storage", "worker", "log", "metrics", "jobs", NULL};
+static const char *const top_keys[] = {"storage", "worker", "log", "metrics", "jobs", "schedules", "migrations", NULL};
 static const char *const storage_keys[] = {"connection_string", "auth", "account", "ca_file",
                                            "managed_identity_client_id", "request_timeout", NULL};
 static const char *const storage_auths[] = {"key", "workload-identity", "managed-identity", NULL};
@@ -1506,10 +1508,17 @@ static void check_then(const struct ecw_config *cfg, const struct ecw_node *sec,
 
 	for (size_t i = 0; i < cfg->njobs; i++) {
 		const struct ecw_node *at = ecw_node_get(ecw_node_get(sec, cfg->jobs[i].name), "then");
+		const struct ecw_job_def *next;
+		if (cfg->jobs[i].then && cfg->jobs[i].type && cfg->jobs[i].type->keyless)
+			ecw_config_error(errs, at, "jobs.%s.then: a %s job names no entity to hand on",
+			                 cfg->jobs[i].name, cfg->jobs[i].type->name);
 		for (size_t k = 0; cfg->jobs[i].then && cfg->jobs[i].then[k]; k++)
-			if (!ecw_config_job(cfg, cfg->jobs[i].then[k]))
+			if (!(next = ecw_config_job(cfg, cfg->jobs[i].then[k])))
 				ecw_config_error(errs, at, "jobs.%s.then names '%.64s', which is not a configured job",
 				                 cfg->jobs[i].name, cfg->jobs[i].then[k]);
+			else if (next->type && next->type->keyless)
+				ecw_config_error(errs, at, "jobs.%s.then names '%.64s', a %s job, which takes no entity's keys",
+				                 cfg->jobs[i].name, next->name, next->type->name);
 	}
 	if (!(state = calloc(cfg->njobs ? cfg->njobs : 1, 1)))
 		return;
@@ -1718,6 +1727,9 @@ int ecw_config_parse(struct ecw_config **out, const char *text, size_t len, cons
 		check_metrics(cfg, root, errs);
 		if ((err = check_jobs(cfg, root, errs)) < 0)
 			goto done;
+		/* After the jobs: a schedule names them. */
+		ecw_schedules_parse(&cfg->schedules, ecw_node_get(root, "schedules"), cfg, errs);
+		ecw_migrations_parse(&cfg->migrations, ecw_node_get(root, "migrations"), errs);
 	}
 done:
 	node_free(root);
@@ -1801,6 +1813,8 @@ void ecw_config_free(struct ecw_config *cfg)
 			j->type->free(j->settings);
 	}
 	free(cfg->jobs);
+	ecw_schedules_free(cfg->schedules);
+	ecw_migrations_free(cfg->migrations);
 	free(cfg);
 }
 

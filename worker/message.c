@@ -96,8 +96,8 @@ int ecw_message_decode(struct ecw_message *out, const char *text, size_t len)
 	/* Keep whatever decodes, for the poison envelope, then judge. */
 	const char *job, *pk, *rk, *id;
 	int ej = string_field(&job, out->obj, "job", true);
-	int ep = string_field(&pk, out->obj, "pk", true);
-	int er = string_field(&rk, out->obj, "rk", true);
+	int ep = string_field(&pk, out->obj, "pk", false);
+	int er = string_field(&rk, out->obj, "rk", false);
 	int ei = string_field(&id, out->obj, "id", false);
 	out->job = ej == 0 ? job : NULL;
 	out->pk = ep == 0 ? pk : NULL;
@@ -109,12 +109,26 @@ int ecw_message_decode(struct ecw_message *out, const char *text, size_t len)
 		err = ecw_error_set(ECW_EINVALID, "message field \"job\" is empty");
 		goto done;
 	}
-	if ((err = ecw_key_check(out->pk, "message field \"pk\"")) < 0 ||
-	    (err = ecw_key_check(out->rk, "message field \"rk\"")) < 0)
+	/* Keys come as a pair or not at all (a keyless job's message). */
+	if (!out->pk != !out->rk) {
+		err = ecw_error_set(ECW_EINVALID, "message has \"%s\" but no \"%s\"", out->pk ? "pk" : "rk",
+				    out->pk ? "rk" : "pk");
+		goto done;
+	}
+	if (out->pk && ((err = ecw_key_check(out->pk, "message field \"pk\"")) < 0 ||
+			(err = ecw_key_check(out->rk, "message field \"rk\"")) < 0))
 		goto done;
 done:
 	ecw_buf_dispose(&raw);
 	return err;
+}
+
+int ecw_message_require_keys(const struct ecw_message *m)
+{
+	if (!m->pk)
+		return ecw_error_set(ECW_EINVALID, "message has no \"pk\" and \"rk\" (job '%.100s' acts on an entity)",
+				     m->job ? m->job : "");
+	return 0;
 }
 
 void ecw_message_dispose(struct ecw_message *m)
@@ -136,8 +150,14 @@ int ecw_message_encode(struct ecw_buf *out, const char *job, const char *pk, con
 	if (!obj)
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
 	json_object_object_add(obj, "job", json_object_new_string(job));
-	json_object_object_add(obj, "pk", json_object_new_string(pk));
-	json_object_object_add(obj, "rk", json_object_new_string(rk));
+	if (!pk != !rk) {
+		json_object_put(obj);
+		return ecw_error_set(ECW_EINVALID, "a message has both keys or neither");
+	}
+	if (pk) {
+		json_object_object_add(obj, "pk", json_object_new_string(pk));
+		json_object_object_add(obj, "rk", json_object_new_string(rk));
+	}
 	if (id)
 		json_object_object_add(obj, "id", json_object_new_string(id));
 	for (size_t i = 0; fields && fields[i]; i++) {

@@ -1,7 +1,9 @@
 /* message.h - the job message: a JSON object
  *   {"job":"<configured name>","pk":"...","rk":"...","id":"optional trace id", ...}
- * sent as plain text or as base64 of the same text. Decoding owns a json-c
- * object (ecw_message_dispose frees it); job/pk/rk/id point into it. */
+ * sent as plain text or as base64 of the same text. The keys name the changed
+ * entity; a keyless job type's messages have neither (a rollup's carries its
+ * own fields instead). Decoding owns a json-c object (ecw_message_dispose
+ * frees it); job/pk/rk/id point into it. */
 #ifndef ECW_MESSAGE_H
 #define ECW_MESSAGE_H
 
@@ -14,7 +16,7 @@ struct json_object;
 
 struct ecw_message {
 	struct json_object *obj;
-	const char *job, *pk, *rk, *id; /* id NULL when absent */
+	const char *job, *pk, *rk, *id; /* pk/rk NULL when absent (both), id NULL when absent */
 	bool base64;                    /* the text was base64 of the JSON */
 };
 
@@ -25,10 +27,14 @@ struct ecw_message {
  * stay set in out for the poison envelope. Keys are checked as the service
  * would. */
 int ecw_message_decode(struct ecw_message *out, const char *text, size_t len) ECW_MUST_USE;
+/* ECW_EINVALID "message has no pk and rk" unless the message names an
+ * entity: the runtime's check before a job type that needs keys. */
+int ecw_message_require_keys(const struct ecw_message *m) ECW_MUST_USE;
 void ecw_message_dispose(struct ecw_message *m);
 
 /* Builds a message's text: fields is a NULL-terminated list of "key=value"
- * strings added as string fields (they may not replace job/pk/rk/id). */
+ * strings added as string fields (they may not replace job/pk/rk/id). pk
+ * and rk are both NULL for a keyless job's message. */
 int ecw_message_encode(struct ecw_buf *out, const char *job, const char *pk, const char *rk,
 		       const char *id, char *const *fields, bool base64) ECW_MUST_USE;
 

@@ -329,6 +329,9 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	} else if (!(def = ecw_config_job(cfg, m.job))) {
 		snprintf(error, sizeof(error), "unknown job '%.100s'", m.job);
 		reason = "permanent";
+	} else if (!def->type->keyless && ecw_message_require_keys(&m) < 0) {
+		snprintf(error, sizeof(error), "%s", ecw_error_last()->message);
+		reason = "permanent";
 	}
 
 	struct ecw_job_ctx ctx = {.client = c};

@@ -57,6 +57,40 @@ static void test_message__required_fields(void **state)
 	refused("[1]", 3, "neither a JSON object nor base64");
 }
 
+/* A keyless job's message (a rollup's) has neither key; one key alone is
+ * refused, and ecw_message_require_keys is what a keyed job type gets. */
+static void test_message__keyless(void **state)
+{
+	(void)state;
+	struct ecw_message m;
+	static const char text[] = "{\"job\":\"tank-daily\",\"device\":\"tank-7\",\"window_start\":\"2020-10-11\"}";
+
+	assert_int_equal(ecw_message_decode(&m, text, strlen(text)), 0);
+	assert_str(m.job, "tank-daily");
+	assert_null(m.pk);
+	assert_null(m.rk);
+	assert_int_equal(ecw_message_require_keys(&m), ECW_EINVALID);
+	assert_true(str_contains(ecw_error_last()->message, "no \"pk\""));
+	ecw_message_dispose(&m);
+
+	refused("{\"job\":\"j\",\"rk\":\"r\"}", 20, "has \"rk\" but no \"pk\"");
+	refused("{\"job\":\"j\",\"pk\":\"p\",\"rk\":null}", 30, "has \"pk\" but no \"rk\"");
+
+	struct ecw_buf b;
+	char *fields[] = {"device=tank-7", NULL};
+	ecw_buf_init(&b, 0);
+	assert_int_equal(ecw_message_encode(&b, "tank-daily", NULL, NULL, NULL, fields, false), 0);
+	assert_str(b.ptr, "{\"job\":\"tank-daily\",\"device\":\"tank-7\"}");
+	ecw_buf_reset(&b);
+	assert_int_equal(ecw_message_encode(&b, "j", "p", NULL, NULL, NULL, false), ECW_EINVALID);
+	ecw_buf_dispose(&b);
+
+	decodes("{\"job\":\"j\",\"pk\":\"p\",\"rk\":\"r\"}", "j", "p", "r", NULL);
+	assert_int_equal(ecw_message_decode(&m, "{\"job\":\"j\",\"pk\":\"p\",\"rk\":\"r\"}", 29), 0);
+	assert_int_equal(ecw_message_require_keys(&m), 0);
+	ecw_message_dispose(&m);
+}
+
 /* Found by fuzz_message: "arc\u0000hive" was the job "arc", and a key with a
  * NUL in it slipped past the key check (which stops at the NUL). */
 static void test_message__nul_in_a_field(void **state)
@@ -87,6 +121,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_message__plain_and_base64),
 	    cmocka_unit_test(test_message__required_fields),
+	    cmocka_unit_test(test_message__keyless),
 	    cmocka_unit_test(test_message__nul_in_a_field),
 	    cmocka_unit_test(test_message__nul_after_base64),
 	};
