@@ -9,6 +9,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include "ecw_config.h"
 #include "ecw_err.h"
 #include "ecw_storage.h"
@@ -72,6 +73,15 @@ struct ecw_job_type {
 	/* The table the job writes (archive, index, targets), for `ecworker
 	 * status`; may be NULL. */
 	const char *(*target_table)(const void *settings);
+	/* Keyless types: the message fields run reads besides "job" and
+	 * "window_start" (NULL-terminated, e.g. {"device", NULL}), so that a
+	 * schedule can check it provides them; may be NULL (none). */
+	const char *const *(*message_fields)(const void *settings);
+	/* Types that work on a time window named by the message's
+	 * "window_start": the window's length in ms (3600000, 86400000 or
+	 * 604800000; weeks start Monday 00:00 UTC), so that a schedule's
+	 * `window:` can be checked against it; NULL for other types. */
+	int64_t (*window_ms)(const void *settings);
 };
 
 /* The registry: NULL when no type has that name. */
