@@ -262,7 +262,7 @@ static void test_config__unknown_key_top_level(void **state)
 	(void)state;
 	one_error(
 	    "worker: {}\nworkers: {}\n", "2:1",
-	    "unknown key 'workers' in the top level (expected one of: storage, worker, log, metrics, jobs)");
+	    "unknown key 'workers' in the top level (expected one of: storage, worker, log, metrics, jobs, schedules, migrations)");
 }
 
 static void test_config__unknown_key_nested(void **state)
