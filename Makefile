@@ -92,12 +92,13 @@ $(BUILD)/tobj/%.o: %.c $(HDRS)
 	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -c -o $@ $<
 
 # Unit tests wrap the sleep so backoff is checked without waiting, and the
-# clock so token refresh is checked without the hours passing.
+# clocks so token refresh is checked without the hours passing and {now:...}
+# keys and purge ages against a fixed date.
 $(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(SAY) "  TEST    $@"
 	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -Itests/unit -o $@ $< $(UNIT_SUPPORT) $(TOBJS) \
-		-Wl,--wrap=ecw_sleep_ms -Wl,--wrap=ecw_now_ms $(TEST_LIBS) $(ECW_LIBS)
+		-Wl,--wrap=ecw_sleep_ms -Wl,--wrap=ecw_now_ms -Wl,--wrap=ecw_wall_ms $(TEST_LIBS) $(ECW_LIBS)
 
 $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/integration/*.h)
 	@mkdir -p $(dir $@)

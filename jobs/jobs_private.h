@@ -7,16 +7,35 @@
 #include "ecw_entity.h"
 #include "ecw_err.h"
 #include <stdbool.h>
+#include <stdint.h>
 
 /* A compiled template such as "email_{PartitionKey}" or "{Year:0>4}-{Id}":
  * {Name} is a property (or PartitionKey / RowKey), {Name:F>W} pads on the
  * left with F to width W ({Name:F<W} on the right), {{ and }} are literal
- * braces. Heap object: ecw_template_free. */
+ * braces. Key helpers, {Name:FORMATTER}:
+ *   inverted_ticks  DateTime.MaxValue.Ticks - the time's .NET ticks, 19
+ *                   digits: newest sorts first (all 7 fractional digits)
+ *   unix            Unix seconds, 10 digits (1970..2286): text order is time order
+ *   date_int        yyyyMMdd
+ *   hash4           4 lowercase hex digits: the first 2 bytes of the SHA-256
+ *                   of the value's text, to spread hot partitions
+ * The time formatters take a DateTime, or Unix seconds as Int32, Int64 or a
+ * String of digits; anything else renders as ECW_EINVALID naming the
+ * property. {now:inverted_ticks|unix|date_int} is the wall clock
+ * (ecw_wall_ms), allowed only with ECW_TEMPLATE_ALLOW_NOW. Heap object:
+ * ecw_template_free. */
 struct ecw_template;
 
 /* Parses text; on error returns ECW_EINVALID with a message naming what and
- * the column. */
+ * the column. Refuses {now:...}: a key that differs on every rerun breaks a
+ * job's convergence (a retried move would write a second copy). */
 int ecw_template_compile(struct ecw_template **out, const char *text, const char *what) ECW_MUST_USE;
+
+/* For ecw_template_compile_flags. */
+#define ECW_TEMPLATE_ALLOW_NOW 1u /* {now:...}: only where an entity is written exactly once */
+
+int ecw_template_compile_flags(struct ecw_template **out, const char *text, const char *what,
+			       unsigned flags) ECW_MUST_USE;
 void ecw_template_free(struct ecw_template *t);
 const char *ecw_template_text(const struct ecw_template *t);
 
@@ -29,6 +48,21 @@ enum ecw_template_mode {
  * text form (Binary), is ECW_EINVALID naming it: a permanent error. */
 int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const struct ecw_entity *e,
 			enum ecw_template_mode mode) ECW_MUST_USE;
+
+/* ---- times as keys (jobs/template.c) ---- */
+
+/* "YYYY-MM-DDThh:mm:ss.fffffffZ" and its NUL. */
+#define ECW_ISO_TICKS_SIZE 29
+
+/* The time a key made by {X:inverted_ticks} stands for: key starts with the
+ * 19 digits (what follows them is ignored). ECW_EINVALID otherwise. */
+int ecw_inverted_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], const char *key) ECW_MUST_USE;
+/* .NET ticks (0 .. DateTime.MaxValue.Ticks) as a DateTime's text. */
+int ecw_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], int64_t ticks) ECW_MUST_USE;
+/* A proleptic Gregorian date in years 1..9999. */
+bool ecw_civil_date_valid(int y, int m, int d);
+/* Unix ms of y-m-d hh:00:00 UTC (the date must be valid). */
+int64_t ecw_civil_to_unix_ms(int y, int m, int d, int hh);
 
 /* ---- reading job settings (jobs/common.c) ---- */
 

@@ -1,20 +1,189 @@
 /* template.c - key and filter templates (see jobs_private.h). A template is
  * compiled once at configuration time into literal and field parts, so a bad
- * template is a configuration error, and rendering is a walk over parts. */
+ * template is a configuration error, and rendering is a walk over parts.
+ * The key helpers ({Prop:inverted_ticks}, unix, date_int, hash4) work in
+ * .NET ticks (100 ns since 0001-01-01 UTC), the unit DateTime has at full
+ * precision, so no digit of a 7-digit fraction is lost. */
+#include <inttypes.h>
 #include <math.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecw_clock.h"
 #include "jobs_private.h"
+
+enum fmt {
+	FMT_NONE,
+	FMT_PAD,            /* {Name:F>W} / {Name:F<W} */
+	FMT_INVERTED_TICKS, /* 19 digits, newest first */
+	FMT_UNIX,           /* 10 digits of Unix seconds */
+	FMT_DATE_INT,       /* yyyyMMdd */
+	FMT_HASH4,          /* 4 hex digits of SHA-256 */
+};
 
 struct part {
 	char *text;      /* literal text, or the property name */
 	bool field;
-	char fill;       /* 0: no padding */
+	bool now;        /* {now:...}: the wall clock, not a property */
+	enum fmt fmt;
+	char fill;       /* FMT_PAD */
 	bool left;       /* pad on the left ('>') */
 	int width;
 };
+
+#define TICKS_PER_SECOND INT64_C(10000000)
+#define TICKS_PER_DAY (86400 * TICKS_PER_SECOND)
+/* 1970-01-01 in ticks, and DateTime.MaxValue.Ticks (9999-12-31T23:59:59.9999999). */
+#define TICKS_UNIX_EPOCH INT64_C(621355968000000000)
+#define TICKS_MAX INT64_C(3155378975999999999)
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+	y -= m <= 2;
+	int64_t era = (y >= 0 ? y : y - 399) / 400;
+	int64_t yoe = y - era * 400;
+	int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+static void civil_from_days(int64_t z, int *y, int *m, int *d)
+{
+	z += 719468;
+	int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+	int64_t doe = z - era * 146097;
+	int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	int64_t mp = (5 * doy + 2) / 153;
+	*d = (int)(doy - (153 * mp + 2) / 5 + 1);
+	*m = (int)(mp < 10 ? mp + 3 : mp - 9);
+	*y = (int)(yoe + era * 400 + (*m <= 2));
+}
+
+bool ecw_civil_date_valid(int y, int m, int d)
+{
+	static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+	if (y < 1 || y > 9999 || m < 1 || m > 12 || d < 1)
+		return false;
+	return d <= mdays[m - 1] + (m == 2 && leap);
+}
+
+int64_t ecw_civil_to_unix_ms(int y, int m, int d, int hh)
+{
+	return (days_from_civil(y, m, d) * 24 + hh) * 3600000LL;
+}
+
+/* n digits at s; -1 when one is not a digit. */
+static int digits(const char *s, int n)
+{
+	int v = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+/* "YYYY-MM-DDThh:mm:ss.fffffffZ" (how entities keep a DateTime; 0..7
+ * fractional digits accepted) to ticks. */
+static bool iso_to_ticks(int64_t *out, const char *s, size_t n)
+{
+	int y, mo, d, h, mi, sec;
+	int64_t frac = 0, scale = 1000000;
+	size_t i = 19;
+
+	if (n < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' ||
+	    (y = digits(s, 4)) < 0 || (mo = digits(s + 5, 2)) < 0 || (d = digits(s + 8, 2)) < 0 ||
+	    (h = digits(s + 11, 2)) < 0 || (mi = digits(s + 14, 2)) < 0 || (sec = digits(s + 17, 2)) < 0 ||
+	    !ecw_civil_date_valid(y, mo, d) || h > 23 || mi > 59 || sec > 59)
+		return false;
+	if (s[i] == '.') {
+		for (i++; i < n && s[i] >= '0' && s[i] <= '9' && scale > 0; i++, scale /= 10)
+			frac += (s[i] - '0') * scale;
+		if (s[i - 1] == '.')
+			return false;
+	}
+	if (i != n - 1 || s[i] != 'Z')
+		return false;
+	*out = (days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) * TICKS_PER_SECOND + frac +
+	       TICKS_UNIX_EPOCH;
+	return true;
+}
+
+int ecw_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], int64_t ticks)
+{
+	int y, m, d;
+	int64_t days, rem;
+
+	if (ticks < 0 || ticks > TICKS_MAX)
+		return ecw_error_set(ECW_EINVALID, "ticks %" PRId64 " are outside 0001-01-01..9999-12-31", ticks);
+	days = ticks / TICKS_PER_DAY;
+	rem = ticks % TICKS_PER_DAY;
+	civil_from_days(days - 719162, &y, &m, &d); /* 719162: days from 0001-01-01 to 1970-01-01 */
+	snprintf(out, ECW_ISO_TICKS_SIZE, "%04d-%02d-%02dT%02d:%02d:%02d.%07dZ", y, m, d,
+		 (int)(rem / (3600 * TICKS_PER_SECOND)), (int)(rem / (60 * TICKS_PER_SECOND) % 60),
+		 (int)(rem / TICKS_PER_SECOND % 60), (int)(rem % TICKS_PER_SECOND));
+	return 0;
+}
+
+int ecw_inverted_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], const char *key)
+{
+	int64_t inv = 0;
+
+	for (int i = 0; i < 19; i++) {
+		if (key[i] < '0' || key[i] > '9')
+			return ecw_error_set(ECW_EINVALID, "an inverted-ticks key starts with 19 digits");
+		inv = inv * 10 + (key[i] - '0');
+	}
+	if (inv > TICKS_MAX)
+		return ecw_error_set(ECW_EINVALID, "inverted ticks %" PRId64 " exceed DateTime.MaxValue", inv);
+	return ecw_ticks_to_iso(out, TICKS_MAX - inv);
+}
+
+/* A time for unix/date_int/inverted_ticks, in ticks: a DateTime, or Unix
+ * seconds as Int32, Int64 or a String of digits. */
+static int prop_ticks(int64_t *out, const struct ecw_prop *p, const char *fmt)
+{
+	int64_t secs = -1;
+
+	switch (p->type) {
+	case ECW_EDM_DATETIME:
+		if (iso_to_ticks(out, p->v.s, p->len))
+			return 0;
+		break;
+	case ECW_EDM_INT32:
+		secs = p->v.i32;
+		break;
+	case ECW_EDM_INT64:
+		secs = p->v.i64;
+		break;
+	case ECW_EDM_STRING:
+		if (p->len == 0 || p->len > 12)
+			break;
+		secs = 0;
+		for (size_t i = 0; i < p->len && secs >= 0; i++)
+			secs = p->v.s[i] >= '0' && p->v.s[i] <= '9' ? secs * 10 + (p->v.s[i] - '0') : -1;
+		break;
+	default:
+		break;
+	}
+	/* Unix seconds up to 9999-12-31T23:59:59. */
+	if (p->type != ECW_EDM_DATETIME && secs >= 0 && secs <= 253402300799LL) {
+		*out = secs * TICKS_PER_SECOND + TICKS_UNIX_EPOCH;
+		return 0;
+	}
+	return ecw_error_set(ECW_EINVALID,
+			     "property '%s' (%s) is not a time for :%s (a DateTime, or Unix seconds as Int32, "
+			     "Int64 or a string of digits)",
+			     p->name, ecw_edm_name(p->type), fmt);
+}
 
 struct ecw_template {
 	char *source;
@@ -54,8 +223,20 @@ static int add_part(struct ecw_template *t, const char *s, size_t n, bool field)
 	return 0;
 }
 
-/* "Name" or "Name:F>W" / "Name:F<W". */
-static int parse_field(struct ecw_template *t, const char *s, size_t n, const char *what, size_t col)
+static const struct {
+	const char *name;
+	enum fmt fmt;
+	bool time;   /* takes a time, so {now:...} may use it */
+} formatters[] = {
+	{"inverted_ticks", FMT_INVERTED_TICKS, true},
+	{"unix", FMT_UNIX, true},
+	{"date_int", FMT_DATE_INT, true},
+	{"hash4", FMT_HASH4, false},
+};
+
+/* "Name", "Name:F>W" / "Name:F<W", or "Name:formatter". */
+static int parse_field(struct ecw_template *t, const char *s, size_t n, const char *what, size_t col,
+		       unsigned flags)
 {
 	const char *colon = memchr(s, ':', n);
 	size_t name_len = colon ? (size_t)(colon - s) : n;
@@ -76,25 +257,52 @@ static int parse_field(struct ecw_template *t, const char *s, size_t n, const ch
 	if ((err = add_part(t, s, name_len, true)) < 0)
 		return err;
 	if (colon) {
+		struct part *p = &t->parts[t->n - 1];
 		const char *spec = colon + 1;
 		size_t sn = n - name_len - 1;
 		char *end;
 		long w;
+		for (size_t k = 0; k < sizeof(formatters) / sizeof(formatters[0]); k++) {
+			if (strlen(formatters[k].name) != sn || memcmp(formatters[k].name, spec, sn) != 0)
+				continue;
+			p->fmt = formatters[k].fmt;
+			if (strcmp(p->text, "now") != 0)
+				return 0;
+			if (!formatters[k].time)
+				return ecw_error_set(ECW_EINVALID,
+						     "%s: {now:%s} at column %zu: now takes inverted_ticks, unix or "
+						     "date_int",
+						     what, formatters[k].name, col);
+			if (!(flags & ECW_TEMPLATE_ALLOW_NOW))
+				return ecw_error_set(ECW_EINVALID,
+						     "{now:...} is not allowed in %s: a rerun would write another key "
+						     "(column %zu)",
+						     what, col);
+			p->now = true;
+			return 0;
+		}
 		if (sn < 3 || (spec[1] != '>' && spec[1] != '<'))
 			return ecw_error_set(ECW_EINVALID,
-					     "%s: format at column %zu must be FILL>WIDTH or FILL<WIDTH, like {Id:0>6}",
+					     "%s: format at column %zu must be FILL>WIDTH or FILL<WIDTH, like {Id:0>6}, "
+					     "or one of inverted_ticks, unix, date_int, hash4",
 					     what, col);
 		w = strtol(spec + 2, &end, 10);
 		if (end != spec + sn || w < 1 || w > 255 || spec[2] < '0' || spec[2] > '9')
 			return ecw_error_set(ECW_EINVALID, "%s: width at column %zu must be 1..255", what, col);
-		t->parts[t->n - 1].fill = spec[0];
-		t->parts[t->n - 1].left = spec[1] == '>';
-		t->parts[t->n - 1].width = (int)w;
+		p->fmt = FMT_PAD;
+		p->fill = spec[0];
+		p->left = spec[1] == '>';
+		p->width = (int)w;
 	}
 	return 0;
 }
 
 int ecw_template_compile(struct ecw_template **out, const char *text, const char *what)
+{
+	return ecw_template_compile_flags(out, text, what, 0);
+}
+
+int ecw_template_compile_flags(struct ecw_template **out, const char *text, const char *what, unsigned flags)
 {
 	struct ecw_template *t = calloc(1, sizeof(*t));
 	struct ecw_buf lit;
@@ -123,7 +331,7 @@ int ecw_template_compile(struct ecw_template **out, const char *text, const char
 			if (lit.len && (err = add_part(t, lit.ptr, lit.len, false)) < 0)
 				break;
 			ecw_buf_reset(&lit);
-			err = parse_field(t, text + i + 1, (size_t)(close - text - i - 1), what, i + 1);
+			err = parse_field(t, text + i + 1, (size_t)(close - text - i - 1), what, i + 1, flags);
 			i = (size_t)(close - text) + 1;
 		} else if (text[i] == '}') {
 			err = ecw_error_set(ECW_EINVALID, "%s: '}' at column %zu has no '{' (write }} for a brace)",
@@ -178,26 +386,91 @@ static int value_text(struct ecw_buf *out, const struct ecw_prop *p)
 			     ecw_edm_name(p->type));
 }
 
+/* A formatter's output for the value v (rendered text) of prop (NULL for a
+ * key, which is a String) or for the time now_ticks (part->now). */
+static int format_value(struct ecw_buf *out, const struct part *p, const struct ecw_prop *prop,
+			const struct ecw_buf *v, int64_t now_ticks)
+{
+	static const char hex[] = "0123456789abcdef";
+	struct ecw_prop key;
+	int64_t ticks = 0, secs;
+	int y, m, d, err;
+
+	if (p->fmt == FMT_HASH4) {
+		unsigned char md[EVP_MAX_MD_SIZE];
+		unsigned int mdlen = 0;
+		if (!EVP_Digest(v->ptr ? v->ptr : "", v->len, md, &mdlen, EVP_sha256(), NULL) || mdlen < 2)
+			return ecw_error_set(ECW_ERROR, "SHA-256 failed");
+		char h[5] = {hex[md[0] >> 4], hex[md[0] & 15], hex[md[1] >> 4], hex[md[1] & 15], '\0'};
+		return ecw_buf_adds(out, h);
+	}
+	if (p->now) {
+		ticks = now_ticks;
+	} else {
+		if (!prop) {
+			memset(&key, 0, sizeof(key));
+			key.name = p->text;
+			key.type = ECW_EDM_STRING;
+			key.v.s = ecw_buf_cstr(v);
+			key.len = v->len;
+			prop = &key;
+		}
+		if ((err = prop_ticks(&ticks, prop, p->fmt == FMT_UNIX       ? "unix"
+						   : p->fmt == FMT_DATE_INT ? "date_int"
+									    : "inverted_ticks")) < 0)
+			return err;
+	}
+	switch (p->fmt) {
+	case FMT_INVERTED_TICKS:
+		return ecw_buf_printf(out, "%019" PRId64, TICKS_MAX - ticks);
+	case FMT_UNIX:
+		secs = ticks >= TICKS_UNIX_EPOCH ? (ticks - TICKS_UNIX_EPOCH) / TICKS_PER_SECOND : -1;
+		/* Ten digits, so that text order is time order: 1970..2286. */
+		if (secs < 0 || secs > 9999999999LL)
+			return ecw_error_set(ECW_EINVALID,
+					     "%s '%s' is outside what :unix holds (10 digits: 1970-01-01 to "
+					     "2286-11-20)",
+					     p->now ? "the clock" : "property", p->text);
+		return ecw_buf_printf(out, "%010" PRId64, secs);
+	case FMT_DATE_INT:
+		civil_from_days(ticks / TICKS_PER_DAY - 719162, &y, &m, &d);
+		return ecw_buf_printf(out, "%04d%02d%02d", y, m, d);
+	default:
+		return ecw_error_set(ECW_ERROR, "template: unknown formatter");
+	}
+}
+
 int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const struct ecw_entity *e,
 			enum ecw_template_mode mode)
 {
-	struct ecw_buf v;
+	struct ecw_buf v, f;
+	int64_t now_ticks = 0;
 	int err = 0;
 
 	ecw_buf_init(&v, 0);
+	ecw_buf_init(&f, 0);
+	/* One reading of the clock per rendering: two {now:...} agree. */
+	for (size_t i = 0; i < t->n; i++)
+		if (t->parts[i].now) {
+			now_ticks = ecw_wall_ms() * 10000 + TICKS_UNIX_EPOCH;
+			break;
+		}
 	for (size_t i = 0; i < t->n && err == 0; i++) {
 		const struct part *p = &t->parts[i];
+		const struct ecw_prop *prop = NULL;
 		if (!p->field) {
 			err = ecw_buf_adds(out, p->text);
 			continue;
 		}
 		ecw_buf_reset(&v);
-		if (strcmp(p->text, "PartitionKey") == 0) {
+		if (p->now) {
+			/* the clock: no property */
+		} else if (strcmp(p->text, "PartitionKey") == 0) {
 			err = ecw_buf_adds(&v, ecw_entity_pk(e));
 		} else if (strcmp(p->text, "RowKey") == 0) {
 			err = ecw_buf_adds(&v, ecw_entity_rk(e));
 		} else {
-			const struct ecw_prop *prop = ecw_entity_get(e, p->text);
+			prop = ecw_entity_get(e, p->text);
 			if (!prop) {
 				err = ecw_error_set(ECW_EINVALID, "template '%s': the source entity has no property '%s'",
 						    t->source, p->text);
@@ -207,6 +480,14 @@ int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const
 		}
 		if (err < 0)
 			break;
+		if (p->fmt != FMT_NONE && p->fmt != FMT_PAD) {
+			ecw_buf_reset(&f);
+			if ((err = format_value(&f, p, prop, &v, now_ticks)) < 0)
+				break;
+			ecw_buf_reset(&v);
+			if ((err = ecw_buf_add(&v, f.ptr, f.len)) < 0)
+				break;
+		}
 		/* Pad to width counting characters, not bytes. */
 		size_t chars = 0;
 		for (size_t k = 0; k < v.len; k++)
@@ -222,5 +503,6 @@ int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const
 				err = ecw_buf_addc(out, p->fill);
 	}
 	ecw_buf_dispose(&v);
+	ecw_buf_dispose(&f);
 	return err;
 }

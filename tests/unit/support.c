@@ -69,6 +69,28 @@ void clock_real(void)
 	clock_is_fake = false;
 }
 
+static bool wall_is_fake;
+static int64_t wall_fake_ms;
+
+int64_t __real_ecw_wall_ms(void);
+int64_t __wrap_ecw_wall_ms(void);
+
+int64_t __wrap_ecw_wall_ms(void)
+{
+	return wall_is_fake ? wall_fake_ms : __real_ecw_wall_ms();
+}
+
+void wall_fake_set(int64_t unix_ms)
+{
+	wall_is_fake = true;
+	wall_fake_ms = unix_ms;
+}
+
+void wall_real(void)
+{
+	wall_is_fake = false;
+}
+
 /* ---- strings ------------------------------------------------------------- */
 
 static char *xstrndup(const char *s, size_t n)

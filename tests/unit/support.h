@@ -41,6 +41,10 @@ void sleeps_reset(void);
 void clock_fake_set(int64_t ms);
 void clock_fake_advance(int64_t ms);
 void clock_real(void);
+/* And with -Wl,--wrap=ecw_wall_ms: the real wall clock (ECW_TEST_CLOCK
+ * included) until a test fixes it at a Unix time in ms; wall_real() undoes. */
+void wall_fake_set(int64_t unix_ms);
+void wall_real(void);
 
 /* ---- fake transport ------------------------------------------------------ */
 
