@@ -138,6 +138,14 @@ int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue) ECW
 
 int ecw_table_create(bool *created_out, struct ecw_client *c, const char *table) ECW_MUST_USE;
 int ecw_table_delete_table(struct ecw_client *c, const char *table) ECW_MUST_USE;
+/* The account's tables whose names start with prefix (NULL or "": all), as
+ * the service stores them, in its order, following NextTableName
+ * continuations. The filter is the range [prefix, prefix with its last
+ * character + 1), which compares case-sensitively as the service does.
+ * top: names per page, 1..1000, 0 = service default (tests force pages
+ * with it). *out is a NULL-terminated heap array: ecw_table_names_free. */
+int ecw_table_list(char ***out, struct ecw_client *c, const char *prefix, int top) ECW_MUST_USE;
+void ecw_table_names_free(char **names);
 /* ECW_ENOTFOUND when the entity (or the table) does not exist. */
 int ecw_table_get(struct ecw_entity **out, struct ecw_client *c, const char *table,
 		  const char *pk, const char *rk) ECW_MUST_USE;

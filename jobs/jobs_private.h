@@ -64,6 +64,22 @@ bool ecw_civil_date_valid(int y, int m, int d);
 /* Unix ms of y-m-d hh:00:00 UTC (the date must be valid). */
 int64_t ecw_civil_to_unix_ms(int y, int m, int d, int hh);
 
+/* ---- table names with a date (jobs/purge_tables.c) ---- */
+
+/* A pattern like "Logins{yyyyMMdd}": literal letters and digits, and one
+ * {...} holding yyyy, MM and dd (and HH) once each. It must start with
+ * prefix. Heap object: ecw_name_date_free. ECW_EINVALID with a message. */
+struct ecw_name_date;
+int ecw_name_date_compile(struct ecw_name_date **out, const char *pattern, const char *prefix) ECW_MUST_USE;
+void ecw_name_date_free(struct ecw_name_date *p);
+/* True when name is exactly the pattern (same length, same literal text,
+ * case included, digits where the date goes) with a valid date; then the
+ * period the table holds is [*start_ms, *start_ms + *span_ms) in Unix ms
+ * (a day, or an hour with HH). */
+bool ecw_name_date_match(int64_t *start_ms, int64_t *span_ms, const struct ecw_name_date *p, const char *name);
+/* A table's period has ended at least keep ago: start + span <= now - keep. */
+bool ecw_purge_expired(int64_t start_ms, int64_t span_ms, int64_t now_ms, int64_t keep_ms);
+
 /* ---- reading job settings (jobs/common.c) ---- */
 
 struct ecw_node;

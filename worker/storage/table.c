@@ -88,6 +88,116 @@ int ecw_table_delete_table(struct ecw_client *c, const char *table)
 	return err;
 }
 
+void ecw_table_names_free(char **names)
+{
+	for (size_t i = 0; names && names[i]; i++)
+		free(names[i]);
+	free(names);
+}
+
+/* Appends the names of one page's "value" array to *v (count *n). */
+static int add_table_names(char ***v, size_t *n, const struct ecw_response *resp)
+{
+	struct json_object *root = ecw_json_parse(resp->body.ptr, resp->body.len), *value, *name;
+	int err = 0;
+
+	if (!root || !json_object_object_get_ex(root, "value", &value) ||
+	    !json_object_is_type(value, json_type_array)) {
+		err = ecw_error_set(ECW_ERROR, "table list: answer without a \"value\" array");
+		goto done;
+	}
+	for (size_t i = 0; i < json_object_array_length(value) && err == 0; i++) {
+		struct json_object *item = json_object_array_get_idx(value, i);
+		char **grown;
+		if (!json_object_object_get_ex(item, "TableName", &name) || !json_object_is_type(name, json_type_string)) {
+			err = ecw_error_set(ECW_ERROR, "table list: an item without a TableName");
+			break;
+		}
+		if (!(grown = realloc(*v, (*n + 2) * sizeof(**v))) || !(grown[*n] = strdup(json_object_get_string(name)))) {
+			if (grown)
+				*v = grown;
+			err = ecw_error_set(ECW_ENOMEM, "out of memory");
+			break;
+		}
+		*v = grown;
+		grown[++*n] = NULL;
+	}
+done:
+	json_object_put(root);
+	return err;
+}
+
+int ecw_table_list(char ***out, struct ecw_client *c, const char *prefix, int top)
+{
+	struct ecw_response resp;
+	struct ecw_buf filter;
+	char **names = calloc(1, sizeof(*names)), *next = NULL, topbuf[16];
+	size_t n = 0, plen = prefix ? strlen(prefix) : 0;
+	int err = 0;
+
+	*out = NULL;
+	ecw_buf_init(&filter, 0);
+	ecw_response_init(&resp);
+	if (!names)
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	if (top < 0 || top > 1000) {
+		err = ecw_error_set(ECW_EINVALID, "table list: top must be 0..1000");
+		goto done;
+	}
+	/* A table name holds letters and digits only, so the prefix needs no
+	 * quoting, and its last character + 1 (at most 'z' + 1 = '{') bounds
+	 * the range. */
+	for (size_t i = 0; i < plen; i++)
+		if (!((prefix[i] >= 'A' && prefix[i] <= 'Z') || (prefix[i] >= 'a' && prefix[i] <= 'z') ||
+		      (prefix[i] >= '0' && prefix[i] <= '9'))) {
+			err = ecw_error_set(ECW_EINVALID, "table list: a prefix holds letters and digits only");
+			goto done;
+		}
+	if (plen && (err = ecw_buf_printf(&filter, "TableName ge '%s' and TableName lt '%.*s%c'", prefix,
+					  (int)(plen - 1), prefix, prefix[plen - 1] + 1)) < 0)
+		goto done;
+	do {
+		struct ecw_request r;
+		const char *cont;
+		ecw_response_reset(&resp);
+		if ((err = table_request(&r, "table.list", "GET")) < 0 || (err = ecw_buf_adds(&r.path, "/Tables")) < 0 ||
+		    (plen && (err = ecw_request_add_query(&r, "$filter", ecw_buf_cstr(&filter))) < 0)) {
+			ecw_request_dispose(&r);
+			goto done;
+		}
+		if (top) {
+			snprintf(topbuf, sizeof(topbuf), "%d", top);
+			if ((err = ecw_request_add_query(&r, "$top", topbuf)) < 0) {
+				ecw_request_dispose(&r);
+				goto done;
+			}
+		}
+		if (next && (err = ecw_request_add_query(&r, "NextTableName", next)) < 0) {
+			ecw_request_dispose(&r);
+			goto done;
+		}
+		if ((err = send_simple(c, &r, &resp)) < 0 || (err = add_table_names(&names, &n, &resp)) < 0)
+			goto done;
+		cont = ecw_response_header(&resp, "x-ms-continuation-NextTableName");
+		free(next);
+		next = NULL;
+		if (cont && *cont && !(next = strdup(cont))) {
+			err = ecw_error_set(ECW_ENOMEM, "out of memory");
+			goto done;
+		}
+	} while (next);
+done:
+	free(next);
+	ecw_buf_dispose(&filter);
+	ecw_response_dispose(&resp);
+	if (err < 0) {
+		ecw_table_names_free(names);
+		return err;
+	}
+	*out = names;
+	return 0;
+}
+
 int ecw_table_get(struct ecw_entity **out, struct ecw_client *c, const char *table,
 		  const char *pk, const char *rk)
 {
