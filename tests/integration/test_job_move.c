@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "jobs_private.h"
 #include "message.h"
 
 extern char **environ;
@@ -570,6 +571,62 @@ static void test_job_move__rekey_by_template(void **state)
 	ecw_entity_free(rb);
 	ecw_entity_free(noyear);
 	ecw_entity_free(slash);
+}
+
+/* Archive re-keyed newest first: to_row_key "{HireDate:inverted_ticks}_{RowKey}"
+ * puts the most recent hire first in the archive's key order, which is the
+ * order a query returns, down to one tick (7 fractional digits); each key
+ * gives its hire date back, and every entity arrives whole. */
+static void test_job_move__rekey_newest_first(void **state)
+{
+	static const char *const hired[] = {
+		"2019-03-04T08:09:10.1234567Z", "2021-06-30T23:59:59.9999999Z", "1999-12-31T00:00:00.0000000Z",
+		"2021-06-30T23:59:59.9999998Z", "2020-10-11T12:34:56.0000001Z",
+	};
+	enum { N = sizeof(hired) / sizeof(hired[0]) };
+	struct mv *m = *state;
+	struct wopts o = WOPTS_DEFAULT;
+	struct ecw_entity *e[N];
+	char jobs[512], id[N][64], rk[32];
+	struct proc p;
+
+	for (int i = 0; i < N; i++) {
+		snprintf(rk, sizeof(rk), "emp %d", i);
+		e[i] = employee("Sales", rk, 1);
+		ECW_ASSERT_OK(ecw_entity_set_datetime(e[i], "HireDate", hired[i]));
+		write_entity(m, m->emp, e[i]);
+		put_job(m, "archive-newest-first", "Sales", rk, NULL, false, id[i]);
+	}
+	snprintf(jobs, sizeof(jobs),
+	         "  archive-newest-first: {type: move, from: %s, to: %s, "
+	         "to_row_key: \"{HireDate:inverted_ticks}_{RowKey}\"}\n",
+	         m->emp, m->arch);
+	start_worker(&p, m, "move-newest-first", jobs, &o);
+	for (int i = 0; i < N; i++)
+		EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded");
+
+	size_t n = 0;
+	struct ecw_entity **got = itest_query_all(&n, m->c, m->arch, "PartitionKey eq 'Sales'");
+	assert_int_equal(n, N);
+	/* Newest first: 2021 (.9999999, then .9999998), 2020, 2019, 1999. */
+	static const int order[N] = {1, 3, 4, 0, 2};
+	for (int k = 0; k < N; k++) {
+		const char *key = ecw_entity_rk(got[k]);
+		char iso[ECW_ISO_TICKS_SIZE], want_rk[64];
+		ECW_ASSERT_OK(ecw_inverted_ticks_to_iso(iso, key));
+		ITEST_CHECK(strcmp(iso, hired[order[k]]) == 0, "archive row %d is %s (%s), expected hire date %s", k,
+		            key, iso, hired[order[k]]);
+		snprintf(want_rk, sizeof(want_rk), "%.19s_emp %d", key, order[k]);
+		ITEST_CHECK(strcmp(key, want_rk) == 0, "archive row %d key %s, expected %s", k, key, want_rk);
+		struct ecw_entity *r = rekeyed(e[order[k]], "Sales", key);
+		assert_only_in(m, m->arch, m->emp, r, "archived newest first");
+		ecw_entity_free(r);
+	}
+	itest_entities_free(got, n);
+	assert_int_equal(table_rows(m, m->emp), 0);
+	finish(&p);
+	for (int i = 0; i < N; i++)
+		ecw_entity_free(e[i]);
 }
 
 /* Re-keying inside one table (from == to): the usual case moves the entity to
@@ -1310,6 +1367,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_job_move__missing_in_both, mv_setup, mv_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_move__archive_then_restore, mv_setup, mv_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_move__rekey_by_template, mv_setup, mv_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_move__rekey_newest_first, mv_setup, mv_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_move__rekey_in_place, mv_setup, mv_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_move__stale_archive_after_restore_moves_again, mv_setup,
 	                                    mv_teardown),

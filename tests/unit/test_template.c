@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ecw_config.h"
 #include "jobs_private.h"
 #include "support.h"
 
@@ -330,6 +331,28 @@ static void test_template__now_refused_by_default(void **state)
 	ecw_entity_free(e);
 }
 
+/* Through a job's configuration: the error is at the value's line:col. */
+static void test_template__now_refused_in_job_config(void **state)
+{
+	static const char text[] = "jobs:\n"
+				   "  archive:\n"
+				   "    type: move\n"
+				   "    from: Logins\n"
+				   "    to: LoginsArchive\n"
+				   "    to_row_key: \"{now:inverted_ticks}_{RowKey}\"\n";
+	struct ecw_config_errors errs;
+	struct ecw_config *cfg = NULL;
+
+	(void)state;
+	ecw_config_errors_init(&errs);
+	assert_int_equal(ecw_config_parse(&cfg, text, strlen(text), "t.yaml", &errs), ECW_EINVALID);
+	assert_null(cfg);
+	assert_int_equal(errs.n, 1);
+	assert_string_equal(errs.lines[0], "t.yaml:6:17: {now:...} is not allowed in to_row_key: a rerun would "
+					   "write another key (column 1)");
+	ecw_config_errors_dispose(&errs);
+}
+
 static void test_template__formatter_compile_errors(void **state)
 {
 	static const char *const bad[] = {"{When:ticks}", "{When:Unix}", "{When:hash}", "{When:unix:0>3}",
@@ -360,6 +383,7 @@ int main(void)
 		cmocka_unit_test(test_template__unix_date_int_hash4),
 		cmocka_unit_test(test_template__time_formatters_refuse_other_types),
 		cmocka_unit_test(test_template__now_refused_by_default),
+		cmocka_unit_test(test_template__now_refused_in_job_config),
 		cmocka_unit_test(test_template__formatter_compile_errors),
 	};
 	return cmocka_run_group_tests_name("template", tests, NULL, NULL);
