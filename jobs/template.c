@@ -135,16 +135,16 @@ int ecw_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], int64_t ticks)
 
 int ecw_inverted_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], const char *key)
 {
-	int64_t inv = 0;
+	uint64_t inv = 0; /* 19 digits fit in 64 unsigned bits, not always in signed */
 
 	for (int i = 0; i < 19; i++) {
 		if (key[i] < '0' || key[i] > '9')
 			return ecw_error_set(ECW_EINVALID, "an inverted-ticks key starts with 19 digits");
-		inv = inv * 10 + (key[i] - '0');
+		inv = inv * 10 + (uint64_t)(key[i] - '0');
 	}
-	if (inv > TICKS_MAX)
-		return ecw_error_set(ECW_EINVALID, "inverted ticks %" PRId64 " exceed DateTime.MaxValue", inv);
-	return ecw_ticks_to_iso(out, TICKS_MAX - inv);
+	if (inv > (uint64_t)TICKS_MAX)
+		return ecw_error_set(ECW_EINVALID, "inverted ticks %" PRIu64 " exceed DateTime.MaxValue", inv);
+	return ecw_ticks_to_iso(out, TICKS_MAX - (int64_t)inv);
 }
 
 /* A time for unix/date_int/inverted_ticks, in ticks: a DateTime, or Unix
