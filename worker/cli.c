@@ -29,6 +29,7 @@ void ecw_cli_usage(void *file)
 		      "  backfill       enqueue one message per entity of a job's source table\n"
 		      "  poison         list, replay or purge poison messages (poison --help)\n"
 		      "  status         queue depths, poison counts by job and reason, tables\n"
+		      "  migrate        apply the configured migrations once (migrate status: their state)\n"
 		      "  version        print the version\n"
 		      "  help           this text\n\n"
 		      "Every command takes --help. The configuration file is -c FILE, else $ECW_CONFIG,\n"

@@ -10,6 +10,7 @@ int ecw_cmd_enqueue(int argc, char **argv);
 int ecw_cmd_backfill(int argc, char **argv);
 int ecw_cmd_poison(int argc, char **argv);     /* poison_cmd.c */
 int ecw_cmd_status(int argc, char **argv);     /* status.c */
+int ecw_cmd_migrate(int argc, char **argv);    /* migrate.c */
 void ecw_poison_usage(void *file);
 
 struct ecw_config;

@@ -23,6 +23,8 @@ int main(int argc, char **argv)
 		return ecw_cmd_poison(argc - 1, argv + 1);
 	if (strcmp(argv[1], "status") == 0)
 		return ecw_cmd_status(argc - 1, argv + 1);
+	if (strcmp(argv[1], "migrate") == 0)
+		return ecw_cmd_migrate(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
 		printf("ecworker %s\n", ECW_VERSION);
 		return 0;
