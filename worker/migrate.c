@@ -1626,10 +1626,10 @@ static int state_line(struct ecw_buf *out, const struct migration *g, const stru
 		long long step = rec_int(e, "Step", 0);
 		int64_t lease = rec_int(e, "LeaseUntil", 0) - ecw_wall_ms();
 		ecw_human_age(left, sizeof(left), (lease < 0 ? -lease : lease) / 1000);
-		if (ecw_buf_printf(out, "running by %s, at step %lld%s, %lld entities done in it (%s %s%s)",
+		if (ecw_buf_printf(out, "running by %s, at step %lld, %lld entities done in it (%s %s%s)",
 				   rec_str(e, "Owner") ? rec_str(e, "Owner") : "?",
 				   g && step >= 0 && (size_t)step < g->nsteps ? (long long)g->steps[step].pos : step + 1,
-				   g ? "" : "", rec_int(e, "Done", 0), lease > 0 ? "lease ends in" : "lease expired",
+				   rec_int(e, "Done", 0), lease > 0 ? "lease ends in" : "lease expired",
 				   left, lease > 0 ? "" : " ago: the next migrate takes over") < 0)
 			return ECW_ENOMEM;
 	}
