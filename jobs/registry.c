@@ -10,6 +10,7 @@ extern const struct ecw_job_type ecw_job_move;
 extern const struct ecw_job_type ecw_job_index;
 extern const struct ecw_job_type ecw_job_index_list;
 extern const struct ecw_job_type ecw_job_fanout;
+extern const struct ecw_job_type ecw_job_rollup;
 extern const struct ecw_job_type ecw_job_purge_tables;
 
 #ifdef ECW_TESTING
@@ -23,6 +24,7 @@ static const struct ecw_job_type *const types[] = {
 	&ecw_job_index,
 	&ecw_job_index_list,
 	&ecw_job_fanout,
+	&ecw_job_rollup,
 	&ecw_job_purge_tables,
 #ifdef ECW_TESTING
 	&ecw_job_test_noop,
