@@ -541,8 +541,8 @@ int ecw_rollup_window_parse(int64_t *out_s, const char *text, int64_t window_ms)
 				     text);
 	if (t + window_ms / 1000 - 1 > MAX_UNIX_S)
 		return ecw_error_set(ECW_EINVALID,
-				     "window_start \"%.40s\": the window ends after 2286-11-20, beyond 10-digit Unix "
-				     "seconds",
+				     "window_start \"%.40s\": the window ends after 2286-11-20T17:46:39Z, the last "
+				     "second a 10-digit RowKey can name",
 				     text);
 	*out_s = t;
 	return 0;

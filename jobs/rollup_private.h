@@ -20,7 +20,7 @@
  * three above) into Unix seconds: "YYYY-MM-DD" (1d and 1w only),
  * "YYYY-MM-DDTHH:MMZ" or "YYYY-MM-DDTHH:MM:SSZ" (UTC). The start must be
  * aligned (1h: on the hour; 1d: midnight UTC; 1w: a Monday, midnight) and
- * the window must end by 2286-11-20 (raw RowKeys are 10 digits). Anything
+ * the window must end by 2286-11-20T17:46:39Z (raw RowKeys are 10 digits). Anything
  * else is ECW_EINVALID with a message saying why. */
 int ecw_rollup_window_parse(int64_t *out_s, const char *text, int64_t window_ms) ECW_MUST_USE;
 
