@@ -24,7 +24,8 @@
 #include "ecw_config.h"
 #include "ecw_job.h"
 
-/* ---- fixture ----------------------------------------------------------------------------------------------- */
+/* ---- fixture
+ * ----------------------------------------------------------------------------------------------- */
 
 struct fx {
 	struct itest *t; /* client; queue; table = the telemetry */
@@ -65,10 +66,10 @@ static int fx_teardown(void **state)
 #define TABLE(x) ((x)->t->table)
 #define DAY 86400LL
 #define WEEK (7 * DAY)
-#define OCT1 1601510400LL  /* 2020-10-01T00:00:00Z, a Thursday */
-#define MON0 1601251200LL  /* 2020-09-28, the Monday of its week */
+#define OCT1 1601510400LL /* 2020-10-01T00:00:00Z, a Thursday */
+#define MON0 1601251200LL /* 2020-09-28, the Monday of its week */
 #define NDAYS 31
-#define NWEEKS 5           /* Mondays 09-28, 10-05, 10-12, 10-19, 10-26 */
+#define NWEEKS 5 /* Mondays 09-28, 10-05, 10-12, 10-19, 10-26 */
 
 #define AGGREGATE                                                                                            \
 	"{averageDepth: avg(depth), minDepth: min(depth), maxDepth: max(depth), totalDepth: sum(depth), "    \
@@ -139,8 +140,9 @@ static int write_config(struct fx *x, const char *name, int vis_s)
 /* The table write requests (inserts, updates, deletes) on a /metrics page. */
 static long long write_requests(const char *page)
 {
-	static const char *const writes[] = {"table.insert", "table.upsert", "table.upsert_merge", "table.update",
-	                                     "table.merge",  "table.delete", "table.batch",        NULL};
+	static const char *const writes[] = {
+	    "table.insert", "table.upsert", "table.upsert_merge", "table.update",
+	    "table.merge",  "table.delete", "table.batch",        NULL};
 	const char *name = "ecw_storage_requests_total{";
 	long long sum = 0;
 
@@ -199,8 +201,8 @@ static void run_until_crash(struct fx *x, const char *name, const char *point)
 	const char *env[] = {env_crash, NULL};
 
 	proc_start(&p, name, args, env);
-	ITEST_CHECK(proc_wait(&p, 20000), "%s: still running 20 s with ECW_CRASH_AT=%s; log:\n%s", name, point,
-	            proc_tail(p.log_path, 20));
+	ITEST_CHECK(proc_wait(&p, 20000), "%s: still running 20 s with ECW_CRASH_AT=%s; log:\n%s", name,
+	            point, proc_tail(p.log_path, 20));
 	ITEST_CHECK(proc_exit_code(&p) == 86, "%s: exit %d, expected 86 (crash at %s); log:\n%s", name,
 	            proc_exit_code(&p), point, proc_tail(p.log_path, 20));
 }
@@ -214,7 +216,8 @@ static void queues_empty(struct fx *x)
 	assert_int_equal(n, 0);
 }
 
-/* ---- data -------------------------------------------------------------------------------------------------- */
+/* ---- data
+ * -------------------------------------------------------------------------------------------------- */
 
 static void iso_date(char *out, size_t cap, long long s)
 {
@@ -321,7 +324,8 @@ static void enqueue_all(struct fx *x)
 
 #define NMESSAGES (NDEV * (NDAYS + NWEEKS))
 
-/* ---- the recomputation ------------------------------------------------------------------------------------- */
+/* ---- the recomputation
+ * ------------------------------------------------------------------------------------- */
 
 struct want {
 	long long rows, n;
@@ -395,31 +399,36 @@ static size_t check_recomputed(struct fx *x, const char *device, bool weekly)
 		}
 		found++;
 		ITEST_CHECK(e, "%s/%s: no aggregate for %lld raw rows", pk, rk, a->rows);
-		const struct ecw_prop *n = ecw_entity_get(e, "samples"), *avg = ecw_entity_get(e, "averageDepth"),
-		                      *lo = ecw_entity_get(e, "minDepth"), *hi = ecw_entity_get(e, "maxDepth"),
-		                      *sum = ecw_entity_get(e, "totalDepth"), *st = ecw_entity_get(e, "WindowStart");
-		ITEST_CHECK(n && n->type == ECW_EDM_INT32 && n->v.i32 == a->rows, "%s/%s: samples, want %lld: %s", pk,
-		            rk, a->rows, itest_entity_json(e));
+		const struct ecw_prop *n = ecw_entity_get(e, "samples"),
+		                      *avg = ecw_entity_get(e, "averageDepth"),
+		                      *lo = ecw_entity_get(e, "minDepth"),
+		                      *hi = ecw_entity_get(e, "maxDepth"),
+		                      *sum = ecw_entity_get(e, "totalDepth"),
+		                      *st = ecw_entity_get(e, "WindowStart");
+		ITEST_CHECK(n && n->type == ECW_EDM_INT32 && n->v.i32 == a->rows,
+		            "%s/%s: samples, want %lld: %s", pk, rk, a->rows, itest_entity_json(e));
 		ITEST_CHECK(avg && avg->type == ECW_EDM_DOUBLE && fabs(avg->v.d - a->dsum / a->n) < 1e-9,
-		            "%s/%s: averageDepth, want %.17g: %s", pk, rk, a->dsum / a->n, itest_entity_json(e));
+		            "%s/%s: averageDepth, want %.17g: %s", pk, rk, a->dsum / a->n,
+		            itest_entity_json(e));
 		if (a->all_int) {
-			ITEST_CHECK(lo && lo->type == ECW_EDM_INT64 && lo->v.i64 == a->imin &&
-			                hi && hi->type == ECW_EDM_INT64 && hi->v.i64 == a->imax && sum &&
+			ITEST_CHECK(lo && lo->type == ECW_EDM_INT64 && lo->v.i64 == a->imin && hi &&
+			                hi->type == ECW_EDM_INT64 && hi->v.i64 == a->imax && sum &&
 			                sum->type == ECW_EDM_INT64 && sum->v.i64 == a->isum,
-			            "%s/%s: want Int64 min %lld max %lld sum %lld: %s", pk, rk, a->imin, a->imax,
-			            a->isum, itest_entity_json(e));
+			            "%s/%s: want Int64 min %lld max %lld sum %lld: %s", pk, rk, a->imin,
+			            a->imax, a->isum, itest_entity_json(e));
 		} else {
 			ITEST_CHECK(lo && lo->type == ECW_EDM_DOUBLE && lo->v.d == a->dmin && hi &&
 			                hi->type == ECW_EDM_DOUBLE && hi->v.d == a->dmax && sum &&
 			                sum->type == ECW_EDM_DOUBLE && fabs(sum->v.d - a->dsum) < 1e-6,
-			            "%s/%s: want Double min %g max %g sum %.17g: %s", pk, rk, a->dmin, a->dmax,
-			            a->dsum, itest_entity_json(e));
+			            "%s/%s: want Double min %g max %g sum %.17g: %s", pk, rk, a->dmin,
+			            a->dmax, a->dsum, itest_entity_json(e));
 		}
 		snprintf(ws, sizeof(ws), "%04d-%02d-%02dT00:00:00.0000000Z", tm.tm_year + 1900, tm.tm_mon + 1,
 		         tm.tm_mday);
 		ITEST_CHECK(st && st->type == ECW_EDM_DATETIME && strcmp(st->v.s, ws) == 0,
 		            "%s/%s: WindowStart, want %s: %s", pk, rk, ws, itest_entity_json(e));
-		ITEST_CHECK(ecw_entity_count(e) == 6, "%s/%s: extra properties: %s", pk, rk, itest_entity_json(e));
+		ITEST_CHECK(ecw_entity_count(e) == 6, "%s/%s: extra properties: %s", pk, rk,
+		            itest_entity_json(e));
 	}
 	ITEST_CHECK(found == nagg, "%s: %zu aggregates, expected %zu", pk, nagg, found);
 	itest_entities_free(agg, nagg);
@@ -452,7 +461,8 @@ static bool agg_exists(struct fx *x, const char *pk, const char *rk)
 	return err == 0;
 }
 
-/* ---- 1. a month, late data, deleted rows, reruns ----------------------------------------------------------- */
+/* ---- 1. a month, late data, deleted rows, reruns
+ * ----------------------------------------------------------- */
 
 static void test_rollup__month_late_data_and_reruns(void **state)
 {
@@ -474,10 +484,10 @@ static void test_rollup__month_late_data_and_reruns(void **state)
 	/* Late data on days already rolled up: an hour that was missing, a
 	 * corrected reading, one between two hours, one at the month's last
 	 * second; and tank-a loses every raw row of 10-20. */
-	put_one(x, "tank-a", OCT1 + 5 * 3600, false, 999);                    /* hour 5 was missing */
-	put_one(x, "tank-a", OCT1 + 2 * DAY + 22 * 3600, false, 1);            /* replaces a reading */
-	put_one(x, "tank-b", OCT1 + 14 * DAY + 12 * 3600 + 1, true, 0.125);    /* 12:00:01 */
-	put_one(x, "tank-b", OCT1 + 30 * DAY + 23 * 3600 + 3599, true, 7.0);   /* 23:59:59 */
+	put_one(x, "tank-a", OCT1 + 5 * 3600, false, 999);                   /* hour 5 was missing */
+	put_one(x, "tank-a", OCT1 + 2 * DAY + 22 * 3600, false, 1);          /* replaces a reading */
+	put_one(x, "tank-b", OCT1 + 14 * DAY + 12 * 3600 + 1, true, 0.125);  /* 12:00:01 */
+	put_one(x, "tank-b", OCT1 + 30 * DAY + 23 * 3600 + 3599, true, 7.0); /* 23:59:59 */
 	for (long long h = 19 * 24; h < 20 * 24; h++) {
 		char rk[32];
 		snprintf(rk, sizeof(rk), "%010lld", OCT1 + h * 3600);
@@ -503,7 +513,8 @@ static void test_rollup__month_late_data_and_reruns(void **state)
 	for (size_t i = 0; i < n1; i++)
 		ITEST_CHECK(strcmp(ecw_entity_rk(before[i]), ecw_entity_rk(after[i])) == 0 &&
 		                strcmp(ecw_entity_etag(before[i]), ecw_entity_etag(after[i])) == 0,
-		            "aggregate %s/%s was written again", ecw_entity_pk(after[i]), ecw_entity_rk(after[i]));
+		            "aggregate %s/%s was written again", ecw_entity_pk(after[i]),
+		            ecw_entity_rk(after[i]));
 	itest_entities_free(before, n1);
 	itest_entities_free(after, n2);
 	check_all(x);
@@ -511,7 +522,8 @@ static void test_rollup__month_late_data_and_reruns(void **state)
 	proc_assert_logs_clean();
 }
 
-/* ---- 2. a crash after every step --------------------------------------------------------------------------- */
+/* ---- 2. a crash after every step
+ * --------------------------------------------------------------------------- */
 
 static void put_stale(struct fx *x, const char *device)
 {
@@ -540,7 +552,8 @@ static void test_rollup__crash_after_every_step(void **state)
 	struct fx *x = *state;
 	/* Each case starts from a stale aggregate for 10-11; the last has no
 	 * raw rows, so its aggregate must go. */
-	static const char *const points[] = {"rollup.read", "rollup.queried", "rollup.written", "rollup.deleted"};
+	static const char *const points[] = {"rollup.read", "rollup.queried", "rollup.written",
+	                                     "rollup.deleted"};
 
 	for (int i = 0; i < 4; i++) {
 		char dev[32], pk[64], name[64], etag[256], again[256];
@@ -584,7 +597,8 @@ static void test_rollup__crash_after_every_step(void **state)
 	proc_assert_logs_clean();
 }
 
-/* ---- 3. in this process: the requests one run makes, permanent errors --------------------------------------- */
+/* ---- 3. in this process: the requests one run makes, permanent errors
+ * --------------------------------------- */
 
 struct direct {
 	struct ecw_config *cfg;
@@ -597,7 +611,8 @@ static void direct_load(struct direct *d, struct fx *x)
 	struct ecw_config_errors errs;
 
 	jobs_text(jobs, sizeof(jobs), TABLE(x));
-	snprintf(text, sizeof(text), "storage: {connection_string: \"UseDevelopmentStorage=true\"}\njobs:\n%s", jobs);
+	snprintf(text, sizeof(text),
+	         "storage: {connection_string: \"UseDevelopmentStorage=true\"}\njobs:\n%s", jobs);
 	ecw_config_errors_init(&errs);
 	int err = ecw_config_parse(&d->cfg, text, strlen(text), "direct.yaml", &errs);
 	ITEST_CHECK(err == 0, "config: %s", errs.n ? errs.lines[0] : itest_last_error());
@@ -609,7 +624,8 @@ static void direct_load(struct direct *d, struct fx *x)
 static int direct_run(struct direct *d, struct fx *x, const char *message, char *detail, size_t cap)
 {
 	struct json_object *m = json_tokener_parse(message);
-	struct ecw_job_ctx ctx = {.client = x->t->client, .job = "daily", .message = m, .message_id = "direct"};
+	struct ecw_job_ctx ctx = {
+	    .client = x->t->client, .job = "daily", .message = m, .message_id = "direct"};
 
 	assert_non_null(m);
 	ecw_error_clear();
@@ -632,7 +648,8 @@ static void test_rollup__range_query_not_scan(void **state)
 	direct_load(&d, x);
 
 	uint64_t r0 = itest_stats(x->t->client).requests;
-	ECW_ASSERT_OK(direct_run(&d, x, "{\"job\":\"daily\",\"device\":\"tank-b\",\"window_start\":\"2020-10-11\"}",
+	ECW_ASSERT_OK(direct_run(&d, x,
+	                         "{\"job\":\"daily\",\"device\":\"tank-b\",\"window_start\":\"2020-10-11\"}",
 	                         detail, sizeof(detail)));
 	/* One GET of the aggregate, one page of the range query (22 rows:
 	 * hours 249 and 262 of tank-b are missing), one insert. */
@@ -644,14 +661,16 @@ static void test_rollup__range_query_not_scan(void **state)
 	ecw_entity_free(e);
 
 	r0 = itest_stats(x->t->client).requests;
-	ECW_ASSERT_OK(direct_run(&d, x, "{\"job\":\"daily\",\"device\":\"tank-b\",\"window_start\":\"2020-10-11\"}",
+	ECW_ASSERT_OK(direct_run(&d, x,
+	                         "{\"job\":\"daily\",\"device\":\"tank-b\",\"window_start\":\"2020-10-11\"}",
 	                         detail, sizeof(detail)));
 	assert_int_equal(itest_stats(x->t->client).requests - r0, 2);
 	assert_string_equal(detail, "22 rows, unchanged");
 
 	/* tank-c's empty day: a read and an empty page, nothing written. */
 	r0 = itest_stats(x->t->client).requests;
-	ECW_ASSERT_OK(direct_run(&d, x, "{\"job\":\"daily\",\"device\":\"tank-c\",\"window_start\":\"2020-10-10\"}",
+	ECW_ASSERT_OK(direct_run(&d, x,
+	                         "{\"job\":\"daily\",\"device\":\"tank-c\",\"window_start\":\"2020-10-10\"}",
 	                         detail, sizeof(detail)));
 	assert_int_equal(itest_stats(x->t->client).requests - r0, 2);
 	assert_string_equal(detail, "0 rows, empty");
@@ -666,7 +685,8 @@ static void expect_permanent(struct direct *d, struct fx *x, const char *message
 	ITEST_CHECK(err == ECW_EINVALID, "%s: %s (%s)", message, ecw_err_name(err), itest_last_error());
 	assert_true(ecw_job_err_is_permanent(err));
 	ITEST_CHECK(strstr(ecw_error_last()->message, needle) && strstr(ecw_error_last()->message, needle2),
-	            "%s: error \"%s\", want \"%s\" and \"%s\"", message, ecw_error_last()->message, needle, needle2);
+	            "%s: error \"%s\", want \"%s\" and \"%s\"", message, ecw_error_last()->message, needle,
+	            needle2);
 }
 
 static void test_rollup__permanent_errors(void **state)
@@ -686,9 +706,10 @@ static void test_rollup__permanent_errors(void **state)
 	expect_permanent(&d, x, "{\"job\":\"daily\",\"device\":\"tank-z\",\"window_start\":\"2020-10-01\"}",
 	                 "1601517600", "'depth'");
 	expect_permanent(&d, x, "{\"job\":\"daily\",\"window_start\":\"2020-10-01\"}", "\"device\"", "no");
-	expect_permanent(&d, x, "{\"job\":\"daily\",\"device\":7,\"window_start\":\"2020-10-01\"}", "\"device\"",
-	                 "string");
-	expect_permanent(&d, x, "{\"job\":\"daily\",\"device\":\"tank-z\",\"window_start\":\"2020-10-01T05:00Z\"}",
+	expect_permanent(&d, x, "{\"job\":\"daily\",\"device\":7,\"window_start\":\"2020-10-01\"}",
+	                 "\"device\"", "string");
+	expect_permanent(&d, x,
+	                 "{\"job\":\"daily\",\"device\":\"tank-z\",\"window_start\":\"2020-10-01T05:00Z\"}",
 	                 "not midnight", "1d");
 	expect_permanent(&d, x, "{\"job\":\"daily\",\"device\":\"tank-z\"}", "window_start", "string");
 	expect_permanent(&d, x, "{\"job\":\"daily\",\"device\":\"a/b\",\"window_start\":\"2020-10-01\"}",

@@ -14,7 +14,8 @@
 #include "ecw_job.h"
 #include "rollup_private.h"
 
-/* ---- windows --------------------------------------------------------------------------------------------- */
+/* ---- windows ---------------------------------------------------------------------------------------------
+ */
 
 static int64_t parse_ok(const char *text, int64_t window_ms)
 {
@@ -108,9 +109,18 @@ static void test_rollup__weeks_start_monday(void **state)
 static void test_rollup__window_start_syntax(void **state)
 {
 	(void)state;
-	const char *bad[] = {"", "2020-10-1", "2020/10/11", "20201011", "2020-10-11T05:00", "2020-10-11 05:00Z",
-	                     "2020-10-11T5:00Z", "2020-10-11T05:00:00.000Z", "2020-10-11T05:00+01:00",
-	                     "+020-10-11", "2020-10-11x", NULL};
+	const char *bad[] = {"",
+	                     "2020-10-1",
+	                     "2020/10/11",
+	                     "20201011",
+	                     "2020-10-11T05:00",
+	                     "2020-10-11 05:00Z",
+	                     "2020-10-11T5:00Z",
+	                     "2020-10-11T05:00:00.000Z",
+	                     "2020-10-11T05:00+01:00",
+	                     "+020-10-11",
+	                     "2020-10-11x",
+	                     NULL};
 	for (size_t i = 0; bad[i]; i++)
 		parse_bad(bad[i], ECW_ROLLUP_DAY_MS, "is not YYYY-MM-DD");
 	/* Beyond 10-digit Unix seconds: the RowKey range would not sort. */
@@ -125,8 +135,9 @@ static void test_rollup__filter(void **state)
 	(void)state;
 	ecw_buf_init(&b, 0);
 	assert_int_equal(ecw_rollup_filter(&b, "tank-7_raw", 1602374400, 1602460800), 0);
-	assert_string_equal(ecw_buf_cstr(&b),
-	                    "PartitionKey eq 'tank-7_raw' and RowKey ge '1602374400' and RowKey lt '1602460800'");
+	assert_string_equal(
+	    ecw_buf_cstr(&b),
+	    "PartitionKey eq 'tank-7_raw' and RowKey ge '1602374400' and RowKey lt '1602460800'");
 	ecw_buf_reset(&b);
 	/* Small times keep ten digits, so string order is time order; a
 	 * quote in a device name stays inside the literal. */
@@ -136,11 +147,12 @@ static void test_rollup__filter(void **state)
 	ecw_buf_dispose(&b);
 }
 
-/* ---- configuration ----------------------------------------------------------------------------------------- */
+/* ---- configuration
+ * ----------------------------------------------------------------------------------------- */
 
 #define HEAD "storage: {connection_string: \"UseDevelopmentStorage=true\"}\njobs:\n  j:\n"
 #define JOB(agg)                                                                                             \
-	HEAD "    type: rollup\n    source: Telemetry\n    from_partition: \"{device}_raw\"\n"                  \
+	HEAD "    type: rollup\n    source: Telemetry\n    from_partition: \"{device}_raw\"\n"               \
 	     "    to_partition: \"{device}_daily\"\n    window: 1d\n    aggregate: " agg "\n"
 
 static struct ecw_config *config_ok(const char *text)
@@ -227,14 +239,14 @@ static void test_rollup__config_errors(void **state)
 	                "    to_partition: \"{device}_daily\"\n    window: 1d\n",
 	           "4:5", "missing required key 'aggregate'");
 #define WIN(w)                                                                                               \
-	HEAD "    type: rollup\n    source: T1x\n    from_partition: \"{device}_raw\"\n"                         \
+	HEAD "    type: rollup\n    source: T1x\n    from_partition: \"{device}_raw\"\n"                     \
 	     "    to_partition: \"{device}_daily\"\n    window: " w "\n    aggregate: {n: count()}\n"
 	config_bad(WIN("2d"), "8:13", "window: 1h, 1d or 1w");
 	config_bad(WIN("30m"), "8:13", "window: 1h, 1d or 1w");
 	config_bad(WIN("daily"), "8:13", "window: 1h, 1d or 1w");
 #undef WIN
 #define PARTS(from, to)                                                                                      \
-	HEAD "    type: rollup\n    source: T1x\n    from_partition: \"" from "\"\n"                             \
+	HEAD "    type: rollup\n    source: T1x\n    from_partition: \"" from "\"\n"                         \
 	     "    to_partition: \"" to "\"\n    window: 1h\n    aggregate: {n: count()}\n"
 	config_bad(PARTS("{device}_raw", "daily"), "7:19", "to_partition: needs a message field");
 	config_bad(PARTS("{site}_{device}", "{device}_daily"), "7:19", "{site} is missing");
@@ -252,7 +264,8 @@ static void test_rollup__config_errors(void **state)
 	           "5:13", "table name");
 }
 
-/* ---- aggregation ------------------------------------------------------------------------------------------- */
+/* ---- aggregation
+ * ------------------------------------------------------------------------------------------- */
 
 struct fx {
 	struct ecw_config *cfg;
@@ -404,7 +417,8 @@ static void add_bad(const char *agg, struct ecw_entity *e, const char *needle)
 	struct fx *x = fx_new(agg);
 
 	assert_int_equal(ecw_rollup_acc_add(x->acc, e), ECW_EINVALID);
-	if (!str_contains(ecw_error_last()->message, needle) || !str_contains(ecw_error_last()->message, "depth"))
+	if (!str_contains(ecw_error_last()->message, needle) ||
+	    !str_contains(ecw_error_last()->message, "depth"))
 		fail_msg("error \"%s\", want \"%s\" and the property", ecw_error_last()->message, needle);
 	ecw_entity_free(e);
 	fx_free(x);
