@@ -1,7 +1,7 @@
 // demo.js - the application side of `make demo`, written with the official
 // Azure SDK for JavaScript: it seeds and changes entities the way an app
 // would, and shows what ecworker derived from them.
-//   node demo.js seed | change | show
+//   node demo.js seed | change | show | telemetry | late | rollups
 "use strict";
 const { TableClient } = require("@azure/data-tables");
 const cs = process.env.AZURE_STORAGE_CONNECTION_STRING;
@@ -56,5 +56,32 @@ async function show() {
 		console.log(`  ${e.partitionKey}/${e.rowKey}  ${e.FirstName} ${e.LastName}`);
 }
 
-const cmds = { seed, change, show };
+// A water-tank monitor uploads a reading an hour: PartitionKey
+// "<device>_raw", RowKey the Unix second zero-padded to 10 digits.
+const day = Date.UTC(2020, 9, 11) / 1000; // Sunday 2020-10-11
+const reading = (device, t, depth) => ({ partitionKey: `${device}_raw`, rowKey: String(t).padStart(10, "0"), depth });
+
+async function telemetry() {
+	await table("TankTelemetry").createTable();
+	// 2020-10-10 and 10-11, hours 3 and 4 of the 11th missing (the uplink was down).
+	for (let h = -24; h < 24; h++) {
+		if (h === 3 || h === 4) continue;
+		await table("TankTelemetry").upsertEntity(reading("tank-7", day + h * 3600, 120 + (h % 12)), "Replace");
+	}
+}
+
+async function late() {
+	// The missing hours arrive late, one of them very low.
+	await table("TankTelemetry").upsertEntity(reading("tank-7", day + 3 * 3600, 80), "Replace");
+	await table("TankTelemetry").upsertEntity(reading("tank-7", day + 4 * 3600, 119), "Replace");
+}
+
+async function rollups() {
+	console.log("TankTelemetry aggregates (from the hourly readings):");
+	for (const e of await list("TankTelemetry", "PartitionKey eq 'tank-7_daily' or PartitionKey eq 'tank-7_weekly'"))
+		console.log(`  ${e.partitionKey.padEnd(13)} ${e.rowKey}  averageDepth ${e.averageDepth.toFixed(2)}` +
+			(e.minDepth !== undefined ? `  min ${e.minDepth}  max ${e.maxDepth}` : "") + `  samples ${e.samples}`);
+}
+
+const cmds = { seed, change, show, telemetry, late, rollups };
 cmds[process.argv[2]]().then(() => process.exit(0), (e) => { console.error("demo.js: " + e.message); process.exit(1); });

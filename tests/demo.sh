@@ -4,7 +4,9 @@
 # employees, customers and orders; `ecworker backfill` builds the email index,
 # the last-name lists and the copies of customer fields in orders; then the
 # application changes things, archives an employee, sends one garbage message,
-# and the worker brings everything back in line. Ends with SIGTERM.
+# and the worker brings everything back in line. Then a water tank's hourly
+# readings are rolled up into daily and weekly aggregates, and recomputed when
+# late readings arrive. Ends with SIGTERM.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
@@ -54,6 +56,18 @@ new QueueClient(process.env.AZURE_STORAGE_CONNECTION_STRING, "ecw-demo").sendMes
 	.then(() => process.exit(0), (e) => { console.error(e.message); process.exit(1); });' "$ROOT"
 wait_for 17
 app show
+echo "== a water tank's hourly readings (two hours missing); roll up the day and the week"
+app telemetry
+"$bin" enqueue -c "$cfg" tank-daily --field device=tank-7 --field window_start=2020-10-11 >/dev/null
+"$bin" enqueue -c "$cfg" tank-weekly --field device=tank-7 --field window_start=2020-10-05 >/dev/null
+wait_for 19
+app rollups
+echo "== the two missing readings arrive late: the same messages again recompute the windows"
+app late
+"$bin" enqueue -c "$cfg" tank-daily --field device=tank-7 --field window_start=2020-10-11 >/dev/null
+"$bin" enqueue -c "$cfg" tank-weekly --field device=tank-7 --field window_start=2020-10-05 >/dev/null
+wait_for 21
+app rollups
 echo "== ecworker status -c config/demo.yaml"
 "$bin" status -c "$cfg"
 echo "== ecworker poison list -c config/demo.yaml   (what an operator sees; see the README's runbook)"
