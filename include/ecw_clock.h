@@ -16,6 +16,11 @@ int64_t ecw_wall_ms(void);
 /* How many wall-clock milliseconds pass per real one: 1, except under
  * ECW_TEST_CLOCK. Divide a wall-clock wait by it to sleep. */
 int64_t ecw_wall_scale(void);
+
+/* The proleptic Gregorian calendar (H. Hinnant's algorithms): days since
+ * 1970-01-01 of a date, and back. Any year the int types hold. */
+int64_t ecw_days_from_civil(int64_t y, int64_t m, int64_t d);
+void ecw_civil_from_days(int64_t days, int *y, int *m, int *d);
 void ecw_sleep_ms(int64_t ms);   /* returns early only on a signal */
 uint32_t ecw_random_u32(void);   /* uniform, thread-safe; not for secrets */
 

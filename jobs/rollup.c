@@ -66,6 +66,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecw_clock.h"
 #include "ecw_job.h"
 #include "jobs_private.h"
 #include "rollup_private.h"
@@ -472,17 +473,6 @@ static int64_t rollup_window_ms(const void *settings)
 
 /* ---- windows -------------------------------------------------------------------- */
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (y >= 1970). */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-	y -= m <= 2;
-	int64_t era = y / 400;
-	int64_t yoe = y - era * 400;
-	int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
-}
-
 static bool leap(int y)
 {
 	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
@@ -540,7 +530,7 @@ int ecw_rollup_window_parse(int64_t *out_s, const char *text, int64_t window_ms)
 		return ecw_error_set(
 		    ECW_EINVALID, "window_start \"%.40s\": a 1h window needs the hour, e.g. \"%.10sT05:00Z\"",
 		    text, text);
-	t = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
+	t = ecw_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
 	if (window_ms == ECW_ROLLUP_HOUR_MS && t % 3600 != 0)
 		return ecw_error_set(ECW_EINVALID, "window_start \"%.40s\" is not on the hour (window 1h)",
 		                     text);
@@ -562,20 +552,6 @@ int ecw_rollup_window_parse(int64_t *out_s, const char *text, int64_t window_ms)
 	return 0;
 }
 
-/* The date of a day count since 1970-01-01 (the inverse of days_from_civil). */
-static void civil_from_days(int64_t z, int *y, int *m, int *d)
-{
-	z += 719468;
-	int64_t era = z / 146097;
-	int64_t doe = z - era * 146097;
-	int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	int64_t mp = (5 * doy + 2) / 153;
-	*d = (int)(doy - (153 * mp + 2) / 5 + 1);
-	*m = (int)(mp < 10 ? mp + 3 : mp - 9);
-	*y = (int)(yoe + era * 400 + (*m <= 2));
-}
-
 /* v as exactly width digits at p (v fits: a date part from 1970..9999). */
 static char *put_digits(char *p, int v, int width)
 {
@@ -589,7 +565,7 @@ void ecw_rollup_row_key(char out[16], int64_t start_s, int64_t window_ms)
 	int y, m, d;
 	char *p = out;
 
-	civil_from_days(start_s / 86400, &y, &m, &d);
+	ecw_civil_from_days(start_s / 86400, &y, &m, &d);
 	p = put_digits(p, y, 4);
 	p = put_digits(p, m, 2);
 	p = put_digits(p, d, 2);
@@ -603,7 +579,7 @@ void ecw_rollup_iso(char out[32], int64_t s)
 	int y, m, d;
 	char *p = out;
 
-	civil_from_days(s / 86400, &y, &m, &d);
+	ecw_civil_from_days(s / 86400, &y, &m, &d);
 	p = put_digits(p, y, 4);
 	*p++ = '-';
 	p = put_digits(p, m, 2);

@@ -39,30 +39,6 @@ struct part {
 #define TICKS_UNIX_EPOCH INT64_C(621355968000000000)
 #define TICKS_MAX INT64_C(3155378975999999999)
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm). */
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-	y -= m <= 2;
-	int64_t era = (y >= 0 ? y : y - 399) / 400;
-	int64_t yoe = y - era * 400;
-	int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
-}
-
-static void civil_from_days(int64_t z, int *y, int *m, int *d)
-{
-	z += 719468;
-	int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-	int64_t doe = z - era * 146097;
-	int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-	int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-	int64_t mp = (5 * doy + 2) / 153;
-	*d = (int)(doy - (153 * mp + 2) / 5 + 1);
-	*m = (int)(mp < 10 ? mp + 3 : mp - 9);
-	*y = (int)(yoe + era * 400 + (*m <= 2));
-}
-
 bool ecw_civil_date_valid(int y, int m, int d)
 {
 	static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
@@ -75,7 +51,7 @@ bool ecw_civil_date_valid(int y, int m, int d)
 
 int64_t ecw_civil_to_unix_ms(int y, int m, int d, int hh)
 {
-	return (days_from_civil(y, m, d) * 24 + hh) * 3600000LL;
+	return (ecw_days_from_civil(y, m, d) * 24 + hh) * 3600000LL;
 }
 
 /* n digits at s; -1 when one is not a digit. */
@@ -112,7 +88,7 @@ static bool iso_to_ticks(int64_t *out, const char *s, size_t n)
 	}
 	if (i != n - 1 || s[i] != 'Z')
 		return false;
-	*out = (days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) * TICKS_PER_SECOND + frac +
+	*out = (ecw_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) * TICKS_PER_SECOND + frac +
 	       TICKS_UNIX_EPOCH;
 	return true;
 }
@@ -126,7 +102,7 @@ int ecw_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], int64_t ticks)
 		return ecw_error_set(ECW_EINVALID, "ticks %" PRId64 " are outside 0001-01-01..9999-12-31", ticks);
 	days = ticks / TICKS_PER_DAY;
 	rem = ticks % TICKS_PER_DAY;
-	civil_from_days(days - 719162, &y, &m, &d); /* 719162: days from 0001-01-01 to 1970-01-01 */
+	ecw_civil_from_days(days - 719162, &y, &m, &d); /* 719162: days from 0001-01-01 to 1970-01-01 */
 	snprintf(out, ECW_ISO_TICKS_SIZE, "%04d-%02d-%02dT%02d:%02d:%02d.%07dZ", y, m, d,
 		 (int)(rem / (3600 * TICKS_PER_SECOND)), (int)(rem / (60 * TICKS_PER_SECOND) % 60),
 		 (int)(rem / TICKS_PER_SECOND % 60), (int)(rem % TICKS_PER_SECOND));
@@ -433,7 +409,7 @@ static int format_value(struct ecw_buf *out, const struct part *p, const struct 
 					     p->now ? "the clock" : "property", p->text);
 		return ecw_buf_printf(out, "%010" PRId64, secs);
 	case FMT_DATE_INT:
-		civil_from_days(ticks / TICKS_PER_DAY - 719162, &y, &m, &d);
+		ecw_civil_from_days(ticks / TICKS_PER_DAY - 719162, &y, &m, &d);
 		return ecw_buf_printf(out, "%04d%02d%02d", y, m, d);
 	default:
 		return ecw_error_set(ECW_ERROR, "template: unknown formatter");
