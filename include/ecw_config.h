@@ -108,6 +108,8 @@ struct ecw_config {
 		int64_t shutdown_grace_ms;    /* default 25s */
 		long long message_ttl_s;      /* -1 never, or 1..; default -1 (a duration or -1) */
 		bool create_missing;          /* default true */
+		char *schedule_table;         /* schedules' markers; default EcwSchedules */
+		int64_t schedule_lease_ms;    /* a claim on a schedule's window; 1s..1h, default 2m */
 	} worker;
 	struct {
 		enum ecw_log_level level;     /* debug|info|warn|error, default info */

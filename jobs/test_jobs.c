@@ -7,7 +7,14 @@
  *   test-sleep  sleeps `duration` (or the message's "sleep_ms"), then, with
  *               `table`, checks the lease and writes a marker entity
  *   test-count  inserts one entity per run into `table`, keyed by the
- *               message's rk, id and dequeue count, so tests can count runs */
+ *               message's rk, id and dequeue count, so tests can count runs
+ *   test-record keyless: inserts one entity per message into `table`,
+ *               PartitionKey the message's window_start ("none" without),
+ *               RowKey the values of its `fields` joined by ',' then '~' and
+ *               the message id (a redelivery finds it there: success), so
+ *               tests count the messages a schedule enqueued per window;
+ *               `window` (1h, 1d or 1w) is what it tells a schedule it
+ *               works on */
 #ifdef ECW_TESTING
 
 #include <json-c/json.h>
@@ -174,6 +181,112 @@ static const char *count_source(const void *settings)
 const struct ecw_job_type ecw_job_test_count = {
 	.name = "test-count", .parse = parse_count, .prepare = prepare_table, .run = run_count, .free = settings_free,
 	.source_table = count_source};
+
+struct record_settings {
+	char *table;
+	char **fields;     /* NULL-terminated, or NULL */
+	int64_t window_ms; /* 0: none */
+};
+
+static void record_free(void *p)
+{
+	struct record_settings *s = p;
+
+	if (s) {
+		free(s->table);
+		ecw_strv_free(s->fields);
+	}
+	free(s);
+}
+
+static int record_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+{
+	static const char *const allowed[] = {"type", "then", "table", "fields", "window", NULL};
+	struct record_settings *s = calloc(1, sizeof(*s));
+	char *window = NULL;
+	bool present;
+	int bad = 0;
+
+	*out = NULL;
+	if (!s)
+		return -1;
+	bad |= ecw_node_check_keys(job, allowed, "test job", errs) > 0;
+	bad |= ecw_node_string(&s->table, job, "table", true, errs) < 0;
+	bad |= ecw_node_string_list(&s->fields, &present, job, "fields", errs) < 0;
+	if (ecw_node_string(&window, job, "window", false, errs) < 0) {
+		bad = 1;
+	} else if (window && ecw_duration_parse(&s->window_ms, window, true) < 0) {
+		ecw_config_error(errs, ecw_node_get(job, "window"), "window must be 1h, 1d or 1w");
+		bad = 1;
+	}
+	free(window);
+	if (bad) {
+		record_free(s);
+		return -1;
+	}
+	*out = s;
+	return 0;
+}
+
+static int record_prepare(const void *settings, struct ecw_client *c)
+{
+	return ecw_table_create(NULL, c, ((const struct record_settings *)settings)->table);
+}
+
+static const char *message_string(const struct ecw_job_ctx *ctx, const char *key)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(ctx->message, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+static int record_run(const void *settings, struct ecw_job_ctx *ctx)
+{
+	const struct record_settings *s = settings;
+	const char *ws = message_string(ctx, "window_start");
+	struct ecw_entity *e = NULL;
+	struct ecw_buf rk;
+	int err;
+
+	ecw_buf_init(&rk, 1024);
+	for (size_t i = 0; s->fields && s->fields[i]; i++) {
+		const char *v = message_string(ctx, s->fields[i]);
+		if (!v) {
+			err = ecw_error_set(ECW_EINVALID, "test-record: the message has no field %s", s->fields[i]);
+			goto done;
+		}
+		if ((err = ecw_buf_printf(&rk, "%s%s", i ? "," : "", v)) < 0)
+			goto done;
+	}
+	if ((err = ecw_buf_printf(&rk, "~%s", ctx->message_id)) < 0 ||
+	    (err = ecw_entity_new(&e, ws ? ws : "none", ecw_buf_cstr(&rk))) < 0 ||
+	    (err = ecw_entity_set_string(e, "Job", ctx->job, strlen(ctx->job))) < 0 ||
+	    (err = ecw_job_check_lease(ctx)) < 0)
+		goto done;
+	err = ecw_table_write(NULL, ctx->client, s->table, e, ECW_WRITE_INSERT, NULL);
+	if (err == ECW_ECONFLICT)
+		err = 0;
+done:
+	ecw_entity_free(e);
+	ecw_buf_dispose(&rk);
+	return err;
+}
+
+static const char *const *record_fields(const void *settings)
+{
+	return (const char *const *)((const struct record_settings *)settings)->fields;
+}
+
+static int64_t record_window(const void *settings)
+{
+	return ((const struct record_settings *)settings)->window_ms;
+}
+
+const struct ecw_job_type ecw_job_test_record = {
+	.name = "test-record", .keyless = true, .parse = record_parse, .prepare = record_prepare,
+	.run = record_run, .free = record_free, .message_fields = record_fields, .window_ms = record_window};
 
 #else
 /* ISO C forbids an empty translation unit. */

@@ -1096,7 +1096,8 @@ static const char *const storage_auths[] = {"key", "workload-identity", "managed
 static const char *const worker_keys[] = {"queue",         "poison_queue",       "batch_size",
                                           "concurrency",   "visibility_timeout", "max_dequeue_count",
                                           "retry_backoff", "poll_interval",      "shutdown_grace",
-                                          "message_ttl",   "create_missing",     NULL};
+                                          "message_ttl",   "create_missing",     "schedule_table",
+                                          "schedule_lease", NULL};
 static const char *const backoff_keys[] = {"base", "max", NULL};
 static const char *const poll_keys[] = {"min", "max", NULL};
 static const char *const log_keys[] = {"level", "format", NULL};
@@ -1139,6 +1140,19 @@ static bool queue_name_ok(const char *s)
 			return false;
 		}
 	}
+	return true;
+}
+
+/* Azure's rule for table names: a letter, then 2-62 letters or digits. */
+static bool table_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 3 || n > 63 || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
+			return false;
 	return true;
 }
 
@@ -1399,6 +1413,15 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 	}
 
 	read_bool(&cfg->worker.create_missing, sec, "create_missing", false, "worker", errs);
+
+	/* The schedules' markers (worker/schedule.c): a table name, and how long
+	 * a claim holds before another replica may take the window over. */
+	if (read_string(&cfg->worker.schedule_table, sec, "schedule_table", false, "worker", errs) > 0 &&
+	    !table_name_ok(cfg->worker.schedule_table))
+		ecw_config_error(errs, ecw_node_get(sec, "schedule_table"),
+		                 "worker.schedule_table is not a valid table name (a letter, then 2-62 letters or digits)");
+	read_duration(&cfg->worker.schedule_lease_ms, sec, "schedule_lease", SEC, HOUR, false, false, "worker",
+	              errs);
 }
 
 static void check_log(struct ecw_config *cfg, const struct ecw_node *root, struct ecw_config_errors *errs)
@@ -1624,6 +1647,7 @@ static void set_defaults(struct ecw_config *cfg)
 	cfg->worker.shutdown_grace_ms = 25 * SEC;
 	cfg->worker.message_ttl_s = -1;
 	cfg->worker.create_missing = true;
+	cfg->worker.schedule_lease_ms = 2 * MIN;
 	cfg->log.level = ECW_LOG_INFO;
 	cfg->log.format = ECW_LOG_JSON;
 }
@@ -1645,7 +1669,8 @@ static int set_string_defaults(struct ecw_config *cfg, const char *file, struct 
 		return err < 0 ? err : ecw_error_set(ECW_ERROR, "bad default connection string");
 	cfg->worker.queue = strdup("ecw-jobs");
 	cfg->metrics.listen = strdup("127.0.0.1:9464");
-	if (!cfg->worker.queue || !cfg->metrics.listen)
+	cfg->worker.schedule_table = strdup("EcwSchedules");
+	if (!cfg->worker.queue || !cfg->metrics.listen || !cfg->worker.schedule_table)
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
 	return 0;
 }
@@ -1804,6 +1829,7 @@ void ecw_config_free(struct ecw_config *cfg)
 	free(cfg->storage.managed_identity_client_id);
 	free(cfg->worker.queue);
 	free(cfg->worker.poison_queue);
+	free(cfg->worker.schedule_table);
 	free(cfg->metrics.listen);
 	for (size_t i = 0; i < cfg->njobs; i++) {
 		struct ecw_job_def *j = &cfg->jobs[i];

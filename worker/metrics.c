@@ -97,6 +97,13 @@ static struct family f_poisoned = {
     .label_names = {"reason"},
 };
 
+static struct family f_scheduled = {
+    .name = "ecw_scheduled_messages_total",
+    .help = "Messages this replica enqueued for schedules, by schedule.",
+    .nlabels = 1,
+    .label_names = {"schedule"},
+};
+
 /* Under g_lock. */
 static uint64_t g_retries;
 static int64_t g_in_flight;
@@ -283,6 +290,18 @@ void ecw_metrics_poisoned(const char *reason)
 	pthread_mutex_unlock(&g_lock);
 }
 
+void ecw_metrics_scheduled(const char *schedule, int64_t count)
+{
+	struct series *s;
+
+	if (count <= 0)
+		return;
+	pthread_mutex_lock(&g_lock);
+	if ((s = series_get(&f_scheduled, schedule, NULL)))
+		s->count += (uint64_t)count;
+	pthread_mutex_unlock(&g_lock);
+}
+
 void ecw_metrics_received(int64_t unix_time, int count)
 {
 	/* Every successful receive counts for the timestamp, an empty one too:
@@ -325,6 +344,7 @@ void ecw_metrics_reset(void)
 	family_clear(&f_duration);
 	family_clear(&f_storage);
 	family_clear(&f_poisoned);
+	family_clear(&f_scheduled);
 	g_retries = 0;
 	g_in_flight = 0;
 	g_last_receive = 0;
@@ -440,7 +460,7 @@ char *ecw_metrics_render(void)
 	                      "Storage attempts retried after a transient failure.", "counter")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_storage_retries_total %" PRIu64 "\n", g_retries)) < 0)
 		goto unlock;
-	if ((err = render_family(&b, &f_poisoned)) < 0)
+	if ((err = render_family(&b, &f_poisoned)) < 0 || (err = render_family(&b, &f_scheduled)) < 0)
 		goto unlock;
 	if ((err = add_header(&b, "ecw_jobs_in_flight", "Messages being worked on now.", "gauge")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_jobs_in_flight %" PRId64 "\n", g_in_flight)) < 0 ||

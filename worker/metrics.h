@@ -22,6 +22,7 @@ void ecw_metrics_retry(void);
 void ecw_metrics_inflight_add(int delta);
 void ecw_metrics_poisoned(const char *reason);  /* "permanent" | "max-dequeue" */
 void ecw_metrics_received(int64_t unix_time, int count); /* a successful receive, count >= 0 */
+void ecw_metrics_scheduled(const char *schedule, int64_t count); /* messages a schedule's window put */
 
 /* Liveness and readiness, set by the runtime. */
 void ecw_metrics_heartbeat(void);               /* the loop went round */

@@ -42,6 +42,7 @@
 #include "metrics.h"
 #include "poison.h"
 #include "runtime.h"
+#include "schedule.h"
 
 struct slot {
 	pthread_mutex_t mu;
@@ -68,6 +69,8 @@ struct runtime {
 	pthread_cond_t work_cv;     /* job threads: a slot is ready */
 	pthread_cond_t main_cv;     /* receive loop: a slot freed, or a signal */
 	pthread_cond_t renew_cv;    /* renewer: a signal */
+	pthread_cond_t sched_cv;    /* scheduler: a signal */
+	bool sched_exited;          /* the scheduler thread left its loop */
 	int *ready;                 /* ring of slot indexes */
 	int ready_head, ready_n;
 	int inflight;
@@ -122,6 +125,7 @@ static void wake_all(struct runtime *rt)
 	pthread_cond_broadcast(&rt->main_cv);
 	pthread_cond_broadcast(&rt->work_cv);
 	pthread_cond_broadcast(&rt->renew_cv);
+	pthread_cond_broadcast(&rt->sched_cv);
 	pthread_mutex_unlock(&rt->mu);
 }
 
@@ -488,6 +492,34 @@ static void *renew_thread(void *p)
 	return NULL;
 }
 
+/* Ticks the schedules (worker/schedule.c) on its own connection, at least
+ * once a second, until the first signal; a window it is enqueueing when the
+ * signal comes is given back (its marker deleted) so another replica redoes
+ * it. It never holds rt->mu while it talks to storage, so job threads and
+ * the receive loop never wait for it. */
+static void *sched_thread(void *p)
+{
+	struct thread_arg *a = p;
+	struct runtime *rt = a->rt;
+	struct ecw_scheduler *sched = NULL;
+
+	if (ecw_scheduler_new(&sched, rt->cfg) < 0)
+		ecw_log_msg(ECW_LOG_ERROR, "schedule_error", "%s: schedules will not run", ecw_error_last()->message);
+	while (sched && !atomic_load(&rt->stopping)) {
+		int64_t wait = ecw_scheduler_tick(sched, a->client, &rt->stopping);
+		pthread_mutex_lock(&rt->mu);
+		if (!atomic_load(&rt->stopping))
+			timed_wait(&rt->sched_cv, &rt->mu, wait);
+		pthread_mutex_unlock(&rt->mu);
+	}
+	ecw_scheduler_free(sched);
+	pthread_mutex_lock(&rt->mu);
+	rt->sched_exited = true;
+	pthread_cond_broadcast(&rt->main_cv);
+	pthread_mutex_unlock(&rt->mu);
+	return NULL;
+}
+
 static void *signal_thread(void *p)
 {
 	struct runtime *rt = p;
@@ -554,6 +586,11 @@ static int prepare(struct runtime *rt, struct ecw_client *c)
 			return err;
 		}
 	}
+	if (ecw_schedules_count(cfg->schedules) > 0 &&
+	    (err = ecw_table_create(NULL, c, cfg->worker.schedule_table)) < 0) {
+		log_storage_error("schedule.prepare");
+		return err;
+	}
 	return 0;
 }
 
@@ -575,6 +612,7 @@ static void log_start(const struct runtime *rt, const struct ecw_metrics_server 
 	ecw_log_int(l, "visibility_timeout_s", rt->vis_s);
 	ecw_log_int(l, "max_dequeue_count", cfg->worker.max_dequeue_count);
 	ecw_log_int(l, "jobs", (int64_t)cfg->njobs);
+	ecw_log_int(l, "schedules", (int64_t)ecw_schedules_count(cfg->schedules));
 	ecw_log_str(l, "metrics", cfg->metrics.listen[0] ? cfg->metrics.listen : "off");
 	if (metrics)
 		ecw_log_int(l, "metrics_port", ecw_metrics_port(metrics)); /* the bound one, when listen says :0 */
@@ -761,7 +799,7 @@ static bool drain(struct runtime *rt, struct ecw_client *c)
 int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 {
 	struct runtime *rt = calloc(1, sizeof(*rt));
-	struct thread_arg *args = NULL, renew_arg = {0};
+	struct thread_arg *args = NULL, renew_arg = {0}, sched_arg = {0};
 	pthread_t sig_tid;
 	struct ecw_metrics_server *metrics = NULL;
 	struct ecw_client *c = NULL;
@@ -780,6 +818,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	init_cond(&rt->work_cv);
 	init_cond(&rt->main_cv);
 	init_cond(&rt->renew_cv);
+	init_cond(&rt->sched_cv);
 	register_secrets(cfg->storage.connection_string);
 
 	/* Signals go to the signal thread only: block them before any thread
@@ -845,10 +884,33 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	}
 	renew_arg.rt = rt;
 	renew_arg.started = pthread_create(&renew_arg.tid, NULL, renew_thread, &renew_arg) == 0;
+	if (ecw_schedules_count(cfg->schedules) > 0) {
+		if (ecw_client_new(&sched_arg.client, rt->acct, &rt->copts) < 0) {
+			log_storage_error("client.new");
+			atomic_store(&rt->stopping, true); /* the threads above end with the loop */
+		} else {
+			sched_arg.rt = rt;
+			sched_arg.started = pthread_create(&sched_arg.tid, NULL, sched_thread, &sched_arg) == 0;
+		}
+	}
 
 	receive_loop(rt, c);
 
+	int64_t stop_deadline = ecw_now_ms() + cfg->worker.shutdown_grace_ms;
 	joinable = drain(rt, c);
+	/* The scheduler gets the same grace as the jobs: it stops between two
+	 * requests, so only a storage call stuck past the grace keeps it. */
+	if (joinable && sched_arg.started) {
+		pthread_mutex_lock(&rt->mu);
+		while (!rt->sched_exited && ecw_now_ms() < stop_deadline && !atomic_load(&rt->force)) {
+			int64_t ms = stop_deadline - ecw_now_ms();
+			timed_wait(&rt->main_cv, &rt->mu, ms > 1000 ? 1000 : ms);
+		}
+		joinable = rt->sched_exited;
+		pthread_mutex_unlock(&rt->mu);
+		if (!joinable)
+			ecw_log_msg(ECW_LOG_WARN, "schedule_error", "the scheduler was still busy when shutdown_grace ran out");
+	}
 	if (joinable) {
 		pthread_mutex_lock(&rt->mu);
 		rt->workers_exit = true;
@@ -860,6 +922,8 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 				pthread_join(args[i].tid, NULL);
 		if (renew_arg.started)
 			pthread_join(renew_arg.tid, NULL);
+		if (sched_arg.started)
+			pthread_join(sched_arg.tid, NULL);
 	}
 	rc = atomic_load(&rt->force) ? 130 : 0;
 	ecw_log_msg(ECW_LOG_INFO, "stop", "%s", rc == 0 ? "stopped cleanly" : "stopped by a second signal");
@@ -873,6 +937,7 @@ done:
 		for (int i = 0; i < rt->nslots; i++)
 			ecw_client_free(args[i].client);
 	ecw_client_free(renew_arg.client);
+	ecw_client_free(sched_arg.client);
 	ecw_account_free(rt->acct);
 	if (rt->slots)
 		for (int i = 0; i < rt->nslots; i++)

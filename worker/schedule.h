@@ -1,9 +1,21 @@
 /* schedule.h - `schedules:` in the configuration: jobs enqueued on a
- * timetable by the worker itself (worker/schedule.c). */
+ * timetable by the worker itself (worker/schedule.c). The parsed set belongs
+ * to the configuration (ecw_config_free frees it); the runtime's scheduler
+ * (ecw_scheduler_new / _free) keeps what one replica learnt between ticks
+ * and reads the set without owning it. The period math is exposed for tests. */
 #ifndef ECW_SCHEDULE_H
 #define ECW_SCHEDULE_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include "ecw_config.h"
+#include "ecw_storage.h"
+
+#define ECW_SCHEDULE_HOUR_MS ((int64_t)3600000)
+#define ECW_SCHEDULE_DAY_MS (24 * ECW_SCHEDULE_HOUR_MS)
+#define ECW_SCHEDULE_WEEK_MS (7 * ECW_SCHEDULE_DAY_MS)
 
 struct ecw_schedule_set;
 
@@ -13,5 +25,55 @@ struct ecw_schedule_set;
 int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *sec, const struct ecw_config *cfg,
 			struct ecw_config_errors *errs);
 void ecw_schedules_free(struct ecw_schedule_set *s);
+
+enum ecw_schedule_window { ECW_WINDOW_NONE, ECW_WINDOW_PREVIOUS, ECW_WINDOW_CURRENT };
+
+/* One schedule as configured (a view owned by the set). */
+struct ecw_schedule {
+	const char *name;      /* the markers' PartitionKey; default the job's name */
+	const char *job;
+	int64_t every_ms;      /* ECW_SCHEDULE_HOUR_MS, _DAY_MS or _WEEK_MS */
+	int64_t at_ms;         /* offset of the firing into its period */
+	int catch_up;          /* how many of the latest due periods a tick considers */
+	enum ecw_schedule_window window;
+	const char *table;     /* for_each.table; NULL: one message per period */
+	const char *field;     /* for_each.field: PartitionKey, RowKey or a String property */
+	const char *as;        /* for_each.as: the message field the value goes in */
+	const char *filter;    /* for_each.filter (OData) or NULL */
+};
+
+/* 0 for NULL. */
+size_t ecw_schedules_count(const struct ecw_schedule_set *s);
+const struct ecw_schedule *ecw_schedules_get(const struct ecw_schedule_set *s, size_t i);
+
+/* ---- period math (UTC; Unix milliseconds) ---- */
+
+/* The start of the period of length every_ms containing t: the hour, UTC
+ * midnight, or Monday 00:00 UTC. */
+int64_t ecw_schedule_period_start(int64_t t_ms, int64_t every_ms);
+/* The starts of the latest max periods whose firing (start + at_ms) is at or
+ * before now_ms, oldest first, into out; returns how many (max). */
+size_t ecw_schedule_due(int64_t *out, size_t max, int64_t now_ms, int64_t every_ms, int64_t at_ms);
+/* The message's window_start for a firing in the period starting at
+ * period_ms: that period (current) or the one before (previous);
+ * "YYYY-MM-DD" for 1d and 1w, "YYYY-MM-DDTHH:00:00Z" for 1h. */
+int ecw_schedule_window_start(char *out, size_t cap, int64_t period_ms, int64_t every_ms,
+			      enum ecw_schedule_window w) ECW_MUST_USE;
+/* The marker's RowKey for the period starting at period_ms:
+ * "YYYY-MM-DDTHH:MMZ", which sorts as time does. */
+int ecw_schedule_marker_key(char *out, size_t cap, int64_t period_ms) ECW_MUST_USE;
+
+/* ---- the scheduler (one per replica) ---- */
+
+struct ecw_scheduler;
+
+/* cfg (and its schedules) must outlive the scheduler. */
+int ecw_scheduler_new(struct ecw_scheduler **out, const struct ecw_config *cfg) ECW_MUST_USE;
+void ecw_scheduler_free(struct ecw_scheduler *s);
+/* Enqueues every due window not yet done (claiming each in the marker table
+ * first), using c; stops between requests once *stopping is set. Returns how
+ * many real milliseconds to wait before the next tick (at most 1000; more
+ * after a storage error). Logs what it did and what failed. */
+int64_t ecw_scheduler_tick(struct ecw_scheduler *s, struct ecw_client *c, const atomic_bool *stopping);
 
 #endif
