@@ -271,7 +271,7 @@ static void test_config__unknown_key_nested(void **state)
 	one_error("worker:\n  queue: abc\n  bacth_size: 4\n", "3:3",
 	          "unknown key 'bacth_size' in worker (expected one of: queue, poison_queue, batch_size, "
 	          "concurrency, visibility_timeout, max_dequeue_count, retry_backoff, poll_interval, "
-	          "shutdown_grace, message_ttl, create_missing)");
+	          "shutdown_grace, message_ttl, create_missing, schedule_table, schedule_lease)");
 	one_error("worker:\n  retry_backoff: {base: 1s, min: 2s}\n", "2:29",
 	          "unknown key 'min' in worker.retry_backoff (expected one of: base, max)");
 	one_error("worker:\n  poll_interval: {mn: 1s}\n", "2:19",
