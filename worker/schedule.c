@@ -292,6 +292,8 @@ static int check_job(const struct schedule *s, const struct ecw_node *item, cons
 {
 	const char *const *fields = def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
 	size_t nf = count_fields(fields);
+	/* A type may have window_ms and still be configured without a window
+	 * (it answers 0): that is no window either. */
 	int64_t win = def->type->window_ms ? def->type->window_ms(def->settings) : 0;
 	char list[256];
 	int bad = 0;
