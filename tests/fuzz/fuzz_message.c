@@ -36,11 +36,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int err = ecw_message_decode(&m, text, size);
 
 	if (err == 0) {
-		FUZZ_CHECK(m.obj && m.job && m.pk && m.rk && *m.job);
+		/* Keys come as a pair or not at all (a keyless job's message). */
+		FUZZ_CHECK(m.obj && m.job && *m.job && !m.pk == !m.rk);
+		FUZZ_CHECK((ecw_message_require_keys(&m) == 0) == (m.pk != NULL));
 		/* Neither JSON nor base64 has a raw NUL byte anywhere; json-c's
 		 * comments (which it accepts) may hold anything. */
 		FUZZ_CHECK(!memchr(data, 0, size) || memchr(data, '/', size));
-		FUZZ_CHECK(ecw_key_check(m.pk, "pk") == 0 && ecw_key_check(m.rk, "rk") == 0);
+		FUZZ_CHECK(!m.pk || (ecw_key_check(m.pk, "pk") == 0 && ecw_key_check(m.rk, "rk") == 0));
 		same_as_json(&m, "job", m.job);
 		same_as_json(&m, "pk", m.pk);
 		same_as_json(&m, "rk", m.rk);

@@ -338,10 +338,13 @@ static void check_untouched(const struct ecw_entity *order, const char *status)
 {
 	struct ecw_entity *want = NULL, *have = NULL;
 	const struct ecw_prop *cid = ecw_entity_get(order, "CustomerId");
-	int n = atoi(ecw_entity_rk(order) + 1);
+	const char *rk = ecw_entity_rk(order);
+	char *end;
+	long n = strtol(rk + 1, &end, 10);
 
+	assert_true(end != rk + 1 && *end == '\0'); /* "o<number>" */
 	assert_non_null(cid);
-	order_base(&want, ecw_entity_pk(order), n, cid->v.s);
+	order_base(&want, ecw_entity_pk(order), (int)n, cid->v.s);
 	if (status)
 		ECW_ASSERT_OK(ecw_entity_set_string(want, "Status", status, strlen(status)));
 	ECW_ASSERT_OK(ecw_entity_clone(&have, order));
