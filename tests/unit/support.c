@@ -1,6 +1,7 @@
 /* support.c - the sleep recorder, the clock, the fake transport and the string helpers
  * the unit tests share (see support.h). */
 #include "support.h"
+#include "ecw_config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,4 +344,27 @@ void client_fixture_teardown(struct client_fixture *fx)
 	fake_dispose(&fx->fake);
 	ecw_account_free(fx->acct);
 	free(fx);
+}
+
+void config_dump(const struct ecw_config_errors *errs)
+{
+	for (size_t i = 0; i < errs->n; i++)
+		print_message("  error: %s\n", errs->lines[i]);
+}
+
+struct ecw_config *config_parse_ok(const char *text, const char *file)
+{
+	struct ecw_config_errors errs;
+	struct ecw_config *cfg = NULL;
+	int err;
+
+	ecw_config_errors_init(&errs);
+	err = ecw_config_parse(&cfg, text, strlen(text), file, &errs);
+	if (err != 0 || errs.n != 0) {
+		config_dump(&errs);
+		fail_msg("parse of \"%s\" = %s with %zu errors", text, ecw_err_name(err), errs.n);
+	}
+	assert_non_null(cfg);
+	ecw_config_errors_dispose(&errs);
+	return cfg;
 }

@@ -20,27 +20,9 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static void dump(const struct ecw_config_errors *errs)
-{
-	for (size_t i = 0; i < errs->n; i++)
-		print_message("  error: %s\n", errs->lines[i]);
-}
-
 static struct ecw_config *parse_ok(const char *text)
 {
-	struct ecw_config_errors errs;
-	struct ecw_config *cfg = NULL;
-	int err;
-
-	ecw_config_errors_init(&errs);
-	err = ecw_config_parse(&cfg, text, strlen(text), FILE_NAME, &errs);
-	if (err != 0 || errs.n != 0) {
-		dump(&errs);
-		fail_msg("parse of \"%s\" = %s with %zu errors", text, ecw_err_name(err), errs.n);
-	}
-	assert_non_null(cfg);
-	ecw_config_errors_dispose(&errs);
-	return cfg;
+	return config_parse_ok(text, FILE_NAME);
 }
 
 /* Parses text expecting ECW_EINVALID with exactly nerr errors (left in errs). */
@@ -53,7 +35,7 @@ static void parse_bad(struct ecw_config_errors *errs, const char *text, size_t n
 	err = ecw_config_parse(&cfg, text, strlen(text), FILE_NAME, errs);
 	assert_null(cfg);
 	if (err != ECW_EINVALID || errs->n != nerr) {
-		dump(errs);
+		config_dump(errs);
 		fail_msg("parse of \"%s\" = %s with %zu errors, want ECW_EINVALID with %zu", text,
 		         ecw_err_name(err), errs->n, nerr);
 	}
@@ -67,7 +49,7 @@ static void error_is(const struct ecw_config_errors *errs, size_t i, const char 
 	assert_true(i < errs->n);
 	snprintf(prefix, sizeof(prefix), FILE_NAME ":%s: ", pos);
 	if (!str_starts(errs->lines[i], prefix) || !str_contains(errs->lines[i], needle)) {
-		dump(errs);
+		config_dump(errs);
 		fail_msg("error %zu is \"%s\", want \"%s...%s...\"", i, errs->lines[i], prefix, needle);
 	}
 }
@@ -921,7 +903,7 @@ static void test_config__shipped_file(void **state)
 	ecw_config_errors_init(&errs);
 	err = ecw_config_load(&cfg, "config/ecworker.yaml", &errs);
 	if (err != 0) {
-		dump(&errs);
+		config_dump(&errs);
 		fail_msg("config/ecworker.yaml: %s (run from the repo root)", ecw_err_name(err));
 	}
 	assert_int_equal(errs.n, 0);
@@ -1178,7 +1160,7 @@ static void test_config__readers(void **state)
 	    "h.yaml:8:1: unknown key 'z' in the thing (expected one of: s, n, q, b, d, l)",
 	};
 	if (errs.n != sizeof(want) / sizeof(want[0]))
-		dump(&errs);
+		config_dump(&errs);
 	assert_int_equal(errs.n, sizeof(want) / sizeof(want[0]));
 	for (size_t i = 0; i < errs.n; i++)
 		assert_str(errs.lines[i], want[i]);

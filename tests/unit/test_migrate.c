@@ -14,26 +14,9 @@
 #define FILE_NAME "m.yaml"
 #define HEAD "storage:\n  connection_string: UseDevelopmentStorage=true\nmigrations:\n"
 
-static void dump(const struct ecw_config_errors *errs)
-{
-	for (size_t i = 0; i < errs->n; i++)
-		print_message("  error: %s\n", errs->lines[i]);
-}
-
 static struct ecw_config *parse_ok(const char *text)
 {
-	struct ecw_config_errors errs;
-	struct ecw_config *cfg = NULL;
-	int err;
-
-	ecw_config_errors_init(&errs);
-	err = ecw_config_parse(&cfg, text, strlen(text), FILE_NAME, &errs);
-	if (err != 0 || errs.n) {
-		dump(&errs);
-		fail_msg("parse = %s with %zu errors", ecw_err_name(err), errs.n);
-	}
-	ecw_config_errors_dispose(&errs);
-	return cfg;
+	return config_parse_ok(text, FILE_NAME);
 }
 
 /* text has exactly one error, at pos ("LINE:COL"), containing needle. */
@@ -50,7 +33,7 @@ static void one_error(const char *text, const char *pos, const char *needle)
 	snprintf(prefix, sizeof(prefix), FILE_NAME ":%s: ", pos);
 	if (err != ECW_EINVALID || errs.n != 1 || !str_starts(errs.lines[0], prefix) ||
 	    !str_contains(errs.lines[0], needle)) {
-		dump(&errs);
+		config_dump(&errs);
 		fail_msg("want one error \"%s...%s...\" from:\n%s", prefix, needle, text);
 	}
 	ecw_config_errors_dispose(&errs);

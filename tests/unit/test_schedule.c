@@ -28,12 +28,6 @@ static int64_t utc(int y, int mo, int d, int h, int mi)
 	return (int64_t)timegm(&tm) * 1000;
 }
 
-static void dump(const struct ecw_config_errors *errs)
-{
-	for (size_t i = 0; i < errs->n; i++)
-		print_message("  error: %s\n", errs->lines[i]);
-}
-
 #define PREFIX                                                                                               \
 	"jobs:\n"                                                                                            \
 	"  tank-daily: {type: test-record, table: Rollups, fields: [device], window: 1d}\n"                 \
@@ -44,18 +38,7 @@ static void dump(const struct ecw_config_errors *errs)
 
 static struct ecw_config *parse_ok(const char *text)
 {
-	struct ecw_config_errors errs;
-	struct ecw_config *cfg = NULL;
-	int err;
-
-	ecw_config_errors_init(&errs);
-	err = ecw_config_parse(&cfg, text, strlen(text), FILE_NAME, &errs);
-	if (err != 0 || errs.n != 0) {
-		dump(&errs);
-		fail_msg("parse = %s with %zu errors", ecw_err_name(err), errs.n);
-	}
-	ecw_config_errors_dispose(&errs);
-	return cfg;
+	return config_parse_ok(text, FILE_NAME);
 }
 
 /* text (after PREFIX) has exactly one error, at LINE:COL, containing needle. */
@@ -73,7 +56,7 @@ static void one_error(const char *body, const char *pos, const char *needle)
 	assert_null(cfg);
 	if (err != ECW_EINVALID || errs.n != 1 || !str_starts(errs.lines[0], prefix) ||
 	    !str_contains(errs.lines[0], needle)) {
-		dump(&errs);
+		config_dump(&errs);
 		fail_msg("parse of\n%s\n= %s with %zu errors, want one at %s containing \"%s\"", body, ecw_err_name(err),
 			 errs.n, pos, needle);
 	}
