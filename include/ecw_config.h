@@ -99,6 +99,8 @@ struct ecw_config {
 		char *poison_queue;           /* default <queue>-poison */
 		int batch_size;               /* 1..32, default 16 */
 		int concurrency;              /* 1..256, default 16 */
+		int prefetch;                 /* 0..256, default batch_size: messages held
+		                               * waiting for a job thread */
 		int64_t visibility_timeout_ms;/* 1s..7d, whole seconds, default 60s */
 		int max_dequeue_count;        /* 1..1000, default 5 */
 		int64_t retry_backoff_base_ms;/* default 2s */

@@ -28,6 +28,7 @@ struct ecw_job_ctx {
 	const atomic_bool *lease_lost;    /* set by the runtime when the lease is gone */
 	const atomic_bool *stopping;      /* set at shutdown: finish soon if you can */
 	char outcome_detail[64];          /* optional word for the log ("missing", ...) */
+	char error[512];                  /* run_group: why this member failed */
 };
 
 /* Jobs call this before each write: once the lease is lost another worker may
@@ -57,6 +58,17 @@ struct ecw_job_type {
 	 * (tables); may be NULL. */
 	int (*prepare)(const void *settings, struct ecw_client *c);
 	int (*run)(const void *settings, struct ecw_job_ctx *ctx);
+	/* Optional: runs n (2..group_max) messages of this job at once, to
+	 * spend fewer requests (entity group transactions instead of a write
+	 * per entity). The runtime groups only messages whose keys share a
+	 * PartitionKey (their RowKeys may repeat: duplicates). Each member's
+	 * outcome must be what run would give it, and storage must end, after
+	 * a crash or failure at any point, as running them one by one could
+	 * leave it: a group is an optimisation, never another semantics. Sets
+	 * errs[i] for ctxs[i] (0, or an error as run returns it, with its text
+	 * in ctxs[i].error) and each member's outcome_detail. May be NULL. */
+	void (*run_group)(const void *settings, struct ecw_job_ctx *ctxs, size_t n, int *errs);
+	size_t group_max;                 /* most members run_group takes, >= 2 */
 	/* The message ctx->message_id will never run again: it is being
 	 * poisoned (a permanent failure, or more deliveries than
 	 * max_dequeue_count), and a replay puts its text back under a new id.

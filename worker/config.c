@@ -1093,11 +1093,11 @@ static const char *const top_keys[] = {"storage", "worker", "log", "metrics", "j
 static const char *const storage_keys[] = {"connection_string", "auth", "account", "ca_file",
                                            "managed_identity_client_id", "request_timeout", NULL};
 static const char *const storage_auths[] = {"key", "workload-identity", "managed-identity", NULL};
-static const char *const worker_keys[] = {"queue",         "poison_queue",       "batch_size",
-                                          "concurrency",   "visibility_timeout", "max_dequeue_count",
-                                          "retry_backoff", "poll_interval",      "shutdown_grace",
-                                          "message_ttl",   "create_missing",     "schedule_table",
-                                          "schedule_lease", NULL};
+static const char *const worker_keys[] = {"queue",          "poison_queue",       "batch_size",
+                                          "concurrency",    "prefetch",           "visibility_timeout",
+                                          "max_dequeue_count", "retry_backoff",   "poll_interval",
+                                          "shutdown_grace", "message_ttl",        "create_missing",
+                                          "schedule_table", "schedule_lease",     NULL};
 static const char *const backoff_keys[] = {"base", "max", NULL};
 static const char *const poll_keys[] = {"min", "max", NULL};
 static const char *const log_keys[] = {"level", "format", NULL};
@@ -1354,6 +1354,8 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 		cfg->worker.batch_size = (int)x;
 	if (read_int(&x, sec, "concurrency", 1, 256, false, "worker", errs) > 0)
 		cfg->worker.concurrency = (int)x;
+	if (read_int(&x, sec, "prefetch", 0, 256, false, "worker", errs) > 0)
+		cfg->worker.prefetch = (int)x;
 	read_duration(&cfg->worker.visibility_timeout_ms, sec, "visibility_timeout", SEC, 7 * DAY, true,
 	              false, "worker", errs);
 	if (read_int(&x, sec, "max_dequeue_count", 1, 1000, false, "worker", errs) > 0)
@@ -1638,6 +1640,7 @@ static void set_defaults(struct ecw_config *cfg)
 	cfg->storage.request_timeout_ms = 30 * SEC;
 	cfg->worker.batch_size = 16;
 	cfg->worker.concurrency = 16;
+	cfg->worker.prefetch = -1; /* batch_size, once that is read */
 	cfg->worker.visibility_timeout_ms = 60 * SEC;
 	cfg->worker.max_dequeue_count = 5;
 	cfg->worker.retry_backoff_base_ms = 2 * SEC;
@@ -1748,6 +1751,8 @@ int ecw_config_parse(struct ecw_config **out, const char *text, size_t len, cons
 		ecw_node_check_keys(root, top_keys, "the top level", errs);
 		check_storage(cfg, root, errs);
 		check_worker(cfg, root, errs);
+		if (cfg->worker.prefetch < 0)
+			cfg->worker.prefetch = cfg->worker.batch_size;
 		check_log(cfg, root, errs);
 		check_metrics(cfg, root, errs);
 		if ((err = check_jobs(cfg, root, errs)) < 0)

@@ -462,7 +462,7 @@ char *ecw_metrics_render(void)
 		goto unlock;
 	if ((err = render_family(&b, &f_poisoned)) < 0 || (err = render_family(&b, &f_scheduled)) < 0)
 		goto unlock;
-	if ((err = add_header(&b, "ecw_jobs_in_flight", "Messages being worked on now.", "gauge")) < 0 ||
+	if ((err = add_header(&b, "ecw_jobs_in_flight", "Messages held now: running, or waiting for a job thread (prefetch).", "gauge")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_jobs_in_flight %" PRId64 "\n", g_in_flight)) < 0 ||
 	    (err = add_header(&b, "ecw_messages_received_total", "Messages received from the queue.",
 	                      "counter")) < 0 ||

@@ -51,10 +51,20 @@ struct slot {
 	bool abandoned;             /* shutdown released it: nobody may settle it */
 	atomic_bool lease_lost;
 	struct ecw_queue_msg msg;   /* owns msg.text; pop_receipt updated by renewals */
-	char *job, *pk, *rk;        /* decoded by the job thread, for a release's log line */
+	struct ecw_message m;       /* decoded on receipt (m.job, m.pk, m.rk point into it,
+				     * also after a failed decode: for the log) */
+	bool decoded;
+	char decode_error[512];
+	/* Set on receipt when the message may run in a group: a decoded,
+	 * keyed message of a job whose type has run_group, not yet over
+	 * max_dequeue_count. Read by job threads under rt->mu. */
+	const struct ecw_job_def *group_def;
 	int64_t received_ms;
 	int64_t renew_at_ms;
 };
+
+/* The most messages one job thread runs as a group. */
+#define GROUP_CAP 32
 
 struct runtime {
 	const struct ecw_config *cfg;
@@ -63,7 +73,9 @@ struct runtime {
 	int vis_s;
 
 	struct slot *slots;
-	int nslots;
+	int nslots;                 /* concurrency + prefetch: messages held at most */
+	int nthreads;               /* concurrency: job threads */
+	int prefetch;
 
 	pthread_mutex_t mu;         /* guards everything below */
 	pthread_cond_t work_cv;     /* job threads: a slot is ready */
@@ -71,9 +83,9 @@ struct runtime {
 	pthread_cond_t renew_cv;    /* renewer: a signal */
 	pthread_cond_t sched_cv;    /* scheduler: a signal */
 	bool sched_exited;          /* the scheduler thread left its loop */
-	int *ready;                 /* ring of slot indexes */
-	int ready_head, ready_n;
-	int inflight;
+	int *ready;                 /* slot indexes waiting for a job thread, oldest first */
+	int ready_n;
+	int inflight;               /* slots held: waiting or running */
 	bool workers_exit;
 	atomic_bool stopping;       /* first signal */
 	atomic_bool force;          /* second signal */
@@ -304,51 +316,21 @@ static void abandon(struct runtime *rt, struct ecw_client *c, struct slot *s, co
 	}
 }
 
-static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
+/* Everything after the job ran (ran) or was refused before running (reason
+ * set): the follow-ups, the one final call on the message, the poisoning,
+ * the metrics and the message's log line. error holds the failure's text. */
+static void conclude(struct runtime *rt, struct ecw_client *c, struct slot *s, const struct ecw_job_def *def,
+		     const struct ecw_job_ctx *ctx, bool ran, int err, const char *reason, char *error, size_t error_size,
+		     int64_t t0, size_t group)
 {
 	const struct ecw_config *cfg = rt->cfg;
-	struct ecw_message m;
-	const struct ecw_job_def *def = NULL;
-	const char *outcome, *reason = NULL;
-	char error[512] = "";
-	int64_t t0 = ecw_now_ms();
-	int hide_s = 0, err;
-	bool decoded;
+	const struct ecw_message *m = &s->m;
+	const char *outcome = NULL;
+	int hide_s = 0;
 
-	err = ecw_message_decode(&m, s->msg.text, s->msg.text_len);
-	decoded = err == 0;
-	pthread_mutex_lock(&s->mu);
-	s->job = m.job ? strdup(m.job) : NULL;
-	s->pk = m.pk ? strdup(m.pk) : NULL;
-	s->rk = m.rk ? strdup(m.rk) : NULL;
-	pthread_mutex_unlock(&s->mu);
-	if (err < 0) {
-		snprintf(error, sizeof(error), "%s", ecw_error_last()->message);
-		reason = "permanent";
-	} else if (s->msg.dequeue_count > cfg->worker.max_dequeue_count) {
-		snprintf(error, sizeof(error),
-			 "delivered %ld times (max_dequeue_count %d): the worker holding it stopped each time",
-			 s->msg.dequeue_count, cfg->worker.max_dequeue_count);
-		reason = "max-dequeue";
-	} else if (!(def = ecw_config_job(cfg, m.job))) {
-		snprintf(error, sizeof(error), "unknown job '%.100s'", m.job);
-		reason = "permanent";
-	} else if (!def->type->keyless && ecw_message_require_keys(&m) < 0) {
-		snprintf(error, sizeof(error), "%s", ecw_error_last()->message);
-		reason = "permanent";
-	}
-
-	struct ecw_job_ctx ctx = {.client = c};
-	if (!reason) {
-		ctx = job_ctx(rt, c, s, def, &m);
-		ecw_error_clear();
-		err = def->type->run(def->settings, &ctx);
-		if (err < 0)
-			snprintf(error, sizeof(error), "%s", ecw_error_last()->message[0]
-								? ecw_error_last()->message
-								: ecw_err_name(err));
-		if (err == 0 && def->then && (err = enqueue_then(rt, c, s, def, &m)) < 0)
-			snprintf(error, sizeof(error), "%s", ecw_error_last()->message);
+	if (ran) {
+		if (err == 0 && def->then && (err = enqueue_then(rt, c, s, def, m)) < 0)
+			snprintf(error, error_size, "%s", ecw_error_last()->message);
 		if (err == 0)
 			outcome = settle(rt, c, s, SETTLE_DELETE, 0, "succeeded");
 		else if (ecw_job_err_is_permanent(err))
@@ -359,38 +341,101 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 			outcome = settle(rt, c, s, SETTLE_HIDE, hide_s = retry_hide_s(cfg, s->msg.dequeue_count),
 					 "retried");
 	}
-	if (reason && decoded)
-		abandon(rt, c, s, &m);
+	if (reason && s->decoded)
+		abandon(rt, c, s, m);
 	if (reason)
-		outcome = poison(rt, c, s, &m, reason, error);
+		outcome = poison(rt, c, s, m, reason, error);
 
-	if (strcmp(outcome, "released") == 0) {
-		/* Shutdown released it and logged it already. */
-		ecw_message_dispose(&m);
-		return;
-	}
+	if (strcmp(outcome, "released") == 0)
+		return; /* shutdown released it and logged it already */
 	double secs = (double)(ecw_now_ms() - t0) / 1000.0;
-	ecw_metrics_message(m.job && def ? m.job : "", outcome, secs);
+	ecw_metrics_message(m->job && def ? m->job : "", outcome, secs);
 	struct ecw_log_line *l = ecw_log_begin(strcmp(outcome, "succeeded") == 0 ? ECW_LOG_INFO : ECW_LOG_WARN,
 					       "message");
 	ecw_log_str(l, "outcome", outcome);
-	ecw_log_str(l, "job", m.job);
-	ecw_log_str(l, "pk", m.pk);
-	ecw_log_str(l, "rk", m.rk);
-	ecw_log_str(l, "id", m.id);
+	ecw_log_str(l, "job", m->job);
+	ecw_log_str(l, "pk", m->pk);
+	ecw_log_str(l, "rk", m->rk);
+	ecw_log_str(l, "id", m->id);
 	ecw_log_str(l, "message_id", s->msg.id);
 	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
 	ecw_log_int(l, "duration_ms", ecw_now_ms() - t0);
+	if (group > 1)
+		ecw_log_int(l, "group", (int64_t)group);
 	if (reason)
 		ecw_log_str(l, "reason", reason);
-	if (ctx.outcome_detail[0])
-		ecw_log_str(l, "detail", ctx.outcome_detail);
+	if (ctx && ctx->outcome_detail[0])
+		ecw_log_str(l, "detail", ctx->outcome_detail);
 	if (hide_s && strcmp(outcome, "retried") == 0)
 		ecw_log_int(l, "hidden_s", hide_s);
 	if (error[0])
 		ecw_log_str(l, "error", error);
 	ecw_log_end(l);
-	ecw_message_dispose(&m);
+}
+
+static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
+{
+	const struct ecw_config *cfg = rt->cfg;
+	const struct ecw_message *m = &s->m;
+	const struct ecw_job_def *def = NULL;
+	const char *reason = NULL;
+	char error[512] = "";
+	int64_t t0 = ecw_now_ms();
+	int err = 0;
+
+	if (!s->decoded) {
+		snprintf(error, sizeof(error), "%s", s->decode_error);
+		reason = "permanent";
+	} else if (s->msg.dequeue_count > cfg->worker.max_dequeue_count) {
+		snprintf(error, sizeof(error),
+			 "delivered %ld times (max_dequeue_count %d): the worker holding it stopped each time",
+			 s->msg.dequeue_count, cfg->worker.max_dequeue_count);
+		reason = "max-dequeue";
+	} else if (!(def = ecw_config_job(cfg, m->job))) {
+		snprintf(error, sizeof(error), "unknown job '%.100s'", m->job);
+		reason = "permanent";
+	} else if (!def->type->keyless && ecw_message_require_keys(m) < 0) {
+		snprintf(error, sizeof(error), "%s", ecw_error_last()->message);
+		reason = "permanent";
+	}
+
+	struct ecw_job_ctx ctx = {.client = c};
+	if (!reason) {
+		ctx = job_ctx(rt, c, s, def, m);
+		ecw_error_clear();
+		err = def->type->run(def->settings, &ctx);
+		if (err < 0)
+			snprintf(error, sizeof(error), "%s", ecw_error_last()->message[0]
+								? ecw_error_last()->message
+								: ecw_err_name(err));
+	}
+	conclude(rt, c, s, def, &ctx, !reason, err, reason, error, sizeof(error), t0, 1);
+}
+
+/* Messages of one job on entities of one partition, taken together from the
+ * waiting ones (job_thread): the job type runs them at once and each is then
+ * concluded as if it had run alone. Every member passed process()'s checks
+ * on receipt (dispatch sets group_def only then). */
+static void process_group(struct runtime *rt, struct ecw_client *c, struct slot **group, size_t n)
+{
+	const struct ecw_job_def *def = group[0]->group_def;
+	struct ecw_job_ctx ctxs[GROUP_CAP];
+	int errs[GROUP_CAP];
+	char error[512];
+	int64_t t0 = ecw_now_ms();
+
+	for (size_t i = 0; i < n; i++) {
+		ctxs[i] = job_ctx(rt, c, group[i], def, &group[i]->m);
+		errs[i] = 0;
+	}
+	ecw_error_clear();
+	def->type->run_group(def->settings, ctxs, n, errs);
+	for (size_t i = 0; i < n; i++) {
+		error[0] = '\0';
+		if (errs[i] < 0)
+			snprintf(error, sizeof(error), "%s", ctxs[i].error[0] ? ctxs[i].error : ecw_err_name(errs[i]));
+		conclude(rt, c, group[i], def, &ctxs[i], true, errs[i], NULL, error, sizeof(error), t0, n);
+	}
 }
 
 /* ---- threads -------------------------------------------------------------------------- */
@@ -405,13 +450,39 @@ struct thread_arg {
 	bool started;
 };
 
+/* Takes the waiting message at index i off the list; under rt->mu. */
+static struct slot *take_ready(struct runtime *rt, int i)
+{
+	struct slot *s = &rt->slots[rt->ready[i]];
+
+	memmove(&rt->ready[i], &rt->ready[i + 1], (size_t)(rt->ready_n - i - 1) * sizeof(rt->ready[0]));
+	rt->ready_n--;
+	return s;
+}
+
+/* Frees what a settled (or released) message held and gives its slot back. */
+static void free_slot(struct slot *s)
+{
+	pthread_mutex_lock(&s->mu);
+	ecw_message_dispose(&s->m);
+	memset(&s->m, 0, sizeof(s->m));
+	s->decoded = false;
+	s->group_def = NULL;
+	free(s->msg.text);
+	memset(&s->msg, 0, sizeof(s->msg));
+	s->busy = false;
+	pthread_mutex_unlock(&s->mu);
+}
+
 static void *job_thread(void *p)
 {
 	struct runtime *rt = ((struct thread_arg *)p)->rt;
 	struct ecw_client *c = ((struct thread_arg *)p)->client;
 
 	for (;;) {
-		struct slot *s;
+		struct slot *group[GROUP_CAP];
+		size_t n = 0;
+
 		pthread_mutex_lock(&rt->mu);
 		while (rt->ready_n == 0 && !rt->workers_exit)
 			pthread_cond_wait(&rt->work_cv, &rt->mu);
@@ -419,25 +490,37 @@ static void *job_thread(void *p)
 			pthread_mutex_unlock(&rt->mu);
 			break;
 		}
-		s = &rt->slots[rt->ready[rt->ready_head]];
-		rt->ready_head = (rt->ready_head + 1) % rt->nslots;
-		rt->ready_n--;
+		group[n++] = take_ready(rt, 0);
+		/* The oldest waiting message, and with it every other waiting one
+		 * of the same job on the same partition that its type can take
+		 * in one group: what a receive brings together runs together. */
+		const struct ecw_job_def *def = group[0]->group_def;
+		if (def) {
+			size_t max = def->type->group_max < GROUP_CAP ? def->type->group_max : GROUP_CAP;
+			for (int i = 0; i < rt->ready_n && n < max;) {
+				struct slot *t = &rt->slots[rt->ready[i]];
+				if (t->group_def == def && strcmp(t->m.pk, group[0]->m.pk) == 0)
+					group[n++] = take_ready(rt, i);
+				else
+					i++;
+			}
+		}
+		if (rt->ready_n > 0)
+			pthread_cond_signal(&rt->work_cv); /* the next thread takes the next group */
+		if (rt->ready_n <= rt->prefetch / 2)
+			pthread_cond_signal(&rt->main_cv); /* the receive loop may fetch more */
 		pthread_mutex_unlock(&rt->mu);
 
-		process(rt, c, s);
+		if (n == 1)
+			process(rt, c, group[0]);
+		else
+			process_group(rt, c, group, n);
 
-		pthread_mutex_lock(&s->mu);
-		free(s->job);
-		free(s->pk);
-		free(s->rk);
-		s->job = s->pk = s->rk = NULL;
-		free(s->msg.text);
-		memset(&s->msg, 0, sizeof(s->msg));
-		s->busy = false;
-		pthread_mutex_unlock(&s->mu);
+		for (size_t i = 0; i < n; i++)
+			free_slot(group[i]);
 		pthread_mutex_lock(&rt->mu);
-		rt->inflight--;
-		ecw_metrics_inflight_add(-1);
+		rt->inflight -= (int)n;
+		ecw_metrics_inflight_add(-(int)n);
 		pthread_cond_signal(&rt->main_cv);
 		pthread_mutex_unlock(&rt->mu);
 	}
@@ -609,6 +692,7 @@ static void log_start(const struct runtime *rt, const struct ecw_metrics_server 
 	ecw_log_str(l, "poison_queue", cfg->worker.poison_queue);
 	ecw_log_int(l, "concurrency", cfg->worker.concurrency);
 	ecw_log_int(l, "batch_size", cfg->worker.batch_size);
+	ecw_log_int(l, "prefetch", cfg->worker.prefetch);
 	ecw_log_int(l, "visibility_timeout_s", rt->vis_s);
 	ecw_log_int(l, "max_dequeue_count", cfg->worker.max_dequeue_count);
 	ecw_log_int(l, "jobs", (int64_t)cfg->njobs);
@@ -621,10 +705,26 @@ static void log_start(const struct runtime *rt, const struct ecw_metrics_server 
 		ecw_log_msg(ECW_LOG_WARN, "config", "no jobs configured: every message will be poisoned");
 }
 
-/* Hands a received message to a free slot; the caller made sure one is free. */
-static void dispatch(struct runtime *rt, struct ecw_queue_msg *msg)
+/* Puts a received message in a free slot, decoded (here, so that job threads
+ * can see which waiting messages may run as a group), and returns the slot's
+ * index; the caller made sure one is free, and hands the slot to the job
+ * threads (dispatch). */
+static int place(struct runtime *rt, struct ecw_queue_msg *msg)
 {
+	const struct ecw_config *cfg = rt->cfg;
+	struct ecw_message m;
+	const struct ecw_job_def *def;
 	int64_t now = ecw_now_ms();
+	bool decoded;
+	char decode_error[512] = "";
+
+	decoded = ecw_message_decode(&m, msg->text, msg->text_len) == 0;
+	if (!decoded)
+		snprintf(decode_error, sizeof(decode_error), "%s", ecw_error_last()->message);
+	def = decoded ? ecw_config_job(cfg, m.job) : NULL;
+	if (def && (!def->type->run_group || def->type->keyless || !m.pk ||
+		    msg->dequeue_count > cfg->worker.max_dequeue_count))
+		def = NULL;
 
 	for (int i = 0; i < rt->nslots; i++) {
 		struct slot *s = &rt->slots[i];
@@ -638,19 +738,39 @@ static void dispatch(struct runtime *rt, struct ecw_queue_msg *msg)
 		atomic_store(&s->lease_lost, false);
 		s->msg = *msg;
 		msg->text = NULL; /* the slot owns it now */
+		s->m = m;
+		s->decoded = decoded;
+		memcpy(s->decode_error, decode_error, sizeof(decode_error));
+		s->group_def = def;
 		s->received_ms = now;
 		s->renew_at_ms = now + (int64_t)rt->vis_s * 500;
 		pthread_mutex_unlock(&s->mu);
-
-		pthread_mutex_lock(&rt->mu);
-		rt->ready[(rt->ready_head + rt->ready_n) % rt->nslots] = i;
-		rt->ready_n++;
-		rt->inflight++;
-		ecw_metrics_inflight_add(1);
-		pthread_cond_signal(&rt->work_cv);
-		pthread_mutex_unlock(&rt->mu);
-		return;
+		return i;
 	}
+	ecw_message_dispose(&m); /* unreachable: the caller checked for room */
+	return -1;
+}
+
+/* Hands a whole receive to the job threads at once, so that none starts on
+ * part of it before the rest is there to join its group, and wakes one
+ * thread: it takes its group and wakes the next (job_thread). */
+static void dispatch(struct runtime *rt, struct ecw_queue_msg *msgs, size_t count)
+{
+	int idx[256 + 32];
+	int n = 0;
+
+	for (size_t i = 0; i < count && n < (int)(sizeof(idx) / sizeof(idx[0])); i++) {
+		int k = place(rt, &msgs[i]);
+		if (k >= 0)
+			idx[n++] = k;
+	}
+	pthread_mutex_lock(&rt->mu);
+	for (int i = 0; i < n; i++)
+		rt->ready[rt->ready_n++] = idx[i];
+	rt->inflight += n;
+	ecw_metrics_inflight_add(n);
+	pthread_cond_signal(&rt->work_cv);
+	pthread_mutex_unlock(&rt->mu);
 }
 
 /* Sleeps up to ms, waking early on a signal. */
@@ -704,14 +824,23 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 {
 	const struct ecw_config *cfg = rt->cfg;
 	int64_t poll_ms = cfg->worker.poll_min_ms;
+	int want = rt->prefetch == 0 ? 1 : cfg->worker.batch_size < rt->nslots ? cfg->worker.batch_size : rt->nslots;
 
+	if (want < 1)
+		want = 1;
 	while (!atomic_load(&rt->stopping)) {
 		struct ecw_queue_msg *msgs = NULL;
 		size_t count = 0;
 		int room;
 
+		/* With a prefetch, receive when at most half of it still waits
+		 * for a job thread and there is room for at least half a batch:
+		 * receives then come full rather than a message at a time, and
+		 * the messages of one receive can run in groups. Without one,
+		 * receive whenever a slot is free and nothing waits. */
 		pthread_mutex_lock(&rt->mu);
-		while (rt->inflight >= rt->nslots && !atomic_load(&rt->stopping)) {
+		while ((rt->nslots - rt->inflight < want || rt->ready_n > rt->prefetch / 2) &&
+		       !atomic_load(&rt->stopping)) {
 			timed_wait(&rt->main_cv, &rt->mu, 1000);
 			ecw_metrics_heartbeat();
 		}
@@ -744,19 +873,56 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 			continue;
 		}
 		poll_ms = cfg->worker.poll_min_ms;
-		for (size_t i = 0; i < count; i++)
-			dispatch(rt, &msgs[i]);
+		dispatch(rt, msgs, count);
 		ecw_queue_msgs_free(msgs, count);
 	}
 }
 
-/* Waits for in-flight jobs up to shutdown_grace, then releases what is still
- * held so another replica can take it at once. Returns true when every job
- * finished (the threads can be joined). */
+/* Gives a held message back at once (visible again) so that another replica
+ * can take it, with its log line. Under the slot's lock. */
+static void release(struct runtime *rt, struct ecw_client *c, struct slot *s)
+{
+	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "message");
+
+	ecw_log_str(l, "outcome", "released");
+	ecw_log_str(l, "job", s->m.job);
+	ecw_log_str(l, "pk", s->m.pk);
+	ecw_log_str(l, "rk", s->m.rk);
+	ecw_log_str(l, "message_id", s->msg.id);
+	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
+	ecw_log_int(l, "duration_ms", ecw_now_ms() - s->received_ms);
+	if (ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, 0, NULL, 0) < 0)
+		ecw_log_str(l, "error", ecw_error_last()->message);
+	ecw_log_end(l);
+	ecw_metrics_message(s->m.job && ecw_config_job(rt->cfg, s->m.job) ? s->m.job : "", "released",
+			    (double)(ecw_now_ms() - s->received_ms) / 1000.0);
+}
+
+/* Gives back at once what waits for a job thread (the prefetch: no job of
+ * it started), then waits for the running jobs up to shutdown_grace, then
+ * releases what is still held. Returns true when every job finished (the
+ * threads can be joined). */
 static bool drain(struct runtime *rt, struct ecw_client *c)
 {
 	int64_t deadline = ecw_now_ms() + rt->cfg->worker.shutdown_grace_ms;
 	int left;
+
+	for (;;) {
+		pthread_mutex_lock(&rt->mu);
+		struct slot *s = rt->ready_n > 0 ? take_ready(rt, rt->ready_n - 1) : NULL;
+		pthread_mutex_unlock(&rt->mu);
+		if (!s)
+			break;
+		pthread_mutex_lock(&s->mu);
+		s->done = true;
+		release(rt, c, s);
+		pthread_mutex_unlock(&s->mu);
+		free_slot(s);
+		pthread_mutex_lock(&rt->mu);
+		rt->inflight--;
+		ecw_metrics_inflight_add(-1);
+		pthread_mutex_unlock(&rt->mu);
+	}
 
 	pthread_mutex_lock(&rt->mu);
 	while (rt->inflight > 0 && ecw_now_ms() < deadline && !atomic_load(&rt->force)) {
@@ -777,19 +943,7 @@ static bool drain(struct runtime *rt, struct ecw_client *c)
 			/* From here the job may not write, and nobody settles it. */
 			s->abandoned = true;
 			atomic_store(&s->lease_lost, true);
-			struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "message");
-			ecw_log_str(l, "outcome", "released");
-			ecw_log_str(l, "job", s->job);
-			ecw_log_str(l, "pk", s->pk);
-			ecw_log_str(l, "rk", s->rk);
-			ecw_log_str(l, "message_id", s->msg.id);
-			ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
-			ecw_log_int(l, "duration_ms", ecw_now_ms() - s->received_ms);
-			if (ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, 0, NULL, 0) < 0)
-				ecw_log_str(l, "error", ecw_error_last()->message);
-			ecw_log_end(l);
-			ecw_metrics_message(s->job && ecw_config_job(rt->cfg, s->job) ? s->job : "", "released",
-					    (double)(ecw_now_ms() - s->received_ms) / 1000.0);
+			release(rt, c, s);
 		}
 		pthread_mutex_unlock(&s->mu);
 	}
@@ -810,7 +964,9 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	if (!rt)
 		return 1;
 	rt->cfg = cfg;
-	rt->nslots = cfg->worker.concurrency;
+	rt->nthreads = cfg->worker.concurrency;
+	rt->prefetch = cfg->worker.prefetch;
+	rt->nslots = rt->nthreads + rt->prefetch;
 	rt->vis_s = (int)(cfg->worker.visibility_timeout_ms / 1000);
 	ecw_connect_client_options(&rt->copts, cfg);
 	rt->copts.on_attempt = on_attempt;
@@ -864,12 +1020,12 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 
 	rt->slots = calloc((size_t)rt->nslots, sizeof(*rt->slots));
 	rt->ready = calloc((size_t)rt->nslots, sizeof(*rt->ready));
-	args = calloc((size_t)rt->nslots, sizeof(*args));
+	args = calloc((size_t)rt->nthreads, sizeof(*args));
 	if (!rt->slots || !rt->ready || !args)
 		goto done;
 	for (int i = 0; i < rt->nslots; i++)
 		pthread_mutex_init(&rt->slots[i].mu, NULL);
-	for (int i = 0; i < rt->nslots; i++)
+	for (int i = 0; i < rt->nthreads; i++)
 		if (ecw_client_new(&args[i].client, rt->acct, &rt->copts) < 0) {
 			log_storage_error("client.new");
 			goto done;
@@ -878,7 +1034,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 		log_storage_error("client.new");
 		goto done;
 	}
-	for (int i = 0; i < rt->nslots; i++) {
+	for (int i = 0; i < rt->nthreads; i++) {
 		args[i].rt = rt;
 		args[i].started = pthread_create(&args[i].tid, NULL, job_thread, &args[i]) == 0;
 	}
@@ -917,7 +1073,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 		pthread_cond_broadcast(&rt->work_cv);
 		pthread_cond_broadcast(&rt->renew_cv);
 		pthread_mutex_unlock(&rt->mu);
-		for (int i = 0; i < rt->nslots; i++)
+		for (int i = 0; i < rt->nthreads; i++)
 			if (args[i].started)
 				pthread_join(args[i].tid, NULL);
 		if (renew_arg.started)
@@ -934,7 +1090,7 @@ done:
 	if (!joinable)
 		return rc; /* job threads still run: the process ends now, freeing nothing they use */
 	if (args)
-		for (int i = 0; i < rt->nslots; i++)
+		for (int i = 0; i < rt->nthreads; i++)
 			ecw_client_free(args[i].client);
 	ecw_client_free(renew_arg.client);
 	ecw_client_free(sched_arg.client);

@@ -1268,21 +1268,23 @@ static void test_runtime__second_signal_exits_130(void **state)
 
 /* ---- 13. concurrency -------------------------------------------------------------------------- */
 
-/* The worker holds at most `concurrency` messages: the rest stay visible
- * for other replicas. */
-static void test_runtime__concurrency_limits_messages_held(void **state)
+/* The worker holds at most `concurrency` messages running plus `prefetch`
+ * waiting for a job thread: the rest stay visible for other replicas. Both
+ * are checked against the queue itself, with 4 jobs that take 3 s. */
+static void concurrency_case(struct rt *r, int prefetch, size_t want_visible)
 {
-	struct rt *r = *state;
 	struct itest *t = r->t;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
-	char *page = NULL;
+	char *page = NULL, extra[64];
 	int found;
 
 	itest_queue(t);
 	o.jobs = "  slow: {type: test-sleep, duration: 3s}\n";
 	o.concurrency = 4;
 	o.batch_size = 16;
+	snprintf(extra, sizeof(extra), "  prefetch: %d\n", prefetch);
+	o.worker_extra = extra;
 	for (int i = 0; i < 10; i++) {
 		char text[128];
 		snprintf(text, sizeof(text), "{\"job\":\"slow\",\"pk\":\"p\",\"rk\":\"c-%d\"}", i);
@@ -1297,12 +1299,24 @@ static void test_runtime__concurrency_limits_messages_held(void **state)
 	}
 	itest_sleep_ms(1000); /* the jobs take 3 s: nothing finished yet */
 	size_t visible = peek_count(r, t->queue);
-	ITEST_CHECK(visible == 6, "%zu of 10 messages visible with 4 jobs running, expected 6", visible);
+	ITEST_CHECK(visible == want_visible, "%zu of 10 messages visible with 4 jobs running and prefetch %d, expected %zu",
+	            visible, prefetch, want_visible);
 	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
 	double inflight = metric(page, "ecw_jobs_in_flight", &found, NULL);
-	ITEST_CHECK(found == 1 && inflight == 4, "ecw_jobs_in_flight %g, expected 4", inflight);
+	ITEST_CHECK(found == 1 && inflight == (double)(10 - want_visible), "ecw_jobs_in_flight %g, expected %zu",
+	            inflight, 10 - want_visible);
 	free(page);
 	finish(&p);
+}
+
+static void test_runtime__concurrency_limits_messages_held(void **state)
+{
+	concurrency_case(*state, 0, 6);
+}
+
+static void test_runtime__prefetch_holds_more_waiting(void **state)
+{
+	concurrency_case(*state, 3, 3);
 }
 
 /* ---- 14. start-up failures ------------------------------------------------------------------------ */
@@ -1730,6 +1744,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_runtime__second_signal_exits_130, rt_setup, rt_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime__concurrency_limits_messages_held, rt_setup,
 	                                    rt_teardown),
+	    cmocka_unit_test_setup_teardown(test_runtime__prefetch_holds_more_waiting, rt_setup, rt_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime__startup_failures_exit_1, rt_setup, rt_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime__startup_waits_for_storage, rt_setup, rt_teardown),
 	};

@@ -73,6 +73,7 @@ static void assert_defaults(const struct ecw_config *cfg)
 	assert_str(cfg->worker.poison_queue, "ecw-jobs-poison");
 	assert_int_equal(cfg->worker.batch_size, 16);
 	assert_int_equal(cfg->worker.concurrency, 16);
+	assert_int_equal(cfg->worker.prefetch, 16); /* the batch_size */
 	assert_int_equal(cfg->worker.visibility_timeout_ms, 60000);
 	assert_int_equal(cfg->worker.max_dequeue_count, 5);
 	assert_int_equal(cfg->worker.retry_backoff_base_ms, 2000);
@@ -158,6 +159,7 @@ static void test_config__every_key_set(void **state)
 	                                  "  poison_queue: orders-dead\n"
 	                                  "  batch_size: 32\n"
 	                                  "  concurrency: 256\n"
+	                                  "  prefetch: 256\n"
 	                                  "  visibility_timeout: 2m\n"
 	                                  "  max_dequeue_count: 1000\n"
 	                                  "  retry_backoff: {base: 1s, max: 168h}\n"
@@ -176,6 +178,7 @@ static void test_config__every_key_set(void **state)
 	assert_str(cfg->worker.poison_queue, "orders-dead");
 	assert_int_equal(cfg->worker.batch_size, 32);
 	assert_int_equal(cfg->worker.concurrency, 256);
+	assert_int_equal(cfg->worker.prefetch, 256);
 	assert_int_equal(cfg->worker.visibility_timeout_ms, 120000);
 	assert_int_equal(cfg->worker.max_dequeue_count, 1000);
 	assert_int_equal(cfg->worker.retry_backoff_base_ms, 1000);
@@ -198,6 +201,7 @@ static void test_config__every_key_set(void **state)
 	assert_str(cfg->worker.poison_queue, "abc-poison");
 	assert_int_equal(cfg->worker.batch_size, 1);
 	assert_int_equal(cfg->worker.concurrency, 1);
+	assert_int_equal(cfg->worker.prefetch, 1); /* follows batch_size */
 	assert_int_equal(cfg->worker.visibility_timeout_ms, 1000);
 	assert_int_equal(cfg->worker.max_dequeue_count, 1);
 	assert_int_equal(cfg->worker.message_ttl_s, 1);
@@ -252,7 +256,7 @@ static void test_config__unknown_key_nested(void **state)
 	(void)state;
 	one_error("worker:\n  queue: abc\n  bacth_size: 4\n", "3:3",
 	          "unknown key 'bacth_size' in worker (expected one of: queue, poison_queue, batch_size, "
-	          "concurrency, visibility_timeout, max_dequeue_count, retry_backoff, poll_interval, "
+	          "concurrency, prefetch, visibility_timeout, max_dequeue_count, retry_backoff, poll_interval, "
 	          "shutdown_grace, message_ttl, create_missing, schedule_table, schedule_lease)");
 	one_error("worker:\n  retry_backoff: {base: 1s, min: 2s}\n", "2:29",
 	          "unknown key 'min' in worker.retry_backoff (expected one of: base, max)");
@@ -322,6 +326,11 @@ static void test_config__out_of_range(void **state)
 	out_of_range("batch_size", "99999999999999999999999", "1..32");
 	out_of_range("concurrency", "0", "1..256");
 	out_of_range("concurrency", "257", "1..256");
+	out_of_range("prefetch", "-1", "0..256");
+	out_of_range("prefetch", "257", "0..256");
+	struct ecw_config *cfg = parse_ok("worker: {prefetch: 0}\n"); /* the low end is allowed */
+	assert_int_equal(cfg->worker.prefetch, 0);
+	ecw_config_free(cfg);
 	out_of_range("max_dequeue_count", "0", "1..1000");
 	out_of_range("max_dequeue_count", "1001", "1..1000");
 	out_of_range("visibility_timeout", "0", "1s..168h");
