@@ -1237,6 +1237,47 @@ static void test_runtime__sigterm_lets_short_jobs_finish(void **state)
 	proc_assert_logs_clean();
 }
 
+/* What waits in the prefetch has not started: SIGTERM gives it back at once
+ * (visible again, a `released` line each) for another replica, while the
+ * job already running finishes within the grace. */
+static void test_runtime__sigterm_releases_prefetched_at_once(void **state)
+{
+	struct rt *r = *state;
+	struct itest *t = r->t;
+	struct wopts o = WOPTS_DEFAULT;
+	char jobs[256];
+	struct proc p;
+
+	itest_queue(t);
+	snprintf(jobs, sizeof(jobs), "  slow: {type: test-sleep, duration: 3s, table: %s}\n", t->table);
+	o.jobs = jobs;
+	o.concurrency = 1;
+	o.shutdown_grace = "20s";
+	o.worker_extra = "  prefetch: 4\n";
+	for (int i = 0; i < 5; i++) {
+		char text[128];
+		snprintf(text, sizeof(text), "{\"job\":\"slow\",\"pk\":\"p\",\"rk\":\"r-%d\"}", i);
+		put(r, text, NULL);
+	}
+	start_worker(&p, r, "runtime-drain-prefetch", &o);
+	wait_all_received(r, &p); /* 1 running, 4 waiting */
+
+	int64_t t0 = itest_now_ms();
+	proc_signal(&p, SIGTERM);
+	while (peek_count(r, t->queue) < 4) {
+		ITEST_CHECK(itest_now_ms() - t0 < 2000, "the 4 waiting messages were not visible again within 2 s "
+		            "of SIGTERM (the running job takes 3 s); log:\n%s", proc_tail(p.log_path, 20));
+		itest_sleep_ms(20);
+	}
+	ITEST_CHECK(proc_wait(&p, 8000), "still running 8 s after SIGTERM; log:\n%s", proc_tail(p.log_path, 20));
+	ITEST_CHECK(proc_exit_code(&p) == 0, "exit status %d; log:\n%s", proc_exit_code(&p),
+	            proc_tail(p.log_path, 20));
+	assert_int_equal(proc_count(&p, "message", "outcome", "released", NULL), 4);
+	assert_int_equal(proc_count(&p, "message", "outcome", "succeeded", NULL), 1);
+	assert_int_equal(queue_count(r, t->queue), 4);
+	proc_assert_logs_clean();
+}
+
 /* A second signal cuts the grace period short: status 130 at once. */
 static void test_runtime__second_signal_exits_130(void **state)
 {
@@ -1740,6 +1781,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_runtime__oversized_envelope_falls_back_to_original, rt_setup,
 	                                    rt_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime__sigterm_lets_short_jobs_finish, rt_setup,
+	                                    rt_teardown),
+	    cmocka_unit_test_setup_teardown(test_runtime__sigterm_releases_prefetched_at_once, rt_setup,
 	                                    rt_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime__second_signal_exits_130, rt_setup, rt_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime__concurrency_limits_messages_held, rt_setup,
