@@ -834,10 +834,11 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		int room;
 
 		/* With a prefetch, receive when at most half of it still waits
-		 * for a job thread and there is room for at least half a batch:
-		 * receives then come full rather than a message at a time, and
-		 * the messages of one receive can run in groups. Without one,
-		 * receive whenever a slot is free and nothing waits. */
+		 * for a job thread and a whole batch fits: receives then come
+		 * full rather than a few messages at a time, and the messages of
+		 * one receive can run in groups (half batches of an interleaved
+		 * workload made groups half as big). Without one, receive
+		 * whenever a slot is free and nothing waits. */
 		pthread_mutex_lock(&rt->mu);
 		while ((rt->nslots - rt->inflight < want || rt->ready_n > rt->prefetch / 2) &&
 		       !atomic_load(&rt->stopping)) {
