@@ -1593,7 +1593,8 @@ static void group_crash_after(struct mv *m, const char *point, enum where then, 
 	}
 	size_t n = 0;
 	snprintf(filter, sizeof(filter), "PartitionKey eq '%s'", pk);
-	itest_entities_free(itest_query_all(&n, m->c, m->arch, filter), n);
+	struct ecw_entity **all = itest_query_all(&n, m->c, m->arch, filter); /* n is set by the call */
+	itest_entities_free(all, n);
 	assert_int_equal(n, GRP_CRASH_N);
 	assert_int_equal(queue_count(m, m->t->queue), 0);
 	assert_int_equal(queue_count(m, m->poison), 0);
@@ -1638,7 +1639,8 @@ static void test_job_move__group_member_changed_before_delete(void **state)
 
 	/* The copies are in: the group is paused before its delete. */
 	for (int64_t end = itest_now_ms() + 15000; itest_now_ms() < end; itest_sleep_ms(20)) {
-		itest_entities_free(itest_query_all(&n, m->c, m->arch, NULL), n);
+		struct ecw_entity **all = itest_query_all(&n, m->c, m->arch, NULL); /* n is set by the call */
+		itest_entities_free(all, n);
 		if (n == N)
 			break;
 	}
