@@ -168,6 +168,18 @@ static void start_worker(struct proc *p, const struct mv *m, const char *name, c
 
 /* The nth "message" line for a message id (a copy of the field values is not
  * needed: the caller reads it before disposing of log). */
+/* Starts a worker that must die at o->crash_at (exit 86, the test build's
+ * crash status) and waits for it. */
+static void start_crashing_worker(struct proc *p, const struct mv *m, const char *name, const char *jobs,
+				  const struct wopts *o)
+{
+	start_worker(p, m, name, jobs, o);
+	ITEST_CHECK(proc_wait(p, 15000), "the worker did not crash at %s; log:\n%s", o->crash_at,
+	            proc_tail(p->log_path, 20));
+	ITEST_CHECK(proc_exit_code(p) == 86, "exit status %d after %s, expected 86; log:\n%s", proc_exit_code(p),
+	            o->crash_at, proc_tail(p->log_path, 20));
+}
+
 static struct json_object *msg_line(struct proc_log *log, const struct proc *p, const char *id,
                                     const char *outcome)
 {
@@ -1021,11 +1033,7 @@ static void crash_after(struct mv *m, const char *point, enum where then, const 
 	put_job(m, "archive-employee", "a+b&c=d%", "o'brien 001", NULL, false, id);
 	o.crash_at = point;
 	snprintf(name, sizeof(name), "move-crash-%s", point + 5);
-	start_worker(&p1, m, name, jobs, &o);
-	ITEST_CHECK(proc_wait(&p1, 15000), "the worker did not crash at %s; log:\n%s", point,
-	            proc_tail(p1.log_path, 20));
-	ITEST_CHECK(proc_exit_code(&p1) == 86, "exit status %d after %s, expected 86; log:\n%s",
-	            proc_exit_code(&p1), point, proc_tail(p1.log_path, 20));
+	start_crashing_worker(&p1, m, name, jobs, &o);
 	/* Dead: it logged no outcome, and the message is still there. */
 	assert_int_equal(proc_count(&p1, "message", NULL), 0);
 	assert_int_equal(queue_count(m, m->t->queue), 1);
@@ -1554,11 +1562,7 @@ static void group_crash_after(struct mv *m, const char *point, enum where then, 
 	}
 	o.crash_at = point;
 	snprintf(name, sizeof(name), "move-group-crash-%s", pk);
-	start_worker(&p1, m, name, jobs, &o);
-	ITEST_CHECK(proc_wait(&p1, 15000), "the worker did not crash at %s; log:\n%s", point,
-	            proc_tail(p1.log_path, 20));
-	ITEST_CHECK(proc_exit_code(&p1) == 86, "exit status %d after %s, expected 86; log:\n%s",
-	            proc_exit_code(&p1), point, proc_tail(p1.log_path, 20));
+	start_crashing_worker(&p1, m, name, jobs, &o);
 	assert_int_equal(proc_count(&p1, "message", NULL), 0);
 	assert_int_equal(queue_count(m, m->t->queue), GRP_CRASH_N);
 
