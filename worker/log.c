@@ -17,7 +17,6 @@
  * Logging leaves errno alone; only a real out-of-memory can touch the
  * thread's last error. */
 #include <errno.h>
-#include <json-c/json.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -35,7 +34,6 @@
 #include "ecw_log.h"
 
 #define LOG_LINE_MAX ((size_t)64 * 1024)
-#define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 #define REDACTED "[REDACTED]"
 #define SECRET_MIN_LEN 8
 /* Each secret is kept as written and as it appears escaped in a JSON and in a
@@ -56,6 +54,10 @@ struct secret {
 static pthread_rwlock_t g_secrets_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct secret g_secrets[SECRET_PATTERNS_MAX];
 static size_t g_nsecrets;
+/* The bytes a secret starts with (under g_secrets_lock): redact() looks at
+ * the secrets only where one of these stands, so a line costs one table
+ * lookup a byte rather than a compare with every secret. */
+static bool g_secret_first[256];
 
 struct ecw_log_line {
 	enum ecw_log_format format;
@@ -105,13 +107,67 @@ static const char *clean_utf8(struct ecw_buf *scratch, const char *s, size_t *n)
 	return ecw_buf_cstr(scratch);
 }
 
-/* The JSON string literal for s (with its quotes), in json-c's memory owned
- * by *obj: json_object_put(*obj) when done. NULL when out of memory. */
-static const char *json_quote(json_object **obj, const char *s, size_t n, size_t *out_len)
+/* JSON string literals, as json-c writes them with NOSLASHESCAPE (the
+ * format the lines had when json-c wrote them, which tools and tests read):
+ * \" \\ \b \f \n \r \t, any other byte below 0x20 as \u00xx (lower-case hex),
+ * every other byte as it is (the input is valid UTF-8 by then). */
+static const char *json_escape(unsigned char c, char tmp[7])
 {
-	if (n > LOG_LINE_MAX || !(*obj = json_object_new_string_len(s, (int)n)))
+	static const char hex[] = "0123456789abcdef";
+
+	switch (c) {
+	case '"': return "\\\"";
+	case '\\': return "\\\\";
+	case '\b': return "\\b";
+	case '\f': return "\\f";
+	case '\n': return "\\n";
+	case '\r': return "\\r";
+	case '\t': return "\\t";
+	}
+	if (c >= 0x20)
 		return NULL;
-	return json_object_to_json_string_length(*obj, JSON_FLAGS, out_len);
+	memcpy(tmp, "\\u00", 4);
+	tmp[4] = hex[c >> 4];
+	tmp[5] = hex[c & 0xf];
+	tmp[6] = '\0';
+	return tmp;
+}
+
+/* The length of s as a JSON string literal, quotes included. */
+static size_t json_quoted_len(const char *s, size_t n)
+{
+	size_t len = 2;
+	char tmp[7];
+
+	for (size_t i = 0; i < n; i++) {
+		const char *e = json_escape((unsigned char)s[i], tmp);
+
+		len += e ? strlen(e) : 1;
+	}
+	return len;
+}
+
+/* Appends s as a JSON string literal, quotes included. */
+static int json_add_quoted(struct ecw_buf *out, const char *s, size_t n)
+{
+	size_t run = 0;
+	char tmp[7];
+	int err;
+
+	if ((err = ecw_buf_addc(out, '"')) < 0)
+		return err;
+	for (size_t i = 0; i < n; i++) {
+		const char *e = json_escape((unsigned char)s[i], tmp);
+
+		if (!e)
+			continue;
+		if ((err = ecw_buf_add(out, s + run, i - run)) < 0 || (err = ecw_buf_adds(out, e)) < 0)
+			return err;
+		run = i + 1;
+	}
+	if ((err = ecw_buf_add(out, s + run, n - run)) < 0)
+		return err;
+	return ecw_buf_addc(out, '"');
 }
 
 static bool text_is_control(unsigned char c)
@@ -255,33 +311,34 @@ static bool secret_insert(const char *s, size_t n)
 	g_secrets[at].s = copy;
 	g_secrets[at].n = n;
 	g_nsecrets++;
+	g_secret_first[(unsigned char)copy[0]] = true;
 	return true;
 }
 
 void ecw_log_add_secret(const char *secret)
 {
-	struct ecw_buf scratch, text;
-	json_object *obj = NULL;
-	const char *raw, *js;
-	size_t n, jn = 0;
+	struct ecw_buf scratch, js, text;
+	const char *raw;
+	size_t n;
 	bool ok = true;
 	int saved_errno = errno;
 
 	ecw_buf_init(&scratch, 0);
+	ecw_buf_init(&js, 0);
 	ecw_buf_init(&text, 0);
 	if (!secret || (n = strlen(secret)) < SECRET_MIN_LEN)
 		goto done;
-	if (!(raw = clean_utf8(&scratch, secret, &n)) || !(js = json_quote(&obj, raw, n, &jn)) ||
+	if (!(raw = clean_utf8(&scratch, secret, &n)) || json_add_quoted(&js, raw, n) < 0 ||
 	    text_add_escaped(&text, raw, n) < 0) {
 		ok = false;
 		goto done;
 	}
 	pthread_rwlock_wrlock(&g_secrets_lock);
-	ok = secret_insert(raw, n) && secret_insert(js + 1, jn - 2) && secret_insert(text.ptr, text.len);
+	ok = secret_insert(raw, n) && secret_insert(js.ptr + 1, js.len - 2) && secret_insert(text.ptr, text.len);
 	pthread_rwlock_unlock(&g_secrets_lock);
 done:
-	json_object_put(obj);
 	ecw_buf_dispose(&scratch);
+	ecw_buf_dispose(&js);
 	ecw_buf_dispose(&text);
 	/* Never silent: a secret that cannot be guarded is worth a line. */
 	if (!ok)
@@ -320,19 +377,40 @@ static size_t jwt_len(const char *s, size_t n)
 	return dots >= 2 ? j : 0;
 }
 
+/* The bytes a redacted parameter's name starts with, in either case. */
+static bool g_param_first[256];
+static pthread_once_t g_param_first_once = PTHREAD_ONCE_INIT;
+
+static void param_first_init(void)
+{
+	for (size_t k = 0; k < sizeof(redacted_params) / sizeof(redacted_params[0]); k++) {
+		unsigned char c = (unsigned char)redacted_params[k][0];
+
+		g_param_first[c | 0x20] = true;
+		g_param_first[c & (unsigned char)~0x20] = true;
+	}
+}
+
 /* Copies s to out with every registered secret, every JWT, and every sig= /
  * sig%3D / AccountKey= / client_assertion= value replaced by [REDACTED].
- * One pass, left to right. */
+ * One pass, left to right. A byte that starts no secret, no JWT ('e') and no
+ * parameter name is passed over at the cost of a table lookup. */
 static int redact(struct ecw_buf *out, const char *s, size_t n)
 {
 	size_t i = 0, run = 0, j, k;
 	int err = 0;
 
+	pthread_once(&g_param_first_once, param_first_init);
 	pthread_rwlock_rdlock(&g_secrets_lock);
 	while (i < n) {
 		size_t skip = 0; /* bytes of s replaced */
 		size_t keep = 0; /* of those, bytes kept before [REDACTED] */
+		unsigned char c = (unsigned char)s[i];
 
+		if (!g_secret_first[c] && c != 'e' && !g_param_first[c]) {
+			i++;
+			continue;
+		}
 		for (k = 0; k < g_nsecrets && !skip; k++)
 			if (g_secrets[k].n <= n - i && s[i] == g_secrets[k].s[0] &&
 			    memcmp(s + i, g_secrets[k].s, g_secrets[k].n) == 0)
@@ -342,7 +420,9 @@ static int redact(struct ecw_buf *out, const char *s, size_t n)
 		for (k = 0; k < sizeof(redacted_params) / sizeof(redacted_params[0]) && !skip; k++) {
 			size_t pn;
 
-			if ((s[i] | 0x20) != (redacted_params[k][0] | 0x20))
+			/* Every name starts with two letters: a cheap look first. */
+			if ((s[i] | 0x20) != (redacted_params[k][0] | 0x20) || i + 1 >= n ||
+			    (s[i + 1] | 0x20) != (redacted_params[k][1] | 0x20))
 				continue;
 			pn = strlen(redacted_params[k]);
 			if (pn > n - i || strncasecmp(s + i, redacted_params[k], pn) != 0)
@@ -394,10 +474,9 @@ static void line_free(struct ecw_log_line *l)
 struct ecw_log_line *ecw_log_begin(enum ecw_log_level level, const char *event)
 {
 	struct ecw_log_line *l = NULL;
-	json_object *obj = NULL;
-	const char *ev, *q;
+	const char *ev;
 	char when[64];
-	size_t n, qn;
+	size_t n;
 	int err = 0, saved_errno = errno;
 
 	if ((int)level < atomic_load_explicit(&g_level, memory_order_relaxed))
@@ -417,21 +496,16 @@ struct ecw_log_line *ecw_log_begin(enum ecw_log_level level, const char *event)
 		goto done;
 	}
 	if (l->format == ECW_LOG_JSON) {
-		if (!(q = json_quote(&obj, ev, n, &qn))) {
-			err = ECW_ENOMEM;
-			goto done;
-		}
 		err = ecw_buf_printf(&l->buf, "{\"time\":\"%s\",\"level\":\"%s\",\"event\":", when,
 		                     level_json[level]);
 		if (err == 0)
-			err = ecw_buf_add(&l->buf, q, qn);
+			err = json_add_quoted(&l->buf, ev, n);
 	} else {
 		err = ecw_buf_printf(&l->buf, "%s %s ", when, level_text[level]);
 		if (err == 0)
 			err = text_add_value(&l->buf, ev, n);
 	}
 done:
-	json_object_put(obj);
 	if (l && err < 0) {
 		line_free(l);
 		l = NULL;
@@ -445,7 +519,6 @@ done:
  * fit, or that meets an out-of-memory, is left out and the line marked. */
 static void add_field(struct ecw_log_line *l, const char *key, const char *value, size_t vn, bool is_string)
 {
-	json_object *kobj = NULL, *vobj = NULL;
 	const char *k, *v = value;
 	size_t kn, len, mark = 0;
 	int err = 0, saved_errno = errno;
@@ -460,12 +533,7 @@ static void add_field(struct ecw_log_line *l, const char *key, const char *value
 		goto done;
 	}
 	if (l->format == ECW_LOG_JSON) {
-		if (!(k = json_quote(&kobj, k, kn, &kn)) ||
-		    (is_string && !(v = json_quote(&vobj, v, vn, &vn)))) {
-			err = ECW_ENOMEM;
-			goto done;
-		}
-		len = 2 + kn + vn;
+		len = 2 + json_quoted_len(k, kn) + (is_string ? json_quoted_len(v, vn) : vn);
 	} else {
 		len = 2 + (kn ? kn : 1) + (is_string ? text_value_len(v, vn) : vn);
 	}
@@ -474,9 +542,9 @@ static void add_field(struct ecw_log_line *l, const char *key, const char *value
 		goto done;
 	}
 	if (l->format == ECW_LOG_JSON) {
-		if ((err = ecw_buf_addc(&l->buf, ',')) == 0 && (err = ecw_buf_add(&l->buf, k, kn)) == 0 &&
+		if ((err = ecw_buf_addc(&l->buf, ',')) == 0 && (err = json_add_quoted(&l->buf, k, kn)) == 0 &&
 		    (err = ecw_buf_addc(&l->buf, ':')) == 0)
-			err = ecw_buf_add(&l->buf, v, vn);
+			err = is_string ? json_add_quoted(&l->buf, v, vn) : ecw_buf_add(&l->buf, v, vn);
 	} else {
 		if ((err = ecw_buf_addc(&l->buf, ' ')) == 0 && (err = text_add_key(&l->buf, k, kn)) == 0 &&
 		    (err = ecw_buf_addc(&l->buf, '=')) == 0)
@@ -490,8 +558,6 @@ done:
 			l->buf.ptr[mark] = '\0';
 		}
 	}
-	json_object_put(kobj);
-	json_object_put(vobj);
 	errno = saved_errno;
 }
 

@@ -234,6 +234,34 @@ static void test_log__json_escaping(void **state)
 	free(line);
 }
 
+/* Every ASCII byte, in a key, a value and the event, is written exactly as
+ * json-c writes it (the log writes its own literals, and the JSON-escaped
+ * form of a secret must match them byte for byte). */
+static void test_log__json_escaping_matches_json_c(void **state)
+{
+	(void)state;
+	char all[128];
+	size_t n = 0;
+
+	for (int c = 1; c < 128; c++)
+		all[n++] = (char)c;
+	all[n] = '\0';
+
+	json_object *o = json_object_new_string(all);
+	const char *want = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+	char expect[1024];
+
+	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, all);
+	ecw_log_str(l, all, all);
+	ecw_log_end(l);
+	char *line = one_line();
+	snprintf(expect, sizeof(expect), "\"event\":%s,%s:%s}\n", want, want, want);
+	if (!str_contains(line, expect))
+		fail_msg("expected the line to end with [%s], got [%s]", expect, line);
+	json_object_put(o);
+	free(line);
+}
+
 static void test_log__json_invalid_utf8_replaced(void **state)
 {
 	(void)state;
@@ -711,6 +739,7 @@ int main(void)
 	    cmocka_unit_test(test_log__defaults_before_setup),
 	    cmocka_unit_test_setup_teardown(test_log__json_fields_in_order, capture_setup, capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__json_escaping, capture_setup, capture_teardown),
+	    cmocka_unit_test_setup_teardown(test_log__json_escaping_matches_json_c, capture_setup, capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__redacts_jwts_and_assertions, capture_setup, capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__json_invalid_utf8_replaced, capture_setup,
 	                                    capture_teardown),
