@@ -29,6 +29,8 @@ struct ecw_client {
 #endif
 };
 
+static void set_shared_options(struct ecw_client *c);
+
 /* ---- requests and responses ---------------------------------------------- */
 
 void ecw_request_init(struct ecw_request *r, enum ecw_service svc, const char *method)
@@ -132,16 +134,26 @@ int ecw_request_url(struct ecw_buf *out, const struct ecw_account *a, const stru
 	return 0;
 }
 
+/* The headers kept from one response, together: 48 headers would be 96
+ * allocations as separate strings. */
+#define RESP_HEADERS_MAX ((size_t)64 * 1024)
+
 void ecw_response_init(struct ecw_response *resp)
 {
 	memset(resp, 0, sizeof(*resp));
 	ecw_buf_init(&resp->body, ECW_BUF_DEFAULT_MAX);
+	ecw_buf_init(&resp->hdrs, RESP_HEADERS_MAX);
+}
+
+static void response_clear_headers(struct ecw_response *resp)
+{
+	ecw_buf_reset(&resp->hdrs);
+	resp->nheaders = 0;
 }
 
 void ecw_response_reset(struct ecw_response *resp)
 {
-	free_kvs(resp->headers, resp->nheaders);
-	resp->nheaders = 0;
+	response_clear_headers(resp);
 	resp->status = 0;
 	ecw_buf_reset(&resp->body);
 }
@@ -152,6 +164,7 @@ void ecw_response_dispose(struct ecw_response *resp)
 		return;
 	ecw_response_reset(resp);
 	ecw_buf_dispose(&resp->body);
+	ecw_buf_dispose(&resp->hdrs);
 }
 
 int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t nlen,
@@ -163,20 +176,28 @@ int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t 
 		value++, vlen--;
 	while (vlen && strchr(" \t\r\n", value[vlen - 1]))
 		vlen--;
-	if (resp->nheaders == ECW_RESP_MAX_HEADERS)
-		return 0; /* the headers we read come early; drop extras */
-	resp->headers[resp->nheaders].name = resp->headers[resp->nheaders].value = NULL;
-	if ((err = kv_set(&resp->headers[resp->nheaders], name, nlen, value, vlen)) < 0)
+	/* The headers we read come early: extras past the count or the size
+	 * are dropped. */
+	if (resp->nheaders == ECW_RESP_MAX_HEADERS || nlen + vlen + 2 > resp->hdrs.max - resp->hdrs.len)
+		return 0;
+	resp->hat[resp->nheaders] = resp->hdrs.len;
+	if ((err = ecw_buf_add(&resp->hdrs, name, nlen)) < 0 || (err = ecw_buf_addc(&resp->hdrs, '\0')) < 0 ||
+	    (err = ecw_buf_add(&resp->hdrs, value, vlen)) < 0 || (err = ecw_buf_addc(&resp->hdrs, '\0')) < 0) {
+		resp->hdrs.len = resp->hat[resp->nheaders];
 		return err;
+	}
 	resp->nheaders++;
 	return 0;
 }
 
 const char *ecw_response_header(const struct ecw_response *resp, const char *name)
 {
-	for (size_t i = 0; i < resp->nheaders; i++)
-		if (strcasecmp(resp->headers[i].name, name) == 0)
-			return resp->headers[i].value;
+	for (size_t i = 0; i < resp->nheaders; i++) {
+		const char *n = resp->hdrs.ptr + resp->hat[i];
+
+		if (strcasecmp(n, name) == 0)
+			return n + strlen(n) + 1;
+	}
 	return NULL;
 }
 
@@ -215,6 +236,7 @@ int ecw_client_new(struct ecw_client **out, const struct ecw_account *acct,
 		free(c);
 		return ecw_error_set(ECW_ERROR, "curl_easy_init failed");
 	}
+	set_shared_options(c);
 	*out = c;
 	return 0;
 }
@@ -271,8 +293,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *payload)
 
 	/* A new status line (after a 100 Continue) starts a new header set. */
 	if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
-		free_kvs(resp->headers, resp->nheaders);
-		resp->nheaders = 0;
+		response_clear_headers(resp);
 		return len;
 	}
 	colon = memchr(p, ':', len);
@@ -310,43 +331,11 @@ static bool has_body_method(const char *m)
 	return strcmp(m, "PUT") == 0 || strcmp(m, "POST") == 0 || strcmp(m, "MERGE") == 0;
 }
 
-static int add_header(struct curl_slist **list, const char *line)
+/* The options every transfer shares. libcurl keeps options from one
+ * transfer to the next, so they are set once, when the client is made; a
+ * request sets only what is its own (curl_send). */
+static void set_shared_options(struct ecw_client *c)
 {
-	struct curl_slist *l = curl_slist_append(*list, line);
-
-	if (!l)
-		return ecw_error_set(ECW_ENOMEM, "out of memory");
-	*list = l;
-	return 0;
-}
-
-static int curl_send(struct ecw_client *c, struct ecw_response *resp, const char *url,
-		     const struct ecw_request *r)
-{
-	struct curl_slist *hl = NULL;
-	struct ecw_buf line;
-	CURLcode rc;
-	long status = 0, conns = 0;
-	int err = 0;
-
-	ecw_buf_init(&line, 0);
-	curl_easy_reset(c->curl); /* keeps the live connection */
-	for (size_t i = 0; i < r->nheaders && err == 0; i++) {
-		ecw_buf_reset(&line);
-		if ((err = ecw_buf_printf(&line, "%s: %s", r->headers[i].name, r->headers[i].value)) == 0)
-			err = add_header(&hl, line.ptr);
-	}
-	/* Always our Content-Type (an empty one removes libcurl's form type, which
-	 * the server would sign); never Expect: 100-continue. */
-	ecw_buf_reset(&line);
-	if (err == 0)
-		err = r->content_type ? ecw_buf_printf(&line, "Content-Type: %s", r->content_type)
-				      : ecw_buf_adds(&line, "Content-Type:");
-	if (err < 0 || (err = add_header(&hl, line.ptr)) < 0 || (err = add_header(&hl, "Expect:")) < 0)
-		goto done;
-
-	curl_easy_setopt(c->curl, CURLOPT_URL, url);
-	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hl);
 	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c->curl, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->errbuf);
@@ -354,29 +343,77 @@ static int curl_send(struct ecw_client *c, struct ecw_response *resp, const char
 	curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)c->opts.connect_timeout_ms);
 	curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, resp);
 	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, resp);
 	if (c->opts.ca_file)
 		curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->opts.ca_file);
 	if (c->opts.insecure_skip_tls_verify_for_tests) {
 		curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 0L);
 	}
-	if (c->fresh_connect) {
-		curl_easy_setopt(c->curl, CURLOPT_FRESH_CONNECT, 1L);
-		c->fresh_connect = false;
+}
+
+/* Appends "name: value" (or "name:", which makes libcurl leave out a header
+ * of its own) and a NUL to lines; *at gets where the line starts. */
+static int add_line(struct ecw_buf *lines, size_t *at, const char *name, const char *value)
+{
+	int err;
+
+	*at = lines->len;
+	if ((err = ecw_buf_adds(lines, name)) < 0 || (err = ecw_buf_addc(lines, ':')) < 0)
+		return err;
+	if (value && ((err = ecw_buf_addc(lines, ' ')) < 0 || (err = ecw_buf_adds(lines, value)) < 0))
+		return err;
+	return ecw_buf_addc(lines, '\0');
+}
+
+static int curl_send(struct ecw_client *c, struct ecw_response *resp, const char *url,
+		     const struct ecw_request *r)
+{
+	/* The header list is libcurl's public struct curl_slist with its nodes
+	 * on the stack and its lines in one buffer: libcurl only reads the
+	 * list, and curl_slist_append would allocate twice a line. */
+	struct curl_slist nodes[ECW_REQ_MAX_HEADERS + 2];
+	size_t at[ECW_REQ_MAX_HEADERS + 2], n = 0;
+	bool body = has_body_method(r->method) || r->body_len;
+	struct ecw_buf lines;
+	CURLcode rc;
+	long status = 0, conns = 0;
+	int err = 0;
+
+	ecw_buf_init(&lines, 0);
+	for (size_t i = 0; i < r->nheaders && err == 0; i++)
+		err = add_line(&lines, &at[n++], r->headers[i].name, r->headers[i].value);
+	/* A body always goes with our Content-Type (an empty one removes
+	 * libcurl's form type, which the server would sign) and never with
+	 * Expect: 100-continue. A request without one needs neither. */
+	if (err == 0 && (body || r->content_type))
+		err = add_line(&lines, &at[n++], "Content-Type", r->content_type);
+	if (err == 0 && body)
+		err = add_line(&lines, &at[n++], "Expect", NULL);
+	if (err < 0)
+		goto done;
+	for (size_t i = 0; i < n; i++) {
+		nodes[i].data = lines.ptr + at[i];
+		nodes[i].next = i + 1 < n ? &nodes[i + 1] : NULL;
 	}
-	if (strcmp(r->method, "GET") == 0) {
-		curl_easy_setopt(c->curl, CURLOPT_HTTPGET, 1L);
-	} else {
-		curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, r->method);
+
+	curl_easy_setopt(c->curl, CURLOPT_URL, url);
+	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, n ? nodes : NULL);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, resp);
+	curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, resp);
+	curl_easy_setopt(c->curl, CURLOPT_FRESH_CONNECT, c->fresh_connect ? 1L : 0L);
+	c->fresh_connect = false;
+	/* The last transfer's method and body go first: no body, then GET, then
+	 * this request's body and method. */
+	curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, (char *)NULL);
+	curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)-1);
+	curl_easy_setopt(c->curl, CURLOPT_HTTPGET, 1L);
+	if (body) {
 		/* PUT/POST/MERGE always carry a body, if only Content-Length: 0. */
-		if (has_body_method(r->method) || r->body_len) {
-			curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, r->body ? r->body : "");
-			curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
-		}
+		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, r->body ? r->body : "");
+		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
 	}
+	curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, strcmp(r->method, "GET") == 0 ? NULL : r->method);
 
 	c->errbuf[0] = '\0';
 	rc = curl_easy_perform(c->curl);
@@ -396,8 +433,8 @@ static int curl_send(struct ecw_client *c, struct ecw_response *resp, const char
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
 	resp->status = status;
 done:
-	curl_slist_free_all(hl);
-	ecw_buf_dispose(&line);
+	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, (struct curl_slist *)NULL);
+	ecw_buf_dispose(&lines);
 	return err;
 }
 

@@ -94,13 +94,21 @@ static const char *const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
 				     "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
 
 /* Written by hand: strftime's %a and %b follow the locale. */
+/* Every request carries the date, and most of a second's requests carry the
+ * same one: each thread keeps the last second it formatted. */
 void ecw_http_date(char out[32], time_t t)
 {
+	static _Thread_local time_t last = (time_t)-1;
+	static _Thread_local char text[32];
 	struct tm tm;
 
-	gmtime_r(&t, &tm);
-	snprintf(out, 32, "%s, %02d %s %04d %02d:%02d:%02d GMT", wdays[tm.tm_wday], tm.tm_mday,
-		 months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	if (t != last) {
+		gmtime_r(&t, &tm);
+		snprintf(text, sizeof(text), "%s, %02d %s %04d %02d:%02d:%02d GMT", wdays[tm.tm_wday],
+			 tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+		last = t;
+	}
+	memcpy(out, text, sizeof(text));
 }
 
 int ecw_parse_http_date(time_t *out, const char *s)

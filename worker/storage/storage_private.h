@@ -60,7 +60,8 @@ int ecw_request_url(struct ecw_buf *out, const struct ecw_account *a, const stru
 
 struct ecw_response {
 	long status;                /* 0 until a response arrived */
-	struct ecw_kv headers[ECW_RESP_MAX_HEADERS]; /* values trimmed */
+	struct ecw_buf hdrs;        /* "name\0value\0" for each header kept, values trimmed */
+	size_t hat[ECW_RESP_MAX_HEADERS]; /* where each header's name starts in hdrs */
 	size_t nheaders;
 	struct ecw_buf body;
 };
