@@ -100,7 +100,10 @@ int ecw_batch_add(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_en
 	slot = &b->ops[b->n];
 	memset(slot, 0, sizeof(*slot));
 	slot->op = op;
-	if ((err = ecw_entity_clone(&slot->e, e)) < 0)
+	/* A delete is its keys: the rest of the entity would be copied for
+	 * nothing. */
+	if ((err = op == ECW_BATCH_DELETE ? ecw_entity_new(&slot->e, ecw_entity_pk(e), ecw_entity_rk(e))
+					  : ecw_entity_clone(&slot->e, e)) < 0)
 		return err;
 	if (if_match && !(slot->if_match = strdup(if_match))) {
 		ecw_entity_free(slot->e);
