@@ -5,9 +5,6 @@
  *
  * Only this file talks to libcurl. */
 #include <curl/curl.h>
-#include <errno.h>
-#include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,21 +13,10 @@
 #include "ecw_clock.h"
 #include "storage_private.h"
 
-/* The sockets libcurl asked to be watched, by the socket callback. */
-#define WATCH_MAX 8
-
 struct ecw_client {
 	const struct ecw_account *acct;
 	struct ecw_client_options opts;
 	CURL *curl;
-	CURLM *multi;               /* drives curl's transfers; holds its connections */
-	struct {
-		curl_socket_t fd;
-		int what;           /* CURL_POLL_IN / _OUT / _INOUT */
-	} watch[WATCH_MAX];
-	int nwatch;
-	int64_t deadline_ms;        /* libcurl's timer (ecw_now_ms), or -1: none */
-	bool watch_full;            /* a socket did not fit: the transfer fails */
 	struct ecw_client_stats stats;
 	bool fresh_connect;         /* next transfer opens a new connection */
 	char errbuf[CURL_ERROR_SIZE];
@@ -246,8 +232,7 @@ int ecw_client_new(struct ecw_client **out, const struct ecw_account *acct,
 		c->opts.retry_base_ms = 0;
 	if (c->opts.retry_max_ms < c->opts.retry_base_ms)
 		c->opts.retry_max_ms = c->opts.retry_base_ms;
-	if (!(c->curl = curl_easy_init()) || !(c->multi = curl_multi_init())) {
-		curl_easy_cleanup(c->curl);
+	if (!(c->curl = curl_easy_init())) {
 		free(c);
 		return ecw_error_set(ECW_ERROR, "curl_easy_init failed");
 	}
@@ -261,7 +246,6 @@ void ecw_client_free(struct ecw_client *c)
 	if (!c)
 		return;
 	curl_easy_cleanup(c->curl);
-	curl_multi_cleanup(c->multi);
 	free(c);
 }
 
@@ -347,127 +331,11 @@ static bool has_body_method(const char *m)
 	return strcmp(m, "PUT") == 0 || strcmp(m, "POST") == 0 || strcmp(m, "MERGE") == 0;
 }
 
-/* libcurl's socket callback: which sockets the transfer waits on, and for
- * what. */
-static int on_socket(CURL *e, curl_socket_t fd, int what, void *payload, void *socketp)
-{
-	struct ecw_client *c = payload;
-	int i;
-
-	(void)e;
-	(void)socketp;
-	for (i = 0; i < c->nwatch && c->watch[i].fd != fd; i++)
-		;
-	if (what == CURL_POLL_REMOVE) {
-		if (i < c->nwatch)
-			c->watch[i] = c->watch[--c->nwatch];
-		return 0;
-	}
-	if (i == c->nwatch) {
-		if (c->nwatch == WATCH_MAX) {
-			c->watch_full = true;
-			return -1;
-		}
-		c->nwatch++;
-		c->watch[i].fd = fd;
-	}
-	c->watch[i].what = what;
-	return 0;
-}
-
-/* libcurl's timer callback: when it next wants to be called without a
- * socket event (connect and transfer timeouts, retries of its own). */
-static int on_timer(CURLM *m, long timeout_ms, void *payload)
-{
-	struct ecw_client *c = payload;
-
-	(void)m;
-	c->deadline_ms = timeout_ms < 0 ? -1 : ecw_now_ms() + timeout_ms;
-	return 0;
-}
-
-/* One transfer, driven by libcurl's socket interface on this thread: one
- * poll(2) on the sockets libcurl names, and libcurl told which became ready.
- * curl_easy_perform polls each socket again inside libcurl before and after
- * every read and write (five polls a request against one here); the
- * connections stay in c->multi from one transfer to the next. */
-static CURLcode perform(struct ecw_client *c)
-{
-	CURLMcode mc;
-	CURLcode rc = CURLE_OK;
-	int running = 0, done = 0;
-
-	c->deadline_ms = -1;
-	c->watch_full = false;
-	if ((mc = curl_multi_add_handle(c->multi, c->curl)) != CURLM_OK)
-		return mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
-	mc = curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-	while (mc == CURLM_OK && running && !c->watch_full) {
-		struct pollfd pfd[WATCH_MAX];
-		int n = c->nwatch, timeout = 1000, ready;
-
-		for (int i = 0; i < n; i++) {
-			pfd[i].fd = c->watch[i].fd;
-			pfd[i].events = (short)(((c->watch[i].what & CURL_POLL_IN) ? POLLIN : 0) |
-						((c->watch[i].what & CURL_POLL_OUT) ? POLLOUT : 0));
-			pfd[i].revents = 0;
-		}
-		if (c->deadline_ms >= 0) {
-			int64_t left = c->deadline_ms - ecw_now_ms();
-			timeout = left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
-		}
-		ready = poll(pfd, (nfds_t)n, timeout);
-		if (ready < 0 && errno != EINTR) {
-			rc = CURLE_RECV_ERROR;
-			break;
-		}
-		if (ready <= 0) {
-			mc = curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-			continue;
-		}
-		for (int i = 0; i < n && mc == CURLM_OK; i++) {
-			int ev = 0;
-
-			if (!pfd[i].revents)
-				continue;
-			if (pfd[i].revents & (POLLIN | POLLHUP))
-				ev |= CURL_CSELECT_IN;
-			if (pfd[i].revents & POLLOUT)
-				ev |= CURL_CSELECT_OUT;
-			if (pfd[i].revents & (POLLERR | POLLNVAL))
-				ev |= CURL_CSELECT_ERR;
-			mc = curl_multi_socket_action(c->multi, pfd[i].fd, ev, &running);
-		}
-	}
-	if (mc != CURLM_OK)
-		rc = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_RECV_ERROR;
-	else if (c->watch_full)
-		rc = CURLE_FAILED_INIT;
-	else if (!running) {
-		CURLMsg *m;
-		int left;
-
-		while ((m = curl_multi_info_read(c->multi, &left)))
-			if (m->msg == CURLMSG_DONE && m->easy_handle == c->curl) {
-				rc = m->data.result;
-				done = 1;
-			}
-		if (!done)
-			rc = CURLE_RECV_ERROR;
-	}
-	curl_multi_remove_handle(c->multi, c->curl);
-	return rc;
-}
-
 /* The options every transfer shares. libcurl keeps options from one
  * transfer to the next, so they are set once, when the client is made; a
  * request sets only what is its own (curl_send). */
 static void set_shared_options(struct ecw_client *c)
 {
-	curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-	curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
-	curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-	curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
 	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c->curl, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->errbuf);
@@ -548,7 +416,7 @@ static int curl_send(struct ecw_client *c, struct ecw_response *resp, const char
 	curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, strcmp(r->method, "GET") == 0 ? NULL : r->method);
 
 	c->errbuf[0] = '\0';
-	rc = perform(c);
+	rc = curl_easy_perform(c->curl);
 	curl_easy_getinfo(c->curl, CURLINFO_NUM_CONNECTS, &conns);
 	c->stats.connections += (uint64_t)conns;
 	if (rc != CURLE_OK) {
