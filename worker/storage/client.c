@@ -176,6 +176,9 @@ int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t 
 		value++, vlen--;
 	while (vlen && strchr(" \t\r\n", value[vlen - 1]))
 		vlen--;
+	/* Each is kept as two C strings, so a NUL ends it (as strndup did). */
+	nlen = strnlen(name, nlen);
+	vlen = strnlen(value, vlen);
 	/* The headers we read come early: extras past the count or the size
 	 * are dropped. */
 	if (resp->nheaders == ECW_RESP_MAX_HEADERS || nlen + vlen + 2 > resp->hdrs.max - resp->hdrs.len)
