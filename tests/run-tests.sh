@@ -143,9 +143,14 @@ run_binary() {
 		"$status" "$kind" "$name" "$passed" "$ran" "$secs" "$why"
 	if [[ "$status" == FAIL ]]; then
 		echo "---- output of $name (also in $log) ----"
-		# Failed cases and their assertion messages, then the end of the output
+		# Failed cases and their assertion messages (a message of several
+		# lines whole, up to cmocka's next line), then the end of the output
 		# (which holds a sanitizer report or the crash, if any).
-		grep -E '^\[  (FAILED|ERROR) *\]|error:|Failure!|ERROR|AddressSanitizer|runtime error|^==[0-9]+== ' "$log" | head -n 60 || true
+		awk '/^\[  (FAILED|ERROR) *\]|error:|Failure!|ERROR|AddressSanitizer|runtime error|^==[0-9]+== / {
+			print; more = !/^\[/ && !/^==/; next
+		}
+		/^\[/ { more = 0 }
+		more' "$log" | head -n 80 || true
 		echo "...."
 		tail -n 40 "$log"
 		echo "----"

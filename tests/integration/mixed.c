@@ -116,6 +116,7 @@ struct idset {
 
 struct mx {
 	const struct mixed_scenario *sc;
+	unsigned seed; /* the plan's (ECW_TEST_SEED replays it) */
 	struct proc_azurite az;
 	bool private_az;
 	char az_dir[640]; /* an on-disk Azurite's location; "" in memory */
@@ -1204,7 +1205,7 @@ static void check_end_state(struct mx *x, struct state *s)
 		char copy[sizeof(r->text)];
 		snprintf(copy, sizeof(copy), "%s", r->text);
 		free(r);
-		fail_msg("%s: the source tables are inconsistent:%s", sc->name, copy);
+		fail_msg("%s (seed %u): the source tables are inconsistent:%s", sc->name, x->seed, copy);
 	}
 	if (s->nemp + s->narch != (size_t)sc->employees)
 		diff(r, "%zu employees + %zu archived, expected %d in all", s->nemp, s->narch, sc->employees);
@@ -1400,9 +1401,9 @@ static void check_end_state(struct mx *x, struct state *s)
 		int n = r->n;
 		snprintf(copy, sizeof(copy), "%s", r->text);
 		free(r);
-		fail_msg("%s: the end state differs from the recomputation from the source tables in %d "
-		         "place(s) (first 40):%s",
-		         sc->name, n, copy);
+		fail_msg("%s (seed %u): the end state differs from the recomputation from the source tables "
+		         "in %d place(s) (first 40):%s",
+		         sc->name, x->seed, n, copy);
 	}
 	free(r);
 }
@@ -1968,6 +1969,7 @@ void mixed_run(void **state, const struct mixed_scenario *sc)
 	memset(prods, 0, sizeof(prods));
 	memset(w, 0, sizeof(w));
 	mx_open(x, sc);
+	x->seed = seed;
 	print_message("%s: seed %u (ECW_TEST_SEED replays the plan), %s Azurite\n", sc->name, seed,
 	              x->private_az ? (x->az_dir[0] ? "a private on-disk" : "a private") : "the shared");
 	seed_data(x);
