@@ -47,6 +47,7 @@
 #include "mixed.h"
 #include "itest.h"
 #include "proc.h"
+#include "workerfx.h"
 
 #include <errno.h>
 #include <json-c/json.h>
@@ -299,98 +300,68 @@ static void spawn_worker(struct mx *x, struct worker *w, bool restart)
 	}
 }
 
+/* config/demo.yaml's jobs on this test's queue and tables. */
 static void start_worker(struct mx *x, struct worker *w, int n)
 {
-	char text[8192], file[96], timeout[64] = "";
+	char jobs[8192], name[96], timeout[64] = "";
 	const struct mixed_scenario *sc = x->sc;
 	const struct mixed_chaos *ch = &sc->chaos;
+	struct wfx_worker wc = WFX_WORKER(x->queue, x->poison);
+	int k;
 
 	w->n = n;
 	if (ch->request_timeout_ms)
 		snprintf(timeout, sizeof(timeout), "  request_timeout: %dms\n", ch->request_timeout_ms);
-	int k = snprintf(text, sizeof(text),
-	                 "# written by mixed.c: config/demo.yaml on this test's queue and tables\n"
-	                 "storage:\n"
-	                 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-	                 "%s"
-	                 "worker:\n"
-	                 "  queue: %s\n"
-	                 "  poison_queue: %s\n"
-	                 "  batch_size: %d\n"
-	                 "  concurrency: %d\n"
-	                 "  visibility_timeout: %ds\n"
-	                 "  max_dequeue_count: %d\n"
-	                 "  retry_backoff: {base: 1s, max: 4s}\n"
-	                 "  poll_interval: {min: 20ms, max: 200ms}\n"
-	                 "  shutdown_grace: 5s\n"
-	                 "log: {level: info, format: json}\n"
-	                 "metrics:\n"
-	                 "  listen: \"127.0.0.1:${ECW_TEST_METRICS_PORT}\"\n"
-	                 "jobs:\n"
-	                 "  " J_ARCHIVE ":\n"
-	                 "    type: move\n"
-	                 "    from: %s\n"
-	                 "    to: %s\n"
-	                 "    then: [" J_EMAIL ", " J_LAST "]\n"
-	                 "  " J_RESTORE ":\n"
-	                 "    type: move\n"
-	                 "    from: %s\n"
-	                 "    to: %s\n"
-	                 "    then: [" J_EMAIL ", " J_LAST "]\n"
-	                 "  " J_EMAIL ":\n"
-	                 "    type: index\n"
-	                 "    source: %s\n"
-	                 "    table: %s\n"
-	                 "    partition_key: \"" EMAIL_PK "\"\n"
-	                 "    row_key: \"{Email}\"\n"
-	                 "    properties: [FirstName, LastName]\n"
-	                 "  " J_LAST ":\n"
-	                 "    type: index-list\n"
-	                 "    source: %s\n"
-	                 "    table: %s\n"
-	                 "    partition_key: \"" LIST_PK "\"\n"
-	                 "    row_key: \"{LastName}\"\n"
-	                 "  " J_ORDERS ":\n"
-	                 "    type: fanout\n"
-	                 "    source: %s\n"
-	                 "    table: %s\n"
-	                 "    filter: \"PartitionKey eq '{RowKey}'\"\n"
-	                 "    fields: {CustomerName: Name, CustomerEmail: Email}\n"
-	                 "    on_delete: clear\n",
-	                 timeout, x->queue, x->poison, ch->batch_size ? ch->batch_size : 16, sc->concurrency,
-	                 ch->visibility_timeout_s ? ch->visibility_timeout_s : 10,
-	                 ch->max_dequeue_count ? ch->max_dequeue_count : 10, x->emp, x->arch, x->arch, x->emp,
-	                 x->emp, x->idx, x->emp, x->idx, x->cust, x->orders);
-	assert_true(k > 0 && (size_t)k < sizeof(text));
-	snprintf(file, sizeof(file), "%s-w%d.yaml", sc->name, n);
-	proc_write_file(w->cfg, sizeof(w->cfg), file, text);
+	k = snprintf(jobs, sizeof(jobs),
+	             "  " J_ARCHIVE ":\n"
+	             "    type: move\n"
+	             "    from: %s\n"
+	             "    to: %s\n"
+	             "    then: [" J_EMAIL ", " J_LAST "]\n"
+	             "  " J_RESTORE ":\n"
+	             "    type: move\n"
+	             "    from: %s\n"
+	             "    to: %s\n"
+	             "    then: [" J_EMAIL ", " J_LAST "]\n"
+	             "  " J_EMAIL ":\n"
+	             "    type: index\n"
+	             "    source: %s\n"
+	             "    table: %s\n"
+	             "    partition_key: \"" EMAIL_PK "\"\n"
+	             "    row_key: \"{Email}\"\n"
+	             "    properties: [FirstName, LastName]\n"
+	             "  " J_LAST ":\n"
+	             "    type: index-list\n"
+	             "    source: %s\n"
+	             "    table: %s\n"
+	             "    partition_key: \"" LIST_PK "\"\n"
+	             "    row_key: \"{LastName}\"\n"
+	             "  " J_ORDERS ":\n"
+	             "    type: fanout\n"
+	             "    source: %s\n"
+	             "    table: %s\n"
+	             "    filter: \"PartitionKey eq '{RowKey}'\"\n"
+	             "    fields: {CustomerName: Name, CustomerEmail: Email}\n"
+	             "    on_delete: clear\n",
+	             x->emp, x->arch, x->arch, x->emp, x->emp, x->idx, x->emp, x->idx, x->cust, x->orders);
+	assert_true(k > 0 && (size_t)k < sizeof(jobs));
+	wc.storage_extra = timeout;
+	wc.batch_size = ch->batch_size ? ch->batch_size : 16;
+	wc.concurrency = sc->concurrency;
+	wc.visibility_s = ch->visibility_timeout_s ? ch->visibility_timeout_s : 10;
+	wc.max_dequeue = ch->max_dequeue_count ? ch->max_dequeue_count : 10;
+	wc.retry_max = "4s";
+	wc.poll_min = "20ms";
+	wc.log_level = "info";
+	/* The port comes from the environment: a restarted worker gets a fresh one. */
+	wc.metrics_listen = "127.0.0.1:${ECW_TEST_METRICS_PORT}";
+	wc.jobs = jobs;
+	k = snprintf(name, sizeof(name), "%s-w%d", sc->name, n);
+	assert_true(k > 0 && (size_t)k < sizeof(name));
+	wfx_write_config(w->cfg, sizeof(w->cfg), name, &wc);
 	snprintf(w->env_jitter, sizeof(w->env_jitter), "ECW_TEST_STEP_JITTER_MS=%d",
 	         n > sc->workers / 2 ? JITTER_MS : 0);
 	spawn_worker(x, w, false);
-}
-
-/* The sum of the samples of metric `name` whose labels contain `label`
- * (NULL: all) on a /metrics page. */
-static long long metric_sum(const char *page, const char *name, const char *label)
-{
-	long long sum = 0;
-	size_t nl = strlen(name);
-
-	for (const char *p = page; p && *p;) {
-		const char *eol = strchr(p, '\n');
-		size_t len = eol ? (size_t)(eol - p) : strlen(p);
-		if (len > nl && strncmp(p, name, nl) == 0 && (p[nl] == '{' || p[nl] == ' ')) {
-			char line[512];
-			snprintf(line, sizeof(line), "%.*s", (int)len, p);
-			if (!label || strstr(line, label)) {
-				const char *sp = strrchr(line, ' ');
-				if (sp)
-					sum += strtoll(sp + 1, NULL, 10);
-			}
-		}
-		p = eol ? eol + 1 : NULL;
-	}
-	return sum;
 }
 
 static long long queue_count(struct mx *x, const char *q)
@@ -1464,7 +1435,7 @@ static int64_t wait_quiet(struct mx *x, struct worker *w, int n, int timeout_s)
 		for (int k = 0; k < n; k++) {
 			char *page = NULL;
 			if (proc_http_get(&page, w[k].port, "/metrics") == 200)
-				inflight += metric_sum(page, "ecw_jobs_in_flight", NULL);
+				inflight += (long long)proc_metric(page, "ecw_jobs_in_flight", NULL, NULL);
 			else
 				answered = false;
 			free(page);
@@ -1547,11 +1518,14 @@ static void tally_metrics(struct tally *t, int port)
 	char *page = NULL;
 
 	if (proc_http_get(&page, port, "/metrics") == 200) {
-		t->m412 += metric_sum(page, "ecw_storage_requests_total", "status=\"412\"");
-		t->m409 += metric_sum(page, "ecw_storage_requests_total", "status=\"409\"");
-		t->m404 += metric_sum(page, "ecw_storage_requests_total", "status=\"404\"");
-		t->requests += metric_sum(page, "ecw_storage_requests_total", NULL);
-		t->retries += metric_sum(page, "ecw_storage_retries_total", NULL);
+		t->m412 +=
+		    (long long)proc_metric(page, "ecw_storage_requests_total", NULL, "status=\"412\"", NULL);
+		t->m409 +=
+		    (long long)proc_metric(page, "ecw_storage_requests_total", NULL, "status=\"409\"", NULL);
+		t->m404 +=
+		    (long long)proc_metric(page, "ecw_storage_requests_total", NULL, "status=\"404\"", NULL);
+		t->requests += (long long)proc_metric(page, "ecw_storage_requests_total", NULL, NULL);
+		t->retries += (long long)proc_metric(page, "ecw_storage_retries_total", NULL, NULL);
 	}
 	free(page);
 }
@@ -1702,7 +1676,7 @@ static long long scrape_retries(int port)
 	long long n = 0;
 
 	if (proc_http_get(&page, port, "/metrics") == 200)
-		n = metric_sum(page, "ecw_storage_retries_total", NULL);
+		n = (long long)proc_metric(page, "ecw_storage_retries_total", NULL, NULL);
 	free(page);
 	return n;
 }

@@ -1044,3 +1044,63 @@ int proc_free_port(void)
 	fail_msg("no free port");
 	return -1;
 }
+
+double proc_metric(const char *page, const char *name, int *found, ...)
+{
+	const char *want[16];
+	int nwant = 0, nfound = 0;
+	size_t nn = strlen(name);
+	double sum = 0;
+	va_list ap;
+
+	va_start(ap, found);
+	while (nwant < 16 && (want[nwant] = va_arg(ap, const char *)) != NULL)
+		nwant++;
+	va_end(ap);
+	for (const char *l = page; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t len = nl ? (size_t)(nl - l) : strlen(l);
+		char line[1024];
+
+		/* name{labels} value, or name value: the value follows the
+		 * last '}' (label values here never hold one). */
+		if (len < sizeof(line) && l[0] != '#' && strncmp(l, name, nn) == 0 &&
+		    (l[nn] == '{' || l[nn] == ' ')) {
+			const char *labels_end;
+			bool ok = true;
+			memcpy(line, l, len);
+			line[len] = '\0';
+			labels_end = line[nn] == '{' ? strrchr(line, '}') : line + nn - 1;
+			for (int i = 0; ok && i < nwant; i++) {
+				const char *hit = strstr(line, want[i]);
+				ok = hit && labels_end && hit < labels_end;
+			}
+			if (ok && labels_end) {
+				char *endp;
+				double v = strtod(labels_end + 1, &endp);
+				if (endp != labels_end + 1) {
+					sum += v;
+					nfound++;
+				}
+			}
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	if (found)
+		*found = nfound;
+	return sum;
+}
+
+long long proc_table_writes(const char *page)
+{
+	/* With the closing quote, so that "table.upsert" is not also
+	 * "table.upsert_merge", nor "table.delete" "table.delete_table". */
+	static const char *const ops[] = {
+	    "op=\"table.insert\"", "op=\"table.upsert\"", "op=\"table.upsert_merge\"", "op=\"table.update\"",
+	    "op=\"table.merge\"",  "op=\"table.delete\"", "op=\"table.batch\"",        NULL};
+	long long n = 0;
+
+	for (int i = 0; ops[i]; i++)
+		n += (long long)proc_metric(page, "ecw_storage_requests_total", NULL, ops[i], NULL);
+	return n;
+}

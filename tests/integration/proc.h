@@ -1,8 +1,9 @@
 /* proc.h - process-level helpers for the integration tests that run the
  * worker binary (build/ecworker-test, with the test-only job types): start it
  * with posix_spawn (stdout and stderr to a log file), send signals, wait for
- * its exit with a timeout, write config files, read its JSON log lines back,
- * and check every log a test produced for secrets. A struct proc is owned by
+ * its exit with a timeout, write config files, read its JSON log lines back
+ * (and wait for them as an assertion) and its metrics, and check every log a
+ * test produced for secrets. A struct proc is owned by
  * the caller; the module also remembers each process it started, so
  * proc_cleanup() (from a teardown) can SIGKILL what a failed assertion left
  * running, and each log file, so proc_assert_logs_clean() can read them all.
@@ -113,6 +114,19 @@ size_t proc_count(const struct proc *p, const char *event, ...);
  * or p has exited and its log still lacks them (false). */
 bool proc_wait_count(struct proc *p, size_t want, int timeout_ms, const char *event, ...);
 
+/* proc_wait_count as an assertion (the arguments after ms without the
+ * closing NULL): fails the test, showing whether p still runs and the end of
+ * its log, unless want lines match within ms. Uses cmocka's fail_msg. */
+#define PROC_EXPECT_LOG(p, want, ms, ...)                                                                    \
+	do {                                                                                                 \
+		if (!proc_wait_count((p), (want), (ms), __VA_ARGS__, NULL))                                  \
+			fail_msg("%s: expected %d log line(s) matching (%s) within %d ms (worker %s); log "  \
+			         "%s:\n%s",                                                                  \
+			         (p)->name, (int)(want), #__VA_ARGS__, (int)(ms),                            \
+			         proc_alive(p) ? "running" : "EXITED", (p)->log_path,                        \
+			         proc_tail((p)->log_path, 30));                                              \
+	} while (0)
+
 /* A field of a log line as text ("" when absent); owned by the line. */
 const char *proc_field(struct json_object *line, const char *key);
 long long proc_field_int(struct json_object *line, const char *key, long long missing);
@@ -188,5 +202,17 @@ int proc_http_get(char **body, int port, const char *path);
 
 /* A free TCP port on 127.0.0.1 (bound, read and closed again). */
 int proc_free_port(void);
+
+/* The sum of the samples of metric name on a /metrics page (Prometheus text)
+ * whose labels include every one of the given key="value" strings
+ * (NULL-terminated; none: every sample). *found (may be NULL): how many
+ * samples matched. */
+double proc_metric(const char *page, const char *name, int *found, ...);
+
+/* The table write requests a worker attempted, whatever the answer: the
+ * ecw_storage_requests_total samples of the operations that write entities
+ * (insert, upsert, upsert_merge, update, merge, delete, batch), not the reads
+ * nor the creation or deletion of tables. */
+long long proc_table_writes(const char *page);
 
 #endif

@@ -13,6 +13,7 @@
  * Azurite with libcurl and lets the test act just before a given $batch. */
 #include "itest.h"
 #include "proc.h"
+#include "workerfx.h"
 
 #include <curl/curl.h>
 #include <json-c/json.h>
@@ -27,41 +28,16 @@
 
 /* ---- fixture -------------------------------------------------------------------------------- */
 
-struct fx {
-	struct itest *t; /* client; queue; table = Customers, table2 = Orders */
-	const char *poison; /* t's: itest_teardown deletes it */
-	char config[640]; /* the last config written */
-};
-
+/* t->table = Customers, t->table2 = Orders. */
 static int fx_setup(void **state)
 {
-	struct fx *x = calloc(1, sizeof(*x));
-	void *t = NULL;
-
-	assert_non_null(x);
-	itest_setup(&t);
-	x->t = t;
-	x->poison = itest_poison(x->t);
-	itest_queue(x->t);
-	itest_table(x->t);
-	itest_table2(x->t);
-	*state = x;
+	*state = wfx_new(sizeof(struct wfx), WFX_QUEUE | WFX_TABLE | WFX_TABLE2);
 	return 0;
 }
 
 static int fx_teardown(void **state)
 {
-	struct fx *x = *state;
-	void *t;
-
-	if (!x)
-		return 0;
-	proc_cleanup();
-	t = x->t;
-	itest_teardown(&t);
-	free(x);
-	*state = NULL;
-	return 0;
+	return wfx_teardown(state);
 }
 
 #define CUSTOMERS(x) ((x)->t->table)
@@ -81,7 +57,7 @@ static const char *const copy_source[] = {"Name", "Email", "Limit", "Since", "Ro
  *   by-pk        the orders in the partition named by the customer's RowKey
  *   by-pk-clear  the same with on_delete: clear
  *   by-id        the orders whose CustomerId is the customer's RowKey, on_delete: clear */
-static void jobs_text(char *out, size_t cap, struct fx *x)
+static void jobs_text(char *out, size_t cap, struct wfx *x)
 {
 	int k = snprintf(out, cap,
 	                 "  by-pk:\n"
@@ -111,90 +87,18 @@ static void jobs_text(char *out, size_t cap, struct fx *x)
 
 /* Writes the worker's config (visibility_timeout vis_s) and returns the
  * metrics port. */
-static int write_config(struct fx *x, const char *name, int vis_s, int concurrency)
+static int write_config(struct wfx *x, const char *name, int vis_s, int concurrency)
 {
-	char text[8192], jobs[4096], file[128];
-	int port = proc_free_port();
+	char jobs[4096];
 
 	jobs_text(jobs, sizeof(jobs), x);
-	int k = snprintf(text, sizeof(text),
-	                 "storage:\n"
-	                 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-	                 "worker:\n"
-	                 "  queue: %s\n"
-	                 "  poison_queue: %s\n"
-	                 "  batch_size: 16\n"
-	                 "  concurrency: %d\n"
-	                 "  visibility_timeout: %ds\n"
-	                 "  max_dequeue_count: 10\n"
-	                 "  retry_backoff: {base: 1s, max: 2s}\n"
-	                 "  poll_interval: {min: 50ms, max: 200ms}\n"
-	                 "  shutdown_grace: 5s\n"
-	                 "log: {level: debug, format: json}\n"
-	                 "metrics:\n"
-	                 "  listen: \"127.0.0.1:%d\"\n"
-	                 "jobs:\n%s",
-	                 x->t->queue, x->poison, concurrency, vis_s, port, jobs);
-	assert_true(k > 0 && (size_t)k < sizeof(text));
-	snprintf(file, sizeof(file), "%s.yaml", name);
-	proc_write_file(x->config, sizeof(x->config), file, text);
-	return port;
-}
-
-#define EXPECT_LOG(p, want, ms, ...)                                                                         \
-	do {                                                                                                 \
-		if (!proc_wait_count((p), (want), (ms), __VA_ARGS__, NULL))                                  \
-			fail_msg("%s: expected %d log line(s) matching (%s) within %d ms (worker %s); log "  \
-			         "%s:\n%s",                                                                  \
-			         (p)->name, (int)(want), #__VA_ARGS__, (int)(ms),                            \
-			         proc_alive(p) ? "running" : "EXITED", (p)->log_path,                        \
-			         proc_tail((p)->log_path, 30));                                              \
-	} while (0)
-
-/* ---- metrics -------------------------------------------------------------------------------- */
-
-/* The table write requests (attempts) on a /metrics page: every
- * ecw_storage_requests_total sample whose op is a table operation other than
- * a read or a table's creation. */
-static long long write_requests(const char *page, const char *only_op)
-{
-	static const char *const reads[] = {"table.get", "table.query", "table.create", "table.delete_table",
-	                                    NULL};
-	const char *name = "ecw_storage_requests_total{";
-	long long sum = 0;
-
-	for (const char *l = page; l && *l;) {
-		const char *nl = strchr(l, '\n');
-		size_t len = nl ? (size_t)(nl - l) : strlen(l);
-		char line[512], op[64] = "";
-		const char *o, *end;
-
-		if (len < sizeof(line) && strncmp(l, name, strlen(name)) == 0) {
-			memcpy(line, l, len);
-			line[len] = '\0';
-			if ((o = strstr(line, "op=\"")) && (end = strchr(o + 4, '"')) &&
-			    (size_t)(end - o - 4) < sizeof(op)) {
-				memcpy(op, o + 4, (size_t)(end - o - 4));
-				op[end - o - 4] = '\0';
-			}
-			bool counted = strncmp(op, "table.", 6) == 0;
-			for (size_t i = 0; counted && reads[i]; i++)
-				counted = strcmp(op, reads[i]) != 0;
-			if (only_op)
-				counted = strcmp(op, only_op) == 0;
-			const char *v = strrchr(line, '}');
-			if (counted && v)
-				sum += strtoll(v + 1, NULL, 10);
-		}
-		l = nl ? nl + 1 : NULL;
-	}
-	return sum;
+	return wfx_job_config(x, name, vis_s, concurrency, jobs);
 }
 
 /* ---- data ----------------------------------------------------------------------------------- */
 
 /* A customer; email NULL: without Email. */
-static void put_customer(struct fx *x, const char *rk, const char *name, const char *email, double limit)
+static void put_customer(struct wfx *x, const char *rk, const char *name, const char *email, double limit)
 {
 	struct ecw_entity *e = NULL;
 
@@ -210,7 +114,7 @@ static void put_customer(struct fx *x, const char *rk, const char *name, const c
 	ecw_entity_free(e);
 }
 
-static void delete_customer(struct fx *x, const char *rk)
+static void delete_customer(struct wfx *x, const char *rk)
 {
 	ECW_ASSERT_OK(ecw_table_delete_if_exists(NULL, x->t->client, CUSTOMERS(x), CPK, rk));
 }
@@ -230,7 +134,7 @@ static void order_base(struct ecw_entity **out, const char *pk, int n, const cha
 }
 
 /* count orders o<first>.. in partition pk, for customer. */
-static void put_orders(struct fx *x, const char *pk, const char *customer, int first, int count)
+static void put_orders(struct wfx *x, const char *pk, const char *customer, int first, int count)
 {
 	for (int i = 0; i < count;) {
 		struct ecw_batch *b = NULL;
@@ -246,7 +150,7 @@ static void put_orders(struct fx *x, const char *pk, const char *customer, int f
 	}
 }
 
-static void put_message(struct fx *x, const char *job, const char *customer)
+static void put_message(struct wfx *x, const char *job, const char *customer)
 {
 	struct json_object *o = json_object_new_object();
 
@@ -259,14 +163,14 @@ static void put_message(struct fx *x, const char *job, const char *customer)
 }
 
 /* Every entity of a table matching filter (NULL: all); the caller frees. */
-static struct ecw_entity **query_all(size_t *n, struct fx *x, const char *table, const char *filter)
+static struct ecw_entity **query_all(size_t *n, struct wfx *x, const char *table, const char *filter)
 {
 	return itest_query_all(n, x->t->client, table, filter);
 }
 
 
 /* The orders of a customer (by their CustomerId). */
-static struct ecw_entity **orders_of(size_t *n, struct fx *x, const char *customer)
+static struct ecw_entity **orders_of(size_t *n, struct wfx *x, const char *customer)
 {
 	struct ecw_buf f;
 	struct ecw_entity **v;
@@ -364,7 +268,7 @@ static void check_untouched(const struct ecw_entity *order, const char *status)
  * holds for that customer (on_delete: keep: the customer as it was), or
  * absent (on_delete: clear). Every other order carries no copies, and every
  * order's other properties are untouched. Returns the number of orders. */
-static size_t check_recomputed(struct fx *x, const char *const *fanned, struct ecw_entity *const *kept)
+static size_t check_recomputed(struct wfx *x, const char *const *fanned, struct ecw_entity *const *kept)
 {
 	size_t n = 0;
 	struct ecw_entity **orders = query_all(&n, x, ORDERS(x), NULL);
@@ -406,7 +310,7 @@ static size_t check_recomputed(struct fx *x, const char *const *fanned, struct e
 }
 
 /* How many of a customer's orders carry CustomerName == name. */
-static size_t orders_named(struct fx *x, const char *customer, const char *name)
+static size_t orders_named(struct wfx *x, const char *customer, const char *name)
 {
 	size_t n = 0, hits = 0;
 	struct ecw_entity **v = orders_of(&n, x, customer);
@@ -422,59 +326,24 @@ static size_t orders_named(struct fx *x, const char *customer, const char *name)
 /* ---- running the worker --------------------------------------------------------------------- */
 
 /* Starts a worker, waits until `want` messages succeeded, reads the write
- * requests it made from its metrics, and stops it. env: NULL or extra K=V. */
-static long long run_worker(struct fx *x, const char *name, size_t want, int vis_s, struct proc *keep)
+ * requests it made from its metrics, and stops it. */
+static long long run_worker(struct wfx *x, const char *name, size_t want, int vis_s, struct proc *keep)
 {
-	struct proc p;
-	char *page = NULL;
-	int port = write_config(x, name, vis_s, 4);
-	const char *args[] = {"run", "-c", x->config, NULL};
-	long long writes;
-
-	proc_start(&p, name, args, NULL);
-	EXPECT_LOG(&p, want, 60000, "message", "outcome", "succeeded");
-	ITEST_CHECK(proc_count(&p, "message", NULL) == want, "%zu message lines, expected %zu:\n%s",
-	            proc_count(&p, "message", NULL), want, proc_tail(p.log_path, 20));
-	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
-	writes = write_requests(page, NULL);
-	free(page);
-	proc_stop(&p, 10000);
-	if (keep)
-		*keep = p;
-	return writes;
+	return wfx_run(x, name, write_config(x, name, vis_s, 4), want, 60000, keep);
 }
 
 /* A worker started with ECW_CRASH_AT=point must die there (exit 86). */
-static void run_until_crash(struct fx *x, const char *name, const char *point)
+static void run_until_crash(struct wfx *x, const char *name, const char *point)
 {
-	struct proc p;
-	char env_crash[128];
 	write_config(x, name, 1, 1);
-	const char *args[] = {"run", "-c", x->config, NULL};
-	snprintf(env_crash, sizeof(env_crash), "ECW_CRASH_AT=%s", point);
-	const char *env[] = {env_crash, NULL};
-
-	proc_start(&p, name, args, env);
-	ITEST_CHECK(proc_wait(&p, 20000), "%s: still running 20 s with ECW_CRASH_AT=%s; log:\n%s", name,
-	            point, proc_tail(p.log_path, 20));
-	ITEST_CHECK(proc_exit_code(&p) == 86, "%s: exit %d, expected 86 (crash at %s); log:\n%s", name,
-	            proc_exit_code(&p), point, proc_tail(p.log_path, 20));
-}
-
-static void queues_empty(struct fx *x)
-{
-	long long n = -1;
-	ECW_ASSERT_OK(ecw_queue_count(&n, x->t->client, x->t->queue));
-	assert_int_equal(n, 0);
-	ECW_ASSERT_OK(ecw_queue_count(&n, x->t->client, x->poison));
-	assert_int_equal(n, 0);
+	wfx_run_until_crash(x, name, point);
 }
 
 /* ---- 1. the happy path ---------------------------------------------------------------------- */
 
 static void test_job_fanout__happy_path(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	const char *fanned[] = {"alice", NULL};
 	size_t n = 0;
 
@@ -486,7 +355,7 @@ static void test_job_fanout__happy_path(void **state)
 
 	struct proc p;
 	long long writes = run_worker(x, "fanout-happy", 1, 30, &p);
-	queues_empty(x);
+	wfx_assert_queues_empty(x);
 	/* Three orders in one partition: one transaction. */
 	assert_int_equal(writes, 1);
 	assert_int_equal(check_recomputed(x, fanned, NULL), 5);
@@ -521,7 +390,7 @@ static void test_job_fanout__happy_path(void **state)
 
 static void test_job_fanout__run_twice(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	const char *fanned[] = {"carol", "dave", NULL};
 	size_t n1 = 0, n2 = 0;
 
@@ -550,7 +419,7 @@ static void test_job_fanout__run_twice(void **state)
 	itest_entities_free(before, n1);
 	itest_entities_free(after, n2);
 	check_recomputed(x, fanned, NULL);
-	queues_empty(x);
+	wfx_assert_queues_empty(x);
 	proc_assert_logs_clean();
 }
 
@@ -558,7 +427,7 @@ static void test_job_fanout__run_twice(void **state)
 
 static void test_job_fanout__name_changed_and_stale_message(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	const char *fanned[] = {"erin", NULL};
 
 	put_customer(x, "erin", "Erin", "erin@example.com", 5.0);
@@ -588,7 +457,7 @@ static void test_job_fanout__name_changed_and_stale_message(void **state)
 	put_message(x, "by-pk", "erin");
 	assert_int_equal(run_worker(x, "fanout-change-4", 1, 30, NULL), 0);
 	check_recomputed(x, fanned, NULL);
-	queues_empty(x);
+	wfx_assert_queues_empty(x);
 	proc_assert_logs_clean();
 }
 
@@ -596,7 +465,7 @@ static void test_job_fanout__name_changed_and_stale_message(void **state)
 
 static void test_job_fanout__source_deleted_keep_and_clear(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	const char *fanned[] = {"frank", "grace", NULL};
 	struct ecw_entity *frank = NULL;
 
@@ -637,7 +506,7 @@ static void test_job_fanout__source_deleted_keep_and_clear(void **state)
 	assert_int_equal(orders_named(x, "grace", "Grace Hopper"), 130);
 	check_recomputed(x, fanned, kept);
 	ecw_entity_free(frank);
-	queues_empty(x);
+	wfx_assert_queues_empty(x);
 	proc_assert_logs_clean();
 }
 
@@ -645,7 +514,7 @@ static void test_job_fanout__source_deleted_keep_and_clear(void **state)
 
 static void test_job_fanout__reordered(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	const char *fanned[] = {"heidi", "ivan", NULL};
 
 	put_customer(x, "heidi", "Heidi", "h@example.com", 1.0);
@@ -669,7 +538,7 @@ static void test_job_fanout__reordered(void **state)
 	assert_int_equal(orders_named(x, "heidi", "Heidi v3"), 20);
 	assert_int_equal(orders_named(x, "ivan", NULL), 20);
 	check_recomputed(x, fanned, NULL);
-	queues_empty(x);
+	wfx_assert_queues_empty(x);
 	proc_assert_logs_clean();
 }
 
@@ -677,7 +546,7 @@ static void test_job_fanout__reordered(void **state)
 
 static void test_job_fanout__concurrent_workers(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	const char *fanned[] = {"judy", NULL};
 	struct proc p[2];
 	const char *args[] = {"run", "-c", NULL, NULL};
@@ -719,7 +588,7 @@ static void test_job_fanout__concurrent_workers(void **state)
 	proc_stop(&p[1], 10000);
 	assert_int_equal(orders_named(x, "judy", "Judy 6"), 480);
 	check_recomputed(x, fanned, NULL);
-	queues_empty(x);
+	wfx_assert_queues_empty(x);
 	proc_assert_logs_clean();
 }
 
@@ -729,7 +598,7 @@ static void test_job_fanout__concurrent_workers(void **state)
  * MERGE), 150 (a batch of 100, one of 50) and 50 (a batch). */
 static void test_job_fanout__crash_after_every_step(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	static const struct {
 		const char *point;
 		size_t done; /* orders written when it died */
@@ -774,7 +643,7 @@ static void test_job_fanout__crash_after_every_step(void **state)
 		run_worker(x, name, 1, 1, NULL);
 		assert_int_equal(orders_named(x, cust, NULL), 201);
 		check_recomputed(x, fanned, NULL);
-		queues_empty(x);
+		wfx_assert_queues_empty(x);
 	}
 	proc_assert_logs_clean();
 }
@@ -783,7 +652,7 @@ static void test_job_fanout__crash_after_every_step(void **state)
 
 static void test_job_fanout__quote_in_key(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	/* Unescaped, this key would make the filter
 	 * PartitionKey eq 'x' or PartitionKey eq 'victim': victim's orders. */
 	const char *sneaky = "x' or PartitionKey eq 'victim";
@@ -803,7 +672,7 @@ static void test_job_fanout__quote_in_key(void **state)
 	assert_int_equal(orders_named(x, sneaky, "Sneaky"), 2);
 	assert_int_equal(orders_named(x, "victim", NULL), 4);
 	check_recomputed(x, fanned, NULL);
-	queues_empty(x);
+	wfx_assert_queues_empty(x);
 	proc_assert_logs_clean();
 }
 
@@ -811,7 +680,7 @@ static void test_job_fanout__quote_in_key(void **state)
 
 static void test_job_fanout__large_fanout_write_counts(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	const char *fanned[] = {"whale", "spread", NULL};
 	struct proc p;
 
@@ -853,7 +722,7 @@ static void test_job_fanout__large_fanout_write_counts(void **state)
 	long long w3 = run_worker(x, "fanout-large-again", 2, 30, NULL);
 	print_message("second runs: %lld write requests\n", w3);
 	assert_int_equal(w3, 0);
-	queues_empty(x);
+	wfx_assert_queues_empty(x);
 	proc_assert_logs_clean();
 }
 
@@ -861,7 +730,7 @@ static void test_job_fanout__large_fanout_write_counts(void **state)
 
 static void test_job_fanout__long_fanout_keeps_lease(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	struct proc p;
 	struct proc_log log;
 
@@ -886,14 +755,14 @@ static void test_job_fanout__long_fanout_keeps_lease(void **state)
 	proc_log_dispose(&log);
 	assert_int_equal(writes, 120);
 	assert_int_equal(orders_named(x, "titan", "Titan"), 12000);
-	queues_empty(x);
+	wfx_assert_queues_empty(x);
 	proc_assert_logs_clean();
 }
 
 /* ---- in-process runs: a transport that lets the test act before a $batch -------------------- */
 
 struct hook {
-	struct fx *x;
+	struct wfx *x;
 	CURL *curl;
 	int batches;    /* table.batch requests sent so far */
 	int act_before; /* call act before this batch (1-based); 0: never */
@@ -981,7 +850,7 @@ static int hook_send(void *ctx, struct ecw_response *resp, const char *url, cons
 }
 
 /* Runs job for customer in this process on a hooked client; returns run's result. */
-static int run_inproc(struct fx *x, struct hook *h, const char *job, const char *customer)
+static int run_inproc(struct wfx *x, struct hook *h, const char *job, const char *customer)
 {
 	char text[8192], jobs[4096];
 	struct ecw_config *cfg = NULL;
@@ -1041,7 +910,7 @@ static void delete_order7(struct hook *h)
 
 static void test_job_fanout__batch_falls_back_when_target_vanished(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	struct hook h = {.act_before = 1, .act = delete_order7};
 	const char *fanned[] = {"kim", NULL};
 	struct ecw_entity *e = NULL;
@@ -1082,7 +951,7 @@ static void change_targets(struct hook *h)
 
 static void test_job_fanout__batch_falls_back_when_target_changed(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	struct hook h = {.act_before = 1, .act = change_targets};
 	struct ecw_entity *e = NULL;
 
@@ -1119,7 +988,7 @@ static void rename_customer(struct hook *h)
 
 static void test_job_fanout__source_changed_during_run(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	struct hook h = {.act_before = 1, .act = rename_customer};
 	const char *fanned[] = {"mona", NULL};
 
@@ -1137,7 +1006,7 @@ static void test_job_fanout__source_changed_during_run(void **state)
 
 static void test_job_fanout__lease_lost_stops_writes(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	struct hook h = {.lose_lease_after = 2};
 
 	put_customer(x, "nina", "Nina", "n@example.com", 1.0);
@@ -1158,7 +1027,7 @@ static void test_job_fanout__lease_lost_stops_writes(void **state)
 
 static void test_job_fanout__large_values_split_batches(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	struct hook h = {0};
 	const char *fanned[] = {"olga", NULL};
 	char *name = malloc(30001), *email = malloc(30001);

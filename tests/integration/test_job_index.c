@@ -14,6 +14,7 @@
  * configuration errors. Each case has its own queues and tables. */
 #include "itest.h"
 #include "proc.h"
+#include "workerfx.h"
 
 #include <json-c/json.h>
 #include <math.h>
@@ -26,47 +27,25 @@
 
 /* ---- fixture ------------------------------------------------------------------------------------ */
 
-struct ix {
-	struct itest *t; /* client; t->queue the job queue, t->table the source, t->table2 the index */
-	const char *poison; /* t's: itest_teardown deletes it, and the extra queues and tables */
-};
-
+/* t->queue is the job queue, t->table the source, t->table2 the index: the
+ * workers create them. */
 static int ix_setup(void **state)
 {
-	struct ix *x = calloc(1, sizeof(*x));
-	void *t = NULL;
-
-	assert_non_null(x);
-	itest_setup(&t);
-	x->t = t;
-	x->poison = itest_poison(x->t);
-	*state = x;
+	*state = wfx_new(sizeof(struct wfx), 0);
 	return 0;
 }
 
 static int ix_teardown(void **state)
 {
-	struct ix *x = *state;
-	void *t;
-
-	if (!x)
-		return 0;
-	proc_cleanup();
-	/* The workers created the queue and the tables. */
-	x->t->queue_used = x->t->table_used = x->t->table2_used = true;
-	t = x->t;
-	itest_teardown(&t);
-	free(x);
-	*state = NULL;
-	return 0;
+	return wfx_teardown(state);
 }
 
-static const char *extra_queue(struct ix *x)
+static const char *extra_queue(struct wfx *x)
 {
 	return itest_extra_queue(x->t, "ixq");
 }
 
-static const char *extra_table(struct ix *x)
+static const char *extra_table(struct wfx *x)
 {
 	return itest_extra_table(x->t, "ixt");
 }
@@ -86,7 +65,7 @@ struct wopts {
 	}
 
 /* The default job: employees by e-mail, from t->table into t->table2. */
-static void default_job(char *out, size_t cap, struct ix *x, const char *name, const char *source,
+static void default_job(char *out, size_t cap, struct wfx *x, const char *name, const char *source,
                         const char *index, const char *properties)
 {
 	int k = snprintf(out, cap,
@@ -103,40 +82,26 @@ static void default_job(char *out, size_t cap, struct ix *x, const char *name, c
 	assert_true(k > 0 && (size_t)k < cap);
 }
 
-static void write_config(char *path, size_t cap, struct ix *x, const char *name, const struct wopts *o)
+static void write_config(char *path, size_t cap, struct wfx *x, const char *name, const struct wopts *o)
 {
-	char text[16384], job[1024], file[128];
-	int k;
+	struct wfx_worker w = WFX_WORKER(o->queue ? o->queue : x->t->queue, x->poison);
+	char job[1024];
 
 	if (!o->jobs)
 		default_job(job, sizeof(job), x, JOB, NULL, NULL, o->properties);
-	k = snprintf(text, sizeof(text),
-	             "storage:\n"
-	             "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-	             "worker:\n"
-	             "  queue: %s\n"
-	             "  poison_queue: %s\n"
-	             "  batch_size: 16\n"
-	             "  concurrency: %d\n"
-	             "  visibility_timeout: %ds\n"
-	             "  max_dequeue_count: %d\n"
-	             "  retry_backoff: {base: 1s, max: 2s}\n"
-	             "  poll_interval: {min: 20ms, max: 100ms}\n"
-	             "  shutdown_grace: 5s\n"
-	             "log: {level: info, format: json}\n"
-	             "metrics: {listen: \"\"}\n"
-	             "jobs:\n"
-	             "%s",
-	             o->queue ? o->queue : x->t->queue, x->poison, o->concurrency, o->visibility_s,
-	             o->max_dequeue, o->jobs ? o->jobs : job);
-	assert_true(k > 0 && (size_t)k < sizeof(text));
-	snprintf(file, sizeof(file), "%s.yaml", name);
-	proc_write_file(path, cap, file, text);
+	w.concurrency = o->concurrency;
+	w.visibility_s = o->visibility_s;
+	w.max_dequeue = o->max_dequeue;
+	w.poll_min = "20ms";
+	w.poll_max = "100ms";
+	w.log_level = "info";
+	w.jobs = o->jobs ? o->jobs : job;
+	wfx_write_config(path, cap, name, &w);
 }
 
 /* env: NULL, or one "K=V" for the worker's environment (ECW_CRASH_AT=...,
  * ECW_TEST_PAUSE_AT=..., ECW_TEST_STEP_JITTER_MS=...). */
-static void start_worker(struct proc *p, struct ix *x, const char *name, const struct wopts *o,
+static void start_worker(struct proc *p, struct wfx *x, const char *name, const struct wopts *o,
                          const char *env)
 {
 	char path[640];
@@ -187,7 +152,7 @@ static void finish(struct proc *p, int n)
 
 /* ---- storage helpers ---------------------------------------------------------------------------- */
 
-static void enqueue_on(struct ix *x, const char *queue, const char *job, const char *pk, const char *rk,
+static void enqueue_on(struct wfx *x, const char *queue, const char *job, const char *pk, const char *rk,
                        int delay_s)
 {
 	struct json_object *o = json_object_new_object();
@@ -203,7 +168,7 @@ static void enqueue_on(struct ix *x, const char *queue, const char *job, const c
 	json_object_put(o);
 }
 
-static void enqueue(struct ix *x, const char *pk, const char *rk)
+static void enqueue(struct wfx *x, const char *pk, const char *rk)
 {
 	enqueue_on(x, NULL, JOB, pk, rk, 0);
 }
@@ -232,30 +197,29 @@ static struct ecw_entity *employee(const char *pk, const char *rk, const char *e
 }
 
 /* Writes e (insert-or-replace) into table and frees it. */
-static void upsert(struct ix *x, const char *table, struct ecw_entity *e)
+static void upsert(struct wfx *x, const char *table, struct ecw_entity *e)
 {
 	ECW_ASSERT_OK(ecw_table_write(NULL, x->t->client, table, e, ECW_WRITE_INSERT_OR_REPLACE, NULL));
 	ecw_entity_free(e);
 }
 
-static void put_employee(struct ix *x, const char *pk, const char *rk, const char *email)
+static void put_employee(struct wfx *x, const char *pk, const char *rk, const char *email)
 {
 	upsert(x, x->t->table, employee(pk, rk, email, "Ann", "Lee"));
 }
 
-static void ensure_table(struct ix *x, const char *table)
+static void ensure_table(struct wfx *x, const char *table)
 {
 	ECW_ASSERT_OK(ecw_table_create(NULL, x->t->client, table));
 }
 
 /* Every entity of table (caller frees each and the array). */
-static struct ecw_entity **all_entities(size_t *n, struct ix *x, const char *table)
+static struct ecw_entity **all_entities(size_t *n, struct wfx *x, const char *table)
 {
 	return itest_query_all(n, x->t->client, table, NULL);
 }
 
-
-static size_t count_entities(struct ix *x, const char *table)
+static size_t count_entities(struct wfx *x, const char *table)
 {
 	size_t n = 0;
 	struct ecw_entity **v = all_entities(&n, x, table);
@@ -265,7 +229,7 @@ static size_t count_entities(struct ix *x, const char *table)
 }
 
 /* NULL when absent. */
-static struct ecw_entity *get(struct ix *x, const char *table, const char *pk, const char *rk)
+static struct ecw_entity *get(struct wfx *x, const char *table, const char *pk, const char *rk)
 {
 	struct ecw_entity *e = NULL;
 	int err = ecw_table_get(&e, x->t->client, table, pk, rk);
@@ -363,7 +327,7 @@ static void expect_for(struct ecw_entity **exp, size_t *n, const struct spec *sp
  * hold exactly the entries and references a recomputation from the source
  * gives: same keys, same properties, same EDM types, nothing more. Returns
  * how many sources there were. */
-static size_t check_recompute(struct ix *x, const struct spec *sp)
+static size_t check_recompute(struct wfx *x, const struct spec *sp)
 {
 	const char *source = sp->source ? sp->source : x->t->table;
 	const char *index = sp->index ? sp->index : x->t->table2;
@@ -415,7 +379,7 @@ static const struct spec DEFAULT_SPEC = {NULL, NULL, NULL, FIRST_LAST};
  * keys whose reference must be hashed), a source without LastName. */
 static char long_pk[401], long_rk[401];
 
-static void put_staff(struct ix *x)
+static void put_staff(struct wfx *x)
 {
 	memset(long_pk, 'P', 400);
 	memset(long_rk, 'r', 400);
@@ -429,7 +393,7 @@ static void put_staff(struct ix *x)
 	upsert(x, x->t->table, employee(long_pk, long_rk, "long@example.com", "Long", "Keys"));
 }
 
-static void enqueue_staff(struct ix *x)
+static void enqueue_staff(struct wfx *x)
 {
 	enqueue(x, "Sales", "001");
 	enqueue(x, "Sales", "o'brien 002");
@@ -440,7 +404,7 @@ static void enqueue_staff(struct ix *x)
 
 static void test_job_index__happy_path(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 
@@ -470,7 +434,7 @@ static void test_job_index__happy_path(void **state)
 
 static void test_job_index__run_twice(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 
@@ -502,7 +466,7 @@ static void test_job_index__run_twice(void **state)
 
 static void test_job_index__indexed_value_changed(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	struct ecw_entity *e;
@@ -542,7 +506,7 @@ static void test_job_index__indexed_value_changed(void **state)
 
 static void test_job_index__stale_message_after_newer_change(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 
@@ -573,7 +537,7 @@ static void test_job_index__stale_message_after_newer_change(void **state)
 
 static void test_job_index__source_deleted(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 
@@ -610,7 +574,7 @@ static void test_job_index__source_deleted(void **state)
  * makes the earliest change's message arrive last. */
 static void test_job_index__reordered_messages(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	enum { NE = 5, NV = 4 };
@@ -649,7 +613,7 @@ static void test_job_index__reordered_messages(void **state)
  * versions. When all messages are done the index equals the recomputation. */
 static void test_job_index__concurrent_workers(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p[2];
 	enum { NE = 3, NCHANGES = 90 };
@@ -686,7 +650,7 @@ static void test_job_index__concurrent_workers(void **state)
 
 static void test_job_index__swap_and_duplicate_key(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	struct ecw_entity *e;
@@ -736,7 +700,7 @@ static void test_job_index__swap_and_duplicate_key(void **state)
 
 /* ---- 8b. staged races: a round that read an older source finishes last -------------------------- */
 
-static size_t visible(struct ix *x, const char *queue)
+static size_t visible(struct wfx *x, const char *queue)
 {
 	struct ecw_queue_msg *m = NULL;
 	size_t n = 0;
@@ -748,7 +712,7 @@ static size_t visible(struct ix *x, const char *queue)
 
 /* Waits until worker p has taken every message of queue (then it is at
  * its pause), and a little more. */
-static void wait_taken(struct ix *x, struct proc *p, const char *queue)
+static void wait_taken(struct wfx *x, struct proc *p, const char *queue)
 {
 	int64_t end = itest_now_ms() + 10000;
 
@@ -789,7 +753,7 @@ static void expect_rounds(struct proc *a)
  *      the reference fail, so A goes round again and restores the entry. */
 static void test_job_index__stale_round_finishes_last(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT, oa = WOPTS_DEFAULT;
 	struct proc b, a;
 	const char *qa = extra_queue(x);
@@ -879,7 +843,7 @@ static const char *const DELETE_POINTS[] = {"index.read",    "index.registered",
 
 static void test_job_index__crash_after_every_step(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct crash_case cc[28];
 	int n = 0;
 	char jobs[16384], one[1024];
@@ -997,7 +961,7 @@ static struct json_object *message_line(struct proc_log *log, const char *rk)
 
 static void test_job_index__missing_template_property(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	struct proc_log log;
@@ -1038,7 +1002,7 @@ static void test_job_index__missing_template_property(void **state)
  * result in the reserved back-reference partitions. */
 static void test_job_index__invalid_key_result(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	struct proc_log log;
@@ -1088,7 +1052,7 @@ static void test_job_index__invalid_key_result(void **state)
 
 static void test_job_index__properties_none_and_all(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	const char *all = extra_table(x);
@@ -1130,7 +1094,7 @@ static void test_job_index__properties_none_and_all(void **state)
 
 static void test_job_index__every_edm_type_copied_exactly(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	struct ecw_entity *e = NULL;
@@ -1188,7 +1152,7 @@ static void test_job_index__every_edm_type_copied_exactly(void **state)
  * the table sends) are skipped, and change nothing. */
 static void test_job_index__same_table(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	char jobs[1024], rpk[96], rrk[80];
@@ -1227,7 +1191,7 @@ static void test_job_index__same_table(void **state)
  * entry: an entity already at the entry's keys, or the source itself. */
 static void test_job_index__never_overwrites_other_data(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	struct proc_log log;
@@ -1285,7 +1249,7 @@ static void test_job_index__never_overwrites_other_data(void **state)
 
 static void test_job_index__config_errors(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	char path[640], text[2048];
 	char *out = NULL, *err = NULL;
 	const char *args[] = {"check-config", "-c", path, NULL};

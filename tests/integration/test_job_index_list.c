@@ -20,6 +20,7 @@
 #include "ecw_job.h"
 #include "itest.h"
 #include "proc.h"
+#include "workerfx.h"
 
 #include <json-c/json.h>
 #include <openssl/evp.h>
@@ -35,43 +36,19 @@
 
 /* ---- fixture ---------------------------------------------------------------------- */
 
-struct ix {
-	struct itest *t; /* queue = the job queue, table = Employees, table2 = the lists */
-	const char *poison; /* t's: itest_teardown deletes it, and the queues given to itest_keep_queue */
-};
-
+/* t->queue is the job queue, t->table Employees, t->table2 the lists. The
+ * application's tables exist before it writes (the worker would create them
+ * too). The teardown deletes them, the poison queue and the queues given to
+ * itest_keep_queue. */
 static int ix_setup(void **state)
 {
-	struct ix *x = calloc(1, sizeof(*x));
-	void *t = NULL;
-
-	assert_non_null(x);
-	itest_setup(&t);
-	x->t = t;
-	x->poison = itest_poison(x->t);
-	/* The application's tables exist before it writes (the worker would
-	 * create them too). */
-	itest_queue(x->t);
-	itest_table(x->t);
-	itest_table2(x->t);
-	*state = x;
+	*state = wfx_new(sizeof(struct wfx), WFX_QUEUE | WFX_TABLE | WFX_TABLE2);
 	return 0;
 }
 
 static int ix_teardown(void **state)
 {
-	struct ix *x = *state;
-	void *t;
-
-	if (!x)
-		return 0;
-	proc_cleanup();
-	x->t->queue_used = x->t->table_used = x->t->table2_used = true;
-	t = x->t;
-	itest_teardown(&t);
-	free(x);
-	*state = NULL;
-	return 0;
+	return wfx_teardown(state);
 }
 
 /* ---- workers ------------------------------------------------------------------------ */
@@ -92,46 +69,38 @@ struct wopts {
 	}
 
 /* Writes NAME.yaml; returns the metrics port. */
-static int write_config(char *path, size_t cap, struct ix *x, const char *name, const struct wopts *o)
+static int write_config(char *path, size_t cap, struct wfx *x, const char *name, const struct wopts *o)
 {
-	char file[128], text[4096];
-	int port = proc_free_port();
-	int k = snprintf(text, sizeof(text),
-	                 "storage:\n"
-	                 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-	                 "worker:\n"
-	                 "  queue: %s\n"
-	                 "  poison_queue: %s\n"
-	                 "  batch_size: %d\n"
-	                 "  concurrency: %d\n"
-	                 "  visibility_timeout: %ds\n"
-	                 "  max_dequeue_count: %d\n"
-	                 "  retry_backoff: {base: 1s, max: 2s}\n"
-	                 "  poll_interval: {min: 20ms, max: 100ms}\n"
-	                 "  shutdown_grace: 5s\n"
-	                 "  create_missing: %s\n"
-	                 "log: {level: info, format: json}\n"
-	                 "metrics:\n"
-	                 "  listen: \"127.0.0.1:%d\"\n"
-	                 "jobs:\n"
+	struct wfx_worker w =
+	    WFX_WORKER(o->queue ? o->queue : x->t->queue, o->poison ? o->poison : x->poison);
+	char jobs[1024];
+	int k = snprintf(jobs, sizeof(jobs),
 	                 "  " JOB ":\n"
 	                 "    type: index-list\n"
 	                 "    source: %s\n"
 	                 "    table: %s\n"
 	                 "    partition_key: \"" LIST_PK "\"\n"
 	                 "    row_key: \"{LastName}\"\n",
-	                 o->queue ? o->queue : x->t->queue, o->poison ? o->poison : x->poison, o->concurrency,
-	                 o->concurrency, o->visibility_s, o->max_dequeue, o->no_create ? "false" : "true",
-	                 port, o->source ? o->source : x->t->table, x->t->table2);
-	assert_true(k > 0 && (size_t)k < sizeof(text));
-	snprintf(file, sizeof(file), "%s.yaml", name);
-	proc_write_file(path, cap, file, text);
-	return port;
+	                 o->source ? o->source : x->t->table, x->t->table2);
+
+	assert_true(k > 0 && (size_t)k < sizeof(jobs));
+	w.batch_size = o->concurrency;
+	w.concurrency = o->concurrency;
+	w.visibility_s = o->visibility_s;
+	w.max_dequeue = o->max_dequeue;
+	w.poll_min = "20ms";
+	w.poll_max = "100ms";
+	w.worker_extra = o->no_create ? "  create_missing: false\n" : "  create_missing: true\n";
+	w.log_level = "info";
+	w.metrics_port = proc_free_port();
+	w.jobs = jobs;
+	wfx_write_config(path, cap, name, &w);
+	return w.metrics_port;
 }
 
 /* Starts a worker; crash_at (may be NULL) sets ECW_CRASH_AT. Returns the
  * metrics port. */
-static int start_worker(struct proc *p, struct ix *x, const char *name, const struct wopts *o,
+static int start_worker(struct proc *p, struct wfx *x, const char *name, const struct wopts *o,
                         const char *crash_at)
 {
 	char path[640], env0[128], env1[64], env2[128];
@@ -146,7 +115,7 @@ static int start_worker(struct proc *p, struct ix *x, const char *name, const st
 	return port;
 }
 
-static long long queue_count(struct ix *x, const char *q)
+static long long queue_count(struct wfx *x, const char *q)
 {
 	long long n = -1;
 	ECW_ASSERT_OK(ecw_queue_count(&n, x->t->client, q));
@@ -155,7 +124,7 @@ static long long queue_count(struct ix *x, const char *q)
 
 /* Waits until the queue is empty (every message deleted: succeeded, or
  * poisoned, which the callers check) and stays empty for a moment. */
-static void wait_drained(struct ix *x, const char *q, struct proc *ps, size_t np, int timeout_ms)
+static void wait_drained(struct wfx *x, const char *q, struct proc *ps, size_t np, int timeout_ms)
 {
 	int64_t end = itest_now_ms() + timeout_ms;
 	int zeros = 0;
@@ -175,7 +144,7 @@ static void wait_drained(struct ix *x, const char *q, struct proc *ps, size_t np
 
 /* Runs one worker over the fixture's queue until `succeeded` messages
  * succeeded and the queue is empty; nothing may be retried or poisoned. */
-static void run_worker(struct ix *x, const char *name, size_t succeeded, int concurrency)
+static void run_worker(struct wfx *x, const char *name, size_t succeeded, int concurrency)
 {
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
@@ -194,7 +163,7 @@ static void run_worker(struct ix *x, const char *name, size_t succeeded, int con
 /* ---- the application's side ------------------------------------------------------------ */
 
 /* Writes the employee (insert-or-replace) with last (NULL: deletes it). */
-static void emp_set(struct ix *x, const char *pk, const char *rk, const char *last)
+static void emp_set(struct wfx *x, const char *pk, const char *rk, const char *last)
 {
 	struct ecw_entity *e = NULL;
 
@@ -211,7 +180,7 @@ static void emp_set(struct ix *x, const char *pk, const char *rk, const char *la
 }
 
 /* The message for (pk, rk) on queue q (NULL: the fixture's). */
-static void msg_put(struct ix *x, const char *q, const char *pk, const char *rk)
+static void msg_put(struct wfx *x, const char *q, const char *pk, const char *rk)
 {
 	struct json_object *o = json_object_new_object();
 	const char *text;
@@ -225,7 +194,7 @@ static void msg_put(struct ix *x, const char *q, const char *pk, const char *rk)
 }
 
 /* The application's update: change the entity, then enqueue. */
-static void change(struct ix *x, const char *pk, const char *rk, const char *last)
+static void change(struct wfx *x, const char *pk, const char *rk, const char *last)
 {
 	emp_set(x, pk, rk, last);
 	msg_put(x, NULL, pk, rk);
@@ -257,7 +226,7 @@ static char *ref_rk(const char *pk, const char *rk)
 }
 
 /* The entity or NULL. */
-static struct ecw_entity *get_or_null(struct ix *x, const char *table, const char *pk, const char *rk)
+static struct ecw_entity *get_or_null(struct wfx *x, const char *table, const char *pk, const char *rk)
 {
 	struct ecw_entity *e = NULL;
 	int err = ecw_table_get(&e, x->t->client, table, pk, rk);
@@ -276,7 +245,7 @@ static const char *str_prop(const struct ecw_entity *e, const char *name)
 
 /* The Keys of list LastName=last as stored (heap copy), or NULL when there is
  * no such list; *etag (may be NULL) gets its ETag. */
-static char *list_keys(struct ix *x, const char *last, char **etag)
+static char *list_keys(struct wfx *x, const char *last, char **etag)
 {
 	struct ecw_entity *e = get_or_null(x, x->t->table2, LIST_PK, last);
 	char *keys = NULL;
@@ -294,7 +263,7 @@ static char *list_keys(struct ix *x, const char *last, char **etag)
 }
 
 /* The ref's keys: ("~ref~<job>~" + h[0..1], h). */
-static struct ecw_entity *get_ref(struct ix *x, const char *pk, const char *rk)
+static struct ecw_entity *get_ref(struct wfx *x, const char *pk, const char *rk)
 {
 	char *h = ref_rk(pk, rk), rpk[64];
 	snprintf(rpk, sizeof(rpk), "%s%.2s", REF_PREFIX, h);
@@ -311,7 +280,7 @@ static bool has_key(const char *keys, const char *pk, const char *rk)
 	return keys && strstr(keys, pair) != NULL;
 }
 
-static void expect_list(struct ix *x, const char *last, const char *want_keys)
+static void expect_list(struct wfx *x, const char *last, const char *want_keys)
 {
 	char *keys = list_keys(x, last, NULL);
 
@@ -444,7 +413,7 @@ static void keys_to_rows(struct rows *out, const char *lpk, const char *lrk, con
  * (exact members, sorted, Count, no empty or stale list) and the refs (one per
  * employee, at the hashed RowKey, naming its list, no intents left). Returns
  * how many lists there are. */
-static size_t check_index(struct ix *x)
+static size_t check_index(struct wfx *x)
 {
 	struct rows want_lists = {0}, got_lists = {0}, want_refs = {0}, got_refs = {0};
 	struct ecw_table_query *q = NULL;
@@ -520,7 +489,7 @@ static const char *const EMP[5][3] = {
 #define JONES3 "[[\"R&D\",\"a+b&c=d% 003\"],[\"Sales\",\"Zo\xc3\xab 002\"],[\"Sales\",\"o'brien 001\"]]"
 #define SMITH2 "[[\"Ops\",\"005\"],[\"Sales\",\"say \\\"hi\\\" 004\"]]"
 
-static void seed_five(struct ix *x, const char *name)
+static void seed_five(struct wfx *x, const char *name)
 {
 	for (int i = 0; i < 5; i++)
 		change(x, EMP[i][0], EMP[i][1], EMP[i][2]);
@@ -529,7 +498,7 @@ static void seed_five(struct ix *x, const char *name)
 
 static void test_job_index_list__happy_path(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct proc_log log;
 
 	seed_five(x, "il-happy");
@@ -566,7 +535,7 @@ static void test_job_index_list__happy_path(void **state)
 
 static void test_job_index_list__run_twice(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	char *etags[2], *ref_etags[5];
 	char path[640];
 	struct proc_log log;
@@ -617,7 +586,7 @@ static void test_job_index_list__run_twice(void **state)
 
 static void test_job_index_list__value_changed(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 
 	seed_five(x, "il-change-1");
 	change(x, "Sales", "o'brien 001", "Smith");
@@ -648,7 +617,7 @@ static void test_job_index_list__value_changed(void **state)
 
 static void test_job_index_list__stale_message_after_newer_change(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	char *etag_before, *etag_after;
 
 	change(x, "Sales", "e1", "Jones");
@@ -689,7 +658,7 @@ static void test_job_index_list__stale_message_after_newer_change(void **state)
 
 static void test_job_index_list__source_deleted(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 
 	seed_five(x, "il-del-1");
 	/* The last Smith goes with its list; a Jones goes from its list. */
@@ -727,7 +696,7 @@ static void test_job_index_list__source_deleted(void **state)
 
 static void test_job_index_list__reordered(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	static const char *const names[] = {"Jones", "Smith", "Brown", NULL};
 	struct {
 		char rk[16];
@@ -791,7 +760,7 @@ static const char *const POINTS_MTC[] = {"index_list.intent", "index_list.added"
 
 static void test_job_index_list__crash_after_every_step(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	static struct crash_case cs[24];
 	size_t n = 0;
 	const struct {
@@ -943,7 +912,7 @@ static void test_job_index_list__crash_after_every_step(void **state)
 /* ---- 8. staged races between two workers --------------------------------------------------- */
 
 /* Waits until a worker received the only message of q (none visible). */
-static void wait_taken(struct ix *x, const char *q, struct proc *p)
+static void wait_taken(struct wfx *x, const char *q, struct proc *p)
 {
 	int64_t end = itest_now_ms() + 10000;
 
@@ -963,7 +932,7 @@ static void wait_taken(struct ix *x, const char *q, struct proc *p)
 
 static void test_job_index_list__staged_races(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	char qa[64], qb[64];
 	struct proc a, b, fresh;
 
@@ -1054,30 +1023,13 @@ static void test_job_index_list__staged_races(void **state)
 
 /* ---- 9. competing workers ---------------------------------------------------------------- */
 
-/* Sums the samples of ecw_storage_requests_total with status="412". */
-static long long metric_412(const char *page)
-{
-	long long sum = 0;
-	for (const char *p = page; (p = strstr(p, "ecw_storage_requests_total{")) != NULL; p++) {
-		const char *eol = strchr(p, '\n');
-		const char *st = strstr(p, "status=\"412\"");
-		if (st && (!eol || st < eol)) {
-			const char *sp = eol ? eol : p + strlen(p);
-			while (sp > p && sp[-1] != ' ')
-				sp--;
-			sum += strtoll(sp, NULL, 10);
-		}
-	}
-	return sum;
-}
-
 #define COMPETE_EMPS 16
 #define COMPETE_CHANGES 200
 #define COMPETE_WORKERS 4
 
 static void test_job_index_list__competing_workers(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	static const char *const names[] = {"Jones", "Smith", "Brown", "Green"};
 	static const char *const chaos[] = {"index_list.added",
 	                                    "index_list.intent",
@@ -1150,7 +1102,8 @@ static void test_job_index_list__competing_workers(void **state)
 	for (int w = 0; w < COMPETE_WORKERS; w++) {
 		char *page = NULL;
 		if (proc_alive(&p[w]) && proc_http_get(&page, port[w], "/metrics") == 200)
-			m412 += metric_412(page);
+			m412 += (long long)proc_metric(page, "ecw_storage_requests_total", NULL,
+			                               "status=\"412\"", NULL);
 		free(page);
 		struct proc_log log;
 		proc_log_read(&log, p[w].log_path);
@@ -1194,7 +1147,7 @@ static size_t u16(const char *s)
 
 static void test_job_index_list__list_too_large(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	/* A's RowKey: an emoji (2 UTF-16 units) and 'ë's (1 unit, 2 bytes). */
 	char rk_a[512] = "A-\xf0\x9f\x98\x80", rk_b[8] = "B";
 	struct ecw_buf keys;
@@ -1283,7 +1236,7 @@ static void test_job_index_list__list_too_large(void **state)
 
 static void test_job_index_list__bad_values_poisoned(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct ecw_entity *e = NULL;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
@@ -1332,7 +1285,7 @@ static void test_job_index_list__bad_values_poisoned(void **state)
  * the run fails (transient, retried) naming it, and touches no list. */
 static void test_job_index_list__missing_table_is_an_error(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	char missing[64];
 	struct proc p;
@@ -1416,7 +1369,7 @@ struct poison_case {
 };
 
 /* `poison replay` over the case's queues: puts the original text back. */
-static void replay_case(struct ix *x, struct poison_case *c, const struct wopts *o)
+static void replay_case(struct wfx *x, struct poison_case *c, const struct wopts *o)
 {
 	char path[640], name[96], *out = NULL, *err = NULL;
 	const char *args[] = {"poison", "replay", "-c", path, NULL};
@@ -1443,7 +1396,7 @@ static struct wopts case_opts(const struct poison_case *c, int max_dequeue)
 
 static void test_job_index_list__poisoned_intents_handed_over(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct poison_case cs[] = {{.name = "max-dequeue", .crash = "index_list.added"},
 	                           {.name = "deleted", .crash = "index_list.added"},
 	                           {.name = "permanent", .crash = "index_list.intent"},
@@ -1603,7 +1556,7 @@ static void test_job_index_list__poisoned_intents_handed_over(void **state)
 /* Writes the ref of (pk, rk) by hand: committed to lastname/list, pending
  * (NULL: none), naming source keys spk/srk (a ref of someone else when they
  * differ). */
-static void ref_put(struct ix *x, const char *pk, const char *rk, const char *spk, const char *srk,
+static void ref_put(struct wfx *x, const char *pk, const char *rk, const char *spk, const char *srk,
                     const char *list, const char *pending)
 {
 	char *h = ref_rk(pk, rk), rpk[64];
@@ -1623,7 +1576,7 @@ static void ref_put(struct ix *x, const char *pk, const char *rk, const char *sp
 	free(h);
 }
 
-static char *ref_etag(struct ix *x, const char *pk, const char *rk)
+static char *ref_etag(struct wfx *x, const char *pk, const char *rk)
 {
 	struct ecw_entity *e = get_ref(x, pk, rk);
 	char *etag = e ? strdup(ecw_entity_etag(e)) : NULL;
@@ -1633,7 +1586,7 @@ static char *ref_etag(struct ix *x, const char *pk, const char *rk)
 
 /* Calls the job's abandon for ctx: it must return want and leave the ref as
  * it was (the same ETag, or still absent). */
-static void abandon_writes_nothing(struct ix *x, const struct ecw_job_def *def, struct ecw_job_ctx *ctx,
+static void abandon_writes_nothing(struct wfx *x, const struct ecw_job_def *def, struct ecw_job_ctx *ctx,
                                    int want)
 {
 	char *before = ref_etag(x, ctx->pk, ctx->rk), *after;
@@ -1653,7 +1606,7 @@ static void abandon_writes_nothing(struct ix *x, const struct ecw_job_def *def, 
  * another live owner's. */
 static void test_job_index_list__abandon_in_process(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct ecw_config_errors errs;
 	struct ecw_config *cfg = NULL;
 	struct wopts o = WOPTS_DEFAULT;
@@ -1730,7 +1683,7 @@ static void test_job_index_list__abandon_in_process(void **state)
  * (its intents, if any, stay with the dead id: the documented leftover). */
 static void test_job_index_list__abandon_failure_still_poisons(void **state)
 {
-	struct ix *x = *state;
+	struct wfx *x = *state;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	struct proc_log log;

@@ -22,6 +22,7 @@
  * the repository root (the SDK driver is found there). */
 #include "itest.h"
 #include "proc.h"
+#include "workerfx.h"
 
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -44,46 +45,30 @@ extern char **environ;
 /* ---- fixture ---------------------------------------------------------------------- */
 
 struct mv {
-	struct itest *t;  /* client and queue name; t->table is Employees, t->table2 the archive */
+	struct wfx fx;    /* first, for wfx_teardown; fx.t->table is Employees, fx.t->table2 the archive */
 	const char *emp;  /* Employees (the source of archive-employee) */
 	const char *arch; /* EmployeesArchive */
-	char note[64];    /* a third table, for follow-up jobs */
-	const char *poison; /* t's: itest_teardown deletes it */
+	const char *note; /* a third table, for follow-up jobs */
 	struct ecw_client *c;
 };
 
 static int mv_setup(void **state)
 {
-	struct mv *m = calloc(1, sizeof(*m));
-	void *t = NULL;
+	struct mv *m = wfx_new(sizeof(*m), WFX_QUEUE | WFX_TABLE | WFX_TABLE2);
 
-	assert_non_null(m);
-	itest_setup(&t);
-	m->t = t;
-	m->c = m->t->client;
-	m->emp = itest_table(m->t);
-	m->arch = itest_table2(m->t);
-	itest_unique_name(m->note, sizeof(m->note), 't', "note");
-	m->poison = itest_poison(m->t);
-	ECW_ASSERT_OK(ecw_queue_create(NULL, m->c, itest_queue(m->t)));
+	m->c = m->fx.t->client;
+	m->emp = m->fx.t->table;
+	m->arch = m->fx.t->table2;
+	m->note = itest_extra_table(m->fx.t, "note");
+	/* Creating the queue again succeeds. */
+	ECW_ASSERT_OK(ecw_queue_create(NULL, m->c, m->fx.t->queue));
 	*state = m;
 	return 0;
 }
 
 static int mv_teardown(void **state)
 {
-	struct mv *m = *state;
-	void *t;
-
-	if (!m)
-		return 0;
-	proc_cleanup(); /* a failed assertion may have left workers running */
-	(void)!ecw_table_delete_table(m->c, m->note);
-	t = m->t;
-	itest_teardown(&t);
-	free(m);
-	*state = NULL;
-	return 0;
+	return wfx_teardown(state);
 }
 
 /* ---- the worker ------------------------------------------------------------------ */
@@ -115,34 +100,17 @@ struct wopts {
 static void start_worker(struct proc *p, const struct mv *m, const char *name, const char *jobs,
                          const struct wopts *o)
 {
-	char file[128], path[640], text[4096], listen[64] = "";
-	char crash[96], pause[96];
+	struct wfx_worker w = WFX_WORKER(m->fx.t->queue, m->fx.poison);
+	char path[640], crash[96], pause[96];
 	const char *env[3] = {NULL, NULL, NULL};
-	int k, nenv = 0;
+	int nenv = 0;
 
-	if (o->metrics_port)
-		snprintf(listen, sizeof(listen), "127.0.0.1:%d", o->metrics_port);
-	k = snprintf(text, sizeof(text),
-	             "# written by test_job_move.c\n"
-	             "storage:\n"
-	             "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-	             "worker:\n"
-	             "  queue: %s\n"
-	             "  poison_queue: %s\n"
-	             "  batch_size: %d\n"
-	             "  concurrency: %d\n"
-	             "  visibility_timeout: %ds\n"
-	             "  max_dequeue_count: 5\n"
-	             "  retry_backoff: {base: 1s, max: 2s}\n"
-	             "  poll_interval: {min: 50ms, max: 200ms}\n"
-	             "  shutdown_grace: 5s\n"
-	             "log: {level: debug, format: json}\n"
-	             "metrics: {listen: \"%s\"}\n"
-	             "jobs:\n%s",
-	             m->t->queue, m->poison, o->batch_size, o->concurrency, o->visibility_s, listen, jobs);
-	assert_true(k > 0 && (size_t)k < sizeof(text));
-	snprintf(file, sizeof(file), "%s.yaml", name);
-	proc_write_file(path, sizeof(path), file, text);
+	w.batch_size = o->batch_size;
+	w.concurrency = o->concurrency;
+	w.visibility_s = o->visibility_s;
+	w.metrics_port = o->metrics_port;
+	w.jobs = jobs;
+	wfx_write_config(path, sizeof(path), name, &w);
 	const char *args[] = {"run", "-c", path, NULL};
 	if (o->crash_at) {
 		snprintf(crash, sizeof(crash), "ECW_CRASH_AT=%s", o->crash_at);
@@ -154,17 +122,6 @@ static void start_worker(struct proc *p, const struct mv *m, const char *name, c
 	}
 	proc_start(p, name, args, nenv ? env : NULL);
 }
-
-/* Fails, showing the worker's log, unless want lines match within ms. */
-#define EXPECT_LOG(p, want, ms, ...)                                                                         \
-	do {                                                                                                 \
-		if (!proc_wait_count((p), (want), (ms), __VA_ARGS__, NULL))                                  \
-			fail_msg("%s: expected %d log line(s) matching (%s) within %d ms (worker %s); log "  \
-			         "%s:\n%s",                                                                  \
-			         (p)->name, (int)(want), #__VA_ARGS__, (int)(ms),                            \
-			         proc_alive(p) ? "running" : "EXITED", (p)->log_path,                        \
-			         proc_tail((p)->log_path, 30));                                              \
-	} while (0)
 
 /* The nth "message" line for a message id (a copy of the field values is not
  * needed: the caller reads it before disposing of log). */
@@ -224,7 +181,7 @@ static void put_job(struct mv *m, const char *job, const char *pk, const char *r
 	ecw_buf_init(&text, 0);
 	memset(&qm, 0, sizeof(qm));
 	ECW_ASSERT_OK(ecw_message_encode(&text, job, pk, rk, trace, NULL, base64));
-	ECW_ASSERT_OK(ecw_queue_put(&qm, m->c, m->t->queue, text.ptr, text.len, NULL));
+	ECW_ASSERT_OK(ecw_queue_put(&qm, m->c, m->fx.t->queue, text.ptr, text.len, NULL));
 	if (id_out)
 		memcpy(id_out, qm.id, sizeof(qm.id));
 	ecw_buf_dispose(&text);
@@ -248,7 +205,7 @@ static struct json_object **poison_envelopes(struct mv *m, size_t want)
 	while (got < want && itest_now_ms() < end) {
 		struct ecw_queue_msg *q = NULL;
 		size_t n = 0;
-		ECW_ASSERT_OK(ecw_queue_receive(&q, &n, m->c, m->poison, 32, 60));
+		ECW_ASSERT_OK(ecw_queue_receive(&q, &n, m->c, m->fx.poison, 32, 60));
 		for (size_t i = 0; i < n && got < want; i++) {
 			env[got] = json_tokener_parse(q[i].text);
 			ITEST_CHECK(env[got] != NULL, "poison message is not JSON: %.300s", q[i].text);
@@ -412,7 +369,7 @@ static void test_job_move__archive_happy_path(void **state)
 	write_entity(m, m->emp, other);
 	put_job(m, "archive-employee", "Sales", "o'brien 001", "t-1", false, id);
 	start_worker(&p, m, "move-happy", std_jobs(jobs, sizeof(jobs), m), &o);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
 	expect_success(&p, id, "");
 
 	assert_only_in(m, m->arch, m->emp, e, "archived");
@@ -420,8 +377,8 @@ static void test_job_move__archive_happy_path(void **state)
 	assert_only_in(m, m->emp, m->arch, other, "neighbour");
 	assert_int_equal(table_rows(m, m->arch), 1);
 	assert_int_equal(table_rows(m, m->emp), 1);
-	assert_int_equal(queue_count(m, m->t->queue), 0);
-	assert_int_equal(queue_count(m, m->poison), 0);
+	assert_int_equal(queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(queue_count(m, m->fx.poison), 0);
 	finish(&p);
 	ecw_entity_free(e);
 	ecw_entity_free(other);
@@ -442,7 +399,7 @@ static void test_job_move__run_twice(void **state)
 	write_entity(m, m->emp, e);
 	start_worker(&p, m, "move-twice", std_jobs(jobs, sizeof(jobs), m), &o);
 	put_job(m, "archive-employee", "Sales", "Zo\xc3\xab 7", NULL, false, id1);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
 	expect_success(&p, id1, "");
 	copy = get_or_null(m, m->arch, "Sales", "Zo\xc3\xab 7");
 	assert_non_null(copy);
@@ -451,15 +408,15 @@ static void test_job_move__run_twice(void **state)
 
 	/* The same message again (base64 this time: the same job). */
 	put_job(m, "archive-employee", "Sales", "Zo\xc3\xab 7", NULL, true, id2);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
 	expect_success(&p, id2, "already-moved");
 
 	assert_only_in(m, m->arch, m->emp, e, "after the second run");
 	copy = get_or_null(m, m->arch, "Sales", "Zo\xc3\xab 7");
 	ITEST_CHECK(strcmp(ecw_entity_etag(copy), etag) == 0,
 	            "the second run rewrote the copy (ETag %s, was %s)", ecw_entity_etag(copy), etag);
-	assert_int_equal(queue_count(m, m->t->queue), 0);
-	assert_int_equal(queue_count(m, m->poison), 0);
+	assert_int_equal(queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(queue_count(m, m->fx.poison), 0);
 	finish(&p);
 	free(etag);
 	ecw_entity_free(copy);
@@ -476,12 +433,12 @@ static void test_job_move__missing_in_both(void **state)
 
 	start_worker(&p, m, "move-missing", std_jobs(jobs, sizeof(jobs), m), &o);
 	put_job(m, "archive-employee", "Nowhere", "ghost 404", "t-ghost", false, id);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
 	expect_success(&p, id, "missing");
 	assert_int_equal(table_rows(m, m->emp), 0);
 	assert_int_equal(table_rows(m, m->arch), 0);
-	assert_int_equal(queue_count(m, m->t->queue), 0);
-	assert_int_equal(queue_count(m, m->poison), 0);
+	assert_int_equal(queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(queue_count(m, m->fx.poison), 0);
 	finish(&p);
 }
 
@@ -497,12 +454,12 @@ static void test_job_move__archive_then_restore(void **state)
 	write_entity(m, m->emp, e);
 	start_worker(&p, m, "move-restore", std_jobs(jobs, sizeof(jobs), m), &o);
 	put_job(m, "archive-employee", "Sales", "a+b&c=d%", NULL, false, id1);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
 	expect_success(&p, id1, "");
 	assert_only_in(m, m->arch, m->emp, e, "archived");
 
 	put_job(m, "restore-employee", "Sales", "a+b&c=d%", NULL, false, id2);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
 	expect_success(&p, id2, "");
 	assert_only_in(m, m->emp, m->arch, e, "restored");
 	assert_int_equal(table_rows(m, m->arch), 0);
@@ -550,10 +507,10 @@ static void test_job_move__rekey_by_template(void **state)
 	put_job(m, "archive-by-year", "Sales", "slash", NULL, false, id[3]);
 	start_worker(&p, m, "move-rekey", jobs, &o);
 	for (int i = 0; i < 2; i++)
-		EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded");
+		PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded");
 	for (int i = 2; i < 4; i++)
-		EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "poisoned", "reason",
-		           "permanent");
+		PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "poisoned", "reason",
+		                "permanent");
 
 	struct ecw_entity *ra = rekeyed(a, "2019", "o'brien 001"), *rb = rekeyed(b, "2021", "Zo\xc3\xab 7");
 	assert_only_in(m, m->arch, m->emp, ra, "re-keyed by HireYear (Int32)");
@@ -586,7 +543,7 @@ static void test_job_move__rekey_by_template(void **state)
 
 	/* And back, re-keyed by a property the other way. */
 	put_job(m, "restore-by-dept", "2019", "o'brien 001", NULL, false, id[4]);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[4], "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[4], "outcome", "succeeded");
 	assert_only_in(m, m->emp, m->arch, a, "restored by Dept");
 	assert_int_equal(table_rows(m, m->arch), 1);
 	finish(&p);
@@ -628,7 +585,7 @@ static void test_job_move__rekey_newest_first(void **state)
 	         m->emp, m->arch);
 	start_worker(&p, m, "move-newest-first", jobs, &o);
 	for (int i = 0; i < N; i++)
-		EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded");
+		PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded");
 
 	size_t n = 0;
 	struct ecw_entity **got = itest_query_all(&n, m->c, m->arch, "PartitionKey eq 'Sales'");
@@ -679,7 +636,7 @@ static void test_job_move__rekey_in_place(void **state)
 	put_job(m, "by-dept", "Old", "x 1", NULL, false, id1);
 	put_job(m, "by-dept", "Sales", "x 2", NULL, false, id2);
 	start_worker(&p, m, "move-in-place", jobs, &o);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
 	struct ecw_entity *moved = rekeyed(old, "Sales", "x 1");
 	struct ecw_entity *a = get_or_null(m, m->emp, "Sales", "x 1"),
 	                  *b = get_or_null(m, m->emp, "Old", "x 1");
@@ -691,7 +648,7 @@ static void test_job_move__rekey_in_place(void **state)
 	/* Already at its keys: the first delivery must settle it. What it
 	 * did is read first and checked after cleaning up, so that this known
 	 * failure (see the report) leaks nothing under the sanitizers. */
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", PROC_ANY);
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", PROC_ANY);
 	char outcome[32], error[512];
 	proc_log_read(&log, p.log_path);
 	l = proc_log_find(&log, 0, "message", "message_id", id2, NULL);
@@ -731,13 +688,13 @@ static void test_job_move__stale_archive_after_restore_moves_again(void **state)
 	write_entity(m, m->emp, e);
 	start_worker(&p, m, "move-stale", std_jobs(jobs, sizeof(jobs), m), &o);
 	put_job(m, "archive-employee", "Sales", "o'brien 001", "archive-1", false, id1);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
 	put_job(m, "restore-employee", "Sales", "o'brien 001", "restore-1", false, id2);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
 	assert_only_in(m, m->emp, m->arch, e, "restored");
 
 	put_job(m, "archive-employee", "Sales", "o'brien 001", "archive-1", false, id3);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id3, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id3, "outcome", "succeeded");
 	expect_success(&p, id3, "");
 	assert_only_in(m, m->arch, m->emp, e, "the stale archive moved it again");
 	finish(&p);
@@ -759,11 +716,11 @@ static void test_job_move__reordered_restore_before_archive(void **state)
 	write_entity(m, m->emp, e);
 	start_worker(&p, m, "move-reorder", std_jobs(jobs, sizeof(jobs), m), &o);
 	put_job(m, "restore-employee", "Sales", "late", NULL, false, id1);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
 	expect_success(&p, id1, "already-moved");
 	assert_only_in(m, m->emp, m->arch, e, "restore before archive changes nothing");
 	put_job(m, "archive-employee", "Sales", "late", NULL, false, id2);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
 	expect_success(&p, id2, "");
 	assert_only_in(m, m->arch, m->emp, e, "archived");
 	finish(&p);
@@ -813,7 +770,7 @@ static void test_job_move__duplicates_in_two_workers(void **state)
 	assert_int_equal(proc_count(&p1, "message", "outcome", "retried", NULL) +
 	                     proc_count(&p2, "message", "outcome", "retried", NULL),
 	                 0);
-	assert_int_equal(queue_count(m, m->poison), 0);
+	assert_int_equal(queue_count(m, m->fx.poison), 0);
 	for (int i = 0; i < DUP_N; i++) {
 		assert_only_in(m, m->arch, m->emp, e[i], "after duplicates");
 		ecw_entity_free(e[i]);
@@ -875,27 +832,6 @@ done:
 	return NULL;
 }
 
-/* The sum of a metric's samples whose labels contain every label given. */
-static long long metric_sum(const char *page, const char *name, const char *label1, const char *label2)
-{
-	long long sum = 0;
-	size_t nl = strlen(name);
-
-	for (const char *line = page; line && *line;) {
-		const char *eol = strchr(line, '\n');
-		size_t len = eol ? (size_t)(eol - line) : strlen(line);
-		if (len > nl && strncmp(line, name, nl) == 0 && line[nl] == '{') {
-			char buf[512];
-			snprintf(buf, sizeof(buf), "%.*s", (int)(len < 511 ? len : 511), line);
-			const char *close = strchr(buf, '}');
-			if (close && (!label1 || strstr(buf, label1)) && (!label2 || strstr(buf, label2)))
-				sum += strtoll(close + 1, NULL, 10);
-		}
-		line = eol ? eol + 1 : NULL;
-	}
-	return sum;
-}
-
 /* The live race: an application keeps updating the employee while the
  * archive runs. Whatever interleaving happens, the archive must end with the
  * last version the application successfully wrote (never an older one: that
@@ -916,7 +852,7 @@ static void test_job_move__source_changed_during_move_is_never_lost(void **state
 	o.concurrency = RACERS;
 	o.metrics_port = proc_free_port();
 	start_worker(&p, m, "move-race", std_jobs(jobs, sizeof(jobs), m), &o);
-	EXPECT_LOG(&p, 1, 10000, "start");
+	PROC_EXPECT_LOG(&p, 1, 10000, "start");
 	/* Each round races RACERS employees, each with its own updater; about
 	 * half of the races see a 412, so the first round nearly always has one
 	 * and further rounds run only until one did. */
@@ -939,7 +875,7 @@ static void test_job_move__source_changed_during_move_is_never_lost(void **state
 		for (int i = 0; i < RACERS; i++)
 			put_job(m, "archive-employee", "Race", rk[i], NULL, false, id[i]);
 		for (int i = 0; i < RACERS; i++)
-			EXPECT_LOG(&p, 1, 20000, "message", "message_id", id[i], "outcome", "succeeded");
+			PROC_EXPECT_LOG(&p, 1, 20000, "message", "message_id", id[i], "outcome", "succeeded");
 		for (int i = 0; i < RACERS; i++) {
 			/* Most updaters have stopped on their own (404: moved). */
 			atomic_store(&u[i].stop, true);
@@ -958,8 +894,8 @@ static void test_job_move__source_changed_during_move_is_never_lost(void **state
 		free(page);
 		page = NULL;
 		assert_int_equal(proc_http_get(&page, o.metrics_port, "/metrics"), 200);
-		conflicts =
-		    metric_sum(page, "ecw_storage_requests_total", "op=\"table.delete\"", "status=\"412\"");
+		conflicts = (long long)proc_metric(page, "ecw_storage_requests_total", NULL,
+		                                   "op=\"table.delete\"", "status=\"412\"", NULL);
 		print_message("  round %d: %lld+%lld+%lld+%lld updates, %lld deletes answered 412 so far\n",
 		              round, u[0].attempts, u[1].attempts, u[2].attempts, u[3].attempts, conflicts);
 	}
@@ -1004,10 +940,11 @@ static void test_job_move__changed_after_copy_then_crash(void **state)
 	ECW_ASSERT_OK(ecw_table_write(NULL, m->c, m->emp, v2, ECW_WRITE_UPDATE, "*"));
 	o.crash_at = NULL;
 	start_worker(&p2, m, "move-changed-rerun", jobs, &o);
-	EXPECT_LOG(&p2, 1, 15000, "message", "message_id", id, "outcome", "succeeded", "dequeue_count", "2");
+	PROC_EXPECT_LOG(&p2, 1, 15000, "message", "message_id", id, "outcome", "succeeded", "dequeue_count",
+	                "2");
 	expect_success(&p2, id, "");
 	assert_only_in(m, m->arch, m->emp, v2, "the newer version won");
-	assert_int_equal(queue_count(m, m->t->queue), 0);
+	assert_int_equal(queue_count(m, m->fx.t->queue), 0);
 	finish(&p2);
 	ecw_entity_free(v1);
 	ecw_entity_free(v2);
@@ -1036,7 +973,7 @@ static void crash_after(struct mv *m, const char *point, enum where then, const 
 	start_crashing_worker(&p1, m, name, jobs, &o);
 	/* Dead: it logged no outcome, and the message is still there. */
 	assert_int_equal(proc_count(&p1, "message", NULL), 0);
-	assert_int_equal(queue_count(m, m->t->queue), 1);
+	assert_int_equal(queue_count(m, m->fx.t->queue), 1);
 
 	struct ecw_entity *s = get_or_null(m, m->emp, "a+b&c=d%", "o'brien 001");
 	struct ecw_entity *a = get_or_null(m, m->arch, "a+b&c=d%", "o'brien 001");
@@ -1055,14 +992,15 @@ static void crash_after(struct mv *m, const char *point, enum where then, const 
 	o.crash_at = NULL;
 	snprintf(name, sizeof(name), "move-rerun-%s", point + 5);
 	start_worker(&p2, m, name, jobs, &o);
-	EXPECT_LOG(&p2, 1, 15000, "message", "message_id", id, "outcome", "succeeded", "dequeue_count", "2");
+	PROC_EXPECT_LOG(&p2, 1, 15000, "message", "message_id", id, "outcome", "succeeded", "dequeue_count",
+	                "2");
 	expect_success(&p2, id, rerun_detail);
 	/* The no-crash end state: only in the archive, identical. */
 	assert_only_in(m, m->arch, m->emp, e, point);
 	assert_int_equal(table_rows(m, m->arch), 1);
 	assert_int_equal(table_rows(m, m->emp), 0);
-	assert_int_equal(queue_count(m, m->t->queue), 0);
-	assert_int_equal(queue_count(m, m->poison), 0);
+	assert_int_equal(queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(queue_count(m, m->fx.poison), 0);
 	finish(&p2);
 	ecw_entity_free(e);
 }
@@ -1144,18 +1082,18 @@ static void test_job_move__every_type_and_hostile_keys_survive_archive_and_resto
 	}
 	start_worker(&p, m, "move-types", std_jobs(jobs, sizeof(jobs), m), &o);
 	for (int i = 0; i < NK; i++)
-		EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded");
+		PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded");
 	for (int i = 0; i < NK; i++)
 		assert_only_in(m, m->arch, m->emp, e[i], "archived");
 	for (int i = 0; i < NK; i++)
 		put_job(m, "restore-employee", keys[i][0], keys[i][1], NULL, i % 2 == 0, id[i]);
 	for (int i = 0; i < NK; i++)
-		EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded");
+		PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded");
 	for (int i = 0; i < NK; i++) {
 		assert_only_in(m, m->emp, m->arch, e[i], "restored");
 		ecw_entity_free(e[i]);
 	}
-	assert_int_equal(queue_count(m, m->poison), 0);
+	assert_int_equal(queue_count(m, m->fx.poison), 0);
 	finish(&p);
 }
 
@@ -1209,10 +1147,10 @@ static void test_job_move__then_enqueues_follow_ups(void **state)
 	put_job(m, "archive-employee", "Sales", "o'brien 001", "trace-42", false, id);
 	put_job(m, "archive-employee", "Sales", "never there", "trace-43", true, id2);
 	start_worker(&p, m, "move-then", jobs, &o);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
-	EXPECT_LOG(&p, 2, 15000, "message", "job", "note", "outcome", "succeeded");
-	EXPECT_LOG(&p, 2, 15000, "message", "job", "note-again", "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 2, 15000, "message", "job", "note", "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 2, 15000, "message", "job", "note-again", "outcome", "succeeded");
 	/* Wait a little for anything extra (a second run would be a bug). */
 	itest_sleep_ms(600);
 
@@ -1236,8 +1174,8 @@ static void test_job_move__then_enqueues_follow_ups(void **state)
 	ITEST_CHECK(l != NULL, "no follow-up after the missing success");
 	assert_string_equal(proc_field(l, "id"), "trace-43");
 	proc_log_dispose(&log);
-	assert_int_equal(queue_count(m, m->t->queue), 0);
-	assert_int_equal(queue_count(m, m->poison), 0);
+	assert_int_equal(queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(queue_count(m, m->fx.poison), 0);
 	finish(&p);
 	ecw_entity_free(e);
 }
@@ -1259,8 +1197,8 @@ static void test_job_move__failed_follow_up_does_not_undo_the_move(void **state)
 	         m->emp, m->arch);
 	put_job(m, "archive-employee", "Sales", "o'brien 001", "trace-boom", false, id);
 	start_worker(&p, m, "move-then-fail", jobs, &o);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
-	EXPECT_LOG(&p, 1, 15000, "message", "job", "boom", "outcome", "poisoned", "reason", "permanent");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "job", "boom", "outcome", "poisoned", "reason", "permanent");
 	itest_sleep_ms(600);
 
 	assert_only_in(m, m->arch, m->emp, e, "archived despite the failed follow-up");
@@ -1271,7 +1209,7 @@ static void test_job_move__failed_follow_up_does_not_undo_the_move(void **state)
 	assert_string_equal(env_str(env[0], "rk"), "o'brien 001");
 	assert_string_equal(env_str(env[0], "reason"), "permanent");
 	envelopes_free(env);
-	assert_int_equal(queue_count(m, m->t->queue), 0);
+	assert_int_equal(queue_count(m, m->fx.t->queue), 0);
 	finish(&p);
 	ecw_entity_free(e);
 }
@@ -1349,14 +1287,14 @@ static void test_job_move__interop_sdk_application(void **state)
 		                 0);
 		assert_int_equal(
 		    sdk(&msgid[i],
-		        (const char *const[]){"enqueue", m->t->queue, "archive-employee", keys[i][0],
+		        (const char *const[]){"enqueue", m->fx.t->queue, "archive-employee", keys[i][0],
 		                              keys[i][1], "sdk-trace", i ? "--base64" : NULL, NULL}),
 		    0);
 		msgid[i][strcspn(msgid[i], "\n")] = '\0';
 	}
 	start_worker(&p, m, "move-interop", std_jobs(jobs, sizeof(jobs), m), &o);
 	for (int i = 0; i < 2; i++) {
-		EXPECT_LOG(&p, 1, 15000, "message", "message_id", msgid[i], "outcome", "succeeded");
+		PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", msgid[i], "outcome", "succeeded");
 		expect_success(&p, msgid[i], "");
 	}
 	for (int i = 0; i < 2; i++) {
@@ -1381,20 +1319,6 @@ static void test_job_move__interop_sdk_application(void **state)
 }
 
 /* ---- 10. groups: messages of one partition run together ---------------------------------------- */
-
-/* The table writes the worker attempted, whatever the answer: what a group
- * saves. (Reads are one GET per entity either way.) */
-static long long table_writes(const char *page)
-{
-	static const char *const ops[] = {
-	    "op=\"table.insert\"", "op=\"table.upsert\"", "op=\"table.upsert_merge\"", "op=\"table.update\"",
-	    "op=\"table.merge\"",  "op=\"table.delete\"", "op=\"table.batch\"",        NULL};
-	long long n = 0;
-
-	for (int i = 0; ops[i]; i++)
-		n += metric_sum(page, "ecw_storage_requests_total", ops[i], NULL);
-	return n;
-}
 
 /* The largest "group" among p's message lines (0: none ran in one), and in
  * *grouped how many lines carry one. */
@@ -1423,7 +1347,7 @@ static long long largest_group(const struct proc *p, size_t *grouped)
 static void expect_successes(struct proc *p, char (*id)[64], size_t n, const char *detail)
 {
 	for (size_t i = 0; i < n; i++) {
-		EXPECT_LOG(p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded");
+		PROC_EXPECT_LOG(p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded");
 		expect_success(p, id[i], detail);
 	}
 }
@@ -1480,7 +1404,7 @@ static void test_job_move__group_moves_a_receive_together(void **state)
 	o.batch_size = 32;
 	o.metrics_port = proc_free_port();
 	start_worker(&p, m, "move-group", std_jobs(jobs, sizeof(jobs), m), &o);
-	EXPECT_LOG(&p, N + 2, 20000, "message", "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, N + 2, 20000, "message", "outcome", "succeeded");
 
 	for (int i = 0; i < N; i++)
 		if (i != DUP)
@@ -1506,13 +1430,15 @@ static void test_job_move__group_moves_a_receive_together(void **state)
 		               i == STALE ? "the stale copy replaced" : "moved in a group");
 	assert_int_equal(table_rows(m, m->arch), N); /* nothing for the ghost */
 	assert_int_equal(table_rows(m, m->emp), 0);
-	assert_int_equal(queue_count(m, m->t->queue), 0);
-	assert_int_equal(queue_count(m, m->poison), 0);
+	assert_int_equal(queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(queue_count(m, m->fx.poison), 0);
 
 	size_t grouped = 0;
 	long long largest = largest_group(&p, &grouped);
 	assert_int_equal(proc_http_get(&page, o.metrics_port, "/metrics"), 200);
-	long long writes = table_writes(page);
+	/* The table writes the worker attempted: what a group saves (reads are
+	 * one GET per entity either way). */
+	long long writes = proc_table_writes(page);
 	print_message(
 	    "  %lld table writes for %d entities; %zu of %d messages ran in groups (largest %lld)\n", writes,
 	    N, grouped, N + 2, largest);
@@ -1524,9 +1450,11 @@ static void test_job_move__group_moves_a_receive_together(void **state)
 	ITEST_CHECK(largest <= 16, "a group of %lld, over move's group_max of 16", largest);
 	/* South's members took the single path: the stale copy was replaced by
 	 * an update If-Match the copy as read, never written over blindly. */
-	long long updates = metric_sum(page, "ecw_storage_requests_total", "op=\"table.update\"", NULL);
+	long long updates =
+	    (long long)proc_metric(page, "ecw_storage_requests_total", NULL, "op=\"table.update\"", NULL);
 	ITEST_CHECK(updates >= 1, "no table.update: the stale copy was not replaced by the single path");
-	assert_int_equal(metric_sum(page, "ecw_storage_requests_total", "op=\"table.upsert\"", NULL), 0);
+	assert_int_equal(
+	    (long long)proc_metric(page, "ecw_storage_requests_total", NULL, "op=\"table.upsert\"", NULL), 0);
 	free(page);
 	finish(&p);
 	for (int i = 0; i < N; i++)
@@ -1564,7 +1492,7 @@ static void group_crash_after(struct mv *m, const char *point, enum where then, 
 	snprintf(name, sizeof(name), "move-group-crash-%s", pk);
 	start_crashing_worker(&p1, m, name, jobs, &o);
 	assert_int_equal(proc_count(&p1, "message", NULL), 0);
-	assert_int_equal(queue_count(m, m->t->queue), GRP_CRASH_N);
+	assert_int_equal(queue_count(m, m->fx.t->queue), GRP_CRASH_N);
 
 	for (int i = 0; i < GRP_CRASH_N; i++) {
 		struct ecw_entity *s = get_or_null(m, m->emp, pk, ecw_entity_rk(e[i]));
@@ -1588,8 +1516,8 @@ static void group_crash_after(struct mv *m, const char *point, enum where then, 
 	snprintf(name, sizeof(name), "move-group-rerun-%s", pk);
 	start_worker(&p2, m, name, jobs, &o);
 	for (int i = 0; i < GRP_CRASH_N; i++)
-		EXPECT_LOG(&p2, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded",
-		           "dequeue_count", "2");
+		PROC_EXPECT_LOG(&p2, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded",
+		                "dequeue_count", "2");
 	expect_successes(&p2, id, GRP_CRASH_N, rerun_detail);
 	for (int i = 0; i < GRP_CRASH_N; i++) {
 		assert_only_in(m, m->arch, m->emp, e[i], point);
@@ -1600,8 +1528,8 @@ static void group_crash_after(struct mv *m, const char *point, enum where then, 
 	struct ecw_entity **all = itest_query_all(&n, m->c, m->arch, filter); /* n is set by the call */
 	itest_entities_free(all, n);
 	assert_int_equal(n, GRP_CRASH_N);
-	assert_int_equal(queue_count(m, m->t->queue), 0);
-	assert_int_equal(queue_count(m, m->poison), 0);
+	assert_int_equal(queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(queue_count(m, m->fx.poison), 0);
 	finish(&p2);
 }
 
@@ -1655,16 +1583,16 @@ static void test_job_move__group_member_changed_before_delete(void **state)
 
 	snprintf(group, sizeof(group), "%d", N);
 	for (int i = 0; i < N; i++)
-		EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded", "group",
-		           group);
+		PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded", "group",
+		                group);
 	expect_successes(&p, id, N, "");
 	assert_int_equal(proc_count(&p, "message", "outcome", "retried", NULL), 0);
 	for (int i = 0; i < N; i++)
 		assert_only_in(m, m->arch, m->emp, i == CHANGED ? v2 : e[i],
 		               i == CHANGED ? "the version written after the group's read" : "unchanged");
 	assert_int_equal(table_rows(m, m->arch), N);
-	assert_int_equal(queue_count(m, m->t->queue), 0);
-	assert_int_equal(queue_count(m, m->poison), 0);
+	assert_int_equal(queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(queue_count(m, m->fx.poison), 0);
 	finish(&p);
 	for (int i = 0; i < N; i++)
 		ecw_entity_free(e[i]);

@@ -14,6 +14,7 @@
  * see permanent errors as the runtime would. */
 #include "itest.h"
 #include "proc.h"
+#include "workerfx.h"
 
 #include <json-c/json.h>
 #include <math.h>
@@ -27,40 +28,16 @@
 /* ---- fixture
  * ----------------------------------------------------------------------------------------------- */
 
-struct fx {
-	struct itest *t; /* client; queue; table = the telemetry */
-	const char *poison;
-	char config[640];
-};
-
+/* t->table = the telemetry. */
 static int fx_setup(void **state)
 {
-	struct fx *x = calloc(1, sizeof(*x));
-	void *t = NULL;
-
-	assert_non_null(x);
-	itest_setup(&t);
-	x->t = t;
-	x->poison = itest_poison(x->t);
-	itest_queue(x->t);
-	itest_table(x->t);
-	*state = x;
+	*state = wfx_new(sizeof(struct wfx), WFX_QUEUE | WFX_TABLE);
 	return 0;
 }
 
 static int fx_teardown(void **state)
 {
-	struct fx *x = *state;
-	void *t;
-
-	if (!x)
-		return 0;
-	proc_cleanup();
-	t = x->t;
-	itest_teardown(&t);
-	free(x);
-	*state = NULL;
-	return 0;
+	return wfx_teardown(state);
 }
 
 #define TABLE(x) ((x)->t->table)
@@ -97,123 +74,26 @@ static void jobs_text(char *out, size_t cap, const char *table)
 }
 
 /* Writes the worker's config and returns the metrics port. */
-static int write_config(struct fx *x, const char *name, int vis_s)
+static int write_config(struct wfx *x, const char *name, int vis_s)
 {
-	char text[8192], jobs[4096], file[128];
-	int port = proc_free_port();
+	char jobs[4096];
 
 	jobs_text(jobs, sizeof(jobs), TABLE(x));
-	int k = snprintf(text, sizeof(text),
-	                 "storage:\n"
-	                 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-	                 "worker:\n"
-	                 "  queue: %s\n"
-	                 "  poison_queue: %s\n"
-	                 "  batch_size: 16\n"
-	                 "  concurrency: 4\n"
-	                 "  visibility_timeout: %ds\n"
-	                 "  max_dequeue_count: 10\n"
-	                 "  retry_backoff: {base: 1s, max: 2s}\n"
-	                 "  poll_interval: {min: 50ms, max: 200ms}\n"
-	                 "  shutdown_grace: 5s\n"
-	                 "log: {level: debug, format: json}\n"
-	                 "metrics:\n"
-	                 "  listen: \"127.0.0.1:%d\"\n"
-	                 "jobs:\n%s",
-	                 x->t->queue, x->poison, vis_s, port, jobs);
-	assert_true(k > 0 && (size_t)k < sizeof(text));
-	snprintf(file, sizeof(file), "%s.yaml", name);
-	proc_write_file(x->config, sizeof(x->config), file, text);
-	return port;
-}
-
-#define EXPECT_LOG(p, want, ms, ...)                                                                         \
-	do {                                                                                                 \
-		if (!proc_wait_count((p), (want), (ms), __VA_ARGS__, NULL))                                  \
-			fail_msg("%s: expected %d log line(s) matching (%s) within %d ms (worker %s); log "  \
-			         "%s:\n%s",                                                                  \
-			         (p)->name, (int)(want), #__VA_ARGS__, (int)(ms),                            \
-			         proc_alive(p) ? "running" : "EXITED", (p)->log_path,                        \
-			         proc_tail((p)->log_path, 30));                                              \
-	} while (0)
-
-/* The table write requests (inserts, updates, deletes) on a /metrics page. */
-static long long write_requests(const char *page)
-{
-	static const char *const writes[] = {
-	    "table.insert", "table.upsert", "table.upsert_merge", "table.update",
-	    "table.merge",  "table.delete", "table.batch",        NULL};
-	const char *name = "ecw_storage_requests_total{";
-	long long sum = 0;
-
-	for (const char *l = page; l && *l;) {
-		const char *nl = strchr(l, '\n');
-		size_t len = nl ? (size_t)(nl - l) : strlen(l);
-		char line[512];
-
-		if (len < sizeof(line) && strncmp(l, name, strlen(name)) == 0) {
-			memcpy(line, l, len);
-			line[len] = '\0';
-			bool counted = false;
-			for (size_t i = 0; writes[i]; i++) {
-				char want[64];
-				snprintf(want, sizeof(want), "op=\"%s\"", writes[i]);
-				counted |= strstr(line, want) != NULL;
-			}
-			const char *v = strrchr(line, '}');
-			if (counted && v)
-				sum += strtoll(v + 1, NULL, 10);
-		}
-		l = nl ? nl + 1 : NULL;
-	}
-	return sum;
+	return wfx_job_config(x, name, vis_s, 4, jobs);
 }
 
 /* Starts a worker, waits until `want` messages succeeded, reads its table
  * write requests from the metrics, stops it. */
-static long long run_worker(struct fx *x, const char *name, size_t want, int vis_s)
+static long long run_worker(struct wfx *x, const char *name, size_t want, int vis_s)
 {
-	struct proc p;
-	char *page = NULL;
-	int port = write_config(x, name, vis_s);
-	const char *args[] = {"run", "-c", x->config, NULL};
-	long long writes;
-
-	proc_start(&p, name, args, NULL);
-	EXPECT_LOG(&p, want, 90000, "message", "outcome", "succeeded");
-	ITEST_CHECK(proc_count(&p, "message", NULL) == want, "%zu message lines, expected %zu:\n%s",
-	            proc_count(&p, "message", NULL), want, proc_tail(p.log_path, 20));
-	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
-	writes = write_requests(page);
-	free(page);
-	proc_stop(&p, 10000);
-	return writes;
+	return wfx_run(x, name, write_config(x, name, vis_s), want, 90000, NULL);
 }
 
 /* A worker started with ECW_CRASH_AT=point must die there (exit 86). */
-static void run_until_crash(struct fx *x, const char *name, const char *point)
+static void run_until_crash(struct wfx *x, const char *name, const char *point)
 {
-	struct proc p;
-	char env_crash[128];
 	write_config(x, name, 1);
-	const char *args[] = {"run", "-c", x->config, NULL};
-	snprintf(env_crash, sizeof(env_crash), "ECW_CRASH_AT=%s", point);
-	const char *env[] = {env_crash, NULL};
-
-	proc_start(&p, name, args, env);
-	ITEST_CHECK(proc_wait(&p, 20000), "%s: still running 20 s with ECW_CRASH_AT=%s; log:\n%s", name,
-	            point, proc_tail(p.log_path, 20));
-	ITEST_CHECK(proc_exit_code(&p) == 86, "%s: exit %d, expected 86 (crash at %s); log:\n%s", name,
-	            proc_exit_code(&p), point, proc_tail(p.log_path, 20));
-}
-
-static void queues_empty(struct fx *x)
-{
-	long long n = -1;
-	ECW_ASSERT_OK(ecw_queue_count(&n, x->t->client, x->t->queue));
-	assert_int_equal(n, 0);
-	ECW_ASSERT_OK(ecw_queue_count(&n, x->t->client, x->poison));
-	assert_int_equal(n, 0);
+	wfx_run_until_crash(x, name, point);
 }
 
 /* ---- data
@@ -227,7 +107,7 @@ static void iso_date(char *out, size_t cap, long long s)
 	snprintf(out, cap, "%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
 }
 
-static void put_message(struct fx *x, const char *job, const char *device, long long start)
+static void put_message(struct wfx *x, const char *job, const char *device, long long start)
 {
 	struct json_object *o = json_object_new_object();
 	char ws[48];
@@ -278,7 +158,7 @@ static void raw_entity(struct ecw_entity **e, const char *device, long long s, b
 }
 
 /* Hours [h0, h1) of device dev (as reading() says), in batches. */
-static void put_readings(struct fx *x, int dev, long long h0, long long h1)
+static void put_readings(struct wfx *x, int dev, long long h0, long long h1)
 {
 	struct ecw_batch *b = NULL;
 
@@ -304,7 +184,7 @@ static void put_readings(struct fx *x, int dev, long long h0, long long h1)
 	ecw_batch_free(b);
 }
 
-static void put_one(struct fx *x, const char *device, long long s, bool is_double, double v)
+static void put_one(struct wfx *x, const char *device, long long s, bool is_double, double v)
 {
 	struct ecw_entity *e = NULL;
 	raw_entity(&e, device, s, is_double, v);
@@ -312,7 +192,7 @@ static void put_one(struct fx *x, const char *device, long long s, bool is_doubl
 	ecw_entity_free(e);
 }
 
-static void enqueue_all(struct fx *x)
+static void enqueue_all(struct wfx *x)
 {
 	for (int d = 0; d < NDEV; d++) {
 		for (int i = 0; i < NDAYS; i++)
@@ -337,7 +217,7 @@ struct want {
 /* What partition {device}_daily / _weekly should hold, from the raw rows,
  * compared property by property and type by type with what it holds: no
  * aggregate more or less (an empty window has none). Returns how many. */
-static size_t check_recomputed(struct fx *x, const char *device, bool weekly)
+static size_t check_recomputed(struct wfx *x, const char *device, bool weekly)
 {
 	char pk[64], filter[128];
 	size_t nraw = 0, nagg = 0, found = 0;
@@ -435,7 +315,7 @@ static size_t check_recomputed(struct fx *x, const char *device, bool weekly)
 	return found;
 }
 
-static void check_all(struct fx *x)
+static void check_all(struct wfx *x)
 {
 	for (int d = 0; d < NDEV; d++) {
 		check_recomputed(x, devices[d], false);
@@ -444,13 +324,13 @@ static void check_all(struct fx *x)
 }
 
 /* Every aggregate's keys and ETag, in query order. */
-static struct ecw_entity **aggregates(size_t *n, struct fx *x)
+static struct ecw_entity **aggregates(size_t *n, struct wfx *x)
 {
 	return itest_query_all(n, x->t->client, TABLE(x),
 	                       "PartitionKey ge 'tank-' and PartitionKey lt 'tank.' and RowKey ge '2'");
 }
 
-static bool agg_exists(struct fx *x, const char *pk, const char *rk)
+static bool agg_exists(struct wfx *x, const char *pk, const char *rk)
 {
 	struct ecw_entity *e = NULL;
 	int err = ecw_table_get(&e, x->t->client, TABLE(x), pk, rk);
@@ -466,14 +346,14 @@ static bool agg_exists(struct fx *x, const char *pk, const char *rk)
 
 static void test_rollup__month_late_data_and_reruns(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	size_t n1 = 0, n2 = 0;
 
 	for (int d = 0; d < NDEV; d++)
 		put_readings(x, d, 0, NDAYS * 24);
 	enqueue_all(x);
 	long long writes = run_worker(x, "rollup-month-1", NMESSAGES, 30);
-	queues_empty(x);
+	wfx_assert_queues_empty(x);
 	check_all(x);
 	/* One write per aggregate: 31 + 31 + 30 days (tank-c's 10-10 has no
 	 * data) and 15 weeks. */
@@ -495,7 +375,7 @@ static void test_rollup__month_late_data_and_reruns(void **state)
 	}
 	enqueue_all(x);
 	writes = run_worker(x, "rollup-month-2", NMESSAGES, 30);
-	queues_empty(x);
+	wfx_assert_queues_empty(x);
 	check_all(x);
 	/* Changed: tank-a 10-01, 10-03 and their week; tank-b 10-15, 10-31
 	 * and their weeks; tank-a 10-20 deleted and its week rewritten. */
@@ -518,14 +398,14 @@ static void test_rollup__month_late_data_and_reruns(void **state)
 	itest_entities_free(before, n1);
 	itest_entities_free(after, n2);
 	check_all(x);
-	queues_empty(x);
+	wfx_assert_queues_empty(x);
 	proc_assert_logs_clean();
 }
 
 /* ---- 2. a crash after every step
  * --------------------------------------------------------------------------- */
 
-static void put_stale(struct fx *x, const char *device)
+static void put_stale(struct wfx *x, const char *device)
 {
 	struct ecw_entity *e = NULL;
 	char pk[64];
@@ -538,7 +418,7 @@ static void put_stale(struct fx *x, const char *device)
 	ecw_entity_free(e);
 }
 
-static const char *etag_of(char *out, size_t cap, struct fx *x, const char *pk, const char *rk)
+static const char *etag_of(char *out, size_t cap, struct wfx *x, const char *pk, const char *rk)
 {
 	struct ecw_entity *e = NULL;
 	ECW_ASSERT_OK(ecw_table_get(&e, x->t->client, TABLE(x), pk, rk));
@@ -549,7 +429,7 @@ static const char *etag_of(char *out, size_t cap, struct fx *x, const char *pk, 
 
 static void test_rollup__crash_after_every_step(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	/* Each case starts from a stale aggregate for 10-11; the last has no
 	 * raw rows, so its aggregate must go. */
 	static const char *const points[] = {"rollup.read", "rollup.queried", "rollup.written",
@@ -592,7 +472,7 @@ static void test_rollup__crash_after_every_step(void **state)
 		} else {
 			assert_int_equal(writes, 1);
 		}
-		queues_empty(x);
+		wfx_assert_queues_empty(x);
 	}
 	proc_assert_logs_clean();
 }
@@ -605,7 +485,7 @@ struct direct {
 	const struct ecw_job_def *def;
 };
 
-static void direct_load(struct direct *d, struct fx *x)
+static void direct_load(struct direct *d, struct wfx *x)
 {
 	char text[4096], jobs[2048];
 	struct ecw_config_errors errs;
@@ -621,7 +501,7 @@ static void direct_load(struct direct *d, struct fx *x)
 }
 
 /* Runs the daily job for message text; returns its result, detail in out. */
-static int direct_run(struct direct *d, struct fx *x, const char *message, char *detail, size_t cap)
+static int direct_run(struct direct *d, struct wfx *x, const char *message, char *detail, size_t cap)
 {
 	struct json_object *m = json_tokener_parse(message);
 	struct ecw_job_ctx ctx = {
@@ -638,7 +518,7 @@ static int direct_run(struct direct *d, struct fx *x, const char *message, char 
 
 static void test_rollup__range_query_not_scan(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	struct direct d = {0};
 	char detail[64];
 
@@ -678,7 +558,7 @@ static void test_rollup__range_query_not_scan(void **state)
 	ecw_config_free(d.cfg);
 }
 
-static void expect_permanent(struct direct *d, struct fx *x, const char *message, const char *needle,
+static void expect_permanent(struct direct *d, struct wfx *x, const char *message, const char *needle,
                              const char *needle2)
 {
 	int err = direct_run(d, x, message, NULL, 0);
@@ -691,7 +571,7 @@ static void expect_permanent(struct direct *d, struct fx *x, const char *message
 
 static void test_rollup__permanent_errors(void **state)
 {
-	struct fx *x = *state;
+	struct wfx *x = *state;
 	struct direct d = {0};
 
 	ECW_ASSERT_OK(ecw_table_create(NULL, x->t->client, TABLE(x)));
@@ -724,7 +604,7 @@ static void test_rollup__permanent_errors(void **state)
 	write_config(x, "rollup-poison", 30);
 	const char *args[] = {"run", "-c", x->config, NULL};
 	proc_start(&p, "rollup-poison", args, NULL);
-	EXPECT_LOG(&p, 1, 30000, "message", "outcome", "poisoned");
+	PROC_EXPECT_LOG(&p, 1, 30000, "message", "outcome", "poisoned");
 	proc_stop(&p, 10000);
 	long long n = 0;
 	ECW_ASSERT_OK(ecw_queue_count(&n, x->t->client, x->poison));

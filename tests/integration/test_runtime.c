@@ -10,6 +10,7 @@
  * three workers, and no secret in any log line. */
 #include "itest.h"
 #include "proc.h"
+#include "workerfx.h"
 
 #include <arpa/inet.h>
 #include <json-c/json.h>
@@ -28,43 +29,26 @@
 /* ---- fixture ---------------------------------------------------------------------- */
 
 struct rt {
-	struct itest *t;           /* client, queue name (the job queue), tables */
-	const char *poison;        /* the poison queue's name (t's: itest_teardown deletes it) */
-	struct ecw_client *client; /* what the helpers use: t->client, or one
+	struct wfx fx;             /* first, for wfx_teardown: client, queue name (the job queue), tables */
+	struct ecw_client *client; /* what the helpers use: fx.t->client, or one
 	                            * for a test's private Azurite */
 	const char *connstr;       /* NULL: ECW_TEST_CONNECTION_STRING */
 	char worker_env[640];      /* "" or ECW_TEST_CONNECTION_STRING=... for workers */
 };
 
+/* The worker creates the tables and queues it needs. */
 static int rt_setup(void **state)
 {
-	struct rt *r = calloc(1, sizeof(*r));
-	void *t = NULL;
+	struct rt *r = wfx_new(sizeof(*r), 0);
 
-	assert_non_null(r);
-	itest_setup(&t);
-	r->t = t;
-	r->client = r->t->client;
-	r->poison = itest_poison(r->t);
+	r->client = r->fx.t->client;
 	*state = r;
 	return 0;
 }
 
 static int rt_teardown(void **state)
 {
-	struct rt *r = *state;
-	void *t;
-
-	if (!r)
-		return 0;
-	proc_cleanup(); /* a failed assertion may have left workers running */
-	/* The worker created the tables and queues it needed. */
-	r->t->queue_used = r->t->table_used = r->t->table2_used = true;
-	t = r->t;
-	itest_teardown(&t);
-	free(r);
-	*state = NULL;
-	return 0;
+	return wfx_teardown(state);
 }
 
 /* ---- the worker's configuration --------------------------------------------------- */
@@ -84,39 +68,19 @@ struct wopts {
 /* Writes NAME.yaml for this test and returns the metrics port it listens on. */
 static int write_config(char *path, size_t cap, struct rt *r, const char *name, const struct wopts *o)
 {
-	char file[128], text[4096];
-	int port = proc_free_port();
-	int k;
+	struct wfx_worker w = WFX_WORKER(r->fx.t->queue, r->fx.poison);
 
-	k = snprintf(text, sizeof(text),
-	             "# written by test_runtime.c\n"
-	             "storage:\n"
-	             "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-	             "worker:\n"
-	             "  queue: %s\n"
-	             "  poison_queue: %s\n"
-	             "  batch_size: %d\n"
-	             "  concurrency: %d\n"
-	             "  visibility_timeout: %ds\n"
-	             "  max_dequeue_count: %d\n"
-	             "  retry_backoff: {base: 1s, max: 4s}\n"
-	             "  poll_interval: {min: 50ms, max: 200ms}\n"
-	             "  shutdown_grace: %s\n"
-	             "%s"
-	             "log:\n"
-	             "  level: debug\n"
-	             "  format: json\n"
-	             "metrics:\n"
-	             "  listen: \"127.0.0.1:%d\"\n"
-	             "jobs:\n"
-	             "%s",
-	             r->t->queue, r->poison, o->batch_size, o->concurrency, o->visibility_s, o->max_dequeue,
-	             o->shutdown_grace, o->worker_extra ? o->worker_extra : "", port,
-	             o->jobs ? o->jobs : "  noop: {type: test-noop}\n");
-	assert_true(k > 0 && (size_t)k < sizeof(text));
-	snprintf(file, sizeof(file), "%s.yaml", name);
-	proc_write_file(path, cap, file, text);
-	return port;
+	w.batch_size = o->batch_size;
+	w.concurrency = o->concurrency;
+	w.visibility_s = o->visibility_s;
+	w.max_dequeue = o->max_dequeue;
+	w.retry_max = "4s";
+	w.shutdown_grace = o->shutdown_grace;
+	w.worker_extra = o->worker_extra;
+	w.metrics_port = proc_free_port();
+	w.jobs = o->jobs ? o->jobs : "  noop: {type: test-noop}\n";
+	wfx_write_config(path, cap, name, &w);
+	return w.metrics_port;
 }
 
 /* Writes the config and starts the worker; returns its metrics port. */
@@ -130,17 +94,6 @@ static int start_worker(struct proc *p, struct rt *r, const char *name, const st
 	proc_start(p, name, args, r->worker_env[0] ? env : NULL);
 	return port;
 }
-
-/* Fails, showing the worker's log, unless want lines match within ms. */
-#define EXPECT_LOG(p, want, ms, ...)                                                                         \
-	do {                                                                                                 \
-		if (!proc_wait_count((p), (want), (ms), __VA_ARGS__, NULL))                                  \
-			fail_msg("%s: expected %d log line(s) matching (%s) within %d ms (worker %s); log "  \
-			         "%s:\n%s",                                                                  \
-			         (p)->name, (int)(want), #__VA_ARGS__, (int)(ms),                            \
-			         proc_alive(p) ? "running" : "EXITED", (p)->log_path,                        \
-			         proc_tail((p)->log_path, 30));                                              \
-	} while (0)
 
 /* Stops the worker cleanly (status 0) and checks every log for secrets. */
 static void finish(struct proc *p)
@@ -156,7 +109,7 @@ static void put_len(struct rt *r, const char *text, size_t len, char *id_out)
 	struct ecw_queue_msg m;
 
 	memset(&m, 0, sizeof(m));
-	ECW_ASSERT_OK(ecw_queue_put(&m, r->client, r->t->queue, text, len, NULL));
+	ECW_ASSERT_OK(ecw_queue_put(&m, r->client, r->fx.t->queue, text, len, NULL));
 	if (id_out)
 		memcpy(id_out, m.id, sizeof(m.id));
 }
@@ -216,11 +169,11 @@ static struct ecw_queue_msg *receive_n(size_t *got, struct rt *r, const char *q,
 static struct json_object **poison_envelopes(struct rt *r, size_t want, int timeout_ms)
 {
 	size_t got = 0;
-	struct ecw_queue_msg *m = receive_n(&got, r, r->poison, want, 60, timeout_ms);
+	struct ecw_queue_msg *m = receive_n(&got, r, r->fx.poison, want, 60, timeout_ms);
 	struct json_object **env = calloc(want + 1, sizeof(*env));
 
 	assert_non_null(env);
-	ITEST_CHECK(got == want, "%zu poison envelope(s) on %s, expected %zu", got, r->poison, want);
+	ITEST_CHECK(got == want, "%zu poison envelope(s) on %s, expected %zu", got, r->fx.poison, want);
 	for (size_t i = 0; i < got; i++) {
 		env[i] = json_tokener_parse(m[i].text);
 		ITEST_CHECK(env[i] && json_object_is_type(env[i], json_type_object),
@@ -335,7 +288,7 @@ static time_t iso_time(const char *s)
 static void test_runtime__transient_twice_then_success(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	char jobs[256], id[64];
 	struct proc p;
@@ -349,7 +302,7 @@ static void test_runtime__transient_twice_then_success(void **state)
 	put(r, text, id);
 	start_worker(&p, r, "runtime-flaky", &o);
 
-	EXPECT_LOG(&p, 1, 20000, "message", "message_id", id, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 20000, "message", "message_id", id, "outcome", "succeeded");
 
 	proc_log_read(&log, p.log_path);
 	assert_int_equal(proc_log_count(&log, "message", "message_id", id, NULL), 3);
@@ -380,7 +333,7 @@ static void test_runtime__transient_twice_then_success(void **state)
 
 	/* Deleted, not poisoned. */
 	assert_int_equal(queue_count(r, t->queue), 0);
-	assert_int_equal(queue_count(r, r->poison), 0);
+	assert_int_equal(queue_count(r, r->fx.poison), 0);
 
 	/* The attempts, as the job recorded them: the gaps grow with the backoff. */
 	assert_int_equal(rows_with_pk(r, t->table, "flaky-001", rows, 8), 3);
@@ -409,7 +362,7 @@ static void test_runtime__transient_twice_then_success(void **state)
 static void test_runtime__permanent_failure_poisoned_at_once(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	char id[64];
 	struct proc p;
@@ -426,7 +379,7 @@ static void test_runtime__permanent_failure_poisoned_at_once(void **state)
 	itest_sleep_ms(1500); /* so failed_at and inserted_at differ */
 	start_worker(&p, r, "runtime-permanent", &o);
 
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
 	struct proc_log log;
 	proc_log_read(&log, p.log_path);
 	struct json_object *line = proc_log_find(&log, 0, "message", "message_id", id, NULL);
@@ -443,7 +396,7 @@ static void test_runtime__permanent_failure_poisoned_at_once(void **state)
 	size_t npk = 0;
 	int64_t pend = itest_now_ms() + 5000;
 	while (npk == 0 && itest_now_ms() < pend) {
-		ECW_ASSERT_OK(ecw_queue_peek(&pk, &npk, t->client, r->poison, 1));
+		ECW_ASSERT_OK(ecw_queue_peek(&pk, &npk, t->client, r->fx.poison, 1));
 		if (npk == 0) {
 			ecw_queue_msgs_free(pk, npk);
 			itest_sleep_ms(50);
@@ -487,7 +440,7 @@ static void test_runtime__permanent_failure_poisoned_at_once(void **state)
 	envelopes_free(env);
 
 	assert_int_equal(queue_count(r, t->queue), 0);
-	assert_int_equal(queue_count(r, r->poison), 1);
+	assert_int_equal(queue_count(r, r->fx.poison), 1);
 	finish(&p);
 }
 
@@ -506,12 +459,12 @@ static void deliver(struct rt *r, const char *id, long times, int last_hide_s)
 		size_t n = 0;
 		ITEST_CHECK(itest_now_ms() < end, "message %s delivered %ld times in 10 s, wanted %ld", id,
 		            dq, times);
-		ECW_ASSERT_OK(ecw_queue_receive(&m, &n, r->t->client, r->t->queue, 32, 30));
+		ECW_ASSERT_OK(ecw_queue_receive(&m, &n, r->fx.t->client, r->fx.t->queue, 32, 30));
 		ITEST_CHECK(n <= 1, "received %zu messages; only %s should be visible", n, id);
 		if (n == 1) {
 			assert_string_equal(m[0].id, id);
 			dq = m[0].dequeue_count;
-			ECW_ASSERT_OK(ecw_queue_update(&m[0], r->t->client, r->t->queue,
+			ECW_ASSERT_OK(ecw_queue_update(&m[0], r->fx.t->client, r->fx.t->queue,
 			                               dq < times ? 0 : last_hide_s, NULL, 0));
 		} else {
 			itest_sleep_ms(50);
@@ -524,7 +477,7 @@ static void deliver(struct rt *r, const char *id, long times, int last_hide_s)
 static void test_runtime__max_dequeue_poisoned_without_running(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	char jobs[256], ida[64], idb[64];
 	struct proc p;
@@ -549,8 +502,8 @@ static void test_runtime__max_dequeue_poisoned_without_running(void **state)
 	}
 	start_worker(&p, r, "runtime-maxdq", &o);
 
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", ida);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", idb);
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", ida);
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", idb);
 	struct proc_log log;
 	proc_log_read(&log, p.log_path);
 	struct json_object *la = proc_log_find(&log, 0, "message", "message_id", ida, NULL);
@@ -587,7 +540,7 @@ static void test_runtime__max_dequeue_poisoned_without_running(void **state)
 static void test_runtime__base64_and_plain(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	char jobs[256], id1[64], id2[64];
 	struct proc p;
@@ -604,15 +557,15 @@ static void test_runtime__base64_and_plain(void **state)
 	free(encoded);
 	start_worker(&p, r, "runtime-base64", &o);
 
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id1, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id2, "outcome", "succeeded");
 	assert_int_equal(rows_with_pk(r, t->table, "plain-1", NULL, 0), 1);
 	assert_int_equal(rows_with_pk(r, t->table, "b64-1", NULL, 0), 1);
 	assert_int_equal(proc_count(&p, "message", "rk", "b64-1", "job", "count", NULL), 1);
 	assert_int_equal(
 	    proc_count(&p, "message", "message_id", id1, "id", "trace-42", "rk", "plain-1", NULL), 1);
 	assert_int_equal(queue_count(r, t->queue), 0);
-	assert_int_equal(queue_count(r, r->poison), 0);
+	assert_int_equal(queue_count(r, r->fx.poison), 0);
 	finish(&p);
 }
 
@@ -621,7 +574,7 @@ static void test_runtime__base64_and_plain(void **state)
 static void test_runtime__garbage_poisoned_worker_keeps_running(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	char jobs[256], id[64];
 	struct proc p;
@@ -654,7 +607,7 @@ static void test_runtime__garbage_poisoned_worker_keeps_running(void **state)
 	for (int i = 0; i < NG; i++)
 		put(r, texts[i], NULL);
 
-	EXPECT_LOG(&p, NG, 20000, "message", "outcome", "poisoned");
+	PROC_EXPECT_LOG(&p, NG, 20000, "message", "outcome", "poisoned");
 	ITEST_CHECK(proc_alive(&p), "the worker exited after garbage; log:\n%s", proc_tail(p.log_path, 30));
 	assert_int_equal(proc_count(&p, "message", "outcome", "poisoned", "reason", "permanent", NULL), NG);
 
@@ -679,7 +632,7 @@ static void test_runtime__garbage_poisoned_worker_keeps_running(void **state)
 
 	/* Still working. */
 	put(r, "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"good-after-garbage\"}", id);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
 	assert_int_equal(rows_with_pk(r, t->table, "good-after-garbage", NULL, 0), 1);
 	assert_int_equal(rows_with_pk(r, t->table, "slash", NULL, 0), 0);
 	assert_int_equal(rows_with_pk(r, t->table, "trailing", NULL, 0), 0);
@@ -694,7 +647,7 @@ static void test_runtime__garbage_poisoned_worker_keeps_running(void **state)
 static void test_runtime__long_job_keeps_lease(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	char jobs[256], id[64];
 	struct proc p;
@@ -708,7 +661,7 @@ static void test_runtime__long_job_keeps_lease(void **state)
 	put(r, "{\"job\":\"slow\",\"pk\":\"p\",\"rk\":\"long-1\"}", id);
 	start_worker(&p, r, "runtime-longjob", &o);
 
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
 	/* Longer than a visibility timeout more: a redelivery would show. */
 	itest_sleep_ms(2500);
 	struct proc_log log;
@@ -728,7 +681,7 @@ static void test_runtime__long_job_keeps_lease(void **state)
 	ECW_ASSERT_OK(ecw_table_get(&done, t->client, t->table, "long-1", "done"));
 	ecw_entity_free(done);
 	assert_int_equal(queue_count(r, t->queue), 0);
-	assert_int_equal(queue_count(r, r->poison), 0);
+	assert_int_equal(queue_count(r, r->fx.poison), 0);
 	finish(&p);
 }
 
@@ -737,7 +690,7 @@ static void test_runtime__long_job_keeps_lease(void **state)
 static void test_runtime__lost_lease_stops_writes(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	char jobs[256], id[64];
 	struct proc p;
@@ -760,7 +713,7 @@ static void test_runtime__lost_lease_stops_writes(void **state)
 	}
 	ECW_ASSERT_OK(ecw_queue_clear(t->client, t->queue));
 
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
 	struct proc_log log;
 	proc_log_read(&log, p.log_path);
 	struct json_object *line = proc_log_find(&log, 0, "message", "message_id", id, NULL);
@@ -769,62 +722,16 @@ static void test_runtime__lost_lease_stops_writes(void **state)
 	            "no lease_lost event; log:\n%s", proc_tail(p.log_path, 20));
 	proc_log_dispose(&log);
 	ECW_ASSERT_ERR(ecw_table_get(&done, t->client, t->table, "lost-1", "done"), ECW_ENOTFOUND);
-	assert_int_equal(queue_count(r, r->poison), 0);
+	assert_int_equal(queue_count(r, r->fx.poison), 0);
 	finish(&p);
 }
 
 /* ---- 8. SIGTERM hands every held message back at once --------------------------------------- */
 
-/* The value of the sample name{labels...} in Prometheus text, summed over
- * every sample whose labels include all the given key="value" pairs
- * (NULL-terminated). *found: how many samples matched. */
-static double metric(const char *page, const char *name, int *found, ...)
-{
-	const char *want[16];
-	int nwant = 0;
-	double sum = 0;
-	va_list ap;
-
-	va_start(ap, found);
-	while (nwant < 16 && (want[nwant] = va_arg(ap, const char *)) != NULL)
-		nwant++;
-	va_end(ap);
-	*found = 0;
-	for (const char *l = page; l && *l;) {
-		const char *nl = strchr(l, '\n');
-		size_t len = nl ? (size_t)(nl - l) : strlen(l);
-		size_t nn = strlen(name);
-		char line[1024];
-
-		if (len < sizeof(line) && l[0] != '#' && strncmp(l, name, nn) == 0 &&
-		    (l[nn] == '{' || l[nn] == ' ')) {
-			const char *labels_end;
-			bool ok = true;
-			memcpy(line, l, len);
-			line[len] = '\0';
-			labels_end = line[nn] == '{' ? strrchr(line, '}') : line + nn - 1;
-			for (int i = 0; ok && i < nwant; i++) {
-				const char *hit = strstr(line, want[i]);
-				ok = hit && labels_end && hit < labels_end;
-			}
-			if (ok && labels_end) {
-				char *endp;
-				double v = strtod(labels_end + 1, &endp);
-				if (endp != labels_end + 1) {
-					sum += v;
-					(*found)++;
-				}
-			}
-		}
-		l = nl ? nl + 1 : NULL;
-	}
-	return sum;
-}
-
 static void test_runtime__sigterm_releases_inflight(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	char *page = NULL;
@@ -851,7 +758,7 @@ static void test_runtime__sigterm_releases_inflight(void **state)
 	itest_sleep_ms(1000);
 	assert_int_equal(queue_count(r, t->queue), 16);
 	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
-	double inflight = metric(page, "ecw_jobs_in_flight", &found, NULL);
+	double inflight = proc_metric(page, "ecw_jobs_in_flight", &found, NULL);
 	ITEST_CHECK(found == 1 && inflight == 16, "ecw_jobs_in_flight %g (%d samples), expected 16", inflight,
 	            found);
 	free(page);
@@ -874,7 +781,7 @@ static void test_runtime__sigterm_releases_inflight(void **state)
 		assert_int_equal(m[i].dequeue_count, 2);
 	ecw_queue_msgs_free(m, got);
 	assert_int_equal(queue_count(r, t->queue), 16);
-	assert_int_equal(queue_count(r, r->poison), 0);
+	assert_int_equal(queue_count(r, r->fx.poison), 0);
 	assert_int_equal(proc_count(&p, "message", "outcome", "released", NULL), 16);
 	assert_int_equal(proc_count(&p, "stopping", NULL), 1);
 	/* Like every per-message line, a release names the job and keys. */
@@ -923,7 +830,7 @@ static void put_load(struct rt *r)
 		memset(&pts[i], 0, sizeof(pts[i]));
 		itest_client_for(&pts[i].acct, &pts[i].client, r->connstr ? r->connstr : itest_connstr(),
 		                 NULL);
-		pts[i].queue = r->t->queue;
+		pts[i].queue = r->fx.t->queue;
 		pts[i].from = LOAD_N * i / PUTTERS;
 		pts[i].to = LOAD_N * (i + 1) / PUTTERS;
 		assert_int_equal(pthread_create(&tids[i], NULL, put_thread, &pts[i]), 0);
@@ -939,7 +846,7 @@ static void put_load(struct rt *r)
 /* Runs `workers` processes on LOAD_N messages and checks each ran once. */
 static void exactly_once(struct rt *r, int workers, const char *name)
 {
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p[3];
 	char jobs[256], pname[64];
@@ -1028,7 +935,7 @@ static void exactly_once(struct rt *r, int workers, const char *name)
 	            "%zu rows: %zu missing, %zu run twice or more, %zu strays (expected %d, one each)", rows,
 	            missing, dups, strays, LOAD_N);
 	assert_int_equal(queue_count(r, t->queue), 0);
-	assert_int_equal(queue_count(r, r->poison), 0);
+	assert_int_equal(queue_count(r, r->fx.poison), 0);
 	for (int w = 0; w < workers; w++)
 		proc_stop(&p[w], 10000);
 	proc_assert_logs_clean();
@@ -1057,7 +964,7 @@ static void test_runtime__exactly_once_three_workers(void **state)
 static void test_runtime__transient_until_max_dequeue_poisoned(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	char id[64];
 	struct proc p;
@@ -1070,7 +977,7 @@ static void test_runtime__transient_until_max_dequeue_poisoned(void **state)
 	put(r, text, id);
 	start_worker(&p, r, "runtime-flakymax", &o);
 
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "poisoned");
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "poisoned");
 	struct proc_log log;
 	proc_log_read(&log, p.log_path);
 	assert_int_equal(proc_log_count(&log, "message", "message_id", id, NULL), 2);
@@ -1086,7 +993,7 @@ static void test_runtime__transient_until_max_dequeue_poisoned(void **state)
 	size_t npk = 0;
 	int64_t pend = itest_now_ms() + 5000;
 	while (npk == 0 && itest_now_ms() < pend) {
-		ECW_ASSERT_OK(ecw_queue_peek(&pk, &npk, t->client, r->poison, 1));
+		ECW_ASSERT_OK(ecw_queue_peek(&pk, &npk, t->client, r->fx.poison, 1));
 		if (npk == 0) {
 			ecw_queue_msgs_free(pk, npk);
 			itest_sleep_ms(50);
@@ -1114,7 +1021,7 @@ static void test_runtime__transient_until_max_dequeue_poisoned(void **state)
 static void test_runtime__poison_put_failure_keeps_original(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	char id[64];
 	struct proc p;
@@ -1131,9 +1038,9 @@ static void test_runtime__poison_put_failure_keeps_original(void **state)
 		itest_sleep_ms(50);
 	}
 	/* The worker created its poison queue at start; take it away. */
-	ECW_ASSERT_OK(ecw_queue_delete_queue(t->client, r->poison));
+	ECW_ASSERT_OK(ecw_queue_delete_queue(t->client, r->fx.poison));
 	put(r, text, id);
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
 	struct proc_log log;
 	proc_log_read(&log, p.log_path);
 	struct json_object *line = proc_log_find(&log, 0, "message", "message_id", id, NULL);
@@ -1143,8 +1050,8 @@ static void test_runtime__poison_put_failure_keeps_original(void **state)
 	assert_int_equal(queue_count(r, t->queue), 1);
 
 	/* Once the poison queue is back, the next delivery poisons it. */
-	ECW_ASSERT_OK(ecw_queue_create(NULL, t->client, r->poison));
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "poisoned");
+	ECW_ASSERT_OK(ecw_queue_create(NULL, t->client, r->fx.poison));
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "poisoned");
 	struct json_object **env = poison_envelopes(r, 1, 5000);
 	ITEST_CHECK(envelope_for(env, text, strlen(text)) == env[0], "original differs");
 	assert_int_equal(env_int(env[0], "dequeue_count"), 2);
@@ -1158,7 +1065,7 @@ static void test_runtime__poison_put_failure_keeps_original(void **state)
 static void test_runtime__oversized_envelope_falls_back_to_original(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	char id[64];
 	struct proc p;
@@ -1176,10 +1083,10 @@ static void test_runtime__oversized_envelope_falls_back_to_original(void **state
 	put_len(r, text, len, id);
 	start_worker(&p, r, "runtime-bigpoison", &o);
 
-	EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id);
 	assert_int_equal(proc_count(&p, "message", "message_id", id, "outcome", "poisoned", NULL), 1);
 	size_t got = 0;
-	struct ecw_queue_msg *m = receive_n(&got, r, r->poison, 1, 30, 5000);
+	struct ecw_queue_msg *m = receive_n(&got, r, r->fx.poison, 1, 30, 5000);
 	assert_int_equal(got, 1);
 	ITEST_CHECK(m[0].text_len == len && memcmp(m[0].text, text, len) == 0,
 	            "the poison queue holds %zu bytes, not the %zu-byte original", m[0].text_len, len);
@@ -1195,7 +1102,7 @@ static void wait_all_received(struct rt *r, struct proc *p)
 {
 	int64_t end = itest_now_ms() + 10000;
 
-	while (peek_count(r, r->t->queue) != 0) {
+	while (peek_count(r, r->fx.t->queue) != 0) {
 		ITEST_CHECK(itest_now_ms() < end && proc_alive(p),
 		            "the worker did not receive the messages; log:\n%s", proc_tail(p->log_path, 20));
 		itest_sleep_ms(20);
@@ -1207,7 +1114,7 @@ static void wait_all_received(struct rt *r, struct proc *p)
 static void test_runtime__sigterm_lets_short_jobs_finish(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	char jobs[256], id[64];
 	struct proc p;
@@ -1243,7 +1150,7 @@ static void test_runtime__sigterm_lets_short_jobs_finish(void **state)
 static void test_runtime__sigterm_releases_prefetched_at_once(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	char jobs[256];
 	struct proc p;
@@ -1282,7 +1189,7 @@ static void test_runtime__sigterm_releases_prefetched_at_once(void **state)
 static void test_runtime__second_signal_exits_130(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 
@@ -1314,7 +1221,7 @@ static void test_runtime__second_signal_exits_130(void **state)
  * are checked against the queue itself, with 4 jobs that take 3 s. */
 static void concurrency_case(struct rt *r, int prefetch, size_t want_visible)
 {
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	char *page = NULL, extra[64];
@@ -1343,7 +1250,7 @@ static void concurrency_case(struct rt *r, int prefetch, size_t want_visible)
 	ITEST_CHECK(visible == want_visible, "%zu of 10 messages visible with 4 jobs running and prefetch %d, expected %zu",
 	            visible, prefetch, want_visible);
 	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
-	double inflight = metric(page, "ecw_jobs_in_flight", &found, NULL);
+	double inflight = proc_metric(page, "ecw_jobs_in_flight", &found, NULL);
 	ITEST_CHECK(found == 1 && inflight == (double)(10 - want_visible), "ecw_jobs_in_flight %g, expected %zu",
 	            inflight, 10 - want_visible);
 	free(page);
@@ -1447,13 +1354,13 @@ static void test_runtime__startup_waits_for_storage(void **state)
 	/* Stopped while it waits: exit 0, nothing processed. */
 	write_config(path, sizeof(path), r, "runtime-startwait-quit", &o);
 	proc_start(&quitter, "runtime-startwait-quit", args, env);
-	EXPECT_LOG(&quitter, 1, 30000, "start_retry");
+	PROC_EXPECT_LOG(&quitter, 1, 30000, "start_retry");
 	proc_stop(&quitter, 10000);
 	assert_int_equal(proc_count(&quitter, "start_failed", NULL), 0);
 
 	int port = write_config(path, sizeof(path), r, "runtime-startwait", &o);
 	proc_start(&p, "runtime-startwait", args, env);
-	EXPECT_LOG(&p, 2, 30000, "start_retry");
+	PROC_EXPECT_LOG(&p, 2, 30000, "start_retry");
 	ITEST_CHECK(proc_alive(&p), "the worker exited while storage was away; log:\n%s", proc_tail(p.log_path, 20));
 	assert_int_equal(proc_http_get(NULL, port, "/healthz"), 200);
 	assert_int_equal(proc_http_get(NULL, port, "/readyz"), 503);
@@ -1472,7 +1379,7 @@ static void test_runtime__startup_waits_for_storage(void **state)
 	}
 	char id[64];
 	put(r, "{\"job\":\"noop\",\"pk\":\"p\",\"rk\":\"after-wait\"}", id);
-	EXPECT_LOG(&p, 1, 10000, "message", "message_id", id, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 10000, "message", "message_id", id, "outcome", "succeeded");
 	assert_int_equal(proc_count(&p, "start_failed", NULL), 0);
 	proc_stop(&p, 10000);
 	proc_stop(&proxy, 10000);
@@ -1485,7 +1392,7 @@ static void test_runtime__startup_waits_for_storage(void **state)
 static void test_runtime__exactly_once_across_renewals(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p[2];
 	char jobs[256];
@@ -1529,7 +1436,7 @@ static void test_runtime__exactly_once_across_renewals(void **state)
 		ITEST_CHECK(rows_with_pk(r, t->table, rk, NULL, 0) == 1, "message %s has no done row", rk);
 	}
 	assert_int_equal(queue_count(r, t->queue), 0);
-	assert_int_equal(queue_count(r, r->poison), 0);
+	assert_int_equal(queue_count(r, r->fx.poison), 0);
 	proc_stop(&p[0], 10000);
 	proc_stop(&p[1], 10000);
 	proc_assert_logs_clean();
@@ -1540,7 +1447,7 @@ static void test_runtime__exactly_once_across_renewals(void **state)
 static void test_runtime__metrics_endpoint(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	struct proc p;
 	char *page = NULL;
@@ -1564,15 +1471,16 @@ static void test_runtime__metrics_endpoint(void **state)
 		put(r, text, NULL);
 	}
 	put(r, "{\"job\":\"broken\",\"pk\":\"p\",\"rk\":\"bad\"}", NULL);
-	EXPECT_LOG(&p, 6, 15000, "message", NULL);
+	PROC_EXPECT_LOG(&p, 6, 15000, "message", NULL);
 
 	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
-	double v = metric(page, "ecw_messages_total", &found, "job=\"noop\"", "outcome=\"succeeded\"", NULL);
+	double v =
+	    proc_metric(page, "ecw_messages_total", &found, "job=\"noop\"", "outcome=\"succeeded\"", NULL);
 	ITEST_CHECK(found == 1 && v == 5,
 	            "ecw_messages_total{job=\"noop\",outcome=\"succeeded\"} = %g (%d samples), "
 	            "expected 5; page:\n%s",
 	            v, found, page);
-	v = metric(page, "ecw_messages_total", &found, "job=\"broken\"", "outcome=\"poisoned\"", NULL);
+	v = proc_metric(page, "ecw_messages_total", &found, "job=\"broken\"", "outcome=\"poisoned\"", NULL);
 	ITEST_CHECK(found == 1 && v == 1,
 	            "ecw_messages_total{job=\"broken\",outcome=\"poisoned\"} = %g (%d samples), "
 	            "expected 1; page:\n%s",
@@ -1581,16 +1489,16 @@ static void test_runtime__metrics_endpoint(void **state)
 	    strstr(page, "ecw_messages_total{job=\"noop\",outcome=\"succeeded\"} 5") != NULL,
 	    "the page lacks the exact sample ecw_messages_total{job=\"noop\",outcome=\"succeeded\"} 5:\n%s",
 	    page);
-	v = metric(page, "ecw_jobs_in_flight", &found, NULL);
+	v = proc_metric(page, "ecw_jobs_in_flight", &found, NULL);
 	ITEST_CHECK(found == 1 && v == 0, "ecw_jobs_in_flight = %g (%d samples), expected 0", v, found);
-	v = metric(page, "ecw_messages_received_total", &found, NULL);
+	v = proc_metric(page, "ecw_messages_received_total", &found, NULL);
 	ITEST_CHECK(found == 1 && v == 6, "ecw_messages_received_total = %g, expected 6", v);
-	v = metric(page, "ecw_messages_poisoned_total", &found, "reason=\"permanent\"", NULL);
+	v = proc_metric(page, "ecw_messages_poisoned_total", &found, "reason=\"permanent\"", NULL);
 	ITEST_CHECK(found == 1 && v == 1,
 	            "ecw_messages_poisoned_total{reason=\"permanent\"} = %g, expected 1", v);
-	v = metric(page, "ecw_job_duration_seconds_count", &found, "job=\"noop\"", NULL);
+	v = proc_metric(page, "ecw_job_duration_seconds_count", &found, "job=\"noop\"", NULL);
 	ITEST_CHECK(found == 1 && v == 5, "ecw_job_duration_seconds_count{job=\"noop\"} = %g, expected 5", v);
-	v = metric(page, "ecw_storage_requests_total", &found, NULL);
+	v = proc_metric(page, "ecw_storage_requests_total", &found, NULL);
 	ITEST_CHECK(found >= 1 && v >= 12,
 	            "ecw_storage_requests_total sums to %g over %d samples; expected at least "
 	            "the 6 deletes, the poison put and the receives",
@@ -1612,7 +1520,7 @@ static void test_runtime__metrics_last_receive_on_idle_worker(void **state)
 	char *page = NULL;
 	int status = 0, found;
 
-	itest_queue(r->t);
+	itest_queue(r->fx.t);
 	int port = start_worker(&p, r, "runtime-idle", &o);
 	int64_t end = itest_now_ms() + 10000;
 	while ((status = proc_http_get(NULL, port, "/readyz")) != 200) {
@@ -1622,7 +1530,7 @@ static void test_runtime__metrics_last_receive_on_idle_worker(void **state)
 	}
 	itest_sleep_ms(1000);
 	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
-	double last = metric(page, "ecw_last_receive_timestamp_seconds", &found, NULL);
+	double last = proc_metric(page, "ecw_last_receive_timestamp_seconds", &found, NULL);
 	long long now = (long long)time(NULL);
 	free(page);
 	ITEST_CHECK(
@@ -1652,7 +1560,7 @@ static void test_runtime__readyz_follows_storage(void **state)
 		itest_sleep_ms(50);
 	}
 	assert_int_equal(proc_http_get(NULL, port, "/healthz"), 200);
-	itest_queue(r->t);
+	itest_queue(r->fx.t);
 	end = itest_now_ms() + 10000;
 	while ((status = proc_http_get(NULL, port, "/readyz")) != 200) {
 		ITEST_CHECK(itest_now_ms() < end && proc_alive(&p),
@@ -1663,7 +1571,7 @@ static void test_runtime__readyz_follows_storage(void **state)
 	assert_int_equal(proc_http_get(NULL, port, "/healthz"), 200);
 	char id[64];
 	put(r, "{\"job\":\"noop\",\"pk\":\"p\",\"rk\":\"after\"}", id);
-	EXPECT_LOG(&p, 1, 10000, "message", "message_id", id, "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 1, 10000, "message", "message_id", id, "outcome", "succeeded");
 	finish(&p);
 }
 
@@ -1709,7 +1617,7 @@ static char *account_sas(bool break_signature, char *sig_out, size_t sig_cap, ch
 static void test_runtime__sas_signature_stays_out_of_logs(void **state)
 {
 	struct rt *r = *state;
-	struct itest *t = r->t;
+	struct itest *t = r->fx.t;
 	struct wopts o = WOPTS_DEFAULT;
 	const char *qp = getenv("ECW_TEST_QUEUE_PORT"), *tp = getenv("ECW_TEST_TABLE_PORT");
 	char path[640], envcs[2048], sig[128], pct[256], jobs[256], id[64];
@@ -1741,7 +1649,7 @@ static void test_runtime__sas_signature_stays_out_of_logs(void **state)
 			assert_int_equal(proc_count(&p, "start", "auth", "sas", NULL), 1);
 		} else {
 			put(r, "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"via-sas\"}", id);
-			EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
+			PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
 			assert_int_equal(rows_with_pk(r, t->table, "via-sas", NULL, 0), 1);
 			proc_stop(&p, 10000);
 		}

@@ -11,6 +11,7 @@
  * the same row), so the records count the messages each window put. */
 #include "itest.h"
 #include "proc.h"
+#include "workerfx.h"
 
 #include <json-c/json.h>
 #include <signal.h>
@@ -25,28 +26,23 @@
 static const char *const devices[NDEV] = {"dev-a", "dev-b", "dev-c"};
 
 struct st {
-	struct itest *t;
-	const char *devices; /* the for_each table (t->table) */
-	const char *records; /* test-record's table (t->table2, created by the worker) */
+	struct wfx fx;       /* first, for wfx_teardown */
+	const char *devices; /* the for_each table (fx.t->table) */
+	const char *records; /* test-record's table (fx.t->table2, created by the worker) */
 	const char *markers; /* worker.schedule_table */
 };
 
 static int st_setup(void **state)
 {
-	struct st *s = calloc(1, sizeof(*s));
-	void *t = NULL;
+	struct st *s = wfx_new(sizeof(*s), WFX_TABLE);
 
-	assert_non_null(s);
-	itest_setup(&t);
-	s->t = t;
-	s->devices = itest_table(s->t);
-	s->records = s->t->table2;
-	s->markers = itest_extra_table(s->t, "sched");
-	itest_poison(s->t);
+	s->devices = s->fx.t->table;
+	s->records = s->fx.t->table2;
+	s->markers = itest_extra_table(s->fx.t, "sched");
 	for (int i = 0; i < NDEV; i++) {
 		struct ecw_entity *e = NULL;
 		ECW_ASSERT_OK(ecw_entity_new(&e, "tank", devices[i]));
-		ECW_ASSERT_OK(ecw_table_write(NULL, s->t->client, s->devices, e, ECW_WRITE_INSERT, NULL));
+		ECW_ASSERT_OK(ecw_table_write(NULL, s->fx.t->client, s->devices, e, ECW_WRITE_INSERT, NULL));
 		ecw_entity_free(e);
 	}
 	*state = s;
@@ -55,18 +51,7 @@ static int st_setup(void **state)
 
 static int st_teardown(void **state)
 {
-	struct st *s = *state;
-	void *t;
-
-	if (!s)
-		return 0;
-	proc_cleanup();
-	s->t->queue_used = s->t->table2_used = true;
-	t = s->t;
-	itest_teardown(&t);
-	free(s);
-	*state = NULL;
-	return 0;
+	return wfx_teardown(state);
 }
 
 static int64_t utc(int y, int mo, int d, int h, int mi)
@@ -96,32 +81,26 @@ static void clock_env(char *out, size_t cap, int64_t anchor, int64_t base_ms, in
 static void start(struct proc *p, struct st *s, const char *name, const char *schedule, const char *extra,
 		  const char *const *env)
 {
-	char path[640], file[128], text[4096];
+	struct wfx_worker w = WFX_WORKER(s->fx.t->queue, s->fx.poison);
+	char path[640], worker_extra[1024], jobs[4096];
 	const char *args[] = {"run", "-c", path, NULL};
 	int k;
 
-	k = snprintf(text, sizeof(text),
-		     "storage:\n"
-		     "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-		     "worker:\n"
-		     "  queue: %s\n"
-		     "  poison_queue: %s\n"
-		     "  concurrency: 4\n"
-		     "  visibility_timeout: 30s\n"
-		     "  poll_interval: {min: 50ms, max: 200ms}\n"
-		     "  shutdown_grace: 5s\n"
-		     "  schedule_table: %s\n"
-		     "%s"
-		     "log: {level: debug, format: json}\n"
-		     "metrics: {listen: \"\"}\n"
-		     "jobs:\n"
-		     "  rollup: {type: test-record, table: %s, fields: [device], window: 1h}\n"
-		     "%s%s",
-		     s->t->queue, s->t->poison, s->markers, extra ? extra : "", s->records,
-		     schedule ? "schedules:\n" : "", schedule ? schedule : "");
-	assert_true(k > 0 && (size_t)k < sizeof(text));
-	snprintf(file, sizeof(file), "%s.yaml", name);
-	proc_write_file(path, sizeof(path), file, text);
+	k = snprintf(worker_extra, sizeof(worker_extra), "  schedule_table: %s\n%s", s->markers,
+	             extra ? extra : "");
+	assert_true(k > 0 && (size_t)k < sizeof(worker_extra));
+	k = snprintf(jobs, sizeof(jobs),
+	             "  rollup: {type: test-record, table: %s, fields: [device], window: 1h}\n"
+	             "%s%s",
+	             s->records, schedule ? "schedules:\n" : "", schedule ? schedule : "");
+	assert_true(k > 0 && (size_t)k < sizeof(jobs));
+	/* The worker's own batch size, dequeue count and backoff. */
+	w.batch_size = 0;
+	w.max_dequeue = 0;
+	w.retry_max = NULL;
+	w.worker_extra = worker_extra;
+	w.jobs = jobs;
+	wfx_write_config(path, sizeof(path), name, &w);
 	proc_start(p, name, args, env);
 }
 
@@ -135,16 +114,6 @@ static void restart(struct proc *p, const char *const *env)
 	proc_path(path, sizeof(path), file);
 	proc_restart(p, args, env);
 }
-
-#define EXPECT_LOG(p, want, ms, ...)                                                                         \
-	do {                                                                                                 \
-		if (!proc_wait_count((p), (want), (ms), __VA_ARGS__, NULL))                                  \
-			fail_msg("%s: expected %d log line(s) matching (%s) within %d ms (worker %s); log "  \
-				 "%s:\n%s",                                                                  \
-				 (p)->name, (int)(want), #__VA_ARGS__, (int)(ms),                            \
-				 proc_alive(p) ? "running" : "EXITED", (p)->log_path,                        \
-				 proc_tail((p)->log_path, 30));                                              \
-	} while (0)
 
 static const struct ecw_prop *prop(const struct ecw_entity *e, const char *name, enum ecw_edm type)
 {
@@ -164,7 +133,7 @@ static size_t count_done(struct st *s)
 	size_t done = 0;
 	int err;
 
-	ECW_ASSERT_OK(ecw_table_query_new(&q, s->t->client, s->markers, &qo));
+	ECW_ASSERT_OK(ecw_table_query_new(&q, s->fx.t->client, s->markers, &qo));
 	while ((err = ecw_table_query_next(&e, q)) == 0 && e) {
 		done++;
 		ecw_entity_free(e);
@@ -179,7 +148,7 @@ static size_t count_done(struct st *s)
 static size_t count_records(struct st *s)
 {
 	size_t n = 0;
-	struct ecw_entity **v = itest_query_all(&n, s->t->client, s->records, NULL);
+	struct ecw_entity **v = itest_query_all(&n, s->fx.t->client, s->records, NULL);
 
 	itest_entities_free(v, n);
 	return n;
@@ -206,7 +175,7 @@ static void drain_queue(struct st *s, const char *name)
 	start(&p, s, name, NULL, NULL, NULL);
 	do {
 		itest_sleep_ms(200);
-		ECW_ASSERT_OK(ecw_queue_count(&n, s->t->client, s->t->queue));
+		ECW_ASSERT_OK(ecw_queue_count(&n, s->fx.t->client, s->fx.t->queue));
 	} while (n != 0 && itest_now_ms() < end);
 	ITEST_CHECK(n == 0, "%lld messages still queued", n);
 	proc_stop(&p, 15000);
@@ -218,8 +187,8 @@ static void drain_queue(struct st *s, const char *name)
 static void check_windows(struct st *s, const int64_t *want, size_t nwant, int claims)
 {
 	size_t n = 0, nrec = 0;
-	struct ecw_entity **v = itest_query_all(&n, s->t->client, s->markers, "PartitionKey eq 'rollup'");
-	struct ecw_entity **rec = itest_query_all(&nrec, s->t->client, s->records, NULL);
+	struct ecw_entity **v = itest_query_all(&n, s->fx.t->client, s->markers, "PartitionKey eq 'rollup'");
+	struct ecw_entity **rec = itest_query_all(&nrec, s->fx.t->client, s->records, NULL);
 
 	ITEST_CHECK(n == nwant, "%zu markers, expected %zu", n, nwant);
 	ITEST_CHECK(nrec == nwant * NDEV, "%zu records (messages run), expected %zu", nrec, nwant * NDEV);
@@ -298,7 +267,7 @@ static void test_schedule__three_replicas_each_window_once(void **state)
 	drain_queue(s, "sched-drain");
 
 	size_t n = 0;
-	struct ecw_entity **v = itest_query_all(&n, s->t->client, s->markers, "PartitionKey eq 'rollup'");
+	struct ecw_entity **v = itest_query_all(&n, s->fx.t->client, s->markers, "PartitionKey eq 'rollup'");
 	itest_entities_free(v, n);
 	ITEST_CHECK(n >= 13, "%zu markers", n);
 	int64_t *want = calloc(n, sizeof(*want));
@@ -333,7 +302,7 @@ static void test_schedule__late_replica_catches_up(void **state)
 	clock_env(clk, sizeof(clk), real_ms(), utc(2020, 10, 11, 10, 20), 1);
 	start(&p, s, "sched-late1", sched, NULL, env);
 	wait_done(s, 3, 30000);
-	EXPECT_LOG(&p, 3, 10000, "schedule_enqueued", "schedule", "rollup");
+	PROC_EXPECT_LOG(&p, 3, 10000, "schedule_enqueued", "schedule", "rollup");
 	proc_stop(&p, 15000);
 
 	/* Seven simulated hours later. */
@@ -346,7 +315,7 @@ static void test_schedule__late_replica_catches_up(void **state)
 	/* Again at the same time: all due windows are done. */
 	clock_env(clk, sizeof(clk), real_ms(), utc(2020, 10, 11, 17, 25), 1);
 	restart(&p, env);
-	EXPECT_LOG(&p, 3, 20000, "schedule_skipped", "schedule", "rollup", "reason", "done");
+	PROC_EXPECT_LOG(&p, 3, 20000, "schedule_skipped", "schedule", "rollup", "reason", "done");
 	proc_stop(&p, 15000);
 	drain_queue(s, "sched-late-drain");
 
@@ -378,7 +347,7 @@ static void test_schedule__stale_claim_taken_over(void **state)
 	start(&a, s, "sched-crash", sched, lease, env_crash);
 	ITEST_CHECK(proc_wait(&a, 30000), "the worker did not die at schedule.claimed:\n%s", proc_tail(a.log_path, 30));
 	assert_int_equal(proc_exit_code(&a), 86);
-	v = itest_query_all(&n, s->t->client, s->markers, NULL);
+	v = itest_query_all(&n, s->fx.t->client, s->markers, NULL);
 	ITEST_CHECK(n == 1 && !prop(v[0], "Done", ECW_EDM_BOOLEAN)->v.b && prop(v[0], "Claims", ECW_EDM_INT32)->v.i32 == 1,
 		    "after the crash: %zu markers, first %s", n, itest_entity_json(n ? v[0] : NULL));
 	itest_entities_free(v, n);
@@ -386,10 +355,12 @@ static void test_schedule__stale_claim_taken_over(void **state)
 
 	start(&b, s, "sched-taker", sched, lease, env);
 	/* First a claim younger than the lease: left alone. */
-	EXPECT_LOG(&b, 1, 20000, "schedule_skipped", "schedule", "rollup", "reason", "claimed");
+	PROC_EXPECT_LOG(&b, 1, 20000, "schedule_skipped", "schedule", "rollup", "reason", "claimed");
 	assert_int_equal(proc_count(&b, "schedule_takeover", NULL), 0);
-	EXPECT_LOG(&b, 1, 30000, "schedule_takeover", "schedule", "rollup", "window", "2020-10-11T10:00Z", "claims", "2");
-	EXPECT_LOG(&b, 1, 10000, "schedule_enqueued", "schedule", "rollup", "count", "3", "takeover", "true");
+	PROC_EXPECT_LOG(&b, 1, 30000, "schedule_takeover", "schedule", "rollup", "window",
+	                "2020-10-11T10:00Z", "claims", "2");
+	PROC_EXPECT_LOG(&b, 1, 10000, "schedule_enqueued", "schedule", "rollup", "count", "3", "takeover",
+	                "true");
 	wait_done(s, 1, 10000);
 	proc_stop(&b, 15000);
 	drain_queue(s, "sched-takeover-drain");
