@@ -17,7 +17,7 @@
 CC      ?= cc
 PREFIX  ?= /usr/local
 DESTDIR ?=
-PKGS    := libcurl libcrypto json-c yaml-0.1 expat libmicrohttpd
+PKGS    := libcurl libssl libcrypto json-c yaml-0.1 expat libmicrohttpd
 CFLAGS  ?= -O2 -g
 
 # `make V=1` shows the full commands.

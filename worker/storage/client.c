@@ -1,6 +1,7 @@
-/* client.c - one connection's worth of state: a libcurl easy handle reused
- * for every request (keep-alive), the retry policy, and the place where HTTP
- * statuses and CURLcodes become ecw_err values. Every request goes through
+/* client.c - one worker thread's storage client: its connections (http.c's
+ * keep-alive ones, or a libcurl easy handle when a proxy is configured), the
+ * retry policy, and the place where HTTP statuses, transport failures and
+ * CURLcodes become ecw_err values. Every request goes through
  * ecw_client_send: date, sign, send, classify, maybe back off and try again.
  *
  * Only this file talks to libcurl. */
@@ -16,7 +17,8 @@
 struct ecw_client {
 	const struct ecw_account *acct;
 	struct ecw_client_options opts;
-	CURL *curl;
+	struct ecw_http *http;      /* NULL when libcurl carries the requests */
+	CURL *curl;                 /* NULL unless a proxy is configured */
 	struct ecw_client_stats stats;
 	bool fresh_connect;         /* next transfer opens a new connection */
 	char errbuf[CURL_ERROR_SIZE];
@@ -206,6 +208,21 @@ const char *ecw_response_header(const struct ecw_response *resp, const char *nam
 
 /* ---- the client ------------------------------------------------------------ */
 
+/* libcurl knows the proxy variables (with NO_PROXY and the schemes they
+ * apply to); http.c does not speak to proxies. So a client made while one is
+ * set sends through libcurl, as every client did before http.c. */
+static bool proxy_configured(void)
+{
+	static const char *const vars[] = {"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"};
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+		if (v && *v)
+			return true;
+	}
+	return false;
+}
+
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_result;
 
@@ -219,6 +236,7 @@ int ecw_client_new(struct ecw_client **out, const struct ecw_account *acct,
 {
 	static const struct ecw_client_options defaults = ECW_CLIENT_OPTIONS_INIT;
 	struct ecw_client *c;
+	int err;
 
 	*out = NULL;
 	pthread_once(&curl_once, curl_init);
@@ -235,11 +253,18 @@ int ecw_client_new(struct ecw_client **out, const struct ecw_account *acct,
 		c->opts.retry_base_ms = 0;
 	if (c->opts.retry_max_ms < c->opts.retry_base_ms)
 		c->opts.retry_max_ms = c->opts.retry_base_ms;
-	if (!(c->curl = curl_easy_init())) {
-		free(c);
-		return ecw_error_set(ECW_ERROR, "curl_easy_init failed");
+	if (!proxy_configured()) {
+		if ((err = ecw_http_new(&c->http, &c->opts)) < 0) {
+			free(c);
+			return err;
+		}
+	} else {
+		if (!(c->curl = curl_easy_init())) {
+			free(c);
+			return ecw_error_set(ECW_ERROR, "curl_easy_init failed");
+		}
+		set_shared_options(c);
 	}
-	set_shared_options(c);
 	*out = c;
 	return 0;
 }
@@ -248,7 +273,9 @@ void ecw_client_free(struct ecw_client *c)
 {
 	if (!c)
 		return;
-	curl_easy_cleanup(c->curl);
+	ecw_http_free(c->http);
+	if (c->curl)
+		curl_easy_cleanup(c->curl);
 	free(c);
 }
 
@@ -441,6 +468,32 @@ done:
 	return err;
 }
 
+/* Sends through http.c, or libcurl for a proxied client; a failure's
+ * message names the request (never its URL, which may carry a SAS). */
+static int transport_send(struct ecw_client *c, struct ecw_response *resp, const char *url,
+			  const struct ecw_request *r)
+{
+	char why[256];
+	uint64_t before;
+	int err;
+
+	if (c->curl)
+		return curl_send(c, resp, url, r);
+	if (c->fresh_connect) {
+		ecw_http_close_all(c->http);
+		c->fresh_connect = false;
+	}
+	before = ecw_http_connections(c->http);
+	err = ecw_http_send(c->http, resp, url, r, why, sizeof(why));
+	c->stats.connections += ecw_http_connections(c->http) - before;
+	if (err == 0)
+		return 0;
+	if (r->label)
+		return ecw_error_set(err, "%s: %s", r->label, why);
+	return ecw_error_set(err, "%s %s%s: %s", r->method, c->acct->endpoint_path[r->svc], ecw_buf_cstr(&r->path),
+			     why);
+}
+
 /* ---- statuses, errors and retries -------------------------------------------- */
 
 int ecw_status_to_err(long status, const char *code)
@@ -557,7 +610,7 @@ static int send_once(struct ecw_client *c, struct ecw_response *resp, const char
 			return ecw_error_set(ECW_ETRANSIENT, "%s %s%s: connection reset by peer (injected)",
 					     r->method, c->acct->endpoint_path[r->svc], ecw_buf_cstr(&r->path));
 		case ECW_FAULT_STATUS_AFTER_SEND:
-			err = c->send_fn ? c->send_fn(c->send_ctx, resp, url, r) : curl_send(c, resp, url, r);
+			err = c->send_fn ? c->send_fn(c->send_ctx, resp, url, r) : transport_send(c, resp, url, r);
 			if (err == 0) {
 				ecw_response_reset(resp);
 				resp->status = c->fault_status;
@@ -569,7 +622,7 @@ static int send_once(struct ecw_client *c, struct ecw_response *resp, const char
 	if (c->send_fn)
 		return c->send_fn(c->send_ctx, resp, url, r);
 #endif
-	err = curl_send(c, resp, url, r);
+	err = transport_send(c, resp, url, r);
 	return err;
 }
 
@@ -587,7 +640,7 @@ int ecw_client_exchange(struct ecw_response *resp, struct ecw_client *c, const c
 		err = c->send_fn(c->send_ctx, resp, url, r);
 	else
 #endif
-		err = curl_send(c, resp, url, r);
+		err = transport_send(c, resp, url, r);
 	if (c->opts.on_attempt)
 		c->opts.on_attempt(c->opts.on_attempt_payload, r->op ? r->op : "other",
 				   err == 0 ? (int)resp->status : 0, 1);

@@ -74,6 +74,23 @@ int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t 
 /* Case-insensitive; NULL when absent. */
 const char *ecw_response_header(const struct ecw_response *resp, const char *name);
 
+/* ---- http.c ---- */
+
+/* A client's HTTP/1.1 connections (see http.c). o is the client's and must
+ * outlive it: timeouts, CA file, TLS verification. */
+struct ecw_http;
+int ecw_http_new(struct ecw_http **out, const struct ecw_client_options *o) ECW_MUST_USE;
+void ecw_http_free(struct ecw_http *h);
+/* The next request opens a new connection. */
+void ecw_http_close_all(struct ecw_http *h);
+/* Connections opened so far. */
+uint64_t ecw_http_connections(const struct ecw_http *h);
+/* Sends r (headers already signed) to url and reads the answer into resp,
+ * which the caller has reset. Returns 0 when an answer came (any status), or
+ * a negative ecw_err with why it failed in why (no URL, no request name). */
+int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url, const struct ecw_request *r,
+		  char *why, size_t why_len) ECW_MUST_USE;
+
 /* ---- client.c ---- */
 
 /* Dates, signs, sends (retrying transient failures), and maps a non-2xx
