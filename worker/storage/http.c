@@ -72,6 +72,14 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* strerror is not thread-safe. */
+static const char *errtext(int e, char *buf, size_t n)
+{
+	if (strerror_r(e, buf, n) != 0)
+		snprintf(buf, n, "error %d", e);
+	return buf;
+}
+
 /* ---- TLS contexts ------------------------------------------------------------------------ */
 
 /* One SSL_CTX per (CA file, verify) for the whole process: loading the
@@ -286,6 +294,7 @@ static int tcp_connect(int *out, const struct target *t, long ms, char *why, siz
 	struct addrinfo hints, *ai = NULL, *p;
 	int64_t deadline = now_ms() + ms;
 	int rc, fd = -1, one = 1, saved = 0;
+	char text[96];
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
@@ -336,7 +345,8 @@ next:
 		if (saved == ETIMEDOUT)
 			snprintf(why, why_len, "connecting to %s port %s: timed out after %ld ms", t->host, t->port, ms);
 		else
-			snprintf(why, why_len, "connecting to %s port %s: %s", t->host, t->port, strerror(saved));
+			snprintf(why, why_len, "connecting to %s port %s: %s", t->host, t->port,
+				 errtext(saved, text, sizeof(text)));
 		return saved == ETIMEDOUT ? ECW_ETIMEOUT : ECW_ETRANSIENT;
 	}
 	/* Blocking from here on, under the socket's timeouts. */
@@ -400,8 +410,11 @@ static int tls_start(struct conn *k, const struct target *t, const struct ecw_cl
 		return ECW_ETIMEOUT;
 	}
 	if (e == SSL_ERROR_SYSCALL || e == SSL_ERROR_ZERO_RETURN) {
-		snprintf(why, why_len, "TLS handshake with %s: connection closed%s%s", t->host, errno ? ": " : "",
-			 errno ? strerror(errno) : "");
+		int saved = errno;
+		char text[96];
+
+		snprintf(why, why_len, "TLS handshake with %s: connection closed%s%s", t->host, saved ? ": " : "",
+			 saved ? errtext(saved, text, sizeof(text)) : "");
 		ERR_clear_error();
 		return ECW_ETRANSIENT;
 	}
@@ -656,8 +669,11 @@ static int read_failed(ssize_t n, const struct ecw_http *h, char *why, size_t wh
 		snprintf(why, why_len, "out of memory");
 		return ECW_ENOMEM;
 	}
-	if (n < 0)
-		snprintf(why, why_len, "connection broken %s: %s", where, strerror(errno));
+	if (n < 0) {
+		char text[96];
+
+		snprintf(why, why_len, "connection broken %s: %s", where, errtext(errno, text, sizeof(text)));
+	}
 	else
 		snprintf(why, why_len, "connection closed %s", where);
 	return ECW_ETRANSIENT;
@@ -926,10 +942,12 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 			return err;
 		k->in_len = 0;
 		if (conn_write(k, iov, 2, deadline) < 0) {
-			bool timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
+			int saved = errno;
+			bool timed_out = saved == EAGAIN || saved == EWOULDBLOCK;
+			char text[96];
 
 			snprintf(why, why_len, "%s sending the request%s%s", timed_out ? "timed out" : "connection broken",
-				 timed_out ? "" : ": ", timed_out ? "" : strerror(errno));
+				 timed_out ? "" : ": ", timed_out ? "" : errtext(saved, text, sizeof(text)));
 			err = timed_out ? ECW_ETIMEOUT : ECW_ETRANSIENT;
 			none = !timed_out;
 		} else {
