@@ -356,9 +356,11 @@ static int curl_code_to_err(CURLcode rc)
 	}
 }
 
-static bool has_body_method(const char *m)
+/* PUT/POST/MERGE always carry a body, if only Content-Length: 0. */
+bool ecw_request_has_body(const struct ecw_request *r)
 {
-	return strcmp(m, "PUT") == 0 || strcmp(m, "POST") == 0 || strcmp(m, "MERGE") == 0;
+	return r->body_len || strcmp(r->method, "PUT") == 0 || strcmp(r->method, "POST") == 0 ||
+	       strcmp(r->method, "MERGE") == 0;
 }
 
 /* The options every transfer shares. libcurl keeps options from one
@@ -404,7 +406,7 @@ static int curl_send(struct ecw_client *c, struct ecw_response *resp, const char
 	 * list, and curl_slist_append would allocate twice a line. */
 	struct curl_slist nodes[ECW_REQ_MAX_HEADERS + 2];
 	size_t at[ECW_REQ_MAX_HEADERS + 2], n = 0;
-	bool body = has_body_method(r->method) || r->body_len;
+	bool body = ecw_request_has_body(r);
 	struct ecw_buf lines;
 	CURLcode rc;
 	long status = 0, conns = 0;

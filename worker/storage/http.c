@@ -881,11 +881,6 @@ static struct conn *conn_for(struct ecw_http *h, const char *url, const struct t
 	return k;
 }
 
-static bool has_body_method(const char *m)
-{
-	return strcmp(m, "PUT") == 0 || strcmp(m, "POST") == 0 || strcmp(m, "MERGE") == 0;
-}
-
 static int write_head(struct ecw_buf *b, const struct target *t, const struct ecw_request *r, bool body)
 {
 	int err;
@@ -913,7 +908,7 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 		  char *why, size_t why_len)
 {
 	int64_t deadline = now_ms() + h->opts->timeout_ms;
-	bool body = has_body_method(r->method) || r->body_len, head_only = strcmp(r->method, "HEAD") == 0;
+	bool body = ecw_request_has_body(r), head_only = strcmp(r->method, "HEAD") == 0;
 	struct target t;
 	struct conn *k;
 	int err;

@@ -54,6 +54,8 @@ int ecw_request_add_query(struct ecw_request *r, const char *name, const char *v
 /* Adds or replaces (names compare case-insensitively). */
 int ecw_request_set_header(struct ecw_request *r, const char *name, const char *value) ECW_MUST_USE;
 const char *ecw_request_header(const struct ecw_request *r, const char *name);
+/* Whether the request sends a body (and so Content-Length and Content-Type). */
+bool ecw_request_has_body(const struct ecw_request *r);
 /* endpoint + path + "?" + encoded query (+ "&" + SAS). For logs use the path
  * only: the URL may carry a SAS signature. */
 int ecw_request_url(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r) ECW_MUST_USE;
