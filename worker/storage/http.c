@@ -44,6 +44,7 @@
 #define HTTP_CONNS 3                       /* queue, table, a token endpoint */
 #define HTTP_HEAD_MAX ((size_t)64 * 1024)  /* a status line and headers */
 #define HTTP_READ_CHUNK ((size_t)16 * 1024)
+#define HTTP_JOIN_MAX ((size_t)16 * 1024)  /* a TLS body sent in one write with its head */
 
 struct conn {
 	char origin[272];  /* "scheme://authority" as in the URL; "" unused */
@@ -161,6 +162,8 @@ static int nosig_write(BIO *b, const char *p, int n)
 	do
 		k = send(BIO_get_fd(b, NULL), p, (size_t)n, MSG_NOSIGNAL);
 	while (k < 0 && errno == EINTR);
+	if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		BIO_set_retry_write(b); /* the socket's timeout: SSL_write may be called again */
 	return (int)k;
 }
 
@@ -172,6 +175,8 @@ static int nosig_read(BIO *b, char *p, int n)
 	do
 		k = recv(BIO_get_fd(b, NULL), p, (size_t)n, 0);
 	while (k < 0 && errno == EINTR);
+	if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		BIO_set_retry_read(b);
 	return (int)k;
 }
 
@@ -205,7 +210,7 @@ struct target {
 
 static int parse_url(struct target *t, const char *url, char *why, size_t why_len)
 {
-	const char *a, *end, *hend, *colon = NULL;
+	const char *a, *end, *h, *hend, *colon = NULL;
 
 	memset(t, 0, sizeof(*t));
 	if (strncmp(url, "http://", 7) == 0) {
@@ -227,18 +232,20 @@ static int parse_url(struct target *t, const char *url, char *why, size_t why_le
 			snprintf(why, why_len, "a URL with an unclosed [");
 			return ECW_EINVALID;
 		}
-		snprintf(t->host, sizeof(t->host), "%.*s", (int)(hend - a - 1), a + 1);
 		if (hend + 1 < end && hend[1] == ':')
 			colon = hend + 1;
+		h = a + 1; /* the host is inside the brackets */
 	} else {
 		colon = memchr(a, ':', (size_t)(end - a));
 		hend = colon ? colon : end;
-		if ((size_t)(hend - a) >= sizeof(t->host)) {
-			snprintf(why, why_len, "a URL whose host is too long");
-			return ECW_EINVALID;
-		}
-		snprintf(t->host, sizeof(t->host), "%.*s", (int)(hend - a), a);
+		h = a;
 	}
+	if ((size_t)(hend - h) >= sizeof(t->host)) {
+		snprintf(why, why_len, "a URL whose host is too long");
+		return ECW_EINVALID;
+	}
+	memcpy(t->host, h, (size_t)(hend - h));
+	t->host[hend - h] = '\0';
 	if (colon && colon + 1 < end) {
 		size_t n = (size_t)(end - colon - 1);
 		if (n >= sizeof(t->port) || strspn(colon + 1, "0123456789") < n) {
@@ -248,7 +255,7 @@ static int parse_url(struct target *t, const char *url, char *why, size_t why_le
 		memcpy(t->port, colon + 1, n);
 		t->port[n] = '\0';
 	} else {
-		snprintf(t->port, sizeof(t->port), "%s", t->tls ? "443" : "80");
+		memcpy(t->port, t->tls ? "443" : "80", t->tls ? 4 : 3);
 	}
 	t->authority = a;
 	t->authority_len = (size_t)(end - a);
@@ -273,13 +280,19 @@ static void conn_close(struct conn *k)
 	k->in_len = 0;
 }
 
+/* The socket's send and receive timeouts bound each blocking call, and the
+ * deadline is checked after every call that met them (timed_out_early), so
+ * a timeout shorter than the time left costs one more call and one longer
+ * would overrun the deadline. Setting them takes two system calls, so they
+ * are set only when they would overrun, or are under half the time left: on
+ * a kept connection, a request seldom sets them at all. */
 static void set_timeout(struct conn *k, long ms)
 {
 	struct timeval tv;
 
 	if (ms < 1)
 		ms = 1;
-	if (ms == k->timeo_ms)
+	if (k->timeo_ms > 0 && k->timeo_ms <= ms && k->timeo_ms >= ms / 2)
 		return;
 	tv.tv_sec = ms / 1000;
 	tv.tv_usec = (ms % 1000) * 1000;
@@ -404,7 +417,8 @@ static int tls_start(struct conn *k, const struct target *t, const struct ecw_cl
 		ERR_clear_error();
 		return ECW_ERROR;
 	}
-	if (e == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ||
+	    (e == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK))) {
 		snprintf(why, why_len, "TLS handshake with %s: timed out", t->host);
 		ERR_clear_error();
 		return ECW_ETIMEOUT;
@@ -446,17 +460,48 @@ static int conn_open(struct ecw_http *h, struct conn *k, const struct target *t,
 
 /* ---- reading and writing ------------------------------------------------------------------- */
 
+/* After a blocking call failed: whether it only met the socket's timeout
+ * with time left before the deadline (see set_timeout), to be made again. */
+static bool timed_out_early(int64_t deadline)
+{
+	return (errno == EAGAIN || errno == EWOULDBLOCK) && deadline - now_ms() > 0;
+}
+
+/* What an SSL_read or SSL_write that returned r <= 0 means for errno: EAGAIN
+ * when the socket's timeout ended it (the BIO asked for a retry). */
+static void ssl_errno(struct conn *k, int r)
+{
+	int e = SSL_get_error(k->ssl, r);
+
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+		errno = EAGAIN;
+	else if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0))
+		errno = 0;
+	else if (e != SSL_ERROR_SYSCALL || errno == EAGAIN || errno == EWOULDBLOCK)
+		errno = EPROTO;
+	ERR_clear_error();
+}
+
 /* Sends all of the n iovecs. */
 static int conn_write(struct conn *k, struct iovec *iov, int n, int64_t deadline)
 {
 	if (k->ssl) {
 		for (int i = 0; i < n; i++) {
+			int r;
+
 			if (!iov[i].iov_len)
 				continue;
-			set_timeout(k, (long)(deadline - now_ms()));
-			ERR_clear_error();
-			if (SSL_write(k->ssl, iov[i].iov_base, (int)iov[i].iov_len) <= 0)
+			do {
+				set_timeout(k, (long)(deadline - now_ms()));
+				ERR_clear_error();
+				if ((r = SSL_write(k->ssl, iov[i].iov_base, (int)iov[i].iov_len)) <= 0)
+					ssl_errno(k, r);
+			} while (r <= 0 && timed_out_early(deadline));
+			if (r <= 0) {
+				if (errno == 0)
+					errno = EPIPE;
 				return -1;
+			}
 		}
 		return 0;
 	}
@@ -470,7 +515,7 @@ static int conn_write(struct conn *k, struct iovec *iov, int n, int64_t deadline
 
 		set_timeout(k, (long)(deadline - now_ms()));
 		if ((w = sendmsg(k->fd, &mh, MSG_NOSIGNAL)) < 0) {
-			if (errno == EINTR)
+			if (errno == EINTR || timed_out_early(deadline))
 				continue;
 			return -1;
 		}
@@ -506,29 +551,25 @@ static ssize_t conn_read(struct conn *k, int64_t deadline)
 		k->in = p;
 		k->in_cap = cap;
 	}
-	if (deadline - now_ms() <= 0) {
-		errno = EAGAIN;
-		return -1;
-	}
-	set_timeout(k, (long)(deadline - now_ms()));
-	if (k->ssl) {
-		ERR_clear_error();
-		int r = SSL_read(k->ssl, k->in + k->in_len, (int)(k->in_cap - k->in_len));
-		if (r > 0) {
-			n = r;
-		} else {
-			int e = SSL_get_error(k->ssl, r);
-			if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0))
-				n = 0;
-			else
-				n = -1;
-			ERR_clear_error();
+	do {
+		if (deadline - now_ms() <= 0) {
+			errno = EAGAIN;
+			return -1;
 		}
-	} else {
-		do
+		set_timeout(k, (long)(deadline - now_ms()));
+		if (k->ssl) {
+			ERR_clear_error();
+			int r = SSL_read(k->ssl, k->in + k->in_len, (int)(k->in_cap - k->in_len));
+			if (r > 0) {
+				n = r;
+			} else {
+				ssl_errno(k, r);
+				n = errno ? -1 : 0;
+			}
+		} else {
 			n = recv(k->fd, k->in + k->in_len, k->in_cap - k->in_len, 0);
-		while (n < 0 && errno == EINTR);
-	}
+		}
+	} while (n < 0 && (errno == EINTR || timed_out_early(deadline)));
 	if (n > 0)
 		k->in_len += (size_t)n;
 	return n;
@@ -574,6 +615,12 @@ static int parse_head(struct framing *f, struct ecw_response *resp, const char *
 
 	memset(f, 0, sizeof(*f));
 	f->length = -1;
+	/* RFC 9110 5.5: a NUL in a field is refused. Kept, it would also cut
+	 * the header in the response's store of C strings short. */
+	if (memchr(head, '\0', len)) {
+		snprintf(why, why_len, "an answer with a NUL byte in its headers");
+		return ECW_ETRANSIENT;
+	}
 	eol = memchr(p, '\n', (size_t)(end - p));
 	if (!eol || eol - p < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ' ||
 	    p[9] < '1' || p[9] > '5' || p[10] < '0' || p[10] > '9' || p[11] < '0' || p[11] > '9' ||
@@ -825,6 +872,26 @@ static int read_answer(struct ecw_http *h, struct conn *k, struct ecw_response *
 	return err;
 }
 
+int ecw_http_read_fd(struct ecw_response *resp, int fd, bool head_only, int timeout_ms, bool *close, size_t *left,
+		     char *why, size_t why_len)
+{
+	struct ecw_client_options o = {.timeout_ms = timeout_ms};
+	struct ecw_http h = {.opts = &o};
+	struct conn k = {.fd = fd};
+	struct framing f = {.length = -1};
+	bool none;
+	int err;
+
+	why[0] = '\0';
+	err = read_answer(&h, &k, resp, head_only, now_ms() + timeout_ms, &f, &none, why, why_len);
+	if (err == 0)
+		resp->status = f.status;
+	*close = f.close;
+	*left = k.in_len;
+	free(k.in);
+	return err;
+}
+
 /* ---- the exchange ---------------------------------------------------------------------------- */
 
 int ecw_http_new(struct ecw_http **out, const struct ecw_client_options *o)
@@ -926,10 +993,19 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 		snprintf(why, why_len, "request headers too large");
 		return err;
 	}
+	/* Over TLS a body of ordinary size goes out with the head: one record
+	 * and one system call rather than two of each. */
+	bool joined = t.tls && body && r->body_len <= HTTP_JOIN_MAX &&
+		      r->body_len <= h->head.max - h->head.len;
+	if (joined && (err = ecw_buf_add(&h->head, r->body, r->body_len)) < 0) {
+		snprintf(why, why_len, "out of memory");
+		return err;
+	}
 	k = conn_for(h, url, &t);
 	k->used = ++h->uses;
 	for (int attempt = 1;; attempt++) {
-		struct iovec iov[2] = {{h->head.ptr, h->head.len}, {(void *)(r->body ? r->body : ""), body ? r->body_len : 0}};
+		struct iovec iov[2] = {{h->head.ptr, h->head.len},
+				       {(void *)(r->body ? r->body : ""), body && !joined ? r->body_len : 0}};
 		struct framing f;
 		bool reused = k->fd >= 0, none = false;
 

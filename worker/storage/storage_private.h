@@ -92,6 +92,12 @@ uint64_t ecw_http_connections(const struct ecw_http *h);
  * a negative ecw_err with why it failed in why (no URL, no request name). */
 int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url, const struct ecw_request *r,
 		  char *why, size_t why_len) ECW_MUST_USE;
+/* Reads one answer from fd (the caller's, left open) as ecw_http_send reads
+ * one from a connection: the way in for tests/fuzz/fuzz_http_answer.c, as
+ * the framing is this file's parser of bytes from outside. *close: the
+ * connection would not be kept; *left: bytes read past the answer. */
+int ecw_http_read_fd(struct ecw_response *resp, int fd, bool head_only, int timeout_ms, bool *close, size_t *left,
+		     char *why, size_t why_len) ECW_MUST_USE;
 
 /* ---- client.c ---- */
 
