@@ -21,6 +21,11 @@ int64_t ecw_wall_scale(void);
  * 1970-01-01 of a date, and back. Any year the int types hold. */
 int64_t ecw_days_from_civil(int64_t y, int64_t m, int64_t d);
 void ecw_civil_from_days(int64_t days, int *y, int *m, int *d);
+/* The value of the n decimal digits at s, for reading dates by position;
+ * -1 when one of them is not a digit. */
+int ecw_digits(const char *s, int n);
+/* v as exactly width digits at p (the low ones; v >= 0); returns p + width. */
+char *ecw_put_digits(char *p, int v, int width);
 void ecw_sleep_ms(int64_t ms);   /* returns early only on a signal */
 uint32_t ecw_random_u32(void);   /* uniform, thread-safe; not for secrets */
 

@@ -478,20 +478,6 @@ static bool leap(int y)
 	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
 }
 
-/* n ASCII digits at s. */
-static bool digits(int *out, const char *s, size_t n)
-{
-	int v = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		v = v * 10 + (s[i] - '0');
-	}
-	*out = v;
-	return true;
-}
-
 static const char *window_name(int64_t window_ms)
 {
 	return window_ms == ECW_ROLLUP_HOUR_MS ? "1h" : window_ms == ECW_ROLLUP_DAY_MS ? "1d" : "1w";
@@ -506,15 +492,15 @@ int ecw_rollup_window_parse(int64_t *out_s, const char *text, int64_t window_ms)
 	int64_t t;
 
 	*out_s = 0;
-	ok = n >= 10 && digits(&y, text, 4) && text[4] == '-' && digits(&mo, text + 5, 2) && text[7] == '-' &&
-	     digits(&d, text + 8, 2);
+	ok = n >= 10 && (y = ecw_digits(text, 4)) >= 0 && text[4] == '-' && (mo = ecw_digits(text + 5, 2)) >= 0 &&
+	     text[7] == '-' && (d = ecw_digits(text + 8, 2)) >= 0;
 	if (ok && n == 17)
-		ok = text[10] == 'T' && digits(&h, text + 11, 2) && text[13] == ':' &&
-		     digits(&mi, text + 14, 2) && text[16] == 'Z';
+		ok = text[10] == 'T' && (h = ecw_digits(text + 11, 2)) >= 0 && text[13] == ':' &&
+		     (mi = ecw_digits(text + 14, 2)) >= 0 && text[16] == 'Z';
 	else if (ok && n == 20)
-		ok = text[10] == 'T' && digits(&h, text + 11, 2) && text[13] == ':' &&
-		     digits(&mi, text + 14, 2) && text[16] == ':' && digits(&s, text + 17, 2) &&
-		     text[19] == 'Z';
+		ok = text[10] == 'T' && (h = ecw_digits(text + 11, 2)) >= 0 && text[13] == ':' &&
+		     (mi = ecw_digits(text + 14, 2)) >= 0 && text[16] == ':' &&
+		     (s = ecw_digits(text + 17, 2)) >= 0 && text[19] == 'Z';
 	else if (ok)
 		ok = n == 10;
 	if (!ok)
@@ -552,25 +538,17 @@ int ecw_rollup_window_parse(int64_t *out_s, const char *text, int64_t window_ms)
 	return 0;
 }
 
-/* v as exactly width digits at p (v fits: a date part from 1970..9999). */
-static char *put_digits(char *p, int v, int width)
-{
-	for (int i = width - 1; i >= 0; i--, v /= 10)
-		p[i] = (char)('0' + v % 10);
-	return p + width;
-}
-
 void ecw_rollup_row_key(char out[16], int64_t start_s, int64_t window_ms)
 {
 	int y, m, d;
 	char *p = out;
 
 	ecw_civil_from_days(start_s / 86400, &y, &m, &d);
-	p = put_digits(p, y, 4);
-	p = put_digits(p, m, 2);
-	p = put_digits(p, d, 2);
+	p = ecw_put_digits(p, y, 4);
+	p = ecw_put_digits(p, m, 2);
+	p = ecw_put_digits(p, d, 2);
 	if (window_ms == ECW_ROLLUP_HOUR_MS)
-		p = put_digits(p, (int)(start_s % 86400 / 3600), 2);
+		p = ecw_put_digits(p, (int)(start_s % 86400 / 3600), 2);
 	*p = '\0';
 }
 
@@ -580,17 +558,17 @@ void ecw_rollup_iso(char out[32], int64_t s)
 	char *p = out;
 
 	ecw_civil_from_days(s / 86400, &y, &m, &d);
-	p = put_digits(p, y, 4);
+	p = ecw_put_digits(p, y, 4);
 	*p++ = '-';
-	p = put_digits(p, m, 2);
+	p = ecw_put_digits(p, m, 2);
 	*p++ = '-';
-	p = put_digits(p, d, 2);
+	p = ecw_put_digits(p, d, 2);
 	*p++ = 'T';
-	p = put_digits(p, (int)(s % 86400 / 3600), 2);
+	p = ecw_put_digits(p, (int)(s % 86400 / 3600), 2);
 	*p++ = ':';
-	p = put_digits(p, (int)(s % 3600 / 60), 2);
+	p = ecw_put_digits(p, (int)(s % 3600 / 60), 2);
 	*p++ = ':';
-	p = put_digits(p, (int)(s % 60), 2);
+	p = ecw_put_digits(p, (int)(s % 60), 2);
 	*p++ = 'Z';
 	*p = '\0';
 }

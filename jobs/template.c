@@ -54,19 +54,6 @@ int64_t ecw_civil_to_unix_ms(int y, int m, int d, int hh)
 	return (ecw_days_from_civil(y, m, d) * 24 + hh) * 3600000LL;
 }
 
-/* n digits at s; -1 when one is not a digit. */
-static int digits(const char *s, int n)
-{
-	int v = 0;
-
-	for (int i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (s[i] - '0');
-	}
-	return v;
-}
-
 /* "YYYY-MM-DDThh:mm:ss.fffffffZ" (how entities keep a DateTime; 0..7
  * fractional digits accepted) to ticks. */
 static bool iso_to_ticks(int64_t *out, const char *s, size_t n)
@@ -76,8 +63,9 @@ static bool iso_to_ticks(int64_t *out, const char *s, size_t n)
 	size_t i = 19;
 
 	if (n < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' ||
-	    (y = digits(s, 4)) < 0 || (mo = digits(s + 5, 2)) < 0 || (d = digits(s + 8, 2)) < 0 ||
-	    (h = digits(s + 11, 2)) < 0 || (mi = digits(s + 14, 2)) < 0 || (sec = digits(s + 17, 2)) < 0 ||
+	    (y = ecw_digits(s, 4)) < 0 || (mo = ecw_digits(s + 5, 2)) < 0 ||
+	    (d = ecw_digits(s + 8, 2)) < 0 || (h = ecw_digits(s + 11, 2)) < 0 ||
+	    (mi = ecw_digits(s + 14, 2)) < 0 || (sec = ecw_digits(s + 17, 2)) < 0 ||
 	    !ecw_civil_date_valid(y, mo, d) || h > 23 || mi > 59 || sec > 59)
 		return false;
 	if (s[i] == '.') {

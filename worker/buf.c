@@ -71,9 +71,47 @@ int ecw_buf_adds(struct ecw_buf *b, const char *s)
 	return ecw_buf_add(b, s, strlen(s));
 }
 
-int ecw_buf_addc(struct ecw_buf *b, char c)
+int ecw_buf_cat(struct ecw_buf *b, ...)
 {
-	return ecw_buf_add(b, &c, 1);
+	size_t start = b->len;
+	const char *s;
+	va_list ap;
+	int err = 0;
+
+	va_start(ap, b);
+	while ((s = va_arg(ap, const char *)) != NULL)
+		if ((err = ecw_buf_adds(b, s)) < 0)
+			break;
+	va_end(ap);
+	if (err < 0 && b->ptr) {
+		b->len = start;
+		b->ptr[start] = '\0';
+	}
+	return err;
+}
+
+size_t ecw_int_text(char *out, long long v)
+{
+	char tmp[ECW_INT_TEXT_MAX], *p = tmp + sizeof(tmp);
+	/* Negated as unsigned, so LLONG_MIN has a magnitude too. */
+	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+	size_t n;
+
+	do
+		*--p = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	if (v < 0)
+		*--p = '-';
+	n = (size_t)(tmp + sizeof(tmp) - p);
+	memcpy(out, p, n);
+	return n;
+}
+
+int ecw_buf_addi(struct ecw_buf *b, long long v)
+{
+	char tmp[ECW_INT_TEXT_MAX];
+
+	return ecw_buf_add(b, tmp, ecw_int_text(tmp, v));
 }
 
 int ecw_buf_printf(struct ecw_buf *b, const char *fmt, ...)

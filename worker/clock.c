@@ -97,6 +97,25 @@ uint32_t ecw_random_u32(void)
 	return (uint32_t)((z ^ (z >> 31)) >> 32);
 }
 
+int ecw_digits(const char *s, int n)
+{
+	int v = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+char *ecw_put_digits(char *p, int v, int width)
+{
+	for (int i = width - 1; i >= 0; i--, v /= 10)
+		p[i] = (char)('0' + v % 10);
+	return p + width;
+}
+
 int64_t ecw_days_from_civil(int64_t y, int64_t m, int64_t d)
 {
 	y -= m <= 2;

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "ecw_buf.h"
+#include "ecw_clock.h"
 #include "ecw_codec.h"
 #include "ecw_log.h"
 
@@ -450,15 +451,23 @@ done:
 
 /* ---- lines ------------------------------------------------------------- */
 
-static void format_time(char *out, size_t cap)
+/* "2026-08-19T10:00:00.123Z" (24 characters and a NUL): every line has one,
+ * so it is put together digit by digit rather than through snprintf. */
+static void format_time(char out[25])
 {
 	struct timespec ts;
 	struct tm tm;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-	         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ts.tv_nsec / 1000000));
+	memcpy(out, "0000-00-00T00:00:00.000Z", 25);
+	ecw_put_digits(out, tm.tm_year + 1900, 4);
+	ecw_put_digits(out + 5, tm.tm_mon + 1, 2);
+	ecw_put_digits(out + 8, tm.tm_mday, 2);
+	ecw_put_digits(out + 11, tm.tm_hour, 2);
+	ecw_put_digits(out + 14, tm.tm_min, 2);
+	ecw_put_digits(out + 17, tm.tm_sec, 2);
+	ecw_put_digits(out + 20, (int)(ts.tv_nsec / 1000000), 3);
 }
 
 static void line_free(struct ecw_log_line *l)
@@ -475,7 +484,7 @@ struct ecw_log_line *ecw_log_begin(enum ecw_log_level level, const char *event)
 {
 	struct ecw_log_line *l = NULL;
 	const char *ev;
-	char when[64];
+	char when[25];
 	size_t n;
 	int err = 0, saved_errno = errno;
 
@@ -489,19 +498,19 @@ struct ecw_log_line *ecw_log_begin(enum ecw_log_level level, const char *event)
 	ecw_buf_init(&l->buf, 0);
 	ecw_buf_init(&l->kscratch, 0);
 	ecw_buf_init(&l->vscratch, 0);
-	format_time(when, sizeof(when));
+	format_time(when);
 	n = strlen(event ? event : "");
 	if (!(ev = clean_utf8(&l->vscratch, event ? event : "", &n))) {
 		err = ECW_ENOMEM;
 		goto done;
 	}
 	if (l->format == ECW_LOG_JSON) {
-		err = ecw_buf_printf(&l->buf, "{\"time\":\"%s\",\"level\":\"%s\",\"event\":", when,
-		                     level_json[level]);
+		err = ecw_buf_cat(&l->buf, "{\"time\":\"", when, "\",\"level\":\"", level_json[level],
+		                  "\",\"event\":", NULL);
 		if (err == 0)
 			err = json_add_quoted(&l->buf, ev, n);
 	} else {
-		err = ecw_buf_printf(&l->buf, "%s %s ", when, level_text[level]);
+		err = ecw_buf_cat(&l->buf, when, " ", level_text[level], " ", NULL);
 		if (err == 0)
 			err = text_add_value(&l->buf, ev, n);
 	}
@@ -569,12 +578,11 @@ void ecw_log_str(struct ecw_log_line *l, const char *key, const char *value)
 
 void ecw_log_int(struct ecw_log_line *l, const char *key, int64_t value)
 {
-	char num[32];
+	char num[ECW_INT_TEXT_MAX];
 
 	if (!l)
 		return;
-	snprintf(num, sizeof(num), "%lld", (long long)value);
-	add_field(l, key, num, strlen(num), false);
+	add_field(l, key, num, ecw_int_text(num, value), false);
 }
 
 /* JSON has no NaN or infinity: those are written as the strings "NaN",

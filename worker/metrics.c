@@ -257,9 +257,9 @@ void ecw_metrics_message(const char *job, const char *outcome, double seconds)
 void ecw_metrics_storage(const char *op, int status)
 {
 	struct series *s;
-	char st[16];
+	char st[ECW_INT_TEXT_MAX + 1];
 
-	snprintf(st, sizeof(st), "%d", status);
+	st[ecw_int_text(st, status)] = '\0'; /* on every request: no snprintf */
 	pthread_mutex_lock(&g_lock);
 	if ((s = series_get(&f_storage, op, st)))
 		s->count++;

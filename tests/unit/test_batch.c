@@ -593,6 +593,13 @@ static void test_batch__submit(void **state)
 	assert_true(q->auth_ok);
 	/* The body opens with the boundary the Content-Type announces. */
 	const char *boundary = q->content_type + strlen("multipart/mixed; boundary=");
+	/* batch_ and a random UUID's 8-4-4-4-12 lowercase hex digits. */
+	const char *id = boundary + strlen("batch_");
+	assert_int_equal(strlen(id), 36);
+	for (int i = 0; i < 36; i++)
+		if (i == 8 || i == 13 || i == 18 || i == 23 ? id[i] != '-'
+		                                            : !id[i] || !strchr("0123456789abcdef", id[i]))
+			fail_msg("boundary %s is not batch_ and a UUID", boundary);
 	assert_non_null(q->body);
 	assert_true(q->body_len > 2 && q->body[0] == '-' && q->body[1] == '-');
 	assert_true(str_starts(q->body + 2, boundary));

@@ -402,6 +402,17 @@ static void test_entity__all_types_round_trip(void **state)
 	struct ecw_entity *c = NULL;
 	assert_int_equal(ecw_entity_clone(&c, back), 0);
 	assert_true(ecw_entity_equal(c, e));
+	/* ... and a deep copy: changing it leaves the original as it was. */
+	assert_int_equal(ecw_entity_set_string(c, "S", "other", 5), 0);
+	assert_int_equal(ecw_entity_set_binary(c, "Bin", bin, 0), 0);
+	assert_false(ecw_entity_equal(c, e));
+	assert_string_equal(ecw_entity_get(back, "S")->v.s, "text");
+	assert_int_equal(ecw_entity_get(back, "Bin")->len, sizeof(bin));
+	struct ecw_entity *c2 = NULL;
+	assert_int_equal(ecw_entity_clone(&c2, c), 0);
+	assert_true(ecw_entity_equal(c2, c));
+	assert_int_equal(ecw_entity_get(c2, "Bin")->len, 0);
+	ecw_entity_free(c2);
 	struct ecw_entity *copy = new_entity("part", "row");
 	for (size_t i = 0; i < ecw_entity_count(back); i++)
 		assert_int_equal(ecw_entity_set_prop(copy, ecw_entity_at(back, i)), 0);

@@ -166,6 +166,19 @@ static void test_escape__http_date_rejects_garbage(void **state)
 	assert_true(ecw_parse_http_date(&t, "not a date") < 0);
 	assert_true(ecw_parse_http_date(&t, "2026-08-19T10:00:00Z") < 0);
 	assert_true(ecw_parse_http_date(&t, "Wed, 19 Foo 2026 10:00:00 GMT") < 0);
+	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 2026 10:00:00 UTC") < 0);
+	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 2026 10:00:00 GMT ") < 0);
+	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 2026 1:00:00 GMT") < 0);
+	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 26 10:00:00 GMT") < 0);
+	assert_true(ecw_parse_http_date(&t, "Wed 19 Aug 2026 10:00:00 GMT") < 0);
+	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 2026 24:00:00 GMT") < 0);
+	assert_true(ecw_parse_http_date(&t, "Wed, 32 Aug 2026 10:00:00 GMT") < 0);
+	assert_true(ecw_parse_http_date(&t, "Wed, 1x Aug 2026 10:00:00 GMT") < 0);
+	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 2026 10:0a:00 GMT") < 0);
+	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 1969 10:00:00 GMT") < 0);
+	/* A one-digit day is read too. */
+	assert_int_equal(ecw_parse_http_date(&t, "Sun, 9 Aug 2026 10:00:00 GMT"), 0);
+	assert_int_equal((long long)t, 1786269600LL);
 }
 
 static void key_ok(const char *key)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ecw_log.h"
@@ -115,6 +116,9 @@ static bool is_timestamp(const char *s)
 	return true;
 }
 
+static int num2(const char *s) { return (s[0] - '0') * 10 + (s[1] - '0'); }
+static int num4(const char *s) { return num2(s) * 100 + num2(s + 2); }
+
 /* The text line without its timestamp and the space after it. */
 static const char *text_rest(const char *line)
 {
@@ -176,6 +180,18 @@ static void test_log__json_fields_in_order(void **state)
 	assert_int_equal(i, sizeof(want) / sizeof(want[0]));
 	assert_true(is_timestamp(jstr(j, "time")));
 	assert_int_equal(strlen(jstr(j, "time")), 24);
+	/* The time is now's, to the second (allowing for a slow machine). */
+	const char *t = jstr(j, "time");
+	struct tm tm = {0};
+	tm.tm_year = num4(t) - 1900;
+	tm.tm_mon = num2(t + 5) - 1;
+	tm.tm_mday = num2(t + 8);
+	tm.tm_hour = num2(t + 11);
+	tm.tm_min = num2(t + 14);
+	tm.tm_sec = num2(t + 17);
+	long long age = (long long)time(NULL) - (long long)timegm(&tm);
+	if (age < 0 || age > 5)
+		fail_msg("line time %s is %lld s from now", t, age);
 	assert_string_equal(jstr(j, "level"), "info");
 	assert_string_equal(jstr(j, "event"), "job.done");
 	assert_string_equal(jstr(j, "job"), "move");

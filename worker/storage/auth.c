@@ -135,7 +135,7 @@ static int canonical_resource(struct ecw_buf *out, const struct ecw_account *a,
 {
 	/* Path-style (emulator) URLs carry the account in the endpoint path, so
 	 * the account name appears twice: /devstoreaccount1/devstoreaccount1/q. */
-	return ecw_buf_printf(out, "/%s%s%s", a->name, a->endpoint_path[r->svc], ecw_buf_cstr(&r->path));
+	return ecw_buf_cat(out, "/", a->name, a->endpoint_path[r->svc], ecw_buf_cstr(&r->path), NULL);
 }
 
 static int queue_sts(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)
@@ -154,17 +154,16 @@ static int queue_sts(struct ecw_buf *out, const struct ecw_account *a, const str
 	 * Content-Type, Date, If-Modified-Since, If-Match, If-None-Match,
 	 * If-Unmodified-Since, Range. ecworker never sends the encoding,
 	 * language, MD5, Date or conditional-time headers. */
-	if ((err = ecw_buf_printf(out, "%s\n\n\n%s\n\n%s\n\n\n%s\n\n\n%s\n", r->method, clen,
-				  r->content_type ? r->content_type : "", hdr(r, "If-Match"),
-				  hdr(r, "Range"))) < 0)
+	if ((err = ecw_buf_cat(out, r->method, "\n\n\n", clen, "\n\n", r->content_type ? r->content_type : "",
+			       "\n\n\n", hdr(r, "If-Match"), "\n\n\n", hdr(r, "Range"), "\n", NULL)) < 0)
 		goto done;
 	for (int i = 0; i < nh; i++)
-		if ((err = ecw_buf_printf(out, "%s:%s\n", hs[i].name, hs[i].value)) < 0)
+		if ((err = ecw_buf_cat(out, hs[i].name, ":", hs[i].value, "\n", NULL)) < 0)
 			goto done;
 	if ((err = canonical_resource(out, a, r)) < 0)
 		goto done;
 	for (int i = 0; i < nq; i++)
-		if ((err = ecw_buf_printf(out, "\n%s:%s", qs[i].name, qs[i].value)) < 0)
+		if ((err = ecw_buf_cat(out, "\n", qs[i].name, ":", qs[i].value, NULL)) < 0)
 			goto done;
 	err = 0;
 done:
@@ -177,13 +176,13 @@ static int table_sts(struct ecw_buf *out, const struct ecw_account *a, const str
 {
 	int err;
 
-	if ((err = ecw_buf_printf(out, "%s\n\n%s\n%s\n", r->method,
-				  r->content_type ? r->content_type : "", hdr(r, "x-ms-date"))) < 0 ||
+	if ((err = ecw_buf_cat(out, r->method, "\n\n", r->content_type ? r->content_type : "", "\n",
+			       hdr(r, "x-ms-date"), "\n", NULL)) < 0 ||
 	    (err = canonical_resource(out, a, r)) < 0)
 		return err;
 	for (size_t i = 0; i < r->nquery; i++)
 		if (strcasecmp(r->query[i].name, "comp") == 0)
-			return ecw_buf_printf(out, "?comp=%s", r->query[i].value);
+			return ecw_buf_cat(out, "?comp=", r->query[i].value, NULL);
 	return 0;
 }
 
@@ -202,7 +201,7 @@ int ecw_auth_header(struct ecw_buf *out, const struct ecw_account *a, const stru
 		return ecw_error_set(ECW_EAUTH, "no account key to sign with");
 	ecw_buf_init(&sts, 0);
 	if ((err = ecw_auth_string_to_sign(&sts, a, r)) < 0 ||
-	    (err = ecw_buf_printf(out, "SharedKey %s:", a->name)) < 0 ||
+	    (err = ecw_buf_cat(out, "SharedKey ", a->name, ":", NULL)) < 0 ||
 	    (err = ecw_hmac_sha256_base64(out, a->key, a->key_len, sts.ptr, sts.len)) < 0)
 		goto done;
 done:

@@ -401,10 +401,17 @@ int ecw_batch_parse_response(struct ecw_batch *b, const char *content_type, cons
 
 static void new_id(char out[37])
 {
+	static const char hex[] = "0123456789abcdef";
 	uint32_t r[4] = {ecw_random_u32(), ecw_random_u32(), ecw_random_u32(), ecw_random_u32()};
+	char *p = out;
 
-	snprintf(out, 37, "%08x-%04x-%04x-%04x-%04x%08x", r[0], r[1] >> 16, r[1] & 0xffff, r[2] >> 16,
-		 r[2] & 0xffff, r[3]);
+	/* 8-4-4-4-12 hex digits of the 128 random bits. */
+	for (int i = 0; i < 32; i++) {
+		if (i == 8 || i == 12 || i == 16 || i == 20)
+			*p++ = '-';
+		*p++ = hex[(r[i / 8] >> (28 - 4 * (i % 8))) & 15];
+	}
+	*p = '\0';
 }
 
 int ecw_batch_submit(struct ecw_client *c, struct ecw_batch *b)
@@ -417,7 +424,7 @@ int ecw_batch_submit(struct ecw_client *c, struct ecw_batch *b)
 	int err;
 
 	ecw_response_init(&resp);
-	ecw_buf_init(&body, ECW_BATCH_MAX_BYTES);
+	ecw_buf_init(&body, 0);
 	ecw_buf_init(&url, 0);
 	ecw_buf_init(&ct, 0);
 	ecw_request_init(&r, ECW_SVC_TABLE, "POST");
@@ -431,11 +438,14 @@ int ecw_batch_submit(struct ecw_client *c, struct ecw_batch *b)
 	new_id(cs_id);
 	if ((err = ecw_buf_printf(&url, "%s/%s", ecw_account_endpoint(a, ECW_SVC_TABLE), b->table)) < 0)
 		goto done;
-	if ((err = ecw_batch_build_body(&body, b, url.ptr, batch_id, cs_id)) < 0) {
-		if (err == ECW_ENOMEM && body.len + 4096 >= ECW_BATCH_MAX_BYTES)
-			err = ecw_error_set(ECW_ETOOLARGE, "batch: body over the 4 MiB limit");
+	/* The body is built under the buffer's default cap and measured after:
+	 * a cap of 4 MiB would fail an append without saying that it was the
+	 * limit and not the memory. */
+	err = ecw_batch_build_body(&body, b, url.ptr, batch_id, cs_id);
+	if ((err == 0 || err == ECW_ENOMEM) && body.len > ECW_BATCH_MAX_BYTES)
+		err = ecw_error_set(ECW_ETOOLARGE, "batch: body over the 4 MiB limit");
+	if (err < 0)
 		goto done;
-	}
 	if ((err = ecw_buf_printf(&ct, "multipart/mixed; boundary=batch_%s", batch_id)) < 0 ||
 	    (err = ecw_buf_adds(&r.path, "/$batch")) < 0 ||
 	    (err = ecw_request_set_header(&r, "Accept", "application/json;odata=minimalmetadata")) < 0 ||

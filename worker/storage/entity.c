@@ -8,6 +8,7 @@
  * cannot carry (Int64, Double, DateTime, Guid, Binary), with doubles in the
  * shortest form that reads back bit for bit. */
 #include <errno.h>
+#include <float.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
@@ -76,7 +77,9 @@ static int check_name(const char *name)
 	if (reserved_name(name))
 		return ecw_error_set(ECW_EINVALID, "'%s' is a system property, not a custom one", name);
 	for (size_t i = 0; i < n; i += k, chars++) {
-		if (!(k = ecw_utf8_decode(name + i, n - i, &cp)))
+		if ((unsigned char)name[i] < 0x80)
+			k = 1, cp = (unsigned char)name[i];
+		else if (!(k = ecw_utf8_decode(name + i, n - i, &cp)))
 			return ecw_error_set(ECW_EINVALID, "property name is not valid UTF-8");
 		if (cp < 0x80 && !(cp == '_' || (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z') ||
 				   (i > 0 && cp >= '0' && cp <= '9')))
@@ -94,9 +97,12 @@ static int check_utf8(const char *s, size_t n, const char *name)
 	uint32_t cp;
 	size_t k;
 
-	for (size_t i = 0; i < n; i += k)
-		if (!(k = ecw_utf8_decode(s + i, n - i, &cp)))
+	for (size_t i = 0; i < n; i += k) {
+		if ((unsigned char)s[i] < 0x80)
+			k = 1; /* most text is ASCII: no need to decode it */
+		else if (!(k = ecw_utf8_decode(s + i, n - i, &cp)))
 			return ecw_error_set(ECW_EINVALID, "property '%s' is not valid UTF-8 (byte %zu)", name, i);
+	}
 	return 0;
 }
 
@@ -105,13 +111,19 @@ static int normalize_datetime(char out[29], const char *s, const char *name)
 {
 	const char *p = s;
 	size_t frac = 0;
-	int y, mo, d, h, mi, sec;
+	int mo, d, h, mi, sec;
 
-	if (!s || strlen(s) < 20 || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d", &y, &mo, &d, &h, &mi, &sec) != 6)
+	if (!s || strlen(s) < 20)
 		goto bad;
 	for (int i = 0; i < 19; i++)
 		if ((i == 4 || i == 7) ? s[i] != '-' : i == 10 ? s[i] != 'T' : (i == 13 || i == 16) ? s[i] != ':' : (s[i] < '0' || s[i] > '9'))
 			goto bad;
+	/* All digits where digits belong (just checked): read by position. */
+	mo = (s[5] - '0') * 10 + (s[6] - '0');
+	d = (s[8] - '0') * 10 + (s[9] - '0');
+	h = (s[11] - '0') * 10 + (s[12] - '0');
+	mi = (s[14] - '0') * 10 + (s[15] - '0');
+	sec = (s[17] - '0') * 10 + (s[18] - '0');
 	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 59)
 		goto bad;
 	p = s + 19;
@@ -402,6 +414,32 @@ int ecw_entity_set_prop(struct ecw_entity *e, const struct ecw_prop *p)
 	return ecw_error_set(ECW_EINVALID, "property '%s': unknown type", p->name);
 }
 
+/* A copy of p's value and name in dst (not checked again: p is in an entity
+ * already, so its name and value passed the setters). */
+static int prop_copy(struct ecw_prop *dst, const struct ecw_prop *p)
+{
+	bool text = p->type == ECW_EDM_STRING || p->type == ECW_EDM_DATETIME || p->type == ECW_EDM_GUID;
+	void *value = NULL;
+
+	*dst = *p;
+	if (text || p->type == ECW_EDM_BINARY) {
+		/* A string's bytes and its NUL; a binary of 0 bytes still has a block. */
+		size_t n = text ? p->len + 1 : p->len;
+		if ((value = malloc(n ? n : 1)) == NULL)
+			return ecw_error_set(ECW_ENOMEM, "out of memory");
+		memcpy(value, text ? (const void *)p->v.s : (const void *)p->v.bin, n);
+		if (text)
+			dst->v.s = value;
+		else
+			dst->v.bin = value;
+	}
+	if (!(dst->name = strdup(p->name))) {
+		free(value);
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
 int ecw_entity_clone(struct ecw_entity **out, const struct ecw_entity *e)
 {
 	struct ecw_entity *c;
@@ -410,8 +448,13 @@ int ecw_entity_clone(struct ecw_entity **out, const struct ecw_entity *e)
 	*out = NULL;
 	if ((err = ecw_entity_new(&c, e->pk, e->rk)) < 0)
 		return err;
+	if (e->n && !(c->props = malloc(e->n * sizeof(*c->props))))
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+	else
+		c->cap = e->n;
 	for (size_t i = 0; i < e->n && err == 0; i++)
-		err = ecw_entity_set_prop(c, &e->props[i]);
+		if ((err = prop_copy(&c->props[i], &e->props[i])) == 0)
+			c->n++;
 	if (err == 0 && (err = set_owned_string(&c->etag, e->etag)) == 0)
 		err = set_owned_string(&c->timestamp, e->timestamp);
 	if (err < 0) {
@@ -451,28 +494,38 @@ bool ecw_entity_equal(const struct ecw_entity *a, const struct ecw_entity *b)
 
 /* ---- writing JSON ------------------------------------------------------------------ */
 
+/* Runs of bytes that need no escape are copied whole. */
 static int json_string(struct ecw_buf *out, const char *s, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
-	int err = ecw_buf_addc(out, '"');
+	size_t run = 0;
+	int err;
 
-	for (size_t i = 0; i < n && err == 0; i++) {
+	if ((err = ecw_buf_addc(out, '"')) < 0)
+		return err;
+	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
-		if (c == '"' || c == '\\') {
-			char esc[2] = {'\\', (char)c};
-			err = ecw_buf_add(out, esc, 2);
-		} else if (c < 0x20) {
-			char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-			err = ecw_buf_add(out, esc, 6);
-		} else {
-			err = ecw_buf_addc(out, (char)c);
-		}
+		char esc[6] = {'\\', (char)c, '0', '0', hex[c >> 4], hex[c & 15]};
+		size_t elen = 2;
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		if (c < 0x20)
+			esc[1] = 'u', elen = 6;
+		if ((err = ecw_buf_add(out, s + run, i - run)) < 0 || (err = ecw_buf_add(out, esc, elen)) < 0)
+			return err;
+		run = i + 1;
 	}
-	return err ? err : ecw_buf_addc(out, '"');
+	if ((err = ecw_buf_add(out, s + run, n - run)) < 0)
+		return err;
+	return ecw_buf_addc(out, '"');
 }
 
 /* The shortest %.Ng that strtod reads back to the same bits, always with a
- * '.' or exponent so it also reads as a Double without its annotation. */
+ * '.' or exponent so it also reads as a Double without its annotation. Any
+ * decimal of up to 15 digits (DBL_DIG) comes back from a double unchanged,
+ * so when a shorter one reads back, %.15g (which drops trailing zeros)
+ * prints those same digits: the search starts at 15. */
 static int json_double(struct ecw_buf *out, double d)
 {
 	char buf[40];
@@ -481,7 +534,7 @@ static int json_double(struct ecw_buf *out, double d)
 		return ecw_buf_adds(out, "\"NaN\"");
 	if (isinf(d))
 		return ecw_buf_adds(out, d > 0 ? "\"Infinity\"" : "\"-Infinity\"");
-	for (int prec = 1; prec <= 17; prec++) {
+	for (int prec = DBL_DIG; prec <= 17; prec++) {
 		snprintf(buf, sizeof(buf), "%.*g", prec, d);
 		if (strtod(buf, NULL) == d && (d != 0 || signbit(d) == signbit(strtod(buf, NULL))))
 			break;
@@ -514,7 +567,7 @@ int ecw_entity_to_json(struct ecw_buf *out, const struct ecw_entity *e)
 			if ((err = json_string(out, p->name, n)) < 0)
 				goto done;
 			out->len--; /* reopen the closing quote */
-			if ((err = ecw_buf_printf(out, "@odata.type\":\"%s\",", ecw_edm_name(p->type))) < 0)
+			if ((err = ecw_buf_cat(out, "@odata.type\":\"", ecw_edm_name(p->type), "\",", NULL)) < 0)
 				goto done;
 		}
 		if ((err = json_string(out, p->name, strlen(p->name))) < 0 || (err = ecw_buf_addc(out, ':')) < 0)
@@ -526,10 +579,11 @@ int ecw_entity_to_json(struct ecw_buf *out, const struct ecw_entity *e)
 			err = json_string(out, p->v.s, p->len);
 			break;
 		case ECW_EDM_INT32:
-			err = ecw_buf_printf(out, "%d", (int)p->v.i32);
+			err = ecw_buf_addi(out, p->v.i32);
 			break;
 		case ECW_EDM_INT64:
-			err = ecw_buf_printf(out, "\"%lld\"", (long long)p->v.i64);
+			if ((err = ecw_buf_addc(out, '"')) == 0 && (err = ecw_buf_addi(out, p->v.i64)) == 0)
+				err = ecw_buf_addc(out, '"');
 			break;
 		case ECW_EDM_DOUBLE:
 			err = json_double(out, p->v.d);
@@ -682,21 +736,21 @@ static int from_object(struct ecw_entity **out, struct json_object *obj)
 		goto fail;
 	json_object_object_foreach(obj, key, val) {
 		struct json_object *t;
-		struct ecw_buf ann;
 		const char *type = NULL;
+		/* A name the setters take has at most 255 characters of up to 4
+		 * bytes; a longer key has no annotation looked up and fails there. */
+		char ann[4 * 255 + sizeof("@odata.type")];
+		size_t klen;
 
 		if (reserved_name(key) || strchr(key, '@') || strncmp(key, "odata.", 6) == 0)
 			continue;
-		ecw_buf_init(&ann, 0);
-		if ((err = ecw_buf_printf(&ann, "%s@odata.type", key)) < 0) {
-			ecw_buf_dispose(&ann);
-			goto fail;
+		if ((klen = strlen(key)) < 4 * 255) {
+			memcpy(ann, key, klen);
+			memcpy(ann + klen, "@odata.type", sizeof("@odata.type"));
+			if (json_object_object_get_ex(obj, ann, &t))
+				type = json_object_get_string(t);
 		}
-		if (json_object_object_get_ex(obj, ann.ptr, &t))
-			type = json_object_get_string(t);
-		err = read_prop(e, key, val, type);
-		ecw_buf_dispose(&ann);
-		if (err < 0)
+		if ((err = read_prop(e, key, val, type)) < 0)
 			goto fail;
 	}
 	*out = e;

@@ -11,7 +11,6 @@
 #include <expat.h>
 #include <limits.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,9 +67,13 @@ static void fail(struct reader *r, int err)
 	XML_StopParser(r->parser, XML_FALSE);
 }
 
+/* Copies the text, cut to fit as snprintf would. */
 static void copy_text(char *dst, size_t cap, const struct ecw_buf *text)
 {
-	snprintf(dst, cap, "%s", ecw_buf_cstr(text));
+	size_t n = text->len < cap - 1 ? text->len : cap - 1;
+
+	memcpy(dst, ecw_buf_cstr(text), n);
+	dst[n] = '\0';
 }
 
 static int parse_time(time_t *out, const struct ecw_buf *text)
