@@ -76,6 +76,7 @@ struct runtime {
 	int nslots;                 /* concurrency + prefetch: messages held at most */
 	int nthreads;               /* concurrency: job threads */
 	int prefetch;
+	int want;                   /* messages a receive asks for */
 
 	pthread_mutex_t mu;         /* guards everything below */
 	pthread_cond_t work_cv;     /* job threads: a slot is ready */
@@ -474,6 +475,22 @@ static void free_slot(struct slot *s)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* The receive loop's condition (under rt->mu): see receive_loop. */
+static bool may_receive(const struct runtime *rt)
+{
+	return rt->nslots - rt->inflight >= rt->want && rt->ready_n <= rt->prefetch / 2;
+}
+
+/* Wakes the receive loop (under rt->mu) only when it can act on it: it may
+ * receive, or nothing is in flight (a stop waits for that). A wake for every
+ * message it could not act on cost a futex call and a thread switch each,
+ * most often to the other core. Its waits also time out each second. */
+static void wake_receiver(struct runtime *rt)
+{
+	if (may_receive(rt) || rt->inflight == 0)
+		pthread_cond_signal(&rt->main_cv);
+}
+
 static void *job_thread(void *p)
 {
 	struct runtime *rt = ((struct thread_arg *)p)->rt;
@@ -507,8 +524,7 @@ static void *job_thread(void *p)
 		}
 		if (rt->ready_n > 0)
 			pthread_cond_signal(&rt->work_cv); /* the next thread takes the next group */
-		if (rt->ready_n <= rt->prefetch / 2)
-			pthread_cond_signal(&rt->main_cv); /* the receive loop may fetch more */
+		wake_receiver(rt); /* it may fetch more */
 		pthread_mutex_unlock(&rt->mu);
 
 		if (n == 1)
@@ -521,7 +537,7 @@ static void *job_thread(void *p)
 		pthread_mutex_lock(&rt->mu);
 		rt->inflight -= (int)n;
 		ecw_metrics_inflight_add(-(int)n);
-		pthread_cond_signal(&rt->main_cv);
+		wake_receiver(rt);
 		pthread_mutex_unlock(&rt->mu);
 	}
 	return NULL;
@@ -824,10 +840,7 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 {
 	const struct ecw_config *cfg = rt->cfg;
 	int64_t poll_ms = cfg->worker.poll_min_ms;
-	int want = rt->prefetch == 0 ? 1 : cfg->worker.batch_size < rt->nslots ? cfg->worker.batch_size : rt->nslots;
 
-	if (want < 1)
-		want = 1;
 	while (!atomic_load(&rt->stopping)) {
 		struct ecw_queue_msg *msgs = NULL;
 		size_t count = 0;
@@ -840,8 +853,7 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		 * workload made groups half as big). Without one, receive
 		 * whenever a slot is free and nothing waits. */
 		pthread_mutex_lock(&rt->mu);
-		while ((rt->nslots - rt->inflight < want || rt->ready_n > rt->prefetch / 2) &&
-		       !atomic_load(&rt->stopping)) {
+		while (!may_receive(rt) && !atomic_load(&rt->stopping)) {
 			timed_wait(&rt->main_cv, &rt->mu, 1000);
 			ecw_metrics_heartbeat();
 		}
@@ -968,6 +980,9 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	rt->nthreads = cfg->worker.concurrency;
 	rt->prefetch = cfg->worker.prefetch;
 	rt->nslots = rt->nthreads + rt->prefetch;
+	rt->want = rt->prefetch == 0 ? 1 : cfg->worker.batch_size < rt->nslots ? cfg->worker.batch_size : rt->nslots;
+	if (rt->want < 1)
+		rt->want = 1;
 	rt->vis_s = (int)(cfg->worker.visibility_timeout_ms / 1000);
 	ecw_connect_client_options(&rt->copts, cfg);
 	rt->copts.on_attempt = on_attempt;
