@@ -505,13 +505,13 @@ static int json_string(struct ecw_buf *out, const char *s, size_t n)
 		return err;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
-		char esc[6] = {'\\', (char)c, '0', '0', hex[c >> 4], hex[c & 15]};
-		size_t elen = 2;
 
 		if (c >= 0x20 && c != '"' && c != '\\')
 			continue;
-		if (c < 0x20)
-			esc[1] = 'u', elen = 6;
+		/* \" or \\, or \u00XX for a control character */
+		char esc[6] = {'\\', c < 0x20 ? 'u' : (char)c, '0', '0', hex[c >> 4], hex[c & 15]};
+		size_t elen = c < 0x20 ? 6 : 2;
+
 		if ((err = ecw_buf_add(out, s + run, i - run)) < 0 || (err = ecw_buf_add(out, esc, elen)) < 0)
 			return err;
 		run = i + 1;
