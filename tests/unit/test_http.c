@@ -3,7 +3,9 @@
  * every way an answer can be framed or broken - length, chunks, interim
  * answers, HEAD/204, a body up to the close, answers cut into single bytes,
  * kept and closed connections, a kept connection the server dropped, a
- * server that never answers, answers too large or malformed. The storage
+ * server that never answers, a socket timeout shorter than the time left,
+ * answers too large or malformed (a NUL in the head among them), and the
+ * URLs it takes (IPv6 hosts, ports) and refuses. The storage
  * protocol on top is test_client's (fake transport) and the integration
  * tests' (Azurite, over http and https). */
 #include "support.h"
