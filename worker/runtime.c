@@ -484,7 +484,7 @@ static bool may_receive(const struct runtime *rt)
 /* Wakes the receive loop (under rt->mu) only when it can act on it: it may
  * receive, or nothing is in flight (a stop waits for that). A wake for every
  * message it could not act on cost a futex call and a thread switch each,
- * most often to the other core. Its waits also time out each second. */
+ * often to the other core. Its waits also time out each second. */
 static void wake_receiver(struct runtime *rt)
 {
 	if (may_receive(rt) || rt->inflight == 0)
