@@ -1,5 +1,5 @@
-/* ecw_codec.h - base64 (RFC 4648, standard alphabet, padded) and UTF-8
- * decoding, written to caller-owned ecw_bufs. Decoding is strict: what the
+/* ecw_codec.h - base64 (RFC 4648, standard alphabet, padded), UTF-8
+ * decoding and JSON string literals, written to caller-owned ecw_bufs. Decoding is strict: what the
  * service or a message could carry ambiguously is refused, never guessed. */
 #ifndef ECW_CODEC_H
 #define ECW_CODEC_H
@@ -16,5 +16,12 @@ int ecw_base64_decode(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE
 size_t ecw_utf8_decode(const char *s, size_t n, uint32_t *cp);
 /* True when all n bytes are valid UTF-8. */
 int ecw_utf8_valid(const char *s, size_t n);
+
+/* n bytes as a JSON string literal, quotes included, as json-c writes one
+ * with NOSLASHESCAPE: \" \\ \b \f \n \r \t, any other byte below 0x20 as
+ * \u00xx, every other byte as it is (UTF-8 is the caller's to check). */
+int ecw_json_quote(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE;
+/* The length ecw_json_quote would append. */
+size_t ecw_json_quoted_len(const char *s, size_t n);
 
 #endif

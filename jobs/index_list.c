@@ -162,6 +162,7 @@
 #include <strings.h>
 
 #include "ecw_clock.h"
+#include "ecw_codec.h"
 #include "ecw_job.h"
 #include "jobs_private.h"
 
@@ -396,24 +397,6 @@ done:
 	return err;
 }
 
-static int json_string(struct ecw_buf *b, const char *s)
-{
-	int err = ecw_buf_addc(b, '"');
-
-	for (; err == 0 && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\') {
-			if ((err = ecw_buf_addc(b, '\\')) == 0)
-				err = ecw_buf_addc(b, (char)c);
-		} else if (c < 0x20) {
-			err = ecw_buf_printf(b, "\\u%04x", c);
-		} else {
-			err = ecw_buf_addc(b, (char)c);
-		}
-	}
-	return err ? err : ecw_buf_addc(b, '"');
-}
-
 /* The compact JSON form: [["a","b"],["c","d"]]. */
 static int tuples_write(struct ecw_buf *out, const struct tuples *t)
 {
@@ -425,7 +408,7 @@ static int tuples_write(struct ecw_buf *out, const struct tuples *t)
 		err = ecw_buf_addc(out, '[');
 		for (int k = 0; err == 0 && k < t->width; k++)
 			if ((err = k ? ecw_buf_addc(out, ',') : 0) == 0)
-				err = json_string(out, t->v[i].s[k]);
+				err = ecw_json_quote(out, t->v[i].s[k], strlen(t->v[i].s[k]));
 		if (err == 0)
 			err = ecw_buf_addc(out, ']');
 	}

@@ -108,69 +108,6 @@ static const char *clean_utf8(struct ecw_buf *scratch, const char *s, size_t *n)
 	return ecw_buf_cstr(scratch);
 }
 
-/* JSON string literals, as json-c writes them with NOSLASHESCAPE (the
- * format the lines had when json-c wrote them, which tools and tests read):
- * \" \\ \b \f \n \r \t, any other byte below 0x20 as \u00xx (lower-case hex),
- * every other byte as it is (the input is valid UTF-8 by then). */
-static const char *json_escape(unsigned char c, char tmp[7])
-{
-	static const char hex[] = "0123456789abcdef";
-
-	switch (c) {
-	case '"': return "\\\"";
-	case '\\': return "\\\\";
-	case '\b': return "\\b";
-	case '\f': return "\\f";
-	case '\n': return "\\n";
-	case '\r': return "\\r";
-	case '\t': return "\\t";
-	}
-	if (c >= 0x20)
-		return NULL;
-	memcpy(tmp, "\\u00", 4);
-	tmp[4] = hex[c >> 4];
-	tmp[5] = hex[c & 0xf];
-	tmp[6] = '\0';
-	return tmp;
-}
-
-/* The length of s as a JSON string literal, quotes included. */
-static size_t json_quoted_len(const char *s, size_t n)
-{
-	size_t len = 2;
-	char tmp[7];
-
-	for (size_t i = 0; i < n; i++) {
-		const char *e = json_escape((unsigned char)s[i], tmp);
-
-		len += e ? strlen(e) : 1;
-	}
-	return len;
-}
-
-/* Appends s as a JSON string literal, quotes included. */
-static int json_add_quoted(struct ecw_buf *out, const char *s, size_t n)
-{
-	size_t run = 0;
-	char tmp[7];
-	int err;
-
-	if ((err = ecw_buf_addc(out, '"')) < 0)
-		return err;
-	for (size_t i = 0; i < n; i++) {
-		const char *e = json_escape((unsigned char)s[i], tmp);
-
-		if (!e)
-			continue;
-		if ((err = ecw_buf_add(out, s + run, i - run)) < 0 || (err = ecw_buf_adds(out, e)) < 0)
-			return err;
-		run = i + 1;
-	}
-	if ((err = ecw_buf_add(out, s + run, n - run)) < 0)
-		return err;
-	return ecw_buf_addc(out, '"');
-}
-
 static bool text_is_control(unsigned char c)
 {
 	return c < 0x20 || c == 0x7f;
@@ -329,7 +266,7 @@ void ecw_log_add_secret(const char *secret)
 	ecw_buf_init(&text, 0);
 	if (!secret || (n = strlen(secret)) < SECRET_MIN_LEN)
 		goto done;
-	if (!(raw = clean_utf8(&scratch, secret, &n)) || json_add_quoted(&js, raw, n) < 0 ||
+	if (!(raw = clean_utf8(&scratch, secret, &n)) || ecw_json_quote(&js, raw, n) < 0 ||
 	    text_add_escaped(&text, raw, n) < 0) {
 		ok = false;
 		goto done;
@@ -508,7 +445,7 @@ struct ecw_log_line *ecw_log_begin(enum ecw_log_level level, const char *event)
 		err = ecw_buf_cat(&l->buf, "{\"time\":\"", when, "\",\"level\":\"", level_json[level],
 		                  "\",\"event\":", NULL);
 		if (err == 0)
-			err = json_add_quoted(&l->buf, ev, n);
+			err = ecw_json_quote(&l->buf, ev, n);
 	} else {
 		err = ecw_buf_cat(&l->buf, when, " ", level_text[level], " ", NULL);
 		if (err == 0)
@@ -542,7 +479,7 @@ static void add_field(struct ecw_log_line *l, const char *key, const char *value
 		goto done;
 	}
 	if (l->format == ECW_LOG_JSON) {
-		len = 2 + json_quoted_len(k, kn) + (is_string ? json_quoted_len(v, vn) : vn);
+		len = 2 + ecw_json_quoted_len(k, kn) + (is_string ? ecw_json_quoted_len(v, vn) : vn);
 	} else {
 		len = 2 + (kn ? kn : 1) + (is_string ? text_value_len(v, vn) : vn);
 	}
@@ -551,9 +488,9 @@ static void add_field(struct ecw_log_line *l, const char *key, const char *value
 		goto done;
 	}
 	if (l->format == ECW_LOG_JSON) {
-		if ((err = ecw_buf_addc(&l->buf, ',')) == 0 && (err = json_add_quoted(&l->buf, k, kn)) == 0 &&
+		if ((err = ecw_buf_addc(&l->buf, ',')) == 0 && (err = ecw_json_quote(&l->buf, k, kn)) == 0 &&
 		    (err = ecw_buf_addc(&l->buf, ':')) == 0)
-			err = is_string ? json_add_quoted(&l->buf, v, vn) : ecw_buf_add(&l->buf, v, vn);
+			err = is_string ? ecw_json_quote(&l->buf, v, vn) : ecw_buf_add(&l->buf, v, vn);
 	} else {
 		if ((err = ecw_buf_addc(&l->buf, ' ')) == 0 && (err = text_add_key(&l->buf, k, kn)) == 0 &&
 		    (err = ecw_buf_addc(&l->buf, '=')) == 0)

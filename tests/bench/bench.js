@@ -197,18 +197,17 @@ for (const sig of ["SIGINT", "SIGTERM"])
 		process.exit(130);
 	});
 
-// The system (kernel) part of a process's CPU time, in microseconds.
-function sysUs(pid) {
+// A process's CPU time in microseconds: user+sys, and the system (kernel) part.
+function cpuTimes(pid) {
 	const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
 	const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-	return (Number(f[12]) * 1e6) / CLK_TCK; // field 15: stime
+	const [user, sys] = [Number(f[11]), Number(f[12])]; // fields 14 and 15: utime, stime
+	return { cpu: ((user + sys) * 1e6) / CLK_TCK, sys: (sys * 1e6) / CLK_TCK };
 }
 
 // user+sys of a process, in microseconds.
 function cpuUs(pid) {
-	const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-	const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-	return ((Number(f[11]) + Number(f[12])) * 1e6) / CLK_TCK; // fields 14 and 15: utime, stime
+	return cpuTimes(pid).cpu;
 }
 
 // Peak resident set size, in kB.
@@ -506,10 +505,10 @@ async function archiveRun({ kind, concurrency, n, present = true, proxy = false,
 		w = kind === "ecworker" ? startEcworker(cs, concurrency, "1s", tag) : startSdkWorker(cs, concurrency, tag);
 		await w.ready();
 		const t0 = process.hrtime.bigint();
-		const [cpu0, sys0, az0, px0] = [cpuUs(w.pid), sysUs(w.pid), cpuUs(az.pid), px ? cpuUs(px.pid) : 0];
+		const [w0, az0, px0] = [cpuTimes(w.pid), cpuUs(az.pid), px ? cpuUs(px.pid) : 0];
 		await w.done(n);
 		const wall = Number(process.hrtime.bigint() - t0) / 1e9;
-		const [cpu1, sys1, az1, px1] = [cpuUs(w.pid), sysUs(w.pid), cpuUs(az.pid), px ? cpuUs(px.pid) : 0];
+		const [w1, az1, px1] = [cpuTimes(w.pid), cpuUs(az.pid), px ? cpuUs(px.pid) : 0];
 		const rssKb = peakRssKb(w.pid);
 		const requests = await w.requestCounts();
 		await w.stop();
@@ -517,8 +516,8 @@ async function archiveRun({ kind, concurrency, n, present = true, proxy = false,
 		if (w.failed) throw new Error(`${w.failed} message outcomes other than success (see ${w.log.path})`);
 		if (present) await verifyArchive(az.cs, seeded);
 		return {
-			kind, concurrency, n, present, proxy, seconds: wall, msgsPerS: n / wall, cpuUsPerMsg: (cpu1 - cpu0) / n,
-			sysUsPerMsg: (sys1 - sys0) / n,
+			kind, concurrency, n, present, proxy, seconds: wall, msgsPerS: n / wall, cpuUsPerMsg: (w1.cpu - w0.cpu) / n,
+			sysUsPerMsg: (w1.sys - w0.sys) / n,
 			peakRssMb: rssKb / 1024, requestsPerMsg: requests.total / n, requestsByOp: requests.byOp,
 			azuriteCpuPct: ((az1 - az0) / 1e6 / wall) * 100, proxyCpuPct: px ? ((px1 - px0) / 1e6 / wall) * 100 : null,
 		};

@@ -424,6 +424,27 @@ static void test_entity__all_types_round_trip(void **state)
 	ecw_entity_free(e);
 }
 
+/* Strings are written as json-c writes them (ecw_json_quote, shared with the
+ * log lines): short escapes where JSON has them, \u00xx for other control
+ * bytes, UTF-8 as it is; and they read back byte for byte. */
+static void test_entity__string_escapes(void **state)
+{
+	(void)state;
+	static const char text[] = "q\" b\\ n\n t\t c\x01 z\xc3\xab";
+	struct ecw_entity *e = new_entity("part", "row");
+	struct ecw_buf b;
+	assert_int_equal(ecw_entity_set_string(e, "S", text, sizeof(text) - 1), 0);
+	ecw_buf_init(&b, 0);
+	assert_int_equal(ecw_entity_to_json(&b, e), 0);
+	assert_non_null(strstr(ecw_buf_cstr(&b), "\"S\":\"q\\\" b\\\\ n\\n t\\t c\\u0001 z\xc3\xab\""));
+	struct ecw_entity *back = NULL;
+	assert_int_equal(ecw_entity_from_json(&back, b.ptr, b.len), 0);
+	assert_true(ecw_entity_equal(back, e));
+	ecw_entity_free(back);
+	ecw_buf_dispose(&b);
+	ecw_entity_free(e);
+}
+
 /* ---- service responses ----------------------------------------------------- */
 
 static void test_entity__from_service_response(void **state)
@@ -679,6 +700,7 @@ int main(void)
 	    cmocka_unit_test(test_entity__guid),
 	    cmocka_unit_test(test_entity__binary_with_zero_bytes),
 	    cmocka_unit_test(test_entity__all_types_round_trip),
+	    cmocka_unit_test(test_entity__string_escapes),
 	    cmocka_unit_test(test_entity__from_service_response),
 	    cmocka_unit_test(test_entity__from_json_rejects_garbage),
 	    cmocka_unit_test(test_entity__json_parse_error),

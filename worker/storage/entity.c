@@ -494,33 +494,6 @@ bool ecw_entity_equal(const struct ecw_entity *a, const struct ecw_entity *b)
 
 /* ---- writing JSON ------------------------------------------------------------------ */
 
-/* Runs of bytes that need no escape are copied whole. */
-static int json_string(struct ecw_buf *out, const char *s, size_t n)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t run = 0;
-	int err;
-
-	if ((err = ecw_buf_addc(out, '"')) < 0)
-		return err;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		/* \" or \\, or \u00XX for a control character */
-		char esc[6] = {'\\', c < 0x20 ? 'u' : (char)c, '0', '0', hex[c >> 4], hex[c & 15]};
-		size_t elen = c < 0x20 ? 6 : 2;
-
-		if ((err = ecw_buf_add(out, s + run, i - run)) < 0 || (err = ecw_buf_add(out, esc, elen)) < 0)
-			return err;
-		run = i + 1;
-	}
-	if ((err = ecw_buf_add(out, s + run, n - run)) < 0)
-		return err;
-	return ecw_buf_addc(out, '"');
-}
-
 /* The shortest %.Ng that strtod reads back to the same bits, always with a
  * '.' or exponent so it also reads as a Double without its annotation. Any
  * decimal of up to 15 digits (DBL_DIG) comes back from a double unchanged,
@@ -551,9 +524,9 @@ int ecw_entity_to_json(struct ecw_buf *out, const struct ecw_entity *e)
 
 	ecw_buf_init(&b64, 0);
 	if ((err = ecw_buf_adds(out, "{\"PartitionKey\":")) < 0 ||
-	    (err = json_string(out, e->pk, strlen(e->pk))) < 0 ||
+	    (err = ecw_json_quote(out, e->pk, strlen(e->pk))) < 0 ||
 	    (err = ecw_buf_adds(out, ",\"RowKey\":")) < 0 ||
-	    (err = json_string(out, e->rk, strlen(e->rk))) < 0)
+	    (err = ecw_json_quote(out, e->rk, strlen(e->rk))) < 0)
 		goto done;
 	for (size_t i = 0; i < e->n; i++) {
 		const struct ecw_prop *p = &e->props[i];
@@ -564,19 +537,19 @@ int ecw_entity_to_json(struct ecw_buf *out, const struct ecw_entity *e)
 		if (annotate) {
 			/* "Name@odata.type":"Edm.X", */
 			size_t n = strlen(p->name);
-			if ((err = json_string(out, p->name, n)) < 0)
+			if ((err = ecw_json_quote(out, p->name, n)) < 0)
 				goto done;
 			out->len--; /* reopen the closing quote */
 			if ((err = ecw_buf_cat(out, "@odata.type\":\"", ecw_edm_name(p->type), "\",", NULL)) < 0)
 				goto done;
 		}
-		if ((err = json_string(out, p->name, strlen(p->name))) < 0 || (err = ecw_buf_addc(out, ':')) < 0)
+		if ((err = ecw_json_quote(out, p->name, strlen(p->name))) < 0 || (err = ecw_buf_addc(out, ':')) < 0)
 			goto done;
 		switch (p->type) {
 		case ECW_EDM_STRING:
 		case ECW_EDM_DATETIME:
 		case ECW_EDM_GUID:
-			err = json_string(out, p->v.s, p->len);
+			err = ecw_json_quote(out, p->v.s, p->len);
 			break;
 		case ECW_EDM_INT32:
 			err = ecw_buf_addi(out, p->v.i32);
@@ -594,7 +567,7 @@ int ecw_entity_to_json(struct ecw_buf *out, const struct ecw_entity *e)
 		case ECW_EDM_BINARY:
 			ecw_buf_reset(&b64);
 			if ((err = ecw_base64_encode(&b64, p->v.bin, p->len)) == 0)
-				err = json_string(out, ecw_buf_cstr(&b64), b64.len);
+				err = ecw_json_quote(out, ecw_buf_cstr(&b64), b64.len);
 			break;
 		}
 		if (err < 0)
