@@ -49,6 +49,7 @@ struct slot {
 	bool busy;                  /* holds a received message */
 	bool done;                  /* its job thread settled it: renewer keeps off */
 	bool abandoned;             /* shutdown released it: nobody may settle it */
+	bool stale;                 /* not busy, but still holds its last message's memory */
 	atomic_bool lease_lost;
 	struct ecw_queue_msg msg;   /* owns msg.text; pop_receipt updated by renewals */
 	struct ecw_message m;       /* decoded on receipt (m.job, m.pk, m.rk point into it,
@@ -461,17 +462,28 @@ static struct slot *take_ready(struct runtime *rt, int i)
 	return s;
 }
 
-/* Frees what a settled (or released) message held and gives its slot back. */
-static void free_slot(struct slot *s)
+/* Frees what the slot's last message held; on the receive loop's thread
+ * (place, drain) or after every thread is joined. The memory was allocated
+ * on that thread, so freeing it there keeps 64 job threads from taking the
+ * lock of its malloc arena (strace: ~0.4 futex calls a message at c64). */
+static void dispose_slot(struct slot *s)
 {
-	pthread_mutex_lock(&s->mu);
 	ecw_message_dispose(&s->m);
 	memset(&s->m, 0, sizeof(s->m));
 	s->decoded = false;
 	s->group_def = NULL;
 	free(s->msg.text);
 	memset(&s->msg, 0, sizeof(s->msg));
+	s->stale = false;
+}
+
+/* Gives a settled (or released) message's slot back; its memory is freed
+ * when the receive loop fills the slot again (dispose_slot). */
+static void free_slot(struct slot *s)
+{
+	pthread_mutex_lock(&s->mu);
 	s->busy = false;
+	s->stale = true;
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -481,14 +493,18 @@ static bool may_receive(const struct runtime *rt)
 	return rt->nslots - rt->inflight >= rt->want && rt->ready_n <= rt->prefetch / 2;
 }
 
-/* Wakes the receive loop (under rt->mu) only when it can act on it: it may
- * receive, or nothing is in flight (a stop waits for that). A wake for every
- * message it could not act on cost a futex call and a thread switch each,
- * often to the other core. Its waits also time out each second. */
-static void wake_receiver(struct runtime *rt)
+/* Whether the receive loop should be woken (under rt->mu): only when it can
+ * act on it, because it may receive or nothing is in flight (a stop waits
+ * for that). A wake for every message it could not act on cost a futex call
+ * and a thread switch each, often to the other core. Its waits also time
+ * out each second.
+ * The callers signal after unlocking rt->mu: a thread woken while the
+ * signaller still holds the mutex at once blocks on it again, which cost a
+ * futex wait, a futex wake and a thread switch more per wake-up. The state
+ * changed under the mutex, so a waiter either sees it or gets the signal. */
+static bool receiver_should_wake(const struct runtime *rt)
 {
-	if (may_receive(rt) || rt->inflight == 0)
-		pthread_cond_signal(&rt->main_cv);
+	return may_receive(rt) || rt->inflight == 0;
 }
 
 static void *job_thread(void *p)
@@ -522,10 +538,12 @@ static void *job_thread(void *p)
 					i++;
 			}
 		}
-		if (rt->ready_n > 0)
-			pthread_cond_signal(&rt->work_cv); /* the next thread takes the next group */
-		wake_receiver(rt); /* it may fetch more */
+		bool more = rt->ready_n > 0, wake = receiver_should_wake(rt);
 		pthread_mutex_unlock(&rt->mu);
+		if (more)
+			pthread_cond_signal(&rt->work_cv); /* the next thread takes the next group */
+		if (wake)
+			pthread_cond_signal(&rt->main_cv); /* it may fetch more */
 
 		if (n == 1)
 			process(rt, c, group[0]);
@@ -536,9 +554,11 @@ static void *job_thread(void *p)
 			free_slot(group[i]);
 		pthread_mutex_lock(&rt->mu);
 		rt->inflight -= (int)n;
-		ecw_metrics_inflight_add(-(int)n);
-		wake_receiver(rt);
+		wake = receiver_should_wake(rt);
 		pthread_mutex_unlock(&rt->mu);
+		ecw_metrics_inflight_add(-(int)n);
+		if (wake)
+			pthread_cond_signal(&rt->main_cv);
 	}
 	return NULL;
 }
@@ -749,6 +769,8 @@ static int place(struct runtime *rt, struct ecw_queue_msg *msg)
 			pthread_mutex_unlock(&s->mu);
 			continue;
 		}
+		if (s->stale)
+			dispose_slot(s);
 		s->busy = true;
 		s->done = s->abandoned = false;
 		atomic_store(&s->lease_lost, false);
@@ -784,9 +806,9 @@ static void dispatch(struct runtime *rt, struct ecw_queue_msg *msgs, size_t coun
 	for (int i = 0; i < n; i++)
 		rt->ready[rt->ready_n++] = idx[i];
 	rt->inflight += n;
-	ecw_metrics_inflight_add(n);
-	pthread_cond_signal(&rt->work_cv);
 	pthread_mutex_unlock(&rt->mu);
+	ecw_metrics_inflight_add(n);
+	pthread_cond_signal(&rt->work_cv); /* after the unlock: see receiver_should_wake */
 }
 
 /* Sleeps up to ms, waking early on a signal. */
@@ -1112,8 +1134,10 @@ done:
 	ecw_client_free(sched_arg.client);
 	ecw_account_free(rt->acct);
 	if (rt->slots)
-		for (int i = 0; i < rt->nslots; i++)
+		for (int i = 0; i < rt->nslots; i++) {
+			dispose_slot(&rt->slots[i]);
 			pthread_mutex_destroy(&rt->slots[i].mu);
+		}
 	free(rt->slots);
 	free(rt->ready);
 	free(args);
