@@ -3,10 +3,18 @@
  * A line is built in a heap buffer owned by the ecw_log_line, then, at
  * ecw_log_end, copied once more while every registered secret (and every
  * JWT, and every sig= / AccountKey= / client_assertion= value) is replaced
- * by [REDACTED], and handed to one write(2). The write happens under a mutex: POSIX makes pipe writes atomic
- * only up to PIPE_BUF (4 KiB), and a line may be longer, so the lock is what
- * keeps lines of different threads apart; it also covers the rare short write,
- * which is finished before the next line starts.
+ * by [REDACTED], and handed to one write(2). The writes share a lock. A line
+ * of up to PIPE_BUF (4 KiB) to a pipe, a regular file or a Unix stream socket
+ * (journald's stdout, a parent's socketpair) takes it shared, so such lines
+ * are written side by side: POSIX makes a pipe write that size atomic (all
+ * or nothing, also non-blocking), Linux serializes the writes of one
+ * process's threads to a file, and queues a write that size to a Unix stream
+ * socket as one buffer. A longer line, or one to anything else (a terminal,
+ * a TCP socket), takes it alone: a pipe write of more than PIPE_BUF may be
+ * split, and another line must not land in between; it also finishes a
+ * short write before the next line starts. (An exclusive lock on every line
+ * was the most contended lock at concurrency 64: a pipe write wakes its
+ * reader while holding it.)
  *
  * Bounds: the fields of a line stop at LOG_LINE_MAX bytes. A field that would
  * go past it is dropped whole (never cut, so a secret is never half written
@@ -16,7 +24,9 @@
  *
  * Logging leaves errno alone; only a real out-of-memory can touch the
  * thread's last error. */
+#define _GNU_SOURCE /* a writer-preferring rwlock initializer */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -26,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,7 +56,11 @@
 static _Atomic int g_level = ECW_LOG_INFO;
 static _Atomic int g_format = ECW_LOG_JSON;
 static _Atomic int g_fd = 2;
-static pthread_mutex_t g_write_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Writers first, so that a long line is not starved by short ones. */
+static pthread_rwlock_t g_write_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+/* Whether g_fd takes a line of up to PIPE_BUF in one piece (see the top of
+ * the file): 1 or 0, -1 until write_line looks. */
+static _Atomic int g_fd_atomic = -1;
 
 struct secret {
 	char *s;
@@ -80,6 +96,7 @@ void ecw_log_setup(enum ecw_log_level level, enum ecw_log_format format)
 void ecw_log_set_fd(int fd)
 {
 	atomic_store(&g_fd, fd >= 0 ? fd : 2);
+	atomic_store(&g_fd_atomic, -1);
 }
 
 /* ---- strings ------------------------------------------------------------ */
@@ -545,14 +562,35 @@ void ecw_log_bool(struct ecw_log_line *l, const char *key, bool value)
 	add_field(l, key, value ? "true" : "false", value ? 4 : 5, false);
 }
 
-/* Under the write lock, so a short write is finished before another thread
- * starts its line. A failed write (a closed or full non-blocking stderr)
- * drops the rest of the line: there is nowhere to report it. */
+static bool fd_takes_small_lines_whole(int fd)
+{
+	int k = atomic_load_explicit(&g_fd_atomic, memory_order_relaxed);
+	struct stat st;
+
+	if (k < 0) {
+		int domain = 0, type = 0;
+		socklen_t dl = sizeof(domain), tl = sizeof(type);
+		k = fstat(fd, &st) == 0 &&
+		    (S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode) ||
+		     (S_ISSOCK(st.st_mode) && getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &dl) == 0 &&
+		      getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && domain == AF_UNIX &&
+		      type == SOCK_STREAM));
+		atomic_store_explicit(&g_fd_atomic, k, memory_order_relaxed);
+	}
+	return k == 1;
+}
+
+/* See the top of the file for when the write lock is taken. A failed write
+ * (a closed or full non-blocking stderr) drops the rest of the line: there
+ * is nowhere to report it. */
 static void write_line(const char *p, size_t n)
 {
 	int fd = atomic_load(&g_fd);
 
-	pthread_mutex_lock(&g_write_lock);
+	if (n <= PIPE_BUF && fd_takes_small_lines_whole(fd))
+		pthread_rwlock_rdlock(&g_write_lock);
+	else
+		pthread_rwlock_wrlock(&g_write_lock);
 	while (n > 0) {
 		ssize_t w = write(fd, p, n);
 
@@ -560,10 +598,10 @@ static void write_line(const char *p, size_t n)
 			continue;
 		if (w <= 0)
 			break;
-		p += w;
+		p += w; /* the rest of a short write (to a file: a full disk) */
 		n -= (size_t)w;
 	}
-	pthread_mutex_unlock(&g_write_lock);
+	pthread_rwlock_unlock(&g_write_lock);
 }
 
 void ecw_log_end(struct ecw_log_line *l)

@@ -8,6 +8,7 @@
 #include <json-c/json.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -655,15 +656,20 @@ static void test_log__redacts_jwts_and_assertions(void **state)
 	}
 }
 
-static void test_log__concurrent_writers_whole_lines(void **state)
+/* Short lines (written side by side) and long ones (written alone) from
+ * several threads arrive whole, to a pipe (socket false) or to a Unix stream
+ * socket, as a parent's socketpair or journald's stdout is. */
+static void concurrent_writers_whole_lines(bool socket)
 {
-	(void)state;
 	int p[2];
 	pthread_t reader_thread, writers[WRITERS];
 	struct reader r;
 	int seen[WRITERS][LINES_PER_WRITER];
 
-	assert_int_equal(pipe(p), 0);
+	if (socket)
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
+	else
+		assert_int_equal(pipe(p), 0);
 	assert_true(PIPE_BUF < 6000);
 	r.fd = p[0];
 	ecw_buf_init(&r.got, ECW_BUF_DEFAULT_MAX);
@@ -705,6 +711,18 @@ static void test_log__concurrent_writers_whole_lines(void **state)
 		for (int i = 0; i < LINES_PER_WRITER; i++)
 			assert_int_equal(seen[t][i], 1);
 	free(all);
+}
+
+static void test_log__concurrent_writers_whole_lines(void **state)
+{
+	(void)state;
+	concurrent_writers_whole_lines(false);
+}
+
+static void test_log__concurrent_writers_whole_lines_unix_socket(void **state)
+{
+	(void)state;
+	concurrent_writers_whole_lines(true);
 }
 
 /* Registering secrets while other threads log is safe. */
@@ -771,6 +789,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_log__redacts_sig_and_account_key, capture_setup,
 	                                    capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__concurrent_writers_whole_lines, capture_setup,
+	                                    capture_teardown),
+	    cmocka_unit_test_setup_teardown(test_log__concurrent_writers_whole_lines_unix_socket, capture_setup,
 	                                    capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__secrets_registered_while_logging, capture_setup,
 	                                    capture_teardown),
