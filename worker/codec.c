@@ -104,11 +104,21 @@ size_t ecw_utf8_decode(const char *s, size_t n, uint32_t *cp)
 int ecw_utf8_valid(const char *s, size_t n)
 {
 	uint32_t cp;
-	size_t k;
+	uint64_t w;
+	size_t i = 0, k;
 
-	for (size_t i = 0; i < n; i += k)
-		if (!(k = ecw_utf8_decode(s + i, n - i, &cp)))
-			return 0;
+	/* ASCII eight bytes at a time: names, keys and most values are. */
+	while (i < n) {
+		if (n - i >= 8 && (memcpy(&w, s + i, 8), (w & 0x8080808080808080ULL) == 0)) {
+			i += 8;
+		} else if ((unsigned char)s[i] < 0x80) {
+			i++;
+		} else {
+			if (!(k = ecw_utf8_decode(s + i, n - i, &cp)))
+				return 0;
+			i += k;
+		}
+	}
 	return 1;
 }
 

@@ -2,11 +2,54 @@
  * (ecw_entity_from_json, worker/storage/entity.c) and the round trip through
  * ecw_entity_to_json: an entity that parses writes JSON that parses back to
  * an equal entity (keys, names, EDM types and values, bit for bit), and
- * writing that again gives the same bytes; JSON that parses has no NUL byte. The same input also goes through
+ * writing that again gives the same bytes; JSON that parses has no NUL byte.
+ * ecw_entity_from_json reads the common flat form itself and the rest with
+ * json-c: the result (the entity with its ETag and Timestamp, or the error)
+ * must be the one json-c's path alone gives. The same input also goes through
  * the service error-body reader (ecw_json_parse_error). */
+#include <json-c/json.h>
+
 #include "ecw_entity.h"
 #include "fuzz.h"
 #include "storage_private.h"
+
+static bool same_text(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* rc, e and error: what ecw_entity_from_json gave for text. */
+static void check_as_json_c(const char *text, size_t size, int rc, const struct ecw_entity *e, const char *error)
+{
+	struct json_object *obj = ecw_json_parse(text, size);
+	struct ecw_entity *ref = NULL;
+	struct ecw_buf a, b;
+	int ref_rc;
+
+	ecw_error_clear();
+	ref_rc = obj ? ecw_entity_from_json_object(&ref, obj) : -1;
+	json_object_put(obj);
+	if ((rc == 0) != (ref_rc == 0)) {
+		fprintf(stderr, "the readers disagree: ecw_entity_from_json %s, json-c %s (%s)\n",
+			rc == 0 ? "reads it" : error, ref_rc == 0 ? "reads it" : "refuses it",
+			ecw_error_last()->message);
+		abort();
+	}
+	if (rc == 0) {
+		ecw_buf_init(&a, 0);
+		ecw_buf_init(&b, 0);
+		FUZZ_CHECK(ecw_entity_equal(e, ref));
+		FUZZ_CHECK(same_text(ecw_entity_etag(e), ecw_entity_etag(ref)));
+		FUZZ_CHECK(same_text(ecw_entity_timestamp(e), ecw_entity_timestamp(ref)));
+		FUZZ_CHECK(ecw_entity_to_json(&a, e) == 0 && ecw_entity_to_json(&b, ref) == 0);
+		FUZZ_CHECK(a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0);
+		ecw_buf_dispose(&a);
+		ecw_buf_dispose(&b);
+	} else if (obj) {
+		FUZZ_CHECK(strcmp(error, ecw_error_last()->message) == 0);
+	}
+	ecw_entity_free(ref);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -17,7 +60,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	ecw_buf_init(&j1, 0);
 	ecw_buf_init(&j2, 0);
-	if (ecw_entity_from_json(&e, text, size) == 0) {
+	ecw_error_clear();
+	int rc = ecw_entity_from_json(&e, text, size);
+	char error[sizeof(ecw_error_last()->message)];
+	snprintf(error, sizeof(error), "%s", ecw_error_last()->message);
+	check_as_json_c(text, size, rc, e, error);
+	if (rc == 0) {
 		FUZZ_CHECK(e != NULL);
 		/* JSON has no raw NUL byte, inside strings or out; json-c's
 		 * comments (which it accepts) may hold anything. */
