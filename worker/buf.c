@@ -57,7 +57,9 @@ int ecw_buf_add(struct ecw_buf *b, const void *p, size_t n)
 {
 	int err;
 
-	if ((err = grow(b, n)) < 0)
+	/* Room for n bytes and the NUL (which also keeps within max) is the
+	 * common case: no call. */
+	if (n >= b->cap - b->len && (err = grow(b, n)) < 0)
 		return err;
 	if (n)
 		memcpy(b->ptr + b->len, p, n);
