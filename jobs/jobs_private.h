@@ -1,5 +1,7 @@
 /* jobs_private.h - what the job types share with each other (not with the
- * runtime): key templates and the test-only crash points. */
+ * runtime): key templates and the test-only crash points (which the
+ * migrations and the scheduler in worker/ use as well: one definition, one
+ * set of ECW_CRASH_AT / ECW_TEST_PAUSE_AT rules). */
 #ifndef ECW_JOBS_PRIVATE_H
 #define ECW_JOBS_PRIVATE_H
 
