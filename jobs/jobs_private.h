@@ -106,6 +106,11 @@ int ecw_source_key_hash(char out[65], const char *pk, const char *rk) ECW_MUST_U
  * races. In the shipped binary they compile to nothing. */
 #ifdef ECW_TESTING
 void ecw_crash_point(const char *name);
+/* For tests that run a job in their own process, where dying or sleeping at
+ * a point would not help: hook(name, payload) is called at every point
+ * first (NULL: no hook), e.g. to change the data between a run's read and
+ * its write. Set it only while no job runs. */
+void ecw_crash_point_hook(void (*hook)(const char *name, void *payload), void *payload);
 #else
 #define ecw_crash_point(name) ((void)0)
 #endif
