@@ -6,7 +6,8 @@
  * week ({device}_weekly, the Monday's yyyyMMdd) by the worker binary
  * (build/ecworker-test) from queue messages. Every check compares what the
  * worker left with a recomputation done here from the raw rows; reruns must
- * write nothing (same ETags, no write requests in the metrics). Late
+ * write nothing (same ETags, no write requests in the metrics), and the
+ * worker's message lines name each message's device and window. Late
  * readings and deleted raw rows come after the first pass. Crash cases stop
  * the worker dead after each step (ECW_CRASH_AT) and check a fresh worker
  * converges. A few cases call the job's run in this process, with this
@@ -356,9 +357,21 @@ static void test_rollup__month_late_data_and_reruns(void **state)
 	for (int d = 0; d < NDEV; d++)
 		put_readings(x, d, 0, NDAYS * 24);
 	enqueue_all(x);
-	long long writes = run_worker(x, "rollup-month-1", NMESSAGES, 30);
+	struct proc p1;
+	long long writes =
+	    wfx_run(x, "rollup-month-1", write_config(x, "rollup-month-1", 30), NMESSAGES, 90000, &p1);
 	wfx_assert_queues_empty(x);
 	check_all(x);
+	/* A rollup message has no keys: its log line names the device and the
+	 * window instead. */
+	for (int d = 0; d < NDEV; d++)
+		assert_int_equal(
+		    proc_count(&p1, "message", "outcome", "succeeded", "device", devices[d], NULL),
+		    NDAYS + NWEEKS);
+	assert_int_equal(proc_count(&p1, "message", "job", "weekly", "device", "tank-b", "window_start",
+	                            "2020-10-05", NULL),
+	                 1);
+	assert_int_equal(proc_count(&p1, "message", "pk", PROC_ANY, NULL), 0);
 	/* One write per aggregate: 31 + 31 + 30 days (tank-c's 10-10 has no
 	 * data) and 15 weeks. */
 	assert_int_equal(writes, 31 + 31 + 30 + 15);
@@ -602,17 +615,30 @@ static void test_rollup__permanent_errors(void **state)
 	assert_false(agg_exists(x, "tank-z_daily", "20201001"));
 	ecw_config_free(d.cfg);
 
-	/* Through the worker: the bad message is poisoned at once, not retried. */
+	/* Through the worker: the bad message is poisoned at once, not retried,
+	 * and its log line says which window of which device. A device of 5,000
+	 * bytes (a key too long) is left out of the line whole, and counted. */
+	char big[5001];
+	memset(big, 'x', 5000);
+	big[5000] = '\0';
 	put_message(x, "daily", "tank-z", OCT1);
+	put_message(x, "daily", big, OCT1 + DAY);
 	struct proc p;
 	write_config(x, "rollup-poison", 30);
 	const char *args[] = {"run", "-c", x->config, NULL};
 	proc_start(&p, "rollup-poison", args, NULL);
-	PROC_EXPECT_LOG(&p, 1, 30000, "message", "outcome", "poisoned");
+	PROC_EXPECT_LOG(&p, 2, 30000, "message", "outcome", "poisoned");
 	proc_stop(&p, 10000);
+	assert_int_equal(proc_count(&p, "message", "outcome", "poisoned", "job", "daily", "device", "tank-z",
+	                            "window_start", "2020-10-01", NULL),
+	                 1);
+	assert_int_equal(proc_count(&p, "message", "outcome", "poisoned", "job", "daily", "window_start",
+	                            "2020-10-02", "fields_omitted", "1", NULL),
+	                 1);
+	assert_int_equal(proc_count(&p, "message", "device", big, NULL), 0);
 	long long n = 0;
 	ECW_ASSERT_OK(ecw_queue_count(&n, x->t->client, x->poison));
-	assert_int_equal(n, 1);
+	assert_int_equal(n, 2);
 	proc_assert_logs_clean();
 }
 
