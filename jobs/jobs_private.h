@@ -1,5 +1,7 @@
 /* jobs_private.h - what the job types share with each other (not with the
- * runtime): key templates and the test-only crash points. */
+ * runtime): key templates and the test-only crash points (which the
+ * migrations and the scheduler in worker/ use as well: one definition, one
+ * set of ECW_CRASH_AT / ECW_TEST_PAUSE_AT rules). */
 #ifndef ECW_JOBS_PRIVATE_H
 #define ECW_JOBS_PRIVATE_H
 
@@ -104,6 +106,11 @@ int ecw_source_key_hash(char out[65], const char *pk, const char *rk) ECW_MUST_U
  * races. In the shipped binary they compile to nothing. */
 #ifdef ECW_TESTING
 void ecw_crash_point(const char *name);
+/* For tests that run a job in their own process, where dying or sleeping at
+ * a point would not help: hook(name, payload) is called at every point
+ * first (NULL: no hook), e.g. to change the data between a run's read and
+ * its write. Set it only while no job runs. */
+void ecw_crash_point_hook(void (*hook)(const char *name, void *payload), void *payload);
 #else
 #define ecw_crash_point(name) ((void)0)
 #endif

@@ -76,6 +76,15 @@ bool ecw_job_err_is_permanent(int err)
 #include "ecw_clock.h"
 #include "jobs_private.h"
 
+static void (*point_hook)(const char *name, void *payload);
+static void *point_payload;
+
+void ecw_crash_point_hook(void (*hook)(const char *name, void *payload), void *payload)
+{
+	point_hook = hook;
+	point_payload = payload;
+}
+
 void ecw_crash_point(const char *name)
 {
 	const char *at = getenv("ECW_CRASH_AT");
@@ -84,6 +93,8 @@ void ecw_crash_point(const char *name)
 	size_t n = strlen(name);
 	long ms;
 
+	if (point_hook)
+		point_hook(name, point_payload);
 	/* Dies as a crash would: no cleanup, no flush, no settling. */
 	if (at && strcmp(at, name) == 0)
 		_exit(86);

@@ -25,7 +25,8 @@
  *      absent)
  *   404, 409 or 412 on the write or delete: another run (or someone) changed
  *   the aggregate since step 1: start over at 1 (at most MAX_ROUNDS rounds,
- *   then a transient error: retried later).
+ *   then a transient error: retried later; the log's detail names a later
+ *   round it ended in, "25 rows, unchanged (round 2)").
  *
  * Crash safety, step by step (a crash = the process dies right after it;
  * the message is not deleted, so it comes back and the job runs again):
@@ -753,6 +754,7 @@ struct run {
 	int64_t start_s, end_s;
 	char *filter;
 	long long rows;
+	int round; /* 0 the first time; more after a lost race */
 };
 
 /* The message's fields as String properties, for the key templates. */
@@ -876,7 +878,12 @@ static int round_once(struct run *u)
 		ecw_crash_point("rollup.written");
 		detail = "written";
 	}
-	snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "%lld rows, %s", u->rows, detail);
+	/* A later round says so: the log shows the race this run lost. */
+	if (u->round > 0)
+		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "%lld rows, %s (round %d)",
+		         u->rows, detail, u->round + 1);
+	else
+		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "%lld rows, %s", u->rows, detail);
 done:
 	if (writing && restart_err(err)) {
 		/* The aggregate changed since our read (another run, or
@@ -916,7 +923,7 @@ static int rollup_run(const void *settings, struct ecw_job_ctx *ctx)
 	if ((err = ecw_rollup_filter(&filter, u.from, u.start_s, u.end_s)) < 0)
 		goto done;
 	u.filter = (char *)ecw_buf_cstr(&filter);
-	for (int round = 0; round < MAX_ROUNDS; round++)
+	for (u.round = 0; u.round < MAX_ROUNDS; u.round++)
 		if ((err = round_once(&u)) != RESTART)
 			goto done;
 	err = ecw_error_set(ECW_ETRANSIENT, "rollup %s/%s: the aggregate kept changing under us (%d rounds)",

@@ -318,6 +318,71 @@ static void abandon(struct runtime *rt, struct ecw_client *c, struct slot *s, co
 	}
 }
 
+/* A keyless message names no entity, so its "message" line names what it ran
+ * on with the fields its job reads: window_start, then the type's
+ * message_fields (a rollup's device). Bounded, as a message may be 64 KiB:
+ * at most LOG_FIELDS fields of at most LOG_FIELD_MAX bytes. A longer value is
+ * left out whole, not cut (half a secret would escape redaction), as is a
+ * field named like one of the line's own keys or that is no string or
+ * number; fields_omitted counts them. */
+#define LOG_FIELDS 8
+#define LOG_FIELD_MAX 256
+
+static const char *const message_line_keys[] = {
+	"time", "level", "event", "outcome", "job", "pk", "rk", "id", "message_id", "dequeue_count",
+	"duration_ms", "group", "reason", "detail", "hidden_s", "error", "truncated", "fields_omitted", NULL};
+
+static bool log_one_field(struct ecw_log_line *l, const char *name, struct json_object *v)
+{
+	for (size_t i = 0; message_line_keys[i]; i++)
+		if (strcmp(message_line_keys[i], name) == 0)
+			return false;
+	switch (json_object_get_type(v)) {
+	case json_type_string:
+		if (json_object_get_string_len(v) > LOG_FIELD_MAX)
+			return false;
+		ecw_log_str(l, name, json_object_get_string(v));
+		return true;
+	case json_type_int:
+		ecw_log_int(l, name, json_object_get_int64(v));
+		return true;
+	case json_type_double:
+		ecw_log_double(l, name, json_object_get_double(v));
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void log_keyless_fields(struct ecw_log_line *l, const struct ecw_config *cfg, const struct slot *s)
+{
+	const struct ecw_job_def *def = l && s->decoded && s->m.job ? ecw_config_job(cfg, s->m.job) : NULL;
+	const char *const *fields;
+	int64_t logged = 0, omitted = 0;
+
+	if (!def || !def->type->keyless || !s->m.obj)
+		return;
+	fields = def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
+	for (size_t i = 0;; i++) {
+		const char *name = i == 0 ? "window_start" : fields ? fields[i - 1] : NULL;
+		struct json_object *v = NULL;
+
+		if (!name)
+			break;
+		if (i > 0 && strcmp(name, "window_start") == 0)
+			continue; /* logged first */
+		/* Absent (or null) fields are the job's to report. */
+		if (!json_object_object_get_ex(s->m.obj, name, &v) || !v)
+			continue;
+		if (logged < LOG_FIELDS && log_one_field(l, name, v))
+			logged++;
+		else
+			omitted++;
+	}
+	if (omitted)
+		ecw_log_int(l, "fields_omitted", omitted);
+}
+
 /* Everything after the job ran (ran) or was refused before running (reason
  * set): the follow-ups, the one final call on the message, the poisoning,
  * the metrics and the message's log line. error holds the failure's text. */
@@ -358,6 +423,7 @@ static void conclude(struct runtime *rt, struct ecw_client *c, struct slot *s, c
 	ecw_log_str(l, "job", m->job);
 	ecw_log_str(l, "pk", m->pk);
 	ecw_log_str(l, "rk", m->rk);
+	log_keyless_fields(l, cfg, s);
 	ecw_log_str(l, "id", m->id);
 	ecw_log_str(l, "message_id", s->msg.id);
 	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
@@ -923,6 +989,7 @@ static void release(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	ecw_log_str(l, "job", s->m.job);
 	ecw_log_str(l, "pk", s->m.pk);
 	ecw_log_str(l, "rk", s->m.rk);
+	log_keyless_fields(l, rt->cfg, s);
 	ecw_log_str(l, "message_id", s->msg.id);
 	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
 	ecw_log_int(l, "duration_ms", ecw_now_ms() - s->received_ms);

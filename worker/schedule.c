@@ -37,13 +37,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "ecw_buf.h"
 #include "ecw_clock.h"
 #include "ecw_entity.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
+#include "jobs_private.h"
 #include "message.h"
 #include "metrics.h"
 #include "runtime.h"
@@ -560,19 +560,6 @@ static void remember_done(int64_t *done, int k, int64_t p)
 	done[oldest] = p;
 }
 
-#ifdef ECW_TESTING
-/* Test builds die here when ECW_CRASH_AT names the step, as a crash would. */
-static void crash_point(const char *name)
-{
-	const char *at = getenv("ECW_CRASH_AT");
-
-	if (at && strcmp(at, name) == 0)
-		_exit(86);
-}
-#else
-#define crash_point(name) ((void)0)
-#endif
-
 static void log_error(const char *op, const struct ecw_schedule *sc, const char *window)
 {
 	const struct ecw_error *e = ecw_error_last();
@@ -918,10 +905,10 @@ static int run_window(struct ecw_client *c, const struct ecw_config *cfg, const 
 			log_error(marker ? "schedule.takeover" : "schedule.claim", sc, rk);
 		return r;
 	}
-	crash_point("schedule.claimed");
+	ecw_crash_point("schedule.claimed");
 	err = enqueue_window(&count, c, cfg, sc, period, rk, stopping);
 	if (err == 0)
-		crash_point("schedule.enqueued");
+		ecw_crash_point("schedule.enqueued");
 	else if (!atomic_load(stopping))
 		log_error("schedule.enqueue", sc, rk);
 	finish(c, cfg, sc, rk, etag, count, err == 0);

@@ -6,12 +6,16 @@
  * week ({device}_weekly, the Monday's yyyyMMdd) by the worker binary
  * (build/ecworker-test) from queue messages. Every check compares what the
  * worker left with a recomputation done here from the raw rows; reruns must
- * write nothing (same ETags, no write requests in the metrics). Late
+ * write nothing (same ETags, no write requests in the metrics), and the
+ * worker's message lines name each message's device and window. Late
  * readings and deleted raw rows come after the first pass. Crash cases stop
  * the worker dead after each step (ECW_CRASH_AT) and check a fresh worker
  * converges. A few cases call the job's run in this process, with this
- * test's client, to count its requests (a range query, not a scan) and to
- * see permanent errors as the runtime would. */
+ * test's client, to count its requests (a range query, not a scan), to
+ * see permanent errors as the runtime would, and to hold a run between its
+ * query and its write (ecw_crash_point_hook) while a late reading lands and
+ * another run writes: the held run must start over, not overwrite. Last,
+ * three workers race on triplicated messages and late data. */
 #include "itest.h"
 #include "proc.h"
 #include "workerfx.h"
@@ -24,6 +28,7 @@
 
 #include "ecw_config.h"
 #include "ecw_job.h"
+#include "jobs_private.h"
 
 /* ---- fixture
  * ----------------------------------------------------------------------------------------------- */
@@ -352,9 +357,21 @@ static void test_rollup__month_late_data_and_reruns(void **state)
 	for (int d = 0; d < NDEV; d++)
 		put_readings(x, d, 0, NDAYS * 24);
 	enqueue_all(x);
-	long long writes = run_worker(x, "rollup-month-1", NMESSAGES, 30);
+	struct proc p1;
+	long long writes =
+	    wfx_run(x, "rollup-month-1", write_config(x, "rollup-month-1", 30), NMESSAGES, 90000, &p1);
 	wfx_assert_queues_empty(x);
 	check_all(x);
+	/* A rollup message has no keys: its log line names the device and the
+	 * window instead. */
+	for (int d = 0; d < NDEV; d++)
+		assert_int_equal(
+		    proc_count(&p1, "message", "outcome", "succeeded", "device", devices[d], NULL),
+		    NDAYS + NWEEKS);
+	assert_int_equal(proc_count(&p1, "message", "job", "weekly", "device", "tank-b", "window_start",
+	                            "2020-10-05", NULL),
+	                 1);
+	assert_int_equal(proc_count(&p1, "message", "pk", PROC_ANY, NULL), 0);
 	/* One write per aggregate: 31 + 31 + 30 days (tank-c's 10-10 has no
 	 * data) and 15 weeks. */
 	assert_int_equal(writes, 31 + 31 + 30 + 15);
@@ -598,17 +615,196 @@ static void test_rollup__permanent_errors(void **state)
 	assert_false(agg_exists(x, "tank-z_daily", "20201001"));
 	ecw_config_free(d.cfg);
 
-	/* Through the worker: the bad message is poisoned at once, not retried. */
+	/* Through the worker: the bad message is poisoned at once, not retried,
+	 * and its log line says which window of which device. A device of 5,000
+	 * bytes (a key too long) is left out of the line whole, and counted. */
+	char big[5001];
+	memset(big, 'x', 5000);
+	big[5000] = '\0';
 	put_message(x, "daily", "tank-z", OCT1);
+	put_message(x, "daily", big, OCT1 + DAY);
 	struct proc p;
 	write_config(x, "rollup-poison", 30);
 	const char *args[] = {"run", "-c", x->config, NULL};
 	proc_start(&p, "rollup-poison", args, NULL);
-	PROC_EXPECT_LOG(&p, 1, 30000, "message", "outcome", "poisoned");
+	PROC_EXPECT_LOG(&p, 2, 30000, "message", "outcome", "poisoned");
 	proc_stop(&p, 10000);
+	assert_int_equal(proc_count(&p, "message", "outcome", "poisoned", "job", "daily", "device", "tank-z",
+	                            "window_start", "2020-10-01", NULL),
+	                 1);
+	assert_int_equal(proc_count(&p, "message", "outcome", "poisoned", "job", "daily", "window_start",
+	                            "2020-10-02", "fields_omitted", "1", NULL),
+	                 1);
+	assert_int_equal(proc_count(&p, "message", "device", big, NULL), 0);
 	long long n = 0;
 	ECW_ASSERT_OK(ecw_queue_count(&n, x->t->client, x->poison));
-	assert_int_equal(n, 1);
+	assert_int_equal(n, 2);
+	proc_assert_logs_clean();
+}
+
+/* ---- 4. runs racing
+ * ---------------------------------------------------------------------------------------- */
+
+/* One run of 10-11 held at rollup.queried (between its query and its write)
+ * while a late reading lands and a second run, which sees it, writes first. */
+struct race {
+	struct direct *d;
+	struct wfx *x;
+	const char *device;
+	char message[160];
+	bool fired;
+	int err;
+	char detail[64]; /* the second run's */
+};
+
+static void race_hook(const char *name, void *payload)
+{
+	struct race *r = payload;
+
+	/* Once: the second run passes the same points. */
+	if (r->fired || strcmp(name, "rollup.queried") != 0)
+		return;
+	r->fired = true;
+	put_one(r->x, r->device, OCT1 + 10 * DAY + 12 * 3600 + 30, false, 1000); /* 12:00:30 */
+	r->err = direct_run(r->d, r->x, r->message, r->detail, sizeof(r->detail));
+}
+
+/* rows raw rows on 10-11 (the odd hours Double), and a stale aggregate
+ * unless insert: the held run's write is an insert (409 when it loses), an
+ * update If-Match (412), or, with no rows, a delete If-Match (412). */
+static void race_one(struct direct *d, struct wfx *x, const char *device, int rows, bool insert,
+                     const char *held_detail)
+{
+	struct race r = {.d = d, .x = x, .device = device};
+	char pk[64], detail[64];
+
+	snprintf(pk, sizeof(pk), "%s_daily", device);
+	snprintf(r.message, sizeof(r.message),
+	         "{\"job\":\"daily\",\"device\":\"%s\",\"window_start\":\"2020-10-11\"}", device);
+	for (int h = 0; h < rows; h++)
+		put_one(x, device, OCT1 + 10 * DAY + h * 3600, h % 2 == 1, 10.0 + (double)h);
+	if (!insert)
+		put_stale(x, device);
+
+	ecw_crash_point_hook(race_hook, &r);
+	int err = direct_run(d, x, r.message, detail, sizeof(detail));
+	ecw_crash_point_hook(NULL, NULL);
+	ECW_ASSERT_OK(err);
+	assert_true(r.fired);
+	ITEST_CHECK(r.err == 0, "the second run: %s", ecw_err_name(r.err));
+	char want_second[64];
+	snprintf(want_second, sizeof(want_second), "%d rows, written", rows + 1);
+	assert_string_equal(r.detail, want_second);
+	/* What is stored is the latest data's aggregate, the late row included. */
+	ITEST_CHECK(agg_exists(x, pk, "20201011"), "%s/20201011 is gone", pk);
+	assert_int_equal(check_recomputed(x, device, false), 1);
+	/* The held run lost: it read the aggregate again, queried again (the
+	 * late row now among the rows), found the result already there. */
+	assert_string_equal(detail, held_detail);
+}
+
+/* A run that queried before a late reading and writes after a run that saw
+ * it must not overwrite the newer aggregate: its write is If-Match what it
+ * read (an insert when there was none), fails, and it starts over. Were the
+ * write unconditional, the stale result would stay. */
+static void test_rollup__stale_run_starts_over(void **state)
+{
+	struct wfx *x = *state;
+	struct direct d = {0};
+
+	ECW_ASSERT_OK(ecw_table_create(NULL, x->t->client, TABLE(x)));
+	direct_load(&d, x);
+	race_one(&d, x, "race-insert", 24, true, "25 rows, unchanged (round 2)");
+	race_one(&d, x, "race-update", 24, false, "25 rows, unchanged (round 2)");
+	race_one(&d, x, "race-delete", 0, false, "1 rows, unchanged (round 2)");
+	ecw_config_free(d.cfg);
+}
+
+/* Message lines of p's log whose detail says the run started over. */
+static size_t restarts(const struct proc *p)
+{
+	struct proc_log log;
+	struct json_object *l;
+	size_t n = 0;
+
+	proc_log_read(&log, p->log_path);
+	for (size_t i = 0; (l = proc_log_find(&log, i, "message", "detail", PROC_ANY, NULL)); i++)
+		n += strstr(proc_field(l, "detail"), "(round ") != NULL;
+	proc_log_dispose(&log);
+	return n;
+}
+
+#define RACE_DAYS 14
+#define RACE_WEEKS 3 /* Mondays 09-28, 10-05, 10-12 */
+#define RACE_COPIES 3
+#define RACE_LATE 24
+
+/* Three workers, every message three times over (side by side on the queue,
+ * so copies run at once), each worker pausing up to 30 ms at every step
+ * (ECW_TEST_STEP_JITTER_MS) while late readings land, each followed by its
+ * windows' messages as the contract asks: every aggregate ends equal to the
+ * recomputation from the raw rows, and runs did lose races (started over). */
+static void test_rollup__workers_race_on_duplicates_and_late_data(void **state)
+{
+	struct wfx *x = *state;
+	struct proc p[3];
+	/* The first worker also holds every run 200 ms between its query and
+	 * its write: a late reading then often lands in between. */
+	const char *held[] = {"ECW_TEST_STEP_JITTER_MS=30", "ECW_TEST_PAUSE_AT=rollup.queried:200", NULL};
+	const char *jitter[] = {"ECW_TEST_STEP_JITTER_MS=30", NULL};
+	const size_t total = NDEV * (RACE_DAYS + RACE_WEEKS) * RACE_COPIES + 2 * RACE_LATE;
+	size_t ok = 0, lost = 0;
+	char jobs[4096];
+
+	for (int d = 0; d < NDEV; d++)
+		put_readings(x, d, 0, RACE_DAYS * 24);
+	for (int d = 0; d < NDEV; d++) {
+		for (int i = 0; i < RACE_DAYS; i++)
+			for (int c = 0; c < RACE_COPIES; c++)
+				put_message(x, "daily", devices[d], OCT1 + i * DAY);
+		for (int w = 0; w < RACE_WEEKS; w++)
+			for (int c = 0; c < RACE_COPIES; c++)
+				put_message(x, "weekly", devices[d], MON0 + w * WEEK);
+	}
+	jobs_text(jobs, sizeof(jobs), TABLE(x));
+	for (int i = 0; i < 3; i++) {
+		char name[32];
+		const char *args[] = {"run", "-c", x->config, NULL};
+		snprintf(name, sizeof(name), "rollup-race%d", i);
+		wfx_job_config(x, name, 30, 4, jobs);
+		proc_start(&p[i], name, args, i == 0 ? held : jitter);
+	}
+	/* Late readings, each between two hours of a day, while the workers
+	 * run; then that day's and that week's messages. */
+	for (int k = 0; k < RACE_LATE; k++) {
+		int dev = k % NDEV;
+		long long day = (k * 5) % RACE_DAYS;
+		put_one(x, devices[dev], OCT1 + day * DAY + (k % 24) * 3600 + 1800 + k, dev == 1, 500.5 + k);
+		put_message(x, "daily", devices[dev], OCT1 + day * DAY);
+		put_message(x, "weekly", devices[dev], MON0 + (3 + day) / 7 * WEEK);
+		itest_sleep_ms(40);
+	}
+	for (int64_t end = itest_now_ms() + 120000; itest_now_ms() < end; itest_sleep_ms(200)) {
+		ok = 0;
+		for (int i = 0; i < 3; i++)
+			ok += proc_count(&p[i], "message", "outcome", "succeeded", NULL);
+		if (ok >= total)
+			break;
+	}
+	ITEST_CHECK(ok == total, "%zu messages succeeded, expected %zu", ok, total);
+	for (int i = 0; i < 3; i++) {
+		ITEST_CHECK(proc_count(&p[i], "message", "outcome", "poisoned", NULL) == 0,
+		            "%s poisoned messages:\n%s", p[i].name, proc_tail(p[i].log_path, 20));
+		lost += restarts(&p[i]);
+		proc_stop(&p[i], 15000);
+	}
+	wfx_assert_queues_empty(x);
+	for (int d = 0; d < NDEV; d++) {
+		check_recomputed(x, devices[d], false);
+		assert_int_equal(check_recomputed(x, devices[d], true), RACE_WEEKS);
+	}
+	print_message("%zu runs started over\n", lost);
+	ITEST_CHECK(lost > 0, "no run lost a race: the test staged none");
 	proc_assert_logs_clean();
 }
 
@@ -619,6 +815,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rollup__crash_after_every_step, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_rollup__range_query_not_scan, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_rollup__permanent_errors, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_rollup__stale_run_starts_over, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_rollup__workers_race_on_duplicates_and_late_data, fx_setup,
+	                                    fx_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

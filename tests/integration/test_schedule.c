@@ -2,8 +2,10 @@
  * against the real Azurite, on a simulated clock (ECW_TEST_CLOCK, shared by
  * every replica of a test): three replicas over many hourly windows enqueue
  * each window exactly once; a replica down for hours catches up on the
- * latest catch_up windows and no more; a replica that dies holding a claim
- * has it taken over once the lease runs out, and not before.
+ * latest catch_up windows and no more; a replica that dies holding a claim,
+ * right after claiming or after putting the window's messages but before
+ * marking it done, has it taken over once the lease runs out, and not
+ * before, and the window is put again whole.
  *
  * The scheduled job is test-record (keyless; fields [device]; window 1h): it
  * writes one entity per message into the records table, PartitionKey the
@@ -77,9 +79,10 @@ static void clock_env(char *out, size_t cap, int64_t anchor, int64_t base_ms, in
 	snprintf(out, cap, "ECW_TEST_CLOCK=%lld:%lld:%d", (long long)anchor, (long long)base_ms, scale);
 }
 
-/* schedule: the lines under schedules: (NULL: none); extra: more worker keys. */
-static void start(struct proc *p, struct st *s, const char *name, const char *schedule, const char *extra,
-		  const char *const *env)
+/* schedule: the lines under schedules: (NULL: none); extra: more worker keys;
+ * poll: the worker's poll_interval (min and max), NULL for WFX_WORKER's. */
+static void start_polling(struct proc *p, struct st *s, const char *name, const char *schedule,
+			  const char *extra, const char *const *env, const char *poll)
 {
 	struct wfx_worker w = WFX_WORKER(s->fx.t->queue, s->fx.poison);
 	char path[640], worker_extra[1024], jobs[4096];
@@ -100,8 +103,16 @@ static void start(struct proc *p, struct st *s, const char *name, const char *sc
 	w.retry_max = NULL;
 	w.worker_extra = worker_extra;
 	w.jobs = jobs;
+	if (poll)
+		w.poll_min = w.poll_max = poll;
 	wfx_write_config(path, sizeof(path), name, &w);
 	proc_start(p, name, args, env);
+}
+
+static void start(struct proc *p, struct st *s, const char *name, const char *schedule, const char *extra,
+		  const char *const *env)
+{
+	start_polling(p, s, name, schedule, extra, env, NULL);
 }
 
 /* Starts p again (after it stopped) with its config and env. */
@@ -182,16 +193,18 @@ static void drain_queue(struct st *s, const char *name)
 }
 
 /* The markers are exactly the hourly windows want[0..nwant) (marker keys),
- * each done once with NDEV messages, and the records hold exactly one
- * message per device for each (window previous: the hour before). */
-static void check_windows(struct st *s, const int64_t *want, size_t nwant, int claims)
+ * each done with NDEV messages by its last claimant (Claims claims), and the
+ * records hold exactly `copies` messages per device for each (window
+ * previous: the hour before): 1 when each window was enqueued once. */
+static void check_windows(struct st *s, const int64_t *want, size_t nwant, int claims, int copies)
 {
 	size_t n = 0, nrec = 0;
 	struct ecw_entity **v = itest_query_all(&n, s->fx.t->client, s->markers, "PartitionKey eq 'rollup'");
 	struct ecw_entity **rec = itest_query_all(&nrec, s->fx.t->client, s->records, NULL);
 
 	ITEST_CHECK(n == nwant, "%zu markers, expected %zu", n, nwant);
-	ITEST_CHECK(nrec == nwant * NDEV, "%zu records (messages run), expected %zu", nrec, nwant * NDEV);
+	ITEST_CHECK(nrec == nwant * NDEV * (size_t)copies, "%zu records (messages run), expected %zu", nrec,
+		    nwant * NDEV * (size_t)copies);
 	for (size_t i = 0; i < nwant; i++) {
 		char key[32], ws[32];
 		time_t t = (time_t)(want[i] / 1000), prev = t - 3600;
@@ -218,7 +231,8 @@ static void check_windows(struct st *s, const int64_t *want, size_t nwant, int c
 					seen[d]++;
 		}
 		for (int d = 0; d < NDEV; d++)
-			ITEST_CHECK(seen[d] == 1, "window_start %s: %d message(s) for %s, expected 1", ws, seen[d], devices[d]);
+			ITEST_CHECK(seen[d] == copies, "window_start %s: %d message(s) for %s, expected %d",
+				    ws, seen[d], devices[d], copies);
 	}
 	itest_entities_free(v, n);
 	itest_entities_free(rec, nrec);
@@ -274,7 +288,7 @@ static void test_schedule__three_replicas_each_window_once(void **state)
 	assert_non_null(want);
 	for (size_t i = 0; i < n; i++)
 		want[i] = utc(2020, 12, 31, 14, 0) + (int64_t)i * 3600000;
-	check_windows(s, want, n, 1);
+	check_windows(s, want, n, 1, 1);
 	free(want);
 	/* One schedule_enqueued line per window over the three logs: no
 	 * window was enqueued by two replicas. */
@@ -321,36 +335,73 @@ static void test_schedule__late_replica_catches_up(void **state)
 
 	const int64_t want[] = {utc(2020, 10, 11, 8, 0),  utc(2020, 10, 11, 9, 0),  utc(2020, 10, 11, 10, 0),
 				utc(2020, 10, 11, 15, 0), utc(2020, 10, 11, 16, 0), utc(2020, 10, 11, 17, 0)};
-	check_windows(s, want, 6, 1);
+	check_windows(s, want, 6, 1, 1);
 	/* 3 + 3 + 0 over the three runs (one log). */
 	assert_int_equal(proc_count(&p, "schedule_enqueued", "schedule", "rollup", NULL), 6);
 	proc_assert_logs_clean();
 }
 
-/* A replica dies right after claiming (ECW_CRASH_AT=schedule.claimed): the
- * window is neither lost nor stolen early. Another replica leaves the claim
- * alone while it is younger than schedule_lease, then takes it over
- * (Claims 2) and enqueues the window once. */
-static void test_schedule__stale_claim_taken_over(void **state)
+/* The messages on the job queue (peeked, so left there): exactly `want`, each
+ * the 10:00 window's (window_start 09:00) for one device, every device at
+ * most once. */
+static void check_queued(struct st *s, size_t want)
 {
-	struct st *s = *state;
+	struct ecw_queue_msg *m = NULL;
+	size_t n = 0;
+	int seen[NDEV] = {0};
+
+	ECW_ASSERT_OK(ecw_queue_peek(&m, &n, s->fx.t->client, s->fx.t->queue, ECW_QUEUE_MAX_BATCH));
+	ITEST_CHECK(n == want, "%zu messages on the queue, expected %zu", n, want);
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *o = json_tokener_parse(m[i].text), *v;
+		int d;
+		ITEST_CHECK(o && json_object_object_get_ex(o, "window_start", &v) &&
+				    strcmp(json_object_get_string(v), "2020-10-11T09:00:00Z") == 0 &&
+				    json_object_object_get_ex(o, "job", &v) &&
+				    strcmp(json_object_get_string(v), "rollup") == 0,
+			    "message %zu: %s", i, m[i].text);
+		ITEST_CHECK(json_object_object_get_ex(o, "device", &v), "message %zu has no device: %s", i,
+			    m[i].text);
+		for (d = 0; d < NDEV && strcmp(json_object_get_string(v), devices[d]) != 0; d++)
+			;
+		ITEST_CHECK(d < NDEV && seen[d]++ == 0, "message %zu: an unknown or repeated device: %s", i,
+			    m[i].text);
+		json_object_put(o);
+	}
+	ecw_queue_msgs_free(m, n);
+}
+
+/* A replica dies at `point` holding the claim of the 10:00 window, with `left`
+ * of the window's NDEV messages put: the window is neither lost nor stolen
+ * early. Another replica leaves the claim alone while it is younger than
+ * schedule_lease, then takes it over (Claims 2) and enqueues the whole window
+ * again, so each device's message runs 1 + (left > 0) times: what was put
+ * before the crash is put again, never skipped. */
+static void die_then_take_over(struct st *s, const char *point, size_t left)
+{
 	struct proc a, b;
-	char sched[512], clk[128];
-	const char *env_crash[] = {clk, "ECW_CRASH_AT=schedule.claimed", NULL};
+	char sched[512], clk[128], crash[96];
+	const char *env_crash[] = {clk, crash, NULL};
 	const char *env[] = {clk, NULL};
 	const char *lease = "  schedule_lease: 5s\n";
 	size_t n = 0;
 	struct ecw_entity **v;
 
 	snprintf(sched, sizeof(sched), HOURLY, s->devices, ", catch_up: 1");
+	snprintf(crash, sizeof(crash), "ECW_CRASH_AT=%s", point);
 	clock_env(clk, sizeof(clk), real_ms(), utc(2020, 10, 11, 10, 20), 1);
-	start(&a, s, "sched-crash", sched, lease, env_crash);
-	ITEST_CHECK(proc_wait(&a, 30000), "the worker did not die at schedule.claimed:\n%s", proc_tail(a.log_path, 30));
+	/* Its one receive comes at start, before the scheduler's first put (3
+	 * requests later), and the next an hour after: what it put stays on
+	 * the queue, to be counted. */
+	start_polling(&a, s, "sched-crash", sched, lease, env_crash, "1h");
+	ITEST_CHECK(proc_wait(&a, 30000), "the worker did not die at %s:\n%s", point,
+		    proc_tail(a.log_path, 30));
 	assert_int_equal(proc_exit_code(&a), 86);
 	v = itest_query_all(&n, s->fx.t->client, s->markers, NULL);
 	ITEST_CHECK(n == 1 && !prop(v[0], "Done", ECW_EDM_BOOLEAN)->v.b && prop(v[0], "Claims", ECW_EDM_INT32)->v.i32 == 1,
 		    "after the crash: %zu markers, first %s", n, itest_entity_json(n ? v[0] : NULL));
 	itest_entities_free(v, n);
+	check_queued(s, left);
 	assert_int_equal(count_records(s), 0);
 
 	start(&b, s, "sched-taker", sched, lease, env);
@@ -366,8 +417,23 @@ static void test_schedule__stale_claim_taken_over(void **state)
 	drain_queue(s, "sched-takeover-drain");
 
 	const int64_t want[] = {utc(2020, 10, 11, 10, 0)};
-	check_windows(s, want, 1, 2);
+	check_windows(s, want, 1, 2, left ? 2 : 1);
 	proc_assert_logs_clean();
+}
+
+/* Dead right after claiming (ECW_CRASH_AT=schedule.claimed): nothing was
+ * put; the window runs once. */
+static void test_schedule__stale_claim_taken_over(void **state)
+{
+	die_then_take_over(*state, "schedule.claimed", 0);
+}
+
+/* Dead after putting the whole window, before Done (schedule.enqueued): the
+ * takeover puts it all again, and every device's message runs twice (the
+ * records count messages: a rollup would recompute the same window twice). */
+static void test_schedule__enqueued_not_done_taken_over(void **state)
+{
+	die_then_take_over(*state, "schedule.enqueued", NDEV);
 }
 
 int main(void)
@@ -376,6 +442,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_schedule__three_replicas_each_window_once, st_setup, st_teardown),
 	    cmocka_unit_test_setup_teardown(test_schedule__late_replica_catches_up, st_setup, st_teardown),
 	    cmocka_unit_test_setup_teardown(test_schedule__stale_claim_taken_over, st_setup, st_teardown),
+	    cmocka_unit_test_setup_teardown(test_schedule__enqueued_not_done_taken_over, st_setup,
+					    st_teardown),
 	};
 	return cmocka_run_group_tests_name("schedule (integration)", tests, NULL, NULL);
 }
