@@ -214,6 +214,11 @@ void ecw_batch_free(struct ecw_batch *b);
  * rule: more than 100 operations, another PartitionKey, a RowKey twice. */
 int ecw_batch_add(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_entity *e,
 		  const char *if_match) ECW_MUST_USE;
+/* As ecw_batch_add, but the batch keeps e itself, not a copy: e must stay as
+ * it is, and alive, until the batch is freed. (A move group saves a copy of
+ * every entity it writes or deletes.) */
+int ecw_batch_add_borrowed(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_entity *e,
+			   const char *if_match) ECW_MUST_USE;
 size_t ecw_batch_count(const struct ecw_batch *b);
 /* Sends the batch: all operations apply or none. On failure the error is that
  * of the failing operation and ecw_batch_failed_index() names it. */

@@ -311,7 +311,7 @@ static bool insert_copies(const struct move *m, struct ecw_job_ctx *ctxs, struct
 		if (err < 0) {
 			member_fail(&ctxs[i], &errs[i], err);
 			mem[i].settled = true;
-		} else if (ecw_batch_add(b, ECW_BATCH_INSERT, mem[i].copy, NULL) < 0) {
+		} else if (ecw_batch_add_borrowed(b, ECW_BATCH_INSERT, mem[i].copy, NULL) < 0) {
 			mem[i].alone = true; /* two sources re-keyed to one target: run's way */
 		} else {
 			mem[i].copied = true; /* provisionally: undone below if it fails */
@@ -381,7 +381,8 @@ static void move_run_group(const void *settings, struct ecw_job_ctx *ctxs, size_
 			if (err < 0) {
 				member_fail(&ctxs[i], &errs[i], err);
 				mem[i].settled = true;
-			} else if (ecw_batch_add(del, ECW_BATCH_DELETE, mem[i].src, ecw_entity_etag(mem[i].src)) < 0) {
+			} else if (ecw_batch_add_borrowed(del, ECW_BATCH_DELETE, mem[i].src,
+							  ecw_entity_etag(mem[i].src)) < 0) {
 				mem[i].alone = true;
 			} else {
 				ndel++;

@@ -15,7 +15,8 @@
 
 struct batch_op {
 	enum ecw_batch_op op;
-	struct ecw_entity *e;
+	const struct ecw_entity *e; /* own, or the caller's (ecw_batch_add_borrowed) */
+	struct ecw_entity *own;     /* what the batch frees: NULL when borrowed */
 	char *if_match;
 	int status;
 	char *etag;
@@ -39,10 +40,13 @@ int ecw_batch_new(struct ecw_batch **out, const char *table)
 	*out = NULL;
 	if ((err = ecw_check_table_name(table)) < 0)
 		return err;
-	if (!(b = calloc(1, sizeof(*b))) || !(b->table = strdup(table))) {
+	/* Not calloc: an operation is set whole when it is added (ecw_batch_add),
+	 * and zeroing room for 100 cost more than building a group's batch. */
+	if (!(b = malloc(sizeof(*b))) || !(b->table = strdup(table))) {
 		free(b);
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
 	}
+	b->n = 0;
 	b->failed_index = -1;
 	*out = b;
 	return 0;
@@ -64,7 +68,7 @@ void ecw_batch_free(struct ecw_batch *b)
 		return;
 	clear_results(b);
 	for (size_t i = 0; i < b->n; i++) {
-		ecw_entity_free(b->ops[i].e);
+		ecw_entity_free(b->ops[i].own);
 		free(b->ops[i].if_match);
 	}
 	free(b->table);
@@ -76,8 +80,8 @@ size_t ecw_batch_count(const struct ecw_batch *b)
 	return b->n;
 }
 
-int ecw_batch_add(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_entity *e,
-		  const char *if_match)
+static int add(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_entity *e, const char *if_match,
+	       bool borrowed)
 {
 	bool conditional = op == ECW_BATCH_UPDATE || op == ECW_BATCH_MERGE || op == ECW_BATCH_DELETE;
 	struct batch_op *slot;
@@ -102,15 +106,30 @@ int ecw_batch_add(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_en
 	slot->op = op;
 	/* A delete is its keys: the rest of the entity would be copied for
 	 * nothing. */
-	if ((err = op == ECW_BATCH_DELETE ? ecw_entity_new(&slot->e, ecw_entity_pk(e), ecw_entity_rk(e))
-					  : ecw_entity_clone(&slot->e, e)) < 0)
+	if (borrowed)
+		slot->e = e;
+	else if ((err = op == ECW_BATCH_DELETE ? ecw_entity_new(&slot->own, ecw_entity_pk(e), ecw_entity_rk(e))
+					       : ecw_entity_clone(&slot->own, e)) < 0)
 		return err;
+	else
+		slot->e = slot->own;
 	if (if_match && !(slot->if_match = strdup(if_match))) {
-		ecw_entity_free(slot->e);
+		ecw_entity_free(slot->own);
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
 	}
 	b->n++;
 	return 0;
+}
+
+int ecw_batch_add(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_entity *e, const char *if_match)
+{
+	return add(b, op, e, if_match, false);
+}
+
+int ecw_batch_add_borrowed(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_entity *e,
+			   const char *if_match)
+{
+	return add(b, op, e, if_match, true);
 }
 
 int ecw_batch_failed_index(const struct ecw_batch *b)
