@@ -40,7 +40,10 @@ static int grow(struct ecw_buf *b, size_t extra)
 	need = b->len + extra + 1;
 	if (need <= b->cap)
 		return 0;
-	cap = b->cap ? b->cap : 64;
+	/* 256 first: a request's URL, headers and string-to-sign, and most
+	 * answers' heads, fit without a second realloc (at 64, ~46 reallocs a
+	 * message). */
+	cap = b->cap ? b->cap : 256;
 	while (cap < need)
 		cap *= 2;
 	if (cap > b->max + 1)
