@@ -108,8 +108,9 @@ static int add(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_entit
 	 * nothing. */
 	if (borrowed)
 		slot->e = e;
-	else if ((err = op == ECW_BATCH_DELETE ? ecw_entity_new(&slot->own, ecw_entity_pk(e), ecw_entity_rk(e))
-					       : ecw_entity_clone(&slot->own, e)) < 0)
+	else if ((err = op == ECW_BATCH_DELETE
+				? ecw_entity_new(&slot->own, ecw_entity_pk(e), ecw_entity_rk(e))
+				: ecw_entity_clone(&slot->own, e)) < 0)
 		return err;
 	else
 		slot->e = slot->own;
@@ -157,16 +158,19 @@ static int add_operation(struct ecw_buf *out, const struct batch_op *o, const ch
 	int err;
 
 	ecw_buf_init(&path, 0);
-	if ((err = ecw_buf_printf(out, "--changeset_%s\r\nContent-Type: application/http\r\n"
-				       "Content-Transfer-Encoding: binary\r\n\r\n", changeset)) < 0)
+	/* Put together with ecw_buf_cat, not printf: once per operation. */
+	if ((err = ecw_buf_cat(out, "--changeset_", changeset, "\r\nContent-Type: application/http\r\n"
+				    "Content-Transfer-Encoding: binary\r\n\r\n", NULL)) < 0)
 		goto done;
 	if (o->op == ECW_BATCH_INSERT) {
-		err = ecw_buf_printf(out, "POST %s HTTP/1.1\r\n", table_url);
+		err = ecw_buf_cat(out, "POST ", table_url, " HTTP/1.1\r\n", NULL);
 	} else {
 		/* table_url ends in "/table"; the entity path repeats the table. */
 		size_t base = strlen(table_url) - strlen(table) - 1;
-		if ((err = ecw_entity_path(&path, table, ecw_entity_pk(o->e), ecw_entity_rk(o->e))) == 0)
-			err = ecw_buf_printf(out, "%s %.*s%s HTTP/1.1\r\n", verbs[o->op], (int)base, table_url, path.ptr);
+		if ((err = ecw_entity_path(&path, table, ecw_entity_pk(o->e), ecw_entity_rk(o->e))) == 0 &&
+		    (err = ecw_buf_cat(out, verbs[o->op], " ", NULL)) == 0 &&
+		    (err = ecw_buf_add(out, table_url, base)) == 0)
+			err = ecw_buf_cat(out, path.ptr, " HTTP/1.1\r\n", NULL);
 	}
 	if (err < 0)
 		goto done;
@@ -177,7 +181,7 @@ static int add_operation(struct ecw_buf *out, const struct batch_op *o, const ch
 		goto done;
 	if (o->op == ECW_BATCH_INSERT && (err = ecw_buf_adds(out, "Prefer: return-no-content\r\n")) < 0)
 		goto done;
-	if (o->if_match && (err = ecw_buf_printf(out, "If-Match: %s\r\n", o->if_match)) < 0)
+	if (o->if_match && (err = ecw_buf_cat(out, "If-Match: ", o->if_match, "\r\n", NULL)) < 0)
 		goto done;
 	if ((err = ecw_buf_adds(out, "\r\n")) < 0)
 		goto done;
@@ -195,13 +199,14 @@ int ecw_batch_build_body(struct ecw_buf *out, const struct ecw_batch *b, const c
 {
 	int err;
 
-	if ((err = ecw_buf_printf(out, "--batch_%s\r\nContent-Type: multipart/mixed; boundary=changeset_%s\r\n\r\n",
-				  batch_id, changeset_id)) < 0)
+	if ((err = ecw_buf_cat(out, "--batch_", batch_id,
+			       "\r\nContent-Type: multipart/mixed; boundary=changeset_", changeset_id, "\r\n\r\n",
+			       NULL)) < 0)
 		return err;
 	for (size_t i = 0; i < b->n; i++)
 		if ((err = add_operation(out, &b->ops[i], table_url, b->table, changeset_id)) < 0)
 			return err;
-	return ecw_buf_printf(out, "--changeset_%s--\r\n--batch_%s--\r\n", changeset_id, batch_id);
+	return ecw_buf_cat(out, "--changeset_", changeset_id, "--\r\n--batch_", batch_id, "--\r\n", NULL);
 }
 
 /* ---- the response ---------------------------------------------------------------- */
