@@ -356,11 +356,15 @@ static bool log_one_field(struct ecw_log_line *l, const char *name, struct json_
 
 static void log_keyless_fields(struct ecw_log_line *l, const struct ecw_config *cfg, const struct slot *s)
 {
-	const struct ecw_job_def *def = l && s->decoded && s->m.job ? ecw_config_job(cfg, s->m.job) : NULL;
+	const struct ecw_job_def *def;
 	const char *const *fields;
 	int64_t logged = 0, omitted = 0;
 
-	if (!def || !def->type->keyless || !s->m.obj)
+	/* A keyed message (every one a move or an index sends) has its keys
+	 * logged: no job lookup for it on the way out of every message. */
+	if (!l || !s->decoded || s->m.pk || !s->m.job || !s->m.obj)
+		return;
+	if (!(def = ecw_config_job(cfg, s->m.job)) || !def->type->keyless)
 		return;
 	fields = def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
 	for (size_t i = 0;; i++) {
@@ -545,7 +549,7 @@ static void dispose_slot(struct slot *s)
 
 /* Gives a settled (or released) message's slot back; its memory is freed
  * when the receive loop fills the slot again (dispose_slot). */
-static void free_slot(struct slot *s)
+static void return_slot(struct slot *s)
 {
 	pthread_mutex_lock(&s->mu);
 	s->busy = false;
@@ -617,7 +621,7 @@ static void *job_thread(void *p)
 			process_group(rt, c, group, n);
 
 		for (size_t i = 0; i < n; i++)
-			free_slot(group[i]);
+			return_slot(group[i]);
 		pthread_mutex_lock(&rt->mu);
 		rt->inflight -= (int)n;
 		wake = receiver_should_wake(rt);
@@ -1019,7 +1023,7 @@ static bool drain(struct runtime *rt, struct ecw_client *c)
 		s->done = true;
 		release(rt, c, s);
 		pthread_mutex_unlock(&s->mu);
-		free_slot(s);
+		return_slot(s);
 		pthread_mutex_lock(&rt->mu);
 		rt->inflight--;
 		ecw_metrics_inflight_add(-1);

@@ -730,6 +730,29 @@ static int read_prop(struct ecw_entity *e, const char *name, struct json_object 
 	return read_value(e, name, &v, type);
 }
 
+/* Whether a member of an entity's JSON is one of its properties: not a key,
+ * the Timestamp, an annotation or the service's metadata. Both readers ask. */
+static bool is_property(const char *key, size_t klen)
+{
+	return !reserved_name(key) && !memchr(key, '@', klen) && strncmp(key, "odata.", 6) != 0;
+}
+
+#define ANNOTATION "@odata.type"
+/* A name the setters take has at most 255 characters of up to 4 bytes; a
+ * longer key has no annotation looked up (and fails in its setter). */
+#define ANNOTATION_MAX (4 * 255 + sizeof(ANNOTATION))
+
+/* "<key>@odata.type" in ann (ANNOTATION_MAX bytes): its length, or 0 when
+ * the key is too long to have one. */
+static size_t annotation_name(char *ann, const char *key, size_t klen)
+{
+	if (klen >= 4 * 255)
+		return 0;
+	memcpy(ann, key, klen);
+	memcpy(ann + klen, ANNOTATION, sizeof(ANNOTATION));
+	return klen + sizeof(ANNOTATION) - 1;
+}
+
 static int from_object(struct ecw_entity **out, struct json_object *obj)
 {
 	struct json_object *pk, *rk, *v;
@@ -752,19 +775,13 @@ static int from_object(struct ecw_entity **out, struct json_object *obj)
 	json_object_object_foreach(obj, key, val) {
 		struct json_object *t;
 		const char *type = NULL;
-		/* A name the setters take has at most 255 characters of up to 4
-		 * bytes; a longer key has no annotation looked up and fails there. */
-		char ann[4 * 255 + sizeof("@odata.type")];
-		size_t klen;
+		char ann[ANNOTATION_MAX];
+		size_t klen = strlen(key);
 
-		if (reserved_name(key) || strchr(key, '@') || strncmp(key, "odata.", 6) == 0)
+		if (!is_property(key, klen))
 			continue;
-		if ((klen = strlen(key)) < 4 * 255) {
-			memcpy(ann, key, klen);
-			memcpy(ann + klen, "@odata.type", sizeof("@odata.type"));
-			if (json_object_object_get_ex(obj, ann, &t))
-				type = json_object_get_string(t);
-		}
+		if (annotation_name(ann, key, klen) && json_object_object_get_ex(obj, ann, &t))
+			type = json_object_get_string(t);
 		if ((err = read_prop(e, key, val, type)) < 0)
 			goto fail;
 	}
@@ -1030,19 +1047,15 @@ static int flat_parse(struct ecw_entity **out, const char *json, size_t len)
 		goto no;
 	for (int i = 0; i < n; i++) {
 		const char *key = m[i].name, *type = NULL;
-		char ann[4 * 255 + sizeof("@odata.type")];
-		size_t klen = m[i].name_len;
+		char ann[ANNOTATION_MAX];
+		size_t klen = m[i].name_len, alen;
 
-		if (reserved_name(key) || memchr(key, '@', klen) || strncmp(key, "odata.", 6) == 0)
+		if (!is_property(key, klen))
 			continue;
-		if (klen < 4 * 255) {
-			memcpy(ann, key, klen);
-			memcpy(ann + klen, "@odata.type", sizeof("@odata.type"));
-			if ((v = flat_get(m, n, ann, klen + sizeof("@odata.type") - 1))) {
-				if (v->v.kind != J_STRING)
-					goto no;
-				type = v->v.s;
-			}
+		if ((alen = annotation_name(ann, key, klen)) && (v = flat_get(m, n, ann, alen))) {
+			if (v->v.kind != J_STRING)
+				goto no;
+			type = v->v.s;
 		}
 		if (read_value(e, key, &m[i].v, type) < 0)
 			goto no;
