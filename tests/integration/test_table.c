@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -666,6 +667,83 @@ static void test_table__keep_alive_one_connection(void **state)
 	ecw_account_free(acct);
 }
 
+/* Clients on many threads (a worker's job threads) look each endpoint's name
+ * up once between them (resolve.c). The endpoints here are "localhost",
+ * looked up for real through /etc/hosts, which may also answer ::1, where
+ * Azurite does not listen: the connection then goes to the next address. */
+#define NAME_THREADS 8
+
+struct name_user {
+	pthread_t th;
+	struct ecw_client *c;
+	const char *table, *queue;
+	int i, rc[3];
+};
+
+static void *use_names(void *p)
+{
+	struct name_user *u = p;
+	char rk[16];
+	struct ecw_entity *e = NULL, *g = NULL;
+
+	snprintf(rk, sizeof(rk), "t%d", u->i);
+	u->rc[0] = ecw_entity_new(&e, "p", rk);
+	if (u->rc[0] == 0)
+		u->rc[0] = ecw_table_write(NULL, u->c, u->table, e, ECW_WRITE_INSERT, NULL);
+	u->rc[1] = ecw_table_get(&g, u->c, u->table, "p", rk);
+	u->rc[2] = ecw_queue_put(NULL, u->c, u->queue, rk, strlen(rk), NULL);
+	ecw_entity_free(e);
+	ecw_entity_free(g);
+	return NULL;
+}
+
+static void test_table__threads_share_name_lookups(void **state)
+{
+	struct itest *t = *state;
+	struct name_user u[NAME_THREADS];
+	struct ecw_account *acct[NAME_THREADS];
+	const char *cs = itest_connstr();
+	char *local = calloc(1, strlen(cs) * 2 + 1);
+	long long queued = 0;
+
+	assert_non_null(local);
+	for (char *o = local; *cs;) { /* every 127.0.0.1 becomes localhost */
+		if (strncmp(cs, "127.0.0.1", 9) == 0) {
+			o = stpcpy(o, "localhost");
+			cs += 9;
+		} else {
+			*o++ = *cs++;
+		}
+	}
+	assert_non_null(strstr(local, "localhost"));
+	const char *tb = itest_table(t), *q = itest_queue(t);
+	ecw_resolve_flush();
+	uint64_t before = ecw_resolve_lookups();
+	for (int i = 0; i < NAME_THREADS; i++) {
+		u[i] = (struct name_user){.table = tb, .queue = q, .i = i};
+		itest_client_for(&acct[i], &u[i].c, local, NULL);
+	}
+	for (int i = 0; i < NAME_THREADS; i++)
+		assert_int_equal(pthread_create(&u[i].th, NULL, use_names, &u[i]), 0);
+	for (int i = 0; i < NAME_THREADS; i++) {
+		pthread_join(u[i].th, NULL);
+		for (int k = 0; k < 3; k++)
+			if (u[i].rc[k] != 0)
+				fail_msg("thread %d, call %d: %s", i, k, ecw_err_name(u[i].rc[k]));
+		assert_int_equal(itest_stats(u[i].c).connections, 2);
+	}
+	/* Two names: the table endpoint's and the queue endpoint's (each a
+	 * host and port), for 16 connections. */
+	assert_int_equal(ecw_resolve_lookups() - before, 2);
+	ECW_ASSERT_OK(ecw_queue_count(&queued, t->client, q));
+	assert_int_equal(queued, NAME_THREADS);
+	for (int i = 0; i < NAME_THREADS; i++) {
+		ecw_client_free(u[i].c);
+		ecw_account_free(acct[i]);
+	}
+	free(local);
+}
+
 /* ---- group "table_query": one table of 2,500 entities ---------------------- */
 
 #define QN 2500
@@ -989,6 +1067,7 @@ int main(void)
 	    T(test_table__empty_keys),
 	    T(test_table__invalid_keys_rejected_before_request),
 	    T(test_table__keep_alive_one_connection),
+	    T(test_table__threads_share_name_lookups),
 	    T(test_table__query_missing_table),
 	};
 	const struct CMUnitTest query_tests[] = {

@@ -12,8 +12,10 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,8 @@ struct srv {
 	char req[SRV_MAX][2048];   /* what came, head and body */
 	int nreq, accepts;
 	bool stopped;
+	uint32_t bind_addr;        /* host order; 0: 127.0.0.1 */
+	int bind_port;             /* 0: any */
 };
 
 /* Reads one request (head and Content-Length body) into out; false when the
@@ -116,7 +120,8 @@ static void srv_start(struct srv *s)
 
 	memset(&a, 0, sizeof(a));
 	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_addr.s_addr = htonl(s->bind_addr ? s->bind_addr : INADDR_LOOPBACK);
+	a.sin_port = htons((uint16_t)s->bind_port);
 	assert_true((s->lfd = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
 	setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	assert_int_equal(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
@@ -640,6 +645,84 @@ static void test_http__a_connection_per_origin(void **state)
 	hx_free(x);
 }
 
+/* The name svc.test, for the lookup below: the address it has now. */
+static _Atomic uint32_t svc_addr;
+
+static int svc_lookup(const char *host, const char *port, const struct addrinfo *hints, struct addrinfo **res)
+{
+	char a[INET_ADDRSTRLEN];
+	struct in_addr in = {htonl(atomic_load(&svc_addr))};
+
+	if (strcmp(host, "svc.test") != 0)
+		return getaddrinfo(host, port, hints, res);
+	inet_ntop(AF_INET, &in, a, sizeof(a));
+	return getaddrinfo(a, port, hints, res);
+}
+
+/* A name is looked up once for the connections of every transport; when
+ * its addresses move (an account's failover) and the kept one refuses, the
+ * name is looked up again at once and the request goes to the new address
+ * without failing. */
+static void test_http__names_looked_up_once_and_again_when_moved(void **state)
+{
+	struct hx *x = hx_new(), *y = hx_new();
+	struct ecw_http *h2;
+	uint64_t before;
+	(void)state;
+
+	ecw_resolve_flush();
+	ecw_resolve_set_lookup(svc_lookup);
+	atomic_store(&svc_addr, INADDR_LOOPBACK);
+	script(x, OK_HELLO, false);
+	script(x, OK_HELLO, false);
+	hx_start(x, "/t");
+	snprintf(x->url, sizeof(x->url), "http://svc.test:%d/t", x->s.port);
+	assert_int_equal(ecw_http_new(&h2, &x->o), 0);
+	before = ecw_resolve_lookups();
+	assert_int_equal(hx_send(x), 0);
+	ecw_http_close_all(x->h); /* the server serves one connection at a time */
+	ecw_response_reset(&x->resp);
+	assert_int_equal(ecw_http_send(h2, &x->resp, x->url, &x->r, x->why, sizeof(x->why)), 0);
+	assert_body(x, "hello");
+	assert_int_equal(ecw_resolve_lookups() - before, 1);
+	assert_int_equal(x->s.accepts, 2);
+
+	/* The service moves to 127.0.0.2, same port; the old address refuses. */
+	ecw_http_close_all(x->h);
+	ecw_http_close_all(h2);
+	srv_stop(&x->s);
+	y->s.bind_addr = INADDR_LOOPBACK + 1;
+	y->s.bind_port = x->s.port;
+	script(y, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nmoved", false);
+	script(y, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nmoved", false);
+	srv_start(&y->s);
+	atomic_store(&svc_addr, INADDR_LOOPBACK + 1);
+	assert_int_equal(hx_send(x), 0);
+	assert_body(x, "moved");
+	assert_int_equal(ecw_resolve_lookups() - before, 2);
+	ecw_http_close_all(x->h);
+	ecw_response_reset(&x->resp);
+	assert_int_equal(ecw_http_send(h2, &x->resp, x->url, &x->r, x->why, sizeof(x->why)), 0);
+	assert_body(x, "moved");
+	assert_int_equal(ecw_resolve_lookups() - before, 2);
+
+	/* Gone for good: the request fails, saying where it tried. */
+	ecw_http_close_all(x->h);
+	ecw_http_free(h2);
+	srv_stop(&y->s);
+	assert_int_equal(hx_send(x), ECW_ETRANSIENT);
+	char want[96];
+	snprintf(want, sizeof(want), "connecting to svc.test port %d: Connection refused", x->s.port);
+	if (!strstr(x->why, want))
+		fail_msg("got \"%s\"", x->why);
+	ecw_request_dispose(&y->r);
+	ecw_response_dispose(&y->resp);
+	free(y);
+	hx_free(x);
+	ecw_resolve_set_lookup(NULL);
+	ecw_resolve_flush();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -663,6 +746,7 @@ int main(void)
 	    cmocka_unit_test(test_http__refused_connection),
 	    cmocka_unit_test(test_http__url_forms),
 	    cmocka_unit_test(test_http__a_connection_per_origin),
+	    cmocka_unit_test(test_http__names_looked_up_once_and_again_when_moved),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

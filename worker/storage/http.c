@@ -11,6 +11,9 @@
  * answers skipped, no body for HEAD, 204 and 304, a body up to the close
  * when neither length is given, and "Connection: close" honoured.
  *
+ * A host's addresses come from resolve.c, which looks each name up once for
+ * every thread's connections.
+ *
  * Timeouts: connect_timeout_ms bounds the TCP connect and TLS handshake,
  * timeout_ms the whole exchange (the blocking socket's send and receive
  * timeouts follow the time left). A connection kept from an earlier request
@@ -22,7 +25,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -301,39 +303,29 @@ static void set_timeout(struct conn *k, long ms)
 	k->timeo_ms = ms;
 }
 
-/* A TCP connection to one of the host's addresses within ms. */
-static int tcp_connect(int *out, const struct target *t, long ms, char *why, size_t why_len)
+/* Connects to the first of addrs that takes it by the deadline: the socket
+ * (non-blocking still), or -1 with the last error in *saved. */
+static int connect_any(const struct ecw_addrs *addrs, int64_t deadline, int *saved)
 {
-	struct addrinfo hints, *ai = NULL, *p;
-	int64_t deadline = now_ms() + ms;
-	int rc, fd = -1, one = 1, saved = 0;
-	char text[96];
+	int fd = -1, rc;
 
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_ADDRCONFIG;
-	if ((rc = getaddrinfo(t->host, t->port, &hints, &ai)) != 0) {
-		snprintf(why, why_len, "could not resolve host %s: %s", t->host, gai_strerror(rc));
-		return ECW_ETRANSIENT;
-	}
-	for (p = ai; p; p = p->ai_next) {
+	for (size_t i = 0; i < addrs->n; i++) {
 		struct pollfd pfd;
-		socklen_t len = sizeof(saved);
+		socklen_t len = sizeof(*saved);
 		int64_t left = deadline - now_ms();
 
 		if (left <= 0) {
-			saved = ETIMEDOUT;
+			*saved = ETIMEDOUT;
 			break;
 		}
-		if ((fd = socket(p->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) {
-			saved = errno;
+		if ((fd = socket(addrs->a[i].family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) {
+			*saved = errno;
 			continue;
 		}
-		if (connect(fd, p->ai_addr, p->ai_addrlen) == 0)
-			break;
+		if (connect(fd, (const struct sockaddr *)&addrs->a[i].sa, addrs->a[i].len) == 0)
+			return fd;
 		if (errno != EINPROGRESS) {
-			saved = errno;
+			*saved = errno;
 			goto next;
 		}
 		pfd.fd = fd;
@@ -342,18 +334,55 @@ static int tcp_connect(int *out, const struct target *t, long ms, char *why, siz
 			rc = poll(&pfd, 1, (int)left);
 		while (rc < 0 && errno == EINTR && (left = deadline - now_ms()) > 0);
 		if (rc == 0) {
-			saved = ETIMEDOUT;
+			*saved = ETIMEDOUT;
 			goto next;
 		}
-		if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &saved, &len) < 0)
-			saved = errno;
-		if (saved == 0)
-			break;
+		if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, saved, &len) < 0)
+			*saved = errno;
+		if (*saved == 0)
+			return fd;
 next:
 		close(fd);
 		fd = -1;
 	}
-	freeaddrinfo(ai);
+	return -1;
+}
+
+static bool same_addrs(const struct ecw_addrs *a, const struct ecw_addrs *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++)
+		if (a->a[i].len != b->a[i].len || memcmp(&a->a[i].sa, &b->a[i].sa, a->a[i].len) != 0)
+			return false;
+	return true;
+}
+
+/* A TCP connection to one of the host's addresses within ms. The addresses
+ * come from resolve.c's cache. When none of them takes the connection they
+ * are forgotten; when they were kept from an earlier lookup, the name is
+ * looked up again at once and new addresses tried in the time left, so an
+ * account whose addresses moved (a failover) costs no failed request. */
+static int tcp_connect(int *out, const struct target *t, long ms, char *why, size_t why_len)
+{
+	struct ecw_addrs addrs, again;
+	int64_t deadline = now_ms() + ms;
+	int rc, fd, one = 1, saved = 0;
+	bool kept;
+	char text[96];
+
+	if ((rc = ecw_resolve(t->host, t->port, &addrs, &kept, why, why_len)) < 0)
+		return rc;
+	fd = connect_any(&addrs, deadline, &saved);
+	if (fd < 0) {
+		ecw_resolve_forget(t->host, t->port);
+		if (kept && saved != ETIMEDOUT &&
+		    ecw_resolve(t->host, t->port, &again, &kept, why, why_len) == 0 && !same_addrs(&addrs, &again)) {
+			saved = 0;
+			if ((fd = connect_any(&again, deadline, &saved)) < 0)
+				ecw_resolve_forget(t->host, t->port);
+		}
+	}
 	if (fd < 0) {
 		if (saved == ETIMEDOUT)
 			snprintf(why, why_len, "connecting to %s port %s: timed out after %ld ms", t->host, t->port, ms);

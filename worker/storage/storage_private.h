@@ -6,6 +6,8 @@
 #ifndef ECW_STORAGE_PRIVATE_H
 #define ECW_STORAGE_PRIVATE_H
 
+#include <sys/socket.h>
+
 #include "ecw_codec.h"
 #include "ecw_storage.h"
 #include "ecw_token.h"
@@ -99,6 +101,28 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 int ecw_http_read_fd(struct ecw_response *resp, int fd, bool head_only, int timeout_ms, bool *close, size_t *left,
 		     char *why, size_t why_len) ECW_MUST_USE;
 
+/* ---- resolve.c ---- */
+
+#define ECW_ADDRS_MAX 8
+struct ecw_addrs {
+	size_t n;
+	struct {
+		struct sockaddr_storage sa;
+		socklen_t len;
+		int family;
+	} a[ECW_ADDRS_MAX];
+};
+/* host:port's addresses (at most ECW_ADDRS_MAX, in getaddrinfo's order):
+ * from the process's cache when looked up less than 60 s ago (*kept true),
+ * else looked up now, once for all the threads that ask meanwhile. Returns 0,
+ * or ECW_ETRANSIENT with "could not resolve host ..." in why. */
+int ecw_resolve(const char *host, const char *port, struct ecw_addrs *out, bool *kept, char *why,
+		size_t why_len) ECW_MUST_USE;
+/* None of host:port's addresses took a connection: look it up again next time. */
+void ecw_resolve_forget(const char *host, const char *port);
+/* Lookups made so far (getaddrinfo calls). */
+uint64_t ecw_resolve_lookups(void);
+
 /* ---- client.c ---- */
 
 /* Dates, signs, sends (retrying transient failures), and maps a non-2xx
@@ -131,6 +155,14 @@ void ecw_client_inject_faults(struct ecw_client *c, int count, enum ecw_fault_ki
 typedef int (*ecw_send_fn)(void *ctx, struct ecw_response *resp, const char *url,
 			   const struct ecw_request *r);
 void ecw_client_set_transport(struct ecw_client *c, ecw_send_fn fn, void *ctx);
+/* resolve.c's lookup function (NULL: getaddrinfo again; its answers are
+ * freed with freeaddrinfo), how long answers are kept, and forgetting them. */
+struct addrinfo;
+void ecw_resolve_set_lookup(int (*fn)(const char *, const char *, const struct addrinfo *, struct addrinfo **));
+void ecw_resolve_set_ttl_ms(int64_t ms);
+void ecw_resolve_flush(void);
+/* Threads waiting for another thread's lookup. */
+int ecw_resolve_waiting(void);
 #endif
 
 /* ---- auth.c ---- */
