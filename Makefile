@@ -77,7 +77,7 @@ INTEG_SUPPORT := $(filter-out $(INTEG_SRCS),$(wildcard tests/integration/*.c))
 TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
-.PHONY: all deps test test-run unit integration asan valgrind valgrind-run chaos chaos-run demo demo-run bench bench-run install clean format check-format
+.PHONY: all deps test test-run rules-test unit integration asan valgrind valgrind-run chaos chaos-run demo demo-run bench bench-run install clean format check-format
 .DELETE_ON_ERROR:
 # Keep the test-build objects: they are intermediates of the test binaries.
 .SECONDARY:
@@ -131,8 +131,11 @@ APT_PKGS := build-essential pkg-config libcurl4-openssl-dev libssl-dev libjson-c
 	libyaml-dev libcmocka-dev libexpat1-dev libmicrohttpd-dev openssl
 NODE_STAMP := tests/node_modules/.ecw-installed
 
+PROMTOOL := $(BUILD)/tools/usr/bin/promtool
+
 deps: $(NODE_STAMP)
 	@./tests/deps.sh apt $(APT_PKGS) $(FUZZ_APT_PKGS)
+	@./tests/deps.sh promtool $(BUILD)/tools
 
 $(NODE_STAMP): tests/package.json tests/package-lock.json
 	@./tests/deps.sh node
@@ -153,7 +156,18 @@ test-run: $(BUILD)/ecworker $(BUILD)/ecworker-test $(UNIT_BINS) $(INTEG_BINS) $(
 	@./tests/run-tests.sh $(BUILD)
 ifneq ($(SANITIZE),1)
 	@$(MAKE) --no-print-directory fuzz-short
+	@$(MAKE) --no-print-directory rules-test
 endif
+
+# The Prometheus alerting rules shipped in deploy/prometheus: promtool's
+# check, and their unit tests (each alert raised where it must be, and only
+# there).
+rules-test:
+	@test -x $(PROMTOOL) || { echo "rules-test: $(PROMTOOL) is missing: run make deps" >&2; exit 1; }
+	@$(PROMTOOL) check rules deploy/prometheus/ecworker-alerts.yaml >/dev/null
+	@cd deploy/prometheus && { out="$$($(abspath $(PROMTOOL)) test rules ecworker-alerts.test.yaml 2>&1)" || \
+		{ echo "$$out" >&2; exit 1; }; }
+	@echo "==== rules: deploy/prometheus/ecworker-alerts.yaml checked, its unit tests passed (promtool)"
 
 # Memcheck on the unit tests (the integration tests run under ASan instead:
 # valgrind's slowdown would turn their timeouts into failures). Any error, and

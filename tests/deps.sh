@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# deps.sh apt PKG... | node
+# deps.sh apt PKG... | node | promtool DIR
 # Installs what a fresh Debian machine lacks, and nothing when all is there,
 # so a second `make deps` costs a few dpkg queries.
+# promtool: DIR/usr/bin/promtool taken out of Debian's prometheus package
+# without installing it (installing would enable and start a Prometheus
+# server on the machine); the tests need only promtool, a static binary.
 set -euo pipefail
 
 sudo_if_needed() {
@@ -32,8 +35,23 @@ node)
 	command -v node >/dev/null || apt_install nodejs
 	command -v npm >/dev/null || apt_install npm
 	;;
+promtool)
+	dir="${2:?usage: deps.sh promtool DIR}"
+	[ -x "$dir/usr/bin/promtool" ] && exit 0
+	echo "deps: unpacking promtool from Debian's prometheus package into $dir"
+	tmp="$(mktemp -d)"
+	trap 'rm -rf "$tmp"' EXIT
+	chmod 755 "$tmp" # apt downloads as its own user
+	if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+		sudo_if_needed apt-get update -qq # a machine whose package lists were cleared
+		(cd "$tmp" && apt-get download -qq prometheus >/dev/null)
+	fi
+	mkdir -p "$dir"
+	dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/root"
+	install -D -m 755 "$tmp/root/usr/bin/promtool" "$dir/usr/bin/promtool"
+	;;
 *)
-	echo "usage: deps.sh apt PKG... | node" >&2
+	echo "usage: deps.sh apt PKG... | node | promtool DIR" >&2
 	exit 2
 	;;
 esac

@@ -290,6 +290,24 @@ void ecw_metrics_poisoned(const char *reason)
 	pthread_mutex_unlock(&g_lock);
 }
 
+/* Series an alert computes increase() or rate() over must exist before their
+ * first event: Prometheus cannot tell how a counter that appears already at
+ * 1 got there, so it sees no increase, and the first poisoned message would
+ * raise no alert (deploy/prometheus/ecworker-alerts.yaml). */
+void ecw_metrics_declare(const char *const *jobs, size_t njobs)
+{
+	static const char *const reasons[] = {"permanent", "max-dequeue"};
+	static const char *const outcomes[] = {"succeeded", "retried", "poisoned"};
+
+	pthread_mutex_lock(&g_lock);
+	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
+		(void)series_get(&f_poisoned, reasons[i], NULL);
+	for (size_t j = 0; j < njobs; j++)
+		for (size_t i = 0; i < sizeof(outcomes) / sizeof(outcomes[0]); i++)
+			(void)series_get(&f_messages, jobs[j], outcomes[i]);
+	pthread_mutex_unlock(&g_lock);
+}
+
 void ecw_metrics_scheduled(const char *schedule, int64_t count)
 {
 	struct series *s;

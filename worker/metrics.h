@@ -7,6 +7,7 @@
 #define ECW_METRICS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "ecw_err.h"
 
@@ -23,6 +24,10 @@ void ecw_metrics_inflight_add(int delta);
 void ecw_metrics_poisoned(const char *reason);  /* "permanent" | "max-dequeue" */
 void ecw_metrics_received(int64_t unix_time, int count); /* a successful receive, count >= 0 */
 void ecw_metrics_scheduled(const char *schedule, int64_t count); /* messages a schedule's window put */
+
+/* Puts the series alerts need at 0 before anything happened: each poison
+ * reason, and the succeeded, retried and poisoned outcomes of each job. */
+void ecw_metrics_declare(const char *const *jobs, size_t njobs);
 
 /* Liveness and readiness, set by the runtime. */
 void ecw_metrics_heartbeat(void);               /* the loop went round */

@@ -726,6 +726,36 @@ static void test_runtime__lost_lease_stops_writes(void **state)
 	finish(&p);
 }
 
+/* Every metric that deploy/prometheus/ecworker-alerts.yaml uses is on a real
+ * worker's page (a renamed metric would silence its alert): the rules' own
+ * behaviour is checked by promtool (make rules-test). */
+static void check_alert_metrics(const char *page)
+{
+	const char *path = "deploy/prometheus/ecworker-alerts.yaml";
+	FILE *f = fopen(path, "r");
+	char rules[16384];
+	size_t n, names = 0;
+
+	ITEST_CHECK(f != NULL, "cannot open %s (the tests run from the source tree's top)", path);
+	n = fread(rules, 1, sizeof(rules) - 1, f);
+	fclose(f);
+	rules[n] = '\0';
+	for (const char *p = rules; (p = strstr(p, "ecw_"));) {
+		char name[128], want[132];
+		size_t k = strspn(p, "abcdefghijklmnopqrstuvwxyz_");
+		snprintf(name, sizeof(name), "%.*s", (int)(k < sizeof(name) ? k : sizeof(name) - 1), p);
+		p += k;
+		if (strcmp(name, "ecw_metrics_declare") == 0) /* named in a comment */
+			continue;
+		snprintf(want, sizeof(want), "\n%s{", name);
+		if (!strstr(page, want))
+			snprintf(want, sizeof(want), "\n%s ", name);
+		ITEST_CHECK(strstr(page, want) != NULL, "%s uses %s, which the worker's /metrics lacks", path, name);
+		names++;
+	}
+	ITEST_CHECK(names >= 5, "only %zu metric names found in %s", names, path);
+}
+
 /* ---- 8. SIGTERM hands every held message back at once --------------------------------------- */
 
 static void test_runtime__sigterm_releases_inflight(void **state)
@@ -761,6 +791,23 @@ static void test_runtime__sigterm_releases_inflight(void **state)
 	double inflight = proc_metric(page, "ecw_jobs_in_flight", &found, NULL);
 	ITEST_CHECK(found == 1 && inflight == 16, "ecw_jobs_in_flight %g (%d samples), expected 16", inflight,
 	            found);
+	/* Before any message finished, what alerts count from is there at 0
+	 * (deploy/prometheus/ecworker-alerts.yaml): each poison reason, and the
+	 * configured job's succeeded, retried and poisoned outcomes. */
+	static const char *const reasons[] = {"reason=\"permanent\"", "reason=\"max-dequeue\""};
+	static const char *const outcomes[] = {"outcome=\"succeeded\"", "outcome=\"retried\"",
+	                                       "outcome=\"poisoned\""};
+	for (int i = 0; i < 2; i++) {
+		double v = proc_metric(page, "ecw_messages_poisoned_total", &found, reasons[i], NULL);
+		ITEST_CHECK(found == 1 && v == 0, "ecw_messages_poisoned_total{%s}: %g (%d samples), expected 0",
+		            reasons[i], v, found);
+	}
+	for (int i = 0; i < 3; i++) {
+		double v = proc_metric(page, "ecw_messages_total", &found, "job=\"slow\"", outcomes[i], NULL);
+		ITEST_CHECK(found == 1 && v == 0, "ecw_messages_total{job=\"slow\",%s}: %g (%d samples), expected 0",
+		            outcomes[i], v, found);
+	}
+	check_alert_metrics(page);
 	free(page);
 
 	int64_t t0 = itest_now_ms();

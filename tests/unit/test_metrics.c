@@ -197,6 +197,42 @@ static void test_metrics__empty_page(void **state)
 	free(page);
 }
 
+/* What alerts count from is there at 0 before the first event, and counts
+ * on from there; the duration histogram is not declared (no alert needs it). */
+static void test_metrics__declared_series_start_at_zero(void **state)
+{
+	static const char *const jobs[] = {"archive", "index-by-email"};
+	(void)state;
+
+	ecw_metrics_declare(jobs, 2);
+	char *page = render();
+	has_line(page, "ecw_messages_poisoned_total{reason=\"permanent\"} 0");
+	has_line(page, "ecw_messages_poisoned_total{reason=\"max-dequeue\"} 0");
+	for (size_t j = 0; j < 2; j++)
+		for (int o = 0; o < 3; o++) {
+			char want[128];
+			snprintf(want, sizeof(want), "ecw_messages_total{job=\"%s\",outcome=\"%s\"} 0", jobs[j],
+				 (const char *[]){"succeeded", "retried", "poisoned"}[o]);
+			has_line(page, want);
+		}
+	assert_false(str_contains(page, "ecw_job_duration_seconds_count{"));
+	free(page);
+
+	/* Declared again (a second start in one process): still one series each. */
+	ecw_metrics_declare(jobs, 1);
+	ecw_metrics_poisoned("permanent");
+	ecw_metrics_message("archive", "poisoned", 0.5);
+	page = render();
+	has_line(page, "ecw_messages_poisoned_total{reason=\"permanent\"} 1");
+	has_line(page, "ecw_messages_total{job=\"archive\",outcome=\"poisoned\"} 1");
+	has_line(page, "ecw_messages_total{job=\"archive\",outcome=\"succeeded\"} 0");
+	size_t n = 0;
+	for (const char *p = page; (p = strstr(p, "ecw_messages_total{job=\"archive\",outcome=\"poisoned\"}")); p++)
+		n++;
+	assert_int_equal(n, 1);
+	free(page);
+}
+
 static void test_metrics__histogram_cumulative(void **state)
 {
 	(void)state;
@@ -591,6 +627,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_metrics__help_and_type, reset_setup),
 	    cmocka_unit_test_setup(test_metrics__counters_add_up, reset_setup),
 	    cmocka_unit_test_setup(test_metrics__empty_page, reset_setup),
+	    cmocka_unit_test_setup(test_metrics__declared_series_start_at_zero, reset_setup),
 	    cmocka_unit_test_setup(test_metrics__histogram_cumulative, reset_setup),
 	    cmocka_unit_test_setup(test_metrics__label_escaping, reset_setup),
 	    cmocka_unit_test_setup(test_metrics__label_sets_capped, reset_setup),
