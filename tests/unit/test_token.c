@@ -182,6 +182,43 @@ static void test_token__answer_errors(void **state)
 	parse_bad("{\"access_token\":\"" TOKEN1 "\",\"expires_on\":true}", "expires_on is not a time");
 	parse_bad("{\"access_token\":\"" TOKEN1 "\",\"expires_on\":1699999999}", "already expired");
 	parse_bad("{\"access_token\":\"a b\",\"expires_in\":3600}", "not a token");
+	/* Beyond any time (fuzz_token_response): infinity, int64's end, and
+	 * a lifetime whose milliseconds would overflow. */
+	parse_bad("{\"access_token\":\"" TOKEN1 "\",\"expires_on\":1003.6e800}", "expires_on is not a time");
+	parse_bad("{\"access_token\":\"" TOKEN1 "\",\"expires_in\":-1e400}", "expires_in is not a number");
+	parse_bad("{\"access_token\":\"" TOKEN1 "\",\"expires_in\":9223372036854775807}", "expires_in is not a number");
+	parse_bad("{\"access_token\":\"" TOKEN1 "\",\"expires_in\":\"100000000001\"}", "expires_in is not a number");
+	parse_ok("{\"access_token\":\"" TOKEN1 "\",\"expires_in\":3599.9}", 0, TOKEN1, 3599, 0);
+}
+
+/* An error answer's summary, as quoted in error messages: the first line of
+ * the code and of the description, JWTs cut out, within the buffer even
+ * when a cut would lengthen the text ("eyJx" is shorter than "[JWT]"). */
+static void summary(char *out, size_t cap, const char *body)
+{
+	ecw_token_error_summary(out, cap, body, strlen(body));
+}
+
+static void test_token__error_summary(void **state)
+{
+	char out[40], big[256];
+	(void)state;
+
+	summary(big, sizeof(big), "{\"error\":\"invalid_client\",\"error_description\":"
+	        "\"AADSTS7000215: bad assertion " ASSERTION1 " here\\r\\nTrace ID: 1\"}");
+	assert_string_equal(big, "invalid_client: AADSTS7000215: bad assertion [JWT] here");
+	summary(big, sizeof(big), "{\"error\":\"in\\nvalid\",\"message\":\"m\"}");
+	assert_string_equal(big, "in: m");
+	summary(big, sizeof(big), "{\"message\":\"No managed identity endpoint found.\"}");
+	assert_string_equal(big, "No managed identity endpoint found.");
+	summary(big, sizeof(big), "[]");
+	assert_string_equal(big, "");
+	/* 39 bytes fit, and the eight runs written as "[JWT]" would take 47:
+	 * cut in place, that wrote past the buffer. */
+	memset(out, 'z', sizeof(out));
+	summary(out, sizeof(out), "{\"message\":\"eyJx eyJx eyJx eyJx eyJx eyJx eyJx eyJx\"}");
+	assert_int_equal(strlen(out), sizeof(out) - 1);
+	assert_string_equal(out, "[JWT] [JWT] [JWT] [JWT] [JWT] [JWT] [JW");
 }
 
 static void test_token__refresh_timing(void **state)
@@ -563,6 +600,7 @@ int main(void)
 		cmocka_unit_test(test_token__answer_expires_in_string),
 		cmocka_unit_test(test_token__answer_expires_on),
 		cmocka_unit_test(test_token__answer_errors),
+		cmocka_unit_test(test_token__error_summary),
 		cmocka_unit_test(test_token__refresh_timing),
 		cmocka_unit_test(test_token__workload_identity_request),
 		cmocka_unit_test(test_token__federated_token_read_again_for_each_token),

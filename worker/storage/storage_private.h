@@ -186,6 +186,11 @@ int ecw_hmac_sha256_base64(struct ecw_buf *out, const unsigned char *key, size_t
  * *token_out is heap (a secret: wipe and free it). */
 int ecw_token_parse_response(char **token_out, int64_t *lifetime_s, int64_t *refresh_in_s,
 			     const char *body, size_t len, int64_t now_unix) ECW_MUST_USE;
+/* "invalid_client: AADSTS7000215: ..." from a token endpoint's error answer
+ * (OAuth's error and the first line of error_description, or App Service's
+ * {"message": ...}), for an error message: one line, JWTs cut out; "" when
+ * the answer has neither. */
+void ecw_token_error_summary(char *out, size_t cap, const char *body, size_t len);
 /* When a token of this lifetime is due for refresh, in ms after it was
  * obtained: 5 minutes before expiry, or at half-life for short tokens, or
  * earlier when the endpoint said so (refresh_in_ms > 0). */

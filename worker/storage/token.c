@@ -193,7 +193,13 @@ int64_t ecw_token_usable_ms(int64_t lifetime_ms)
 
 /* ---- answers ---------------------------------------------------------------- */
 
-/* A JSON number, or a string of digits (IMDS and App Service send strings). */
+/* Past this many seconds (about 3,000 years) a time is not one: a lifetime
+ * this long in ms would overflow, and a double beyond int64 (1e400 reads as
+ * infinity) cannot even be converted (fuzz_token_response found both). */
+#define SECONDS_MAX 100000000000LL
+
+/* A JSON number, or a string of digits (IMDS and App Service send strings),
+ * within SECONDS_MAX either way of 0. */
 static bool json_seconds(int64_t *out, json_object *v)
 {
 	const char *s;
@@ -203,18 +209,21 @@ static bool json_seconds(int64_t *out, json_object *v)
 	if (!v)
 		return false;
 	if (json_object_is_type(v, json_type_int)) {
-		*out = json_object_get_int64(v);
-		return true;
+		n = json_object_get_int64(v);
+	} else if (json_object_is_type(v, json_type_double)) {
+		double d = json_object_get_double(v);
+		if (!(d >= (double)-SECONDS_MAX && d <= (double)SECONDS_MAX)) /* NaN too */
+			return false;
+		n = (long long)d;
+	} else {
+		if (!json_object_is_type(v, json_type_string) || !*(s = json_object_get_string(v)))
+			return false;
+		errno = 0;
+		n = strtoll(s, &end, 10);
+		if (*end || errno || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+			return false;
 	}
-	if (json_object_is_type(v, json_type_double)) {
-		*out = (int64_t)json_object_get_double(v);
-		return true;
-	}
-	if (!json_object_is_type(v, json_type_string) || !*(s = json_object_get_string(v)))
-		return false;
-	errno = 0;
-	n = strtoll(s, &end, 10);
-	if (*end || errno || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+	if (n > SECONDS_MAX || n < -SECONDS_MAX)
 		return false;
 	*out = n;
 	return true;
@@ -273,29 +282,31 @@ done:
 	return err;
 }
 
-/* Cuts everything shaped like a JWT ("eyJ" and on through base64url and
- * dots) out of text an endpoint wrote, in case it quotes an assertion. */
-static void cut_jwts(char *s)
+/* Appends the n bytes at s to out, with everything shaped like a JWT ("eyJ"
+ * and on through base64url and dots) written as "[JWT]", in case an endpoint
+ * quotes an assertion; up to cap - 1 bytes in all. The cut is not done in
+ * place: "[JWT]" is longer than a run such as "eyJx", and doing it in place
+ * wrote past a full buffer (found by fuzz_token_response). */
+static void add_cutting_jwts(char *out, size_t cap, const char *s, size_t n)
 {
-	char *w = s;
+	size_t w = strlen(out);
+	const char *end = s + n;
 
-	for (const char *p = s; *p;) {
-		if (strncmp(p, "eyJ", 3) == 0) {
-			while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-			       *p == '-' || *p == '_' || *p == '.' || *p == '=')
-				p++;
-			memcpy(w, "[JWT]", 5);
-			w += 5;
+	while (s < end && w + 1 < cap) {
+		if (end - s >= 3 && memcmp(s, "eyJ", 3) == 0) {
+			while (s < end && ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+					   (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.' || *s == '='))
+				s++;
+			for (const char *r = "[JWT]"; *r && w + 1 < cap; r++)
+				out[w++] = *r;
 			continue;
 		}
-		*w++ = *p++;
+		out[w++] = *s++;
 	}
-	*w = '\0';
+	out[w] = '\0';
 }
 
-/* "invalid_client: AADSTS7000215: ..." from an OAuth error answer (error and
- * error_description), or App Service's {"message": ...}; "" when neither. */
-static void error_summary(char *out, size_t cap, const char *body, size_t len)
+void ecw_token_error_summary(char *out, size_t cap, const char *body, size_t len)
 {
 	json_object *root = ecw_json_parse(body, len), *v;
 	const char *code = "", *desc = "";
@@ -309,9 +320,13 @@ static void error_summary(char *out, size_t cap, const char *body, size_t len)
 		desc = json_object_get_string(v);
 	else if (json_object_object_get_ex(root, "message", &v) && json_object_is_type(v, json_type_string))
 		desc = json_object_get_string(v);
-	/* Entra appends "Trace ID: ..." lines: the first line says it. */
-	snprintf(out, cap, "%s%s%.*s", code, *code && *desc ? ": " : "", (int)strcspn(desc, "\r\n"), desc);
-	cut_jwts(out);
+	/* Entra appends "Trace ID: ..." lines: the first line says it. The
+	 * code is cut there too (fuzz_token_response found one with a line
+	 * break passing whole into the error message). */
+	add_cutting_jwts(out, cap, code, strcspn(code, "\r\n"));
+	if (*code && *desc)
+		add_cutting_jwts(out, cap, ": ", 2);
+	add_cutting_jwts(out, cap, desc, strcspn(desc, "\r\n"));
 done:
 	json_object_put(root);
 }
@@ -456,7 +471,7 @@ static int fetch(char **token, int64_t *lifetime_s, int64_t *refresh_in_s, struc
 	if (resp.status != 200) {
 		const char *reqid = ecw_response_header(&resp, "x-ms-request-id");
 		err = status_to_err(cred, resp.status);
-		error_summary(summary, sizeof(summary), ecw_buf_cstr(&resp.body), resp.body.len);
+		ecw_token_error_summary(summary, sizeof(summary), ecw_buf_cstr(&resp.body), resp.body.len);
 		ecw_error_set_http(err, (int)resp.status, "", reqid ? reqid : "",
 				   "%s answered %ld%s%s%s", label.ptr, resp.status, *summary ? " " : "", summary,
 				   err == ECW_EAUTH ? (cred->source == ECW_TOKEN_WORKLOAD_IDENTITY
