@@ -11,8 +11,9 @@
  * a lookup of the same name is under way wait for its answer, failure
  * included, rather than asking too. A failure is not kept: the next call
  * asks again. A name whose every address refused a connection is forgotten
- * (ecw_resolve_forget), so an account that failed over to new addresses is
- * found at the next attempt rather than after the 60 s.
+ * (ecw_resolve_forget) and, when its addresses were kept ones, looked up
+ * again at once by http.c: an account that failed over to new addresses is
+ * found in the same attempt rather than after the 60 s.
  *
  * Entries are few (the queue and table endpoints, a token endpoint): when
  * all are taken, the one kept longest goes. */
