@@ -294,7 +294,7 @@ void ecw_metrics_poisoned(const char *reason)
  * first event: Prometheus cannot tell how a counter that appears already at
  * 1 got there, so it sees no increase, and the first poisoned message would
  * raise no alert (deploy/prometheus/ecworker-alerts.yaml). */
-void ecw_metrics_declare(const char *const *jobs, size_t njobs)
+void ecw_metrics_declare(const char *job)
 {
 	static const char *const reasons[] = {"permanent", "max-dequeue"};
 	static const char *const outcomes[] = {"succeeded", "retried", "poisoned"};
@@ -302,9 +302,8 @@ void ecw_metrics_declare(const char *const *jobs, size_t njobs)
 	pthread_mutex_lock(&g_lock);
 	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
 		(void)series_get(&f_poisoned, reasons[i], NULL);
-	for (size_t j = 0; j < njobs; j++)
-		for (size_t i = 0; i < sizeof(outcomes) / sizeof(outcomes[0]); i++)
-			(void)series_get(&f_messages, jobs[j], outcomes[i]);
+	for (size_t i = 0; job && i < sizeof(outcomes) / sizeof(outcomes[0]); i++)
+		(void)series_get(&f_messages, job, outcomes[i]);
 	pthread_mutex_unlock(&g_lock);
 }
 

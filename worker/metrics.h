@@ -7,7 +7,6 @@
 #define ECW_METRICS_H
 
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 #include "ecw_err.h"
 
@@ -26,8 +25,9 @@ void ecw_metrics_received(int64_t unix_time, int count); /* a successful receive
 void ecw_metrics_scheduled(const char *schedule, int64_t count); /* messages a schedule's window put */
 
 /* Puts the series alerts need at 0 before anything happened: each poison
- * reason, and the succeeded, retried and poisoned outcomes of each job. */
-void ecw_metrics_declare(const char *const *jobs, size_t njobs);
+ * reason, and (job not NULL) the job's succeeded, retried and poisoned
+ * outcomes. Declaring again changes nothing. */
+void ecw_metrics_declare(const char *job);
 
 /* Liveness and readiness, set by the runtime. */
 void ecw_metrics_heartbeat(void);               /* the loop went round */

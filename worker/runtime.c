@@ -783,17 +783,6 @@ static int prepare(struct runtime *rt, struct ecw_client *c)
 	return 0;
 }
 
-/* The configured jobs' series at 0 (ecw_metrics_declare). */
-static void declare_metrics(const struct ecw_config *cfg)
-{
-	const char **names = calloc(cfg->njobs ? cfg->njobs : 1, sizeof(*names));
-
-	for (size_t i = 0; names && i < cfg->njobs; i++)
-		names[i] = cfg->jobs[i].name;
-	ecw_metrics_declare(names, names ? cfg->njobs : 0);
-	free(names);
-}
-
 static void log_start(const struct runtime *rt, const struct ecw_metrics_server *metrics)
 {
 	const struct ecw_config *cfg = rt->cfg;
@@ -1120,7 +1109,9 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	}
 	ecw_metrics_set_liveness_window(cfg->worker.poll_max_ms + 30000);
 	ecw_metrics_heartbeat();
-	declare_metrics(cfg);
+	ecw_metrics_declare(NULL); /* the poison reasons, even with no job */
+	for (size_t i = 0; i < cfg->njobs; i++)
+		ecw_metrics_declare(cfg->jobs[i].name);
 	if (cfg->metrics.listen[0] && ecw_metrics_start(&metrics, cfg->metrics.listen) < 0) {
 		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "%s", ecw_error_last()->message);
 		goto done;

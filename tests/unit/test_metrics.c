@@ -204,7 +204,8 @@ static void test_metrics__declared_series_start_at_zero(void **state)
 	static const char *const jobs[] = {"archive", "index-by-email"};
 	(void)state;
 
-	ecw_metrics_declare(jobs, 2);
+	ecw_metrics_declare(jobs[0]);
+	ecw_metrics_declare(jobs[1]);
 	char *page = render();
 	has_line(page, "ecw_messages_poisoned_total{reason=\"permanent\"} 0");
 	has_line(page, "ecw_messages_poisoned_total{reason=\"max-dequeue\"} 0");
@@ -219,7 +220,7 @@ static void test_metrics__declared_series_start_at_zero(void **state)
 	free(page);
 
 	/* Declared again (a second start in one process): still one series each. */
-	ecw_metrics_declare(jobs, 1);
+	ecw_metrics_declare(jobs[0]);
 	ecw_metrics_poisoned("permanent");
 	ecw_metrics_message("archive", "poisoned", 0.5);
 	page = render();

@@ -106,14 +106,13 @@ static int add(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_entit
 	slot->op = op;
 	/* A delete is its keys: the rest of the entity would be copied for
 	 * nothing. */
-	if (borrowed)
-		slot->e = e;
-	else if ((err = op == ECW_BATCH_DELETE
-				? ecw_entity_new(&slot->own, ecw_entity_pk(e), ecw_entity_rk(e))
-				: ecw_entity_clone(&slot->own, e)) < 0)
-		return err;
-	else
-		slot->e = slot->own;
+	if (!borrowed) {
+		if ((err = op == ECW_BATCH_DELETE ? ecw_entity_new(&slot->own, ecw_entity_pk(e), ecw_entity_rk(e))
+						  : ecw_entity_clone(&slot->own, e)) < 0)
+			return err;
+		e = slot->own;
+	}
+	slot->e = e;
 	if (if_match && !(slot->if_match = strdup(if_match))) {
 		ecw_entity_free(slot->own);
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
