@@ -55,15 +55,37 @@ endif
 # Recursive (=) so pkg-config runs when used: `make test` installs first, in a
 # sub-make, and only then asks pkg-config.
 ECW_CFLAGS = -std=c11 -Wall -Wextra -Werror -Wformat=2 -D_DEFAULT_SOURCE $(HARDEN_CFLAGS) \
-	-Iinclude -Iworker -Iworker/storage -Ijobs $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
+	-Iinclude $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
 ECW_LIBS   = $(shell pkg-config --libs $(PKGS)) -lpthread -lm
 TEST_LIBS  = $(shell pkg-config --libs cmocka)
 
-SRCS      := $(wildcard worker/*.c worker/storage/*.c jobs/*.c)
+# The rooms (CONTRIBUTING.md): worker/base (utilities), worker/storage (the
+# REST client), jobs (the job types), worker (the daemon), worker/cmd (the
+# operator commands); tests/support holds test-only code (job types, fakes)
+# linked into the test build only.
+SRCS      := $(wildcard worker/*.c worker/base/*.c worker/cmd/*.c worker/storage/*.c jobs/*.c)
 LIB_SRCS  := $(filter-out worker/main.c,$(SRCS))
+SUPPORT_SRCS := $(wildcard tests/support/*.c)
 OBJS      := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-TOBJS     := $(LIB_SRCS:%.c=$(BUILD)/tobj/%.o)
-HDRS      := $(wildcard include/*.h worker/*.h worker/storage/*.h jobs/*.h)
+TOBJS     := $(LIB_SRCS:%.c=$(BUILD)/tobj/%.o) $(SUPPORT_SRCS:%.c=$(BUILD)/tobj/%.o)
+HDRS      := $(wildcard include/*.h worker/*.h worker/*/*.h jobs/*.h tests/support/*.h)
+
+# Every folder sees include/ (the seams between parts) and its own folder,
+# nothing else, so a private header cannot be reached from another room. The
+# commands also see the daemon's headers (worker/*.h): they call the runtime,
+# never the reverse; main.c sees the table of commands. tests/check-deps.sh
+# holds the same rules for what the sources #include.
+dir_incs = $(strip \
+	$(if $(filter worker/base/%,$1),-Iworker/base, \
+	$(if $(filter worker/storage/%,$1),-Iworker/storage, \
+	$(if $(filter worker/cmd/%,$1),-Iworker -Iworker/cmd, \
+	$(if $(filter worker/main.c,$1),-Iworker/cmd, \
+	$(if $(filter worker/migrate.c,$1),-Iworker -Iworker/cmd, \
+	$(if $(filter worker/%,$1),-Iworker, \
+	$(if $(filter jobs/%,$1),-Ijobs, \
+	$(if $(filter tests/support/%,$1),-Itests/support)))))))))
+# Tests reach into every room: they test private modules directly.
+TEST_INCS := -Iworker -Iworker/cmd -Iworker/storage -Ijobs -Itests/support
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -84,7 +106,7 @@ TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
 all: $(BUILD)/ecworker
 
-# The same program with the test-only seams and job types (jobs/test_jobs.c),
+# The same program with the test-only seams and job types (tests/support/test_jobs.c),
 # for the runtime's process-level tests. Never installed.
 $(BUILD)/ecworker-test: $(BUILD)/tobj/worker/main.o $(TOBJS)
 	$(SAY) "  LINK    $@"
@@ -97,13 +119,13 @@ $(BUILD)/ecworker: $(BUILD)/obj/worker/main.o $(OBJS)
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(SAY) "  CC      $<"
-	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) $(call dir_incs,$<) -c -o $@ $<
 
 # The test build: the same sources with the test-only seams compiled in.
 $(BUILD)/tobj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(SAY) "  CC      $< (test build)"
-	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -c -o $@ $<
+	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) $(call dir_incs,$<) -DECW_TESTING -c -o $@ $<
 
 # Unit tests wrap the sleep so backoff is checked without waiting, and the
 # clocks so token refresh is checked without the hours passing and {now:...}
@@ -111,13 +133,13 @@ $(BUILD)/tobj/%.o: %.c $(HDRS)
 $(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(SAY) "  TEST    $@"
-	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -Itests/unit -o $@ $< $(UNIT_SUPPORT) $(TOBJS) \
+	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING $(TEST_INCS) -Itests/unit -o $@ $< $(UNIT_SUPPORT) $(TOBJS) \
 		-Wl,--wrap=ecw_sleep_ms -Wl,--wrap=ecw_now_ms -Wl,--wrap=ecw_wall_ms $(TEST_LIBS) $(ECW_LIBS)
 
 $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/integration/*.h)
 	@mkdir -p $(dir $@)
 	$(SAY) "  TEST    $@"
-	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING -Itests/integration -o $@ $< $(INTEG_SUPPORT) $(TOBJS) \
+	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING $(TEST_INCS) -Itests/integration -o $@ $< $(INTEG_SUPPORT) $(TOBJS) \
 		$(TEST_LIBS) $(ECW_LIBS)
 
 $(BUILD)/tests/tools/%: tests/tools/%.c
@@ -237,12 +259,12 @@ fuzz-short: $(FUZZ_BINS)
 $(FUZZ_BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(SAY) "  CC      $< (fuzz build)"
-	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) $(call dir_incs,$<) -c -o $@ $<
 
 $(FUZZ_BUILD)/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_OBJS) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(SAY) "  FUZZ    $@"
-	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -Itests/fuzz -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(ECW_LIBS)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) $(TEST_INCS) -Itests/fuzz -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(ECW_LIBS)
 
 # ---- demo ------------------------------------------------------------------
 

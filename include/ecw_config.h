@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ecw_err.h"
+#include "ecw_log.h"
 
 /* ---- errors ------------------------------------------------------------- */
 
@@ -68,8 +69,6 @@ void ecw_strv_free(char **v);
 /* ---- the configuration --------------------------------------------------- */
 
 enum ecw_storage_auth { ECW_AUTH_KEY, ECW_AUTH_WORKLOAD_IDENTITY, ECW_AUTH_MANAGED_IDENTITY };
-enum ecw_log_level { ECW_LOG_DEBUG, ECW_LOG_INFO, ECW_LOG_WARN, ECW_LOG_ERROR };
-enum ecw_log_format { ECW_LOG_JSON, ECW_LOG_TEXT };
 
 struct ecw_job_type;
 struct ecw_schedule_set;

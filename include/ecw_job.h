@@ -101,4 +101,16 @@ const struct ecw_job_type *ecw_job_type_find(const char *name);
 /* Names of all types, NULL-terminated, for error messages. */
 const char *const *ecw_job_type_names(void);
 
+/* ---- reading job settings (jobs/common.c), for the job types and the
+ * migrations alike ---- */
+
+struct ecw_template;
+
+/* job[key] as a table name (a letter, then 2-62 letters or digits). */
+int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bool required,
+		     struct ecw_config_errors *errs);
+/* job[key] compiled as a template; *out stays NULL when absent and optional. */
+int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
+			struct ecw_config_errors *errs);
+
 #endif

@@ -8,7 +8,11 @@
 #define ECW_LOG_H
 
 #include <stdint.h>
-#include "ecw_config.h"
+#include <stdbool.h>
+#include "ecw_err.h"
+
+enum ecw_log_level { ECW_LOG_DEBUG, ECW_LOG_INFO, ECW_LOG_WARN, ECW_LOG_ERROR };
+enum ecw_log_format { ECW_LOG_JSON, ECW_LOG_TEXT };
 
 void ecw_log_setup(enum ecw_log_level level, enum ecw_log_format format);
 /* Adds a string that must never appear in a log line (copied; empty ignored). */

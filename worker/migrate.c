@@ -55,15 +55,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cmd.h"
 #include "connect.h"
 #include "ecw_clock.h"
 #include "ecw_codec.h"
 #include "ecw_log.h"
 #include "ecw_storage.h"
-#include "jobs_private.h"
+#include "ecw_crash.h"
+#include "ecw_job.h"
+#include "ecw_template.h"
 #include "migrate.h"
-#include "progress.h"
+#include "ecw_progress.h"
 
 #define EXIT_USAGE 2
 #define REC_PK "migration"

@@ -38,6 +38,7 @@
 #include "ecw_job.h"
 #include "ecw_log.h"
 #include "ecw_storage.h"
+#include "ecw_version.h"
 #include "message.h"
 #include "metrics.h"
 #include "poison.h"
@@ -93,19 +94,7 @@ struct runtime {
 	atomic_bool force;          /* second signal */
 };
 
-static char worker_id[200];
 static struct runtime *the_runtime; /* kept for the detached signal thread */
-
-const char *ecw_runtime_worker_id(void)
-{
-	if (!worker_id[0]) {
-		char host[128] = "unknown";
-		gethostname(host, sizeof(host) - 1);
-		host[sizeof(host) - 1] = '\0';
-		snprintf(worker_id, sizeof(worker_id), "%s ecworker/%s", host, ECW_VERSION);
-	}
-	return worker_id;
-}
 
 /* ---- small helpers ------------------------------------------------------------ */
 
@@ -227,7 +216,7 @@ static const char *poison(struct runtime *rt, struct ecw_client *c, struct slot 
 		.queue = rt->cfg->worker.queue, .message_id = s->msg.id,
 		.inserted_at = s->msg.insertion_time, .dequeue_count = s->msg.dequeue_count,
 		.failed_at = time(NULL), .reason = reason, .error = error,
-		.job = m->job, .pk = m->pk, .rk = m->rk, .worker = ecw_runtime_worker_id(),
+		.job = m->job, .pk = m->pk, .rk = m->rk, .worker = ecw_worker_id(),
 	};
 	struct ecw_buf env;
 	const char *outcome;
@@ -788,7 +777,7 @@ static void log_start(const struct runtime *rt, const struct ecw_metrics_server 
 	const struct ecw_config *cfg = rt->cfg;
 	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, "start");
 
-	ecw_log_str(l, "worker", ecw_runtime_worker_id());
+	ecw_log_str(l, "worker", ecw_worker_id());
 	ecw_log_str(l, "config", cfg->file);
 	ecw_log_str(l, "account", ecw_account_name(rt->acct));
 	ecw_log_str(l, "queue_endpoint", ecw_account_endpoint(rt->acct, ECW_SVC_QUEUE));

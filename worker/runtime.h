@@ -6,16 +6,11 @@
 #include <stdbool.h>
 #include "ecw_config.h"
 
-#define ECW_VERSION "0.2.0"
-
 /* Returns the process exit status: 0 after a clean stop, 1 when the worker
  * could not start (storage unreachable, bad credentials, metrics address in
  * use), 130 after a second signal cut the shutdown short. *threads_done is
  * false when job threads still run (shutdown_grace ran out, or a second
  * signal): then cfg must stay alive until the process exits. */
 int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done);
-
-/* "<host> ecworker/<version>", for envelopes and logs. */
-const char *ecw_runtime_worker_id(void);
 
 #endif

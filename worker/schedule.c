@@ -43,7 +43,8 @@
 #include "ecw_entity.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
-#include "jobs_private.h"
+#include "ecw_crash.h"
+#include "ecw_version.h"
 #include "message.h"
 #include "metrics.h"
 #include "runtime.h"
@@ -583,7 +584,7 @@ static void log_window(enum ecw_log_level level, const char *event, const struct
 	ecw_log_str(l, "schedule", sc->name);
 	ecw_log_str(l, "window", window);
 	ecw_log_str(l, "reason", why);
-	ecw_log_str(l, "worker", ecw_runtime_worker_id());
+	ecw_log_str(l, "worker", ecw_worker_id());
 	ecw_log_end(l);
 }
 
@@ -821,7 +822,7 @@ static int claim(char **etag, bool *takeover, struct ecw_client *c, const struct
 			claims = 2;
 	}
 	if ((err = iso_time(at, sizeof(at), now)) < 0 || (err = ecw_entity_new(&e, sc->name, rk)) < 0 ||
-	    (err = ecw_entity_set_string(e, "ClaimedBy", ecw_runtime_worker_id(), strlen(ecw_runtime_worker_id()))) <
+	    (err = ecw_entity_set_string(e, "ClaimedBy", ecw_worker_id(), strlen(ecw_worker_id()))) <
 		    0 ||
 	    (err = ecw_entity_set_datetime(e, "ClaimedAt", at)) < 0 || (err = ecw_entity_set_int32(e, "Claims", claims)) < 0 ||
 	    (err = ecw_entity_set_bool(e, "Done", false)) < 0)
@@ -844,7 +845,7 @@ static int claim(char **etag, bool *takeover, struct ecw_client *c, const struct
 		ecw_log_str(l, "window", rk);
 		ecw_log_str(l, "previous_claimant", p && p->type == ECW_EDM_STRING ? p->v.s : NULL);
 		ecw_log_int(l, "claims", claims);
-		ecw_log_str(l, "worker", ecw_runtime_worker_id());
+		ecw_log_str(l, "worker", ecw_worker_id());
 		ecw_log_end(l);
 	}
 	err = 1;
@@ -925,7 +926,7 @@ static int run_window(struct ecw_client *c, const struct ecw_config *cfg, const 
 		ecw_log_str(l, "window_start", ws);
 	ecw_log_int(l, "count", (int64_t)count);
 	ecw_log_bool(l, "takeover", takeover);
-	ecw_log_str(l, "worker", ecw_runtime_worker_id());
+	ecw_log_str(l, "worker", ecw_worker_id());
 	ecw_log_end(l);
 	return 1;
 }

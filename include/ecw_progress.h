@@ -1,4 +1,4 @@
-/* progress.h - the one-line progress report long commands (backfill, poison
+/* ecw_progress.h - the one-line progress report long commands (backfill, poison
  * replay and purge, scans) redraw on stderr at most once a second when it is
  * a terminal: what was done, the rate and, when the total is known, the ETA;
  * and the short durations the operator commands print in tables. */

@@ -1,6 +1,6 @@
 /* pace.c - the token bucket (see pace.h). */
 #include "ecw_clock.h"
-#include "pace.h"
+#include "ecw_pace.h"
 
 void ecw_pace_init(struct ecw_pace *p, double rate)
 {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "cmd.h"
 #include "connect.h"
 #include "ecw_job.h"
 #include "ecw_log.h"

@@ -1,4 +1,4 @@
-/* pace.h - a token bucket for commands that write at an operator's chosen
+/* ecw_pace.h - a token bucket for commands that write at an operator's chosen
  * rate (backfill, poison replay): one token per message, refilled at `rate`
  * per second, at most one second's worth banked, starting with one token. */
 #ifndef ECW_PACE_H

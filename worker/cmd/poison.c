@@ -14,11 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cmd.h"
 #include "connect.h"
 #include "ecw_clock.h"
 #include "ecw_log.h"
-#include "pace.h"
+#include "ecw_pace.h"
 #include "poison_scan.h"
 
 static volatile sig_atomic_t interrupted;
@@ -93,7 +93,7 @@ static void help(FILE *f, const char *cmd)
 	fputs(filter_help, f);
 }
 
-void ecw_poison_usage(void *file)
+void ecw_poison_usage(FILE *file)
 {
 	fputs("usage: ecworker poison list|replay|purge [OPTIONS]\n\n"
 	      "  list     show poison messages (never changes the queue)\n"

@@ -2,7 +2,7 @@
 #include <stdio.h>
 
 #include "ecw_clock.h"
-#include "progress.h"
+#include "ecw_progress.h"
 
 void ecw_progress_init(struct ecw_progress *p, const char *what, bool on, uint64_t total)
 {

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include "ecw_storage.h"
 #include "poison.h"
-#include "progress.h"
+#include "ecw_progress.h"
 
 struct ecw_scan_item {
 	const struct ecw_queue_msg *msg;    /* pop_receipt "" when peeked */

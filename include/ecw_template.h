@@ -1,0 +1,50 @@
+/* ecw_template.h - key templates (jobs/template.c): what a job or a
+ * migration writes a key or a filter from, given an entity. */
+#ifndef ECW_TEMPLATE_H
+#define ECW_TEMPLATE_H
+
+#include "ecw_buf.h"
+#include "ecw_entity.h"
+#include "ecw_err.h"
+
+/* A compiled template such as "email_{PartitionKey}" or "{Year:0>4}-{Id}":
+ * {Name} is a property (or PartitionKey / RowKey), {Name:F>W} pads on the
+ * left with F to width W ({Name:F<W} on the right), {{ and }} are literal
+ * braces. Key helpers, {Name:FORMATTER}:
+ *   inverted_ticks  DateTime.MaxValue.Ticks - the time's .NET ticks, 19
+ *                   digits: newest sorts first (all 7 fractional digits)
+ *   unix            Unix seconds, 10 digits (1970..2286): text order is time order
+ *   date_int        yyyyMMdd
+ *   hash4           4 lowercase hex digits: the first 2 bytes of the SHA-256
+ *                   of the value's text, to spread hot partitions
+ * The time formatters take a DateTime, or Unix seconds as Int32, Int64 or a
+ * String of digits; anything else renders as ECW_EINVALID naming the
+ * property. {now:inverted_ticks|unix|date_int} is the wall clock
+ * (ecw_wall_ms), allowed only with ECW_TEMPLATE_ALLOW_NOW. Heap object:
+ * ecw_template_free. */
+struct ecw_template;
+
+/* Parses text; on error returns ECW_EINVALID with a message naming what and
+ * the column. Refuses {now:...}: a key that differs on every rerun breaks a
+ * job's convergence (a retried move would write a second copy). */
+int ecw_template_compile(struct ecw_template **out, const char *text, const char *what) ECW_MUST_USE;
+
+/* For ecw_template_compile_flags. */
+#define ECW_TEMPLATE_ALLOW_NOW 1u /* {now:...}: only where an entity is written exactly once */
+
+int ecw_template_compile_flags(struct ecw_template **out, const char *text, const char *what,
+			       unsigned flags) ECW_MUST_USE;
+void ecw_template_free(struct ecw_template *t);
+const char *ecw_template_text(const struct ecw_template *t);
+
+enum ecw_template_mode {
+	ECW_TEMPLATE_PLAIN,   /* values as they are (keys) */
+	ECW_TEMPLATE_ODATA,   /* values with ' doubled, for inside an OData string literal */
+};
+
+/* Renders t against e. A property the entity lacks, or of a type that has no
+ * text form (Binary), is ECW_EINVALID naming it: a permanent error. */
+int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const struct ecw_entity *e,
+			enum ecw_template_mode mode) ECW_MUST_USE;
+
+#endif
