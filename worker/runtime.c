@@ -3,21 +3,12 @@
  * signal thread. Data flows one way: receive -> slot -> job thread -> decode
  * -> job -> outcome.
  *
- * Outcome rules (the heart of the product):
- *   success            delete the message with its newest pop receipt, only
- *                      after the job returned 0;
- *   transient failure  keep it, hidden for base * 2^(dequeue_count-1), capped
- *                      at max and jittered down by up to 20%;
- *   permanent failure  poison at once (undecodable text, unknown job, bad
- *                      keys, a storage 400, ECW_EINVALID from the job);
- *   dequeue_count > max_dequeue_count on receipt: poison before running
- *                      (the worker died holding it every time); a transient
- *                      failure on delivery max_dequeue_count: poison.
- *   poison             let the job hand over what the message's id holds
- *                      (its abandon: that id never runs again), put the
- *                      envelope on the poison queue, THEN delete the
- *                      original: a crash in between leaves a duplicate
- *                      envelope, never a lost message.
+ * The outcome rules (the heart of the product) are a pure function, in
+ * outcome.c: this file gathers the facts of each delivery, asks it, and
+ * carries the answer out. Poisoning lets the job hand over what the
+ * message's id holds (its abandon: that id never runs again), puts the
+ * envelope on the poison queue, THEN deletes the original: a crash in
+ * between leaves a duplicate envelope, never a lost message.
  *
  * Every final call on a message (delete, hide, release) happens under the
  * message's slot lock with the pop receipt the renewer last obtained, so a
@@ -41,6 +32,7 @@
 #include "ecw_version.h"
 #include "message.h"
 #include "metrics.h"
+#include "outcome.h"
 #include "poison.h"
 #include "runtime.h"
 #include "schedule.h"
@@ -57,10 +49,13 @@ struct slot {
 				     * also after a failed decode: for the log) */
 	bool decoded;
 	char decode_error[512];
+	/* The job the message names, resolved once on receipt; NULL when it
+	 * did not decode or names no configured job. */
+	const struct ecw_job_def *def;
 	/* Set on receipt when the message may run in a group: a decoded,
 	 * keyed message of a job whose type has run_group, not yet over
 	 * max_dequeue_count. Read by job threads under rt->mu. */
-	const struct ecw_job_def *group_def;
+	bool groupable;
 	int64_t received_ms;
 	int64_t renew_at_ms;
 };
@@ -72,6 +67,7 @@ struct runtime {
 	const struct ecw_config *cfg;
 	struct ecw_account *acct;
 	struct ecw_client_options copts;
+	struct ecw_outcome_limits limits;
 	int vis_s;
 
 	struct slot *slots;
@@ -154,111 +150,85 @@ static void log_storage_error(const char *what)
 	ecw_log_end(l);
 }
 
-/* How long a message that failed transiently stays hidden, in seconds. */
-static int retry_hide_s(const struct ecw_config *cfg, long dequeue_count)
-{
-	int64_t ms = cfg->worker.retry_backoff_base_ms;
+/* ---- one delivery ------------------------------------------------------------------ */
 
-	for (long i = 1; i < dequeue_count && ms < cfg->worker.retry_backoff_max_ms; i++)
-		ms *= 2;
-	if (ms > cfg->worker.retry_backoff_max_ms)
-		ms = cfg->worker.retry_backoff_max_ms;
-	/* Jitter downwards by up to 20% so a burst of failures spreads out. */
-	ms -= (int64_t)(ecw_random_u32() % (uint32_t)(ms / 5 + 1));
-	ms = (ms + 999) / 1000;
-	return ms < 1 ? 1 : ms > 604800 ? 604800 : (int)ms;
+/* One message on its way through a job thread: what the steps after the job
+ * need, gathered once (its job was resolved on receipt, in slot->def). */
+struct delivery {
+	struct slot *s;
+	struct ecw_job_ctx ctx;         /* what the job ran with; .outcome_detail for the log */
+	struct ecw_outcome o;           /* the rules' answer, then what settling made of it */
+	enum ecw_poison_reason reason;  /* why it is poisoned, kept when the envelope fails */
+	char error[512];                /* the failure's text, for the log and the envelope */
+	int64_t t0;
+	size_t group;                   /* members run together with it (1: alone) */
+};
+
+static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stage stage, bool runnable, int err)
+{
+	struct slot *s = d->s;
+	struct ecw_outcome_facts facts = {
+		.stage = stage, .decoded = s->decoded, .runnable = runnable, .err = err,
+		.dequeue_count = s->msg.dequeue_count, .lease_lost = atomic_load(&s->lease_lost),
+	};
+
+	ecw_outcome_decide(&d->o, &facts, &rt->limits, ecw_random_u32());
+	if (d->o.reason != ECW_REASON_NONE)
+		d->reason = d->o.reason;
 }
 
-/* ---- settling a message ---------------------------------------------------------- */
-
-enum settle_action { SETTLE_DELETE, SETTLE_HIDE };
-
 /* The one final storage call on a message, under its slot lock, with the
- * newest pop receipt. Returns the outcome word for the log. */
-static const char *settle(struct runtime *rt, struct ecw_client *c, struct slot *s,
-			  enum settle_action action, int hide_s, const char *ok_outcome)
+ * newest pop receipt: delete (succeeded, or poisoned once the envelope is
+ * put) or hide (retried). The lease and a shutdown's release are looked at
+ * again here, at the moment of the call (ecw_outcome_guard). */
+static void settle(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 {
-	const char *outcome = ok_outcome;
+	struct slot *s = d->s;
+	enum ecw_outcome_action action;
 	int err;
 
 	pthread_mutex_lock(&s->mu);
 	s->done = true;
-	if (s->abandoned) {
-		outcome = "released";
-	} else if (atomic_load(&s->lease_lost)) {
-		outcome = "lease-lost";
-	} else {
-		err = action == SETTLE_DELETE
-			      ? ecw_queue_delete(c, rt->cfg->worker.queue, s->msg.id, s->msg.pop_receipt)
-			      : ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, hide_s, NULL, 0);
+	ecw_outcome_guard(&d->o, atomic_load(&s->lease_lost), s->abandoned);
+	action = d->o.action;
+	if (action == ECW_ACTION_DELETE || action == ECW_ACTION_POISON || action == ECW_ACTION_RETRY) {
+		err = action == ECW_ACTION_RETRY
+			      ? ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, d->o.hide_s, NULL, 0)
+			      : ecw_queue_delete(c, rt->cfg->worker.queue, s->msg.id, s->msg.pop_receipt);
 		if (err == ECW_ENOTFOUND) {
 			atomic_store(&s->lease_lost, true);
-			outcome = "lease-lost";
+			d->o.action = ECW_ACTION_LEAVE;
+			d->o.word = "lease-lost";
 		} else if (err < 0) {
 			/* The message stays as it is: it reappears when its
 			 * lease runs out and is tried again. */
-			log_storage_error(action == SETTLE_DELETE ? "queue.delete" : "queue.update");
-			outcome = "settle-failed";
+			log_storage_error(action == ECW_ACTION_RETRY ? "queue.update" : "queue.delete");
+			d->o.word = "settle-failed";
 		}
 	}
 	pthread_mutex_unlock(&s->mu);
-	return outcome;
-}
-
-/* Puts the envelope (or, when it would not fit in a message, the original
- * text unchanged, which replay also accepts), then deletes the original. */
-static const char *poison(struct runtime *rt, struct ecw_client *c, struct slot *s,
-			  const struct ecw_message *m, const char *reason, const char *error)
-{
-	struct ecw_queue_put_options po = {0, rt->cfg->worker.message_ttl_s};
-	struct ecw_poison_info info = {
-		.original = s->msg.text, .original_len = s->msg.text_len,
-		.queue = rt->cfg->worker.queue, .message_id = s->msg.id,
-		.inserted_at = s->msg.insertion_time, .dequeue_count = s->msg.dequeue_count,
-		.failed_at = time(NULL), .reason = reason, .error = error,
-		.job = m->job, .pk = m->pk, .rk = m->rk, .worker = ecw_worker_id(),
-	};
-	struct ecw_buf env;
-	const char *outcome;
-	int err;
-
-	if (atomic_load(&s->lease_lost))
-		return settle(rt, c, s, SETTLE_DELETE, 0, "poisoned");
-	ecw_buf_init(&env, 0);
-	if ((err = ecw_poison_envelope(&env, &info)) == 0) {
-		if (env.len <= ECW_QUEUE_MAX_TEXT)
-			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, env.ptr, env.len, &po);
-		else
-			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, s->msg.text, s->msg.text_len, &po);
-	}
-	ecw_buf_dispose(&env);
-	if (err < 0) {
-		/* Without an envelope the original must stay: back off and try again. */
-		log_storage_error("poison.put");
-		return settle(rt, c, s, SETTLE_HIDE, retry_hide_s(rt->cfg, s->msg.dequeue_count), "poison-failed");
-	}
-	ecw_metrics_poisoned(reason);
-	outcome = settle(rt, c, s, SETTLE_DELETE, 0, "poisoned");
-	return outcome;
 }
 
 /* After a job with `then:` succeeded: one message per follow-up job for the
  * same keys, put BEFORE the original is deleted. A crash in between puts them
  * again on the next delivery; the jobs converge, so duplicates are harmless. */
-static int enqueue_then(struct runtime *rt, struct ecw_client *c, struct slot *s, const struct ecw_job_def *def,
-			const struct ecw_message *m)
+static int enqueue_then(struct runtime *rt, struct ecw_client *c, const struct slot *s)
 {
 	struct ecw_queue_put_options po = {0, rt->cfg->worker.message_ttl_s};
+	const struct ecw_message *m = &s->m;
+	char **then = s->def->then;
 	struct ecw_buf text;
 	int err = 0;
 
 	ecw_buf_init(&text, 0);
-	for (size_t i = 0; def->then[i] && err == 0; i++) {
+	for (size_t i = 0; then[i] && err == 0; i++) {
 		ecw_buf_reset(&text);
-		if (atomic_load(&s->lease_lost))
-			return ecw_error_set(ECW_ETRANSIENT, "lease lost before enqueueing '%s'", def->then[i]);
-		if ((err = ecw_message_encode(&text, def->then[i], m->pk, m->rk, m->id ? m->id : s->msg.id, NULL,
-					      false)) == 0)
+		if (atomic_load(&s->lease_lost)) {
+			err = ecw_error_set(ECW_ETRANSIENT, "lease lost before enqueueing '%s'", then[i]);
+			break;
+		}
+		if ((err = ecw_message_encode(&text, then[i], m->pk, m->rk, m->id ? m->id : s->msg.id, NULL, false)) ==
+		    0)
 			err = ecw_queue_put(NULL, c, rt->cfg->worker.queue, text.ptr, text.len, &po);
 	}
 	ecw_buf_dispose(&text);
@@ -267,13 +237,12 @@ static int enqueue_then(struct runtime *rt, struct ecw_client *c, struct slot *s
 	return err;
 }
 
-/* ---- one message ------------------------------------------------------------------ */
-
-static struct ecw_job_ctx job_ctx(struct runtime *rt, struct ecw_client *c, struct slot *s,
-				  const struct ecw_job_def *def, const struct ecw_message *m)
+static struct ecw_job_ctx job_ctx(struct runtime *rt, struct ecw_client *c, struct slot *s)
 {
+	const struct ecw_message *m = &s->m;
+
 	return (struct ecw_job_ctx){
-		.client = c, .job = def->name, .pk = m->pk, .rk = m->rk,
+		.client = c, .job = s->def->name, .pk = m->pk, .rk = m->rk,
 		.trace_id = m->id ? m->id : s->msg.id, .message_id = s->msg.id,
 		.dequeue_count = s->msg.dequeue_count, .message = m->obj,
 		.lease_lost = &s->lease_lost, .stopping = &rt->stopping,
@@ -286,25 +255,67 @@ static struct ecw_job_ctx job_ctx(struct runtime *rt, struct ecw_client *c, stru
  * message and this one neither poisons it nor may write. A failure leaves what
  * the id holds with it (each job's header says what that costs); the envelope
  * matters more, so the poisoning goes on. */
-static void abandon(struct runtime *rt, struct ecw_client *c, struct slot *s, const struct ecw_message *m)
+static void abandon(struct runtime *rt, struct ecw_client *c, struct slot *s)
 {
-	const struct ecw_job_def *def = ecw_config_job(rt->cfg, m->job);
+	const struct ecw_job_def *def = s->def;
 	int err;
 
 	if (!def || !def->type->abandon || atomic_load(&s->lease_lost))
 		return;
-	struct ecw_job_ctx ctx = job_ctx(rt, c, s, def, m);
+	struct ecw_job_ctx ctx = job_ctx(rt, c, s);
 	ecw_error_clear();
 	if ((err = def->type->abandon(def->settings, &ctx)) < 0) {
 		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "abandon_failed");
-		ecw_log_str(l, "job", m->job);
-		ecw_log_str(l, "pk", m->pk);
-		ecw_log_str(l, "rk", m->rk);
+		ecw_log_str(l, "job", s->m.job);
+		ecw_log_str(l, "pk", s->m.pk);
+		ecw_log_str(l, "rk", s->m.rk);
 		ecw_log_str(l, "message_id", s->msg.id);
 		ecw_log_str(l, "error", ecw_error_last()->message[0] ? ecw_error_last()->message
 								      : ecw_err_name(err));
 		ecw_log_end(l);
 	}
+}
+
+/* Puts the envelope (or, when it would not fit in a message, the original
+ * text unchanged, which replay also accepts), then deletes the original. */
+static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
+{
+	struct slot *s = d->s;
+	const struct ecw_message *m = &s->m;
+	const char *reason = ecw_outcome_reason_name(d->reason);
+	struct ecw_queue_put_options po = {0, rt->cfg->worker.message_ttl_s};
+	struct ecw_poison_info info = {
+		.original = s->msg.text, .original_len = s->msg.text_len,
+		.queue = rt->cfg->worker.queue, .message_id = s->msg.id,
+		.inserted_at = s->msg.insertion_time, .dequeue_count = s->msg.dequeue_count,
+		.failed_at = time(NULL), .reason = reason, .error = d->error,
+		.job = m->job, .pk = m->pk, .rk = m->rk, .worker = ecw_worker_id(),
+	};
+	struct ecw_buf env;
+	int err;
+
+	if (s->decoded)
+		abandon(rt, c, s);
+	if (atomic_load(&s->lease_lost)) {
+		settle(rt, c, d); /* guarded: leaves it */
+		return;
+	}
+	ecw_buf_init(&env, 0);
+	if ((err = ecw_poison_envelope(&env, &info)) == 0) {
+		if (env.len <= ECW_QUEUE_MAX_TEXT)
+			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, env.ptr, env.len, &po);
+		else
+			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, s->msg.text, s->msg.text_len, &po);
+	}
+	ecw_buf_dispose(&env);
+	if (err < 0) {
+		/* Without an envelope the original must stay: back off and try again. */
+		log_storage_error("poison.put");
+		decide(rt, d, ECW_STAGE_POISON_FAILED, false, err);
+	} else {
+		ecw_metrics_poisoned(reason);
+	}
+	settle(rt, c, d);
 }
 
 /* A keyless message names no entity, so its "message" line names what it ran
@@ -343,17 +354,15 @@ static bool log_one_field(struct ecw_log_line *l, const char *name, struct json_
 	}
 }
 
-static void log_keyless_fields(struct ecw_log_line *l, const struct ecw_config *cfg, const struct slot *s)
+static void log_keyless_fields(struct ecw_log_line *l, const struct slot *s)
 {
-	const struct ecw_job_def *def;
+	const struct ecw_job_def *def = s->def;
 	const char *const *fields;
 	int64_t logged = 0, omitted = 0;
 
 	/* A keyed message (every one a move or an index sends) has its keys
-	 * logged: no job lookup for it on the way out of every message. */
-	if (!l || !s->decoded || s->m.pk || !s->m.job || !s->m.obj)
-		return;
-	if (!(def = ecw_config_job(cfg, s->m.job)) || !def->type->keyless)
+	 * logged instead. */
+	if (!l || !def || !def->type->keyless || s->m.pk || !s->m.obj)
 		return;
 	fields = def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
 	for (size_t i = 0;; i++) {
@@ -376,126 +385,125 @@ static void log_keyless_fields(struct ecw_log_line *l, const struct ecw_config *
 		ecw_log_int(l, "fields_omitted", omitted);
 }
 
-/* Everything after the job ran (ran) or was refused before running (reason
- * set): the follow-ups, the one final call on the message, the poisoning,
- * the metrics and the message's log line. error holds the failure's text. */
-static void conclude(struct runtime *rt, struct ecw_client *c, struct slot *s, const struct ecw_job_def *def,
-		     const struct ecw_job_ctx *ctx, bool ran, int err, const char *reason, char *error, size_t error_size,
-		     int64_t t0, size_t group)
+static void log_message(const struct delivery *d)
 {
-	const struct ecw_config *cfg = rt->cfg;
+	const struct slot *s = d->s;
 	const struct ecw_message *m = &s->m;
-	const char *outcome = NULL;
-	int hide_s = 0;
-
-	if (ran) {
-		if (err == 0 && def->then && (err = enqueue_then(rt, c, s, def, m)) < 0)
-			snprintf(error, error_size, "%s", ecw_error_last()->message);
-		if (err == 0)
-			outcome = settle(rt, c, s, SETTLE_DELETE, 0, "succeeded");
-		else if (ecw_job_err_is_permanent(err))
-			reason = "permanent";
-		else if (s->msg.dequeue_count >= cfg->worker.max_dequeue_count)
-			reason = "max-dequeue";
-		else
-			outcome = settle(rt, c, s, SETTLE_HIDE, hide_s = retry_hide_s(cfg, s->msg.dequeue_count),
-					 "retried");
-	}
-	if (reason && s->decoded)
-		abandon(rt, c, s, m);
-	if (reason)
-		outcome = poison(rt, c, s, m, reason, error);
-
-	if (strcmp(outcome, "released") == 0)
-		return; /* shutdown released it and logged it already */
-	double secs = (double)(ecw_now_ms() - t0) / 1000.0;
-	ecw_metrics_message(m->job && def ? m->job : "", outcome, secs);
+	const char *outcome = d->o.word;
 	struct ecw_log_line *l = ecw_log_begin(strcmp(outcome, "succeeded") == 0 ? ECW_LOG_INFO : ECW_LOG_WARN,
 					       "message");
+
 	ecw_log_str(l, "outcome", outcome);
 	ecw_log_str(l, "job", m->job);
 	ecw_log_str(l, "pk", m->pk);
 	ecw_log_str(l, "rk", m->rk);
-	log_keyless_fields(l, cfg, s);
+	log_keyless_fields(l, s);
 	ecw_log_str(l, "id", m->id);
 	ecw_log_str(l, "message_id", s->msg.id);
 	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
-	ecw_log_int(l, "duration_ms", ecw_now_ms() - t0);
-	if (group > 1)
-		ecw_log_int(l, "group", (int64_t)group);
-	if (reason)
-		ecw_log_str(l, "reason", reason);
-	if (ctx && ctx->outcome_detail[0])
-		ecw_log_str(l, "detail", ctx->outcome_detail);
-	if (hide_s && strcmp(outcome, "retried") == 0)
-		ecw_log_int(l, "hidden_s", hide_s);
-	if (error[0])
-		ecw_log_str(l, "error", error);
+	ecw_log_int(l, "duration_ms", ecw_now_ms() - d->t0);
+	if (d->group > 1)
+		ecw_log_int(l, "group", (int64_t)d->group);
+	ecw_log_str(l, "reason", ecw_outcome_reason_name(d->reason));
+	if (d->ctx.outcome_detail[0])
+		ecw_log_str(l, "detail", d->ctx.outcome_detail);
+	if (strcmp(outcome, "retried") == 0)
+		ecw_log_int(l, "hidden_s", d->o.hide_s);
+	if (d->error[0])
+		ecw_log_str(l, "error", d->error);
 	ecw_log_end(l);
+}
+
+/* Carries the rules' answer out (the final call on the message, the
+ * poisoning), then counts and logs it. */
+static void conclude(struct runtime *rt, struct ecw_client *c, struct delivery *d)
+{
+	if (d->o.action == ECW_ACTION_POISON)
+		poison(rt, c, d);
+	else
+		settle(rt, c, d);
+	if (strcmp(d->o.word, "released") == 0)
+		return; /* shutdown released it and logged it already */
+	ecw_metrics_message(d->s->def ? d->s->def->name : "", d->o.word, (double)(ecw_now_ms() - d->t0) / 1000.0);
+	log_message(d);
+}
+
+/* After the job returned err: its follow-ups when it succeeded, then the
+ * rules, then the rest. */
+static void finish(struct runtime *rt, struct ecw_client *c, struct delivery *d, int err)
+{
+	if (err == 0 && d->s->def->then && (err = enqueue_then(rt, c, d->s)) < 0)
+		snprintf(d->error, sizeof(d->error), "%s", ecw_error_last()->message);
+	decide(rt, d, ECW_STAGE_RAN, true, err);
+	conclude(rt, c, d);
+}
+
+/* Whether the message can run at all, with the reason in d->error when it
+ * cannot: it decoded, names a configured job, and names an entity when the
+ * job's type needs one. */
+static bool runnable(struct delivery *d)
+{
+	const struct slot *s = d->s;
+
+	if (!s->decoded) {
+		snprintf(d->error, sizeof(d->error), "%s", s->decode_error);
+		return false;
+	}
+	if (!s->def) {
+		snprintf(d->error, sizeof(d->error), "unknown job '%.100s'", s->m.job);
+		return false;
+	}
+	if (!s->def->type->keyless && ecw_message_require_keys(&s->m) < 0) {
+		snprintf(d->error, sizeof(d->error), "%s", ecw_error_last()->message);
+		return false;
+	}
+	return true;
 }
 
 static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 {
-	const struct ecw_config *cfg = rt->cfg;
-	const struct ecw_message *m = &s->m;
-	const struct ecw_job_def *def = NULL;
-	const char *reason = NULL;
-	char error[512] = "";
-	int64_t t0 = ecw_now_ms();
-	int err = 0;
+	struct delivery d = {.s = s, .ctx = {.client = c}, .t0 = ecw_now_ms(), .group = 1};
+	int err;
 
-	if (!s->decoded) {
-		snprintf(error, sizeof(error), "%s", s->decode_error);
-		reason = "permanent";
-	} else if (s->msg.dequeue_count > cfg->worker.max_dequeue_count) {
-		snprintf(error, sizeof(error),
-			 "delivered %ld times (max_dequeue_count %d): the worker holding it stopped each time",
-			 s->msg.dequeue_count, cfg->worker.max_dequeue_count);
-		reason = "max-dequeue";
-	} else if (!(def = ecw_config_job(cfg, m->job))) {
-		snprintf(error, sizeof(error), "unknown job '%.100s'", m->job);
-		reason = "permanent";
-	} else if (!def->type->keyless && ecw_message_require_keys(m) < 0) {
-		snprintf(error, sizeof(error), "%s", ecw_error_last()->message);
-		reason = "permanent";
+	decide(rt, &d, ECW_STAGE_RECEIVED, runnable(&d), 0);
+	if (d.o.action != ECW_ACTION_RUN) {
+		if (d.reason == ECW_REASON_MAX_DEQUEUE)
+			snprintf(d.error, sizeof(d.error),
+				 "delivered %ld times (max_dequeue_count %d): the worker holding it stopped each time",
+				 s->msg.dequeue_count, rt->cfg->worker.max_dequeue_count);
+		conclude(rt, c, &d);
+		return;
 	}
-
-	struct ecw_job_ctx ctx = {.client = c};
-	if (!reason) {
-		ctx = job_ctx(rt, c, s, def, m);
-		ecw_error_clear();
-		err = def->type->run(def->settings, &ctx);
-		if (err < 0)
-			snprintf(error, sizeof(error), "%s", ecw_error_last()->message[0]
-								? ecw_error_last()->message
-								: ecw_err_name(err));
-	}
-	conclude(rt, c, s, def, &ctx, !reason, err, reason, error, sizeof(error), t0, 1);
+	d.ctx = job_ctx(rt, c, s);
+	ecw_error_clear();
+	if ((err = s->def->type->run(s->def->settings, &d.ctx)) < 0)
+		snprintf(d.error, sizeof(d.error), "%s",
+			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+	finish(rt, c, &d, err);
 }
 
 /* Messages of one job on entities of one partition, taken together from the
  * waiting ones (job_thread): the job type runs them at once and each is then
  * concluded as if it had run alone. Every member passed process()'s checks
- * on receipt (dispatch sets group_def only then). */
+ * on receipt (place sets groupable only then). */
 static void process_group(struct runtime *rt, struct ecw_client *c, struct slot **group, size_t n)
 {
-	const struct ecw_job_def *def = group[0]->group_def;
+	const struct ecw_job_def *def = group[0]->def;
 	struct ecw_job_ctx ctxs[GROUP_CAP];
 	int errs[GROUP_CAP];
-	char error[512];
 	int64_t t0 = ecw_now_ms();
 
 	for (size_t i = 0; i < n; i++) {
-		ctxs[i] = job_ctx(rt, c, group[i], def, &group[i]->m);
+		ctxs[i] = job_ctx(rt, c, group[i]);
 		errs[i] = 0;
 	}
 	ecw_error_clear();
 	def->type->run_group(def->settings, ctxs, n, errs);
 	for (size_t i = 0; i < n; i++) {
-		error[0] = '\0';
+		struct delivery d = {.s = group[i], .ctx = ctxs[i], .t0 = t0, .group = n};
 		if (errs[i] < 0)
-			snprintf(error, sizeof(error), "%s", ctxs[i].error[0] ? ctxs[i].error : ecw_err_name(errs[i]));
-		conclude(rt, c, group[i], def, &ctxs[i], true, errs[i], NULL, error, sizeof(error), t0, n);
+			snprintf(d.error, sizeof(d.error), "%s", ctxs[i].error[0] ? ctxs[i].error : ecw_err_name(errs[i]));
+		finish(rt, c, &d, errs[i]);
 	}
 }
 
@@ -530,7 +538,8 @@ static void dispose_slot(struct slot *s)
 	ecw_message_dispose(&s->m);
 	memset(&s->m, 0, sizeof(s->m));
 	s->decoded = false;
-	s->group_def = NULL;
+	s->def = NULL;
+	s->groupable = false;
 	free(s->msg.text);
 	memset(&s->msg, 0, sizeof(s->msg));
 	s->stale = false;
@@ -586,12 +595,12 @@ static void *job_thread(void *p)
 		/* The oldest waiting message, and with it every other waiting one
 		 * of the same job on the same partition that its type can take
 		 * in one group: what a receive brings together runs together. */
-		const struct ecw_job_def *def = group[0]->group_def;
-		if (def) {
+		const struct ecw_job_def *def = group[0]->def;
+		if (group[0]->groupable) {
 			size_t max = def->type->group_max < GROUP_CAP ? def->type->group_max : GROUP_CAP;
 			for (int i = 0; i < rt->ready_n && n < max;) {
 				struct slot *t = &rt->slots[rt->ready[i]];
-				if (t->group_def == def && strcmp(t->m.pk, group[0]->m.pk) == 0)
+				if (t->groupable && t->def == def && strcmp(t->m.pk, group[0]->m.pk) == 0)
 					group[n++] = take_ready(rt, i);
 				else
 					i++;
@@ -810,16 +819,15 @@ static int place(struct runtime *rt, struct ecw_queue_msg *msg)
 	struct ecw_message m;
 	const struct ecw_job_def *def;
 	int64_t now = ecw_now_ms();
-	bool decoded;
+	bool decoded, groupable;
 	char decode_error[512] = "";
 
 	decoded = ecw_message_decode(&m, msg->text, msg->text_len) == 0;
 	if (!decoded)
 		snprintf(decode_error, sizeof(decode_error), "%s", ecw_error_last()->message);
 	def = decoded ? ecw_config_job(cfg, m.job) : NULL;
-	if (def && (!def->type->run_group || def->type->keyless || !m.pk ||
-		    msg->dequeue_count > cfg->worker.max_dequeue_count))
-		def = NULL;
+	groupable = def && def->type->run_group && !def->type->keyless && m.pk &&
+		    msg->dequeue_count <= cfg->worker.max_dequeue_count;
 
 	for (int i = 0; i < rt->nslots; i++) {
 		struct slot *s = &rt->slots[i];
@@ -838,7 +846,8 @@ static int place(struct runtime *rt, struct ecw_queue_msg *msg)
 		s->m = m;
 		s->decoded = decoded;
 		memcpy(s->decode_error, decode_error, sizeof(decode_error));
-		s->group_def = def;
+		s->def = def;
+		s->groupable = groupable;
 		s->received_ms = now;
 		s->renew_at_ms = now + (int64_t)rt->vis_s * 500;
 		pthread_mutex_unlock(&s->mu);
@@ -982,14 +991,14 @@ static void release(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	ecw_log_str(l, "job", s->m.job);
 	ecw_log_str(l, "pk", s->m.pk);
 	ecw_log_str(l, "rk", s->m.rk);
-	log_keyless_fields(l, rt->cfg, s);
+	log_keyless_fields(l, s);
 	ecw_log_str(l, "message_id", s->msg.id);
 	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
 	ecw_log_int(l, "duration_ms", ecw_now_ms() - s->received_ms);
 	if (ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, 0, NULL, 0) < 0)
 		ecw_log_str(l, "error", ecw_error_last()->message);
 	ecw_log_end(l);
-	ecw_metrics_message(s->m.job && ecw_config_job(rt->cfg, s->m.job) ? s->m.job : "", "released",
+	ecw_metrics_message(s->def ? s->def->name : "", "released",
 			    (double)(ecw_now_ms() - s->received_ms) / 1000.0);
 }
 
@@ -1066,6 +1075,11 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	if (rt->want < 1)
 		rt->want = 1;
 	rt->vis_s = (int)(cfg->worker.visibility_timeout_ms / 1000);
+	rt->limits = (struct ecw_outcome_limits){
+		.max_dequeue_count = cfg->worker.max_dequeue_count,
+		.retry_backoff_base_ms = cfg->worker.retry_backoff_base_ms,
+		.retry_backoff_max_ms = cfg->worker.retry_backoff_max_ms,
+	};
 	ecw_connect_client_options(&rt->copts, cfg);
 	rt->copts.on_attempt = on_attempt;
 	pthread_mutex_init(&rt->mu, NULL);

@@ -1,0 +1,267 @@
+/* test_outcome.c - the outcome rules (worker/outcome.c), row by row as the
+ * README's table states them, with each boundary: what the worker does with
+ * a message after it ran, before it runs, when its envelope could not be put
+ * and when its lease is gone. No process, no service: the rules are a pure
+ * function. test_runtime (integration) keeps what needs a running worker:
+ * that the answer is carried out on a real queue. */
+#include "support.h"
+
+#include <stdint.h>
+
+#include "outcome.h"
+
+/* base 2 s, max 5 min, 5 deliveries: the configuration's defaults. */
+static const struct ecw_outcome_limits defaults = {
+	.max_dequeue_count = 5, .retry_backoff_base_ms = 2000, .retry_backoff_max_ms = 300000,
+};
+
+static struct ecw_outcome ran(int err, long dequeue_count)
+{
+	struct ecw_outcome o;
+	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN, .decoded = true, .runnable = true, .err = err,
+				      .dequeue_count = dequeue_count};
+
+	ecw_outcome_decide(&o, &f, &defaults, 0);
+	return o;
+}
+
+static struct ecw_outcome received(bool decoded, bool runnable, long dequeue_count)
+{
+	struct ecw_outcome o;
+	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RECEIVED, .decoded = decoded, .runnable = runnable,
+				      .dequeue_count = dequeue_count};
+
+	ecw_outcome_decide(&o, &f, &defaults, 0);
+	return o;
+}
+
+static void is(const struct ecw_outcome *o, enum ecw_outcome_action action, enum ecw_poison_reason reason,
+	       const char *word)
+{
+	assert_int_equal(o->action, action);
+	assert_int_equal(o->reason, reason);
+	assert_string_equal(o->word, word);
+}
+
+/* Row 1: the job succeeded: delete, on any delivery, the last one included. */
+static void test_outcome__success_deletes(void **state)
+{
+	(void)state;
+	for (long n = 1; n <= defaults.max_dequeue_count; n++) {
+		struct ecw_outcome o = ran(0, n);
+		is(&o, ECW_ACTION_DELETE, ECW_REASON_NONE, "succeeded");
+	}
+}
+
+/* Row 2: a transient failure before the last delivery keeps the message,
+ * hidden for base * 2^(dequeue_count-1); every class but the permanent ones
+ * is transient. */
+static void test_outcome__transient_failure_retries(void **state)
+{
+	static const int transient[] = {ECW_ERROR,   ECW_ENOMEM,   ECW_ENOTFOUND, ECW_ECONFLICT, ECW_EPRECONDITION,
+					ECW_EAUTH,   ECW_EBUSY,    ECW_ETIMEOUT,  ECW_ETRANSIENT};
+	(void)state;
+	for (size_t i = 0; i < sizeof(transient) / sizeof(transient[0]); i++) {
+		struct ecw_outcome o = ran(transient[i], 1);
+		is(&o, ECW_ACTION_RETRY, ECW_REASON_NONE, "retried");
+		assert_int_equal(o.hide_s, 2);
+	}
+	struct ecw_outcome o = ran(ECW_ETRANSIENT, 3);
+	assert_int_equal(o.hide_s, 8);
+	o = ran(ECW_ETRANSIENT, 4);
+	assert_int_equal(o.hide_s, 16);
+}
+
+/* The backoff: doubling, capped at max, jittered down by up to 20% (never
+ * up), rounded up to whole seconds, 1 s at least, 7 days at most. */
+static void test_outcome__backoff_cap_and_jitter(void **state)
+{
+	struct ecw_outcome_limits l = {.max_dequeue_count = 100, .retry_backoff_base_ms = 2000,
+				       .retry_backoff_max_ms = 30000};
+	(void)state;
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 1, 0), 2);
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 4, 0), 16);
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 5, 0), 30); /* 32 s capped at 30 */
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 99, 0), 30);
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 0, 0), 2);  /* never below base */
+	/* 30 s less up to a fifth: 24..30 s, and every value of random lands there. */
+	int lo = 30, hi = 0;
+	for (uint32_t r = 0; r < 20000; r += 7) {
+		int s = ecw_outcome_retry_hide_s(&l, 10, r * 2654435761u);
+		lo = s < lo ? s : lo;
+		hi = s > hi ? s : hi;
+	}
+	assert_int_equal(lo, 24);
+	assert_int_equal(hi, 30);
+	/* The largest jitter: 6,000 ms off 30,000. */
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 10, 6000), 24);
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 10, 6001), 30); /* 6001 % 6001 = 0 */
+	/* Bounds: a 100 ms base still hides a whole second; 8 days are cut to 7. */
+	l = (struct ecw_outcome_limits){.max_dequeue_count = 5, .retry_backoff_base_ms = 100,
+					.retry_backoff_max_ms = 100};
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 1, 99), 1);
+	l = (struct ecw_outcome_limits){.max_dequeue_count = 5, .retry_backoff_base_ms = 8LL * 86400000,
+					.retry_backoff_max_ms = 8LL * 86400000};
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 1, 0), 604800);
+	/* Equal facts, equal answers: the rules keep no state. */
+	assert_int_equal(ecw_outcome_retry_hide_s(&defaults, 7, 12345), ecw_outcome_retry_hide_s(&defaults, 7, 12345));
+}
+
+/* Row 3: a permanent failure poisons at once, on the first delivery. */
+static void test_outcome__permanent_failure_poisons_at_once(void **state)
+{
+	(void)state;
+	struct ecw_outcome o = ran(ECW_EINVALID, 1);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	o = ran(ECW_ETOOLARGE, 1);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	/* Permanent wins over the count on the last delivery too. */
+	o = ran(ECW_EINVALID, defaults.max_dequeue_count);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+}
+
+/* Row 3, before running: text that is no job message, an unknown job or
+ * missing keys is poisoned as permanent without running. */
+static void test_outcome__refused_before_running(void **state)
+{
+	(void)state;
+	struct ecw_outcome o = received(false, false, 1);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	o = received(true, false, 1);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	o = received(true, true, 1);
+	is(&o, ECW_ACTION_RUN, ECW_REASON_NONE, "run");
+}
+
+/* Row 4: received with dequeue_count > max_dequeue_count (a worker died
+ * holding it every time): poisoned without running; at max it still runs. */
+static void test_outcome__over_max_on_receipt_poisons_without_running(void **state)
+{
+	(void)state;
+	struct ecw_outcome o = received(true, true, defaults.max_dequeue_count);
+	is(&o, ECW_ACTION_RUN, ECW_REASON_NONE, "run");
+	o = received(true, true, defaults.max_dequeue_count + 1);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
+	/* The order of the checks: undecodable text is permanent whatever its
+	 * count; a decoded one over the count is max-dequeue even when it could
+	 * not run anyway. */
+	o = received(false, false, defaults.max_dequeue_count + 1);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	o = received(true, false, defaults.max_dequeue_count + 1);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
+}
+
+/* Row 5: a transient failure on delivery max_dequeue_count poisons; one
+ * delivery earlier it retries. max_dequeue_count 1: the first failure. */
+static void test_outcome__transient_on_last_delivery_poisons(void **state)
+{
+	(void)state;
+	struct ecw_outcome o = ran(ECW_EBUSY, defaults.max_dequeue_count - 1);
+	is(&o, ECW_ACTION_RETRY, ECW_REASON_NONE, "retried");
+	o = ran(ECW_EBUSY, defaults.max_dequeue_count);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
+	o = ran(ECW_EBUSY, defaults.max_dequeue_count + 1);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
+
+	struct ecw_outcome_limits one = defaults;
+	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN, .decoded = true, .runnable = true,
+				      .err = ECW_ETIMEOUT, .dequeue_count = 1};
+	one.max_dequeue_count = 1;
+	ecw_outcome_decide(&o, &f, &one, 0);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
+}
+
+/* Row 6: the lease was lost: whatever the job did, the message is left
+ * alone (another worker may hold it); the reason it would have been
+ * poisoned for stays, for the log. */
+static void test_outcome__lease_lost_leaves_it_alone(void **state)
+{
+	static const int errs[] = {0, ECW_ETRANSIENT, ECW_EINVALID};
+	(void)state;
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+		struct ecw_outcome o;
+		struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN, .decoded = true, .runnable = true,
+					      .err = errs[i], .dequeue_count = 1, .lease_lost = true};
+		ecw_outcome_decide(&o, &f, &defaults, 0);
+		is(&o, ECW_ACTION_LEAVE, errs[i] == ECW_EINVALID ? ECW_REASON_PERMANENT : ECW_REASON_NONE,
+		   "lease-lost");
+	}
+	struct ecw_outcome o;
+	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RECEIVED, .decoded = false, .dequeue_count = 1,
+				      .lease_lost = true};
+	ecw_outcome_decide(&o, &f, &defaults, 0);
+	is(&o, ECW_ACTION_LEAVE, ECW_REASON_PERMANENT, "lease-lost");
+}
+
+/* Shutdown released the message (visible again for another replica):
+ * nobody settles it, lease or not. */
+static void test_outcome__released_is_left_alone(void **state)
+{
+	(void)state;
+	struct ecw_outcome o;
+	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN, .decoded = true, .runnable = true, .err = 0,
+				      .dequeue_count = 1, .lease_lost = true, .released = true};
+	ecw_outcome_decide(&o, &f, &defaults, 0);
+	is(&o, ECW_ACTION_LEAVE, ECW_REASON_NONE, "released");
+}
+
+/* Poisoning decided, the envelope could not be put: the original must stay
+ * until an envelope holds it, so it waits as a transient failure would. */
+static void test_outcome__failed_poisoning_keeps_the_message(void **state)
+{
+	(void)state;
+	struct ecw_outcome o;
+	struct ecw_outcome_facts f = {.stage = ECW_STAGE_POISON_FAILED, .decoded = true, .runnable = true,
+				      .err = ECW_ETRANSIENT, .dequeue_count = 3};
+	ecw_outcome_decide(&o, &f, &defaults, 0);
+	assert_int_equal(o.action, ECW_ACTION_RETRY);
+	assert_string_equal(o.word, "poison-failed");
+	assert_int_equal(o.hide_s, 8);
+	f.lease_lost = true;
+	ecw_outcome_decide(&o, &f, &defaults, 0);
+	is(&o, ECW_ACTION_LEAVE, ECW_REASON_NONE, "lease-lost");
+}
+
+/* The guard the runtime applies again at the moment of the queue call. */
+static void test_outcome__guard(void **state)
+{
+	(void)state;
+	struct ecw_outcome o = ran(0, 1);
+	ecw_outcome_guard(&o, false, false);
+	is(&o, ECW_ACTION_DELETE, ECW_REASON_NONE, "succeeded");
+	ecw_outcome_guard(&o, true, false);
+	is(&o, ECW_ACTION_LEAVE, ECW_REASON_NONE, "lease-lost");
+	o = ran(ECW_EINVALID, 1);
+	ecw_outcome_guard(&o, false, true);
+	is(&o, ECW_ACTION_LEAVE, ECW_REASON_PERMANENT, "released");
+	o = received(true, true, 1);
+	ecw_outcome_guard(&o, true, true);
+	is(&o, ECW_ACTION_RUN, ECW_REASON_NONE, "run"); /* jobs check the lease themselves */
+}
+
+static void test_outcome__reason_names(void **state)
+{
+	(void)state;
+	assert_string_equal(ecw_outcome_reason_name(ECW_REASON_PERMANENT), "permanent");
+	assert_string_equal(ecw_outcome_reason_name(ECW_REASON_MAX_DEQUEUE), "max-dequeue");
+	assert_null(ecw_outcome_reason_name(ECW_REASON_NONE));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_outcome__success_deletes),
+	    cmocka_unit_test(test_outcome__transient_failure_retries),
+	    cmocka_unit_test(test_outcome__backoff_cap_and_jitter),
+	    cmocka_unit_test(test_outcome__permanent_failure_poisons_at_once),
+	    cmocka_unit_test(test_outcome__refused_before_running),
+	    cmocka_unit_test(test_outcome__over_max_on_receipt_poisons_without_running),
+	    cmocka_unit_test(test_outcome__transient_on_last_delivery_poisons),
+	    cmocka_unit_test(test_outcome__lease_lost_leaves_it_alone),
+	    cmocka_unit_test(test_outcome__released_is_left_alone),
+	    cmocka_unit_test(test_outcome__failed_poisoning_keeps_the_message),
+	    cmocka_unit_test(test_outcome__guard),
+	    cmocka_unit_test(test_outcome__reason_names),
+	};
+	return cmocka_run_group_tests_name("outcome", tests, NULL, NULL);
+}

@@ -1,0 +1,112 @@
+/* outcome.c - the outcome rules (outcome.h), as the README's table states
+ * them:
+ *   success            delete the message, only after the job returned 0;
+ *   transient failure  keep it, hidden for base * 2^(dequeue_count-1), capped
+ *                      at max and jittered down by up to 20%;
+ *   permanent failure  poison at once (undecodable text, unknown job, missing
+ *                      keys, ECW_EINVALID or ECW_ETOOLARGE from the job);
+ *   dequeue_count > max_dequeue_count on receipt: poison before running
+ *                      (the worker died holding it every time); a transient
+ *                      failure on delivery max_dequeue_count: poison;
+ *   poisoning failed   (the envelope could not be put) keep it, hidden as a
+ *                      transient failure would be: the original must stay
+ *                      until an envelope holds it;
+ *   lease lost         leave it alone: another worker may hold it now.
+ * Undecodable text is refused before the dequeue count is looked at, so its
+ * envelope says "permanent" whatever the count. */
+#include <stddef.h>
+
+#include "ecw_job.h"
+#include "outcome.h"
+
+int ecw_outcome_retry_hide_s(const struct ecw_outcome_limits *limits, long dequeue_count, uint32_t random)
+{
+	int64_t ms = limits->retry_backoff_base_ms;
+
+	for (long i = 1; i < dequeue_count && ms < limits->retry_backoff_max_ms; i++)
+		ms *= 2;
+	if (ms > limits->retry_backoff_max_ms)
+		ms = limits->retry_backoff_max_ms;
+	/* Jitter downwards by up to 20% so a burst of failures spreads out. */
+	ms -= (int64_t)(random % (uint32_t)(ms / 5 + 1));
+	ms = (ms + 999) / 1000;
+	return ms < 1 ? 1 : ms > 604800 ? 604800 : (int)ms;
+}
+
+const char *ecw_outcome_reason_name(enum ecw_poison_reason reason)
+{
+	switch (reason) {
+	case ECW_REASON_PERMANENT: return "permanent";
+	case ECW_REASON_MAX_DEQUEUE: return "max-dequeue";
+	default: return NULL;
+	}
+}
+
+static void set(struct ecw_outcome *o, enum ecw_outcome_action action, enum ecw_poison_reason reason,
+		const char *word)
+{
+	o->action = action;
+	o->reason = reason;
+	o->word = word;
+}
+
+static void on_receipt(struct ecw_outcome *o, const struct ecw_outcome_facts *f, const struct ecw_outcome_limits *l)
+{
+	if (!f->decoded)
+		set(o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	else if (f->dequeue_count > l->max_dequeue_count)
+		set(o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
+	else if (!f->runnable)
+		set(o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	else
+		set(o, ECW_ACTION_RUN, ECW_REASON_NONE, "run");
+}
+
+static void after_run(struct ecw_outcome *o, const struct ecw_outcome_facts *f, const struct ecw_outcome_limits *l,
+		      uint32_t random)
+{
+	if (f->err == 0) {
+		set(o, ECW_ACTION_DELETE, ECW_REASON_NONE, "succeeded");
+	} else if (ecw_job_err_is_permanent(f->err)) {
+		set(o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	} else if (f->dequeue_count >= l->max_dequeue_count) {
+		set(o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
+	} else {
+		set(o, ECW_ACTION_RETRY, ECW_REASON_NONE, "retried");
+		o->hide_s = ecw_outcome_retry_hide_s(l, f->dequeue_count, random);
+	}
+}
+
+void ecw_outcome_guard(struct ecw_outcome *o, bool lease_lost, bool released)
+{
+	if (o->action == ECW_ACTION_RUN)
+		return; /* running checks the lease before every write itself */
+	if (released) {
+		o->action = ECW_ACTION_LEAVE;
+		o->word = "released";
+	} else if (lease_lost) {
+		o->action = ECW_ACTION_LEAVE;
+		o->word = "lease-lost";
+	}
+}
+
+void ecw_outcome_decide(struct ecw_outcome *out, const struct ecw_outcome_facts *f,
+			const struct ecw_outcome_limits *l, uint32_t random)
+{
+	*out = (struct ecw_outcome){.action = ECW_ACTION_LEAVE, .word = "lease-lost"};
+	switch (f->stage) {
+	case ECW_STAGE_RECEIVED:
+		on_receipt(out, f, l);
+		break;
+	case ECW_STAGE_RAN:
+		after_run(out, f, l, random);
+		break;
+	case ECW_STAGE_POISON_FAILED:
+		/* The reason stays for the log; the message waits as a retry would. */
+		out->action = ECW_ACTION_RETRY;
+		out->word = "poison-failed";
+		out->hide_s = ecw_outcome_retry_hide_s(l, f->dequeue_count, random);
+		break;
+	}
+	ecw_outcome_guard(out, f->lease_lost, f->released);
+}
