@@ -6,7 +6,9 @@
  * proxy (tests/tools/faultproxy) on the workers' traffic, or a restart of an
  * on-disk Azurite, and then drains, counts and replays the poison queue
  * before judging. The fixture is cmocka's state: mixed_setup allocates it,
- * mixed_teardown stops what a failed run left and frees it. */
+ * mixed_teardown stops what a failed run left and frees it. mixed.c runs it,
+ * with mixed_app.c (the producers), mixed_judge.c (the recomputation) and
+ * mixed_chaos.c; mixed_private.h is what those files share. */
 #ifndef ECW_MIXED_H
 #define ECW_MIXED_H
 
