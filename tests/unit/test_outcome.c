@@ -2,7 +2,7 @@
  * README's table states them, with each boundary: what the worker does with
  * a message after it ran, before it runs, when its envelope could not be put
  * and when its lease is gone. No process, no service: the rules are a pure
- * function. test_runtime (integration) keeps what needs a running worker:
+ * function. test_settle (integration) keeps what needs a running worker:
  * that the answer is carried out on a real queue. */
 #include "support.h"
 
