@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# check-deps.sh - fails when a source file #includes a header its folder may
+# not see (make check-deps; CONTRIBUTING.md describes the layout).
+#
+#   tests/check-deps.sh [ROOT]      ROOT: the tree to check (default: this one)
+#
+# Reads every #include "..." of the .c and .h files in include/, worker/ (and
+# its folders) and tests/support/, finds the file each name stands for, and
+# checks it against the rules below. Prints one line per violation,
+#   FILE:LINE: "header" may not be included here: <the rule>
+# and a summary, and exits 1; or prints one OK line and exits 0. Exit 2: usage.
+# The Makefile's per-folder include paths (dir_incs) make most of these
+# includes fail to compile; this check also names the rule, and catches what
+# an include path cannot: a header of include/ pulling in the wrong seam, a
+# name defined twice, a `#include "../x.h"`.
+
+# The rule lists are split into globs on purpose (with set -f below), and
+# matched as patterns: shellcheck's advice to quote them does not apply here.
+# shellcheck disable=SC2053,SC2086
+set -euo pipefail
+
+# ---- the rules -------------------------------------------------------------
+# A header name is looked up among every .h of the tree (tests/node_modules
+# aside) and must stand for exactly one file; a name with a `/` is taken
+# relative to the including file, as the compiler does.
+#
+# `private HEADER FILE...`: only those files may include HEADER. Checked first.
+#
+# Then one block per room; a source file takes the FIRST block whose `files`
+# it matches (so worker/main.c comes before worker/*):
+#   files  the files of the room
+#   may    where their includes may resolve
+#   never  headers they may not include all the same
+#   rule   the sentence printed with each violation
+# A glob's `*` stays inside one folder: worker/* is not worker/cmd/x.c.
+# A file under these folders that no block takes is a violation too: a new
+# folder gets its block here.
+
+BASE="include/ecw_buf.h include/ecw_clock.h include/ecw_codec.h include/ecw_crash.h include/ecw_err.h \
+	include/ecw_log.h include/ecw_pace.h include/ecw_progress.h include/ecw_version.h"
+
+RULES="
+private worker/migrate_private.h  worker/migrate.c worker/migrate_apply.c
+
+files $BASE
+may   $BASE
+rule  a base header includes only base headers: worker/base, which sees them, knows nothing of jobs, storage or config
+
+files include/*.h
+may   include/*.h
+rule  include/ holds the seams between parts: its headers include only include/ headers
+
+files worker/base/*
+may   $BASE
+rule  worker/base includes only the base headers of include/ (buf, clock, codec, crash, err, log, pace, progress, version): it knows nothing of jobs, storage or config
+
+files worker/storage/*
+may   include/*.h worker/storage/*.h
+never include/ecw_config.h include/ecw_node.h include/ecw_job.h include/ecw_template.h
+rule  worker/storage includes only include/ and worker/storage, never ecw_config.h, ecw_node.h, ecw_job.h or ecw_template.h: storage knows nothing of jobs or config
+
+files jobs/*
+may   include/*.h jobs/*.h
+never include/ecw_config.h
+rule  jobs/ includes only include/ and jobs/, never ecw_config.h (the worker's schema): jobs read their settings through ecw_node.h
+
+files worker/main.c
+may   include/*.h worker/*.h worker/cmd/cmd.h
+never worker/*_private.h
+rule  main.c includes only include/, worker/*.h (not *_private.h) and, of worker/cmd, cmd.h
+
+files worker/*
+may   include/*.h worker/*.h
+never worker/*_private.h
+rule  the daemon (worker/*.c, worker/*.h) includes only include/ and worker/*.h: never a header of worker/cmd, worker/storage or jobs/, nor another file's *_private.h
+
+files worker/cmd/*
+may   include/*.h worker/*.h worker/cmd/*.h
+never worker/*_private.h
+rule  worker/cmd includes only include/, worker/*.h (not *_private.h) and worker/cmd/*.h
+
+files tests/support/*
+may   include/*.h tests/support/*.h
+rule  tests/support includes only include/ and tests/support
+"
+
+# The folders whose sources are checked, and where header names are looked up.
+SCAN_DIRS=(include worker jobs tests/support)
+HEADER_DIRS=(include worker jobs tests)
+
+# ---- reading the rules -----------------------------------------------------
+
+if [[ $# -gt 1 || ${1:-} == -* ]]; then
+	echo "usage: $0 [ROOT]" >&2
+	exit 2
+fi
+ROOT="${1:-$(dirname "${BASH_SOURCE[0]}")/..}"
+cd "$ROOT" 2>/dev/null || { echo "$0: no directory $ROOT" >&2; exit 2; }
+set -f # the globs below are matched by matches(), never expanded against the disk
+
+r_files=() r_may=() r_never=() r_rule=()
+p_header=() p_files=()
+while read -r key rest; do
+	case "$key" in
+	'' | '#'*) ;;
+	private)
+		read -r header files <<<"$rest"
+		p_header+=("$header")
+		p_files+=("$files")
+		;;
+	files)
+		r_files+=("$rest") r_may+=("") r_never+=("") r_rule+=("")
+		;;
+	may) r_may[${#r_files[@]} - 1]="$rest" ;;
+	never) r_never[${#r_files[@]} - 1]="$rest" ;;
+	rule) r_rule[${#r_files[@]} - 1]="$rest" ;;
+	*)
+		echo "$0: unreadable rule line: $key $rest" >&2
+		exit 2
+		;;
+	esac
+done <<<"$RULES"
+
+# matches PATH GLOB...: whether PATH matches one of the globs, `*` not
+# crossing a `/`.
+matches() {
+	local path="$1" g
+	shift
+	for g in "$@"; do
+		[[ "${path%/*}" == "${g%/*}" && "${path##*/}" == ${g##*/} ]] && return 0
+	done
+	return 1
+}
+
+# ---- the headers of the tree -----------------------------------------------
+
+# includes FILE: one LINE:NAME per #include "NAME" of FILE.
+includes() {
+	awk '/^[ \t]*#[ \t]*include[ \t]*"/ { s = $0; sub(/^[^"]*"/, "", s); sub(/".*/, "", s); print FNR ":" s }' "$1"
+}
+
+declare -A where # header name -> the files defining it, space-separated
+while IFS= read -r h; do
+	name="${h##*/}"
+	where[$name]="${where[$name]:+${where[$name]} }$h"
+done < <(find "${HEADER_DIRS[@]}" -path tests/node_modules -prune -o -name '*.h' -type f -print 2>/dev/null | sort)
+
+# resolve FILE NAME: sets `target` to the file that FILE's #include "NAME"
+# stands for; empty when none, or when the name is defined twice (`ambiguous`
+# then lists the files).
+resolve() {
+	local defs
+	target="" ambiguous=""
+	if [[ "$2" == */* ]]; then
+		target="$(realpath -m --relative-to=. "$(dirname "$1")/$2")"
+		[[ -f "$target" ]] || target=""
+	else
+		read -r -a defs <<<"${where[$2]:-}"
+		if [[ ${#defs[@]} -gt 1 ]]; then
+			ambiguous="${defs[*]}"
+		else
+			target="${defs[0]:-}"
+		fi
+	fi
+}
+
+# What each header includes: LINE:FILE, resolved. The `never` lists also hold
+# through another header: jobs/ may include ecw_job.h only while ecw_job.h does
+# not pull in ecw_config.h. Such a violation is reported once, at the line of
+# the header that pulls the forbidden one in.
+declare -A deps
+for name in "${!where[@]}"; do
+	for h in ${where[$name]}; do
+		deps[$h]=""
+		while IFS=: read -r ln inc; do
+			resolve "$h" "$inc"
+			[[ -n "$target" ]] && deps[$h]+=" $ln:$target"
+		done < <(includes "$h")
+	done
+done
+
+violations=0
+declare -A bad_files
+violation() { # FILE TEXT
+	echo "$2" >&2
+	violations=$((violations + 1))
+	bad_files[$1]=1
+}
+# say RULE: the include at $f:$line of $name breaks RULE.
+say() { violation "$f" "$f:$line: \"$name\" may not be included here: $1"; }
+
+for name in $(printf '%s\n' "${!where[@]}" | sort); do
+	read -r -a defs <<<"${where[$name]}"
+	if [[ ${#defs[@]} -gt 1 ]]; then
+		for d in "${defs[@]}"; do
+			violation "$d" "$d: \"$name\" is also defined in $(printf '%s\n' "${defs[@]}" | grep -vxF "$d" | paste -sd' '): a header name must resolve to exactly one file in the tree"
+		done
+	fi
+done
+
+# room_of FILE: sets `room` to the index of the first block whose files FILE
+# matches, or -1.
+room_of() {
+	local i
+	room=-1
+	for i in "${!r_files[@]}"; do
+		if matches "$1" ${r_files[i]}; then
+			room=$i
+			return
+		fi
+	done
+}
+
+# allowed FILE TARGET: whether FILE's block lets it include TARGET (the
+# private lines aside).
+allowed() {
+	local room
+	room_of "$1"
+	[[ $room -ge 0 ]] && matches "$2" ${r_may[room]} && ! matches "$2" ${r_never[room]}
+}
+
+# through HEADER ROOM: what HEADER includes, and they in turn, must not be in
+# ROOM's `never` list either (HEADER is included at $f:$line). Only includes
+# their own folder's rules allow are followed: the others are reported where
+# they are.
+declare -A reported
+through() {
+	local queue=("$1") i=0 h dep ln inc
+	local -A seen=([$1]=1)
+	while [[ $i -lt ${#queue[@]} ]]; do
+		h="${queue[i]}"
+		i=$((i + 1))
+		for dep in ${deps[$h]}; do
+			ln="${dep%%:*}" inc="${dep#*:}"
+			allowed "$h" "$inc" || continue
+			if matches "$inc" ${r_never[$2]}; then
+				[[ -n "${reported[$h:$ln:$2]:-}" ]] && continue
+				reported[$h:$ln:$2]=1
+				violation "$h" "$h:$ln: \"${inc##*/}\" may not be included here: ${r_rule[$2]} ($h is reached from $f:$line)"
+			elif [[ -z "${seen[$inc]:-}" ]]; then
+				seen[$inc]=1
+				queue+=("$inc")
+			fi
+		done
+	done
+}
+
+# ---- the includes ----------------------------------------------------------
+
+mapfile -t sources < <(find "${SCAN_DIRS[@]}" -name '*.[ch]' -type f 2>/dev/null | sort)
+nincludes=0
+for f in "${sources[@]}"; do
+	room_of "$f"
+	if [[ $room -lt 0 ]]; then
+		violation "$f" "$f: is in no room of tests/check-deps.sh: give its folder a block of rules there"
+		continue
+	fi
+	while IFS=: read -r line name; do
+		nincludes=$((nincludes + 1))
+		resolve "$f" "$name"
+		if [[ -n "$ambiguous" ]]; then
+			say "a header name must resolve to exactly one file in the tree; this one names $ambiguous"
+			continue
+		elif [[ -z "$target" ]]; then
+			say "a header name must resolve to exactly one file in the tree; this one names none"
+			continue
+		fi
+		private=0
+		for j in "${!p_header[@]}"; do
+			if [[ "$target" == "${p_header[j]}" ]]; then
+				private=1
+				matches "$f" ${p_files[j]} ||
+					say "$target is private to ${p_files[j]// / and }"
+			fi
+		done
+		[[ $private -eq 1 ]] && continue
+		if matches "$target" ${r_never[room]} || ! matches "$target" ${r_may[room]}; then
+			say "${r_rule[room]}"
+		elif [[ -n "${r_never[room]}" ]]; then
+			through "$target" "$room"
+		fi
+	done < <(includes "$f")
+done
+
+if [[ $violations -gt 0 ]]; then
+	echo "check-deps: $violations violation(s) in ${#bad_files[@]} file(s); the rules are at the top of tests/check-deps.sh" >&2
+	exit 1
+fi
+echo "check-deps: OK (${#sources[@]} files, $nincludes includes, each where its folder may look)"

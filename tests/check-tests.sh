@@ -1,0 +1,345 @@
+#!/usr/bin/env bash
+# check-tests.sh - the tests of the source checks (make check-tests; make test
+# runs it first): check-deps and check-format must pass on a clean tree and
+# fail, naming the file and the rule, on each kind of violation.
+#
+#   tests/check-tests.sh
+#
+# The clean tree is a small synthetic one made here, a few files per folder
+# laid out as the rooms are (include/, worker/base, worker/storage, jobs/,
+# worker/, worker/cmd, tests/...), with this tree's Makefile, .clang-format
+# files and check scripts: the test does not depend on the real tree passing
+# the checks yet. Each case copies it, breaks one rule, and runs the check the
+# way make does. Then the same violations are added to a copy of the real
+# tree: they must be reported there too (and, once the real tree passes, be
+# the only thing reported). Exit 0 when every case passes.
+
+# ok and fail always return 0, so `A && ok || fail` is an if-then-else here.
+# shellcheck disable=SC2001,SC2015,SC2094
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+export CLANG_FORMAT="${CLANG_FORMAT:-clang-format}"
+
+passed=0
+failed=0
+ok() {
+	passed=$((passed + 1))
+	[[ -n "${VERBOSE:-}" ]] && echo "ok - $1"
+	return 0
+}
+fail() {
+	failed=$((failed + 1))
+	echo "FAIL - $1" >&2
+	[[ -n "${2:-}" ]] && sed 's/^/    | /' <<<"$2" >&2
+	return 0
+}
+
+# ---- the synthetic clean tree ---------------------------------------------
+
+CLEAN="$TMP/clean"
+
+# src FILE [HEADER...]: a small source file in ${DEST:-$CLEAN} including the
+# headers, laid out as .clang-format wants (a header gets a guard and a
+# declaration, a .c file a function).
+src() {
+	local f="${DEST:-$CLEAN}/$1" h name
+	shift
+	mkdir -p "$(dirname "$f")"
+	name="$(basename "$f" | tr -c 'a-zA-Z0-9\n' _)"
+	{
+		echo "/* $(basename "$f"): synthetic, for tests/check-tests.sh */"
+		if [[ "$f" == *.h ]]; then
+			echo "#ifndef ${name^^}"
+			echo "#define ${name^^}"
+		fi
+		echo
+		for h in "$@"; do
+			echo "#include \"$h\""
+		done
+		[[ $# -eq 0 ]] || echo
+		if [[ "$f" == *.h ]]; then
+			echo "int $name(void);"
+			echo
+			echo "#endif"
+		else
+			echo "int $name(void)"
+			echo "{"
+			printf '\treturn 0;\n'
+			echo "}"
+		fi
+	} >"$f"
+}
+
+mkdir -p "$CLEAN/tests"
+cp "$ROOT/Makefile" "$ROOT/.clang-format" "$CLEAN/"
+cp "$ROOT/tests/check-deps.sh" "$ROOT/tests/check-format.sh" "$CLEAN/tests/"
+[[ -f "$ROOT/tests/.clang-format" ]] && cp "$ROOT/tests/.clang-format" "$CLEAN/tests/"
+
+src include/ecw_err.h
+src include/ecw_buf.h ecw_err.h
+src include/ecw_log.h ecw_err.h
+src include/ecw_config.h ecw_err.h
+src include/ecw_node.h ecw_err.h
+src include/ecw_storage.h ecw_buf.h ecw_err.h
+src include/ecw_job.h ecw_node.h ecw_storage.h
+src worker/base/log.c ecw_buf.h ecw_log.h
+src worker/storage/storage_private.h ecw_storage.h
+src worker/storage/table.c storage_private.h ecw_buf.h
+src jobs/jobs_private.h ecw_job.h
+src jobs/move.c jobs_private.h ecw_node.h
+src jobs/registry.c ecw_job.h
+src worker/runtime.h ecw_config.h
+src worker/runtime.c runtime.h ecw_job.h ecw_log.h
+src worker/migrate_private.h ecw_config.h
+src worker/migrate.c migrate_private.h runtime.h
+src worker/migrate_apply.c migrate_private.h ecw_storage.h
+src worker/main.c cmd.h
+src worker/cmd/cmd.h
+src worker/cmd/backfill.h ecw_config.h
+src worker/cmd/run.c cmd.h runtime.h ecw_log.h
+src worker/cmd/backfill.c backfill.h cmd.h ecw_job.h
+src tests/support/test_jobs.c ecw_job.h
+src tests/unit/test_buf.c ecw_buf.h
+src tests/integration/test_run.c ecw_storage.h
+src tests/fuzz/fuzz_x.c ecw_buf.h
+src tests/tools/tool.c
+
+# fresh: a new copy of the clean tree in $T, for one case.
+fresh() {
+	T="$TMP/case"
+	rm -rf "$T"
+	cp -a "$CLEAN" "$T"
+}
+# add_include FILE HEADER: FILE gets #include "HEADER" as its first line
+# (so the violation is at FILE:1).
+add_include() {
+	sed -i "1i #include \"$2\"" "$T/$1"
+}
+
+# ---- check-deps -------------------------------------------------------------
+
+# A line of check-deps that reports one violation.
+VIOLATION=' may not be included here: | is also defined in |: is in no room of '
+
+# deps_case NAME EXPECTED-COUNT EXPECTED-LINE...: make check-deps in $T must
+# fail with exactly EXPECTED-COUNT violation lines, among them each expected
+# line (a fixed string: the start of the line, rule included).
+deps_case() {
+	local name="$1" count="$2" out rc=0 want n
+	shift 2
+	out="$(make -s -C "$T" check-deps 2>&1)" || rc=$?
+	if [[ $rc -eq 0 ]]; then
+		fail "check-deps: $name: passed" "$out"
+		return
+	fi
+	n="$(grep -c -E "$VIOLATION" <<<"$out" || true)"
+	for want in "$@"; do
+		if ! grep -q -F -- "$want" <<<"$out"; then
+			fail "check-deps: $name: no line \"$want\"" "$out"
+			return
+		fi
+	done
+	if [[ "$n" -ne "$count" ]]; then
+		fail "check-deps: $name: $n violation lines, expected $count" "$out"
+		return
+	fi
+	if ! grep -q -E "^check-deps: $count violation" <<<"$out"; then
+		fail "check-deps: $name: no summary line" "$out"
+		return
+	fi
+	ok "check-deps: $name"
+}
+
+fresh
+if out="$(make -s -C "$T" check-deps 2>&1)" && grep -q '^check-deps: OK' <<<"$out"; then
+	ok "check-deps: the clean tree passes"
+else
+	fail "check-deps: the clean tree does not pass" "$out"
+fi
+out="$("$T/tests/check-deps.sh" "$T" 2>&1)" && ok "check-deps: ROOT given" || fail "check-deps: ROOT given" "$out"
+
+STORAGE_RULE="worker/storage includes only include/ and worker/storage, never ecw_config.h"
+JOBS_RULE="jobs/ includes only include/ and jobs/, never ecw_config.h"
+DAEMON_RULE="the daemon (worker/*.c, worker/*.h) includes only include/ and worker/*.h"
+BASE_RULE="worker/base includes only the base headers of include/"
+BASEH_RULE="a base header includes only base headers"
+INCLUDE_RULE="include/ holds the seams between parts: its headers include only include/ headers"
+CMD_RULE="worker/cmd includes only include/, worker/*.h (not *_private.h) and worker/cmd/*.h"
+MAIN_RULE="main.c includes only include/, worker/*.h (not *_private.h) and, of worker/cmd, cmd.h"
+SUPPORT_RULE="tests/support includes only include/ and tests/support"
+UNIQUE_RULE="a header name must resolve to exactly one file in the tree"
+PRIVATE_RULE="worker/migrate_private.h is private to worker/migrate.c and worker/migrate_apply.c"
+
+# include_case NAME FILE HEADER RULE: FILE of the clean tree including HEADER
+# is one violation, reported at FILE:1 with RULE.
+include_case() {
+	fresh
+	add_include "$2" "$3"
+	deps_case "$1" 1 "$2:1: \"$3\" may not be included here: $4"
+}
+
+# One case per rule, and more: name | file | the header it includes | rule.
+while IFS='|' read -r name file header rule; do
+	[[ -n "$name" ]] || continue
+	read -r name <<<"$name" # read trims the padding
+	read -r file header <<<"$file $header"
+	include_case "$name" "$file" "$header" "${rule# }"
+done <<EOF
+storage includes ecw_config.h                   | worker/storage/table.c           | ecw_config.h        | $STORAGE_RULE
+storage includes ecw_job.h                      | worker/storage/storage_private.h | ecw_job.h           | $STORAGE_RULE
+storage includes a daemon header                | worker/storage/table.c           | runtime.h           | $STORAGE_RULE
+jobs include a daemon header                    | jobs/move.c                      | runtime.h           | $JOBS_RULE
+jobs include ecw_config.h                       | jobs/move.c                      | ecw_config.h        | $JOBS_RULE
+jobs include storage's private header           | jobs/move.c                      | storage_private.h   | $JOBS_RULE
+jobs include a daemon header by a relative path | jobs/move.c                      | ../worker/runtime.h | $JOBS_RULE
+the daemon includes cmd.h                       | worker/runtime.c                 | cmd.h               | $DAEMON_RULE
+the daemon includes storage's private header    | worker/runtime.h                 | storage_private.h   | $DAEMON_RULE
+the daemon includes jobs' private header        | worker/runtime.c                 | jobs_private.h      | $DAEMON_RULE
+migrate_private.h outside migrate*.c            | worker/runtime.c                 | migrate_private.h   | $PRIVATE_RULE
+main.c includes a command's header              | worker/main.c                    | backfill.h          | $MAIN_RULE
+a command includes migrate_private.h            | worker/cmd/run.c                 | migrate_private.h   | $PRIVATE_RULE
+a command includes jobs' private header         | worker/cmd/run.c                 | jobs_private.h      | $CMD_RULE
+base includes ecw_storage.h                     | worker/base/log.c                | ecw_storage.h       | $BASE_RULE
+base includes ecw_config.h                      | worker/base/log.c                | ecw_config.h        | $BASE_RULE
+a base header includes a daemon header          | include/ecw_buf.h                | runtime.h           | $BASEH_RULE
+a base header includes ecw_config.h             | include/ecw_log.h                | ecw_config.h        | $BASEH_RULE
+a seam includes a daemon header                 | include/ecw_storage.h            | runtime.h           | $INCLUDE_RULE
+test support includes jobs' private header      | tests/support/test_jobs.c        | jobs_private.h      | $SUPPORT_RULE
+an include that names no file                   | worker/runtime.c                 | nowhere.h           | $UNIQUE_RULE; this one names none
+EOF
+
+# Through another header: reported once, where the forbidden one is pulled in.
+fresh
+add_include include/ecw_job.h ecw_config.h
+deps_case "a header jobs/ see pulls in ecw_config.h" 1 \
+	"include/ecw_job.h:1: \"ecw_config.h\" may not be included here: $JOBS_RULE"
+fresh
+DEST="$T" src jobs/runtime.h
+deps_case "a header name defined twice" 5 \
+	"jobs/runtime.h: \"runtime.h\" is also defined in worker/runtime.h: $UNIQUE_RULE" \
+	"worker/runtime.h: \"runtime.h\" is also defined in jobs/runtime.h: $UNIQUE_RULE" \
+	"worker/runtime.c:3: \"runtime.h\" may not be included here: $UNIQUE_RULE; this one names jobs/runtime.h worker/runtime.h"
+fresh
+DEST="$T" src worker/extra/thing.c ecw_buf.h
+deps_case "a folder with no rules" 1 "worker/extra/thing.c: is in no room of tests/check-deps.sh"
+
+# ---- check-format -----------------------------------------------------------
+
+# One file per folder make check-format covers.
+FORMAT_FILES=(include/ecw_buf.h worker/base/log.c worker/storage/table.c jobs/move.c worker/runtime.c
+	worker/cmd/run.c tests/support/test_jobs.c tests/unit/test_buf.c tests/integration/test_run.c
+	tests/fuzz/fuzz_x.c tests/tools/tool.c)
+
+fresh
+if out="$(make -s -C "$T" check-format 2>&1)" && grep -q -E '^==== format: [0-9]+ file\(s\) .*clang-format [0-9]' <<<"$out"; then
+	ok "check-format: the clean tree passes, naming the clang-format version"
+else
+	fail "check-format: the clean tree does not pass" "$out"
+fi
+
+fresh
+printf 'int  badly( void ){return 1;}\n' >>"$T/worker/runtime.c"
+rc=0
+out="$(make -s -C "$T" check-format 2>&1)" || rc=$?
+if [[ $rc -ne 0 ]] && grep -q -E '^worker/runtime.c: [0-9]+ place\(s\) to format' <<<"$out" &&
+	grep -q -E '^check-format: [0-9]+ place\(s\) in 1 file\(s\) differ' <<<"$out"; then
+	ok "check-format: a badly formatted line fails, naming its file"
+else
+	fail "check-format: a badly formatted line in worker/runtime.c (exit $rc)" "$out"
+fi
+out="$(make -s -C "$T" format check-format 2>&1)" &&
+	ok "check-format: make format fixes it" || fail "check-format: make format did not fix it" "$out"
+
+# The tests' own .clang-format: the same long call is continued with tabs in
+# worker/, with spaces in tests/, and make format and check-format agree.
+fresh
+for f in worker/runtime.c tests/unit/test_buf.c; do
+	printf 'int long_call(void)\n{\n\treturn some_function_with_a_long_name(argument_number_one, %s);\n}\n' \
+		"argument_number_two, argument_number_three, argument_number_four" >>"$T/$f"
+done
+if out="$(make -s -C "$T" format check-format 2>&1)" &&
+	grep -q -P '^\t\t\t\t\t +argument_number_four\);' "$T/worker/runtime.c" &&
+	grep -q -P '^\t {20,}argument_number_four\);' "$T/tests/unit/test_buf.c"; then
+	ok "check-format: tests/.clang-format applies to the tests only"
+else
+	fail "check-format: tests/.clang-format" "$out$(grep -h -B1 'argument_number_four' "$T/worker/runtime.c" \
+		"$T/tests/unit/test_buf.c" | cat -A)"
+fi
+
+fresh
+for f in "${FORMAT_FILES[@]}"; do
+	printf 'int  badly_%s( void ){return 1;}\n' "$(basename "$f" | tr -c 'a-z\n' _)" >>"$T/$f"
+done
+rc=0
+out="$(make -s -C "$T" check-format 2>&1)" || rc=$?
+missing=()
+for f in "${FORMAT_FILES[@]}"; do
+	grep -q -E "^$f: [0-9]+ place\\(s\\) to format" <<<"$out" || missing+=("$f")
+done
+if [[ $rc -ne 0 && ${#missing[@]} -eq 0 ]]; then
+	ok "check-format: covers every folder"
+else
+	fail "check-format: not reported: ${missing[*]} (exit $rc)" "$out"
+fi
+
+fresh
+rm "$T/.clang-format"
+rc=0
+out="$(make -s -C "$T" check-format 2>&1)" || rc=$?
+[[ $rc -ne 0 ]] && ok "check-format: fails without a .clang-format" ||
+	fail "check-format: passed without a .clang-format" "$out"
+
+# ---- the real tree ------------------------------------------------------------
+# The same violations in a copy of the real tree: reported there too, one more
+# line each; and the only line once the real tree passes.
+
+REAL="$TMP/real"
+mkdir -p "$REAL"
+tar -C "$ROOT" --exclude=tests/node_modules --exclude=tests/fuzz/corpus -cf - Makefile .clang-format include worker \
+	jobs tests | tar -C "$REAL" -xf -
+base_out="$("$REAL/tests/check-deps.sh" "$REAL" 2>&1)" && base_rc=0 || base_rc=$?
+base_n="$(grep -c -E "$VIOLATION" <<<"$base_out" || true)"
+[[ $base_rc -eq 0 ]] || echo "check-tests: note: the real tree does not pass check-deps yet ($base_n violations)"
+
+# real_case FILE HEADER RULE: FILE of the real tree including HEADER is one
+# more violation, reported with RULE.
+real_case() {
+	local f="$1" h="$2" rule="$3" out rc=0 n
+	[[ -f "$REAL/$f" ]] || { fail "check-deps on the real tree: no $f"; return; }
+	cp "$REAL/$f" "$TMP/saved"
+	sed -i "1i #include \"$h\"" "$REAL/$f"
+	out="$("$REAL/tests/check-deps.sh" "$REAL" 2>&1)" || rc=$?
+	cp "$TMP/saved" "$REAL/$f"
+	n="$(grep -c -E "$VIOLATION" <<<"$out" || true)"
+	if [[ $rc -eq 1 && $n -eq $((base_n + 1)) ]] && grep -q -F -- "$f:1: \"$h\" may not be included here: $rule" <<<"$out"; then
+		ok "check-deps on the real tree: $f includes $h"
+	else
+		fail "check-deps on the real tree: $f including $h (exit $rc, $n violations, $base_n before)" "$out"
+	fi
+}
+real_case worker/storage/table.c ecw_config.h "$STORAGE_RULE"
+real_case jobs/move.c runtime.h "$JOBS_RULE"
+real_case worker/runtime.c cmd.h "$DAEMON_RULE"
+real_case worker/base/log.c ecw_storage.h "$BASE_RULE"
+real_case include/ecw_buf.h runtime.h "$BASEH_RULE"
+real_case include/ecw_storage.h runtime.h "$INCLUDE_RULE"
+
+if out="$(cd "$REAL" && make -s check-format 2>&1)"; then
+	printf 'int  badly( void ){return 1;}\n' >>"$REAL/worker/runtime.c"
+	rc=0
+	out="$(cd "$REAL" && make -s check-format 2>&1)" || rc=$?
+	[[ $rc -ne 0 ]] && grep -q -E '^worker/runtime.c: [0-9]+ place\(s\) to format' <<<"$out" &&
+		ok "check-format on the real tree: a badly formatted line fails" ||
+		fail "check-format on the real tree: a badly formatted line in worker/runtime.c (exit $rc)" "$out"
+else
+	echo "check-tests: note: the real tree is not formatted yet ($(grep '^check-format:' <<<"$out" | tail -n 1))"
+fi
+
+if [[ $failed -gt 0 ]]; then
+	echo "check-tests: $failed of $((passed + failed)) cases failed" >&2
+	exit 1
+fi
+echo "==== check-tests: $passed cases passed (check-deps and check-format fail on each violation, pass on a clean tree)"
