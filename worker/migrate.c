@@ -339,7 +339,7 @@ static int set_typed(struct ecw_entity *e, const char *name, const char *type, c
  * a map {type, value} is explicit. *is_text tells a string apart (for
  * set_property, where strings are templates). */
 static int read_value(struct ecw_entity *e, const char *name, const struct ecw_node *v, bool *is_text,
-		      struct ecw_config_errors *errs)
+		      struct ecw_node_errors *errs)
 {
 	static const char *const typed_keys[] = {"type", "value", NULL};
 	const char *s = v->value ? v->value : "";
@@ -347,7 +347,7 @@ static int read_value(struct ecw_entity *e, const char *name, const struct ecw_n
 
 	*is_text = false;
 	if (v->kind == ECW_NODE_SEQ) {
-		ecw_config_error(errs, v, "%s: a property value is a scalar or {type, value}, not a list", name);
+		ecw_node_error(errs, v, "%s: a property value is a scalar or {type, value}, not a list", name);
 		return -1;
 	}
 	if (v->kind == ECW_NODE_MAP) {
@@ -356,14 +356,14 @@ static int read_value(struct ecw_entity *e, const char *name, const struct ecw_n
 		bad |= ecw_node_string(&type, v, "type", true, errs) < 0;
 		bad |= ecw_node_string(&val, v, "value", true, errs) < 0;
 		if (!bad && (err = set_typed(e, name, type, val)) < 0)
-			ecw_config_error(errs, v, "%s", ecw_error_last()->message);
+			ecw_node_error(errs, v, "%s", ecw_error_last()->message);
 		*is_text = !bad && strcmp(type, "Edm.String") == 0;
 		free(type);
 		free(val);
 		return bad || err < 0 ? -1 : 0;
 	}
 	if (is_null(v)) {
-		ecw_config_error(errs, v, "%s has no value (leave the property out instead)", name);
+		ecw_node_error(errs, v, "%s has no value (leave the property out instead)", name);
 		return -1;
 	}
 	if (v->quoted) {
@@ -380,12 +380,12 @@ static int read_value(struct ecw_entity *e, const char *name, const struct ecw_n
 		err = ecw_entity_set_string(e, name, s, strlen(s));
 	}
 	if (err < 0)
-		ecw_config_error(errs, v, "%s", ecw_error_last()->message);
+		ecw_node_error(errs, v, "%s", ecw_error_last()->message);
 	return err < 0 ? -1 : 0;
 }
 
 /* {PartitionKey, RowKey, other properties}. */
-static int read_entity(struct ecw_entity **out, const struct ecw_node *map, struct ecw_config_errors *errs)
+static int read_entity(struct ecw_entity **out, const struct ecw_node *map, struct ecw_node_errors *errs)
 {
 	const struct ecw_node *pk = ecw_node_get(map, "PartitionKey"), *rk = ecw_node_get(map, "RowKey");
 	bool text;
@@ -393,15 +393,15 @@ static int read_entity(struct ecw_entity **out, const struct ecw_node *map, stru
 
 	*out = NULL;
 	if (!map || map->kind != ECW_NODE_MAP) {
-		ecw_config_error(errs, map, "entity: expected a map {PartitionKey: ..., RowKey: ..., ...}");
+		ecw_node_error(errs, map, "entity: expected a map {PartitionKey: ..., RowKey: ..., ...}");
 		return -1;
 	}
 	if (!pk || !rk || pk->kind != ECW_NODE_SCALAR || rk->kind != ECW_NODE_SCALAR) {
-		ecw_config_error(errs, map, "entity: PartitionKey and RowKey are required and are text");
+		ecw_node_error(errs, map, "entity: PartitionKey and RowKey are required and are text");
 		return -1;
 	}
 	if (ecw_entity_new(out, pk->value ? pk->value : "", rk->value ? rk->value : "") < 0) {
-		ecw_config_error(errs, map, "entity: %s", ecw_error_last()->message);
+		ecw_node_error(errs, map, "entity: %s", ecw_error_last()->message);
 		return -1;
 	}
 	for (size_t i = 0; i < map->n; i++) {
@@ -429,23 +429,23 @@ static bool reads_prop(const char *t, const char *name)
 	return false;
 }
 
-static int read_set(struct step *s, const struct ecw_node *set, struct ecw_config_errors *errs)
+static int read_set(struct step *s, const struct ecw_node *set, struct ecw_node_errors *errs)
 {
 	int bad = 0;
 
 	if (!set || set->kind != ECW_NODE_MAP || set->n == 0) {
-		ecw_config_error(errs, set, "set_property: set is a map of one or more properties to values");
+		ecw_node_error(errs, set, "set_property: set is a map of one or more properties to values");
 		return -1;
 	}
 	if (ecw_entity_new(&s->entity, "k", "k") < 0 || !(s->tmpls = calloc(set->n, sizeof(*s->tmpls)))) {
-		ecw_config_error(errs, set, "out of memory");
+		ecw_node_error(errs, set, "out of memory");
 		return -1;
 	}
 	for (size_t i = 0; i < set->n; i++) {
 		const char *name = set->keys[i]->value;
 		bool text = false;
 		if (strcmp(name, "PartitionKey") == 0 || strcmp(name, "RowKey") == 0) {
-			ecw_config_error(errs, set->keys[i], "set_property: keys cannot be set (copy the table instead)");
+			ecw_node_error(errs, set->keys[i], "set_property: keys cannot be set (copy the table instead)");
 			bad = 1;
 			continue;
 		}
@@ -459,11 +459,11 @@ static int read_set(struct step *s, const struct ecw_node *set, struct ecw_confi
 		const struct ecw_prop *p = ecw_entity_get(s->entity, name);
 		struct tmpl_prop *tp = &s->tmpls[s->ntmpls];
 		if (ecw_template_compile(&tp->t, p->v.s, name) < 0) {
-			ecw_config_error(errs, set->items[i], "set_property: %s", ecw_error_last()->message);
+			ecw_node_error(errs, set->items[i], "set_property: %s", ecw_error_last()->message);
 			bad = 1;
 		} else if (!(tp->name = strdup(name))) {
 			ecw_template_free(tp->t);
-			ecw_config_error(errs, set->items[i], "out of memory");
+			ecw_node_error(errs, set->items[i], "out of memory");
 			bad = 1;
 		} else {
 			s->ntmpls++;
@@ -475,7 +475,7 @@ static int read_set(struct step *s, const struct ecw_node *set, struct ecw_confi
 	for (size_t i = 0; i < s->ntmpls; i++)
 		for (size_t k = 0; k < set->n; k++)
 			if (reads_prop(ecw_template_text(s->tmpls[i].t), set->keys[k]->value)) {
-				ecw_config_error(errs, ecw_node_get(set, s->tmpls[i].name),
+				ecw_node_error(errs, ecw_node_get(set, s->tmpls[i].name),
 						 "set_property: %s reads {%s}, which the same step sets; a rerun after a "
 						 "crash would apply it twice (split it into two steps)",
 						 s->tmpls[i].name, set->keys[k]->value);
@@ -484,10 +484,10 @@ static int read_set(struct step *s, const struct ecw_node *set, struct ecw_confi
 	return bad ? -1 : 0;
 }
 
-static int check_key(const char *key, const char *what, const struct ecw_node *at, struct ecw_config_errors *errs)
+static int check_key(const char *key, const char *what, const struct ecw_node *at, struct ecw_node_errors *errs)
 {
 	if (ecw_key_check(key, what) < 0) {
-		ecw_config_error(errs, at, "%s", ecw_error_last()->message);
+		ecw_node_error(errs, at, "%s", ecw_error_last()->message);
 		return -1;
 	}
 	return 0;
@@ -495,7 +495,7 @@ static int check_key(const char *key, const char *what, const struct ecw_node *a
 
 /* One item of steps: a map with one key, the step's kind. Appends one step
  * (two for rename_table) to g. */
-static int read_step(struct migration *g, const struct ecw_node *item, int pos, struct ecw_config_errors *errs)
+static int read_step(struct migration *g, const struct ecw_node *item, int pos, struct ecw_node_errors *errs)
 {
 	static const char *const copy_keys[] = {"from", "to", NULL};
 	static const char *const entity_keys[] = {"table", "entity", NULL};
@@ -509,7 +509,7 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 	int bad = 0;
 
 	if (item->kind != ECW_NODE_MAP || item->n != 1) {
-		ecw_config_error(errs, item,
+		ecw_node_error(errs, item,
 				 "a step is a map with one key, its kind (create_table, delete_table, clear_table, "
 				 "copy_table, rename_table, upsert_entity, insert_entity, delete_entity, "
 				 "delete_partition, set_property)");
@@ -520,7 +520,7 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 	for (k = 0; k < sizeof(kind_names) / sizeof(kind_names[0]) && strcmp(kind_names[k], kname) != 0; k++)
 		;
 	if (k == sizeof(kind_names) / sizeof(kind_names[0])) {
-		ecw_config_error(errs, item->keys[0], "unknown step '%s'", kname);
+		ecw_node_error(errs, item->keys[0], "unknown step '%s'", kname);
 		return -1;
 	}
 	s.kind = (enum step_kind)k;
@@ -533,27 +533,27 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 	case S_COPY_TABLE:
 	case S_RENAME_TABLE:
 		if (v->kind != ECW_NODE_MAP) {
-			ecw_config_error(errs, v, "%s: expected {from: TABLE, to: TABLE}", kname);
+			ecw_node_error(errs, v, "%s: expected {from: TABLE, to: TABLE}", kname);
 			return -1;
 		}
 		bad |= ecw_node_check_keys(v, copy_keys, kname, errs) > 0;
 		bad |= ecw_jobcfg_table(&s.table, v, "from", true, errs) < 0;
 		bad |= ecw_jobcfg_table(&s.to, v, "to", true, errs) < 0;
 		if (!bad && strcmp(s.table, s.to) == 0) {
-			ecw_config_error(errs, v, "%s: from and to name the same table", kname);
+			ecw_node_error(errs, v, "%s: from and to name the same table", kname);
 			bad = 1;
 		}
 		break;
 	case S_UPSERT_ENTITY:
 	case S_INSERT_ENTITY:
 		if (v->kind != ECW_NODE_MAP) {
-			ecw_config_error(errs, v, "%s: expected {table: TABLE, entity: {...}}", kname);
+			ecw_node_error(errs, v, "%s: expected {table: TABLE, entity: {...}}", kname);
 			return -1;
 		}
 		bad |= ecw_node_check_keys(v, entity_keys, kname, errs) > 0;
 		bad |= ecw_jobcfg_table(&s.table, v, "table", true, errs) < 0;
 		if (!ecw_node_get(v, "entity")) {
-			ecw_config_error(errs, v, "%s: missing required key 'entity'", kname);
+			ecw_node_error(errs, v, "%s: missing required key 'entity'", kname);
 			bad = 1;
 		} else {
 			bad |= read_entity(&s.entity, ecw_node_get(v, "entity"), errs) < 0;
@@ -562,7 +562,7 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 	case S_DELETE_ENTITY:
 	case S_DELETE_PARTITION:
 		if (v->kind != ECW_NODE_MAP) {
-			ecw_config_error(errs, v, "%s: expected {table: TABLE, pk: KEY%s}", kname,
+			ecw_node_error(errs, v, "%s: expected {table: TABLE, pk: KEY%s}", kname,
 					 s.kind == S_DELETE_ENTITY ? ", rk: KEY" : "");
 			return -1;
 		}
@@ -579,14 +579,14 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 		break;
 	case S_SET_PROPERTY:
 		if (v->kind != ECW_NODE_MAP) {
-			ecw_config_error(errs, v, "set_property: expected {table: TABLE, filter: ODATA, set: {...}}");
+			ecw_node_error(errs, v, "set_property: expected {table: TABLE, filter: ODATA, set: {...}}");
 			return -1;
 		}
 		bad |= ecw_node_check_keys(v, set_keys, kname, errs) > 0;
 		bad |= ecw_jobcfg_table(&s.table, v, "table", true, errs) < 0;
 		bad |= ecw_node_string(&s.filter, v, "filter", false, errs) < 0;
 		if (!ecw_node_get(v, "set")) {
-			ecw_config_error(errs, v, "set_property: missing required key 'set'");
+			ecw_node_error(errs, v, "set_property: missing required key 'set'");
 			bad = 1;
 		} else {
 			bad |= read_set(&s, ecw_node_get(v, "set"), errs) < 0;
@@ -594,7 +594,7 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 		break;
 	}
 	if (!bad && node_sum(s.sum, kname, v) < 0) {
-		ecw_config_error(errs, item, "%s", ecw_error_last()->message);
+		ecw_node_error(errs, item, "%s", ecw_error_last()->message);
 		bad = 1;
 	}
 	if (bad) {
@@ -607,7 +607,7 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 		del.sum[0] = del.sum[0] == 'd' ? 'e' : 'd'; /* a step sum of its own */
 		if (!(del.table = strdup(s.table))) {
 			step_dispose(&s);
-			ecw_config_error(errs, item, "out of memory");
+			ecw_node_error(errs, item, "out of memory");
 			return -1;
 		}
 		s.kind = S_COPY_TABLE;
@@ -620,7 +620,7 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 	return 0;
 }
 
-static int read_migration(struct migration *g, const struct ecw_node *item, struct ecw_config_errors *errs)
+static int read_migration(struct migration *g, const struct ecw_node *item, struct ecw_node_errors *errs)
 {
 	static const char *const keys[] = {"id", "version", "description", "steps", NULL};
 	const struct ecw_node *steps;
@@ -628,7 +628,7 @@ static int read_migration(struct migration *g, const struct ecw_node *item, stru
 	int bad = 0;
 
 	if (item->kind != ECW_NODE_MAP) {
-		ecw_config_error(errs, item, "a migration is a map {id, version, description, steps}");
+		ecw_node_error(errs, item, "a migration is a map {id, version, description, steps}");
 		return -1;
 	}
 	bad |= ecw_node_check_keys(item, keys, "migration", errs) > 0;
@@ -636,17 +636,17 @@ static int read_migration(struct migration *g, const struct ecw_node *item, stru
 	bad |= ecw_node_int(&g->version, item, "version", 1, MAX_VERSION, true, errs) < 0;
 	bad |= ecw_node_string(&g->description, item, "description", false, errs) < 0;
 	if (g->id && (!*g->id || strlen(g->id) > 200 || ecw_key_check(g->id, "id") < 0)) {
-		ecw_config_error(errs, ecw_node_get(item, "id"),
+		ecw_node_error(errs, ecw_node_get(item, "id"),
 				 "id: 1-200 characters, none of / \\ # ? or control characters");
 		bad = 1;
 	}
 	steps = ecw_node_get(item, "steps");
 	if (!steps || steps->kind != ECW_NODE_SEQ || steps->n == 0) {
-		ecw_config_error(errs, steps ? steps : item, "migration: steps is a list of one or more steps");
+		ecw_node_error(errs, steps ? steps : item, "migration: steps is a list of one or more steps");
 		return -1;
 	}
 	if (!(g->steps = calloc(2 * steps->n, sizeof(*g->steps)))) {
-		ecw_config_error(errs, item, "out of memory");
+		ecw_node_error(errs, item, "out of memory");
 		return -1;
 	}
 	g->nlisted = steps->n;
@@ -656,7 +656,7 @@ static int read_migration(struct migration *g, const struct ecw_node *item, stru
 		return -1;
 	ecw_buf_init(&pre, 0);
 	if (ecw_buf_printf(&pre, "%s%c%lld%c", g->id, 0, g->version, 0) < 0 || node_sum(g->sum, ecw_buf_cstr(&pre), steps) < 0) {
-		ecw_config_error(errs, item, "%s", ecw_error_last()->message);
+		ecw_node_error(errs, item, "%s", ecw_error_last()->message);
 		bad = 1;
 	}
 	ecw_buf_dispose(&pre);
@@ -664,7 +664,7 @@ static int read_migration(struct migration *g, const struct ecw_node *item, stru
 }
 
 int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *sec,
-			 struct ecw_config_errors *errs)
+			 struct ecw_node_errors *errs)
 {
 	static const char *const keys[] = {"table", "lease", "wait", "list", NULL};
 	struct ecw_migration_set *m;
@@ -675,12 +675,12 @@ int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *
 	if (!sec || is_null(sec))
 		return 0;
 	if (sec->kind != ECW_NODE_MAP) {
-		ecw_config_error(errs, sec, "migrations: expected a map {table, lease, wait, list}");
+		ecw_node_error(errs, sec, "migrations: expected a map {table, lease, wait, list}");
 		return -1;
 	}
 	if (!(m = calloc(1, sizeof(*m))) || !(m->table = strdup(DEFAULT_TABLE))) {
 		free(m);
-		ecw_config_error(errs, sec, "out of memory");
+		ecw_node_error(errs, sec, "out of memory");
 		return -1;
 	}
 	m->lease_ms = 30000;
@@ -691,12 +691,12 @@ int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *
 	bad |= ecw_node_duration(&m->wait_ms, sec, "wait", 0, 86400000, false, errs) < 0;
 	list = ecw_node_get(sec, "list");
 	if (!list || list->kind != ECW_NODE_SEQ) {
-		ecw_config_error(errs, list ? list : sec, "migrations: list is a list of migrations");
+		ecw_node_error(errs, list ? list : sec, "migrations: list is a list of migrations");
 		ecw_migrations_free(m);
 		return -1;
 	}
 	if (list->n && !(m->list = calloc(list->n, sizeof(*m->list)))) {
-		ecw_config_error(errs, sec, "out of memory");
+		ecw_node_error(errs, sec, "out of memory");
 		ecw_migrations_free(m);
 		return -1;
 	}
@@ -709,7 +709,7 @@ int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *
 		for (size_t k = 0; k + 1 < m->n; k++) {
 			const struct migration *p = &m->list[k];
 			if (p->id && strcmp(p->id, g->id) == 0) {
-				ecw_config_error(errs, ecw_node_get(list->items[i], "id"), "id '%s' appears twice",
+				ecw_node_error(errs, ecw_node_get(list->items[i], "id"), "id '%s' appears twice",
 						 g->id);
 				bad = 1;
 			}
@@ -718,7 +718,7 @@ int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *
 			if (!m->list[k].id)
 				continue;
 			if (m->list[k].version >= g->version) {
-				ecw_config_error(errs, ecw_node_get(list->items[i], "version"),
+				ecw_node_error(errs, ecw_node_get(list->items[i], "version"),
 						 "version %lld must be greater than %lld (of '%s'): versions increase "
 						 "strictly in list order",
 						 g->version, m->list[k].version, m->list[k].id);

@@ -15,7 +15,7 @@ struct ecw_migration_set;
 /* Reads the `migrations:` section (sec may be NULL: none). Problems go to
  * errs and the result is -1. */
 int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *sec,
-			 struct ecw_config_errors *errs);
+			 struct ecw_node_errors *errs);
 void ecw_migrations_free(struct ecw_migration_set *m);
 
 /* How many migrations the set lists (0 for NULL). */

@@ -23,7 +23,7 @@ struct ecw_schedule_set;
  * parsed in cfg, so a schedule can name them. Problems go to errs and the
  * result is -1. */
 int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *sec, const struct ecw_config *cfg,
-			struct ecw_config_errors *errs);
+			struct ecw_node_errors *errs);
 void ecw_schedules_free(struct ecw_schedule_set *s);
 
 enum ecw_schedule_window { ECW_WINDOW_NONE, ECW_WINDOW_PREVIOUS, ECW_WINDOW_CURRENT };

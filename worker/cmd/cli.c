@@ -62,10 +62,10 @@ void ecw_cli_usage(FILE *file)
 
 struct ecw_config *ecw_cli_load_config(const char *path)
 {
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_config *cfg = NULL;
 
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	if (ecw_config_load(&cfg, path ? path : ecw_config_default_path(), &errs) < 0) {
 		for (size_t i = 0; i < errs.n; i++)
 			fprintf(stderr, "%s\n", errs.lines[i]);
@@ -74,7 +74,7 @@ struct ecw_config *ecw_cli_load_config(const char *path)
 				ecw_error_last()->message);
 		cfg = NULL;
 	}
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 	return cfg;
 }
 
