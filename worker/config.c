@@ -620,7 +620,8 @@ int ecw_config_parse(struct ecw_config **out, const char *text, size_t len, cons
 		if ((err = check_jobs(cfg, root, errs)) < 0)
 			goto done;
 		/* After the jobs: a schedule names them. */
-		ecw_schedules_parse(&cfg->schedules, ecw_node_get(root, "schedules"), cfg, errs);
+		ecw_schedules_parse(&cfg->schedules, ecw_node_get(root, "schedules"), cfg->jobs, cfg->njobs,
+		                    errs);
 		ecw_migrations_parse(&cfg->migrations, ecw_node_get(root, "migrations"), errs);
 	}
 done:

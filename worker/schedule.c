@@ -47,7 +47,6 @@
 #include "ecw_version.h"
 #include "message.h"
 #include "metrics.h"
-#include "runtime.h"
 #include "schedule.h"
 
 #define MAX_SCHEDULES 256
@@ -347,8 +346,17 @@ static void schedule_dispose(struct schedule *s)
 	free(s->filter);
 }
 
-static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx, const struct ecw_config *cfg,
-		     struct ecw_node_errors *errs)
+/* The configured job named name, or NULL. */
+static const struct ecw_job_def *find_job(const struct ecw_job_def *jobs, size_t njobs, const char *name)
+{
+	for (size_t i = 0; i < njobs; i++)
+		if (strcmp(jobs[i].name, name) == 0)
+			return &jobs[i];
+	return NULL;
+}
+
+static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx,
+		     const struct ecw_job_def *jobs, size_t njobs, struct ecw_node_errors *errs)
 {
 	const struct ecw_node *every = ecw_node_get(item, "every"), *at = ecw_node_get(item, "at");
 	const struct ecw_node *fe = ecw_node_get(item, "for_each");
@@ -365,7 +373,7 @@ static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx
 	bad |= ecw_node_check_keys(item, schedule_keys, what, errs) > 0;
 	if (ecw_node_string(&s->job, item, "job", true, errs) < 0)
 		bad = 1;
-	else if (!(def = ecw_config_job(cfg, s->job))) {
+	else if (!(def = find_job(jobs, njobs, s->job))) {
 		ecw_node_error(errs, ecw_node_get(item, "job"), "%s.job names '%.64s', which is not a configured job",
 				 what, s->job);
 		bad = 1;
@@ -430,8 +438,8 @@ static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx
 	return bad ? -1 : 0;
 }
 
-int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *sec, const struct ecw_config *cfg,
-			struct ecw_node_errors *errs)
+int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *sec,
+			const struct ecw_job_def *jobs, size_t njobs, struct ecw_node_errors *errs)
 {
 	struct ecw_schedule_set *set = NULL;
 	int bad = 0;
@@ -456,7 +464,7 @@ int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *se
 	}
 	set->n = sec->n;
 	for (size_t i = 0; i < sec->n; i++) {
-		if (parse_one(&set->v[i], sec->items[i], i, cfg, errs) < 0) {
+		if (parse_one(&set->v[i], sec->items[i], i, jobs, njobs, errs) < 0) {
 			bad = 1;
 			continue;
 		}
