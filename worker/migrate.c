@@ -3,12 +3,12 @@
  * worker/migrate_apply.c's; `ecworker migrate` is worker/cmd/migrate.c.
  *
  * A migration is an id, a version (versions increase strictly in list order)
- * and a list of steps, each a map with one key, its kind. Every table name,
- * key and value is checked here, so a run never stops on a step it could
- * have refused at once. rename_table becomes two steps, copy_table then
- * delete_table, each with a checksum of its own. set_property's string values
- * are templates over the entity; one that reads a property the same step
- * sets is refused (a rerun of a batch after a crash would apply it twice).
+ * and a list of steps, each a map with one key, its kind. Table names, keys
+ * and values are checked here, before anything is applied. rename_table
+ * becomes two steps, copy_table then delete_table, each with a checksum of
+ * its own. set_property's string values are templates over the entity; one
+ * that reads a property the same step sets is refused (a rerun of a batch
+ * after a crash would apply it twice).
  *
  * A migration's checksum covers its id, version and steps as written (a
  * canonical text of the nodes, quoting included), not its description: the

@@ -1,5 +1,6 @@
-/* fuzz_config.c - the YAML configuration (ecw_config_parse, worker/config.c)
- * with the real job types' settings readers (jobs/), from a buffer.
+/* fuzz_config.c - the YAML configuration (ecw_config_parse: worker/node.c
+ * and worker/config.c) with the real job types' settings readers (jobs/),
+ * from a buffer.
  * Invariants: success means no error lines and a configuration; failure
  * means ECW_EINVALID (or ENOMEM), no configuration and at least one error;
  * every error line is one line naming the file; and no error line ever shows
