@@ -83,10 +83,9 @@ dir_incs = $(strip \
 	$(if $(filter worker/storage/%,$1),-Iworker/storage, \
 	$(if $(filter worker/cmd/%,$1),-Iworker -Iworker/cmd, \
 	$(if $(filter worker/main.c,$1),-Iworker/cmd, \
-	$(if $(filter worker/migrate.c,$1),-Iworker -Iworker/cmd, \
 	$(if $(filter worker/%,$1),-Iworker, \
 	$(if $(filter jobs/%,$1),-Ijobs, \
-	$(if $(filter tests/support/%,$1),-Itests/support)))))))))
+	$(if $(filter tests/support/%,$1),-Itests/support))))))))
 # Tests reach into every room: they test private modules directly.
 TEST_INCS := -Iworker -Iworker/cmd -Iworker/storage -Ijobs -Itests/support
 

@@ -1,9 +1,9 @@
-/* ecw_config.h - ecworker's configuration: parsed from YAML (libyaml, used
- * only in worker/config.c), with ${VAR} / ${VAR:-default} expanded, every key
- * checked, and every error reported with file:line:column. Jobs read their own
- * settings from the generic node tree below, so job types never see libyaml.
+/* ecw_config.h - the worker's configuration: read from YAML as a node tree
+ * (ecw_node.h: ${VAR} / ${VAR:-default} expanded), every key checked, and
+ * every error reported with file:line:column. Jobs read their own settings
+ * from the node tree, so job types never see this header or libyaml.
  * ecw_config_load returns a heap object freed with ecw_config_free; the
- * errors list is caller-owned (_init / _dispose). */
+ * errors list is caller-owned (ecw_node_errors_init / _dispose). */
 #ifndef ECW_CONFIG_H
 #define ECW_CONFIG_H
 
@@ -12,59 +12,7 @@
 #include <stdint.h>
 #include "ecw_err.h"
 #include "ecw_log.h"
-
-/* ---- errors ------------------------------------------------------------- */
-
-struct ecw_config_errors {
-	char **lines;       /* "FILE:LINE:COL: message" */
-	size_t n, cap;
-};
-
-void ecw_config_errors_init(struct ecw_config_errors *errs);
-void ecw_config_errors_dispose(struct ecw_config_errors *errs);
-
-/* ---- the node tree (what YAML said, after ${VAR} expansion) ---------------- */
-
-enum ecw_node_kind { ECW_NODE_SCALAR, ECW_NODE_MAP, ECW_NODE_SEQ };
-
-struct ecw_node {
-	enum ecw_node_kind kind;
-	int line, col;              /* 1-based, where the node starts */
-	const char *file;           /* the config file's name, for messages */
-	char *value;                /* SCALAR: the expanded text */
-	bool quoted;                /* SCALAR: written in quotes (so never a number) */
-	struct ecw_node **keys;     /* MAP: key scalars */
-	struct ecw_node **items;    /* MAP: values; SEQ: items */
-	size_t n;
-};
-
-/* Records "file:line:col: message" at node (or at the file start if NULL). */
-void ecw_config_error(struct ecw_config_errors *errs, const struct ecw_node *at, const char *fmt, ...)
-	ECW_PRINTF(3, 4);
-
-/* MAP lookup; NULL when absent or when map is not a MAP. */
-const struct ecw_node *ecw_node_get(const struct ecw_node *map, const char *key);
-/* Reports every key of map not in allowed (NULL-terminated); returns how many. */
-int ecw_node_check_keys(const struct ecw_node *map, const char *const *allowed, const char *what,
-			struct ecw_config_errors *errs);
-
-/* Typed readers of map[key]. When the key is absent, *out keeps its value
- * (the default) unless required, which is an error. A wrong type or range is
- * an error at the value's position. All return 0 or -1 (error recorded). */
-int ecw_node_string(char **out, const struct ecw_node *map, const char *key, bool required,
-		    struct ecw_config_errors *errs);        /* *out: heap copy, free() the old one */
-int ecw_node_int(long long *out, const struct ecw_node *map, const char *key, long long min,
-		 long long max, bool required, struct ecw_config_errors *errs);
-int ecw_node_bool(bool *out, const struct ecw_node *map, const char *key, bool required,
-		  struct ecw_config_errors *errs);
-/* "250ms", "2s", "5m", "1h" (an integer and a unit; "0" alone is 0). */
-int ecw_node_duration(int64_t *out_ms, const struct ecw_node *map, const char *key, int64_t min_ms,
-		      int64_t max_ms, bool required, struct ecw_config_errors *errs);
-/* A sequence of scalars; *out is a NULL-terminated heap array (free with
- * ecw_strv_free); *present tells an absent key from an empty list. */
-int ecw_node_string_list(char ***out, bool *present, const struct ecw_node *map, const char *key,
-			 struct ecw_config_errors *errs);
-void ecw_strv_free(char **v);
+#include "ecw_node.h"
 
 /* ---- the configuration --------------------------------------------------- */
 
@@ -127,19 +75,14 @@ struct ecw_config {
 
 /* Reads and checks path. Returns 0, or ECW_EINVALID with every problem in errs
  * (or another ecw_err when the file cannot be read, also described in errs). */
-int ecw_config_load(struct ecw_config **out, const char *path, struct ecw_config_errors *errs) ECW_MUST_USE;
+int ecw_config_load(struct ecw_config **out, const char *path, struct ecw_node_errors *errs) ECW_MUST_USE;
 /* The same from text in memory; file names the source in messages. */
 int ecw_config_parse(struct ecw_config **out, const char *text, size_t len, const char *file,
-		     struct ecw_config_errors *errs) ECW_MUST_USE;
+		     struct ecw_node_errors *errs) ECW_MUST_USE;
 void ecw_config_free(struct ecw_config *cfg);
 /* The job named name, or NULL. */
 const struct ecw_job_def *ecw_config_job(const struct ecw_config *cfg, const char *name);
 /* The file to read when -c is not given: $ECW_CONFIG, else "./ecworker.yaml". */
 const char *ecw_config_default_path(void);
-
-/* A duration as the configuration writes it: "250ms", "2s", "5m", "1h" or
- * "0"; with days also "7d" and "1w" (command-line options; the configuration
- * keeps to hours). Returns 0, -1 (not a duration) or -2 (too large). */
-int ecw_duration_parse(int64_t *out_ms, const char *s, bool days) ECW_MUST_USE;
 
 #endif

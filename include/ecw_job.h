@@ -2,7 +2,7 @@
  * const ops table (jobs/<type>.c) listed in the registry (jobs/registry.c).
  * The runtime decodes a message, finds the configured job, and calls run with
  * a context it owns: the thread's storage client, the message's keys and
- * fields, and the lease flag. A job sees only this header, ecw_config.h (for
+ * fields, and the lease flag. A job sees only this header, ecw_node.h (for
  * its settings) and the storage API. */
 #ifndef ECW_JOB_H
 #define ECW_JOB_H
@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "ecw_config.h"
+#include "ecw_node.h"
 #include "ecw_err.h"
 #include "ecw_storage.h"
 
@@ -53,7 +53,7 @@ struct ecw_job_type {
 	 * problems in errs and returns -1. The keys `type` and `then` are read
 	 * by the configuration itself: every type's list of allowed keys must
 	 * include both. */
-	int (*parse)(void **out, const struct ecw_node *job, struct ecw_config_errors *errs);
+	int (*parse)(void **out, const struct ecw_node *job, struct ecw_node_errors *errs);
 	/* Creates what the job needs at start when create_missing is set
 	 * (tables); may be NULL. */
 	int (*prepare)(const void *settings, struct ecw_client *c);
@@ -108,9 +108,9 @@ struct ecw_template;
 
 /* job[key] as a table name (a letter, then 2-62 letters or digits). */
 int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bool required,
-		     struct ecw_config_errors *errs);
+		     struct ecw_node_errors *errs);
 /* job[key] compiled as a template; *out stays NULL when absent and optional. */
 int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
-			struct ecw_config_errors *errs);
+			struct ecw_node_errors *errs);
 
 #endif

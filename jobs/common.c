@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ecw_config.h"
+#include "ecw_node.h"
 #include "jobs_private.h"
 
 int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bool required,
-		     struct ecw_config_errors *errs)
+		     struct ecw_node_errors *errs)
 {
 	const char *name;
 	size_t n;
@@ -24,7 +24,7 @@ int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bo
 		ok = (name[i] >= 'A' && name[i] <= 'Z') || (name[i] >= 'a' && name[i] <= 'z') ||
 		     (name[i] >= '0' && name[i] <= '9');
 	if (!ok) {
-		ecw_config_error(errs, ecw_node_get(job, key),
+		ecw_node_error(errs, ecw_node_get(job, key),
 				 "%s: a table name is a letter then 2-62 letters or digits", key);
 		return -1;
 	}
@@ -32,7 +32,7 @@ int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bo
 }
 
 int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
-			struct ecw_config_errors *errs)
+			struct ecw_node_errors *errs)
 {
 	char *text = NULL;
 	int rc = 0;
@@ -41,7 +41,7 @@ int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, c
 	if (ecw_node_string(&text, job, key, required, errs) < 0)
 		return -1;
 	if (text && ecw_template_compile(out, text, key) < 0) {
-		ecw_config_error(errs, ecw_node_get(job, key), "%s", ecw_error_last()->message);
+		ecw_node_error(errs, ecw_node_get(job, key), "%s", ecw_error_last()->message);
 		rc = -1;
 	}
 	free(text);

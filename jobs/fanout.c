@@ -129,7 +129,7 @@ static bool valid_property_name(struct ecw_entity *scratch, const char *name)
 	return ecw_entity_set_bool(scratch, name, true) == 0;
 }
 
-static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	const struct ecw_node *map = ecw_node_get(job, "fields");
 	struct ecw_entity *scratch = NULL;
@@ -137,30 +137,30 @@ static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw
 	int bad = 0;
 
 	if (!map) {
-		ecw_config_error(
+		ecw_node_error(
 		    errs, job,
 		    "fanout job: missing required key 'fields' (target property: source property)");
 		return -1;
 	}
 	if (map->kind != ECW_NODE_MAP || map->n == 0) {
-		ecw_config_error(errs, map,
+		ecw_node_error(errs, map,
 		                 "fields: a map of target property: source property, at least one");
 		return -1;
 	}
 	if (!(f->fields = calloc(map->n, sizeof(*f->fields))) || ecw_entity_new(&scratch, "p", "r") < 0) {
-		ecw_config_error(errs, map, "fields: out of memory");
+		ecw_node_error(errs, map, "fields: out of memory");
 		return -1;
 	}
 	ecw_buf_init(&select, 0);
 	for (size_t i = 0; i < map->n; i++) {
 		const struct ecw_node *k = map->keys[i], *v = map->items[i];
 		if (v->kind != ECW_NODE_SCALAR || !v->value[0]) {
-			ecw_config_error(errs, v, "fields.%s: a source property name", k->value);
+			ecw_node_error(errs, v, "fields.%s: a source property name", k->value);
 			bad = 1;
 			continue;
 		}
 		if (!valid_property_name(scratch, k->value)) {
-			ecw_config_error(errs, k, "fields: '%s' cannot be a target property: %s", k->value,
+			ecw_node_error(errs, k, "fields: '%s' cannot be a target property: %s", k->value,
 			                 ecw_error_last()->message);
 			bad = 1;
 		}
@@ -170,7 +170,7 @@ static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw
 		    !valid_property_name(scratch, v->value)) {
 			/* The key is the file's own text; the value may come from
 			 * the environment, so it is not quoted. */
-			ecw_config_error(errs, v,
+			ecw_node_error(errs, v,
 			                 "fields.%s: the value cannot be a source property (letters, digits "
 			                 "and '_', not starting with a digit; not Timestamp)",
 			                 k->value);
@@ -181,7 +181,7 @@ static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw
 		if (!(f->fields[f->nfields].target = strdup(k->value)) ||
 		    !(f->fields[f->nfields].source = strdup(v->value)) ||
 		    (select.len && ecw_buf_addc(&select, ',') < 0) || ecw_buf_adds(&select, k->value) < 0) {
-			ecw_config_error(errs, map, "fields: out of memory");
+			ecw_node_error(errs, map, "fields: out of memory");
 			bad = 1;
 		}
 		f->nfields++;
@@ -191,7 +191,7 @@ static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw
 	return bad ? -1 : 0;
 }
 
-static int fanout_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int fanout_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",   "then",   "source",    "table",
 	                                      "filter", "fields", "on_delete", NULL};
@@ -213,7 +213,7 @@ static int fanout_parse(void **out, const struct ecw_node *job, struct ecw_confi
 		f->clear_on_delete = true;
 	} else if (on_delete && strcmp(on_delete, "keep") != 0) {
 		/* Never the value: it may come from the environment. */
-		ecw_config_error(errs, ecw_node_get(job, "on_delete"), "on_delete: keep or clear");
+		ecw_node_error(errs, ecw_node_get(job, "on_delete"), "on_delete: keep or clear");
 		bad = 1;
 	}
 	free(on_delete);
@@ -225,7 +225,7 @@ static int fanout_parse(void **out, const struct ecw_node *job, struct ecw_confi
 		ecw_buf_init(&probe, 0);
 		if (ecw_entity_new(&keys, "p", "r") < 0 ||
 		    ecw_template_render(&probe, f->filter, keys, ECW_TEMPLATE_ODATA) < 0) {
-			ecw_config_error(
+			ecw_node_error(
 			    errs, ecw_node_get(job, "filter"),
 			    "filter: with on_delete: clear it may use only {PartitionKey} and {RowKey}, "
 			    "all a deleted source leaves");

@@ -181,7 +181,7 @@ static bool reserved_prop(const char *name)
 	return false;
 }
 
-static int index_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int index_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",          "then",    "source",     "table",
 	                                      "partition_key", "row_key", "properties", NULL};
@@ -203,7 +203,7 @@ static int index_parse(void **out, const struct ecw_node *job, struct ecw_config
 		const struct ecw_node *list = ecw_node_get(job, "properties");
 		for (size_t i = 0; ix->props[i]; i++) {
 			if (ix->props[i][0] == '\0' || reserved_prop(ix->props[i])) {
-				ecw_config_error(
+				ecw_node_error(
 				    errs, list->kind == ECW_NODE_SEQ ? list->items[i] : list,
 				    "properties: item %zu cannot be copied (empty, or the entry's own "
 				    "keys, SourcePartitionKey or SourceRowKey)",
@@ -216,7 +216,7 @@ static int index_parse(void **out, const struct ecw_node *job, struct ecw_config
 		ix->props = NULL;
 	}
 	if (ix->pk && strncmp(ecw_template_text(ix->pk), REF_PREFIX, REF_PREFIX_LEN) == 0) {
-		ecw_config_error(errs, ecw_node_get(job, "partition_key"),
+		ecw_node_error(errs, ecw_node_get(job, "partition_key"),
 		                 "partition_key: partitions starting with '" REF_PREFIX
 		                 "' are reserved for the index's back-references");
 		bad = 1;

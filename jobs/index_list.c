@@ -195,7 +195,7 @@ static void il_free(void *p)
 	free(il);
 }
 
-static int il_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int il_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",          "then",    "source", "table",
 	                                      "partition_key", "row_key", NULL};
@@ -211,14 +211,14 @@ static int il_parse(void **out, const struct ecw_node *job, struct ecw_config_er
 	bad |= ecw_jobcfg_template(&il->pk, job, "partition_key", true, errs) < 0;
 	bad |= ecw_jobcfg_template(&il->rk, job, "row_key", true, errs) < 0;
 	if (!bad && strncmp(ecw_template_text(il->pk), REF_PREFIX, strlen(REF_PREFIX)) == 0) {
-		ecw_config_error(errs, ecw_node_get(job, "partition_key"),
+		ecw_node_error(errs, ecw_node_get(job, "partition_key"),
 		                 "partition_key: \"" REF_PREFIX
 		                 "\" starts the partitions of the index's references");
 		bad = 1;
 	}
 	/* Table names are case-insensitive in the service. */
 	if (!bad && il->source && il->table && strcasecmp(il->source, il->table) == 0) {
-		ecw_config_error(errs, ecw_node_get(job, "table"),
+		ecw_node_error(errs, ecw_node_get(job, "table"),
 		                 "table: the lists need a table of their own, not the source table");
 		bad = 1;
 	}

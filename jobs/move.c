@@ -65,7 +65,7 @@ static void move_free(void *p)
 	free(m);
 }
 
-static int move_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int move_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type", "then", "from", "to", "to_partition_key", "to_row_key", NULL};
 	struct move *m = calloc(1, sizeof(*m));
@@ -80,7 +80,7 @@ static int move_parse(void **out, const struct ecw_node *job, struct ecw_config_
 	bad |= ecw_jobcfg_template(&m->to_pk, job, "to_partition_key", false, errs) < 0;
 	bad |= ecw_jobcfg_template(&m->to_rk, job, "to_row_key", false, errs) < 0;
 	if (!bad && m->from && m->to && strcmp(m->from, m->to) == 0 && !m->to_pk && !m->to_rk) {
-		ecw_config_error(errs, ecw_node_get(job, "to"), "to: a move needs another table or new keys");
+		ecw_node_error(errs, ecw_node_get(job, "to"), "to: a move needs another table or new keys");
 		bad = 1;
 	}
 	if (bad) {

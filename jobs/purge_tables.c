@@ -167,7 +167,7 @@ static void purge_free(void *v)
 	free(p);
 }
 
-static int purge_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int purge_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type", "then", "prefix", "name_date", "keep", NULL};
 	struct purge *p = calloc(1, sizeof(*p));
@@ -186,7 +186,7 @@ static int purge_parse(void **out, const struct ecw_node *job, struct ecw_config
 		for (size_t i = 0; ok && p->prefix[i]; i++)
 			ok = alnum(p->prefix[i]);
 		if (!ok) {
-			ecw_config_error(errs, ecw_node_get(job, "prefix"),
+			ecw_node_error(errs, ecw_node_get(job, "prefix"),
 					 "prefix: the start of a table name: a letter, then letters and digits");
 			bad = 1;
 		}
@@ -194,13 +194,13 @@ static int purge_parse(void **out, const struct ecw_node *job, struct ecw_config
 	if (ecw_node_string(&p->name_date, job, "name_date", true, errs) < 0) {
 		bad = 1;
 	} else if (!bad && ecw_name_date_compile(&p->pattern, p->name_date, p->prefix) < 0) {
-		ecw_config_error(errs, ecw_node_get(job, "name_date"), "%s", ecw_error_last()->message);
+		ecw_node_error(errs, ecw_node_get(job, "name_date"), "%s", ecw_error_last()->message);
 		bad = 1;
 	}
 	if (ecw_node_string(&keep, job, "keep", true, errs) < 0) {
 		bad = 1;
 	} else if ((rc = ecw_duration_parse(&p->keep_ms, keep, true)) < 0 || p->keep_ms < HOUR_MS) {
-		ecw_config_error(errs, ecw_node_get(job, "keep"),
+		ecw_node_error(errs, ecw_node_get(job, "keep"),
 				 "keep: %s; write how long tables stay, at least 1h, like 60d, 8w or 36h",
 				 rc == -2 ? "too large" : rc < 0 ? "not a duration" : "too short");
 		bad = 1;

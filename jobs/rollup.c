@@ -183,31 +183,31 @@ static int template_fields(char ***out, const struct ecw_template *t)
 /* Checks a key template's fields: message fields only (a keyless message
  * names no entity), each one a name a String property can have. */
 static int check_template(char ***all, const struct ecw_template *t, const struct ecw_node *job,
-                          const char *key, struct ecw_entity *scratch, struct ecw_config_errors *errs)
+                          const char *key, struct ecw_entity *scratch, struct ecw_node_errors *errs)
 {
 	char **mine = NULL;
 	int bad = 0;
 
 	if (template_fields(&mine, t) < 0) {
 		ecw_strv_free(mine);
-		ecw_config_error(errs, ecw_node_get(job, key), "%s: out of memory", key);
+		ecw_node_error(errs, ecw_node_get(job, key), "%s: out of memory", key);
 		return -1;
 	}
 	for (size_t i = 0; mine && mine[i]; i++) {
 		if (strcmp(mine[i], "PartitionKey") == 0 || strcmp(mine[i], "RowKey") == 0) {
-			ecw_config_error(
+			ecw_node_error(
 			    errs, ecw_node_get(job, key),
 			    "%s: a rollup's message names no entity: {%s} has no value (use message "
 			    "fields such as {device})",
 			    key, mine[i]);
 			bad = 1;
 		} else if (!valid_property_name(scratch, mine[i])) {
-			ecw_config_error(errs, ecw_node_get(job, key),
+			ecw_node_error(errs, ecw_node_get(job, key),
 			                 "%s: {%s} cannot be a message field: %s", key, mine[i],
 			                 ecw_error_last()->message);
 			bad = 1;
 		} else if (!strv_has(*all, mine[i]) && strv_add(all, mine[i]) < 0) {
-			ecw_config_error(errs, ecw_node_get(job, key), "%s: out of memory", key);
+			ecw_node_error(errs, ecw_node_get(job, key), "%s: out of memory", key);
 			bad = 1;
 		}
 	}
@@ -253,28 +253,28 @@ static int parse_agg(struct agg *a, const char *text)
 }
 
 static int parse_aggregates(struct rollup *r, const struct ecw_node *job, struct ecw_entity *scratch,
-                            struct ecw_config_errors *errs)
+                            struct ecw_node_errors *errs)
 {
 	const struct ecw_node *map = ecw_node_get(job, "aggregate");
 	struct ecw_buf select;
 	int bad = 0;
 
 	if (!map) {
-		ecw_config_error(
+		ecw_node_error(
 		    errs, job,
 		    "rollup job: missing required key 'aggregate' (property: avg(p), min(p), max(p), "
 		    "sum(p) or count())");
 		return -1;
 	}
 	if (map->kind != ECW_NODE_MAP || map->n == 0 || map->n > MAX_AGGREGATES) {
-		ecw_config_error(errs, map,
+		ecw_node_error(errs, map,
 		                 "aggregate: a map of property: function, 1 to %d of them, e.g. "
 		                 "{averageDepth: avg(depth), samples: count()}",
 		                 MAX_AGGREGATES);
 		return -1;
 	}
 	if (!(r->aggs = calloc(map->n, sizeof(*r->aggs)))) {
-		ecw_config_error(errs, map, "aggregate: out of memory");
+		ecw_node_error(errs, map, "aggregate: out of memory");
 		return -1;
 	}
 	ecw_buf_init(&select, 0);
@@ -287,45 +287,45 @@ static int parse_aggregates(struct rollup *r, const struct ecw_node *job, struct
 
 		/* Filled in order, so free() reaches every name. */
 		if (!(a->name = strdup(k->value))) {
-			ecw_config_error(errs, map, "aggregate: out of memory");
+			ecw_node_error(errs, map, "aggregate: out of memory");
 			bad = 1;
 			break;
 		}
 		r->naggs++;
 		if (strcmp(k->value, "WindowStart") == 0) {
-			ecw_config_error(errs, k, "aggregate: WindowStart is the window's own property");
+			ecw_node_error(errs, k, "aggregate: WindowStart is the window's own property");
 			bad = 1;
 		} else if (!valid_property_name(scratch, k->value)) {
-			ecw_config_error(errs, k, "aggregate: '%s' cannot be a property: %s", k->value,
+			ecw_node_error(errs, k, "aggregate: '%s' cannot be a property: %s", k->value,
 			                 ecw_error_last()->message);
 			bad = 1;
 		}
 		if (v->kind != ECW_NODE_SCALAR) {
-			ecw_config_error(errs, v, "aggregate.%s: a function such as avg(depth) or count()",
+			ecw_node_error(errs, v, "aggregate.%s: a function such as avg(depth) or count()",
 			                 k->value);
 			bad = 1;
 			continue;
 		}
 		/* The values may come from the environment: not quoted back. */
 		if ((rc = parse_agg(a, v->value)) == -2) {
-			ecw_config_error(errs, v,
+			ecw_node_error(errs, v,
 			                 "aggregate.%s: unknown function (avg, min, max, sum or count)",
 			                 k->value);
 			bad = 1;
 		} else if (rc == -3) {
-			ecw_config_error(
+			ecw_node_error(
 			    errs, v, "aggregate.%s: count() takes no property: it counts the rows", k->value);
 			bad = 1;
 		} else if (rc == -4) {
-			ecw_config_error(errs, v, "aggregate.%s: %s() needs a property, e.g. %s(depth)",
+			ecw_node_error(errs, v, "aggregate.%s: %s() needs a property, e.g. %s(depth)",
 			                 k->value, fn_names[a->fn], fn_names[a->fn]);
 			bad = 1;
 		} else if (rc < 0) {
-			ecw_config_error(errs, v, "aggregate.%s: a function such as avg(depth) or count()",
+			ecw_node_error(errs, v, "aggregate.%s: a function such as avg(depth) or count()",
 			                 k->value);
 			bad = 1;
 		} else if (a->prop && !valid_property_name(scratch, a->prop)) {
-			ecw_config_error(
+			ecw_node_error(
 			    errs, v,
 			    "aggregate.%s: the argument is not a property name (letters, digits and "
 			    "'_', not starting with a digit; not a key or Timestamp)",
@@ -346,7 +346,7 @@ static int parse_aggregates(struct rollup *r, const struct ecw_node *job, struct
 	return bad ? -1 : 0;
 }
 
-static int parse_window(struct rollup *r, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int parse_window(struct rollup *r, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	char *text = NULL;
 	int64_t ms = 0;
@@ -356,7 +356,7 @@ static int parse_window(struct rollup *r, const struct ecw_node *job, struct ecw
 		return -1;
 	if (ecw_duration_parse(&ms, text, true) < 0 ||
 	    (ms != ECW_ROLLUP_HOUR_MS && ms != ECW_ROLLUP_DAY_MS && ms != ECW_ROLLUP_WEEK_MS)) {
-		ecw_config_error(errs, ecw_node_get(job, "window"),
+		ecw_node_error(errs, ecw_node_get(job, "window"),
 		                 "window: 1h, 1d or 1w (weeks start Monday)");
 		rc = -1;
 	}
@@ -365,7 +365,7 @@ static int parse_window(struct rollup *r, const struct ecw_node *job, struct ecw
 	return rc;
 }
 
-static int rollup_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int rollup_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",         "then",   "source",    "to", "from_partition",
 	                                      "to_partition", "window", "aggregate", NULL};
@@ -377,7 +377,7 @@ static int rollup_parse(void **out, const struct ecw_node *job, struct ecw_confi
 	*out = NULL;
 	if (!r || ecw_entity_new(&scratch, "p", "r") < 0) {
 		free(r);
-		ecw_config_error(errs, job, "rollup job: out of memory");
+		ecw_node_error(errs, job, "rollup job: out of memory");
 		return -1;
 	}
 	bad |= ecw_node_check_keys(job, allowed, "rollup job", errs) > 0;
@@ -398,7 +398,7 @@ static int rollup_parse(void **out, const struct ecw_node *job, struct ecw_confi
 	}
 	if (!bad && !to_fields) {
 		/* Every device's windows would share one partition and clash. */
-		ecw_config_error(
+		ecw_node_error(
 		    errs, ecw_node_get(job, "to_partition"),
 		    "to_partition: needs a message field, e.g. \"{device}_daily\", or every source's "
 		    "aggregates land on the same keys");
@@ -407,7 +407,7 @@ static int rollup_parse(void **out, const struct ecw_node *job, struct ecw_confi
 	for (size_t i = 0; !bad && r->fields && r->fields[i]; i++)
 		if (!strv_has(to_fields, r->fields[i])) {
 			/* Two raw partitions would write one aggregate in turn. */
-			ecw_config_error(
+			ecw_node_error(
 			    errs, ecw_node_get(job, "to_partition"),
 			    "to_partition: must use every field from_partition uses ({%s} is missing), "
 			    "or different sources write the same aggregate",
@@ -416,7 +416,7 @@ static int rollup_parse(void **out, const struct ecw_node *job, struct ecw_confi
 		}
 	if (!bad && strcmp(r->source, r->to) == 0 &&
 	    strcmp(ecw_template_text(r->from_pk), ecw_template_text(r->to_pk)) == 0) {
-		ecw_config_error(
+		ecw_node_error(
 		    errs, ecw_node_get(job, "to_partition"),
 		    "to_partition: the same as from_partition in the same table: aggregates would "
 		    "land among the raw rows");

@@ -1,20 +1,85 @@
-/* main.c - dispatch only: the first argument names a command of the table in
- * worker/cmd/cli.c; every other object links into the tests. */
+/* main.c - the table of commands and dispatch only: the first argument names
+ * a command (one file each in worker/cmd/, behind cmd.h); every other object
+ * links into the tests. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cmd.h"
+#include "ecw_version.h"
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;              /* one line for `ecworker help` */
+};
+
+static void usage(FILE *file);
+
+static int cmd_version(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	printf("ecworker %s\n", ECW_VERSION);
+	return 0;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	usage(stdout);
+	return 0;
+}
+
+/* Every command, in the order `help` lists them; ends with a NULL name. */
+static const struct command commands[] = {
+	{"run", ecw_cmd_run, "run the worker until SIGTERM or SIGINT"},
+	{"check-config", ecw_cmd_check_config, "validate a configuration file and list every problem"},
+	{"enqueue", ecw_cmd_enqueue, "put a well-formed job message on the job queue"},
+	{"backfill", ecw_cmd_backfill, "enqueue one message per entity of a job's source table"},
+	{"poison", ecw_cmd_poison, "list, replay or purge poison messages (poison --help)"},
+	{"status", ecw_cmd_status, "queue depths, poison counts by job and reason, tables"},
+	{"migrate", ecw_cmd_migrate, "apply the configured migrations once (migrate status: their state)"},
+	{"version", cmd_version, "print the version"},
+	{"help", cmd_help, "this text"},
+	{NULL, NULL, NULL},
+};
+
+/* The command named name (its aliases too: --version, --help, -h), or NULL. */
+static const struct command *command_find(const char *name)
+{
+	static const char *const aliases[][2] = {{"--version", "version"}, {"--help", "help"}, {"-h", "help"}};
+
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+		if (strcmp(name, aliases[i][0]) == 0)
+			name = aliases[i][1];
+	for (size_t i = 0; commands[i].name; i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+static void usage(FILE *file)
+{
+	fprintf(file, "usage: ecworker COMMAND [OPTIONS]\n\ncommands:\n");
+	for (size_t i = 0; commands[i].name; i++)
+		fprintf(file, "  %-14s %s\n", commands[i].name, commands[i].summary);
+	fprintf(file, "\nEvery command takes --help. The configuration file is -c FILE, else $ECW_CONFIG,\n"
+		      "else ./ecworker.yaml. Exit status: 0 ok, 2 usage or configuration error,\n"
+		      "1 runtime failure.\n");
+}
 
 int main(int argc, char **argv)
 {
-	const struct ecw_command *cmd;
+	const struct command *cmd;
 
 	if (argc < 2) {
-		ecw_cli_usage(stderr);
+		usage(stderr);
 		return ECW_EXIT_USAGE;
 	}
-	if (!(cmd = ecw_command_find(argv[1]))) {
+	if (!(cmd = command_find(argv[1]))) {
 		fprintf(stderr, "ecworker: unknown command '%s'\n", argv[1]);
-		ecw_cli_usage(stderr);
+		usage(stderr);
 		return ECW_EXIT_USAGE;
 	}
 	return cmd->run(argc - 1, argv + 1);

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ecw_config.h"
+#include "ecw_duration.h"
 #include "poison.h"
 
 /* Absent when 0. */

@@ -47,7 +47,6 @@
 #include "ecw_version.h"
 #include "message.h"
 #include "metrics.h"
-#include "runtime.h"
 #include "schedule.h"
 
 #define MAX_SCHEDULES 256
@@ -180,7 +179,7 @@ static const char *every_name(int64_t every_ms)
 /* "HH:MM" within the period: 1h "00:MM", 1d up to "23:59", 1w up to
  * "167:59" (hours from Monday 00:00). Returns 0 or -1 (error recorded). */
 static int parse_at(int64_t *out, const struct ecw_node *v, int64_t every_ms, const char *what,
-		    struct ecw_config_errors *errs)
+		    struct ecw_node_errors *errs)
 {
 	const char *s = v->value, *colon = strchr(s, ':');
 	long hh = 0, mm = 0, max_h = every_ms == ECW_SCHEDULE_HOUR_MS ? 0 : every_ms == ECW_SCHEDULE_DAY_MS ? 23 : 167;
@@ -193,11 +192,11 @@ static int parse_at(int64_t *out, const struct ecw_node *v, int64_t every_ms, co
 		ok = colon[i] >= '0' && colon[i] <= '9', mm = mm * 10 + (colon[i] - '0');
 	if (!ok || mm > 59 || hh > max_h) {
 		if (every_ms == ECW_SCHEDULE_HOUR_MS)
-			ecw_config_error(errs, v, "%s.at must be \"00:MM\" with every: 1h (minutes into the hour)", what);
+			ecw_node_error(errs, v, "%s.at must be \"00:MM\" with every: 1h (minutes into the hour)", what);
 		else if (every_ms == ECW_SCHEDULE_DAY_MS)
-			ecw_config_error(errs, v, "%s.at must be \"HH:MM\" (00:00..23:59 UTC) with every: 1d", what);
+			ecw_node_error(errs, v, "%s.at must be \"HH:MM\" (00:00..23:59 UTC) with every: 1d", what);
 		else
-			ecw_config_error(errs, v,
+			ecw_node_error(errs, v,
 					 "%s.at must be \"HH:MM\" from Monday 00:00 UTC (00:00..167:59) with every: 1w",
 					 what);
 		return -1;
@@ -231,7 +230,7 @@ static size_t count_fields(const char *const *fields)
 
 /* for_each: {table, field, as, filter}; checks `as` against what the job reads. */
 static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const struct ecw_job_def *def,
-			  const char *what, struct ecw_config_errors *errs)
+			  const char *what, struct ecw_node_errors *errs)
 {
 	const char *const *fields = def && def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
 	size_t nf = count_fields(fields);
@@ -239,7 +238,7 @@ static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const s
 	int bad = 0;
 
 	if (fe->kind != ECW_NODE_MAP) {
-		ecw_config_error(errs, fe, "%s.for_each must be a map {table, field, as, filter}", what);
+		ecw_node_error(errs, fe, "%s.for_each must be a map {table, field, as, filter}", what);
 		return -1;
 	}
 	bad |= ecw_node_check_keys(fe, for_each_keys, "for_each", errs) > 0;
@@ -248,19 +247,19 @@ static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const s
 	bad |= ecw_node_string(&s->as, fe, "as", false, errs) < 0;
 	bad |= ecw_node_string(&s->filter, fe, "filter", false, errs) < 0;
 	if (s->table && !table_ok(s->table)) {
-		ecw_config_error(errs, ecw_node_get(fe, "table"),
+		ecw_node_error(errs, ecw_node_get(fe, "table"),
 				 "%s.for_each.table: a table name is a letter then 2-62 letters or digits", what);
 		bad = 1;
 	}
 	if (s->field && !ident_ok(s->field, 255, false)) {
-		ecw_config_error(errs, ecw_node_get(fe, "field"),
+		ecw_node_error(errs, ecw_node_get(fe, "field"),
 				 "%s.for_each.field must be PartitionKey, RowKey or a property name", what);
 		bad = 1;
 	}
 	if (bad || !def)
 		return bad ? -1 : 0;
 	if (nf == 0) {
-		ecw_config_error(errs, fe,
+		ecw_node_error(errs, fe,
 				 "%s.for_each: job '%s' reads no message field: drop for_each (every message "
 				 "would be the same)",
 				 what, def->name);
@@ -268,7 +267,7 @@ static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const s
 	}
 	if (!s->as) {
 		if (nf != 1) {
-			ecw_config_error(errs, fe,
+			ecw_node_error(errs, fe,
 					 "%s.for_each: give `as`, the message field that receives the value (job "
 					 "'%s' reads %s)",
 					 what, def->name, nf ? list_fields(list, sizeof(list), fields) : "no fields");
@@ -281,7 +280,7 @@ static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const s
 	for (size_t i = 0; i < nf; i++)
 		if (strcmp(fields[i], s->as) == 0)
 			return 0;
-	ecw_config_error(errs, ecw_node_get(fe, "as"), "%s.for_each.as: job '%s' reads no field '%.64s' (it reads %s)",
+	ecw_node_error(errs, ecw_node_get(fe, "as"), "%s.for_each.as: job '%s' reads no field '%.64s' (it reads %s)",
 			 what, def->name, s->as, nf ? list_fields(list, sizeof(list), fields) : "no fields");
 	return -1;
 }
@@ -289,7 +288,7 @@ static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const s
 /* The job exists, is keyless, and gets every field it reads and the window
  * it works on. */
 static int check_job(const struct schedule *s, const struct ecw_node *item, const struct ecw_job_def *def,
-		     const char *what, struct ecw_config_errors *errs)
+		     const char *what, struct ecw_node_errors *errs)
 {
 	const char *const *fields = def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
 	size_t nf = count_fields(fields);
@@ -300,14 +299,14 @@ static int check_job(const struct schedule *s, const struct ecw_node *item, cons
 	int bad = 0;
 
 	if (!def->type->keyless) {
-		ecw_config_error(errs, ecw_node_get(item, "job"),
+		ecw_node_error(errs, ecw_node_get(item, "job"),
 				 "%s.job: '%s' is a %s job, which takes an entity's keys (a schedule can only "
 				 "enqueue a keyless job)",
 				 what, def->name, def->type->name);
 		return -1;
 	}
 	if (nf > 1 || (nf == 1 && !s->table)) {
-		ecw_config_error(errs, item,
+		ecw_node_error(errs, item,
 				 "%s: job '%s' reads the message field(s) %s, and a schedule provides one, from "
 				 "for_each (with `as`)",
 				 what, def->name, list_fields(list, sizeof(list), fields));
@@ -316,12 +315,12 @@ static int check_job(const struct schedule *s, const struct ecw_node *item, cons
 	if (s->pub.window != ECW_WINDOW_NONE) {
 		const char *w = s->pub.window == ECW_WINDOW_PREVIOUS ? "previous" : "current";
 		if (win <= 0) {
-			ecw_config_error(errs, ecw_node_get(item, "window"),
+			ecw_node_error(errs, ecw_node_get(item, "window"),
 					 "%s.window: job '%s' (%s) does not work on a window", what, def->name,
 					 def->type->name);
 			bad = 1;
 		} else if (win != s->pub.every_ms) {
-			ecw_config_error(errs, ecw_node_get(item, "window"),
+			ecw_node_error(errs, ecw_node_get(item, "window"),
 					 "%s.window: %s needs every: %s to match the job's window %s", what, w,
 					 (win == ECW_SCHEDULE_HOUR_MS || win == ECW_SCHEDULE_DAY_MS ||
 					  win == ECW_SCHEDULE_WEEK_MS)
@@ -347,8 +346,17 @@ static void schedule_dispose(struct schedule *s)
 	free(s->filter);
 }
 
-static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx, const struct ecw_config *cfg,
-		     struct ecw_config_errors *errs)
+/* The configured job named name, or NULL. */
+static const struct ecw_job_def *find_job(const struct ecw_job_def *jobs, size_t njobs, const char *name)
+{
+	for (size_t i = 0; i < njobs; i++)
+		if (strcmp(jobs[i].name, name) == 0)
+			return &jobs[i];
+	return NULL;
+}
+
+static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx,
+		     const struct ecw_job_def *jobs, size_t njobs, struct ecw_node_errors *errs)
 {
 	const struct ecw_node *every = ecw_node_get(item, "every"), *at = ecw_node_get(item, "at");
 	const struct ecw_node *fe = ecw_node_get(item, "for_each");
@@ -359,24 +367,24 @@ static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx
 
 	snprintf(what, sizeof(what), "schedules[%zu]", idx);
 	if (item->kind != ECW_NODE_MAP) {
-		ecw_config_error(errs, item, "%s must be a map with at least job and every", what);
+		ecw_node_error(errs, item, "%s must be a map with at least job and every", what);
 		return -1;
 	}
 	bad |= ecw_node_check_keys(item, schedule_keys, what, errs) > 0;
 	if (ecw_node_string(&s->job, item, "job", true, errs) < 0)
 		bad = 1;
-	else if (!(def = ecw_config_job(cfg, s->job))) {
-		ecw_config_error(errs, ecw_node_get(item, "job"), "%s.job names '%.64s', which is not a configured job",
+	else if (!(def = find_job(jobs, njobs, s->job))) {
+		ecw_node_error(errs, ecw_node_get(item, "job"), "%s.job names '%.64s', which is not a configured job",
 				 what, s->job);
 		bad = 1;
 	}
 	if (!every) {
-		ecw_config_error(errs, item, "%s: missing required key 'every' (1h, 1d or 1w)", what);
+		ecw_node_error(errs, item, "%s: missing required key 'every' (1h, 1d or 1w)", what);
 		bad = 1;
 	} else if (every->kind != ECW_NODE_SCALAR || ecw_duration_parse(&s->pub.every_ms, every->value, true) < 0 ||
 		   (s->pub.every_ms != ECW_SCHEDULE_HOUR_MS && s->pub.every_ms != ECW_SCHEDULE_DAY_MS &&
 		    s->pub.every_ms != ECW_SCHEDULE_WEEK_MS)) {
-		ecw_config_error(errs, every,
+		ecw_node_error(errs, every,
 				 "%s.every must be 1h, 1d or 1w (periods start on the hour, at UTC midnight, "
 				 "on Monday 00:00 UTC)",
 				 what);
@@ -385,7 +393,7 @@ static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx
 	}
 	if (at && s->pub.every_ms) {
 		if (at->kind != ECW_NODE_SCALAR || !at->value) {
-			ecw_config_error(errs, at, "%s.at must be \"HH:MM\"", what);
+			ecw_node_error(errs, at, "%s.at must be \"HH:MM\"", what);
 			bad = 1;
 		} else {
 			bad |= parse_at(&s->pub.at_ms, at, s->pub.every_ms, what, errs) < 0;
@@ -399,7 +407,7 @@ static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx
 		else if (strcmp(window, "current") == 0)
 			s->pub.window = ECW_WINDOW_CURRENT;
 		else {
-			ecw_config_error(errs, ecw_node_get(item, "window"), "%s.window must be previous or current",
+			ecw_node_error(errs, ecw_node_get(item, "window"), "%s.window must be previous or current",
 					 what);
 			bad = 1;
 		}
@@ -411,7 +419,7 @@ static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx
 	if (ecw_node_string(&s->name, item, "name", false, errs) < 0) {
 		bad = 1;
 	} else if (s->name && !ident_ok(s->name, 63, true)) {
-		ecw_config_error(errs, ecw_node_get(item, "name"), "%s.name must be 1-63 letters, digits, '-' or '_'",
+		ecw_node_error(errs, ecw_node_get(item, "name"), "%s.name must be 1-63 letters, digits, '-' or '_'",
 				 what);
 		bad = 1;
 	} else if (!s->name && s->job && !(s->name = strdup(s->job))) {
@@ -430,8 +438,8 @@ static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx
 	return bad ? -1 : 0;
 }
 
-int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *sec, const struct ecw_config *cfg,
-			struct ecw_config_errors *errs)
+int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *sec,
+			const struct ecw_job_def *jobs, size_t njobs, struct ecw_node_errors *errs)
 {
 	struct ecw_schedule_set *set = NULL;
 	int bad = 0;
@@ -442,28 +450,28 @@ int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *se
 	    (sec->kind == ECW_NODE_SEQ && sec->n == 0))
 		return 0;
 	if (sec->kind != ECW_NODE_SEQ) {
-		ecw_config_error(errs, sec, "schedules must be a list of {job, every, at, ...}");
+		ecw_node_error(errs, sec, "schedules must be a list of {job, every, at, ...}");
 		return -1;
 	}
 	if (sec->n > MAX_SCHEDULES) {
-		ecw_config_error(errs, sec, "schedules: at most %d", MAX_SCHEDULES);
+		ecw_node_error(errs, sec, "schedules: at most %d", MAX_SCHEDULES);
 		return -1;
 	}
 	if (!(set = calloc(1, sizeof(*set))) || !(set->v = calloc(sec->n, sizeof(*set->v)))) {
 		free(set);
-		ecw_config_error(errs, sec, "schedules: out of memory");
+		ecw_node_error(errs, sec, "schedules: out of memory");
 		return -1;
 	}
 	set->n = sec->n;
 	for (size_t i = 0; i < sec->n; i++) {
-		if (parse_one(&set->v[i], sec->items[i], i, cfg, errs) < 0) {
+		if (parse_one(&set->v[i], sec->items[i], i, jobs, njobs, errs) < 0) {
 			bad = 1;
 			continue;
 		}
 		for (size_t j = 0; j < i; j++)
 			if (set->v[j].name && strcmp(set->v[j].name, set->v[i].name) == 0) {
 				const struct ecw_node *at = ecw_node_get(sec->items[i], "name");
-				ecw_config_error(errs, at ? at : sec->items[i],
+				ecw_node_error(errs, at ? at : sec->items[i],
 						 "schedules[%zu]: the name '%s' is taken by schedules[%zu] (it names "
 						 "the schedule's markers): give each its own `name`",
 						 i, set->v[i].name, j);

@@ -19,11 +19,11 @@
 
 struct ecw_schedule_set;
 
-/* Reads the `schedules:` section (sec may be NULL: none). Jobs are already
- * parsed in cfg, so a schedule can name them. Problems go to errs and the
- * result is -1. */
-int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *sec, const struct ecw_config *cfg,
-			struct ecw_config_errors *errs);
+/* Reads the `schedules:` section (sec may be NULL: none). jobs[0..njobs) are
+ * the configured jobs (parsed first), which a schedule names and whose type
+ * says what a schedule must give it. Problems go to errs and the result is -1. */
+int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *sec,
+			const struct ecw_job_def *jobs, size_t njobs, struct ecw_node_errors *errs);
 void ecw_schedules_free(struct ecw_schedule_set *s);
 
 enum ecw_schedule_window { ECW_WINDOW_NONE, ECW_WINDOW_PREVIOUS, ECW_WINDOW_CURRENT };

@@ -1,5 +1,6 @@
-/* fuzz_config.c - the YAML configuration (ecw_config_parse, worker/config.c)
- * with the real job types' settings readers (jobs/), from a buffer.
+/* fuzz_config.c - the YAML configuration (ecw_config_parse: worker/node.c
+ * and worker/config.c) with the real job types' settings readers (jobs/),
+ * from a buffer.
  * Invariants: success means no error lines and a configuration; failure
  * means ECW_EINVALID (or ENOMEM), no configuration and at least one error;
  * every error line is one line naming the file; and no error line ever shows
@@ -28,12 +29,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *text = fuzz_exact(data, size);
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_config *cfg = NULL;
 	bool mentions_secret = memmem(data, size, "SeCrEt", 6) != NULL;
 	int err;
 
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	err = ecw_config_parse(&cfg, text, size, "fuzz.yaml", &errs);
 	if (err == 0) {
 		FUZZ_CHECK(cfg != NULL && errs.n == 0);
@@ -56,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(mentions_secret || !strstr(errs.lines[i], "SeCrEt"));
 	}
 	ecw_config_free(cfg);
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 	free(text);
 	return 0;
 }

@@ -854,7 +854,7 @@ static int run_inproc(struct wfx *x, struct hook *h, const char *job, const char
 {
 	char text[8192], jobs[4096];
 	struct ecw_config *cfg = NULL;
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_account *acct = NULL;
 	struct ecw_client *c = NULL;
 	int err;
@@ -862,10 +862,10 @@ static int run_inproc(struct wfx *x, struct hook *h, const char *job, const char
 	jobs_text(jobs, sizeof(jobs), x);
 	snprintf(text, sizeof(text),
 	         "storage: {connection_string: \"${ECW_TEST_CONNECTION_STRING}\"}\njobs:\n%s", jobs);
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	err = ecw_config_parse(&cfg, text, strlen(text), "inproc.yaml", &errs);
 	ITEST_CHECK(err == 0, "config: %s", errs.n ? errs.lines[0] : itest_last_error());
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 	const struct ecw_job_def *def = ecw_config_job(cfg, job);
 	assert_non_null(def);
 
@@ -1058,18 +1058,18 @@ static void expect_config_error(const char *job_yaml, const char *needle)
 {
 	char text[2048];
 	struct ecw_config *cfg = NULL;
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	bool found = false;
 
 	snprintf(text, sizeof(text),
 	         "storage: {connection_string: \"UseDevelopmentStorage=true\"}\njobs:\n  j:\n%s", job_yaml);
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	ECW_ASSERT_ERR(ecw_config_parse(&cfg, text, strlen(text), "bad.yaml", &errs), ECW_EINVALID);
 	for (size_t i = 0; i < errs.n; i++)
 		found |= strstr(errs.lines[i], needle) != NULL;
 	ITEST_CHECK(found, "no error mentioning '%s' for:\n%s\nerrors: %s", needle, job_yaml,
 	            errs.n ? errs.lines[0] : "(none)");
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 	ecw_config_free(cfg);
 }
 
@@ -1106,12 +1106,12 @@ static void test_job_fanout__config_errors(void **state)
 	                 "    type: fanout\n    source: Customers\n    table: Orders\n"
 	                 "    filter: \"Region eq '{Region}'\"\n    fields: {A: Name, B: RowKey}\n";
 	struct ecw_config *cfg = NULL;
-	struct ecw_config_errors errs;
-	ecw_config_errors_init(&errs);
+	struct ecw_node_errors errs;
+	ecw_node_errors_init(&errs);
 	int err = ecw_config_parse(&cfg, ok, strlen(ok), "ok.yaml", &errs);
 	ITEST_CHECK(err == 0, "config: %s", errs.n ? errs.lines[0] : itest_last_error());
 	assert_string_equal(ecw_config_job(cfg, "j")->type->name, "fanout");
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 	ecw_config_free(cfg);
 }
 

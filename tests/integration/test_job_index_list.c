@@ -1607,16 +1607,16 @@ static void abandon_writes_nothing(struct wfx *x, const struct ecw_job_def *def,
 static void test_job_index_list__abandon_in_process(void **state)
 {
 	struct wfx *x = *state;
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_config *cfg = NULL;
 	struct wopts o = WOPTS_DEFAULT;
 	char path[640];
 
 	/* The worker's configuration, loaded here: the job as it would run. */
 	write_config(path, sizeof(path), x, "il-abandon", &o);
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	ECW_ASSERT_OK(ecw_config_load(&cfg, path, &errs));
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 	const struct ecw_job_def *def = ecw_config_job(cfg, JOB);
 	assert_non_null(def);
 	assert_non_null(def->type->abandon);

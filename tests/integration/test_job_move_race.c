@@ -126,7 +126,7 @@ static void scenario(bool restore)
 	struct ecw_account *acct = NULL, *acct2 = NULL;
 	struct ecw_client *c = NULL;
 	struct ecw_config *cfg = NULL;
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_entity *e = NULL, *f = NULL;
 	char text[1024];
 	int err;
@@ -142,7 +142,7 @@ static void scenario(bool restore)
 		 "  archive-employee: {type: move, from: %s, to: %s}\n"
 		 "  restore-employee: {type: move, from: %s, to: %s}\n",
 		 emp, arch, arch, emp);
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	if (ecw_config_parse(&cfg, text, strlen(text), "race.yaml", &errs) < 0)
 		fail_msg("config: %s", errs.n ? errs.lines[0] : "?");
 	def = ecw_config_job(cfg, restore ? "restore-employee" : "archive-employee");
@@ -172,7 +172,7 @@ static void scenario(bool restore)
 	ecw_account_free(acct);
 	ecw_account_free(acct2);
 	ecw_config_free(cfg);
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 }
 
 static void test_job_move_race__archive_never_loses_an_update(void **state)

@@ -96,12 +96,12 @@ static void storage_yaml(char *out, size_t cap, const char *auth, bool ca_file, 
 /* Parses the configuration and connects as every command does. */
 static void connect_with(struct ot *o, const char *yaml)
 {
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	if (ecw_config_parse(&o->cfg, yaml, strlen(yaml), "oauth.yaml", &errs) != 0)
 		fail_msg("config: %s", errs.n ? errs.lines[0] : "?");
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 	ECW_ASSERT_OK(ecw_connect(&o->acct, &o->c, o->cfg));
 }
 

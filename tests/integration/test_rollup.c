@@ -505,15 +505,15 @@ struct direct {
 static void direct_load(struct direct *d, struct wfx *x)
 {
 	char text[4096], jobs[2048];
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 
 	jobs_text(jobs, sizeof(jobs), TABLE(x));
 	snprintf(text, sizeof(text),
 	         "storage: {connection_string: \"UseDevelopmentStorage=true\"}\njobs:\n%s", jobs);
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	int err = ecw_config_parse(&d->cfg, text, strlen(text), "direct.yaml", &errs);
 	ITEST_CHECK(err == 0, "config: %s", errs.n ? errs.lines[0] : itest_last_error());
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 	d->def = ecw_config_job(d->cfg, "daily");
 }
 

@@ -41,7 +41,7 @@ static void settings_free(void *p)
 	free(s);
 }
 
-static int settings_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs,
+static int settings_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs,
 			  const char *const *allowed, bool table_required)
 {
 	struct test_settings *s = calloc(1, sizeof(*s));
@@ -64,25 +64,25 @@ static int settings_parse(void **out, const struct ecw_node *job, struct ecw_con
 	return 0;
 }
 
-static int parse_none(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int parse_none(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type", "then", NULL};
 	return settings_parse(out, job, errs, allowed, false);
 }
 
-static int parse_flaky(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int parse_flaky(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type", "then", "fail_times", "table", NULL};
 	return settings_parse(out, job, errs, allowed, false);
 }
 
-static int parse_sleep(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int parse_sleep(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type", "then", "duration", "table", NULL};
 	return settings_parse(out, job, errs, allowed, false);
 }
 
-static int parse_count(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int parse_count(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type", "then", "table", NULL};
 	return settings_parse(out, job, errs, allowed, true);
@@ -199,7 +199,7 @@ static void record_free(void *p)
 	free(s);
 }
 
-static int record_parse(void **out, const struct ecw_node *job, struct ecw_config_errors *errs)
+static int record_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type", "then", "table", "fields", "window", NULL};
 	struct record_settings *s = calloc(1, sizeof(*s));
@@ -216,7 +216,7 @@ static int record_parse(void **out, const struct ecw_node *job, struct ecw_confi
 	if (ecw_node_string(&window, job, "window", false, errs) < 0) {
 		bad = 1;
 	} else if (window && ecw_duration_parse(&s->window_ms, window, true) < 0) {
-		ecw_config_error(errs, ecw_node_get(job, "window"), "window must be 1h, 1d or 1w");
+		ecw_node_error(errs, ecw_node_get(job, "window"), "window must be 1h, 1d or 1w");
 		bad = 1;
 	}
 	free(window);

@@ -346,7 +346,7 @@ void client_fixture_teardown(struct client_fixture *fx)
 	free(fx);
 }
 
-void config_dump(const struct ecw_config_errors *errs)
+void config_dump(const struct ecw_node_errors *errs)
 {
 	for (size_t i = 0; i < errs->n; i++)
 		print_message("  error: %s\n", errs->lines[i]);
@@ -354,17 +354,17 @@ void config_dump(const struct ecw_config_errors *errs)
 
 struct ecw_config *config_parse_ok(const char *text, const char *file)
 {
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_config *cfg = NULL;
 	int err;
 
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	err = ecw_config_parse(&cfg, text, strlen(text), file, &errs);
 	if (err != 0 || errs.n != 0) {
 		config_dump(&errs);
 		fail_msg("parse of \"%s\" = %s with %zu errors", text, ecw_err_name(err), errs.n);
 	}
 	assert_non_null(cfg);
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 	return cfg;
 }

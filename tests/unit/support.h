@@ -131,8 +131,8 @@ bool str_contains_ci(const char *hay, const char *needle);
 /* Configuration text that must parse without a single error (file names it
  * in messages); fails the test printing every error otherwise. */
 struct ecw_config;
-struct ecw_config_errors;
-void config_dump(const struct ecw_config_errors *errs);
+struct ecw_node_errors;
+void config_dump(const struct ecw_node_errors *errs);
 struct ecw_config *config_parse_ok(const char *text, const char *file);
 
 #endif

@@ -42,16 +42,16 @@ static int teardown(void **state)
 
 static struct ecw_config *config(const char *text)
 {
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_config *cfg = NULL;
 
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	if (ecw_config_parse(&cfg, text, strlen(text), "t.yaml", &errs) != 0) {
 		for (size_t i = 0; i < errs.n; i++)
 			print_message("  %s\n", errs.lines[i]);
 		fail_msg("config does not parse");
 	}
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 	return cfg;
 }
 

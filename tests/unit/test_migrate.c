@@ -22,12 +22,12 @@ static struct ecw_config *parse_ok(const char *text)
 /* text has exactly one error, at pos ("LINE:COL"), containing needle. */
 static void one_error(const char *text, const char *pos, const char *needle)
 {
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_config *cfg = NULL;
 	char prefix[64];
 	int err;
 
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	err = ecw_config_parse(&cfg, text, strlen(text), FILE_NAME, &errs);
 	assert_null(cfg);
 	snprintf(prefix, sizeof(prefix), FILE_NAME ":%s: ", pos);
@@ -36,7 +36,7 @@ static void one_error(const char *text, const char *pos, const char *needle)
 		config_dump(&errs);
 		fail_msg("want one error \"%s...%s...\" from:\n%s", prefix, needle, text);
 	}
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 }
 
 static const char every_kind[] = HEAD

@@ -104,20 +104,20 @@ static void test_purge_tables__expiry_boundary(void **state)
 
 /* ---- settings -------------------------------------------------------------- */
 
-static struct ecw_config *parse(const char *job_yaml, struct ecw_config_errors *errs)
+static struct ecw_config *parse(const char *job_yaml, struct ecw_node_errors *errs)
 {
 	char text[1024];
 	struct ecw_config *cfg = NULL;
 
 	snprintf(text, sizeof(text), "jobs:\n  purge-logins:\n%s", job_yaml);
-	ecw_config_errors_init(errs);
+	ecw_node_errors_init(errs);
 	(void)!ecw_config_parse(&cfg, text, strlen(text), "t.yaml", errs);
 	return cfg;
 }
 
 static void one_error(const char *job_yaml, const char *pos, const char *needle)
 {
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_config *cfg = parse(job_yaml, &errs);
 	char want[64];
 
@@ -127,7 +127,7 @@ static void one_error(const char *job_yaml, const char *pos, const char *needle)
 			print_message("  error: %s\n", errs.lines[i]);
 		fail_msg("for\n%s expected one error at %s containing '%s'", job_yaml, pos, needle);
 	}
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 }
 
 static void test_purge_tables__config_errors(void **state)
@@ -149,7 +149,7 @@ static void test_purge_tables__config_errors(void **state)
 		  "    table: Logins\n",
 		  "7:5", "table");
 
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_config *cfg =
 		parse("    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 8w\n", &errs);
 	assert_non_null(cfg);
@@ -159,7 +159,7 @@ static void test_purge_tables__config_errors(void **state)
 	assert_true(def->type->keyless);
 	assert_null(def->type->message_fields);
 	ecw_config_free(cfg);
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 }
 
 /* ---- a run against the fake transport ------------------------------------------ */
@@ -167,7 +167,7 @@ static void test_purge_tables__config_errors(void **state)
 static void test_purge_tables__run_deletes_exactly_the_expired(void **state)
 {
 	struct client_fixture *fx = NULL;
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_config *cfg =
 		parse("    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 60d\n", &errs);
 	struct ecw_job_ctx ctx;
@@ -211,7 +211,7 @@ static void test_purge_tables__run_deletes_exactly_the_expired(void **state)
 	assert_string_equal(ctx.outcome_detail, "deleted 1, kept 2"); /* the 404 was gone already */
 	client_fixture_teardown(fx);
 	ecw_config_free(cfg);
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 }
 
 int main(void)

@@ -44,14 +44,14 @@ static struct ecw_config *parse_ok(const char *text)
 /* text (after PREFIX) has exactly one error, at LINE:COL, containing needle. */
 static void one_error(const char *body, const char *pos, const char *needle)
 {
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_config *cfg = NULL;
 	char text[4096], prefix[64];
 	int err;
 
 	snprintf(text, sizeof(text), "%s%s", PREFIX, body);
 	snprintf(prefix, sizeof(prefix), FILE_NAME ":%s: ", pos);
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	err = ecw_config_parse(&cfg, text, strlen(text), FILE_NAME, &errs);
 	assert_null(cfg);
 	if (err != ECW_EINVALID || errs.n != 1 || !str_starts(errs.lines[0], prefix) ||
@@ -60,7 +60,7 @@ static void one_error(const char *body, const char *pos, const char *needle)
 		fail_msg("parse of\n%s\n= %s with %zu errors, want one at %s containing \"%s\"", body, ecw_err_name(err),
 			 errs.n, pos, needle);
 	}
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 }
 
 static void key_is(int64_t period, const char *want)

@@ -340,17 +340,17 @@ static void test_template__now_refused_in_job_config(void **state)
 				   "    from: Logins\n"
 				   "    to: LoginsArchive\n"
 				   "    to_row_key: \"{now:inverted_ticks}_{RowKey}\"\n";
-	struct ecw_config_errors errs;
+	struct ecw_node_errors errs;
 	struct ecw_config *cfg = NULL;
 
 	(void)state;
-	ecw_config_errors_init(&errs);
+	ecw_node_errors_init(&errs);
 	assert_int_equal(ecw_config_parse(&cfg, text, strlen(text), "t.yaml", &errs), ECW_EINVALID);
 	assert_null(cfg);
 	assert_int_equal(errs.n, 1);
 	assert_string_equal(errs.lines[0], "t.yaml:6:17: {now:...} is not allowed in to_row_key: a rerun would "
 					   "write another key (column 1)");
-	ecw_config_errors_dispose(&errs);
+	ecw_node_errors_dispose(&errs);
 }
 
 static void test_template__formatter_compile_errors(void **state)

@@ -1,26 +1,16 @@
-/* cmd.h - the operator commands, one file each in worker/cmd/, and the table
- * main.c dispatches from. Each takes its own argv (argv[0] is the command
- * name) and returns the exit status: 0 ok, 2 usage or configuration error,
- * 1 runtime failure (status, audit and migrate document more). Only main.c
- * exits. Commands call the runtime, the configuration, the storage client
- * and the jobs; nothing below calls a command. */
+/* cmd.h - the operator commands, one file each in worker/cmd/, which the
+ * table in worker/main.c dispatches to, and what they share (cli.c). Each
+ * takes its own argv (argv[0] is the command name) and returns the exit
+ * status: 0 ok, 2 usage or configuration error, 1 runtime failure (status,
+ * audit and migrate document more). Only main.c exits. Commands call the
+ * runtime, the configuration, the storage client and the jobs; nothing below
+ * calls a command. */
 #ifndef ECW_CMD_H
 #define ECW_CMD_H
 
 #include <stdio.h>
 
 #define ECW_EXIT_USAGE 2
-
-struct ecw_command {
-	const char *name;
-	int (*run)(int argc, char **argv);
-	const char *summary;              /* one line for `ecworker help` */
-};
-
-/* Every command, in the order `help` lists them; ends with a NULL name. */
-extern const struct ecw_command ecw_commands[];
-/* The command named name (its aliases too: --version, --help, -h), or NULL. */
-const struct ecw_command *ecw_command_find(const char *name);
 
 int ecw_cmd_run(int argc, char **argv);           /* run.c */
 int ecw_cmd_check_config(int argc, char **argv);  /* check_config.c */
@@ -38,6 +28,5 @@ struct ecw_config *ecw_cli_load_config(const char *path);
 /* Parses -c/--help only (path: where -c goes). Returns -1 to go on, else the
  * exit status (the help was printed). */
 int ecw_cli_parse_common(const char **path, int argc, char **argv, const char *help);
-void ecw_cli_usage(FILE *file);
 
 #endif

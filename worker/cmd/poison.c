@@ -17,6 +17,7 @@
 #include "cmd.h"
 #include "connect.h"
 #include "ecw_clock.h"
+#include "ecw_duration.h"
 #include "ecw_log.h"
 #include "ecw_pace.h"
 #include "poison_scan.h"
