@@ -11,7 +11,7 @@
 
 #include "ecw_entity.h"
 #include "fuzz.h"
-#include "storage_private.h"
+#include "entity.h"
 
 static bool same_text(const char *a, const char *b)
 {

@@ -2,6 +2,7 @@
  * against the known answers in AZURE-NOTES.md), HMAC and base64, and SAS
  * accounts, which put the token in the URL and send no Authorization. */
 #include "support.h"
+#include "ecw_codec.h"
 
 #include <stdlib.h>
 #include <string.h>

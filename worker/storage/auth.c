@@ -13,7 +13,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "storage_private.h"
+#include "auth.h"
+#include "ecw_codec.h"
 
 /* HMAC() fetches the algorithm from OpenSSL's provider store on every call,
  * which cost as much as the rest of signing a request. Each thread instead

@@ -10,8 +10,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "batch.h"
+#include "client.h"
 #include "ecw_clock.h"
-#include "storage_private.h"
+#include "entity.h"
+#include "escape.h"
+#include "status.h"
 
 struct batch_op {
 	enum ecw_batch_op op;

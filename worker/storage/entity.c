@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage_private.h"
+#include "ecw_codec.h"
+#include "entity.h"
 
 struct ecw_entity {
 	char *pk, *rk;

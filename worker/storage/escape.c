@@ -6,7 +6,7 @@
 #include <strings.h>
 
 #include "ecw_clock.h"
-#include "storage_private.h"
+#include "escape.h"
 
 /* RFC 3986 unreserved characters plus the marks encodeURIComponent keeps. */
 static bool unreserved(unsigned char c)

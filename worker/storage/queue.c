@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage_private.h"
+#include "client.h"
+#include "ecw_codec.h"
+#include "escape.h"
+#include "xml.h"
 
 #define MAX_VISIBILITY_S 604800 /* 7 days */
 

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage_private.h"
+#include "client.h"
+#include "entity.h"
+#include "escape.h"
 
 static int table_request(struct ecw_request *r, const char *op, const char *method)
 {

@@ -33,7 +33,10 @@
 #include <unistd.h>
 
 #include "ecw_clock.h"
-#include "storage_private.h"
+#include "entity.h"
+#include "escape.h"
+#include "status.h"
+#include "token.h"
 
 #define STORAGE_SCOPE "https://storage.azure.com/.default"
 #define STORAGE_RESOURCE "https://storage.azure.com/"
@@ -451,7 +454,7 @@ static int status_to_err(const struct ecw_token_credential *cred, long status)
 }
 
 static int fetch(char **token, int64_t *lifetime_s, int64_t *refresh_in_s, struct ecw_token_credential *cred,
-		 struct ecw_client *c)
+		 ecw_token_exchange_fn exchange, void *payload)
 {
 	struct ecw_request r;
 	struct ecw_response resp;
@@ -466,7 +469,7 @@ static int fetch(char **token, int64_t *lifetime_s, int64_t *refresh_in_s, struc
 	ecw_buf_init(&label, 0);
 	ecw_buf_init(&body, 2 * MAX_ASSERTION_BYTES);
 	if ((err = build_request(&r, &url, &label, &body, cred)) < 0 ||
-	    (err = ecw_client_exchange(&resp, c, url.ptr, &r)) < 0)
+	    (err = exchange(&resp, url.ptr, &r, payload)) < 0)
 		goto done;
 	if (resp.status != 200) {
 		const char *reqid = ecw_response_header(&resp, "x-ms-request-id");
@@ -510,7 +513,8 @@ static bool usable(const struct ecw_token_credential *cred, int64_t now)
 	return cred->token && now < cred->usable_until_ms;
 }
 
-int ecw_token_get(struct ecw_buf *out, uint64_t *gen_out, struct ecw_token_credential *cred, struct ecw_client *c)
+int ecw_token_get(struct ecw_buf *out, uint64_t *gen_out, struct ecw_token_credential *cred,
+		  ecw_token_exchange_fn exchange, void *payload)
 {
 	char *token = NULL;
 	int64_t lifetime_s = 0, refresh_in_s = 0, t0, now;
@@ -540,7 +544,7 @@ int ecw_token_get(struct ecw_buf *out, uint64_t *gen_out, struct ecw_token_crede
 	pthread_mutex_unlock(&cred->mu);
 
 	t0 = ecw_now_ms(); /* the lifetime counts from the request, not the answer */
-	err = fetch(&token, &lifetime_s, &refresh_in_s, cred, c);
+	err = fetch(&token, &lifetime_s, &refresh_in_s, cred, exchange, payload);
 
 	pthread_mutex_lock(&cred->mu);
 	cred->fetching = false;

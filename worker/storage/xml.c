@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage_private.h"
+#include "escape.h"
+#include "xml.h"
 
 enum field {
 	F_NONE,
