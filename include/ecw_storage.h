@@ -109,6 +109,10 @@ struct ecw_queue_put_options {
 	long long ttl_s;            /* 0 = service default (7 days), -1 = never expires */
 };
 
+/* 0, or ECW_EINVALID with a message naming the name and the rule: 3-63
+ * lowercase letters, digits and single dashes, starting and ending with a
+ * letter or digit. The queue calls check it before any request. */
+int ecw_queue_name_check(const char *name) ECW_MUST_USE;
 /* Creates the queue; an existing queue is success. created_out may be NULL. */
 int ecw_queue_create(bool *created_out, struct ecw_client *c, const char *queue) ECW_MUST_USE;
 int ecw_queue_delete_queue(struct ecw_client *c, const char *queue) ECW_MUST_USE;
@@ -136,6 +140,10 @@ int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue) ECW
 
 /* ---- tables -------------------------------------------------------------- */
 
+/* 0, or ECW_EINVALID with a message naming the name and the rule: a letter,
+ * then 2-62 letters or digits, and not "tables" (reserved by the service, in
+ * any case). The table and batch calls check it before any request. */
+int ecw_table_name_check(const char *name) ECW_MUST_USE;
 int ecw_table_create(bool *created_out, struct ecw_client *c, const char *table) ECW_MUST_USE;
 int ecw_table_delete_table(struct ecw_client *c, const char *table) ECW_MUST_USE;
 /* The account's tables whose names start with prefix (NULL or "": all), as
@@ -172,7 +180,10 @@ int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const ch
 			       const char *pk, const char *rk) ECW_MUST_USE;
 
 /* Appends 'value' as an OData string literal: quoted, single quotes doubled. */
-int ecw_filter_add_string(struct ecw_buf *filter, const char *value) ECW_MUST_USE;
+int ecw_escape_filter_string(struct ecw_buf *filter, const char *value) ECW_MUST_USE;
+/* Its old name, kept only until worker/migrate.c and worker/schedule.c use
+ * the new one (issue 19): remove then. */
+#define ecw_filter_add_string ecw_escape_filter_string
 
 struct ecw_query_options {
 	const char *filter;   /* OData $filter, NULL for all entities */

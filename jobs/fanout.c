@@ -412,9 +412,9 @@ static int reread(struct ecw_entity **out, struct run *r, const char *pk, const 
 	*out = NULL;
 	ecw_buf_init(&filter, 0);
 	if ((err = ecw_buf_printf(&filter, "(%s) and PartitionKey eq ", r->filter)) < 0 ||
-	    (err = ecw_filter_add_string(&filter, pk)) < 0 ||
+	    (err = ecw_escape_filter_string(&filter, pk)) < 0 ||
 	    (err = ecw_buf_adds(&filter, " and RowKey eq ")) < 0 ||
-	    (err = ecw_filter_add_string(&filter, rk)) < 0)
+	    (err = ecw_escape_filter_string(&filter, rk)) < 0)
 		goto done;
 	struct ecw_query_options qo = {
 	    .filter = ecw_buf_cstr(&filter), .select = r->nremoved ? NULL : r->f->select, .limit = 1};

@@ -332,8 +332,8 @@ static int compute_keys(struct ecw_buf *pk, struct ecw_buf *rk, const struct ind
 	if ((err = ecw_template_render(pk, ix->pk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
 	    (err = ecw_template_render(rk, ix->rk, src, ECW_TEMPLATE_PLAIN)) < 0)
 		return err;
-	if (ecw_key_check(ecw_buf_cstr(pk), "partition_key result") < 0 ||
-	    ecw_key_check(ecw_buf_cstr(rk), "row_key result") < 0) {
+	if (ecw_entity_key_check(ecw_buf_cstr(pk), "partition_key result") < 0 ||
+	    ecw_entity_key_check(ecw_buf_cstr(rk), "row_key result") < 0) {
 		char why[256];
 		snprintf(why, sizeof(why), "%.250s", ecw_error_last()->message);
 		/* The log line has the source's keys: the reason comes first. */

@@ -531,8 +531,8 @@ static int compute_target(struct run *r, const struct ecw_entity *src)
 	ecw_buf_init(&rk, 0);
 	if ((err = ecw_template_render(&pk, r->il->pk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
 	    (err = ecw_template_render(&rk, r->il->rk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
-	    (err = ecw_key_check(ecw_buf_cstr(&pk), "partition_key result")) < 0 ||
-	    (err = ecw_key_check(ecw_buf_cstr(&rk), "row_key result")) < 0)
+	    (err = ecw_entity_key_check(ecw_buf_cstr(&pk), "partition_key result")) < 0 ||
+	    (err = ecw_entity_key_check(ecw_buf_cstr(&rk), "row_key result")) < 0)
 		goto done;
 	if (strncmp(ecw_buf_cstr(&pk), REF_PREFIX, strlen(REF_PREFIX)) == 0) {
 		err = ecw_error_set(ECW_EINVALID,

@@ -113,8 +113,8 @@ static int make_copy(struct ecw_entity **out, const struct move *m, const struct
 			    : ecw_buf_adds(&pk, ecw_entity_pk(src))) < 0 ||
 	    (err = m->to_rk ? ecw_template_render(&rk, m->to_rk, src, ECW_TEMPLATE_PLAIN)
 			    : ecw_buf_adds(&rk, ecw_entity_rk(src))) < 0 ||
-	    (err = ecw_key_check(ecw_buf_cstr(&pk), "to_partition_key result")) < 0 ||
-	    (err = ecw_key_check(ecw_buf_cstr(&rk), "to_row_key result")) < 0 ||
+	    (err = ecw_entity_key_check(ecw_buf_cstr(&pk), "to_partition_key result")) < 0 ||
+	    (err = ecw_entity_key_check(ecw_buf_cstr(&rk), "to_row_key result")) < 0 ||
 	    (err = ecw_entity_clone(out, src)) < 0)
 		goto done;
 	if ((err = ecw_entity_set_keys(*out, ecw_buf_cstr(&pk), ecw_buf_cstr(&rk))) < 0) {

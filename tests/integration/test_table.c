@@ -69,7 +69,7 @@ static void assert_same_entity(const struct ecw_entity *want, const struct ecw_e
 		const struct ecw_prop *g = ecw_entity_get(got, w->name);
 		ITEST_CHECK(g != NULL, "property %s missing", w->name);
 		ITEST_CHECK(g->type == w->type, "property %s: type %s, expected %s", w->name,
-		            ecw_edm_name(g->type), ecw_edm_name(w->type));
+		            ecw_entity_edm_name(g->type), ecw_entity_edm_name(w->type));
 		switch (w->type) {
 		case ECW_EDM_STRING:
 		case ECW_EDM_DATETIME:
@@ -511,9 +511,9 @@ static void test_table__every_edm_type_hostile_keys_copy(void **state)
 		struct ecw_buf f;
 		ecw_buf_init(&f, 4096);
 		ECW_ASSERT_OK(ecw_buf_adds(&f, "PartitionKey eq "));
-		ECW_ASSERT_OK(ecw_filter_add_string(&f, pk));
+		ECW_ASSERT_OK(ecw_escape_filter_string(&f, pk));
 		ECW_ASSERT_OK(ecw_buf_adds(&f, " and RowKey eq "));
-		ECW_ASSERT_OK(ecw_filter_add_string(&f, rk));
+		ECW_ASSERT_OK(ecw_escape_filter_string(&f, rk));
 		struct ecw_query_options qo = {.filter = ecw_buf_cstr(&f)};
 		struct ecw_table_query *q = NULL;
 		ECW_ASSERT_OK(ecw_table_query_new(&q, t->client, tbl, &qo));
@@ -589,7 +589,7 @@ static void test_table__invalid_keys_rejected_before_request(void **state)
 		const char *k = bad[i];
 		struct ecw_entity *e = NULL;
 		bool deleted = false;
-		ECW_ASSERT_ERR(ecw_key_check(k, "PartitionKey"), ECW_EINVALID);
+		ECW_ASSERT_ERR(ecw_entity_key_check(k, "PartitionKey"), ECW_EINVALID);
 		ECW_ASSERT_ERR(ecw_entity_new(&e, k, "r"), ECW_EINVALID);
 		ECW_ASSERT_ERR(ecw_entity_new(&e, "p", k), ECW_EINVALID);
 		ECW_ASSERT_ERR(ecw_entity_set_keys(ok, k, "r"), ECW_EINVALID);
@@ -609,10 +609,10 @@ static void test_table__invalid_keys_rejected_before_request(void **state)
 	/* The boundaries: exactly 1 KiB passes the check, and so do non-control
 	 * characters above U+009F. */
 	longkey[ECW_KEY_MAX] = '\0';
-	ECW_ASSERT_OK(ecw_key_check(longkey, "RowKey"));
+	ECW_ASSERT_OK(ecw_entity_key_check(longkey, "RowKey"));
 	longmb[1024] = '\0';
-	ECW_ASSERT_OK(ecw_key_check(longmb, "RowKey"));
-	ECW_ASSERT_OK(ecw_key_check("nbsp\xc2\xa0 ok", "RowKey"));
+	ECW_ASSERT_OK(ecw_entity_key_check(longmb, "RowKey"));
+	ECW_ASSERT_OK(ecw_entity_key_check("nbsp\xc2\xa0 ok", "RowKey"));
 	ecw_entity_free(ok);
 }
 
@@ -961,7 +961,7 @@ static void test_table__query_filter_strings(void **state)
 	ecw_buf_init(&f, 1024);
 
 	ECW_ASSERT_OK(ecw_buf_adds(&f, "who eq "));
-	ECW_ASSERT_OK(ecw_filter_add_string(&f, "o'brien"));
+	ECW_ASSERT_OK(ecw_escape_filter_string(&f, "o'brien"));
 	assert_string_equal(ecw_buf_cstr(&f), "who eq 'o''brien'");
 	struct ecw_query_options o = {.filter = ecw_buf_cstr(&f)};
 	int *seen = run_query(&count, &pages, &o, check_full_entity);
@@ -973,7 +973,7 @@ static void test_table__query_filter_strings(void **state)
 	/* Characters that mean something in a URL query. */
 	ecw_buf_reset(&f);
 	ECW_ASSERT_OK(ecw_buf_adds(&f, "who eq "));
-	ECW_ASSERT_OK(ecw_filter_add_string(&f, SPECIAL));
+	ECW_ASSERT_OK(ecw_escape_filter_string(&f, SPECIAL));
 	o.filter = ecw_buf_cstr(&f);
 	seen = run_query(&count, &pages, &o, check_full_entity);
 	assert_int_equal(count, QN / 500);
@@ -983,7 +983,7 @@ static void test_table__query_filter_strings(void **state)
 
 	/* A quote-only literal. */
 	ecw_buf_reset(&f);
-	ECW_ASSERT_OK(ecw_filter_add_string(&f, "'"));
+	ECW_ASSERT_OK(ecw_escape_filter_string(&f, "'"));
 	assert_string_equal(ecw_buf_cstr(&f), "''''");
 	ecw_buf_dispose(&f);
 }

@@ -1,5 +1,7 @@
 /* batch.h - the pure parts of entity group transactions (batch.c), for the
- * unit tests and the fuzz target: the body written and the answer read. */
+ * unit tests and the fuzz target: the body written and the answer read. The
+ * body goes into the caller's buffer; the results read (statuses, ETags)
+ * are kept in the batch and freed with it. */
 #ifndef ECW_STORAGE_BATCH_H
 #define ECW_STORAGE_BATCH_H
 

@@ -16,10 +16,10 @@
 #include "account.h"
 #include "auth.h"
 #include "client.h"
+#include "date.h"
 #include "ecw_clock.h"
-#include "entity.h"
-#include "escape.h"
 #include "http.h"
+#include "jsonparse.h"
 #include "status.h"
 #include "token.h"
 #include "xml.h"
@@ -328,7 +328,7 @@ static int transport_send(struct ecw_client *c, struct ecw_response *resp, const
 
 /* ---- errors and retries ------------------------------------------------------- */
 
-int64_t ecw_retry_delay_ms(const struct ecw_client_options *o, int retry, uint32_t rnd)
+int64_t ecw_client_retry_delay_ms(const struct ecw_client_options *o, int retry, uint32_t rnd)
 {
 	int64_t ceiling = o->retry_base_ms;
 
@@ -361,7 +361,7 @@ static int classify(const struct ecw_client *c, const struct ecw_request *r,
 	if (skip < resp->body.len && body[skip] == '<')
 		ecw_xml_parse_error(code, sizeof(code), msg, sizeof(msg), body, resp->body.len);
 	else if (skip < resp->body.len && body[skip] == '{')
-		ecw_json_parse_error(code, sizeof(code), msg, sizeof(msg), body + skip, resp->body.len - skip);
+		ecw_jsonparse_error(code, sizeof(code), msg, sizeof(msg), body + skip, resp->body.len - skip);
 	if (hcode && *hcode) {
 		size_t n = strlen(hcode);
 		if (n >= sizeof(code))
@@ -471,7 +471,7 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 		ecw_response_reset(resp);
 		/* A fresh date on every attempt: the service rejects requests whose
 		 * date is more than 15 minutes off, and a retry may come late. */
-		ecw_http_date(date, time(NULL));
+		ecw_date_format(date, time(NULL));
 		if ((err = ecw_request_set_header(r, "x-ms-date", date)) < 0)
 			goto done;
 		ecw_buf_reset(&auth);
@@ -483,7 +483,7 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 				if (err == ECW_ENOMEM || !ecw_err_is_transient(err) || attempt >= c->opts.max_tries)
 					goto done;
 				c->stats.retries++;
-				ecw_sleep_ms(ecw_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
+				ecw_sleep_ms(ecw_client_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
 				continue;
 			}
 		} else if (!c->acct->sas) {
@@ -512,7 +512,7 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 		if (err == 0 || !ecw_err_is_transient(err) || attempt >= c->opts.max_tries)
 			break;
 		c->stats.retries++;
-		ecw_sleep_ms(ecw_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
+		ecw_sleep_ms(ecw_client_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
 	}
 done:
 	if (auth.ptr)

@@ -24,7 +24,7 @@
 int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_request *r) ECW_MUST_USE;
 const struct ecw_account *ecw_client_account(const struct ecw_client *c);
 /* Full jitter: uniform in [0, min(max, base * 2^(retry-1))]; retry is 1-based. */
-int64_t ecw_retry_delay_ms(const struct ecw_client_options *o, int retry, uint32_t rnd);
+int64_t ecw_client_retry_delay_ms(const struct ecw_client_options *o, int retry, uint32_t rnd);
 
 #ifdef ECW_TESTING
 /* Test-only seams, compiled only into test builds (-DECW_TESTING). */

@@ -98,9 +98,9 @@ int ecw_request_url(struct ecw_buf *out, const struct ecw_account *a, const stru
 		return err;
 	for (size_t i = 0; i < r->nquery; i++) {
 		if ((err = ecw_buf_addc(out, sep)) < 0 ||
-		    (err = ecw_pct_encode(out, r->query[i].name, strlen(r->query[i].name))) < 0 ||
+		    (err = ecw_escape_pct(out, r->query[i].name, strlen(r->query[i].name))) < 0 ||
 		    (err = ecw_buf_addc(out, '=')) < 0 ||
-		    (err = ecw_pct_encode(out, r->query[i].value, strlen(r->query[i].value))) < 0)
+		    (err = ecw_escape_pct(out, r->query[i].value, strlen(r->query[i].value))) < 0)
 			return err;
 		sep = '&';
 	}

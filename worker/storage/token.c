@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #include "ecw_clock.h"
-#include "entity.h"
 #include "escape.h"
+#include "jsonparse.h"
 #include "status.h"
 #include "token.h"
 
@@ -235,7 +235,7 @@ static bool json_seconds(int64_t *out, json_object *v)
 int ecw_token_parse_response(char **token_out, int64_t *lifetime_s, int64_t *refresh_in_s,
 			     const char *body, size_t len, int64_t now_unix)
 {
-	json_object *root = ecw_json_parse(body, len), *v;
+	json_object *root = ecw_jsonparse_value(body, len), *v;
 	const char *tok;
 	int64_t n = 0;
 	int err = 0;
@@ -311,7 +311,7 @@ static void add_cutting_jwts(char *out, size_t cap, const char *s, size_t n)
 
 void ecw_token_error_summary(char *out, size_t cap, const char *body, size_t len)
 {
-	json_object *root = ecw_json_parse(body, len), *v;
+	json_object *root = ecw_jsonparse_value(body, len), *v;
 	const char *code = "", *desc = "";
 
 	out[0] = '\0';
@@ -379,7 +379,7 @@ static int add_form(struct ecw_buf *b, const char *name, const char *value, size
 	if ((b->len && (err = ecw_buf_addc(b, '&')) < 0) || (err = ecw_buf_adds(b, name)) < 0 ||
 	    (err = ecw_buf_addc(b, '=')) < 0)
 		return err;
-	return ecw_pct_encode(b, value, n);
+	return ecw_escape_pct(b, value, n);
 }
 
 static int add_query(struct ecw_buf *url, const char *name, const char *value)
@@ -389,7 +389,7 @@ static int add_query(struct ecw_buf *url, const char *name, const char *value)
 	if ((err = ecw_buf_addc(url, strchr(url->ptr, '?') ? '&' : '?')) < 0 || (err = ecw_buf_adds(url, name)) < 0 ||
 	    (err = ecw_buf_addc(url, '=')) < 0)
 		return err;
-	return ecw_pct_encode(url, value, strlen(value));
+	return ecw_escape_pct(url, value, strlen(value));
 }
 
 /* Makes the token request: the URL (absolute), the label for messages, the
