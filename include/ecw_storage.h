@@ -140,6 +140,11 @@ int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue) ECW
 
 /* ---- tables -------------------------------------------------------------- */
 
+/* A call on a table that does not exist returns ECW_ENOTABLE, one on an
+ * entity that does not exist ECW_ENOTFOUND: gets, writes, deletes, queries
+ * and batches alike. Deleting a missing table is ECW_ENOTFOUND: the service
+ * (and Azurite) answer it with a plain 404 ResourceNotFound. */
+
 /* 0, or ECW_EINVALID with a message naming the name and the rule: a letter,
  * then 2-62 letters or digits, and not "tables" (reserved by the service, in
  * any case). The table and batch calls check it before any request. */
@@ -154,7 +159,8 @@ int ecw_table_delete_table(struct ecw_client *c, const char *table) ECW_MUST_USE
  * with it). *out is a NULL-terminated heap array: ecw_table_names_free. */
 int ecw_table_list(char ***out, struct ecw_client *c, const char *prefix, int top) ECW_MUST_USE;
 void ecw_table_names_free(char **names);
-/* ECW_ENOTFOUND when the entity (or the table) does not exist. */
+/* ECW_ENOTFOUND when the entity does not exist, ECW_ENOTABLE when the table
+ * does not. */
 int ecw_table_get(struct ecw_entity **out, struct ecw_client *c, const char *table,
 		  const char *pk, const char *rk) ECW_MUST_USE;
 
@@ -175,7 +181,8 @@ int ecw_table_write(char **etag_out, struct ecw_client *c, const char *table,
 /* if_match: an ETag or "*". ECW_ENOTFOUND if absent, ECW_EPRECONDITION on mismatch. */
 int ecw_table_delete(struct ecw_client *c, const char *table, const char *pk,
 		     const char *rk, const char *if_match) ECW_MUST_USE;
-/* Deletes whatever version exists; absent is success. deleted_out may be NULL. */
+/* Deletes whatever version exists; an absent entity is success (a missing
+ * table is ECW_ENOTABLE). deleted_out may be NULL. */
 int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const char *table,
 			       const char *pk, const char *rk) ECW_MUST_USE;
 

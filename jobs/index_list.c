@@ -492,12 +492,12 @@ static void backoff(int attempt)
 	ecw_sleep_ms(1 + (int64_t)(ecw_random_u32() % span));
 }
 
-/* 404 for an entity that is not there, as opposed to a missing table (a
- * deployment problem, left as the error it is: transient, retried, and in
- * the log with the service's TableNotFound). */
+/* An entity that is not there, as opposed to a missing table (ECW_ENOTABLE:
+ * a deployment problem, left as the error it is: transient, retried, and in
+ * the log with the service's error code). */
 static bool entity_absent(int err)
 {
-	return err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0;
+	return err == ECW_ENOTFOUND;
 }
 
 /* A lost race on a conditional write: counted, not an error. */

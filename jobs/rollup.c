@@ -832,9 +832,8 @@ done:
 
 static bool restart_err(int err)
 {
-	/* A missing table is a misconfiguration, not a race. */
-	return (err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0) ||
-	       err == ECW_ECONFLICT || err == ECW_EPRECONDITION;
+	/* A missing table (ECW_ENOTABLE) is a misconfiguration, not a race. */
+	return err == ECW_ENOTFOUND || err == ECW_ECONFLICT || err == ECW_EPRECONDITION;
 }
 
 static int round_once(struct run *u)
@@ -846,7 +845,7 @@ static int round_once(struct run *u)
 	int err;
 
 	err = ecw_table_get(&cur, ctx->client, u->r->to, u->to, u->rk);
-	if (err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0) {
+	if (err == ECW_ENOTFOUND) {
 		ecw_error_clear();
 		err = 0;
 	}

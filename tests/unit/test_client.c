@@ -834,6 +834,69 @@ static void test_client__table_delete_if_exists(void **state)
 	assert_str(fake_header(&fx->fake.reqs[0], "If-Match"), "*");
 }
 
+/* The service's 404 TableNotFound as Azurite sends it (x-ms-error-code and
+ * body) and as Azure does (the body only). */
+#define TABLE_NOT_FOUND_BODY                                                                                 \
+	"{\"odata.error\":{\"code\":\"TableNotFound\",\"message\":{\"value\":\"The table specified "             \
+	"does not exist.\\nRequestId:r-1\"}}}"
+
+/* A missing table and a missing entity are told apart by class, once, in the
+ * client: 404 TableNotFound is ECW_ENOTABLE, 404 ResourceNotFound stays
+ * ECW_ENOTFOUND; neither is retried, and the last error keeps the status,
+ * the service's code and its message. */
+static void test_client__table_not_found(void **state)
+{
+	struct client_fixture *fx = *state;
+	struct ecw_entity *e = NULL, *row = NULL;
+	struct ecw_table_query *q = NULL;
+	bool deleted = true;
+
+	assert_int_equal(ecw_status_to_err(404, "TableNotFound"), ECW_ENOTABLE);
+	assert_int_equal(ecw_status_to_err(404, "ResourceNotFound"), ECW_ENOTFOUND);
+	assert_int_equal(ecw_status_to_err(404, NULL), ECW_ENOTFOUND);
+	assert_string_equal(ecw_err_name(ECW_ENOTABLE), "ECW_ENOTABLE");
+	assert_false(ecw_err_is_transient(ECW_ENOTABLE));
+
+	fake_respond(&fx->fake, 404, "x-ms-error-code: TableNotFound\nx-ms-request-id: r-1\n",
+	             TABLE_NOT_FOUND_BODY);
+	assert_int_equal(ecw_table_get(&e, fx->c, "jobs", "p", "r"), ECW_ENOTABLE);
+	assert_null(e);
+	assert_int_equal(ecw_error_last()->code, ECW_ENOTABLE);
+	assert_int_equal(ecw_error_last()->http_status, 404);
+	assert_string_equal(ecw_error_last()->service_code, "TableNotFound");
+	assert_string_equal(ecw_error_last()->request_id, "r-1");
+	assert_string_equal(ecw_error_last()->message,
+	                    "GET " TPATH "(PartitionKey='p',RowKey='r'): 404 TableNotFound: "
+	                    "The table specified does not exist. (request id r-1)");
+	assert_int_equal(fx->fake.nreqs, 1);
+	assert_sleeps(0);
+
+	fake_respond(&fx->fake, 404, NULL, TABLE_NOT_FOUND_BODY);
+	struct ecw_entity *w = entity("p", "r");
+	assert_int_equal(ecw_table_write(NULL, fx->c, "jobs", w, ECW_WRITE_INSERT, NULL), ECW_ENOTABLE);
+	assert_string_equal(ecw_error_last()->service_code, "TableNotFound");
+	ecw_entity_free(w);
+
+	fake_respond(&fx->fake, 404, NULL, TABLE_NOT_FOUND_BODY);
+	assert_int_equal(ecw_table_query_new(&q, fx->c, "jobs", NULL), 0);
+	assert_int_equal(ecw_table_query_next(&row, q), ECW_ENOTABLE);
+	assert_null(row);
+	ecw_table_query_free(q);
+
+	/* An absent entity is done; a missing table is not. */
+	fake_respond(&fx->fake, 404, NULL, TABLE_NOT_FOUND_BODY);
+	assert_int_equal(ecw_table_delete_if_exists(&deleted, fx->c, "jobs", "p", "r"), ECW_ENOTABLE);
+	assert_false(deleted);
+
+	fake_respond(&fx->fake, 404, "x-ms-error-code: ResourceNotFound\n",
+	             "{\"odata.error\":{\"code\":\"ResourceNotFound\",\"message\":{\"value\":\"The specified "
+	             "resource does not exist.\"}}}");
+	assert_int_equal(ecw_table_get(&e, fx->c, "jobs", "p", "r"), ECW_ENOTFOUND);
+	assert_string_equal(ecw_error_last()->service_code, "ResourceNotFound");
+	assert_int_equal(fx->fake.nreqs, 5);
+	assert_sleeps(0);
+}
+
 static void test_client__table_invalid_key_sends_nothing(void **state)
 {
 	struct client_fixture *fx = *state;
@@ -1006,6 +1069,7 @@ int main(void)
 	    T(test_client__table_write_if_match_rules),
 	    T(test_client__table_delete),
 	    T(test_client__table_delete_if_exists),
+	    T(test_client__table_not_found),
 	    T(test_client__table_invalid_key_sends_nothing),
 	    T(test_client__table_create),
 	    T(test_client__table_query_pages),

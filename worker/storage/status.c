@@ -19,7 +19,12 @@ int ecw_status_to_err(long status, const char *code)
 		return ECW_EINVALID;
 	case 401:
 	case 403: return ECW_EAUTH;
-	case 404: return ECW_ENOTFOUND;
+	case 404:
+		/* A missing table, not a missing entity: callers tell the two
+		 * apart by class, never by the service's string. */
+		if (code && strcmp(code, "TableNotFound") == 0)
+			return ECW_ENOTABLE;
+		return ECW_ENOTFOUND;
 	case 408: return ECW_ETIMEOUT;
 	case 409: return ECW_ECONFLICT;
 	case 412: return ECW_EPRECONDITION;

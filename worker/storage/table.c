@@ -330,8 +330,9 @@ int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const ch
 
 	if (deleted_out)
 		*deleted_out = err == 0;
-	/* Only a missing entity counts as done: a missing table is a mistake. */
-	if (err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0) {
+	/* Only a missing entity counts as done: a missing table (ECW_ENOTABLE)
+	 * is a mistake. */
+	if (err == ECW_ENOTFOUND) {
 		ecw_error_clear();
 		err = 0;
 	}
