@@ -134,6 +134,12 @@ int ecw_queue_delete(struct ecw_client *c, const char *queue, const char *id,
  * next-visible time msg->next_visible. ECW_ENOTFOUND as for delete. */
 int ecw_queue_update(struct ecw_queue_msg *msg, struct ecw_client *c, const char *queue,
 		     int visibility_s, const char *text, size_t len) ECW_MUST_USE;
+/* For an ECW_ENOTFOUND from delete or update (e: ecw_error_last()): true when
+ * the service said that the message is still there under a newer pop receipt
+ * (received again since: Azurite's 400 PopReceiptMismatch), false when it said
+ * that it is gone. Azure has been seen to answer a stale receipt as "gone"
+ * too, so false does not prove the message gone. */
+bool ecw_queue_err_received_again(const struct ecw_error *e);
 int ecw_queue_clear(struct ecw_client *c, const char *queue) ECW_MUST_USE;
 /* Approximate: includes invisible messages. */
 int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue) ECW_MUST_USE;

@@ -641,6 +641,28 @@ static void test_client__queue_stale_receipt(void **state)
 	assert_int_equal(fx->fake.nreqs, 2);
 }
 
+/* Which of the two a stale receipt was, without the service's string. */
+static void test_client__queue_received_again(void **state)
+{
+	struct client_fixture *fx = *state;
+	struct ecw_queue_msg msg;
+	memset(&msg, 0, sizeof(msg));
+	snprintf(msg.id, sizeof(msg.id), "m-1");
+	snprintf(msg.pop_receipt, sizeof(msg.pop_receipt), "pr");
+	fake_respond(&fx->fake, 400, "x-ms-error-code: PopReceiptMismatch\n", NULL);
+	fake_respond(&fx->fake, 404, "x-ms-error-code: MessageNotFound\n", NULL);
+	fake_respond(&fx->fake, 400, "x-ms-error-code: PopReceiptMismatch\n", NULL);
+	assert_int_equal(ecw_queue_update(&msg, fx->c, "jobs", 0, NULL, 0), ECW_ENOTFOUND);
+	assert_true(ecw_queue_err_received_again(ecw_error_last()));
+	assert_int_equal(ecw_queue_update(&msg, fx->c, "jobs", 0, NULL, 0), ECW_ENOTFOUND);
+	assert_false(ecw_queue_err_received_again(ecw_error_last()));
+	assert_int_equal(ecw_queue_delete(fx->c, "jobs", "m-1", "pr"), ECW_ENOTFOUND);
+	assert_true(ecw_queue_err_received_again(ecw_error_last()));
+	/* Another failure is not a stale receipt. */
+	ecw_error_set(ECW_EINVALID, "not from the service");
+	assert_false(ecw_queue_err_received_again(ecw_error_last()));
+}
+
 static void test_client__queue_update(void **state)
 {
 	struct client_fixture *fx = *state;
@@ -1062,6 +1084,7 @@ int main(void)
 	    T(test_client__queue_peek),
 	    T(test_client__queue_delete),
 	    T(test_client__queue_stale_receipt),
+	    T(test_client__queue_received_again),
 	    T(test_client__queue_update),
 	    T(test_client__queue_count_and_clear),
 	    T(test_client__table_get),

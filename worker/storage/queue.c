@@ -349,6 +349,11 @@ done:
 	return err;
 }
 
+bool ecw_queue_err_received_again(const struct ecw_error *e)
+{
+	return e->code == ECW_ENOTFOUND && strcmp(e->service_code, "PopReceiptMismatch") == 0;
+}
+
 void ecw_queue_msgs_free(struct ecw_queue_msg *msgs, size_t count)
 {
 	ecw_xml_msgs_free(msgs, count);
