@@ -315,6 +315,36 @@ static void test_escape__table_names(void **state)
 			fail_msg("table name \"%s\" accepted", bad[i]);
 }
 
+/* ecw_table_name_check at every edge of the rule, and its one message, which
+ * names the name and the rule (check-config shows the same one). */
+static void test_escape__table_name_check_edges(void **state)
+{
+	(void)state;
+	static const char *const good[] = {
+	    "abc", "A12", "Z99", "zZ0", SIXTY "ABC" /* 63 */, "tablesX", "Xtables", "tables1", "Tabl3s",
+	};
+	static const char *const bad[] = {
+	    "", "a", "ab" /* 2 */, SIXTY "ABCD" /* 64 */, "1abc", "9ab", "_abc", "ab-c", "ab.c",
+	    "tables", "Tables", "TABLES", "tAbLeS", "caf\xc3\xa9", "\xc3\xa9" "abc", "ab\x7f", "ab\tc",
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		if (ecw_table_name_check(good[i]) != 0)
+			fail_msg("table name \"%s\" rejected: %s", good[i], ecw_error_last()->message);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (ecw_table_name_check(bad[i]) != ECW_EINVALID)
+			fail_msg("table name \"%s\" accepted", bad[i]);
+	assert_int_equal(ecw_table_name_check(NULL), ECW_EINVALID);
+	assert_int_equal(ecw_table_name_check("tables"), ECW_EINVALID);
+	assert_string_equal(ecw_error_last()->message,
+	                    "invalid table name 'tables': a table name is a letter, then 2-62 letters or "
+	                    "digits, not the reserved name 'tables'");
+	assert_int_equal(ecw_error_last()->code, ECW_EINVALID);
+	assert_int_equal(ecw_table_name_check("9lives"), ECW_EINVALID);
+	assert_string_equal(ecw_error_last()->message,
+	                    "invalid table name '9lives': a table name is a letter, then 2-62 letters or "
+	                    "digits, not the reserved name 'tables'");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -334,6 +364,7 @@ int main(void)
 	    cmocka_unit_test(test_escape__key_check_accepts),
 	    cmocka_unit_test(test_escape__queue_names),
 	    cmocka_unit_test(test_escape__table_names),
+	    cmocka_unit_test(test_escape__table_name_check_edges),
 	};
 	return cmocka_run_group_tests_name("escape", tests, NULL, NULL);
 }

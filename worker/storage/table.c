@@ -11,7 +11,9 @@
 #include "escape.h"
 #include "jsonparse.h"
 
-/* ^[A-Za-z][A-Za-z0-9]{2,62}$, and not the reserved name "tables". */
+/* ^[A-Za-z][A-Za-z0-9]{2,62}$, and not the reserved name "tables" (which the
+ * service refuses in any case). The one copy of the rule: configuration
+ * readers call it too. */
 int ecw_table_name_check(const char *name)
 {
 	size_t n = name ? strlen(name) : 0;
@@ -28,7 +30,8 @@ int ecw_table_name_check(const char *name)
 	return 0;
 bad:
 	return ecw_error_set(ECW_EINVALID,
-			     "invalid table name '%.70s': a letter then 2-62 letters or digits",
+			     "invalid table name '%.70s': a table name is a letter, then 2-62 letters or "
+			     "digits, not the reserved name 'tables'",
 			     name ? name : "");
 }
 
