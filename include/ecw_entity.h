@@ -42,7 +42,7 @@ struct ecw_prop {
 
 struct ecw_entity;
 
-/* Keys are checked (see ecw_key_check) and copied. */
+/* Keys are checked (see ecw_entity_key_check) and copied. */
 int ecw_entity_new(struct ecw_entity **out, const char *pk, const char *rk) ECW_MUST_USE;
 void ecw_entity_free(struct ecw_entity *e);
 int ecw_entity_clone(struct ecw_entity **out, const struct ecw_entity *e) ECW_MUST_USE;
@@ -92,8 +92,8 @@ int ecw_entity_from_json(struct ecw_entity **out, const char *json, size_t len) 
 /* Checks a PartitionKey or RowKey against the service's rules before any
  * request: valid UTF-8, at most 1 KiB, none of / \ # ? and no control
  * characters (U+0000-001F, U+007F-009F). what names the key in the error. */
-int ecw_key_check(const char *key, const char *what) ECW_MUST_USE;
+int ecw_entity_key_check(const char *key, const char *what) ECW_MUST_USE;
 
-const char *ecw_edm_name(enum ecw_edm t); /* "Edm.Int64" ... */
+const char *ecw_entity_edm_name(enum ecw_edm t); /* "Edm.Int64" ... */
 
 #endif

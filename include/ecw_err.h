@@ -16,7 +16,7 @@ typedef enum ecw_err {
 	ECW_ERROR = -1,         /* anything else: an unexpected answer, a bug, TLS setup */
 	ECW_ENOMEM = -2,        /* out of memory, or a bounded buffer's cap reached */
 	ECW_EINVALID = -3,      /* bad input caught before any request, or 400 */
-	ECW_ENOTFOUND = -4,     /* 404; for queue delete/update also a stale pop receipt */
+	ECW_ENOTFOUND = -4,     /* 404 but a missing table; for queue delete/update a stale pop receipt too */
 	ECW_ECONFLICT = -5,     /* 409: already exists, being deleted, ... */
 	ECW_EPRECONDITION = -6, /* 412: If-Match did not match the current ETag */
 	ECW_EAUTH = -7,         /* 401/403: wrong key, expired or insufficient SAS */
@@ -24,6 +24,7 @@ typedef enum ecw_err {
 	ECW_ETIMEOUT = -9,      /* 408/504 or a network timeout (after retries) */
 	ECW_ETRANSIENT = -10,   /* 500/502, refused or reset connection (after retries) */
 	ECW_ETOOLARGE = -11,    /* 413, or a body over a service limit caught before sending */
+	ECW_ENOTABLE = -12,     /* the table does not exist (404 TableNotFound) */
 } ecw_err;
 
 struct ecw_error {

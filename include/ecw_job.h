@@ -106,7 +106,8 @@ const char *const *ecw_job_type_names(void);
 
 struct ecw_template;
 
-/* job[key] as a table name (a letter, then 2-62 letters or digits). */
+/* job[key] as a table name, checked by ecw_table_name_check (its message, at
+ * the value's FILE:LINE:COL). */
 int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bool required,
 		     struct ecw_node_errors *errs);
 /* job[key] compiled as a template; *out stays NULL when absent and optional. */

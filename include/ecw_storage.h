@@ -109,6 +109,10 @@ struct ecw_queue_put_options {
 	long long ttl_s;            /* 0 = service default (7 days), -1 = never expires */
 };
 
+/* 0, or ECW_EINVALID with a message naming the name and the rule: 3-63
+ * lowercase letters, digits and single dashes, starting and ending with a
+ * letter or digit. The queue calls check it before any request. */
+int ecw_queue_name_check(const char *name) ECW_MUST_USE;
 /* Creates the queue; an existing queue is success. created_out may be NULL. */
 int ecw_queue_create(bool *created_out, struct ecw_client *c, const char *queue) ECW_MUST_USE;
 int ecw_queue_delete_queue(struct ecw_client *c, const char *queue) ECW_MUST_USE;
@@ -130,12 +134,27 @@ int ecw_queue_delete(struct ecw_client *c, const char *queue, const char *id,
  * next-visible time msg->next_visible. ECW_ENOTFOUND as for delete. */
 int ecw_queue_update(struct ecw_queue_msg *msg, struct ecw_client *c, const char *queue,
 		     int visibility_s, const char *text, size_t len) ECW_MUST_USE;
+/* For an ECW_ENOTFOUND from delete or update (e: ecw_error_last()): true when
+ * the service said that the message is still there under a newer pop receipt
+ * (received again since: Azurite's 400 PopReceiptMismatch), false when it said
+ * that it is gone. Azure has been seen to answer a stale receipt as "gone"
+ * too, so false does not prove the message gone. */
+bool ecw_queue_err_received_again(const struct ecw_error *e);
 int ecw_queue_clear(struct ecw_client *c, const char *queue) ECW_MUST_USE;
 /* Approximate: includes invisible messages. */
 int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue) ECW_MUST_USE;
 
 /* ---- tables -------------------------------------------------------------- */
 
+/* A call on a table that does not exist returns ECW_ENOTABLE, one on an
+ * entity that does not exist ECW_ENOTFOUND: gets, writes, deletes, queries
+ * and batches alike. Deleting a missing table is ECW_ENOTFOUND: the service
+ * (and Azurite) answer it with a plain 404 ResourceNotFound. */
+
+/* 0, or ECW_EINVALID with a message naming the name and the rule: a letter,
+ * then 2-62 letters or digits, and not "tables" (reserved by the service, in
+ * any case). The table and batch calls check it before any request. */
+int ecw_table_name_check(const char *name) ECW_MUST_USE;
 int ecw_table_create(bool *created_out, struct ecw_client *c, const char *table) ECW_MUST_USE;
 int ecw_table_delete_table(struct ecw_client *c, const char *table) ECW_MUST_USE;
 /* The account's tables whose names start with prefix (NULL or "": all), as
@@ -146,7 +165,8 @@ int ecw_table_delete_table(struct ecw_client *c, const char *table) ECW_MUST_USE
  * with it). *out is a NULL-terminated heap array: ecw_table_names_free. */
 int ecw_table_list(char ***out, struct ecw_client *c, const char *prefix, int top) ECW_MUST_USE;
 void ecw_table_names_free(char **names);
-/* ECW_ENOTFOUND when the entity (or the table) does not exist. */
+/* ECW_ENOTFOUND when the entity does not exist, ECW_ENOTABLE when the table
+ * does not. */
 int ecw_table_get(struct ecw_entity **out, struct ecw_client *c, const char *table,
 		  const char *pk, const char *rk) ECW_MUST_USE;
 
@@ -167,12 +187,13 @@ int ecw_table_write(char **etag_out, struct ecw_client *c, const char *table,
 /* if_match: an ETag or "*". ECW_ENOTFOUND if absent, ECW_EPRECONDITION on mismatch. */
 int ecw_table_delete(struct ecw_client *c, const char *table, const char *pk,
 		     const char *rk, const char *if_match) ECW_MUST_USE;
-/* Deletes whatever version exists; absent is success. deleted_out may be NULL. */
+/* Deletes whatever version exists; an absent entity is success (a missing
+ * table is ECW_ENOTABLE). deleted_out may be NULL. */
 int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const char *table,
 			       const char *pk, const char *rk) ECW_MUST_USE;
 
 /* Appends 'value' as an OData string literal: quoted, single quotes doubled. */
-int ecw_filter_add_string(struct ecw_buf *filter, const char *value) ECW_MUST_USE;
+int ecw_escape_filter_string(struct ecw_buf *filter, const char *value) ECW_MUST_USE;
 
 struct ecw_query_options {
 	const char *filter;   /* OData $filter, NULL for all entities */

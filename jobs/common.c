@@ -5,27 +5,18 @@
 #include <string.h>
 
 #include "ecw_node.h"
+#include "ecw_storage.h"
 #include "jobs_private.h"
 
+/* The storage API's rule and message, so check-config refuses what the client
+ * would refuse at start. */
 int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bool required,
 		     struct ecw_node_errors *errs)
 {
-	const char *name;
-	size_t n;
-	bool ok;
-
 	if (ecw_node_string(out, job, key, required, errs) < 0)
 		return -1;
-	if (!(name = *out))
-		return 0;
-	n = strlen(name);
-	ok = n >= 3 && n <= 63 && ((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z'));
-	for (size_t i = 1; ok && i < n; i++)
-		ok = (name[i] >= 'A' && name[i] <= 'Z') || (name[i] >= 'a' && name[i] <= 'z') ||
-		     (name[i] >= '0' && name[i] <= '9');
-	if (!ok) {
-		ecw_node_error(errs, ecw_node_get(job, key),
-				 "%s: a table name is a letter then 2-62 letters or digits", key);
+	if (*out && ecw_table_name_check(*out) < 0) {
+		ecw_node_error(errs, ecw_node_get(job, key), "%s: %s", key, ecw_error_last()->message);
 		return -1;
 	}
 	return 0;

@@ -412,9 +412,9 @@ static int reread(struct ecw_entity **out, struct run *r, const char *pk, const 
 	*out = NULL;
 	ecw_buf_init(&filter, 0);
 	if ((err = ecw_buf_printf(&filter, "(%s) and PartitionKey eq ", r->filter)) < 0 ||
-	    (err = ecw_filter_add_string(&filter, pk)) < 0 ||
+	    (err = ecw_escape_filter_string(&filter, pk)) < 0 ||
 	    (err = ecw_buf_adds(&filter, " and RowKey eq ")) < 0 ||
-	    (err = ecw_filter_add_string(&filter, rk)) < 0)
+	    (err = ecw_escape_filter_string(&filter, rk)) < 0)
 		goto done;
 	struct ecw_query_options qo = {
 	    .filter = ecw_buf_cstr(&filter), .select = r->nremoved ? NULL : r->f->select, .limit = 1};
@@ -443,8 +443,8 @@ static int write_single(struct run *r, struct op *op)
 			ecw_crash_point("fanout.single");
 			return 0;
 		}
-		if (err == ECW_ENOTFOUND) {
-			/* Deleted since the query: nothing to keep a copy in. */
+		if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) {
+			/* Deleted since the query (or its table): nothing to keep a copy in. */
 			ecw_error_clear();
 			r->gone++;
 			return 0;
@@ -491,7 +491,7 @@ static int flush(struct run *r)
 		ecw_crash_point("fanout.batch");
 		goto done;
 	}
-	if (err != ECW_ENOTFOUND && err != ECW_EPRECONDITION)
+	if (err != ECW_ENOTFOUND && err != ECW_ENOTABLE && err != ECW_EPRECONDITION)
 		goto done;
 	/* A target vanished or changed since the query, and the transaction
 	 * applied nothing: one by one, skipping the gone and re-reading the
@@ -574,7 +574,7 @@ static int read_source(struct ecw_entity **out, const struct fanout *f, struct e
 {
 	int err = ecw_table_get(out, ctx->client, f->source, ctx->pk, ctx->rk);
 
-	if (err == ECW_ENOTFOUND) {
+	if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) { /* no source table: absent too */
 		ecw_error_clear();
 		*out = NULL;
 		return 0;

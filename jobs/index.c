@@ -332,8 +332,8 @@ static int compute_keys(struct ecw_buf *pk, struct ecw_buf *rk, const struct ind
 	if ((err = ecw_template_render(pk, ix->pk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
 	    (err = ecw_template_render(rk, ix->rk, src, ECW_TEMPLATE_PLAIN)) < 0)
 		return err;
-	if (ecw_key_check(ecw_buf_cstr(pk), "partition_key result") < 0 ||
-	    ecw_key_check(ecw_buf_cstr(rk), "row_key result") < 0) {
+	if (ecw_entity_key_check(ecw_buf_cstr(pk), "partition_key result") < 0 ||
+	    ecw_entity_key_check(ecw_buf_cstr(rk), "row_key result") < 0) {
 		char why[256];
 		snprintf(why, sizeof(why), "%.250s", ecw_error_last()->message);
 		/* The log line has the source's keys: the reason comes first. */
@@ -498,7 +498,7 @@ static int ref_build(struct ecw_entity **out, const struct ref_keys *rkeys, cons
 /* A lost race on the reference means: start over. */
 static int ref_race(int err)
 {
-	if (err == ECW_EPRECONDITION || err == ECW_ENOTFOUND || err == ECW_ECONFLICT) {
+	if (err == ECW_EPRECONDITION || err == ECW_ENOTFOUND || err == ECW_ENOTABLE || err == ECW_ECONFLICT) {
 		ecw_error_clear();
 		return RESTART;
 	}
@@ -520,7 +520,7 @@ static int read_source(struct ecw_entity **out, struct run *r, const char *pk, c
 {
 	int err = ecw_table_get(out, r->ctx->client, r->ix->source, pk, rk);
 
-	if (err == ECW_ENOTFOUND) {
+	if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) { /* no source table: absent too */
 		*out = NULL;
 		ecw_error_clear();
 		return 0;
@@ -598,7 +598,8 @@ static int write_entry(struct run *r, const struct ecw_entity *want, const char 
 		struct ecw_entity *cur = NULL;
 		bool holds = false;
 
-		if ((err = ecw_table_get(&cur, c, t, pk, rk)) == ECW_ENOTFOUND) {
+		err = ecw_table_get(&cur, c, t, pk, rk);
+		if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) {
 			if ((err = ecw_job_check_lease(r->ctx)) == 0)
 				err = ecw_table_write(NULL, c, t, want, ECW_WRITE_INSERT, NULL);
 		} else if (err < 0) {
@@ -625,7 +626,8 @@ static int write_entry(struct run *r, const struct ecw_entity *want, const char 
 				    ecw_table_write(NULL, c, t, want, ECW_WRITE_UPDATE, ecw_entity_etag(cur));
 		}
 		ecw_entity_free(cur);
-		if (err != ECW_ECONFLICT && err != ECW_EPRECONDITION && err != ECW_ENOTFOUND)
+		if (err != ECW_ECONFLICT && err != ECW_EPRECONDITION && err != ECW_ENOTFOUND &&
+		    err != ECW_ENOTABLE)
 			return err;
 		if (holds)
 			return err; /* the key is taken: retried later, by the runtime */
@@ -643,7 +645,8 @@ static int clean_location(struct run *r, const struct loc *l)
 
 	for (int tries = 0; tries < MAX_TRIES; tries++) {
 		struct ecw_entity *cur = NULL;
-		if ((err = ecw_table_get(&cur, c, r->ix->table, l->pk, l->rk)) == ECW_ENOTFOUND) {
+		err = ecw_table_get(&cur, c, r->ix->table, l->pk, l->rk);
+		if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) {
 			ecw_error_clear();
 			return 0;
 		}
@@ -657,7 +660,7 @@ static int clean_location(struct run *r, const struct loc *l)
 		if ((err = ecw_job_check_lease(r->ctx)) == 0)
 			err = ecw_table_delete(c, r->ix->table, l->pk, l->rk, ecw_entity_etag(cur));
 		ecw_entity_free(cur);
-		if (err == ECW_ENOTFOUND) {
+		if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) {
 			ecw_error_clear();
 			return 0;
 		}
@@ -701,7 +704,8 @@ static int round_run(struct run *r)
 	ecw_crash_point("index.read");
 
 	/* 2. read the reference, register T and this run's earlier writes */
-	if ((err = ecw_table_get(&ref, ctx->client, ix->table, r->ref.pk, r->ref.rk)) == ECW_ENOTFOUND) {
+	err = ecw_table_get(&ref, ctx->client, ix->table, r->ref.pk, r->ref.rk);
+	if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) { /* no index table: no reference either */
 		ecw_error_clear();
 		ref = NULL;
 		err = 0;

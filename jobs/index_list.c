@@ -492,12 +492,12 @@ static void backoff(int attempt)
 	ecw_sleep_ms(1 + (int64_t)(ecw_random_u32() % span));
 }
 
-/* 404 for an entity that is not there, as opposed to a missing table (a
- * deployment problem, left as the error it is: transient, retried, and in
- * the log with the service's TableNotFound). */
+/* An entity that is not there, as opposed to a missing table (ECW_ENOTABLE:
+ * a deployment problem, left as the error it is: transient, retried, and in
+ * the log with the service's error code). */
 static bool entity_absent(int err)
 {
-	return err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0;
+	return err == ECW_ENOTFOUND;
 }
 
 /* A lost race on a conditional write: counted, not an error. */
@@ -531,8 +531,8 @@ static int compute_target(struct run *r, const struct ecw_entity *src)
 	ecw_buf_init(&rk, 0);
 	if ((err = ecw_template_render(&pk, r->il->pk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
 	    (err = ecw_template_render(&rk, r->il->rk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
-	    (err = ecw_key_check(ecw_buf_cstr(&pk), "partition_key result")) < 0 ||
-	    (err = ecw_key_check(ecw_buf_cstr(&rk), "row_key result")) < 0)
+	    (err = ecw_entity_key_check(ecw_buf_cstr(&pk), "partition_key result")) < 0 ||
+	    (err = ecw_entity_key_check(ecw_buf_cstr(&rk), "row_key result")) < 0)
 		goto done;
 	if (strncmp(ecw_buf_cstr(&pk), REF_PREFIX, strlen(REF_PREFIX)) == 0) {
 		err = ecw_error_set(ECW_EINVALID,

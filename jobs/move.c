@@ -113,8 +113,8 @@ static int make_copy(struct ecw_entity **out, const struct move *m, const struct
 			    : ecw_buf_adds(&pk, ecw_entity_pk(src))) < 0 ||
 	    (err = m->to_rk ? ecw_template_render(&rk, m->to_rk, src, ECW_TEMPLATE_PLAIN)
 			    : ecw_buf_adds(&rk, ecw_entity_rk(src))) < 0 ||
-	    (err = ecw_key_check(ecw_buf_cstr(&pk), "to_partition_key result")) < 0 ||
-	    (err = ecw_key_check(ecw_buf_cstr(&rk), "to_row_key result")) < 0 ||
+	    (err = ecw_entity_key_check(ecw_buf_cstr(&pk), "to_partition_key result")) < 0 ||
+	    (err = ecw_entity_key_check(ecw_buf_cstr(&rk), "to_row_key result")) < 0 ||
 	    (err = ecw_entity_clone(out, src)) < 0)
 		goto done;
 	if ((err = ecw_entity_set_keys(*out, ecw_buf_cstr(&pk), ecw_buf_cstr(&rk))) < 0) {
@@ -139,7 +139,7 @@ static int source_missing(const struct move *m, struct ecw_job_ctx *ctx)
 		int err = ecw_table_get(&t, ctx->client, m->to, ctx->pk, ctx->rk);
 		if (err == 0)
 			detail = "already-moved";
-		else if (err != ECW_ENOTFOUND)
+		else if (err != ECW_ENOTFOUND && err != ECW_ENOTABLE) /* no target table: missing too */
 			return err;
 		ecw_entity_free(t);
 	}
@@ -178,17 +178,18 @@ static int write_copy(const struct move *m, struct ecw_job_ctx *ctx, const struc
 		return err;
 	ecw_error_clear();
 	err = ecw_table_get(&target, ctx->client, m->to, ecw_entity_pk(copy), ecw_entity_rk(copy));
-	if (err < 0 && (err != ECW_ENOTFOUND || strcmp(ecw_error_last()->service_code, "TableNotFound") == 0))
+	if (err < 0 && err != ECW_ENOTFOUND)
 		return err;
 	err = ecw_table_get(&again, ctx->client, m->from, ctx->pk, ctx->rk);
 	if (err == 0 && strcmp(ecw_entity_etag(again), ecw_entity_etag(src)) != 0)
 		err = RESTART; /* changed since the first read */
-	else if (err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0)
+	else if (err == ECW_ENOTFOUND)
 		err = RESTART; /* someone moved it meanwhile */
 	if (err == 0 && (err = ecw_job_check_lease(ctx)) == 0)
 		err = target ? ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_UPDATE, ecw_entity_etag(target))
 			     : ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_INSERT, NULL);
-	if (err == ECW_ECONFLICT || err == ECW_EPRECONDITION || (target && err == ECW_ENOTFOUND))
+	if (err == ECW_ECONFLICT || err == ECW_EPRECONDITION ||
+	    (target && (err == ECW_ENOTFOUND || err == ECW_ENOTABLE)))
 		err = RESTART; /* the target changed under us */
 	ecw_entity_free(target);
 	ecw_entity_free(again);
@@ -205,7 +206,7 @@ static int move_run(const void *settings, struct ecw_job_ctx *ctx)
 
 		err = ecw_table_get(&src, ctx->client, m->from, ctx->pk, ctx->rk);
 		ecw_crash_point("move.read");
-		if (err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0)
+		if (err == ECW_ENOTFOUND)
 			return source_missing(m, ctx);
 		if (err < 0)
 			return err; /* a missing table too: a misconfiguration, not "moved" */
@@ -235,7 +236,7 @@ static int move_run(const void *settings, struct ecw_job_ctx *ctx)
 		ecw_entity_free(src);
 		if (err == 0)
 			ecw_crash_point("move.deleted");
-		if (err == ECW_ENOTFOUND) {
+		if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) {
 			/* Another run finished the move after our read. */
 			ecw_error_clear();
 			return 0;
@@ -353,7 +354,7 @@ static void move_run_group(const void *settings, struct ecw_job_ctx *ctxs, size_
 		if (mem[i].alone)
 			continue;
 		err = ecw_table_get(&mem[i].src, x->client, m->from, x->pk, x->rk);
-		if (err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0) {
+		if (err == ECW_ENOTFOUND) {
 			if ((err = source_missing(m, x)) < 0)
 				member_fail(x, &errs[i], err);
 			mem[i].settled = true;

@@ -581,9 +581,11 @@ int ecw_rollup_filter(struct ecw_buf *out, const char *pk, int64_t start_s, int6
 
 	snprintf(lo, sizeof(lo), "%010lld", (long long)start_s);
 	snprintf(hi, sizeof(hi), "%010lld", (long long)end_s);
-	if ((err = ecw_buf_adds(out, "PartitionKey eq ")) < 0 || (err = ecw_filter_add_string(out, pk)) < 0 ||
-	    (err = ecw_buf_adds(out, " and RowKey ge ")) < 0 || (err = ecw_filter_add_string(out, lo)) < 0 ||
-	    (err = ecw_buf_adds(out, " and RowKey lt ")) < 0 || (err = ecw_filter_add_string(out, hi)) < 0)
+	if ((err = ecw_buf_adds(out, "PartitionKey eq ")) < 0 ||
+	    (err = ecw_escape_filter_string(out, pk)) < 0 ||
+	    (err = ecw_buf_adds(out, " and RowKey ge ")) < 0 ||
+	    (err = ecw_escape_filter_string(out, lo)) < 0 ||
+	    (err = ecw_buf_adds(out, " and RowKey lt ")) < 0 || (err = ecw_escape_filter_string(out, hi)) < 0)
 		return err;
 	return 0;
 }
@@ -656,7 +658,7 @@ int ecw_rollup_acc_add(struct ecw_rollup_acc *a, const struct ecw_entity *row)
 			return ecw_error_set(
 			    ECW_EINVALID,
 			    "rollup: raw row %.200s/%.40s: property '%s' is %s%s, not a number (%s)",
-			    ecw_entity_pk(row), ecw_entity_rk(row), g->prop, ecw_edm_name(p->type),
+			    ecw_entity_pk(row), ecw_entity_rk(row), g->prop, ecw_entity_edm_name(p->type),
 			    p->type == ECW_EDM_DOUBLE ? " (not finite)" : "", fn_names[g->fn]);
 		}
 		if (s->n == 0) {
@@ -792,7 +794,7 @@ static int render_key(char *out, const struct ecw_template *t, const struct ecw_
 
 	ecw_buf_init(&b, 0);
 	if ((err = ecw_template_render(&b, t, fields, ECW_TEMPLATE_PLAIN)) == 0 &&
-	    (err = ecw_key_check(ecw_buf_cstr(&b), what)) == 0)
+	    (err = ecw_entity_key_check(ecw_buf_cstr(&b), what)) == 0)
 		memcpy(out, ecw_buf_cstr(&b), b.len + 1);
 	ecw_buf_dispose(&b);
 	return err;
@@ -830,9 +832,8 @@ done:
 
 static bool restart_err(int err)
 {
-	/* A missing table is a misconfiguration, not a race. */
-	return (err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0) ||
-	       err == ECW_ECONFLICT || err == ECW_EPRECONDITION;
+	/* A missing table (ECW_ENOTABLE) is a misconfiguration, not a race. */
+	return err == ECW_ENOTFOUND || err == ECW_ECONFLICT || err == ECW_EPRECONDITION;
 }
 
 static int round_once(struct run *u)
@@ -844,7 +845,7 @@ static int round_once(struct run *u)
 	int err;
 
 	err = ecw_table_get(&cur, ctx->client, u->r->to, u->to, u->rk);
-	if (err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0) {
+	if (err == ECW_ENOTFOUND) {
 		ecw_error_clear();
 		err = 0;
 	}

@@ -146,7 +146,7 @@ static int prop_ticks(int64_t *out, const struct ecw_prop *p, const char *fmt)
 	return ecw_error_set(ECW_EINVALID,
 			     "property '%s' (%s) is not a time for :%s (a DateTime, or Unix seconds as Int32, "
 			     "Int64 or a string of digits)",
-			     p->name, ecw_edm_name(p->type), fmt);
+			     p->name, ecw_entity_edm_name(p->type), fmt);
 }
 
 struct ecw_template {
@@ -347,7 +347,7 @@ static int value_text(struct ecw_buf *out, const struct ecw_prop *p)
 		break;
 	}
 	return ecw_error_set(ECW_EINVALID, "property '%s' (%s) has no text form for a key or filter", p->name,
-			     ecw_edm_name(p->type));
+			     ecw_entity_edm_name(p->type));
 }
 
 /* A formatter's output for the value v (rendered text) of prop (NULL for a

@@ -55,37 +55,11 @@ static const char *const metrics_keys[] = {"listen", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const log_formats[] = {"json", "text", NULL};
 
-/* Azure's rule: 3-63 lowercase letters, digits and single dashes, starting
- * and ending with a letter or digit. */
+/* The storage API's rules (ecw_queue_name_check, ecw_table_name_check), so
+ * check-config refuses exactly what the client would refuse at start. */
 static bool queue_name_ok(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n < 3 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (c == '-') {
-			if (s[i + 1] == '-')
-				return false;
-		} else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) {
-			return false;
-		}
-	}
-	return true;
-}
-
-/* Azure's rule for table names: a letter, then 2-62 letters or digits. */
-static bool table_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n < 3 || n > 63 || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
-			return false;
-	return true;
+	return ecw_queue_name_check(s) == 0;
 }
 
 #define QUEUE_RULE                                                                                           \
@@ -326,9 +300,9 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 	 * a claim holds before another replica may take the window over. */
 	if (ecw_node_read_string(&cfg->worker.schedule_table, sec, "schedule_table", false, "worker",
 	                         errs) > 0 &&
-	    !table_name_ok(cfg->worker.schedule_table))
-		ecw_node_error(errs, ecw_node_get(sec, "schedule_table"),
-		               "worker.schedule_table is not a valid table name (a letter, then 2-62 letters or digits)");
+	    ecw_table_name_check(cfg->worker.schedule_table) < 0)
+		ecw_node_error(errs, ecw_node_get(sec, "schedule_table"), "worker.schedule_table: %s",
+		               ecw_error_last()->message);
 	ecw_node_read_duration(&cfg->worker.schedule_lease_ms, sec, "schedule_lease", SEC, HOUR, false, false,
 	                       "worker", errs);
 }

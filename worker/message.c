@@ -115,8 +115,8 @@ int ecw_message_decode(struct ecw_message *out, const char *text, size_t len)
 				    out->pk ? "rk" : "pk");
 		goto done;
 	}
-	if (out->pk && ((err = ecw_key_check(out->pk, "message field \"pk\"")) < 0 ||
-			(err = ecw_key_check(out->rk, "message field \"rk\"")) < 0))
+	if (out->pk && ((err = ecw_entity_key_check(out->pk, "message field \"pk\"")) < 0 ||
+			(err = ecw_entity_key_check(out->rk, "message field \"rk\"")) < 0))
 		goto done;
 done:
 	ecw_buf_dispose(&raw);

@@ -394,7 +394,7 @@ static int read_set(struct step *s, const struct ecw_node *set, struct ecw_node_
 
 static int check_key(const char *key, const char *what, const struct ecw_node *at, struct ecw_node_errors *errs)
 {
-	if (ecw_key_check(key, what) < 0) {
+	if (ecw_entity_key_check(key, what) < 0) {
 		ecw_node_error(errs, at, "%s", ecw_error_last()->message);
 		return -1;
 	}
@@ -543,7 +543,7 @@ static int read_migration(struct migration *g, const struct ecw_node *item, stru
 	bad |= ecw_node_string(&g->id, item, "id", true, errs) < 0;
 	bad |= ecw_node_int(&g->version, item, "version", 1, MAX_VERSION, true, errs) < 0;
 	bad |= ecw_node_string(&g->description, item, "description", false, errs) < 0;
-	if (g->id && (!*g->id || strlen(g->id) > 200 || ecw_key_check(g->id, "id") < 0)) {
+	if (g->id && (!*g->id || strlen(g->id) > 200 || ecw_entity_key_check(g->id, "id") < 0)) {
 		ecw_node_error(errs, ecw_node_get(item, "id"),
 				 "id: 1-200 characters, none of / \\ # ? or control characters");
 		bad = 1;

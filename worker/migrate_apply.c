@@ -135,7 +135,7 @@ static int read_records(struct ecw_entity ***out, size_t *n, struct ecw_client *
 		v[(*n)++] = e;
 	}
 	ecw_table_query_free(q);
-	if (err == ECW_ENOTFOUND) /* no version table: nothing applied yet */
+	if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) /* no version table: nothing applied yet */
 		err = 0;
 	if (err < 0) {
 		for (size_t i = 0; i < *n; i++)
@@ -265,9 +265,9 @@ static int cursor_filter(struct ecw_buf *f, const char *user, const char *pk, co
 		return err;
 	if (!pk)
 		return 0;
-	if ((err = ecw_buf_adds(f, "(PartitionKey gt ")) < 0 || (err = ecw_filter_add_string(f, pk)) < 0 ||
-	    (err = ecw_buf_adds(f, " or (PartitionKey eq ")) < 0 || (err = ecw_filter_add_string(f, pk)) < 0 ||
-	    (err = ecw_buf_adds(f, " and RowKey gt ")) < 0 || (err = ecw_filter_add_string(f, rk)) < 0)
+	if ((err = ecw_buf_adds(f, "(PartitionKey gt ")) < 0 || (err = ecw_escape_filter_string(f, pk)) < 0 ||
+	    (err = ecw_buf_adds(f, " or (PartitionKey eq ")) < 0 || (err = ecw_escape_filter_string(f, pk)) < 0 ||
+	    (err = ecw_buf_adds(f, " and RowKey gt ")) < 0 || (err = ecw_escape_filter_string(f, rk)) < 0)
 		return err;
 	return ecw_buf_adds(f, "))");
 }
@@ -321,7 +321,7 @@ static int flush(struct run *r, const char *table, enum walk_kind kind, struct e
 		if ((err = ecw_batch_add(b, ops[kind], pending[i], if_match)) < 0)
 			goto done;
 	err = ecw_batch_submit(r->c, b);
-	if (err == ECW_ENOTFOUND && kind != WALK_COPY && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0) {
+	if (err == ECW_ENOTFOUND && kind != WALK_COPY) {
 		/* An entity went away since the query read it: one by one,
 		 * and what is gone stays gone. */
 		err = 0;
@@ -330,7 +330,8 @@ static int flush(struct run *r, const char *table, enum walk_kind kind, struct e
 				err = ecw_table_delete_if_exists(NULL, r->c, table, ecw_entity_pk(pending[i]),
 								 ecw_entity_rk(pending[i]));
 			else if ((err = ecw_table_write(NULL, r->c, table, pending[i], ECW_WRITE_MERGE, "*")) ==
-				 ECW_ENOTFOUND)
+					 ECW_ENOTFOUND ||
+				 err == ECW_ENOTABLE)
 				err = 0;
 		}
 	}
@@ -433,7 +434,7 @@ static int run_step(struct run *r, const struct step *s, bool retry)
 		return ecw_table_create(NULL, r->c, s->table);
 	case S_DELETE_TABLE:
 		err = ecw_table_delete_table(r->c, s->table);
-		return err == ECW_ENOTFOUND ? 0 : err;
+		return err == ECW_ENOTFOUND || err == ECW_ENOTABLE ? 0 : err;
 	case S_CLEAR_TABLE:
 		return walk(r, s, WALK_DELETE, s->table, s->table, NULL);
 	case S_COPY_TABLE:
@@ -448,7 +449,7 @@ static int run_step(struct run *r, const struct step *s, bool retry)
 		return ecw_table_delete_if_exists(NULL, r->c, s->table, s->pk, s->rk);
 	case S_DELETE_PARTITION:
 		ecw_buf_init(&f, 0);
-		if ((err = ecw_buf_adds(&f, "PartitionKey eq ")) >= 0 && (err = ecw_filter_add_string(&f, s->pk)) >= 0)
+		if ((err = ecw_buf_adds(&f, "PartitionKey eq ")) >= 0 && (err = ecw_escape_filter_string(&f, s->pk)) >= 0)
 			err = walk(r, s, WALK_DELETE, s->table, s->table, f.ptr);
 		ecw_buf_dispose(&f);
 		return err;
@@ -501,12 +502,12 @@ static int claim(enum claim *out, struct run *r)
 		struct ecw_entity *e = NULL;
 		char *etag = NULL;
 
-		if ((err = ecw_table_get(&e, r->c, r->m->table, REC_PK, rk)) == ECW_ENOTFOUND) {
-			if (strcmp(ecw_error_last()->service_code, "TableNotFound") == 0) {
-				if ((err = ecw_table_create(NULL, r->c, r->m->table)) < 0)
-					return err;
-				continue;
-			}
+		if ((err = ecw_table_get(&e, r->c, r->m->table, REC_PK, rk)) == ECW_ENOTABLE) {
+			if ((err = ecw_table_create(NULL, r->c, r->m->table)) < 0)
+				return err;
+			continue;
+		}
+		if (err == ECW_ENOTFOUND) {
 			if ((err = new_record(&e, r)) < 0)
 				return err;
 			err = ecw_table_write(&etag, r->c, r->m->table, e, ECW_WRITE_INSERT, NULL);

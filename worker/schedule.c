@@ -43,6 +43,7 @@
 #include "ecw_entity.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
+#include "ecw_storage.h"
 #include "ecw_crash.h"
 #include "ecw_version.h"
 #include "message.h"
@@ -159,18 +160,6 @@ static bool ident_ok(const char *s, size_t max, bool dash)
 	return true;
 }
 
-static bool table_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n < 3 || n > 63 || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
-			return false;
-	return true;
-}
-
 static const char *every_name(int64_t every_ms)
 {
 	return every_ms == ECW_SCHEDULE_HOUR_MS ? "1h" : every_ms == ECW_SCHEDULE_DAY_MS ? "1d" : "1w";
@@ -246,9 +235,9 @@ static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const s
 	bad |= ecw_node_string(&s->field, fe, "field", true, errs) < 0;
 	bad |= ecw_node_string(&s->as, fe, "as", false, errs) < 0;
 	bad |= ecw_node_string(&s->filter, fe, "filter", false, errs) < 0;
-	if (s->table && !table_ok(s->table)) {
-		ecw_node_error(errs, ecw_node_get(fe, "table"),
-				 "%s.for_each.table: a table name is a letter then 2-62 letters or digits", what);
+	if (s->table && ecw_table_name_check(s->table) < 0) {
+		ecw_node_error(errs, ecw_node_get(fe, "table"), "%s.for_each.table: %s", what,
+			       ecw_error_last()->message);
 		bad = 1;
 	}
 	if (s->field && !ident_ok(s->field, 255, false)) {
@@ -872,7 +861,7 @@ static void finish(struct ecw_client *c, const struct ecw_config *cfg, const str
 
 	if (!ok) {
 		err = ecw_table_delete(c, cfg->worker.schedule_table, sc->name, rk, etag);
-		if (err < 0 && err != ECW_ENOTFOUND && err != ECW_EPRECONDITION)
+		if (err < 0 && err != ECW_ENOTFOUND && err != ECW_ENOTABLE && err != ECW_EPRECONDITION)
 			log_error("schedule.release", sc, rk);
 		else
 			log_window(ECW_LOG_WARN, "schedule_released", sc, rk, "the window is done again from the start");
@@ -883,7 +872,7 @@ static void finish(struct ecw_client *c, const struct ecw_config *cfg, const str
 	    (err = ecw_entity_set_datetime(e, "DoneAt", at)) < 0)
 		goto done;
 	err = ecw_table_write(NULL, c, cfg->worker.schedule_table, e, ECW_WRITE_MERGE, etag);
-	if (err == ECW_EPRECONDITION || err == ECW_ENOTFOUND)
+	if (err == ECW_EPRECONDITION || err == ECW_ENOTFOUND || err == ECW_ENOTABLE)
 		/* Taken over after the lease ran out: the new claimant enqueues
 		 * the window again and marks it done. */
 		log_window(ECW_LOG_WARN, "schedule_lease_lost", sc, rk, "taken over before done");
@@ -951,8 +940,8 @@ static int read_markers(struct ecw_entity **markers, struct ecw_client *c, const
 	int err;
 
 	ecw_buf_init(&f, 1024);
-	if ((err = ecw_buf_printf(&f, "PartitionKey eq ")) < 0 || (err = ecw_filter_add_string(&f, sc->name)) < 0 ||
-	    (err = ecw_buf_printf(&f, " and RowKey ge ")) < 0 || (err = ecw_filter_add_string(&f, keys[0])) < 0)
+	if ((err = ecw_buf_printf(&f, "PartitionKey eq ")) < 0 || (err = ecw_escape_filter_string(&f, sc->name)) < 0 ||
+	    (err = ecw_buf_printf(&f, " and RowKey ge ")) < 0 || (err = ecw_escape_filter_string(&f, keys[0])) < 0)
 		goto done;
 	qo.filter = ecw_buf_cstr(&f);
 	if ((err = ecw_table_query_new(&q, c, cfg->worker.schedule_table, &qo)) < 0)

@@ -10,7 +10,7 @@
 #include "ecw_entity.h"
 #include "ecw_storage.h"
 #include "fuzz.h"
-#include "storage_private.h"
+#include "batch.h"
 
 static struct ecw_batch *make_batch(size_t n, unsigned kinds)
 {

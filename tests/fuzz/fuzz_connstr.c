@@ -10,7 +10,9 @@
 
 #include "ecw_storage.h"
 #include "fuzz.h"
-#include "storage_private.h"
+#include "account.h"
+#include "auth.h"
+#include "request.h"
 
 /* s with the letters of every AccountKey and SharedAccessSignature value in
  * the other case (same length, same validity but for base64's padding bits);

@@ -6,12 +6,13 @@
  * ecw_entity_from_json reads the common flat form itself and the rest with
  * json-c: the result (the entity with its ETag and Timestamp, or the error)
  * must be the one json-c's path alone gives. The same input also goes through
- * the service error-body reader (ecw_json_parse_error). */
+ * the service error-body reader (ecw_jsonparse_error). */
 #include <json-c/json.h>
 
 #include "ecw_entity.h"
 #include "fuzz.h"
-#include "storage_private.h"
+#include "entity.h"
+#include "jsonparse.h"
 
 static bool same_text(const char *a, const char *b)
 {
@@ -21,7 +22,7 @@ static bool same_text(const char *a, const char *b)
 /* rc, e and error: what ecw_entity_from_json gave for text. */
 static void check_as_json_c(const char *text, size_t size, int rc, const struct ecw_entity *e, const char *error)
 {
-	struct json_object *obj = ecw_json_parse(text, size);
+	struct json_object *obj = ecw_jsonparse_value(text, size);
 	struct ecw_entity *ref = NULL;
 	struct ecw_buf a, b;
 	int ref_rc;
@@ -70,7 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* JSON has no raw NUL byte, inside strings or out; json-c's
 		 * comments (which it accepts) may hold anything. */
 		FUZZ_CHECK(!memchr(data, 0, size) || memchr(data, '/', size));
-		FUZZ_CHECK(ecw_key_check(ecw_entity_pk(e), "pk") == 0 && ecw_key_check(ecw_entity_rk(e), "rk") == 0);
+		FUZZ_CHECK(ecw_entity_key_check(ecw_entity_pk(e), "pk") == 0 &&
+			   ecw_entity_key_check(ecw_entity_rk(e), "rk") == 0);
 		FUZZ_CHECK(ecw_entity_to_json(&j1, e) == 0);
 		if (ecw_entity_from_json(&again, j1.ptr, j1.len) != 0) {
 			fprintf(stderr, "written JSON does not parse back: %s\n  %s\n", ecw_error_last()->message,
@@ -88,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		FUZZ_CHECK(e == NULL);
 	}
-	ecw_json_parse_error(code, sizeof(code), msg, sizeof(msg), text, size);
+	ecw_jsonparse_error(code, sizeof(code), msg, sizeof(msg), text, size);
 	FUZZ_CHECK(strlen(code) < sizeof(code) && strlen(msg) < sizeof(msg));
 	ecw_entity_free(e);
 	ecw_entity_free(again);

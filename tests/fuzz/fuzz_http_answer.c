@@ -13,7 +13,7 @@
 
 #include "ecw_storage.h"
 #include "fuzz.h"
-#include "storage_private.h"
+#include "http.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

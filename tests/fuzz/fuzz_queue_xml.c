@@ -7,7 +7,7 @@
  * NUL-terminated within their buffers. */
 #include "ecw_storage.h"
 #include "fuzz.h"
-#include "storage_private.h"
+#include "xml.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

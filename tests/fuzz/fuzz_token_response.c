@@ -9,7 +9,7 @@
  *         error messages and logs: one line, within its buffer, and no JWT
  *         (an endpoint may quote the client assertion it refused). */
 #include "fuzz.h"
-#include "storage_private.h"
+#include "token.h"
 
 static const char *const reasons[] = {
     "the token endpoint's answer is not a JSON object",

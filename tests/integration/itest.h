@@ -15,7 +15,10 @@
 
 #include "ecw_err.h"
 #include "ecw_storage.h"
-#include "storage_private.h"
+#include "auth.h"
+#include "client.h"
+#include "escape.h"
+#include "resolve.h"
 
 /* Small, fast retries: base 10 ms, cap 100 ms, 4 tries. */
 #define ITEST_OPTIONS                                                                                        \

@@ -124,7 +124,7 @@ size_t rtfx_rows_with_pk(struct rtfx *r, const char *table, const char *pk, stru
 
 	ecw_buf_init(&f, 0);
 	ECW_ASSERT_OK(ecw_buf_adds(&f, "PartitionKey eq "));
-	ECW_ASSERT_OK(ecw_filter_add_string(&f, pk));
+	ECW_ASSERT_OK(ecw_escape_filter_string(&f, pk));
 	struct ecw_query_options qo = {.filter = ecw_buf_cstr(&f)};
 	ECW_ASSERT_OK(ecw_table_query_new(&q, r->client, table, &qo));
 	for (;;) {

@@ -54,7 +54,7 @@ static size_t query_partition(struct itest *t, const char *tb, const char *pk, s
 	struct ecw_buf f;
 	ecw_buf_init(&f, 1024);
 	ECW_ASSERT_OK(ecw_buf_adds(&f, "PartitionKey eq "));
-	ECW_ASSERT_OK(ecw_filter_add_string(&f, pk));
+	ECW_ASSERT_OK(ecw_escape_filter_string(&f, pk));
 	struct ecw_query_options o = {.filter = ecw_buf_cstr(&f)};
 	struct ecw_table_query *q = NULL;
 	ECW_ASSERT_OK(ecw_table_query_new(&q, t->client, tb, &o));

@@ -131,7 +131,8 @@ static void expect_type(const struct ecw_entity *e, const char *name, enum ecw_e
 	const struct ecw_prop *p = ecw_entity_get(e, name);
 
 	ITEST_CHECK(p != NULL, "property %s missing", name);
-	ITEST_CHECK(p->type == type, "%s is %s, expected %s", name, ecw_edm_name(p->type), ecw_edm_name(type));
+	ITEST_CHECK(p->type == type, "%s is %s, expected %s", name, ecw_entity_edm_name(p->type),
+		    ecw_entity_edm_name(type));
 }
 
 /* An entity an application wrote with the SDK keeps every type through

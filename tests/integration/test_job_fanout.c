@@ -177,7 +177,7 @@ static struct ecw_entity **orders_of(size_t *n, struct wfx *x, const char *custo
 
 	ecw_buf_init(&f, 0);
 	ECW_ASSERT_OK(ecw_buf_adds(&f, "CustomerId eq "));
-	ECW_ASSERT_OK(ecw_filter_add_string(&f, customer));
+	ECW_ASSERT_OK(ecw_escape_filter_string(&f, customer));
 	v = query_all(n, x, ORDERS(x), ecw_buf_cstr(&f));
 	ecw_buf_dispose(&f);
 	return v;

@@ -328,9 +328,9 @@ static void assert_same_entity(const struct ecw_entity *want, const struct ecw_e
 		ITEST_CHECK(b != NULL, "%s: %s/%s lost property %s", where, ecw_entity_pk(want),
 		            ecw_entity_rk(want), a->name);
 		ITEST_CHECK(b->type == a->type, "%s: %s is %s, expected %s", where, a->name,
-		            ecw_edm_name(b->type), ecw_edm_name(a->type));
+		            ecw_entity_edm_name(b->type), ecw_entity_edm_name(a->type));
 		ITEST_CHECK(prop_value_equal(a, b), "%s: %s (%s) changed value", where, a->name,
-		            ecw_edm_name(a->type));
+		            ecw_entity_edm_name(a->type));
 	}
 	ITEST_CHECK(ecw_entity_count(got) == ecw_entity_count(want), "%s: %zu properties, expected %zu",
 	            where, ecw_entity_count(got), ecw_entity_count(want));
@@ -1109,7 +1109,7 @@ static size_t note_rows(struct mv *m, const char *rk)
 
 	ecw_buf_init(&f, 0);
 	ECW_ASSERT_OK(ecw_buf_adds(&f, "PartitionKey eq "));
-	ECW_ASSERT_OK(ecw_filter_add_string(&f, rk));
+	ECW_ASSERT_OK(ecw_escape_filter_string(&f, rk));
 	struct ecw_query_options qo = {.filter = ecw_buf_cstr(&f)};
 	ECW_ASSERT_OK(ecw_table_query_new(&q, m->c, m->note, &qo));
 	for (;;) {

@@ -104,7 +104,7 @@ static void assert_no_table(struct itest *t, const char *table)
 {
 	struct ecw_entity *e = NULL;
 
-	ECW_ASSERT_ERR(ecw_table_get(&e, t->client, table, "p", "r"), ECW_ENOTFOUND);
+	ECW_ASSERT_ERR(ecw_table_get(&e, t->client, table, "p", "r"), ECW_ENOTABLE);
 	ITEST_CHECK(strcmp(ecw_error_last()->service_code, "TableNotFound") == 0, "%s exists: %s", table,
 		    itest_last_error());
 }

@@ -887,10 +887,10 @@ static char *account_sas(bool break_signature, char *sig_out, size_t sig_cap, ch
 	ECW_ASSERT_OK(ecw_buf_printf(
 	    &sts, "devstoreaccount1\n%s\nqt\nsco\n\n2099-01-01T00:00:00Z\n\nhttps,http\n2019-02-02\n",
 	    perms));
-	ECW_ASSERT_OK(ecw_hmac_sha256_base64(&sig, (unsigned char *)key.ptr, key.len, sts.ptr, sts.len));
+	ECW_ASSERT_OK(ecw_auth_hmac_sha256_base64(&sig, (unsigned char *)key.ptr, key.len, sts.ptr, sts.len));
 	if (break_signature)
 		sig.ptr[0] = sig.ptr[0] == 'A' ? 'B' : 'A';
-	ECW_ASSERT_OK(ecw_pct_encode(&pct, sig.ptr, sig.len));
+	ECW_ASSERT_OK(ecw_escape_pct(&pct, sig.ptr, sig.len));
 	ECW_ASSERT_OK(ecw_buf_printf(&token,
 	                             "sv=2019-02-02&ss=qt&srt=sco&sp=%s&se=2099-01-01T00%%3A00%%3A00Z"
 	                             "&spr=https,http&sig=%s",

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecw_codec.h"
 #include "itest.h"
 
 #define DEV_KEY "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -25,12 +26,13 @@ static char *account_sas(bool break_signature)
 	 * protocol, version, each followed by a newline. */
 	assert_int_equal(ecw_buf_printf(&sts, "devstoreaccount1\n%s\nqt\nsco\n\n%s\n\nhttps,http\n2019-02-02\n",
 					perms, expiry), 0);
-	assert_int_equal(ecw_hmac_sha256_base64(&sig, (unsigned char *)key.ptr, key.len, sts.ptr, sts.len), 0);
+	assert_int_equal(
+	    ecw_auth_hmac_sha256_base64(&sig, (unsigned char *)key.ptr, key.len, sts.ptr, sts.len), 0);
 	if (break_signature)
 		sig.ptr[0] = sig.ptr[0] == 'A' ? 'B' : 'A';
 	assert_int_equal(ecw_buf_printf(&token, "sv=2019-02-02&ss=qt&srt=sco&sp=%s&se=2099-01-01T00%%3A00%%3A00Z"
 						"&spr=https,http&sig=", perms), 0);
-	assert_int_equal(ecw_pct_encode(&token, sig.ptr, sig.len), 0);
+	assert_int_equal(ecw_escape_pct(&token, sig.ptr, sig.len), 0);
 	(void)expiry;
 	ecw_buf_dispose(&key);
 	ecw_buf_dispose(&sts);

@@ -150,7 +150,7 @@ static size_t count_done(struct st *s)
 		ecw_entity_free(e);
 	}
 	ecw_table_query_free(q);
-	if (err == ECW_ENOTFOUND)
+	if (err == ECW_ENOTABLE)
 		return 0;
 	ECW_ASSERT_OK(err);
 	return done;

@@ -217,7 +217,7 @@ static void test_status__json_reports_queues_poison_and_tables(void **state)
 
 	/* Status changed nothing: the missing table is still missing, every
 	 * message is visible with its text. */
-	ECW_ASSERT_ERR(ecw_table_get(&e, t->client, t->table2, "p", "r"), ECW_ENOTFOUND);
+	ECW_ASSERT_ERR(ecw_table_get(&e, t->client, t->table2, "p", "r"), ECW_ENOTABLE);
 	assert_string_equal(ecw_error_last()->service_code, "TableNotFound");
 	expect_texts(t, poison, texts, N_POISON);
 	expect_texts(t, t->queue, jobs, 5);

@@ -52,6 +52,14 @@ static void assert_gone(struct itest *t, const char *table, const char *pk, cons
 	ecw_entity_free(e);
 }
 
+static void assert_no_table(struct itest *t, const char *table)
+{
+	struct ecw_entity *e = NULL;
+	ECW_ASSERT_ERR(ecw_table_get(&e, t->client, table, "p", "r"), ECW_ENOTABLE);
+	itest_assert_service_error(404, "TableNotFound");
+	assert_null(e);
+}
+
 static bool same_double(double a, double b)
 {
 	if (isnan(a) || isnan(b))
@@ -69,7 +77,7 @@ static void assert_same_entity(const struct ecw_entity *want, const struct ecw_e
 		const struct ecw_prop *g = ecw_entity_get(got, w->name);
 		ITEST_CHECK(g != NULL, "property %s missing", w->name);
 		ITEST_CHECK(g->type == w->type, "property %s: type %s, expected %s", w->name,
-		            ecw_edm_name(g->type), ecw_edm_name(w->type));
+		            ecw_entity_edm_name(g->type), ecw_entity_edm_name(w->type));
 		switch (w->type) {
 		case ECW_EDM_STRING:
 		case ECW_EDM_DATETIME:
@@ -123,9 +131,9 @@ static void test_table__create_idempotent(void **state)
 	assert_false(created);
 	ECW_ASSERT_OK(ecw_table_create(NULL, t->client, t->table));
 
-	/* A deleted table: reads are ECW_ENOTFOUND. */
+	/* A deleted table: reads are ECW_ENOTABLE. */
 	ECW_ASSERT_OK(ecw_table_delete_table(t->client, t->table));
-	assert_gone(t, t->table, "p", "r");
+	assert_no_table(t, t->table);
 }
 
 static void test_table__bad_name_rejected_before_request(void **state)
@@ -185,8 +193,8 @@ static void test_table__get_and_not_found(void **state)
 
 	assert_gone(t, tb, "p", "missing");
 	assert_gone(t, tb, "missing", "r");
-	/* A missing table reads the same. */
-	assert_gone(t, t->table2, "p", "r");
+	/* A missing table reads as one: ECW_ENOTABLE. */
+	assert_no_table(t, t->table2);
 	ecw_entity_free(e);
 	free(etag);
 }
@@ -511,9 +519,9 @@ static void test_table__every_edm_type_hostile_keys_copy(void **state)
 		struct ecw_buf f;
 		ecw_buf_init(&f, 4096);
 		ECW_ASSERT_OK(ecw_buf_adds(&f, "PartitionKey eq "));
-		ECW_ASSERT_OK(ecw_filter_add_string(&f, pk));
+		ECW_ASSERT_OK(ecw_escape_filter_string(&f, pk));
 		ECW_ASSERT_OK(ecw_buf_adds(&f, " and RowKey eq "));
-		ECW_ASSERT_OK(ecw_filter_add_string(&f, rk));
+		ECW_ASSERT_OK(ecw_escape_filter_string(&f, rk));
 		struct ecw_query_options qo = {.filter = ecw_buf_cstr(&f)};
 		struct ecw_table_query *q = NULL;
 		ECW_ASSERT_OK(ecw_table_query_new(&q, t->client, tbl, &qo));
@@ -589,7 +597,7 @@ static void test_table__invalid_keys_rejected_before_request(void **state)
 		const char *k = bad[i];
 		struct ecw_entity *e = NULL;
 		bool deleted = false;
-		ECW_ASSERT_ERR(ecw_key_check(k, "PartitionKey"), ECW_EINVALID);
+		ECW_ASSERT_ERR(ecw_entity_key_check(k, "PartitionKey"), ECW_EINVALID);
 		ECW_ASSERT_ERR(ecw_entity_new(&e, k, "r"), ECW_EINVALID);
 		ECW_ASSERT_ERR(ecw_entity_new(&e, "p", k), ECW_EINVALID);
 		ECW_ASSERT_ERR(ecw_entity_set_keys(ok, k, "r"), ECW_EINVALID);
@@ -609,10 +617,10 @@ static void test_table__invalid_keys_rejected_before_request(void **state)
 	/* The boundaries: exactly 1 KiB passes the check, and so do non-control
 	 * characters above U+009F. */
 	longkey[ECW_KEY_MAX] = '\0';
-	ECW_ASSERT_OK(ecw_key_check(longkey, "RowKey"));
+	ECW_ASSERT_OK(ecw_entity_key_check(longkey, "RowKey"));
 	longmb[1024] = '\0';
-	ECW_ASSERT_OK(ecw_key_check(longmb, "RowKey"));
-	ECW_ASSERT_OK(ecw_key_check("nbsp\xc2\xa0 ok", "RowKey"));
+	ECW_ASSERT_OK(ecw_entity_key_check(longmb, "RowKey"));
+	ECW_ASSERT_OK(ecw_entity_key_check("nbsp\xc2\xa0 ok", "RowKey"));
 	ecw_entity_free(ok);
 }
 
@@ -961,7 +969,7 @@ static void test_table__query_filter_strings(void **state)
 	ecw_buf_init(&f, 1024);
 
 	ECW_ASSERT_OK(ecw_buf_adds(&f, "who eq "));
-	ECW_ASSERT_OK(ecw_filter_add_string(&f, "o'brien"));
+	ECW_ASSERT_OK(ecw_escape_filter_string(&f, "o'brien"));
 	assert_string_equal(ecw_buf_cstr(&f), "who eq 'o''brien'");
 	struct ecw_query_options o = {.filter = ecw_buf_cstr(&f)};
 	int *seen = run_query(&count, &pages, &o, check_full_entity);
@@ -973,7 +981,7 @@ static void test_table__query_filter_strings(void **state)
 	/* Characters that mean something in a URL query. */
 	ecw_buf_reset(&f);
 	ECW_ASSERT_OK(ecw_buf_adds(&f, "who eq "));
-	ECW_ASSERT_OK(ecw_filter_add_string(&f, SPECIAL));
+	ECW_ASSERT_OK(ecw_escape_filter_string(&f, SPECIAL));
 	o.filter = ecw_buf_cstr(&f);
 	seen = run_query(&count, &pages, &o, check_full_entity);
 	assert_int_equal(count, QN / 500);
@@ -983,7 +991,7 @@ static void test_table__query_filter_strings(void **state)
 
 	/* A quote-only literal. */
 	ecw_buf_reset(&f);
-	ECW_ASSERT_OK(ecw_filter_add_string(&f, "'"));
+	ECW_ASSERT_OK(ecw_escape_filter_string(&f, "'"));
 	assert_string_equal(ecw_buf_cstr(&f), "''''");
 	ecw_buf_dispose(&f);
 }
@@ -1043,9 +1051,60 @@ static void test_table__query_missing_table(void **state)
 	int rc = ecw_table_query_new(&q, t->client, t->table2, NULL); /* never created */
 	if (rc == 0)
 		rc = ecw_table_query_next(&e, q);
-	ECW_ASSERT_ERR(rc, ECW_ENOTFOUND);
+	ECW_ASSERT_ERR(rc, ECW_ENOTABLE);
 	assert_null(e);
 	ecw_table_query_free(q);
+}
+
+/* Every call on a table that does not exist is ECW_ENOTABLE (Azurite and the
+ * service answer 404 TableNotFound), which the client tells apart from a
+ * missing entity in a table that exists (404 ResourceNotFound, ECW_ENOTFOUND).
+ * Deleting the missing table itself is ECW_ENOTFOUND: 404 ResourceNotFound. */
+static void test_table__missing_table_is_enotable(void **state)
+{
+	struct itest *t = *state;
+	const char *missing = t->table2; /* never created */
+	const char *tb = itest_table(t);
+	struct ecw_entity *e = new_entity("p", "r"), *g = NULL, *row = NULL;
+	struct ecw_table_query *q = NULL;
+	struct ecw_batch *b = NULL;
+	struct ecw_client_stats before = itest_stats(t->client);
+	bool deleted = true;
+
+	ECW_ASSERT_OK(ecw_entity_set_int32(e, "n", 1));
+	ECW_ASSERT_ERR(ecw_table_get(&g, t->client, missing, "p", "r"), ECW_ENOTABLE);
+	itest_assert_service_error(404, "TableNotFound");
+	assert_null(g);
+	ECW_ASSERT_ERR(ecw_table_write(NULL, t->client, missing, e, ECW_WRITE_INSERT, NULL), ECW_ENOTABLE);
+	itest_assert_service_error(404, "TableNotFound");
+	ECW_ASSERT_ERR(ecw_table_write(NULL, t->client, missing, e, ECW_WRITE_INSERT_OR_REPLACE, NULL),
+	               ECW_ENOTABLE);
+	ECW_ASSERT_ERR(ecw_table_write(NULL, t->client, missing, e, ECW_WRITE_MERGE, "*"), ECW_ENOTABLE);
+	ECW_ASSERT_OK(ecw_table_query_new(&q, t->client, missing, NULL));
+	ECW_ASSERT_ERR(ecw_table_query_next(&row, q), ECW_ENOTABLE);
+	itest_assert_service_error(404, "TableNotFound");
+	assert_null(row);
+	ecw_table_query_free(q);
+	ECW_ASSERT_ERR(ecw_table_delete(t->client, missing, "p", "r", "*"), ECW_ENOTABLE);
+	ECW_ASSERT_ERR(ecw_table_delete_if_exists(&deleted, t->client, missing, "p", "r"), ECW_ENOTABLE);
+	assert_false(deleted);
+	ECW_ASSERT_OK(ecw_batch_new(&b, missing));
+	ECW_ASSERT_OK(ecw_batch_add(b, ECW_BATCH_INSERT, e, NULL));
+	ECW_ASSERT_ERR(ecw_batch_submit(t->client, b), ECW_ENOTABLE);
+	itest_assert_service_error(404, "TableNotFound");
+	ecw_batch_free(b);
+	ECW_ASSERT_ERR(ecw_table_delete_table(t->client, missing), ECW_ENOTFOUND);
+	itest_assert_service_error(404, "ResourceNotFound");
+	/* Not one of them was retried. */
+	struct ecw_client_stats after = itest_stats(t->client);
+	ITEST_CHECK(after.retries == before.retries, "%llu retries",
+	            (unsigned long long)(after.retries - before.retries));
+
+	/* A missing entity in a table that exists stays ECW_ENOTFOUND. */
+	ECW_ASSERT_ERR(ecw_table_get(&g, t->client, tb, "p", "r"), ECW_ENOTFOUND);
+	itest_assert_service_error(404, "ResourceNotFound");
+	ECW_ASSERT_ERR(ecw_table_delete(t->client, tb, "p", "r", "*"), ECW_ENOTFOUND);
+	ecw_entity_free(e);
 }
 
 #define T(name) cmocka_unit_test_setup_teardown(name, itest_setup, itest_teardown)
@@ -1069,6 +1128,7 @@ int main(void)
 	    T(test_table__keep_alive_one_connection),
 	    T(test_table__threads_share_name_lookups),
 	    T(test_table__query_missing_table),
+	    T(test_table__missing_table_is_enotable),
 	};
 	const struct CMUnitTest query_tests[] = {
 	    cmocka_unit_test(test_table__query_all_pages),

@@ -14,7 +14,21 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "storage_private.h"
+#include "account.h"
+#include "auth.h"
+#include "batch.h"
+#include "client.h"
+#include "date.h"
+#include "entity.h"
+#include "escape.h"
+#include "http.h"
+#include "jsonparse.h"
+#include "request.h"
+#include "resolve.h"
+#include "response.h"
+#include "status.h"
+#include "token.h"
+#include "xml.h"
 
 /* assert_string_equal() crashes on NULL; this fails cleanly instead. */
 #define assert_str(actual, expected)                                                                         \

@@ -549,6 +549,17 @@ static void test_batch__parse_failure_index(void **state)
 	              "99:Bad Request - Error in query syntax.", ECW_EINVALID, 400, 99);
 }
 
+/* A batch on a missing table fails as one on a missing entity does, but with
+ * the class of a missing table. */
+static void test_batch__parse_failure_table_not_found(void **state)
+{
+	(void)state;
+	parse_failure(3, "HTTP/1.1 404 Not Found", "TableNotFound", "0:The table specified does not exist.",
+	              ECW_ENOTABLE, 404, 0);
+	parse_failure(1, "HTTP/1.1 404 Not Found", "TableNotFound", "The table specified does not exist.",
+	              ECW_ENOTABLE, 404, 0);
+}
+
 static void test_batch__parse_failure_without_index(void **state)
 {
 	(void)state;
@@ -704,6 +715,7 @@ int main(void)
 	    cmocka_unit_test(test_batch__parse_wrong_count),
 	    cmocka_unit_test(test_batch__parse_failure_index),
 	    cmocka_unit_test(test_batch__parse_failure_without_index),
+	    cmocka_unit_test(test_batch__parse_failure_table_not_found),
 	    cmocka_unit_test(test_batch__parse_reads_only_the_body),
 	    cmocka_unit_test(test_batch__submit),
 	    cmocka_unit_test(test_batch__submit_failure),

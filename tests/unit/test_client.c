@@ -209,13 +209,13 @@ static void test_client__status_to_err(void **state)
  * both ends of the range (uniform: full jitter, not a fixed or halved delay). */
 static void check_jitter(const struct ecw_client_options *o, int n, int64_t cap)
 {
-	assert_int_equal(ecw_retry_delay_ms(o, n, 0), 0);
-	int64_t top = ecw_retry_delay_ms(o, n, UINT32_MAX);
+	assert_int_equal(ecw_client_retry_delay_ms(o, n, 0), 0);
+	int64_t top = ecw_client_retry_delay_ms(o, n, UINT32_MAX);
 	if (top < 0 || top > cap)
 		fail_msg("retry %d, rnd max: %lld ms, want 0..%lld", n, (long long)top, (long long)cap);
 	int64_t lo = INT64_MAX, hi = -1;
 	for (uint32_t k = 0; k <= 1000; k++) {
-		int64_t d = ecw_retry_delay_ms(o, n, (uint32_t)(k * (UINT32_MAX / 1000u)));
+		int64_t d = ecw_client_retry_delay_ms(o, n, (uint32_t)(k * (UINT32_MAX / 1000u)));
 		if (d < 0 || d > cap)
 			fail_msg("retry %d: %lld ms, want 0..%lld", n, (long long)d, (long long)cap);
 		lo = d < lo ? d : lo;
@@ -289,7 +289,7 @@ static void test_client__date_regenerated_and_signed(void **state)
 		assert_true(str_starts(fake_header(q, "Authorization"), "SharedKey devstoreaccount1:"));
 		/* The signature covers the date sent with this attempt. */
 		assert_true(q->auth_ok);
-		assert_int_equal(ecw_parse_http_date(&t[i], fake_header(q, "x-ms-date")), 0);
+		assert_int_equal(ecw_date_parse(&t[i], fake_header(q, "x-ms-date")), 0);
 		assert_true(t[i] >= before - 1 && t[i] <= after + 1);
 	}
 	assert_true(t[1] > t[0]);
@@ -641,6 +641,28 @@ static void test_client__queue_stale_receipt(void **state)
 	assert_int_equal(fx->fake.nreqs, 2);
 }
 
+/* Which of the two a stale receipt was, without the service's string. */
+static void test_client__queue_received_again(void **state)
+{
+	struct client_fixture *fx = *state;
+	struct ecw_queue_msg msg;
+	memset(&msg, 0, sizeof(msg));
+	snprintf(msg.id, sizeof(msg.id), "m-1");
+	snprintf(msg.pop_receipt, sizeof(msg.pop_receipt), "pr");
+	fake_respond(&fx->fake, 400, "x-ms-error-code: PopReceiptMismatch\n", NULL);
+	fake_respond(&fx->fake, 404, "x-ms-error-code: MessageNotFound\n", NULL);
+	fake_respond(&fx->fake, 400, "x-ms-error-code: PopReceiptMismatch\n", NULL);
+	assert_int_equal(ecw_queue_update(&msg, fx->c, "jobs", 0, NULL, 0), ECW_ENOTFOUND);
+	assert_true(ecw_queue_err_received_again(ecw_error_last()));
+	assert_int_equal(ecw_queue_update(&msg, fx->c, "jobs", 0, NULL, 0), ECW_ENOTFOUND);
+	assert_false(ecw_queue_err_received_again(ecw_error_last()));
+	assert_int_equal(ecw_queue_delete(fx->c, "jobs", "m-1", "pr"), ECW_ENOTFOUND);
+	assert_true(ecw_queue_err_received_again(ecw_error_last()));
+	/* Another failure is not a stale receipt. */
+	ecw_error_set(ECW_EINVALID, "not from the service");
+	assert_false(ecw_queue_err_received_again(ecw_error_last()));
+}
+
 static void test_client__queue_update(void **state)
 {
 	struct client_fixture *fx = *state;
@@ -834,6 +856,69 @@ static void test_client__table_delete_if_exists(void **state)
 	assert_str(fake_header(&fx->fake.reqs[0], "If-Match"), "*");
 }
 
+/* The service's 404 TableNotFound as Azurite sends it (x-ms-error-code and
+ * body) and as Azure does (the body only). */
+#define TABLE_NOT_FOUND_BODY                                                                                 \
+	"{\"odata.error\":{\"code\":\"TableNotFound\",\"message\":{\"value\":\"The table specified "             \
+	"does not exist.\\nRequestId:r-1\"}}}"
+
+/* A missing table and a missing entity are told apart by class, once, in the
+ * client: 404 TableNotFound is ECW_ENOTABLE, 404 ResourceNotFound stays
+ * ECW_ENOTFOUND; neither is retried, and the last error keeps the status,
+ * the service's code and its message. */
+static void test_client__table_not_found(void **state)
+{
+	struct client_fixture *fx = *state;
+	struct ecw_entity *e = NULL, *row = NULL;
+	struct ecw_table_query *q = NULL;
+	bool deleted = true;
+
+	assert_int_equal(ecw_status_to_err(404, "TableNotFound"), ECW_ENOTABLE);
+	assert_int_equal(ecw_status_to_err(404, "ResourceNotFound"), ECW_ENOTFOUND);
+	assert_int_equal(ecw_status_to_err(404, NULL), ECW_ENOTFOUND);
+	assert_string_equal(ecw_err_name(ECW_ENOTABLE), "ECW_ENOTABLE");
+	assert_false(ecw_err_is_transient(ECW_ENOTABLE));
+
+	fake_respond(&fx->fake, 404, "x-ms-error-code: TableNotFound\nx-ms-request-id: r-1\n",
+	             TABLE_NOT_FOUND_BODY);
+	assert_int_equal(ecw_table_get(&e, fx->c, "jobs", "p", "r"), ECW_ENOTABLE);
+	assert_null(e);
+	assert_int_equal(ecw_error_last()->code, ECW_ENOTABLE);
+	assert_int_equal(ecw_error_last()->http_status, 404);
+	assert_string_equal(ecw_error_last()->service_code, "TableNotFound");
+	assert_string_equal(ecw_error_last()->request_id, "r-1");
+	assert_string_equal(ecw_error_last()->message,
+	                    "GET " TPATH "(PartitionKey='p',RowKey='r'): 404 TableNotFound: "
+	                    "The table specified does not exist. (request id r-1)");
+	assert_int_equal(fx->fake.nreqs, 1);
+	assert_sleeps(0);
+
+	fake_respond(&fx->fake, 404, NULL, TABLE_NOT_FOUND_BODY);
+	struct ecw_entity *w = entity("p", "r");
+	assert_int_equal(ecw_table_write(NULL, fx->c, "jobs", w, ECW_WRITE_INSERT, NULL), ECW_ENOTABLE);
+	assert_string_equal(ecw_error_last()->service_code, "TableNotFound");
+	ecw_entity_free(w);
+
+	fake_respond(&fx->fake, 404, NULL, TABLE_NOT_FOUND_BODY);
+	assert_int_equal(ecw_table_query_new(&q, fx->c, "jobs", NULL), 0);
+	assert_int_equal(ecw_table_query_next(&row, q), ECW_ENOTABLE);
+	assert_null(row);
+	ecw_table_query_free(q);
+
+	/* An absent entity is done; a missing table is not. */
+	fake_respond(&fx->fake, 404, NULL, TABLE_NOT_FOUND_BODY);
+	assert_int_equal(ecw_table_delete_if_exists(&deleted, fx->c, "jobs", "p", "r"), ECW_ENOTABLE);
+	assert_false(deleted);
+
+	fake_respond(&fx->fake, 404, "x-ms-error-code: ResourceNotFound\n",
+	             "{\"odata.error\":{\"code\":\"ResourceNotFound\",\"message\":{\"value\":\"The specified "
+	             "resource does not exist.\"}}}");
+	assert_int_equal(ecw_table_get(&e, fx->c, "jobs", "p", "r"), ECW_ENOTFOUND);
+	assert_string_equal(ecw_error_last()->service_code, "ResourceNotFound");
+	assert_int_equal(fx->fake.nreqs, 5);
+	assert_sleeps(0);
+}
+
 static void test_client__table_invalid_key_sends_nothing(void **state)
 {
 	struct client_fixture *fx = *state;
@@ -889,7 +974,7 @@ static void test_client__table_query_pages(void **state)
 	struct ecw_buf filter;
 	ecw_buf_init(&filter, 4096);
 	assert_int_equal(ecw_buf_adds(&filter, "PartitionKey ge "), 0);
-	assert_int_equal(ecw_filter_add_string(&filter, "o'b"), 0);
+	assert_int_equal(ecw_escape_filter_string(&filter, "o'b"), 0);
 	const struct ecw_query_options qo = {.filter = ecw_buf_cstr(&filter), .select = "n", .top = 2};
 	struct ecw_table_query *tq = NULL;
 	assert_int_equal(ecw_table_query_new(&tq, fx->c, "jobs", &qo), 0);
@@ -999,6 +1084,7 @@ int main(void)
 	    T(test_client__queue_peek),
 	    T(test_client__queue_delete),
 	    T(test_client__queue_stale_receipt),
+	    T(test_client__queue_received_again),
 	    T(test_client__queue_update),
 	    T(test_client__queue_count_and_clear),
 	    T(test_client__table_get),
@@ -1006,6 +1092,7 @@ int main(void)
 	    T(test_client__table_write_if_match_rules),
 	    T(test_client__table_delete),
 	    T(test_client__table_delete_if_exists),
+	    T(test_client__table_not_found),
 	    T(test_client__table_invalid_key_sends_nothing),
 	    T(test_client__table_create),
 	    T(test_client__table_query_pages),

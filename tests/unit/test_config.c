@@ -953,6 +953,28 @@ static void test_config__then_cycle_blamed_on_its_members_only(void **state)
 		         n, first, second);
 }
 
+/* A job's table named "tables" is refused by check-config with the storage
+ * API's message (ecw_table_name_check), at the value, as the client would
+ * refuse it at start. */
+static void test_config__job_table_reserved_name(void **state)
+{
+	(void)state;
+	static const char *const names[] = {"tables", "Tables", "TABLES"};
+	char text[256], needle[160];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(text, sizeof(text),
+		         "jobs:\n  i:\n    type: index\n    source: Employees\n    table: %s\n"
+		         "    partition_key: \"{Email}\"\n    row_key: \"{RowKey}\"\n",
+		         names[i]);
+		snprintf(needle, sizeof(needle),
+		         "table: invalid table name '%s': a table name is a letter, then 2-62 letters or "
+		         "digits, not the reserved name 'tables'",
+		         names[i]);
+		one_error(text, "5:12", needle);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -991,6 +1013,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_config__then_wrong_type, setup),
 	    cmocka_unit_test_setup(test_config__then_cycles, setup),
 	    cmocka_unit_test_setup(test_config__then_cycle_blamed_on_its_members_only, setup),
+	    cmocka_unit_test_setup(test_config__job_table_reserved_name, setup),
 	};
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

@@ -91,7 +91,8 @@ static const struct ecw_prop *prop(const struct ecw_entity *e, const char *name,
 	if (!p)
 		fail_msg("property %s missing", name);
 	if (p->type != t)
-		fail_msg("property %s has type %s, want %s", name, ecw_edm_name(p->type), ecw_edm_name(t));
+		fail_msg("property %s has type %s, want %s", name, ecw_entity_edm_name(p->type),
+			 ecw_entity_edm_name(t));
 	assert_str(p->name, name);
 	return p;
 }
@@ -543,11 +544,11 @@ static void test_entity__json_parse_error(void **state)
 	    "{\"odata.error\":{\"code\":\"ResourceNotFound\",\"message\":{\"lang\":\"en-US\","
 	    "\"value\":\"The specified resource does not exist.\\nRequestId:abc\"}}}";
 	char code[64], msg[256];
-	ecw_json_parse_error(code, sizeof(code), msg, sizeof(msg), body, strlen(body));
+	ecw_jsonparse_error(code, sizeof(code), msg, sizeof(msg), body, strlen(body));
 	assert_string_equal(code, "ResourceNotFound");
 	assert_true(str_starts(msg, "The specified resource does not exist."));
 
-	ecw_json_parse_error(code, sizeof(code), msg, sizeof(msg), "garbage", 7);
+	ecw_jsonparse_error(code, sizeof(code), msg, sizeof(msg), "garbage", 7);
 	assert_string_equal(code, "");
 	assert_string_equal(msg, "");
 
@@ -555,7 +556,7 @@ static void test_entity__json_parse_error(void **state)
 	char small[9];
 	memset(small, 'Z', sizeof(small));
 	char tiny[5];
-	ecw_json_parse_error(small, 8, tiny, sizeof(tiny), body, strlen(body));
+	ecw_jsonparse_error(small, 8, tiny, sizeof(tiny), body, strlen(body));
 	assert_string_equal(small, "Resourc");
 	assert_int_equal(small[8], 'Z');
 	assert_string_equal(tiny, "The ");
@@ -674,14 +675,14 @@ static void test_entity__equal(void **state)
 static void test_entity__edm_names(void **state)
 {
 	(void)state;
-	assert_str(ecw_edm_name(ECW_EDM_STRING), "Edm.String");
-	assert_str(ecw_edm_name(ECW_EDM_INT32), "Edm.Int32");
-	assert_str(ecw_edm_name(ECW_EDM_INT64), "Edm.Int64");
-	assert_str(ecw_edm_name(ECW_EDM_DOUBLE), "Edm.Double");
-	assert_str(ecw_edm_name(ECW_EDM_BOOLEAN), "Edm.Boolean");
-	assert_str(ecw_edm_name(ECW_EDM_DATETIME), "Edm.DateTime");
-	assert_str(ecw_edm_name(ECW_EDM_GUID), "Edm.Guid");
-	assert_str(ecw_edm_name(ECW_EDM_BINARY), "Edm.Binary");
+	assert_str(ecw_entity_edm_name(ECW_EDM_STRING), "Edm.String");
+	assert_str(ecw_entity_edm_name(ECW_EDM_INT32), "Edm.Int32");
+	assert_str(ecw_entity_edm_name(ECW_EDM_INT64), "Edm.Int64");
+	assert_str(ecw_entity_edm_name(ECW_EDM_DOUBLE), "Edm.Double");
+	assert_str(ecw_entity_edm_name(ECW_EDM_BOOLEAN), "Edm.Boolean");
+	assert_str(ecw_entity_edm_name(ECW_EDM_DATETIME), "Edm.DateTime");
+	assert_str(ecw_entity_edm_name(ECW_EDM_GUID), "Edm.Guid");
+	assert_str(ecw_entity_edm_name(ECW_EDM_BINARY), "Edm.Binary");
 }
 
 int main(void)

@@ -24,7 +24,7 @@ static void encodes(encode_fn fn, const char *in, size_t n, const char *want)
 
 static void pct(const char *in, const char *want)
 {
-	encodes(ecw_pct_encode, in, strlen(in), want);
+	encodes(ecw_escape_pct, in, strlen(in), want);
 }
 
 static void test_escape__pct_encode_reserved(void **state)
@@ -56,15 +56,15 @@ static void test_escape__pct_encode_utf8(void **state)
 static void test_escape__pct_encode_length(void **state)
 {
 	(void)state;
-	encodes(ecw_pct_encode, "abcdef", 3, "abc");
-	encodes(ecw_pct_encode, "a\0b", 3, "a%00b");
+	encodes(ecw_escape_pct, "abcdef", 3, "abc");
+	encodes(ecw_escape_pct, "a\0b", 3, "a%00b");
 }
 
 static void path_is(const char *table, const char *pk, const char *rk, const char *want)
 {
 	struct ecw_buf b;
 	ecw_buf_init(&b, ECW_BUF_DEFAULT_MAX);
-	assert_int_equal(ecw_entity_path(&b, table, pk, rk), 0);
+	assert_int_equal(ecw_escape_entity_path(&b, table, pk, rk), 0);
 	assert_string_equal(ecw_buf_cstr(&b), want);
 	ecw_buf_dispose(&b);
 }
@@ -84,7 +84,7 @@ static void filter_is(const char *prefix, const char *value, const char *want)
 	struct ecw_buf b;
 	ecw_buf_init(&b, ECW_BUF_DEFAULT_MAX);
 	assert_int_equal(ecw_buf_adds(&b, prefix), 0);
-	assert_int_equal(ecw_filter_add_string(&b, value), 0);
+	assert_int_equal(ecw_escape_filter_string(&b, value), 0);
 	assert_string_equal(ecw_buf_cstr(&b), want);
 	ecw_buf_dispose(&b);
 }
@@ -103,7 +103,7 @@ static void test_escape__filter_string(void **state)
 
 static void xml(const char *in, const char *want)
 {
-	encodes(ecw_xml_escape, in, strlen(in), want);
+	encodes(ecw_escape_xml, in, strlen(in), want);
 }
 
 static void test_escape__xml_escape(void **state)
@@ -115,17 +115,17 @@ static void test_escape__xml_escape(void **state)
 	xml("plain text 123 {\"k\":1}", "plain text 123 {\"k\":1}");
 	xml("Zo\xc3\xab", "Zo\xc3\xab");
 	xml("", "");
-	encodes(ecw_xml_escape, "<<>>", 2, "&lt;&lt;");
+	encodes(ecw_escape_xml, "<<>>", 2, "&lt;&lt;");
 }
 
 static void date_is(time_t t, const char *want)
 {
 	char out[32];
 	memset(out, '#', sizeof(out));
-	ecw_http_date(out, t);
+	ecw_date_format(out, t);
 	assert_string_equal(out, want);
 	time_t back = 0;
-	assert_int_equal(ecw_parse_http_date(&back, want), 0);
+	assert_int_equal(ecw_date_parse(&back, want), 0);
 	assert_int_equal((long long)back, (long long)t);
 }
 
@@ -147,12 +147,12 @@ static void test_escape__http_date_round_trip(void **state)
 		struct tm tm = {.tm_year = 2026 - 1900, .tm_mon = m, .tm_mday = 15, .tm_hour = 12};
 		time_t t = timegm(&tm);
 		char out[32], want[32];
-		ecw_http_date(out, t);
+		ecw_date_format(out, t);
 		static const char *const days[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
 		snprintf(want, sizeof(want), "%s, 15 %s 2026 12:00:00 GMT", days[tm.tm_wday], months[m]);
 		assert_string_equal(out, want);
 		time_t back = 0;
-		assert_int_equal(ecw_parse_http_date(&back, out), 0);
+		assert_int_equal(ecw_date_parse(&back, out), 0);
 		assert_int_equal((long long)back, (long long)t);
 	}
 	(void)setlocale(LC_ALL, "C");
@@ -162,40 +162,40 @@ static void test_escape__http_date_rejects_garbage(void **state)
 {
 	(void)state;
 	time_t t = 0;
-	assert_true(ecw_parse_http_date(&t, "") < 0);
-	assert_true(ecw_parse_http_date(&t, "not a date") < 0);
-	assert_true(ecw_parse_http_date(&t, "2026-08-19T10:00:00Z") < 0);
-	assert_true(ecw_parse_http_date(&t, "Wed, 19 Foo 2026 10:00:00 GMT") < 0);
-	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 2026 10:00:00 UTC") < 0);
-	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 2026 10:00:00 GMT ") < 0);
-	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 2026 1:00:00 GMT") < 0);
-	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 26 10:00:00 GMT") < 0);
-	assert_true(ecw_parse_http_date(&t, "Wed 19 Aug 2026 10:00:00 GMT") < 0);
-	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 2026 24:00:00 GMT") < 0);
-	assert_true(ecw_parse_http_date(&t, "Wed, 32 Aug 2026 10:00:00 GMT") < 0);
-	assert_true(ecw_parse_http_date(&t, "Wed, 1x Aug 2026 10:00:00 GMT") < 0);
-	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 2026 10:0a:00 GMT") < 0);
-	assert_true(ecw_parse_http_date(&t, "Wed, 19 Aug 1969 10:00:00 GMT") < 0);
+	assert_true(ecw_date_parse(&t, "") < 0);
+	assert_true(ecw_date_parse(&t, "not a date") < 0);
+	assert_true(ecw_date_parse(&t, "2026-08-19T10:00:00Z") < 0);
+	assert_true(ecw_date_parse(&t, "Wed, 19 Foo 2026 10:00:00 GMT") < 0);
+	assert_true(ecw_date_parse(&t, "Wed, 19 Aug 2026 10:00:00 UTC") < 0);
+	assert_true(ecw_date_parse(&t, "Wed, 19 Aug 2026 10:00:00 GMT ") < 0);
+	assert_true(ecw_date_parse(&t, "Wed, 19 Aug 2026 1:00:00 GMT") < 0);
+	assert_true(ecw_date_parse(&t, "Wed, 19 Aug 26 10:00:00 GMT") < 0);
+	assert_true(ecw_date_parse(&t, "Wed 19 Aug 2026 10:00:00 GMT") < 0);
+	assert_true(ecw_date_parse(&t, "Wed, 19 Aug 2026 24:00:00 GMT") < 0);
+	assert_true(ecw_date_parse(&t, "Wed, 32 Aug 2026 10:00:00 GMT") < 0);
+	assert_true(ecw_date_parse(&t, "Wed, 1x Aug 2026 10:00:00 GMT") < 0);
+	assert_true(ecw_date_parse(&t, "Wed, 19 Aug 2026 10:0a:00 GMT") < 0);
+	assert_true(ecw_date_parse(&t, "Wed, 19 Aug 1969 10:00:00 GMT") < 0);
 	/* A one-digit day is read too. */
-	assert_int_equal(ecw_parse_http_date(&t, "Sun, 9 Aug 2026 10:00:00 GMT"), 0);
+	assert_int_equal(ecw_date_parse(&t, "Sun, 9 Aug 2026 10:00:00 GMT"), 0);
 	assert_int_equal((long long)t, 1786269600LL);
 }
 
 static void key_ok(const char *key)
 {
 	ecw_error_clear();
-	int err = ecw_key_check(key, "RowKey");
+	int err = ecw_entity_key_check(key, "RowKey");
 	if (err != 0)
-		fail_msg("ecw_key_check rejected a valid key (%zu bytes): %s", strlen(key),
+		fail_msg("ecw_entity_key_check rejected a valid key (%zu bytes): %s", strlen(key),
 		         ecw_error_last()->message);
 }
 
 static void key_bad(const char *key, const char *why)
 {
 	ecw_error_clear();
-	int err = ecw_key_check(key, "PartitionKey");
+	int err = ecw_entity_key_check(key, "PartitionKey");
 	if (err != ECW_EINVALID)
-		fail_msg("ecw_key_check accepted a key with %s (got %d)", why, err);
+		fail_msg("ecw_entity_key_check accepted a key with %s (got %d)", why, err);
 	assert_int_equal(ecw_error_last()->code, ECW_EINVALID);
 	assert_true(str_contains(ecw_error_last()->message, "PartitionKey"));
 }
@@ -293,10 +293,10 @@ static void test_escape__queue_names(void **state)
 	static const char *const bad[] = {"",       "ab",    "Jobs",  "-jobs",     "jobs-",
 	                                  "jo--bs", "jo_bs", "jo bs", SIXTY "1234"};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
-		if (ecw_check_queue_name(good[i]) != 0)
+		if (ecw_queue_name_check(good[i]) != 0)
 			fail_msg("queue name \"%s\" rejected", good[i]);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		if (ecw_check_queue_name(bad[i]) != ECW_EINVALID)
+		if (ecw_queue_name_check(bad[i]) != ECW_EINVALID)
 			fail_msg("queue name \"%s\" accepted", bad[i]);
 }
 
@@ -308,11 +308,41 @@ static void test_escape__table_names(void **state)
 	static const char *const bad[] = {"",     "ab",     "1abc",   "ab-c",   "ab_c",
 	                                  "ab c", "jobs()", "tables", "Tables", SIXTY "ABCD"};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
-		if (ecw_check_table_name(good[i]) != 0)
+		if (ecw_table_name_check(good[i]) != 0)
 			fail_msg("table name \"%s\" rejected", good[i]);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		if (ecw_check_table_name(bad[i]) != ECW_EINVALID)
+		if (ecw_table_name_check(bad[i]) != ECW_EINVALID)
 			fail_msg("table name \"%s\" accepted", bad[i]);
+}
+
+/* ecw_table_name_check at every edge of the rule, and its one message, which
+ * names the name and the rule (check-config shows the same one). */
+static void test_escape__table_name_check_edges(void **state)
+{
+	(void)state;
+	static const char *const good[] = {
+	    "abc", "A12", "Z99", "zZ0", SIXTY "ABC" /* 63 */, "tablesX", "Xtables", "tables1", "Tabl3s",
+	};
+	static const char *const bad[] = {
+	    "", "a", "ab" /* 2 */, SIXTY "ABCD" /* 64 */, "1abc", "9ab", "_abc", "ab-c", "ab.c",
+	    "tables", "Tables", "TABLES", "tAbLeS", "caf\xc3\xa9", "\xc3\xa9" "abc", "ab\x7f", "ab\tc",
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		if (ecw_table_name_check(good[i]) != 0)
+			fail_msg("table name \"%s\" rejected: %s", good[i], ecw_error_last()->message);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (ecw_table_name_check(bad[i]) != ECW_EINVALID)
+			fail_msg("table name \"%s\" accepted", bad[i]);
+	assert_int_equal(ecw_table_name_check(NULL), ECW_EINVALID);
+	assert_int_equal(ecw_table_name_check("tables"), ECW_EINVALID);
+	assert_string_equal(ecw_error_last()->message,
+	                    "invalid table name 'tables': a table name is a letter, then 2-62 letters or "
+	                    "digits, not the reserved name 'tables'");
+	assert_int_equal(ecw_error_last()->code, ECW_EINVALID);
+	assert_int_equal(ecw_table_name_check("9lives"), ECW_EINVALID);
+	assert_string_equal(ecw_error_last()->message,
+	                    "invalid table name '9lives': a table name is a letter, then 2-62 letters or "
+	                    "digits, not the reserved name 'tables'");
 }
 
 int main(void)
@@ -334,6 +364,7 @@ int main(void)
 	    cmocka_unit_test(test_escape__key_check_accepts),
 	    cmocka_unit_test(test_escape__queue_names),
 	    cmocka_unit_test(test_escape__table_names),
+	    cmocka_unit_test(test_escape__table_name_check_edges),
 	};
 	return cmocka_run_group_tests_name("escape", tests, NULL, NULL);
 }

@@ -333,7 +333,7 @@ static const struct ecw_prop *prop(const struct ecw_entity *e, const char *name,
 	if (!p)
 		fail_msg("no property %s", name);
 	if (p->type != type)
-		fail_msg("%s is %s, want %s", name, ecw_edm_name(p->type), ecw_edm_name(type));
+		fail_msg("%s is %s, want %s", name, ecw_entity_edm_name(p->type), ecw_entity_edm_name(type));
 	return p;
 }
 

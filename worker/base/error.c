@@ -89,6 +89,7 @@ const char *ecw_err_name(int code)
 	case ECW_ETIMEOUT: return "ECW_ETIMEOUT";
 	case ECW_ETRANSIENT: return "ECW_ETRANSIENT";
 	case ECW_ETOOLARGE: return "ECW_ETOOLARGE";
+	case ECW_ENOTABLE: return "ECW_ENOTABLE";
 	}
 	return "ECW_UNKNOWN";
 }

@@ -73,7 +73,8 @@ int ecw_cmd_enqueue(int argc, char **argv)
 			def->name, def->type->name);
 		goto done;
 	}
-	if ((keyed && (ecw_key_check(argv[optind + 1], "PK") < 0 || ecw_key_check(argv[optind + 2], "RK") < 0)) ||
+	if ((keyed && (ecw_entity_key_check(argv[optind + 1], "PK") < 0 ||
+		       ecw_entity_key_check(argv[optind + 2], "RK") < 0)) ||
 	    ecw_message_encode(&text, argv[optind], keyed ? argv[optind + 1] : NULL, keyed ? argv[optind + 2] : NULL,
 			       id, fields, base64) < 0) {
 		fprintf(stderr, "enqueue: %s\n", ecw_error_last()->message);

@@ -557,8 +557,7 @@ static int canary_wait(struct actor *a, struct ecw_client *c, const struct ecw_s
 			err = k->put.pop_receipt[0] ? ecw_queue_update(&k->put, c, a->target, 0, NULL, 0) : ECW_ENOTFOUND;
 			if (err == 0) {
 				k->state = C_WAITING;
-			} else if (err == ECW_ENOTFOUND &&
-				   strcmp(ecw_error_last()->service_code, "PopReceiptMismatch") == 0) {
+			} else if (err == ECW_ENOTFOUND && ecw_queue_err_received_again(ecw_error_last())) {
 				k->state = C_IN_FLIGHT; /* keep asking with the same receipt */
 			} else if (err == ECW_ENOTFOUND) {
 				k->state = C_GONE;

@@ -72,8 +72,10 @@ static int table_exists(struct ecw_client *c, const char *table)
 	ecw_entity_free(e);
 	if (err == 0)
 		return 1;
+	if (err == ECW_ENOTABLE)
+		return 0;
 	if (err == ECW_ENOTFOUND)
-		return strcmp(ecw_error_last()->service_code, "TableNotFound") == 0 ? 0 : 1;
+		return 1;
 	return -1;
 }
 

@@ -9,7 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "storage_private.h"
+#include "account.h"
+#include "ecw_codec.h"
 
 #define DEV_ACCOUNT "devstoreaccount1"
 #define DEV_KEY "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="

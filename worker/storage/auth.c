@@ -13,7 +13,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "storage_private.h"
+#include "auth.h"
+#include "ecw_codec.h"
 
 /* HMAC() fetches the algorithm from OpenSSL's provider store on every call,
  * which cost as much as the rest of signing a request. Each thread instead
@@ -75,7 +76,7 @@ static EVP_MAC_CTX *hmac_ctx(const unsigned char *key, size_t key_len)
 	return h->ctx;
 }
 
-int ecw_hmac_sha256_base64(struct ecw_buf *out, const unsigned char *key, size_t key_len,
+int ecw_auth_hmac_sha256_base64(struct ecw_buf *out, const unsigned char *key, size_t key_len,
 			   const char *msg, size_t msg_len)
 {
 	unsigned char mac[EVP_MAX_MD_SIZE];
@@ -202,7 +203,7 @@ int ecw_auth_header(struct ecw_buf *out, const struct ecw_account *a, const stru
 	ecw_buf_init(&sts, 0);
 	if ((err = ecw_auth_string_to_sign(&sts, a, r)) < 0 ||
 	    (err = ecw_buf_cat(out, "SharedKey ", a->name, ":", NULL)) < 0 ||
-	    (err = ecw_hmac_sha256_base64(out, a->key, a->key_len, sts.ptr, sts.len)) < 0)
+	    (err = ecw_auth_hmac_sha256_base64(out, a->key, a->key_len, sts.ptr, sts.len)) < 0)
 		goto done;
 done:
 	ecw_buf_dispose(&sts);

@@ -10,8 +10,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "batch.h"
+#include "client.h"
 #include "ecw_clock.h"
-#include "storage_private.h"
+#include "escape.h"
+#include "jsonparse.h"
+#include "status.h"
 
 struct batch_op {
 	enum ecw_batch_op op;
@@ -38,7 +42,7 @@ int ecw_batch_new(struct ecw_batch **out, const char *table)
 	int err;
 
 	*out = NULL;
-	if ((err = ecw_check_table_name(table)) < 0)
+	if ((err = ecw_table_name_check(table)) < 0)
 		return err;
 	/* Not calloc: an operation is set whole when it is added (ecw_batch_add),
 	 * and zeroing room for 100 cost more than building a group's batch. */
@@ -166,7 +170,8 @@ static int add_operation(struct ecw_buf *out, const struct batch_op *o, const ch
 	} else {
 		/* table_url ends in "/table"; the entity path repeats the table. */
 		size_t base = strlen(table_url) - strlen(table) - 1;
-		if ((err = ecw_entity_path(&path, table, ecw_entity_pk(o->e), ecw_entity_rk(o->e))) == 0 &&
+		if ((err = ecw_escape_entity_path(&path, table, ecw_entity_pk(o->e),
+						  ecw_entity_rk(o->e))) == 0 &&
 		    (err = ecw_buf_cat(out, verbs[o->op], " ", NULL)) == 0 &&
 		    (err = ecw_buf_add(out, table_url, base)) == 0)
 			err = ecw_buf_cat(out, path.ptr, " HTTP/1.1\r\n", NULL);
@@ -386,7 +391,7 @@ int ecw_batch_parse_response(struct ecw_batch *b, const char *content_type, cons
 		long idx = -1;
 		int err;
 
-		ecw_json_parse_error(code, sizeof(code), msg, sizeof(msg), subs[i].body, subs[i].body_len);
+		ecw_jsonparse_error(code, sizeof(code), msg, sizeof(msg), subs[i].body, subs[i].body_len);
 		if (msg[0] >= '0' && msg[0] <= '9') {
 			char *colon;
 			idx = strtol(msg, &colon, 10);

@@ -1,8 +1,10 @@
 /* client.c - one worker thread's storage client: its connections (http.c's
  * keep-alive ones, or a libcurl easy handle when a proxy is configured), the
- * retry policy, and the place where HTTP statuses, transport failures and
- * CURLcodes become ecw_err values. Every request goes through
- * ecw_client_send: date, sign, send, classify, maybe back off and try again.
+ * retry policy, and the place where transport failures and CURLcodes become
+ * ecw_err values (an answer's status and error code become one in status.c).
+ * Every request goes through ecw_client_send: date, sign (auth.c, or a token
+ * from token.c, which fetches through token_exchange below), send, classify,
+ * maybe back off and try again.
  *
  * Only this file talks to libcurl. */
 #include <curl/curl.h>
@@ -11,8 +13,16 @@
 #include <string.h>
 #include <strings.h>
 
+#include "account.h"
+#include "auth.h"
+#include "client.h"
+#include "date.h"
 #include "ecw_clock.h"
-#include "storage_private.h"
+#include "http.h"
+#include "jsonparse.h"
+#include "status.h"
+#include "token.h"
+#include "xml.h"
 
 struct ecw_client {
 	const struct ecw_account *acct;
@@ -32,179 +42,6 @@ struct ecw_client {
 };
 
 static void set_shared_options(struct ecw_client *c);
-
-/* ---- requests and responses ---------------------------------------------- */
-
-void ecw_request_init(struct ecw_request *r, enum ecw_service svc, const char *method)
-{
-	memset(r, 0, sizeof(*r));
-	r->svc = svc;
-	r->method = method;
-	ecw_buf_init(&r->path, 64 * 1024);
-}
-
-static void free_kvs(struct ecw_kv *kv, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(kv[i].name);
-		free(kv[i].value);
-	}
-}
-
-void ecw_request_dispose(struct ecw_request *r)
-{
-	if (!r)
-		return;
-	ecw_buf_dispose(&r->path);
-	free_kvs(r->query, r->nquery);
-	free_kvs(r->headers, r->nheaders);
-	r->nquery = r->nheaders = 0;
-}
-
-static int kv_set(struct ecw_kv *kv, const char *name, size_t nlen, const char *value, size_t vlen)
-{
-	char *n = strndup(name, nlen), *v = strndup(value, vlen);
-
-	if (!n || !v) {
-		free(n);
-		free(v);
-		return ecw_error_set(ECW_ENOMEM, "out of memory");
-	}
-	free(kv->name);
-	free(kv->value);
-	kv->name = n;
-	kv->value = v;
-	return 0;
-}
-
-int ecw_request_add_query(struct ecw_request *r, const char *name, const char *value)
-{
-	int err;
-
-	if (r->nquery == ECW_REQ_MAX_QUERY)
-		return ecw_error_set(ECW_ERROR, "too many query parameters");
-	r->query[r->nquery].name = r->query[r->nquery].value = NULL;
-	if ((err = kv_set(&r->query[r->nquery], name, strlen(name), value, strlen(value))) < 0)
-		return err;
-	r->nquery++;
-	return 0;
-}
-
-int ecw_request_set_header(struct ecw_request *r, const char *name, const char *value)
-{
-	size_t i;
-	int err;
-
-	for (i = 0; i < r->nheaders; i++)
-		if (strcasecmp(r->headers[i].name, name) == 0)
-			return kv_set(&r->headers[i], name, strlen(name), value, strlen(value));
-	if (r->nheaders == ECW_REQ_MAX_HEADERS)
-		return ecw_error_set(ECW_ERROR, "too many request headers");
-	r->headers[i].name = r->headers[i].value = NULL;
-	if ((err = kv_set(&r->headers[i], name, strlen(name), value, strlen(value))) < 0)
-		return err;
-	r->nheaders++;
-	return 0;
-}
-
-const char *ecw_request_header(const struct ecw_request *r, const char *name)
-{
-	for (size_t i = 0; i < r->nheaders; i++)
-		if (strcasecmp(r->headers[i].name, name) == 0)
-			return r->headers[i].value;
-	return NULL;
-}
-
-int ecw_request_url(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)
-{
-	int err;
-	char sep = '?';
-
-	if ((err = ecw_buf_adds(out, a->endpoint[r->svc])) < 0 ||
-	    (err = ecw_buf_adds(out, ecw_buf_cstr(&r->path))) < 0)
-		return err;
-	for (size_t i = 0; i < r->nquery; i++) {
-		if ((err = ecw_buf_addc(out, sep)) < 0 ||
-		    (err = ecw_pct_encode(out, r->query[i].name, strlen(r->query[i].name))) < 0 ||
-		    (err = ecw_buf_addc(out, '=')) < 0 ||
-		    (err = ecw_pct_encode(out, r->query[i].value, strlen(r->query[i].value))) < 0)
-			return err;
-		sep = '&';
-	}
-	if (a->sas && ((err = ecw_buf_addc(out, sep)) < 0 || (err = ecw_buf_adds(out, a->sas)) < 0))
-		return err;
-	return 0;
-}
-
-/* The headers kept from one response, together: 48 headers would be 96
- * allocations as separate strings. */
-#define RESP_HEADERS_MAX ((size_t)64 * 1024)
-
-void ecw_response_init(struct ecw_response *resp)
-{
-	memset(resp, 0, sizeof(*resp));
-	ecw_buf_init(&resp->body, ECW_BUF_DEFAULT_MAX);
-	ecw_buf_init(&resp->hdrs, RESP_HEADERS_MAX);
-}
-
-static void response_clear_headers(struct ecw_response *resp)
-{
-	ecw_buf_reset(&resp->hdrs);
-	resp->nheaders = 0;
-}
-
-void ecw_response_reset(struct ecw_response *resp)
-{
-	response_clear_headers(resp);
-	resp->status = 0;
-	ecw_buf_reset(&resp->body);
-}
-
-void ecw_response_dispose(struct ecw_response *resp)
-{
-	if (!resp)
-		return;
-	ecw_response_reset(resp);
-	ecw_buf_dispose(&resp->body);
-	ecw_buf_dispose(&resp->hdrs);
-}
-
-int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t nlen,
-			    const char *value, size_t vlen)
-{
-	int err;
-
-	while (vlen && (*value == ' ' || *value == '\t'))
-		value++, vlen--;
-	while (vlen && strchr(" \t\r\n", value[vlen - 1]))
-		vlen--;
-	/* Each is kept as two C strings, so a NUL ends it (as strndup did). */
-	nlen = strnlen(name, nlen);
-	vlen = strnlen(value, vlen);
-	/* The headers we read come early: extras past the count or the size
-	 * are dropped. */
-	if (resp->nheaders == ECW_RESP_MAX_HEADERS || nlen + vlen + 2 > resp->hdrs.max - resp->hdrs.len)
-		return 0;
-	resp->hat[resp->nheaders] = resp->hdrs.len;
-	if ((err = ecw_buf_add(&resp->hdrs, name, nlen)) < 0 || (err = ecw_buf_addc(&resp->hdrs, '\0')) < 0 ||
-	    (err = ecw_buf_add(&resp->hdrs, value, vlen)) < 0 || (err = ecw_buf_addc(&resp->hdrs, '\0')) < 0) {
-		resp->hdrs.len = resp->hat[resp->nheaders];
-		return err;
-	}
-	resp->nheaders++;
-	return 0;
-}
-
-const char *ecw_response_header(const struct ecw_response *resp, const char *name)
-{
-	for (size_t i = 0; i < resp->nheaders; i++) {
-		const char *n = resp->hdrs.ptr + resp->hat[i];
-
-		if (strcasecmp(n, name) == 0)
-			return n + strlen(n) + 1;
-	}
-	return NULL;
-}
 
 /* ---- the client ------------------------------------------------------------ */
 
@@ -323,7 +160,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *payload)
 
 	/* A new status line (after a 100 Continue) starts a new header set. */
 	if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
-		response_clear_headers(resp);
+		ecw_response_clear_headers(resp);
 		return len;
 	}
 	colon = memchr(p, ':', len);
@@ -354,13 +191,6 @@ static int curl_code_to_err(CURLcode rc)
 	default:
 		return ECW_ERROR;
 	}
-}
-
-/* PUT/POST/MERGE always carry a body, if only Content-Length: 0. */
-bool ecw_request_has_body(const struct ecw_request *r)
-{
-	return r->body_len || strcmp(r->method, "PUT") == 0 || strcmp(r->method, "POST") == 0 ||
-	       strcmp(r->method, "MERGE") == 0;
 }
 
 /* The options every transfer shares. libcurl keeps options from one
@@ -496,39 +326,9 @@ static int transport_send(struct ecw_client *c, struct ecw_response *resp, const
 			     why);
 }
 
-/* ---- statuses, errors and retries -------------------------------------------- */
+/* ---- errors and retries ------------------------------------------------------- */
 
-int ecw_status_to_err(long status, const char *code)
-{
-	if (status >= 200 && status < 300)
-		return 0;
-	switch (status) {
-	case 400:
-		/* Azurite's answer to a stale pop receipt on a message that still
-		 * exists (received again since): the caller's lease is gone. */
-		if (code && strcmp(code, "PopReceiptMismatch") == 0)
-			return ECW_ENOTFOUND;
-		return ECW_EINVALID;
-	case 401:
-	case 403: return ECW_EAUTH;
-	case 404: return ECW_ENOTFOUND;
-	case 408: return ECW_ETIMEOUT;
-	case 409: return ECW_ECONFLICT;
-	case 412: return ECW_EPRECONDITION;
-	case 413: return ECW_ETOOLARGE;
-	case 429: return ECW_EBUSY;
-	case 500:
-		if (code && strcmp(code, "OperationTimedOut") == 0)
-			return ECW_ETIMEOUT;
-		return ECW_ETRANSIENT;
-	case 502: return ECW_ETRANSIENT;
-	case 503: return ECW_EBUSY;
-	case 504: return ECW_ETIMEOUT;
-	}
-	return ECW_ERROR;
-}
-
-int64_t ecw_retry_delay_ms(const struct ecw_client_options *o, int retry, uint32_t rnd)
+int64_t ecw_client_retry_delay_ms(const struct ecw_client_options *o, int retry, uint32_t rnd)
 {
 	int64_t ceiling = o->retry_base_ms;
 
@@ -561,7 +361,7 @@ static int classify(const struct ecw_client *c, const struct ecw_request *r,
 	if (skip < resp->body.len && body[skip] == '<')
 		ecw_xml_parse_error(code, sizeof(code), msg, sizeof(msg), body, resp->body.len);
 	else if (skip < resp->body.len && body[skip] == '{')
-		ecw_json_parse_error(code, sizeof(code), msg, sizeof(msg), body + skip, resp->body.len - skip);
+		ecw_jsonparse_error(code, sizeof(code), msg, sizeof(msg), body + skip, resp->body.len - skip);
 	if (hcode && *hcode) {
 		size_t n = strlen(hcode);
 		if (n >= sizeof(code))
@@ -628,9 +428,12 @@ static int send_once(struct ecw_client *c, struct ecw_response *resp, const char
 	return err;
 }
 
-int ecw_client_exchange(struct ecw_response *resp, struct ecw_client *c, const char *url,
-			const struct ecw_request *r)
+/* One exchange outside the storage protocol, on c's connections and TLS
+ * settings: what token.c fetches tokens through (an ecw_token_exchange_fn,
+ * payload the client). */
+static int token_exchange(struct ecw_response *resp, const char *url, const struct ecw_request *r, void *payload)
 {
+	struct ecw_client *c = payload;
 	int err;
 
 	ecw_response_reset(resp);
@@ -668,7 +471,7 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 		ecw_response_reset(resp);
 		/* A fresh date on every attempt: the service rejects requests whose
 		 * date is more than 15 minutes off, and a retry may come late. */
-		ecw_http_date(date, time(NULL));
+		ecw_date_format(date, time(NULL));
 		if ((err = ecw_request_set_header(r, "x-ms-date", date)) < 0)
 			goto done;
 		ecw_buf_reset(&auth);
@@ -676,11 +479,11 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 			/* A token that cannot be had is this attempt's failure: a
 			 * transient one is retried like any other. */
 			if ((err = ecw_buf_adds(&auth, "Bearer ")) < 0 ||
-			    (err = ecw_token_get(&auth, &token_gen, c->acct->cred, c)) < 0) {
+			    (err = ecw_token_get(&auth, &token_gen, c->acct->cred, token_exchange, c)) < 0) {
 				if (err == ECW_ENOMEM || !ecw_err_is_transient(err) || attempt >= c->opts.max_tries)
 					goto done;
 				c->stats.retries++;
-				ecw_sleep_ms(ecw_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
+				ecw_sleep_ms(ecw_client_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
 				continue;
 			}
 		} else if (!c->acct->sas) {
@@ -709,7 +512,7 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 		if (err == 0 || !ecw_err_is_transient(err) || attempt >= c->opts.max_tries)
 			break;
 		c->stats.retries++;
-		ecw_sleep_ms(ecw_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
+		ecw_sleep_ms(ecw_client_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
 	}
 done:
 	if (auth.ptr)

@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage_private.h"
+#include "ecw_codec.h"
+#include "entity.h"
+#include "jsonparse.h"
 
 struct ecw_entity {
 	char *pk, *rk;
@@ -29,14 +31,14 @@ static const char *const edm_names[] = {
 	"Edm.Boolean", "Edm.DateTime", "Edm.Guid", "Edm.Binary",
 };
 
-const char *ecw_edm_name(enum ecw_edm t)
+const char *ecw_entity_edm_name(enum ecw_edm t)
 {
 	return (unsigned)t < sizeof(edm_names) / sizeof(edm_names[0]) ? edm_names[t] : "Edm.Unknown";
 }
 
 /* ---- keys and names ---------------------------------------------------------- */
 
-int ecw_key_check(const char *key, const char *what)
+int ecw_entity_key_check(const char *key, const char *what)
 {
 	size_t n, k;
 	uint32_t cp;
@@ -198,7 +200,8 @@ int ecw_entity_set_keys(struct ecw_entity *e, const char *pk, const char *rk)
 	char *p, *r;
 	int err;
 
-	if ((err = ecw_key_check(pk, "PartitionKey")) < 0 || (err = ecw_key_check(rk, "RowKey")) < 0)
+	if ((err = ecw_entity_key_check(pk, "PartitionKey")) < 0 ||
+	    (err = ecw_entity_key_check(rk, "RowKey")) < 0)
 		return err;
 	p = strdup(pk);
 	r = strdup(rk);
@@ -540,7 +543,8 @@ int ecw_entity_to_json(struct ecw_buf *out, const struct ecw_entity *e)
 			if ((err = ecw_json_quote(out, p->name, n)) < 0)
 				goto done;
 			out->len--; /* reopen the closing quote */
-			if ((err = ecw_buf_cat(out, "@odata.type\":\"", ecw_edm_name(p->type), "\",", NULL)) < 0)
+			if ((err = ecw_buf_cat(out, "@odata.type\":\"", ecw_entity_edm_name(p->type), "\",",
+					       NULL)) < 0)
 				goto done;
 		}
 		if ((err = ecw_json_quote(out, p->name, strlen(p->name))) < 0 || (err = ecw_buf_addc(out, ':')) < 0)
@@ -790,29 +794,6 @@ static int from_object(struct ecw_entity **out, struct json_object *obj)
 fail:
 	ecw_entity_free(e);
 	return err;
-}
-
-struct json_object *ecw_json_parse(const char *s, size_t len)
-{
-	struct json_tokener *tok = json_tokener_new_ex(64);
-	struct json_object *obj;
-
-	if (!tok || len > INT32_MAX) {
-		json_tokener_free(tok);
-		return NULL;
-	}
-	obj = json_tokener_parse_ex(tok, s, (int)len);
-	if (obj && tok->char_offset != (int)len) {
-		/* Trailing text after the value (other than whitespace) is an error. */
-		for (size_t i = (size_t)tok->char_offset; i < len; i++)
-			if (!memchr(" \t\r\n", s[i], 4)) { /* strchr would take NUL for whitespace */
-				json_object_put(obj);
-				obj = NULL;
-				break;
-			}
-	}
-	json_tokener_free(tok);
-	return obj;
 }
 
 /* ---- the flat reader ---------------------------------------------------------------
@@ -1077,7 +1058,7 @@ int ecw_entity_from_json(struct ecw_entity **out, const char *json, size_t len)
 
 	if (flat_parse(out, json, len) == 0)
 		return 0;
-	obj = ecw_json_parse(json, len);
+	obj = ecw_jsonparse_value(json, len);
 	if (!obj)
 		return ecw_error_set(ECW_EINVALID, "entity is not valid JSON");
 	err = from_object(out, obj);
@@ -1088,23 +1069,4 @@ int ecw_entity_from_json(struct ecw_entity **out, const char *json, size_t len)
 int ecw_entity_from_json_object(struct ecw_entity **out, struct json_object *obj)
 {
 	return from_object(out, obj);
-}
-
-void ecw_json_parse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
-			  const char *body, size_t len)
-{
-	struct json_object *obj = ecw_json_parse(body, len), *err, *v, *m;
-
-	code[0] = msg[0] = '\0';
-	if (obj && json_object_object_get_ex(obj, "odata.error", &err)) {
-		if (json_object_object_get_ex(err, "code", &v))
-			snprintf(code, code_cap, "%s", json_object_get_string(v));
-		if (json_object_object_get_ex(err, "message", &m)) {
-			if (json_object_is_type(m, json_type_object) && json_object_object_get_ex(m, "value", &v))
-				snprintf(msg, msg_cap, "%s", json_object_get_string(v));
-			else if (json_object_is_type(m, json_type_string))
-				snprintf(msg, msg_cap, "%s", json_object_get_string(m));
-		}
-	}
-	json_object_put(obj);
 }

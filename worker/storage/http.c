@@ -41,7 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "storage_private.h"
+#include "http.h"
+#include "resolve.h"
 
 #define HTTP_CONNS 3                       /* queue, table, a token endpoint */
 #define HTTP_HEAD_MAX ((size_t)64 * 1024)  /* a status line and headers */

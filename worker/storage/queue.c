@@ -5,9 +5,37 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage_private.h"
+#include "client.h"
+#include "date.h"
+#include "ecw_codec.h"
+#include "escape.h"
+#include "xml.h"
 
 #define MAX_VISIBILITY_S 604800 /* 7 days */
+
+/* 3-63 characters: lowercase letters, digits and single dashes, starting
+ * and ending with a letter or digit. */
+int ecw_queue_name_check(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n < 3 || n > 63)
+		goto bad;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (c == '-') {
+			if (i == 0 || i == n - 1 || name[i - 1] == '-')
+				goto bad;
+		} else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) {
+			goto bad;
+		}
+	}
+	return 0;
+bad:
+	return ecw_error_set(ECW_EINVALID,
+			     "invalid queue name '%.70s': 3-63 lowercase letters, digits and single dashes",
+			     name ? name : "");
+}
 
 static int queue_request(struct ecw_request *r, const char *op, const char *method, const char *queue,
 			 const char *suffix)
@@ -16,7 +44,7 @@ static int queue_request(struct ecw_request *r, const char *op, const char *meth
 
 	ecw_request_init(r, ECW_SVC_QUEUE, method);
 	r->op = op;
-	if ((err = ecw_check_queue_name(queue)) < 0 ||
+	if ((err = ecw_queue_name_check(queue)) < 0 ||
 	    (err = ecw_buf_printf(&r->path, "/%s%s", queue, suffix ? suffix : "")) < 0)
 		return err;
 	return 0;
@@ -55,7 +83,7 @@ static int message_body(struct ecw_buf *body, const char *text, size_t len)
 	int err;
 
 	if ((err = ecw_buf_adds(body, "<?xml version=\"1.0\" encoding=\"utf-8\"?><QueueMessage><MessageText>")) < 0 ||
-	    (err = ecw_xml_escape(body, text, len)) < 0 ||
+	    (err = ecw_escape_xml(body, text, len)) < 0 ||
 	    (err = ecw_buf_adds(body, "</MessageText></QueueMessage>")) < 0)
 		return err;
 	return 0;
@@ -217,7 +245,7 @@ static int message_request(struct ecw_request *r, const char *op, const char *me
 		return err;
 	if (!id || !*id || !pop_receipt || !*pop_receipt)
 		return ecw_error_set(ECW_EINVALID, "queue: a message id and pop receipt are required");
-	if ((err = ecw_pct_encode(&r->path, id, strlen(id))) < 0 ||
+	if ((err = ecw_escape_pct(&r->path, id, strlen(id))) < 0 ||
 	    (err = ecw_request_add_query(r, "popreceipt", pop_receipt)) < 0)
 		return err;
 	return 0;
@@ -273,7 +301,7 @@ int ecw_queue_update(struct ecw_queue_msg *msg, struct ecw_client *c, const char
 		goto done;
 	}
 	snprintf(msg->pop_receipt, sizeof(msg->pop_receipt), "%s", receipt);
-	if (next && (err = ecw_parse_http_date(&msg->next_visible, next)) < 0)
+	if (next && (err = ecw_date_parse(&msg->next_visible, next)) < 0)
 		goto done;
 	if (text) {
 		char *copy = malloc(len + 1);
@@ -319,4 +347,14 @@ done:
 	ecw_request_dispose(&r);
 	ecw_response_dispose(&resp);
 	return err;
+}
+
+bool ecw_queue_err_received_again(const struct ecw_error *e)
+{
+	return e->code == ECW_ENOTFOUND && strcmp(e->service_code, "PopReceiptMismatch") == 0;
+}
+
+void ecw_queue_msgs_free(struct ecw_queue_msg *msgs, size_t count)
+{
+	ecw_xml_msgs_free(msgs, count);
 }

@@ -25,7 +25,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "storage_private.h"
+#include "resolve.h"
 
 #define RESOLVE_ENTRIES 8
 

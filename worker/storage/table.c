@@ -4,8 +4,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-#include "storage_private.h"
+#include "client.h"
+#include "entity.h"
+#include "escape.h"
+#include "jsonparse.h"
+
+/* ^[A-Za-z][A-Za-z0-9]{2,62}$, and not the reserved name "tables" (which the
+ * service refuses in any case). The one copy of the rule: configuration
+ * readers call it too. */
+int ecw_table_name_check(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n < 3 || n > 63 || !((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z')))
+		goto bad;
+	for (size_t i = 1; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
+			goto bad;
+	}
+	if (strcasecmp(name, "tables") == 0)
+		goto bad;
+	return 0;
+bad:
+	return ecw_error_set(ECW_EINVALID,
+			     "invalid table name '%.70s': a table name is a letter, then 2-62 letters or "
+			     "digits, not the reserved name 'tables'",
+			     name ? name : "");
+}
 
 static int table_request(struct ecw_request *r, const char *op, const char *method)
 {
@@ -27,9 +55,10 @@ static int entity_request(struct ecw_request *r, const char *op, const char *met
 {
 	int err;
 
-	if ((err = table_request(r, op, method)) < 0 || (err = ecw_check_table_name(table)) < 0 ||
-	    (err = ecw_key_check(pk, "PartitionKey")) < 0 || (err = ecw_key_check(rk, "RowKey")) < 0 ||
-	    (err = ecw_entity_path(&r->path, table, pk, rk)) < 0)
+	if ((err = table_request(r, op, method)) < 0 || (err = ecw_table_name_check(table)) < 0 ||
+	    (err = ecw_entity_key_check(pk, "PartitionKey")) < 0 ||
+	    (err = ecw_entity_key_check(rk, "RowKey")) < 0 ||
+	    (err = ecw_escape_entity_path(&r->path, table, pk, rk)) < 0)
 		return err;
 	return 0;
 }
@@ -50,7 +79,7 @@ int ecw_table_create(bool *created_out, struct ecw_client *c, const char *table)
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = table_request(&r, "table.create", "POST")) < 0 || (err = ecw_check_table_name(table)) < 0 ||
+	if ((err = table_request(&r, "table.create", "POST")) < 0 || (err = ecw_table_name_check(table)) < 0 ||
 	    (err = ecw_buf_adds(&r.path, "/Tables")) < 0 ||
 	    (err = ecw_request_set_header(&r, "Prefer", "return-no-content")) < 0) {
 		ecw_request_dispose(&r);
@@ -79,7 +108,7 @@ int ecw_table_delete_table(struct ecw_client *c, const char *table)
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = table_request(&r, "table.delete_table", "DELETE")) < 0 || (err = ecw_check_table_name(table)) < 0 ||
+	if ((err = table_request(&r, "table.delete_table", "DELETE")) < 0 || (err = ecw_table_name_check(table)) < 0 ||
 	    (err = ecw_buf_printf(&r.path, "/Tables('%s')", table)) < 0)
 		ecw_request_dispose(&r);
 	else
@@ -98,7 +127,7 @@ void ecw_table_names_free(char **names)
 /* Appends the names of one page's "value" array to *v (count *n). */
 static int add_table_names(char ***v, size_t *n, const struct ecw_response *resp)
 {
-	struct json_object *root = ecw_json_parse(resp->body.ptr, resp->body.len), *value, *name;
+	struct json_object *root = ecw_jsonparse_value(resp->body.ptr, resp->body.len), *value, *name;
 	int err = 0;
 
 	if (!root || !json_object_object_get_ex(root, "value", &value) ||
@@ -250,7 +279,7 @@ int ecw_table_write(char **etag_out, struct ecw_client *c, const char *table,
 		goto done;
 	}
 	if (mode == ECW_WRITE_INSERT) {
-		if ((err = table_request(&r, "table.insert", "POST")) < 0 || (err = ecw_check_table_name(table)) < 0 ||
+		if ((err = table_request(&r, "table.insert", "POST")) < 0 || (err = ecw_table_name_check(table)) < 0 ||
 		    (err = ecw_buf_printf(&r.path, "/%s", table)) < 0 ||
 		    (err = ecw_request_set_header(&r, "Prefer", "return-no-content")) < 0)
 			goto done;
@@ -304,8 +333,9 @@ int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const ch
 
 	if (deleted_out)
 		*deleted_out = err == 0;
-	/* Only a missing entity counts as done: a missing table is a mistake. */
-	if (err == ECW_ENOTFOUND && strcmp(ecw_error_last()->service_code, "TableNotFound") != 0) {
+	/* Only a missing entity counts as done: a missing table (ECW_ENOTABLE)
+	 * is a mistake. */
+	if (err == ECW_ENOTFOUND) {
 		ecw_error_clear();
 		err = 0;
 	}
@@ -390,7 +420,7 @@ int ecw_table_query_new(struct ecw_table_query **out, struct ecw_client *c, cons
 	int err;
 
 	*out = NULL;
-	if ((err = ecw_check_table_name(table)) < 0)
+	if ((err = ecw_table_name_check(table)) < 0)
 		return err;
 	if (opts && (opts->top < 0 || opts->top > 1000 || opts->limit < 0))
 		return ecw_error_set(ECW_EINVALID, "table query: top must be 0..1000 and limit >= 0");
@@ -456,7 +486,7 @@ static int fetch_page(struct ecw_table_query *q)
 		goto done;
 	if ((err = ecw_client_send(&resp, q->client, &r)) < 0)
 		goto done;
-	if (!(root = ecw_json_parse(resp.body.ptr, resp.body.len)) ||
+	if (!(root = ecw_jsonparse_value(resp.body.ptr, resp.body.len)) ||
 	    !json_object_object_get_ex(root, "value", &value) || !json_object_is_type(value, json_type_array)) {
 		err = ecw_error_set(ECW_ERROR, "table query: answer without a \"value\" array");
 		goto done;

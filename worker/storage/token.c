@@ -33,7 +33,10 @@
 #include <unistd.h>
 
 #include "ecw_clock.h"
-#include "storage_private.h"
+#include "escape.h"
+#include "jsonparse.h"
+#include "status.h"
+#include "token.h"
 
 #define STORAGE_SCOPE "https://storage.azure.com/.default"
 #define STORAGE_RESOURCE "https://storage.azure.com/"
@@ -232,7 +235,7 @@ static bool json_seconds(int64_t *out, json_object *v)
 int ecw_token_parse_response(char **token_out, int64_t *lifetime_s, int64_t *refresh_in_s,
 			     const char *body, size_t len, int64_t now_unix)
 {
-	json_object *root = ecw_json_parse(body, len), *v;
+	json_object *root = ecw_jsonparse_value(body, len), *v;
 	const char *tok;
 	int64_t n = 0;
 	int err = 0;
@@ -308,7 +311,7 @@ static void add_cutting_jwts(char *out, size_t cap, const char *s, size_t n)
 
 void ecw_token_error_summary(char *out, size_t cap, const char *body, size_t len)
 {
-	json_object *root = ecw_json_parse(body, len), *v;
+	json_object *root = ecw_jsonparse_value(body, len), *v;
 	const char *code = "", *desc = "";
 
 	out[0] = '\0';
@@ -376,7 +379,7 @@ static int add_form(struct ecw_buf *b, const char *name, const char *value, size
 	if ((b->len && (err = ecw_buf_addc(b, '&')) < 0) || (err = ecw_buf_adds(b, name)) < 0 ||
 	    (err = ecw_buf_addc(b, '=')) < 0)
 		return err;
-	return ecw_pct_encode(b, value, n);
+	return ecw_escape_pct(b, value, n);
 }
 
 static int add_query(struct ecw_buf *url, const char *name, const char *value)
@@ -386,7 +389,7 @@ static int add_query(struct ecw_buf *url, const char *name, const char *value)
 	if ((err = ecw_buf_addc(url, strchr(url->ptr, '?') ? '&' : '?')) < 0 || (err = ecw_buf_adds(url, name)) < 0 ||
 	    (err = ecw_buf_addc(url, '=')) < 0)
 		return err;
-	return ecw_pct_encode(url, value, strlen(value));
+	return ecw_escape_pct(url, value, strlen(value));
 }
 
 /* Makes the token request: the URL (absolute), the label for messages, the
@@ -451,7 +454,7 @@ static int status_to_err(const struct ecw_token_credential *cred, long status)
 }
 
 static int fetch(char **token, int64_t *lifetime_s, int64_t *refresh_in_s, struct ecw_token_credential *cred,
-		 struct ecw_client *c)
+		 ecw_token_exchange_fn exchange, void *payload)
 {
 	struct ecw_request r;
 	struct ecw_response resp;
@@ -466,7 +469,7 @@ static int fetch(char **token, int64_t *lifetime_s, int64_t *refresh_in_s, struc
 	ecw_buf_init(&label, 0);
 	ecw_buf_init(&body, 2 * MAX_ASSERTION_BYTES);
 	if ((err = build_request(&r, &url, &label, &body, cred)) < 0 ||
-	    (err = ecw_client_exchange(&resp, c, url.ptr, &r)) < 0)
+	    (err = exchange(&resp, url.ptr, &r, payload)) < 0)
 		goto done;
 	if (resp.status != 200) {
 		const char *reqid = ecw_response_header(&resp, "x-ms-request-id");
@@ -510,7 +513,8 @@ static bool usable(const struct ecw_token_credential *cred, int64_t now)
 	return cred->token && now < cred->usable_until_ms;
 }
 
-int ecw_token_get(struct ecw_buf *out, uint64_t *gen_out, struct ecw_token_credential *cred, struct ecw_client *c)
+int ecw_token_get(struct ecw_buf *out, uint64_t *gen_out, struct ecw_token_credential *cred,
+		  ecw_token_exchange_fn exchange, void *payload)
 {
 	char *token = NULL;
 	int64_t lifetime_s = 0, refresh_in_s = 0, t0, now;
@@ -540,7 +544,7 @@ int ecw_token_get(struct ecw_buf *out, uint64_t *gen_out, struct ecw_token_crede
 	pthread_mutex_unlock(&cred->mu);
 
 	t0 = ecw_now_ms(); /* the lifetime counts from the request, not the answer */
-	err = fetch(&token, &lifetime_s, &refresh_in_s, cred, c);
+	err = fetch(&token, &lifetime_s, &refresh_in_s, cred, exchange, payload);
 
 	pthread_mutex_lock(&cred->mu);
 	cred->fetching = false;

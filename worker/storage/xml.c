@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage_private.h"
+#include "date.h"
+#include "xml.h"
 
 enum field {
 	F_NONE,
@@ -78,7 +79,7 @@ static void copy_text(char *dst, size_t cap, const struct ecw_buf *text)
 
 static int parse_time(time_t *out, const struct ecw_buf *text)
 {
-	return ecw_parse_http_date(out, ecw_buf_cstr(text));
+	return ecw_date_parse(out, ecw_buf_cstr(text));
 }
 
 /* A field of the current message is complete. Like every field, a repeated
@@ -252,7 +253,7 @@ int ecw_xml_parse_messages(struct ecw_queue_msg **out, size_t *count, const char
 	if (err == 1)
 		err = ecw_error_set(ECW_ERROR, "queue: response is not a QueueMessagesList");
 	if (err < 0) {
-		ecw_queue_msgs_free(r.msgs, r.n);
+		ecw_xml_msgs_free(r.msgs, r.n);
 		return err;
 	}
 	*out = r.msgs;
@@ -271,7 +272,7 @@ void ecw_xml_parse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
 		code[0] = msg[0] = '\0';
 }
 
-void ecw_queue_msgs_free(struct ecw_queue_msg *msgs, size_t count)
+void ecw_xml_msgs_free(struct ecw_queue_msg *msgs, size_t count)
 {
 	if (!msgs)
 		return;

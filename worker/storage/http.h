@@ -1,0 +1,41 @@
+/* http.h - the HTTP/1.1 transport under the client (http.c): a client's
+ * keep-alive connections, a request written, its answer read into a
+ * response. Below the client, above request.h, response.h and resolve.h; it
+ * never calls the client.
+ *
+ * Ownership: ecw_http_new makes a heap object freed with ecw_http_free,
+ * which closes its connections. The request and the response stay the
+ * caller's. */
+#ifndef ECW_STORAGE_HTTP_H
+#define ECW_STORAGE_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ecw_storage.h"
+#include "request.h"
+#include "response.h"
+
+/* A client's HTTP/1.1 connections. o is the client's and must outlive it:
+ * timeouts, CA file, TLS verification. */
+struct ecw_http;
+int ecw_http_new(struct ecw_http **out, const struct ecw_client_options *o) ECW_MUST_USE;
+void ecw_http_free(struct ecw_http *h);
+/* The next request opens a new connection. */
+void ecw_http_close_all(struct ecw_http *h);
+/* Connections opened so far. */
+uint64_t ecw_http_connections(const struct ecw_http *h);
+/* Sends r (headers already signed) to url and reads the answer into resp,
+ * which the caller has reset. Returns 0 when an answer came (any status), or
+ * a negative ecw_err with why it failed in why (no URL, no request name). */
+int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url, const struct ecw_request *r,
+		  char *why, size_t why_len) ECW_MUST_USE;
+/* Reads one answer from fd (the caller's, left open) as ecw_http_send reads
+ * one from a connection: the way in for tests/fuzz/fuzz_http_answer.c, as
+ * the framing is this file's parser of bytes from outside. *close: the
+ * connection would not be kept; *left: bytes read past the answer. */
+int ecw_http_read_fd(struct ecw_response *resp, int fd, bool head_only, int timeout_ms, bool *close, size_t *left,
+		     char *why, size_t why_len) ECW_MUST_USE;
+
+#endif

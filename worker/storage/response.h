@@ -1,0 +1,39 @@
+/* response.h - one answer as the transport reads it: status, the headers
+ * kept, and the body (response.c). Beside request.h at the bottom of the
+ * storage room: the transports fill it, everything above reads it.
+ *
+ * Ownership: a response is a caller-owned struct (_init / _dispose) that
+ * owns its header and body buffers; a header value returned by
+ * ecw_response_header points into it and lives until the next reset. */
+#ifndef ECW_STORAGE_RESPONSE_H
+#define ECW_STORAGE_RESPONSE_H
+
+#include <stddef.h>
+
+#include "ecw_buf.h"
+
+#define ECW_RESP_MAX_HEADERS 48
+
+struct ecw_response {
+	long status;                /* 0 until a response arrived */
+	struct ecw_buf hdrs;        /* "name\0value\0" for each header kept, values trimmed */
+	size_t hat[ECW_RESP_MAX_HEADERS]; /* where each header's name starts in hdrs */
+	size_t nheaders;
+	struct ecw_buf body;
+};
+
+void ecw_response_init(struct ecw_response *resp);
+void ecw_response_dispose(struct ecw_response *resp);
+/* Empties it for the next attempt (status 0, no headers, no body). */
+void ecw_response_reset(struct ecw_response *resp);
+/* Forgets the headers only: a new status line (after a 100 Continue) starts
+ * a new set. */
+void ecw_response_clear_headers(struct ecw_response *resp);
+/* Keeps a copy of the header (value trimmed); headers past the count or the
+ * size cap are dropped, not an error. */
+int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t nlen,
+			    const char *value, size_t vlen) ECW_MUST_USE;
+/* Case-insensitive; NULL when absent. */
+const char *ecw_response_header(const struct ecw_response *resp, const char *name);
+
+#endif
