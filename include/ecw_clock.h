@@ -27,6 +27,10 @@ int ecw_digits(const char *s, int n);
 /* v as exactly width digits at p (the low ones; v >= 0); returns p + width. */
 char *ecw_put_digits(char *p, int v, int width);
 void ecw_sleep_ms(int64_t ms);   /* returns early only on a signal */
+/* Exponential backoff before jitter: base * 2^(attempt-1), capped at max
+ * (an attempt below 1 counts as 1). The storage client's retries and the
+ * worker's retried messages both wait this long, less their own jitter. */
+int64_t ecw_backoff_ms(int64_t base_ms, int64_t max_ms, long attempt);
 uint32_t ecw_random_u32(void);   /* uniform, thread-safe; not for secrets */
 
 #endif

@@ -16,17 +16,14 @@
  * envelope says "permanent" whatever the count. */
 #include <stddef.h>
 
+#include "ecw_clock.h"
 #include "ecw_job.h"
 #include "outcome.h"
 
 int ecw_outcome_retry_hide_s(const struct ecw_outcome_limits *limits, long dequeue_count, uint32_t random)
 {
-	int64_t ms = limits->retry_backoff_base_ms;
+	int64_t ms = ecw_backoff_ms(limits->retry_backoff_base_ms, limits->retry_backoff_max_ms, dequeue_count);
 
-	for (long i = 1; i < dequeue_count && ms < limits->retry_backoff_max_ms; i++)
-		ms *= 2;
-	if (ms > limits->retry_backoff_max_ms)
-		ms = limits->retry_backoff_max_ms;
 	/* Jitter downwards by up to 20% so a burst of failures spreads out. */
 	ms -= (int64_t)(random % (uint32_t)(ms / 5 + 1));
 	ms = (ms + 999) / 1000;

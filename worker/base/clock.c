@@ -138,3 +138,12 @@ void ecw_civil_from_days(int64_t z, int *y, int *m, int *d)
 	*m = (int)(mp < 10 ? mp + 3 : mp - 9);
 	*y = (int)(yoe + era * 400 + (*m <= 2));
 }
+
+int64_t ecw_backoff_ms(int64_t base_ms, int64_t max_ms, long attempt)
+{
+	int64_t ms = base_ms;
+
+	for (long i = 1; i < attempt && ms < max_ms; i++)
+		ms *= 2;
+	return ms > max_ms ? max_ms : ms;
+}

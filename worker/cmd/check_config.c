@@ -14,14 +14,11 @@ int ecw_cmd_check_config(int argc, char **argv)
 		"`run` would; their values are never printed.\n\n"
 		"  -c, --config FILE   configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 		"  -h, --help          this text\n";
-	const char *path = NULL;
 	struct ecw_config *cfg;
 	int rc;
 
-	if ((rc = ecw_cli_parse_common(&path, argc, argv, help)) >= 0)
+	if ((rc = ecw_cli_load_config_only(&cfg, argc, argv, help)) >= 0)
 		return rc;
-	if (!(cfg = ecw_cli_load_config(path)))
-		return ECW_EXIT_USAGE;
 	/* The configuration checks the connection string too (without printing it). */
 	printf("%s: OK (%zu job%s; queue %s, poison queue %s)\n", cfg->file, cfg->njobs, cfg->njobs == 1 ? "" : "s",
 	       cfg->worker.queue, cfg->worker.poison_queue);

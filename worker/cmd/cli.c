@@ -30,14 +30,16 @@ static const struct option common_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
-int ecw_cli_parse_common(const char **config, int argc, char **argv, const char *help)
+int ecw_cli_load_config_only(struct ecw_config **out, int argc, char **argv, const char *help)
 {
+	const char *path = NULL;
 	int ch;
 
+	*out = NULL;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "c:h", common_opts, NULL)) != -1) {
 		switch (ch) {
-		case 'c': *config = optarg; break;
+		case 'c': path = optarg; break;
 		case 'h': fputs(help, stdout); return 0;
 		default: fputs(help, stderr); return ECW_EXIT_USAGE;
 		}
@@ -47,5 +49,5 @@ int ecw_cli_parse_common(const char **config, int argc, char **argv, const char 
 		fputs(help, stderr);
 		return ECW_EXIT_USAGE;
 	}
-	return -1;
+	return (*out = ecw_cli_load_config(path)) ? -1 : ECW_EXIT_USAGE;
 }

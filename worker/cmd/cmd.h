@@ -25,8 +25,9 @@ struct ecw_config;
 /* Loads the configuration, printing every problem to stderr; NULL on failure
  * (the command then exits 2). Free with ecw_config_free. */
 struct ecw_config *ecw_cli_load_config(const char *path);
-/* Parses -c/--help only (path: where -c goes). Returns -1 to go on, else the
- * exit status (the help was printed). */
-int ecw_cli_parse_common(const char **path, int argc, char **argv, const char *help);
+/* For a command whose only options are -c and --help: parses them and loads
+ * the configuration. Returns -1 with *out set (free with ecw_config_free) to
+ * go on, else the exit status (the help or the problems were printed). */
+int ecw_cli_load_config_only(struct ecw_config **out, int argc, char **argv, const char *help);
 
 #endif

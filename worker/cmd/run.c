@@ -17,14 +17,11 @@ int ecw_cmd_run(int argc, char **argv)
 		"once) and exits 0; a second signal exits at once (status 130).\n\n"
 		"  -c, --config FILE   configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 		"  -h, --help          this text\n";
-	const char *path = NULL;
 	struct ecw_config *cfg;
 	int rc;
 
-	if ((rc = ecw_cli_parse_common(&path, argc, argv, help)) >= 0)
+	if ((rc = ecw_cli_load_config_only(&cfg, argc, argv, help)) >= 0)
 		return rc;
-	if (!(cfg = ecw_cli_load_config(path)))
-		return ECW_EXIT_USAGE;
 	bool threads_done = true;
 
 	ecw_log_setup(cfg->log.level, cfg->log.format);

@@ -330,12 +330,8 @@ static int transport_send(struct ecw_client *c, struct ecw_response *resp, const
 
 int64_t ecw_client_retry_delay_ms(const struct ecw_client_options *o, int retry, uint32_t rnd)
 {
-	int64_t ceiling = o->retry_base_ms;
+	int64_t ceiling = ecw_backoff_ms(o->retry_base_ms, o->retry_max_ms, retry);
 
-	for (int i = 1; i < retry && ceiling < o->retry_max_ms; i++)
-		ceiling *= 2;
-	if (ceiling > o->retry_max_ms)
-		ceiling = o->retry_max_ms;
 	if (ceiling <= 0)
 		return 0;
 	return (int64_t)((uint64_t)rnd % (uint64_t)(ceiling + 1));
