@@ -111,7 +111,7 @@
  *     even when unchanged is what makes a delete-round that lost the race to
  *     a re-created source fail its If-Match; remembering this run's writes
  *     is what cleans a stale entry written after a newer round cleaned that
- *     location. test_job_index__stale_round_finishes_last stages each of
+ *     location. test_job_index_races__stale_round_finishes_last stages each of
  *     these (ECW_TEST_PAUSE_AT), and fails without the corresponding rule.
  *   - Deletes touch only this source's entries, with If-Match: two sources
  *     that swap values never delete each other's entry.

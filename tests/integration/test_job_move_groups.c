@@ -1,0 +1,314 @@
+/* test_job_move_groups.c - the move job's groups, as a process: messages of one partition that arrive
+ * together run together, with entity group transactions (a transaction of copies, then one of deletes).
+ * build/ecworker-test runs against the real Azurite with a config written per test (its own queue, poison
+ * queue and tables; movefx.h), and the tests judge it by what it leaves in the tables and the queues and by
+ * its JSON log and metrics: a receive moved in fewer writes than entities, with a duplicate, a missing
+ * source and a refused transaction among them; a crash after each group step; a member changed between
+ * the group's copy and its delete. One message at a time is in test_job_move.c and
+ * test_job_move_crash.c.
+ * Run one case with ECW_TEST_FILTER='test_job_move_groups__group_crash*'. */
+#include "itest.h"
+#include "movefx.h"
+#include "proc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- groups: messages of one partition run together ---------------------------------------- */
+
+/* The largest "group" among p's message lines (0: none ran in one), and in
+ * *grouped how many lines carry one. */
+static long long largest_group(const struct proc *p, size_t *grouped)
+{
+	struct proc_log log;
+	long long max = 0;
+
+	*grouped = 0;
+	proc_log_read(&log, p->log_path);
+	for (size_t i = 0; i < log.n; i++) {
+		if (strcmp(proc_field(log.lines[i], "event"), "message") != 0)
+			continue;
+		long long g = proc_field_int(log.lines[i], "group", 0);
+		if (g >= 2)
+			(*grouped)++;
+		if (g > max)
+			max = g;
+	}
+	proc_log_dispose(&log);
+	return max;
+}
+
+/* Waits for every message of the list to be logged a success with the
+ * detail its run must give. */
+static void expect_successes(struct proc *p, char (*id)[64], size_t n, const char *detail)
+{
+	for (size_t i = 0; i < n; i++) {
+		PROC_EXPECT_LOG(p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded");
+		mv_expect_success(p, id[i], detail);
+	}
+}
+
+/* One receive, run in groups. 28 employees in North and 4 in South, every
+ * message enqueued before the worker starts (one job thread, receives of
+ * 32) so that a receive brings them together; with them a message sent
+ * twice (a group may hold one key twice: the second finds the move done),
+ * one for an employee that never existed (nothing may be written for it),
+ * and in South a stale archive copy of one employee (another version, with
+ * a property the source lacks). The South transaction of copies is then
+ * refused (409) as a whole, and its members must take the single path,
+ * which replaces the stale copy with the source as it is (not merged into
+ * it). A group writes twice (a transaction of inserts, one of deletes)
+ * where its members alone would write twice each: with South's members all
+ * alone (two writes each, one more for the stale copy, one for the refused
+ * transaction: 10) and North's 30 messages in groups of at most 16, a few
+ * per receive, the worker must write fewer times than it moves entities
+ * (32; it wrote 16 when this was written), where one message at a time
+ * would write 65. */
+#define GRP_NORTH 28
+#define GRP_SOUTH 4
+
+static void test_job_move_groups__group_moves_a_receive_together(void **state)
+{
+	enum { N = GRP_NORTH + GRP_SOUTH, STALE = GRP_NORTH + 1, DUP = 3 };
+	struct mv *m = *state;
+	struct mv_wopts o = MV_WOPTS_DEFAULT;
+	struct ecw_entity *e[N], *stale;
+	char jobs[512], rk[32], id[N][64], dup_id[64], ghost_id[64], *page = NULL;
+	struct proc p;
+	struct proc_log log;
+
+	for (int i = 0; i < N; i++) {
+		snprintf(rk, sizeof(rk), "emp '%02d", i);
+		e[i] = mv_employee(i < GRP_NORTH ? "North" : "South", rk, i % 5 + 1);
+		mv_write_entity(m, m->emp, e[i]);
+	}
+	stale = mv_employee("South", ecw_entity_rk(e[STALE]), 9);
+	ECW_ASSERT_OK(ecw_entity_set_string(stale, "Obsolete", "an older archive's", 18));
+	mv_write_entity(m, m->arch, stale);
+	/* South, then North with the duplicate and the ghost among them: in
+	 * queue order the duplicate shares a group of 16 with the original. */
+	for (int i = GRP_NORTH; i < N; i++)
+		mv_put_job(m, "archive-employee", "South", ecw_entity_rk(e[i]), NULL, false, id[i]);
+	for (int i = 0; i < GRP_NORTH; i++) {
+		mv_put_job(m, "archive-employee", "North", ecw_entity_rk(e[i]), NULL, i % 2 == 1, id[i]);
+		if (i == 13) {
+			mv_put_job(m, "archive-employee", "North", ecw_entity_rk(e[DUP]), NULL, false,
+			           dup_id);
+			mv_put_job(m, "archive-employee", "North", "nobody", NULL, false, ghost_id);
+		}
+	}
+	o.concurrency = 1;
+	o.batch_size = 32;
+	o.metrics_port = proc_free_port();
+	mv_start_worker(&p, m, "move-group", mv_std_jobs(jobs, sizeof(jobs), m), &o);
+	PROC_EXPECT_LOG(&p, N + 2, 20000, "message", "outcome", "succeeded");
+
+	for (int i = 0; i < N; i++)
+		if (i != DUP)
+			mv_expect_success(&p, id[i], "");
+	mv_expect_success(&p, ghost_id, "missing");
+	/* The duplicate pair: one moved it, the other found it moved. */
+	char d1[64], d2[64];
+	snprintf(d1, sizeof(d1), "%s", proc_field(mv_msg_line(&log, &p, id[DUP], "succeeded"), "detail"));
+	proc_log_dispose(&log);
+	snprintf(d2, sizeof(d2), "%s", proc_field(mv_msg_line(&log, &p, dup_id, "succeeded"), "detail"));
+	proc_log_dispose(&log);
+	ITEST_CHECK((strcmp(d1, "") == 0 && strcmp(d2, "already-moved") == 0) ||
+	                (strcmp(d1, "already-moved") == 0 && strcmp(d2, "") == 0),
+	            "the duplicate messages' details are '%s' and '%s', expected '' and 'already-moved'", d1,
+	            d2);
+	assert_int_equal(proc_count(&p, "message", "message_id", id[DUP], NULL), 1);
+	assert_int_equal(proc_count(&p, "message", "message_id", dup_id, NULL), 1);
+	assert_int_equal(proc_count(&p, "message", "outcome", "retried", NULL), 0);
+	assert_int_equal(proc_count(&p, "message", "outcome", "poisoned", NULL), 0);
+
+	for (int i = 0; i < N; i++)
+		mv_assert_only_in(m, m->arch, m->emp, e[i],
+		                  i == STALE ? "the stale copy replaced" : "moved in a group");
+	assert_int_equal(mv_table_rows(m, m->arch), N); /* nothing for the ghost */
+	assert_int_equal(mv_table_rows(m, m->emp), 0);
+	assert_int_equal(mv_queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(mv_queue_count(m, m->fx.poison), 0);
+
+	size_t grouped = 0;
+	long long largest = largest_group(&p, &grouped);
+	assert_int_equal(proc_http_get(&page, o.metrics_port, "/metrics"), 200);
+	/* The table writes the worker attempted: what a group saves (reads are
+	 * one GET per entity either way). */
+	long long writes = proc_table_writes(page);
+	print_message(
+	    "  %lld table writes for %d entities; %zu of %d messages ran in groups (largest %lld)\n", writes,
+	    N, grouped, N + 2, largest);
+	ITEST_CHECK(writes < N,
+	            "%lld table writes to move %d entities: the groups did not save writes; metrics:\n%s",
+	            writes, N, page);
+	ITEST_CHECK(largest >= 2, "no message ran in a group (no \"group\" in any message line); log %s",
+	            p.log_path);
+	ITEST_CHECK(largest <= 16, "a group of %lld, over move's group_max of 16", largest);
+	/* South's members took the single path: the stale copy was replaced by
+	 * an update If-Match the copy as read, never written over blindly. */
+	long long updates =
+	    (long long)proc_metric(page, "ecw_storage_requests_total", NULL, "op=\"table.update\"", NULL);
+	ITEST_CHECK(updates >= 1, "no table.update: the stale copy was not replaced by the single path");
+	assert_int_equal(
+	    (long long)proc_metric(page, "ecw_storage_requests_total", NULL, "op=\"table.upsert\"", NULL), 0);
+	free(page);
+	mv_finish(&p);
+	for (int i = 0; i < N; i++)
+		ecw_entity_free(e[i]);
+	ecw_entity_free(stale);
+}
+
+/* A group's crash right after each of its steps: five employees of one
+ * partition, their messages enqueued before the worker starts so that one
+ * receive brings them and one group takes them (a worker can only die at a
+ * move.group point in a group). A transaction applies all or nothing, so
+ * right after the crash every member must be where run's own step leaves
+ * its entity (never some copied and others not), and a fresh worker must
+ * converge on the redelivered messages to the no-crash state. Each point
+ * has its own partition, so that the rounds do not meet. */
+#define GRP_CRASH_N 5
+
+static void group_crash_after(struct mv *m, const char *point, enum mv_where then, const char *rerun_detail)
+{
+	struct mv_wopts o = MV_WOPTS_DEFAULT;
+	struct ecw_entity *e[GRP_CRASH_N];
+	char jobs[512], rk[32], id[GRP_CRASH_N][64], name[64], filter[64];
+	const char *pk = point + strlen("move.group."); /* read, copied, deleted */
+	struct proc p1, p2;
+
+	o.visibility_s = 2; /* the redelivery comes quickly */
+	mv_std_jobs(jobs, sizeof(jobs), m);
+	for (int i = 0; i < GRP_CRASH_N; i++) {
+		snprintf(rk, sizeof(rk), "o'brien %03d", i);
+		e[i] = mv_employee(pk, rk, i + 1);
+		mv_write_entity(m, m->emp, e[i]);
+		mv_put_job(m, "archive-employee", pk, rk, NULL, false, id[i]);
+	}
+	o.crash_at = point;
+	snprintf(name, sizeof(name), "move-group-crash-%s", pk);
+	mv_start_crashing_worker(&p1, m, name, jobs, &o);
+	assert_int_equal(proc_count(&p1, "message", NULL), 0);
+	assert_int_equal(mv_queue_count(m, m->fx.t->queue), GRP_CRASH_N);
+
+	for (int i = 0; i < GRP_CRASH_N; i++) {
+		struct ecw_entity *s = mv_get_or_null(m, m->emp, pk, ecw_entity_rk(e[i]));
+		struct ecw_entity *a = mv_get_or_null(m, m->arch, pk, ecw_entity_rk(e[i]));
+		ITEST_CHECK(s || a, "after %s: %s is in neither table", point, ecw_entity_rk(e[i]));
+		if (then == MV_IN_SOURCE || then == MV_IN_BOTH)
+			mv_assert_same_entity(e[i], s, "the source after the crash");
+		else
+			ITEST_CHECK(s == NULL, "after %s the source of %s is still there", point,
+			            ecw_entity_rk(e[i]));
+		if (then == MV_IN_TARGET || then == MV_IN_BOTH)
+			mv_assert_same_entity(e[i], a, "the copy after the crash");
+		else
+			ITEST_CHECK(a == NULL, "after %s a copy of %s exists already", point,
+			            ecw_entity_rk(e[i]));
+		ecw_entity_free(s);
+		ecw_entity_free(a);
+	}
+
+	o.crash_at = NULL;
+	snprintf(name, sizeof(name), "move-group-rerun-%s", pk);
+	mv_start_worker(&p2, m, name, jobs, &o);
+	for (int i = 0; i < GRP_CRASH_N; i++)
+		PROC_EXPECT_LOG(&p2, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded",
+		                "dequeue_count", "2");
+	expect_successes(&p2, id, GRP_CRASH_N, rerun_detail);
+	for (int i = 0; i < GRP_CRASH_N; i++) {
+		mv_assert_only_in(m, m->arch, m->emp, e[i], point);
+		ecw_entity_free(e[i]);
+	}
+	size_t n = 0;
+	snprintf(filter, sizeof(filter), "PartitionKey eq '%s'", pk);
+	struct ecw_entity **all = itest_query_all(&n, m->c, m->arch, filter); /* n is set by the call */
+	itest_entities_free(all, n);
+	assert_int_equal(n, GRP_CRASH_N);
+	assert_int_equal(mv_queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(mv_queue_count(m, m->fx.poison), 0);
+	mv_finish(&p2);
+}
+
+static void test_job_move_groups__group_crash_after_each_step(void **state)
+{
+	group_crash_after(*state, "move.group.read", MV_IN_SOURCE, "");
+	group_crash_after(*state, "move.group.copied", MV_IN_BOTH, "");
+	/* The rerun finds no sources: already moved. */
+	group_crash_after(*state, "move.group.deleted", MV_IN_TARGET, "already-moved");
+}
+
+/* One member changes between the group's copy and its delete: five
+ * employees of one partition in one group, the worker held for 3 s right
+ * after its transaction of copies (ECW_TEST_PAUSE_AT=move.group.copied)
+ * while the application updates one of them. The transaction of deletes is
+ * If-Match the versions read, so it must be refused (412) as a whole; each
+ * member then runs alone, and the changed one must end archived in its
+ * NEWER version (a delete that ignored the change would lose it, keeping
+ * the old copy), the others as they were. */
+static void test_job_move_groups__group_member_changed_before_delete(void **state)
+{
+	enum { N = 5, CHANGED = 2 };
+	struct mv *m = *state;
+	struct mv_wopts o = MV_WOPTS_DEFAULT;
+	struct ecw_entity *e[N], *v2;
+	char jobs[512], rk[32], id[N][64], group[16];
+	struct proc p;
+	size_t n = 0;
+
+	for (int i = 0; i < N; i++) {
+		snprintf(rk, sizeof(rk), "a+b&c=d%% %d", i);
+		e[i] = mv_employee("Sales", rk, 1);
+		mv_write_entity(m, m->emp, e[i]);
+		mv_put_job(m, "archive-employee", "Sales", rk, NULL, false, id[i]);
+	}
+	v2 = mv_employee("Sales", ecw_entity_rk(e[CHANGED]), 2);
+	o.pause_at = "move.group.copied:3000";
+	mv_start_worker(&p, m, "move-group-changed", mv_std_jobs(jobs, sizeof(jobs), m), &o);
+
+	/* The copies are in: the group is paused before its delete. */
+	for (int64_t end = itest_now_ms() + 15000; itest_now_ms() < end; itest_sleep_ms(20)) {
+		struct ecw_entity **all = itest_query_all(&n, m->c, m->arch, NULL); /* n is set by the call */
+		itest_entities_free(all, n);
+		if (n == N)
+			break;
+	}
+	ITEST_CHECK(n == N, "%zu of %d copies appeared; log:\n%s", n, N, proc_tail(p.log_path, 20));
+	int err = ecw_table_write(NULL, m->c, m->emp, v2, ECW_WRITE_UPDATE, "*");
+	ITEST_CHECK(err == 0, "updating %s during the pause: %s (the group deleted the source first?)",
+	            ecw_entity_rk(v2), itest_last_error());
+
+	snprintf(group, sizeof(group), "%d", N);
+	for (int i = 0; i < N; i++)
+		PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id[i], "outcome", "succeeded", "group",
+		                group);
+	expect_successes(&p, id, N, "");
+	assert_int_equal(proc_count(&p, "message", "outcome", "retried", NULL), 0);
+	for (int i = 0; i < N; i++)
+		mv_assert_only_in(m, m->arch, m->emp, i == CHANGED ? v2 : e[i],
+		                  i == CHANGED ? "the version written after the group's read" : "unchanged");
+	assert_int_equal(mv_table_rows(m, m->arch), N);
+	assert_int_equal(mv_queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(mv_queue_count(m, m->fx.poison), 0);
+	mv_finish(&p);
+	for (int i = 0; i < N; i++)
+		ecw_entity_free(e[i]);
+	ecw_entity_free(v2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_job_move_groups__group_moves_a_receive_together, mv_setup,
+	                                    mv_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_move_groups__group_crash_after_each_step, mv_setup,
+	                                    mv_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_move_groups__group_member_changed_before_delete,
+	                                    mv_setup, mv_teardown),
+	};
+	/* ECW_TEST_FILTER=test_job_move_groups__group_crash* runs only the matching cases. */
+	if (getenv("ECW_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("ECW_TEST_FILTER"));
+	return cmocka_run_group_tests_name("job_move_groups", tests, NULL, NULL);
+}
