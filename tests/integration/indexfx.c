@@ -185,13 +185,7 @@ size_t ix_count_entities(struct wfx *x, const char *table)
 
 struct ecw_entity *ix_get(struct wfx *x, const char *table, const char *pk, const char *rk)
 {
-	struct ecw_entity *e = NULL;
-	int err = ecw_table_get(&e, x->t->client, table, pk, rk);
-
-	if (err == ECW_ENOTFOUND)
-		return NULL;
-	ECW_ASSERT_OK(err);
-	return e;
+	return itest_get_or_null(x->t->client, table, pk, rk);
 }
 
 /* ---- the recomputation -------------------------------------------------------------------------- */

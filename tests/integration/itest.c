@@ -327,3 +327,14 @@ void itest_keep_queue(struct itest *t, const char *name)
 	assert_true(t->nq < ITEST_MAX_EXTRA && strlen(name) < sizeof(t->extra_q[0]));
 	memcpy(t->extra_q[t->nq++], name, strlen(name) + 1);
 }
+
+struct ecw_entity *itest_get_or_null(struct ecw_client *c, const char *table, const char *pk, const char *rk)
+{
+	struct ecw_entity *e = NULL;
+	int err = ecw_table_get(&e, c, table, pk, rk);
+
+	if (err == ECW_ENOTFOUND)
+		return NULL;
+	ECW_ASSERT_OK(err);
+	return e;
+}

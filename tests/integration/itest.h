@@ -87,6 +87,9 @@ void itest_unique_name(char *out, size_t cap, char kind, const char *hint);
 /* Every entity of table matching filter (NULL: all), in the service's order,
  * following continuation tokens; fails the test on any error. Free the
  * result with itest_entities_free. */
+/* The entity at pk/rk, or NULL when there is none (any other error fails
+ * the test). Free with ecw_entity_free. */
+struct ecw_entity *itest_get_or_null(struct ecw_client *c, const char *table, const char *pk, const char *rk);
 struct ecw_entity **itest_query_all(size_t *n, struct ecw_client *c, const char *table, const char *filter);
 void itest_entities_free(struct ecw_entity **v, size_t n);
 

@@ -160,13 +160,7 @@ void mv_write_entity(struct mv *m, const char *table, const struct ecw_entity *e
 
 struct ecw_entity *mv_get_or_null(struct mv *m, const char *table, const char *pk, const char *rk)
 {
-	struct ecw_entity *e = NULL;
-	int err = ecw_table_get(&e, m->c, table, pk, rk);
-
-	if (err == ECW_ENOTFOUND)
-		return NULL;
-	ECW_ASSERT_OK(err);
-	return e;
+	return itest_get_or_null(m->c, table, pk, rk);
 }
 
 size_t mv_table_rows(struct mv *m, const char *table)
