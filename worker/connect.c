@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "connect.h"
@@ -131,4 +132,27 @@ int ecw_connect(struct ecw_account **acct_out, struct ecw_client **client_out, c
 		*acct_out = NULL;
 	}
 	return err;
+}
+
+/* The account key and the SAS token (and its signature) must never reach a
+ * log line; the log redacts whatever is registered here. */
+void ecw_connect_register_secrets(const struct ecw_config *cfg)
+{
+	static const char *const secret_settings[] = {"AccountKey=", "SharedAccessSignature=", NULL};
+	const char *connstr = cfg->storage.connection_string;
+
+	for (const char *p = connstr; p && *p;) {
+		const char *end = strchr(p, ';');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		for (size_t i = 0; secret_settings[i]; i++) {
+			size_t k = strlen(secret_settings[i]);
+			char value[4096];
+			if (n > k && n - k < sizeof(value) && strncasecmp(p, secret_settings[i], k) == 0) {
+				memcpy(value, p + k, n - k);
+				value[n - k] = '\0';
+				ecw_log_add_secret(value[0] == '?' ? value + 1 : value);
+			}
+		}
+		p = end ? end + 1 : NULL;
+	}
 }

@@ -23,4 +23,8 @@ void ecw_connect_client_options(struct ecw_client_options *opts, const struct ec
 int ecw_connect(struct ecw_account **acct_out, struct ecw_client **client_out,
 		const struct ecw_config *cfg) ECW_MUST_USE;
 
+/* Registers the secrets of cfg->storage's connection string (the account
+ * key, the SAS token) with the log, which then redacts them in every line. */
+void ecw_connect_register_secrets(const struct ecw_config *cfg);
+
 #endif

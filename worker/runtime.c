@@ -730,28 +730,6 @@ static void *signal_thread(void *p)
 
 /* ---- start, loop, stop ------------------------------------------------------------------- */
 
-/* The account key and the SAS token (and its signature) must never reach a
- * log line; the log redacts whatever is registered here. */
-static void register_secrets(const char *connstr)
-{
-	static const char *const secret_settings[] = {"AccountKey=", "SharedAccessSignature=", NULL};
-
-	for (const char *p = connstr; p && *p;) {
-		const char *end = strchr(p, ';');
-		size_t n = end ? (size_t)(end - p) : strlen(p);
-		for (size_t i = 0; secret_settings[i]; i++) {
-			size_t k = strlen(secret_settings[i]);
-			char value[4096];
-			if (n > k && n - k < sizeof(value) && strncasecmp(p, secret_settings[i], k) == 0) {
-				memcpy(value, p + k, n - k);
-				value[n - k] = '\0';
-				ecw_log_add_secret(value[0] == '?' ? value + 1 : value);
-			}
-		}
-		p = end ? end + 1 : NULL;
-	}
-}
-
 /* Creates the queues and the jobs' tables (create_missing). Returns 0 or the
  * error code of the first step that failed, which it has logged. */
 static int prepare(struct runtime *rt, struct ecw_client *c)
@@ -1087,7 +1065,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	init_cond(&rt->main_cv);
 	init_cond(&rt->renew_cv);
 	init_cond(&rt->sched_cv);
-	register_secrets(cfg->storage.connection_string);
+	ecw_connect_register_secrets(cfg);
 
 	/* Signals go to the signal thread only: block them before any thread
 	 * (libmicrohttpd's included) exists, so all inherit the mask. */
