@@ -9,17 +9,17 @@
 #include "ecw_err.h"
 
 struct ecw_buf {
-	char *ptr;     /* NULL until the first append */
-	size_t len;    /* bytes used, not counting the NUL */
-	size_t cap;    /* bytes allocated */
-	size_t max;    /* hard cap on len */
+	char *ptr;  /* NULL until the first append */
+	size_t len; /* bytes used, not counting the NUL */
+	size_t cap; /* bytes allocated */
+	size_t max; /* hard cap on len */
 };
 
 #define ECW_BUF_DEFAULT_MAX ((size_t)64 * 1024 * 1024)
 
 void ecw_buf_init(struct ecw_buf *b, size_t max);
 void ecw_buf_dispose(struct ecw_buf *b);
-void ecw_buf_reset(struct ecw_buf *b);  /* len = 0, keeps memory */
+void ecw_buf_reset(struct ecw_buf *b); /* len = 0, keeps memory */
 int ecw_buf_add(struct ecw_buf *b, const void *p, size_t n) ECW_MUST_USE;
 int ecw_buf_adds(struct ecw_buf *b, const char *s) ECW_MUST_USE;
 /* Appends each string in turn up to the NULL; cheaper than printf("%s%s..")

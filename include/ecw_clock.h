@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-int64_t ecw_now_ms(void);        /* monotonic milliseconds */
+int64_t ecw_now_ms(void); /* monotonic milliseconds */
 /* The wall clock: Unix time in milliseconds, UTC. What schedules, rollup
  * windows, purge ages and {now:...} keys read. Test builds take
  * ECW_TEST_CLOCK="ANCHOR_MS:BASE_MS:SCALE": at the real Unix time ANCHOR_MS
@@ -26,11 +26,11 @@ void ecw_civil_from_days(int64_t days, int *y, int *m, int *d);
 int ecw_digits(const char *s, int n);
 /* v as exactly width digits at p (the low ones; v >= 0); returns p + width. */
 char *ecw_put_digits(char *p, int v, int width);
-void ecw_sleep_ms(int64_t ms);   /* returns early only on a signal */
+void ecw_sleep_ms(int64_t ms); /* returns early only on a signal */
 /* Exponential backoff before jitter: base * 2^(attempt-1), capped at max
  * (an attempt below 1 counts as 1). The storage client's retries and the
  * worker's retried messages both wait this long, less their own jitter. */
 int64_t ecw_backoff_ms(int64_t base_ms, int64_t max_ms, long attempt);
-uint32_t ecw_random_u32(void);   /* uniform, thread-safe; not for secrets */
+uint32_t ecw_random_u32(void); /* uniform, thread-safe; not for secrets */
 
 #endif

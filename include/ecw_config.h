@@ -23,49 +23,49 @@ struct ecw_schedule_set;
 struct ecw_migration_set;
 
 struct ecw_job_def {
-	char *name;                       /* the key under jobs: */
-	const struct ecw_job_type *type;  /* from the registry, by `type:` */
-	void *settings;                   /* type->parse's result, freed by type->free */
-	char **then;                      /* jobs to enqueue for the same keys after success
+	char *name;                      /* the key under jobs: */
+	const struct ecw_job_type *type; /* from the registry, by `type:` */
+	void *settings;                  /* type->parse's result, freed by type->free */
+	char **then;                     /* jobs to enqueue for the same keys after success
 					   * (NULL-terminated; NULL when none); no cycles */
 };
 
 struct ecw_config {
-	char *file;                       /* the path it was read from */
+	char *file; /* the path it was read from */
 	struct {
-		enum ecw_storage_auth auth;   /* key|workload-identity|managed-identity, default key */
-		char *connection_string;      /* secret: never print it. With an identity auth:
+		enum ecw_storage_auth auth;       /* key|workload-identity|managed-identity, default key */
+		char *connection_string;          /* secret: never print it. With an identity auth:
 		                               * endpoints only, or NULL when account is set */
-		char *account;                /* identity auth: the account's name; else NULL */
-		char *ca_file;                /* a PEM CA bundle to trust; NULL: the system's */
+		char *account;                    /* identity auth: the account's name; else NULL */
+		char *ca_file;                    /* a PEM CA bundle to trust; NULL: the system's */
 		char *managed_identity_client_id; /* a user-assigned identity; NULL: system-assigned */
-		int64_t request_timeout_ms;   /* one HTTP request, whole; 1s..10m, default 30s */
+		int64_t request_timeout_ms;       /* one HTTP request, whole; 1s..10m, default 30s */
 	} storage;
 	struct {
-		char *queue;                  /* default ecw-jobs */
-		char *poison_queue;           /* default <queue>-poison */
-		int batch_size;               /* 1..32, default 16 */
-		int concurrency;              /* 1..256, default 16 */
-		int prefetch;                 /* 0..256, default batch_size: messages held
+		char *queue;                   /* default ecw-jobs */
+		char *poison_queue;            /* default <queue>-poison */
+		int batch_size;                /* 1..32, default 16 */
+		int concurrency;               /* 1..256, default 16 */
+		int prefetch;                  /* 0..256, default batch_size: messages held
 		                               * waiting for a job thread */
-		int64_t visibility_timeout_ms;/* 1s..7d, whole seconds, default 60s */
-		int max_dequeue_count;        /* 1..1000, default 5 */
-		int64_t retry_backoff_base_ms;/* default 2s */
-		int64_t retry_backoff_max_ms; /* >= base, <= 7d, default 5m */
-		int64_t poll_min_ms;          /* default 100ms */
-		int64_t poll_max_ms;          /* >= min, default 10s */
-		int64_t shutdown_grace_ms;    /* default 25s */
-		long long message_ttl_s;      /* -1 never, or 1..; default -1 (a duration or -1) */
-		bool create_missing;          /* default true */
-		char *schedule_table;         /* schedules' markers; default EcwSchedules */
-		int64_t schedule_lease_ms;    /* a claim on a schedule's window; 1s..1h, default 2m */
+		int64_t visibility_timeout_ms; /* 1s..7d, whole seconds, default 60s */
+		int max_dequeue_count;         /* 1..1000, default 5 */
+		int64_t retry_backoff_base_ms; /* default 2s */
+		int64_t retry_backoff_max_ms;  /* >= base, <= 7d, default 5m */
+		int64_t poll_min_ms;           /* default 100ms */
+		int64_t poll_max_ms;           /* >= min, default 10s */
+		int64_t shutdown_grace_ms;     /* default 25s */
+		long long message_ttl_s;       /* -1 never, or 1..; default -1 (a duration or -1) */
+		bool create_missing;           /* default true */
+		char *schedule_table;          /* schedules' markers; default EcwSchedules */
+		int64_t schedule_lease_ms;     /* a claim on a schedule's window; 1s..1h, default 2m */
 	} worker;
 	struct {
-		enum ecw_log_level level;     /* debug|info|warn|error, default info */
-		enum ecw_log_format format;   /* json|text, default json */
+		enum ecw_log_level level;   /* debug|info|warn|error, default info */
+		enum ecw_log_format format; /* json|text, default json */
 	} log;
 	struct {
-		char *listen;                 /* "host:port"; "" disables; default "127.0.0.1:9464" */
+		char *listen; /* "host:port"; "" disables; default "127.0.0.1:9464" */
 	} metrics;
 	struct ecw_job_def *jobs;
 	size_t njobs;

@@ -27,14 +27,14 @@ struct ecw_prop {
 	const char *name;
 	enum ecw_edm type;
 	union {
-		const char *s;          /* STRING, DATETIME, GUID: NUL-terminated */
+		const char *s;            /* STRING, DATETIME, GUID: NUL-terminated */
 		const unsigned char *bin; /* BINARY */
 		int32_t i32;
 		int64_t i64;
 		double d;
 		bool b;
 	} v;
-	size_t len;                 /* bytes of s or bin */
+	size_t len; /* bytes of s or bin */
 };
 
 /* Longest key the service accepts, in bytes of UTF-8. */

@@ -28,11 +28,11 @@ typedef enum ecw_err {
 } ecw_err;
 
 struct ecw_error {
-	int code;               /* an ecw_err */
-	int http_status;        /* 0 when no response arrived */
-	char service_code[64];  /* x-ms-error-code or the body's code; "" if none */
-	char request_id[64];    /* x-ms-request-id; "" if none */
-	char message[512];      /* one line for logs */
+	int code;              /* an ecw_err */
+	int http_status;       /* 0 when no response arrived */
+	char service_code[64]; /* x-ms-error-code or the body's code; "" if none */
+	char request_id[64];   /* x-ms-request-id; "" if none */
+	char message[512];     /* one line for logs */
 };
 
 /* The last error recorded on this thread (code ECW_OK and "" when none). */
@@ -43,8 +43,8 @@ const struct ecw_error *ecw_error_last(void);
 int ecw_error_set(int code, const char *fmt, ...) ECW_PRINTF(2, 3);
 
 /* Records a failure that came from the service. */
-int ecw_error_set_http(int code, int http_status, const char *service_code,
-		       const char *request_id, const char *fmt, ...) ECW_PRINTF(5, 6);
+int ecw_error_set_http(int code, int http_status, const char *service_code, const char *request_id,
+		       const char *fmt, ...) ECW_PRINTF(5, 6);
 
 void ecw_error_clear(void);
 

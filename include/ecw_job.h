@@ -17,18 +17,18 @@
 struct json_object;
 
 struct ecw_job_ctx {
-	struct ecw_client *client;        /* this thread's connection */
-	const char *job;                  /* the configured job name */
-	const char *pk, *rk;              /* the changed entity's keys (checked);
+	struct ecw_client *client; /* this thread's connection */
+	const char *job;           /* the configured job name */
+	const char *pk, *rk;       /* the changed entity's keys (checked);
 					   * NULL for a keyless type */
-	const char *trace_id;             /* "id" from the message, or the message id */
+	const char *trace_id;      /* "id" from the message, or the message id */
 	const char *message_id;
 	long dequeue_count;
-	const struct json_object *message;/* the whole decoded message, for extra fields */
-	const atomic_bool *lease_lost;    /* set by the runtime when the lease is gone */
-	const atomic_bool *stopping;      /* set at shutdown: finish soon if you can */
-	char outcome_detail[64];          /* optional word for the log ("missing", ...) */
-	char error[512];                  /* run_group: why this member failed */
+	const struct json_object *message; /* the whole decoded message, for extra fields */
+	const atomic_bool *lease_lost;     /* set by the runtime when the lease is gone */
+	const atomic_bool *stopping;       /* set at shutdown: finish soon if you can */
+	char outcome_detail[64];           /* optional word for the log ("missing", ...) */
+	char error[512];                   /* run_group: why this member failed */
 };
 
 /* Jobs call this before each write: once the lease is lost another worker may
@@ -43,7 +43,7 @@ int ecw_job_check_lease(const struct ecw_job_ctx *ctx) ECW_MUST_USE;
 bool ecw_job_err_is_permanent(int err);
 
 struct ecw_job_type {
-	const char *name;                 /* the `type:` in the config */
+	const char *name; /* the `type:` in the config */
 	/* Messages of this type name no entity: no pk/rk (ctx->pk and ctx->rk
 	 * are NULL); the job reads its own fields from ctx->message. Such a
 	 * job has no `then`, and no `then` names it. Otherwise a message
@@ -68,7 +68,7 @@ struct ecw_job_type {
 	 * errs[i] for ctxs[i] (0, or an error as run returns it, with its text
 	 * in ctxs[i].error) and each member's outcome_detail. May be NULL. */
 	void (*run_group)(const void *settings, struct ecw_job_ctx *ctxs, size_t n, int *errs);
-	size_t group_max;                 /* most members run_group takes, >= 2 */
+	size_t group_max; /* most members run_group takes, >= 2 */
 	/* The message ctx->message_id will never run again: it is being
 	 * poisoned (a permanent failure, or more deliveries than
 	 * max_dequeue_count), and a replay puts its text back under a new id.

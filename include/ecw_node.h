@@ -18,7 +18,7 @@
 /* ---- errors ------------------------------------------------------------- */
 
 struct ecw_node_errors {
-	char **lines;        /* "FILE:LINE:COL: message" */
+	char **lines; /* "FILE:LINE:COL: message" */
 	size_t n, cap;
 	/* Where an error at no node is placed (at line 1, column 1); NULL:
 	 * "<config>". A schema's parse sets it for its duration. */
@@ -43,12 +43,12 @@ enum ecw_node_kind { ECW_NODE_SCALAR, ECW_NODE_MAP, ECW_NODE_SEQ };
 
 struct ecw_node {
 	enum ecw_node_kind kind;
-	int line, col;              /* 1-based, where the node starts */
-	const char *file;           /* the file's name, for messages */
-	char *value;                /* SCALAR: the expanded text */
-	bool quoted;                /* SCALAR: written in quotes (so never a number) */
-	struct ecw_node **keys;     /* MAP: key scalars */
-	struct ecw_node **items;    /* MAP: values; SEQ: items */
+	int line, col;           /* 1-based, where the node starts */
+	const char *file;        /* the file's name, for messages */
+	char *value;             /* SCALAR: the expanded text */
+	bool quoted;             /* SCALAR: written in quotes (so never a number) */
+	struct ecw_node **keys;  /* MAP: key scalars */
+	struct ecw_node **items; /* MAP: values; SEQ: items */
 	size_t n;
 };
 
@@ -95,9 +95,9 @@ int ecw_node_check_keys(const struct ecw_node *map, const char *const *allowed, 
  * unless required, which is an error. A wrong type or range is an error at
  * the value's position. All return 0 or -1 (error recorded). */
 int ecw_node_string(char **out, const struct ecw_node *map, const char *key, bool required,
-		    struct ecw_node_errors *errs);        /* *out: heap copy, free() the old one */
-int ecw_node_int(long long *out, const struct ecw_node *map, const char *key, long long min,
-		 long long max, bool required, struct ecw_node_errors *errs);
+		    struct ecw_node_errors *errs); /* *out: heap copy, free() the old one */
+int ecw_node_int(long long *out, const struct ecw_node *map, const char *key, long long min, long long max,
+		 bool required, struct ecw_node_errors *errs);
 int ecw_node_bool(bool *out, const struct ecw_node *map, const char *key, bool required,
 		  struct ecw_node_errors *errs);
 /* "250ms", "2s", "5m", "1h" (an integer and a unit; "0" alone is 0). */

@@ -7,7 +7,7 @@
 #include <signal.h>
 
 struct ecw_pace {
-	double rate;        /* per second; 0 = no pacing */
+	double rate; /* per second; 0 = no pacing */
 	double tokens;
 	double last_ms;
 };

@@ -10,10 +10,10 @@
 #include <stdint.h>
 
 struct ecw_progress {
-	bool on;            /* false: every call does nothing */
-	const char *what;   /* "replay", ... */
+	bool on;          /* false: every call does nothing */
+	const char *what; /* "replay", ... */
 	int64_t t0_ms, last_ms;
-	uint64_t total;     /* 0 when unknown (no ETA) */
+	uint64_t total; /* 0 when unknown (no ETA) */
 };
 
 /* on: usually isatty(2) and not a machine-readable mode. */

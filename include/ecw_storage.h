@@ -71,7 +71,10 @@ struct ecw_client_options {
 	const char *ca_file;
 };
 
+/* clang-format 14 and 19 lay a braced macro out differently: */
+/* clang-format off */
 #define ECW_CLIENT_OPTIONS_INIT {4, 200, 5000, 30000, 5000, false, NULL, NULL, NULL}
+/* clang-format on */
 
 /* opts may be NULL for the defaults. The account must outlive the client. */
 int ecw_client_new(struct ecw_client **out, const struct ecw_account *acct,
@@ -80,9 +83,9 @@ void ecw_client_free(struct ecw_client *c);
 
 /* Counters for tests and metrics. */
 struct ecw_client_stats {
-	uint64_t requests;      /* HTTP attempts, retries included */
+	uint64_t requests; /* HTTP attempts, retries included */
 	uint64_t retries;
-	uint64_t connections;   /* new TCP connections opened */
+	uint64_t connections; /* new TCP connections opened */
 };
 void ecw_client_stats(struct ecw_client_stats *out, const struct ecw_client *c);
 
@@ -94,19 +97,19 @@ void ecw_client_stats(struct ecw_client_stats *out, const struct ecw_client *c);
 
 struct ecw_queue_msg {
 	char id[64];
-	char pop_receipt[128];      /* "" for peeked messages */
+	char pop_receipt[128]; /* "" for peeked messages */
 	long dequeue_count;
 	time_t insertion_time;
-	time_t expiration_time;     /* 0 when the message never expires */
-	time_t next_visible;        /* 0 for peeked messages */
-	char *text;                 /* NUL-terminated, unescaped; never NULL from
+	time_t expiration_time; /* 0 when the message never expires */
+	time_t next_visible;    /* 0 for peeked messages */
+	char *text;             /* NUL-terminated, unescaped; never NULL from
 				     * receive and peek */
 	size_t text_len;
 };
 
 struct ecw_queue_put_options {
-	int visibility_delay_s;     /* 0..604800: hidden this long after put */
-	long long ttl_s;            /* 0 = service default (7 days), -1 = never expires */
+	int visibility_delay_s; /* 0..604800: hidden this long after put */
+	long long ttl_s;        /* 0 = service default (7 days), -1 = never expires */
 };
 
 /* 0, or ECW_EINVALID with a message naming the name and the rule: 3-63
@@ -117,14 +120,14 @@ int ecw_queue_name_check(const char *name) ECW_MUST_USE;
 int ecw_queue_create(bool *created_out, struct ecw_client *c, const char *queue) ECW_MUST_USE;
 int ecw_queue_delete_queue(struct ecw_client *c, const char *queue) ECW_MUST_USE;
 /* out (may be NULL) receives id, pop receipt, times; its text stays NULL. */
-int ecw_queue_put(struct ecw_queue_msg *out, struct ecw_client *c, const char *queue,
-		  const char *text, size_t len, const struct ecw_queue_put_options *opts) ECW_MUST_USE;
+int ecw_queue_put(struct ecw_queue_msg *out, struct ecw_client *c, const char *queue, const char *text,
+		  size_t len, const struct ecw_queue_put_options *opts) ECW_MUST_USE;
 /* Receives up to max (1..32) messages and hides them for visibility_s seconds.
  * *out is an array of *count messages, freed with ecw_queue_msgs_free. */
-int ecw_queue_receive(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c,
-		      const char *queue, int max, int visibility_s) ECW_MUST_USE;
-int ecw_queue_peek(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c,
-		   const char *queue, int max) ECW_MUST_USE;
+int ecw_queue_receive(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c, const char *queue,
+		      int max, int visibility_s) ECW_MUST_USE;
+int ecw_queue_peek(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c, const char *queue,
+		   int max) ECW_MUST_USE;
 void ecw_queue_msgs_free(struct ecw_queue_msg *msgs, size_t count);
 /* ECW_ENOTFOUND: the message is gone or was received again (stale receipt). */
 int ecw_queue_delete(struct ecw_client *c, const char *queue, const char *id,
@@ -132,8 +135,8 @@ int ecw_queue_delete(struct ecw_client *c, const char *queue, const char *id,
 /* Hides the message for visibility_s more seconds and, when text is not NULL,
  * replaces its text. The new pop receipt replaces msg->pop_receipt and the new
  * next-visible time msg->next_visible. ECW_ENOTFOUND as for delete. */
-int ecw_queue_update(struct ecw_queue_msg *msg, struct ecw_client *c, const char *queue,
-		     int visibility_s, const char *text, size_t len) ECW_MUST_USE;
+int ecw_queue_update(struct ecw_queue_msg *msg, struct ecw_client *c, const char *queue, int visibility_s,
+		     const char *text, size_t len) ECW_MUST_USE;
 /* For an ECW_ENOTFOUND from delete or update (e: ecw_error_last()): true when
  * the service said that the message is still there under a newer pop receipt
  * (received again since: Azurite's 400 PopReceiptMismatch), false when it said
@@ -167,8 +170,8 @@ int ecw_table_list(char ***out, struct ecw_client *c, const char *prefix, int to
 void ecw_table_names_free(char **names);
 /* ECW_ENOTFOUND when the entity does not exist, ECW_ENOTABLE when the table
  * does not. */
-int ecw_table_get(struct ecw_entity **out, struct ecw_client *c, const char *table,
-		  const char *pk, const char *rk) ECW_MUST_USE;
+int ecw_table_get(struct ecw_entity **out, struct ecw_client *c, const char *table, const char *pk,
+		  const char *rk) ECW_MUST_USE;
 
 enum ecw_write_mode {
 	ECW_WRITE_INSERT,            /* POST: ECW_ECONFLICT if it exists */
@@ -181,25 +184,24 @@ enum ecw_write_mode {
 /* Writes e. if_match (an ETag byte for byte, or "*") is required for UPDATE
  * and MERGE and must be NULL otherwise; a mismatch is ECW_EPRECONDITION.
  * etag_out (may be NULL) receives the new ETag; free() it. */
-int ecw_table_write(char **etag_out, struct ecw_client *c, const char *table,
-		    const struct ecw_entity *e, enum ecw_write_mode mode,
-		    const char *if_match) ECW_MUST_USE;
+int ecw_table_write(char **etag_out, struct ecw_client *c, const char *table, const struct ecw_entity *e,
+		    enum ecw_write_mode mode, const char *if_match) ECW_MUST_USE;
 /* if_match: an ETag or "*". ECW_ENOTFOUND if absent, ECW_EPRECONDITION on mismatch. */
-int ecw_table_delete(struct ecw_client *c, const char *table, const char *pk,
-		     const char *rk, const char *if_match) ECW_MUST_USE;
+int ecw_table_delete(struct ecw_client *c, const char *table, const char *pk, const char *rk,
+		     const char *if_match) ECW_MUST_USE;
 /* Deletes whatever version exists; an absent entity is success (a missing
  * table is ECW_ENOTABLE). deleted_out may be NULL. */
-int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const char *table,
-			       const char *pk, const char *rk) ECW_MUST_USE;
+int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const char *table, const char *pk,
+			       const char *rk) ECW_MUST_USE;
 
 /* Appends 'value' as an OData string literal: quoted, single quotes doubled. */
 int ecw_escape_filter_string(struct ecw_buf *filter, const char *value) ECW_MUST_USE;
 
 struct ecw_query_options {
-	const char *filter;   /* OData $filter, NULL for all entities */
-	const char *select;   /* comma-separated property names, NULL for all */
-	int top;              /* entities per page, 1..1000; 0 = service default */
-	long long limit;      /* stop after this many entities; 0 = no limit */
+	const char *filter; /* OData $filter, NULL for all entities */
+	const char *select; /* comma-separated property names, NULL for all */
+	int top;            /* entities per page, 1..1000; 0 = service default */
+	long long limit;    /* stop after this many entities; 0 = no limit */
 };
 
 struct ecw_table_query;
@@ -222,9 +224,9 @@ enum ecw_batch_op {
 	ECW_BATCH_INSERT,
 	ECW_BATCH_INSERT_OR_REPLACE,
 	ECW_BATCH_INSERT_OR_MERGE,
-	ECW_BATCH_UPDATE,            /* needs if_match */
-	ECW_BATCH_MERGE,             /* needs if_match */
-	ECW_BATCH_DELETE,            /* needs if_match; only the keys of e are used */
+	ECW_BATCH_UPDATE, /* needs if_match */
+	ECW_BATCH_MERGE,  /* needs if_match */
+	ECW_BATCH_DELETE, /* needs if_match; only the keys of e are used */
 };
 
 struct ecw_batch;

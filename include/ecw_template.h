@@ -38,8 +38,8 @@ void ecw_template_free(struct ecw_template *t);
 const char *ecw_template_text(const struct ecw_template *t);
 
 enum ecw_template_mode {
-	ECW_TEMPLATE_PLAIN,   /* values as they are (keys) */
-	ECW_TEMPLATE_ODATA,   /* values with ' doubled, for inside an OData string literal */
+	ECW_TEMPLATE_PLAIN, /* values as they are (keys) */
+	ECW_TEMPLATE_ODATA, /* values with ' doubled, for inside an OData string literal */
 };
 
 /* Renders t against e. A property the entity lacks, or of a type that has no

@@ -38,7 +38,8 @@ struct ecw_token_credential;
 
 /* Checks the options (an error names the missing or bad one) and makes an
  * empty cache; no request is made until a client needs a token. */
-int ecw_token_credential_new(struct ecw_token_credential **out, const struct ecw_token_options *o) ECW_MUST_USE;
+int ecw_token_credential_new(struct ecw_token_credential **out,
+			     const struct ecw_token_options *o) ECW_MUST_USE;
 void ecw_token_credential_free(struct ecw_token_credential *cred);
 /* "workload-identity" or "managed-identity". */
 const char *ecw_token_source_name(enum ecw_token_source src);

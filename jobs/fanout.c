@@ -138,13 +138,12 @@ static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw
 
 	if (!map) {
 		ecw_node_error(
-		    errs, job,
-		    "fanout job: missing required key 'fields' (target property: source property)");
+			errs, job,
+			"fanout job: missing required key 'fields' (target property: source property)");
 		return -1;
 	}
 	if (map->kind != ECW_NODE_MAP || map->n == 0) {
-		ecw_node_error(errs, map,
-		                 "fields: a map of target property: source property, at least one");
+		ecw_node_error(errs, map, "fields: a map of target property: source property, at least one");
 		return -1;
 	}
 	if (!(f->fields = calloc(map->n, sizeof(*f->fields))) || ecw_entity_new(&scratch, "p", "r") < 0) {
@@ -161,7 +160,7 @@ static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw
 		}
 		if (!valid_property_name(scratch, k->value)) {
 			ecw_node_error(errs, k, "fields: '%s' cannot be a target property: %s", k->value,
-			                 ecw_error_last()->message);
+				       ecw_error_last()->message);
 			bad = 1;
 		}
 		/* The keys can be copied (a customer's RowKey as CustomerId);
@@ -171,9 +170,9 @@ static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw
 			/* The key is the file's own text; the value may come from
 			 * the environment, so it is not quoted. */
 			ecw_node_error(errs, v,
-			                 "fields.%s: the value cannot be a source property (letters, digits "
-			                 "and '_', not starting with a digit; not Timestamp)",
-			                 k->value);
+				       "fields.%s: the value cannot be a source property (letters, digits "
+				       "and '_', not starting with a digit; not Timestamp)",
+				       k->value);
 			bad = 1;
 		}
 		/* Filled in order (a field skipped above leaves no gap), so
@@ -194,7 +193,7 @@ static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw
 static int fanout_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",   "then",   "source",    "table",
-	                                      "filter", "fields", "on_delete", NULL};
+					      "filter", "fields", "on_delete", NULL};
 	struct fanout *f = calloc(1, sizeof(*f));
 	char *on_delete = NULL;
 	int bad = 0;
@@ -226,9 +225,9 @@ static int fanout_parse(void **out, const struct ecw_node *job, struct ecw_node_
 		if (ecw_entity_new(&keys, "p", "r") < 0 ||
 		    ecw_template_render(&probe, f->filter, keys, ECW_TEMPLATE_ODATA) < 0) {
 			ecw_node_error(
-			    errs, ecw_node_get(job, "filter"),
-			    "filter: with on_delete: clear it may use only {PartitionKey} and {RowKey}, "
-			    "all a deleted source leaves");
+				errs, ecw_node_get(job, "filter"),
+				"filter: with on_delete: clear it may use only {PartitionKey} and {RowKey}, "
+				"all a deleted source leaves");
 			bad = 1;
 		}
 		ecw_buf_dispose(&probe);
@@ -363,7 +362,7 @@ static int plan(struct op *op, struct run *r, const struct ecw_entity *t)
 		goto done;
 	if (!ecw_entity_etag(t)) {
 		err = ecw_error_set(ECW_ERROR, "fanout: target %s/%s came without an ETag", ecw_entity_pk(t),
-		                    ecw_entity_rk(t));
+				    ecw_entity_rk(t));
 		goto done;
 	}
 	for (size_t i = 0; i < r->nremoved && !replace; i++)
@@ -393,7 +392,7 @@ static int plan(struct op *op, struct run *r, const struct ecw_entity *t)
 	/* Body, plus the sub-request's lines: the URL carries the keys
 	 * percent-encoded (up to three bytes each), then the headers. */
 	op->bytes = r->scratch.len + 3 * (strlen(ecw_entity_pk(t)) + strlen(ecw_entity_rk(t))) +
-	            strlen(op->etag) + 1024;
+		    strlen(op->etag) + 1024;
 done:
 	if (err < 0)
 		op_dispose(op);
@@ -417,7 +416,7 @@ static int reread(struct ecw_entity **out, struct run *r, const char *pk, const 
 	    (err = ecw_escape_filter_string(&filter, rk)) < 0)
 		goto done;
 	struct ecw_query_options qo = {
-	    .filter = ecw_buf_cstr(&filter), .select = r->nremoved ? NULL : r->f->select, .limit = 1};
+		.filter = ecw_buf_cstr(&filter), .select = r->nremoved ? NULL : r->f->select, .limit = 1};
 	if ((err = ecw_table_query_new(&q, r->ctx->client, r->f->table, &qo)) == 0)
 		err = ecw_table_query_next(out, q);
 done:
@@ -437,7 +436,7 @@ static int write_single(struct run *r, struct op *op)
 		if ((err = ecw_job_check_lease(r->ctx)) < 0)
 			return err;
 		err = ecw_table_write(NULL, r->ctx->client, r->f->table, op->e,
-		                      op->replace ? ECW_WRITE_UPDATE : ECW_WRITE_MERGE, op->etag);
+				      op->replace ? ECW_WRITE_UPDATE : ECW_WRITE_MERGE, op->etag);
 		if (err == 0) {
 			r->written++;
 			ecw_crash_point("fanout.single");
@@ -464,7 +463,7 @@ static int write_single(struct run *r, struct op *op)
 			return err;
 	}
 	return ecw_error_set(ECW_ETRANSIENT, "fanout %s: target %s/%s kept changing (%d rounds)", r->f->table,
-	                     ecw_entity_pk(op->e), ecw_entity_rk(op->e), MAX_ROUNDS);
+			     ecw_entity_pk(op->e), ecw_entity_rk(op->e), MAX_ROUNDS);
 }
 
 /* Writes the pending operations (all in one partition). */
@@ -483,7 +482,7 @@ static int flush(struct run *r)
 		goto done;
 	for (size_t i = 0; i < r->nops && err == 0; i++)
 		err = ecw_batch_add(b, r->ops[i].replace ? ECW_BATCH_UPDATE : ECW_BATCH_MERGE, r->ops[i].e,
-		                    r->ops[i].etag);
+				    r->ops[i].etag);
 	if (err < 0)
 		goto done;
 	if ((err = ecw_batch_submit(r->ctx->client, b)) == 0) {
@@ -518,7 +517,7 @@ static int fan_out(struct run *r)
 	bool same_table = strcmp(f->source, f->table) == 0;
 
 	struct ecw_query_options qo = {
-	    .filter = r->filter, .select = r->nremoved ? NULL : f->select, .top = 1000};
+		.filter = r->filter, .select = r->nremoved ? NULL : f->select, .top = 1000};
 	if ((err = ecw_table_query_new(&q, r->ctx->client, f->table, &qo)) < 0)
 		return err;
 	for (;;) {
@@ -610,7 +609,7 @@ static int fanout_run(const void *settings, struct ecw_job_ctx *ctx)
 		if (!src && !keys && (err = ecw_entity_new(&keys, ctx->pk, ctx->rk)) < 0)
 			goto done;
 		if ((err = ecw_template_render(&filter, f->filter, src ? src : keys, ECW_TEMPLATE_ODATA)) ==
-		        0 &&
+			    0 &&
 		    (err = want_from(&r)) == 0) {
 			r.filter = ecw_buf_cstr(&filter);
 			err = fan_out(&r);
@@ -626,14 +625,14 @@ static int fanout_run(const void *settings, struct ecw_job_ctx *ctx)
 		ecw_crash_point("fanout.checked");
 		if (same_version(src, again)) {
 			snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail),
-			         "%s%lld targets, %lld written, %lld gone", src ? "" : "cleared: ", r.targets,
-			         r.written, r.gone);
+				 "%s%lld targets, %lld written, %lld gone", src ? "" : "cleared: ", r.targets,
+				 r.written, r.gone);
 			goto done;
 		}
 		if (round == MAX_ROUNDS) {
 			err = ecw_error_set(ECW_ETRANSIENT,
-			                    "fanout %s -> %s: the source kept changing (%d rounds)",
-			                    f->source, f->table, MAX_ROUNDS);
+					    "fanout %s -> %s: the source kept changing (%d rounds)",
+					    f->source, f->table, MAX_ROUNDS);
 			goto done;
 		}
 		ecw_entity_free(src);
@@ -649,11 +648,11 @@ done:
 }
 
 const struct ecw_job_type ecw_job_fanout = {
-    .name = "fanout",
-    .parse = fanout_parse,
-    .prepare = fanout_prepare,
-    .run = fanout_run,
-    .free = fanout_free,
-    .source_table = fanout_source,
+	.name = "fanout",
+	.parse = fanout_parse,
+	.prepare = fanout_prepare,
+	.run = fanout_run,
+	.free = fanout_free,
+	.source_table = fanout_source,
 	.target_table = fanout_target,
 };

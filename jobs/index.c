@@ -184,7 +184,7 @@ static bool reserved_prop(const char *name)
 static int index_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",          "then",    "source",     "table",
-	                                      "partition_key", "row_key", "properties", NULL};
+					      "partition_key", "row_key", "properties", NULL};
 	struct index *ix = calloc(1, sizeof(*ix));
 	bool present = false;
 	int bad = 0;
@@ -204,10 +204,10 @@ static int index_parse(void **out, const struct ecw_node *job, struct ecw_node_e
 		for (size_t i = 0; ix->props[i]; i++) {
 			if (ix->props[i][0] == '\0' || reserved_prop(ix->props[i])) {
 				ecw_node_error(
-				    errs, list->kind == ECW_NODE_SEQ ? list->items[i] : list,
-				    "properties: item %zu cannot be copied (empty, or the entry's own "
-				    "keys, SourcePartitionKey or SourceRowKey)",
-				    i + 1);
+					errs, list->kind == ECW_NODE_SEQ ? list->items[i] : list,
+					"properties: item %zu cannot be copied (empty, or the entry's own "
+					"keys, SourcePartitionKey or SourceRowKey)",
+					i + 1);
 				bad = 1;
 			}
 		}
@@ -217,8 +217,8 @@ static int index_parse(void **out, const struct ecw_node *job, struct ecw_node_e
 	}
 	if (ix->pk && strncmp(ecw_template_text(ix->pk), REF_PREFIX, REF_PREFIX_LEN) == 0) {
 		ecw_node_error(errs, ecw_node_get(job, "partition_key"),
-		                 "partition_key: partitions starting with '" REF_PREFIX
-		                 "' are reserved for the index's back-references");
+			       "partition_key: partitions starting with '" REF_PREFIX
+			       "' are reserved for the index's back-references");
 		bad = 1;
 	}
 	if (bad) {
@@ -325,7 +325,7 @@ static bool owned_by(const struct ecw_entity *e, const char *spk, const char *sr
 
 /* The index keys src computes to, checked against the key rules. */
 static int compute_keys(struct ecw_buf *pk, struct ecw_buf *rk, const struct index *ix,
-                        const struct ecw_entity *src)
+			const struct ecw_entity *src)
 {
 	int err;
 
@@ -338,19 +338,19 @@ static int compute_keys(struct ecw_buf *pk, struct ecw_buf *rk, const struct ind
 		snprintf(why, sizeof(why), "%.250s", ecw_error_last()->message);
 		/* The log line has the source's keys: the reason comes first. */
 		return ecw_error_set(ECW_EINVALID, "%s (partition_key '%s', row_key '%s')", why,
-		                     ecw_template_text(ix->pk), ecw_template_text(ix->rk));
+				     ecw_template_text(ix->pk), ecw_template_text(ix->rk));
 	}
 	if (strncmp(ecw_buf_cstr(pk), REF_PREFIX, REF_PREFIX_LEN) == 0)
 		return ecw_error_set(ECW_EINVALID,
-		                     "partition_key result starts with '" REF_PREFIX
-		                     "', which is reserved for back-references: '%s'",
-		                     ecw_buf_cstr(pk));
+				     "partition_key result starts with '" REF_PREFIX
+				     "', which is reserved for back-references: '%s'",
+				     ecw_buf_cstr(pk));
 	if (ix->same_table && strcmp(ecw_buf_cstr(pk), ecw_entity_pk(src)) == 0 &&
 	    strcmp(ecw_buf_cstr(rk), ecw_entity_rk(src)) == 0)
 		return ecw_error_set(ECW_EINVALID,
-		                     "the index entry would replace its own source (partition_key "
-		                     "'%s', row_key '%s' in the source's table)",
-		                     ecw_template_text(ix->pk), ecw_template_text(ix->rk));
+				     "the index entry would replace its own source (partition_key "
+				     "'%s', row_key '%s' in the source's table)",
+				     ecw_template_text(ix->pk), ecw_template_text(ix->rk));
 	return 0;
 }
 
@@ -378,10 +378,10 @@ static int compute_entry(struct ecw_entity **out, const struct index *ix, const 
 			const struct ecw_prop *p = ecw_entity_at(src, i);
 			if (reserved_prop(p->name))
 				err = ecw_error_set(
-				    ECW_EINVALID,
-				    "the source has a property '%s', which the index entry uses "
-				    "itself: list `properties:` to leave it out",
-				    p->name);
+					ECW_EINVALID,
+					"the source has a property '%s', which the index entry uses "
+					"itself: list `properties:` to leave it out",
+					p->name);
 			else
 				err = ecw_entity_set_prop(e, p);
 		}
@@ -426,7 +426,7 @@ static bool is_ref_pk(const char *pk)
 /* Reads the locations of a reference: current first (*has_current), then
  * pending. Refuses a reference that is not this source's. */
 static int ref_locations(struct locs *out, bool *has_current, const struct ecw_entity *ref, const char *job,
-                         const char *spk, const char *srk)
+			 const char *spk, const char *srk)
 {
 	const char *j = str_prop(ref, P_JOB), *cpk = str_prop(ref, P_CUR_PK), *crk = str_prop(ref, P_CUR_RK);
 	int err = 0;
@@ -434,12 +434,12 @@ static int ref_locations(struct locs *out, bool *has_current, const struct ecw_e
 	*has_current = false;
 	if (!j || strcmp(j, job) != 0 || !owned_by(ref, spk, srk))
 		return ecw_error_set(
-		    ECW_EINVALID,
-		    "the back-reference at %s/%s belongs to another job or source (job '%s', "
-		    "source %s/%s): refusing to use it",
-		    ecw_entity_pk(ref), ecw_entity_rk(ref), j ? j : "?",
-		    str_prop(ref, P_SRC_PK) ? str_prop(ref, P_SRC_PK) : "?",
-		    str_prop(ref, P_SRC_RK) ? str_prop(ref, P_SRC_RK) : "?");
+			ECW_EINVALID,
+			"the back-reference at %s/%s belongs to another job or source (job '%s', "
+			"source %s/%s): refusing to use it",
+			ecw_entity_pk(ref), ecw_entity_rk(ref), j ? j : "?",
+			str_prop(ref, P_SRC_PK) ? str_prop(ref, P_SRC_PK) : "?",
+			str_prop(ref, P_SRC_RK) ? str_prop(ref, P_SRC_RK) : "?");
 	if (cpk && crk) {
 		*has_current = true;
 		err = locs_add(out, cpk, crk);
@@ -458,7 +458,7 @@ static int ref_locations(struct locs *out, bool *has_current, const struct ecw_e
 /* A reference: identity, current location (NULL for none), and the
  * pending ones (all of locs but the current). */
 static int ref_build(struct ecw_entity **out, const struct ref_keys *rkeys, const char *job, const char *spk,
-                     const char *srk, const char *cur_pk, const char *cur_rk, const struct locs *locs)
+		     const char *srk, const char *cur_pk, const char *cur_rk, const struct locs *locs)
 {
 	struct ecw_entity *e = NULL;
 	int err, k = 0;
@@ -477,9 +477,9 @@ static int ref_build(struct ecw_entity **out, const struct ref_keys *rkeys, cons
 			continue;
 		if (++k > MAX_PENDING) {
 			err = ecw_error_set(ECW_ETRANSIENT,
-			                    "back-reference %s/%s: more than %d pending index locations; "
-			                    "retrying once other runs settle",
-			                    rkeys->pk, rkeys->rk, MAX_PENDING);
+					    "back-reference %s/%s: more than %d pending index locations; "
+					    "retrying once other runs settle",
+					    rkeys->pk, rkeys->rk, MAX_PENDING);
 			break;
 		}
 		snprintf(npk, sizeof(npk), "Pending%dPartitionKey", k);
@@ -504,7 +504,6 @@ static int ref_race(int err)
 	}
 	return err;
 }
-
 
 /* ---- one round ------------------------------------------------------------------------- */
 
@@ -544,7 +543,7 @@ static int source_unchanged(bool *same, struct run *r, const char *etag)
 
 /* Whether source (opk, ork) exists and still computes to (pk, rk). */
 static int other_holds(bool *holds, struct run *r, const char *opk, const char *ork, const char *pk,
-                       const char *rk)
+		       const char *rk)
 {
 	struct ecw_entity *other = NULL;
 	struct ecw_buf kp, kr;
@@ -581,10 +580,10 @@ static int taken(struct run *r, const struct ecw_entity *cur, const char *src_et
 	if (!same)
 		return RESTART;
 	return ecw_error_set(ECW_ECONFLICT,
-	                     "index key taken by source %s/%s, which computes to it too (the index needs "
-	                     "unique keys): %s/%s",
-	                     str_prop(cur, P_SRC_PK), str_prop(cur, P_SRC_RK), ecw_entity_pk(cur),
-	                     ecw_entity_rk(cur));
+			     "index key taken by source %s/%s, which computes to it too (the index needs "
+			     "unique keys): %s/%s",
+			     str_prop(cur, P_SRC_PK), str_prop(cur, P_SRC_RK), ecw_entity_pk(cur),
+			     ecw_entity_rk(cur));
 }
 
 /* Step 3: makes the entity at want's keys equal want (see the header). */
@@ -606,24 +605,24 @@ static int write_entry(struct run *r, const struct ecw_entity *want, const char 
 			return err;
 		} else if (!is_index_entry(cur)) {
 			err = ecw_error_set(
-			    ECW_EINVALID,
-			    "an entity that is no index entry (it lacks SourcePartitionKey and "
-			    "SourceRowKey) is where the entry belongs: refusing to overwrite %s/%s "
-			    "in table %s",
-			    pk, rk, t);
+				ECW_EINVALID,
+				"an entity that is no index entry (it lacks SourcePartitionKey and "
+				"SourceRowKey) is where the entry belongs: refusing to overwrite %s/%s "
+				"in table %s",
+				pk, rk, t);
 		} else if (owned_by(cur, r->ctx->pk, r->ctx->rk)) {
 			if (!ecw_entity_equal(cur, want) && (err = ecw_job_check_lease(r->ctx)) == 0)
-				err =
-				    ecw_table_write(NULL, c, t, want, ECW_WRITE_UPDATE, ecw_entity_etag(cur));
+				err = ecw_table_write(NULL, c, t, want, ECW_WRITE_UPDATE,
+						      ecw_entity_etag(cur));
 		} else if ((err = other_holds(&holds, r, str_prop(cur, P_SRC_PK), str_prop(cur, P_SRC_RK), pk,
-		                              rk)) == 0) {
+					      rk)) == 0) {
 			/* Another source's entry: taken over only once that
 			 * source no longer computes to these keys. */
 			if (holds)
 				err = taken(r, cur, src_etag);
 			else if ((err = ecw_job_check_lease(r->ctx)) == 0)
-				err =
-				    ecw_table_write(NULL, c, t, want, ECW_WRITE_UPDATE, ecw_entity_etag(cur));
+				err = ecw_table_write(NULL, c, t, want, ECW_WRITE_UPDATE,
+						      ecw_entity_etag(cur));
 		}
 		ecw_entity_free(cur);
 		if (err != ECW_ECONFLICT && err != ECW_EPRECONDITION && err != ECW_ENOTFOUND &&
@@ -668,7 +667,7 @@ static int clean_location(struct run *r, const struct loc *l)
 			return err;
 	}
 	return ecw_error_set(ECW_ETRANSIENT, "index entry %s/%s kept changing (%d tries)", l->pk, l->rk,
-	                     MAX_TRIES);
+			     MAX_TRIES);
 }
 
 /* One round of steps 1-6; 0, RESTART or an error. */
@@ -720,7 +719,7 @@ static int round_run(struct run *r)
 		}
 		if (!ecw_entity_etag(ref)) {
 			err = ecw_error_set(ECW_ERROR, "back-reference %s/%s came without an ETag", r->ref.pk,
-			                    r->ref.rk);
+					    r->ref.rk);
 			goto done;
 		}
 		if (!(ref_etag = strdup(ecw_entity_etag(ref))))
@@ -737,18 +736,18 @@ static int round_run(struct run *r)
 	if (need.n > L.n) {
 		char *etag = NULL;
 		if ((err = ref_build(&nref, &r->ref, ctx->job, ctx->pk, ctx->rk, cur_pk, cur_rk, &need)) <
-		        0 ||
+			    0 ||
 		    (err = ecw_job_check_lease(ctx)) < 0)
 			goto done;
 		err = ref_race(ecw_table_write(&etag, ctx->client, ix->table, nref,
-		                               ref ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT,
-		                               ref ? ref_etag : NULL));
+					       ref ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT,
+					       ref ? ref_etag : NULL));
 		if (err != 0)
 			goto done;
 		free(ref_etag);
 		if (!(ref_etag = etag)) {
 			err = ecw_error_set(ECW_ERROR, "writing back-reference %s/%s returned no ETag",
-			                    r->ref.pk, r->ref.rk);
+					    r->ref.pk, r->ref.rk);
 			goto done;
 		}
 	} else if (!ref) {
@@ -791,10 +790,10 @@ static int round_run(struct run *r)
 	if (want) {
 		ecw_entity_free(nref);
 		if ((err = ref_build(&nref, &r->ref, ctx->job, ctx->pk, ctx->rk, ecw_entity_pk(want),
-		                     ecw_entity_rk(want), NULL)) < 0)
+				     ecw_entity_rk(want), NULL)) < 0)
 			goto done;
-		err =
-		    ref_race(ecw_table_write(NULL, ctx->client, ix->table, nref, ECW_WRITE_UPDATE, ref_etag));
+		err = ref_race(
+			ecw_table_write(NULL, ctx->client, ix->table, nref, ECW_WRITE_UPDATE, ref_etag));
 	} else {
 		err = ref_race(ecw_table_delete(ctx->client, ix->table, r->ref.pk, r->ref.rk, ref_etag));
 	}
@@ -838,18 +837,18 @@ static int index_run(const void *settings, struct ecw_job_ctx *ctx)
 	}
 	if (err == RESTART)
 		err = ecw_error_set(
-		    ECW_ETRANSIENT,
-		    "index of %s/%s: the source or its back-reference kept changing (%d rounds)", ctx->pk,
-		    ctx->rk, MAX_ROUNDS);
+			ECW_ETRANSIENT,
+			"index of %s/%s: the source or its back-reference kept changing (%d rounds)", ctx->pk,
+			ctx->rk, MAX_ROUNDS);
 	return err;
 }
 
 const struct ecw_job_type ecw_job_index = {
-    .name = "index",
-    .parse = index_parse,
-    .prepare = index_prepare,
-    .run = index_run,
-    .free = index_free,
-    .source_table = index_source,
+	.name = "index",
+	.parse = index_parse,
+	.prepare = index_prepare,
+	.run = index_run,
+	.free = index_free,
+	.source_table = index_source,
 	.target_table = index_target,
 };

@@ -198,7 +198,7 @@ static void il_free(void *p)
 static int il_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",          "then",    "source", "table",
-	                                      "partition_key", "row_key", NULL};
+					      "partition_key", "row_key", NULL};
 	struct index_list *il = calloc(1, sizeof(*il));
 	int bad = 0;
 
@@ -212,14 +212,14 @@ static int il_parse(void **out, const struct ecw_node *job, struct ecw_node_erro
 	bad |= ecw_jobcfg_template(&il->rk, job, "row_key", true, errs) < 0;
 	if (!bad && strncmp(ecw_template_text(il->pk), REF_PREFIX, strlen(REF_PREFIX)) == 0) {
 		ecw_node_error(errs, ecw_node_get(job, "partition_key"),
-		                 "partition_key: \"" REF_PREFIX
-		                 "\" starts the partitions of the index's references");
+			       "partition_key: \"" REF_PREFIX
+			       "\" starts the partitions of the index's references");
 		bad = 1;
 	}
 	/* Table names are case-insensitive in the service. */
 	if (!bad && il->source && il->table && strcasecmp(il->source, il->table) == 0) {
 		ecw_node_error(errs, ecw_node_get(job, "table"),
-		                 "table: the lists need a table of their own, not the source table");
+			       "table: the lists need a table of their own, not the source table");
 		bad = 1;
 	}
 	if (bad) {
@@ -372,16 +372,16 @@ static int tuples_parse(struct tuples *out, const char *json, size_t len, int wi
 		if (!json_object_is_type(item, json_type_array) ||
 		    json_object_array_length(item) != (size_t)width) {
 			err = ecw_error_set(ECW_EINVALID, "%s: item %zu is not an array of %d strings", what,
-			                    i, width);
+					    i, width);
 			goto done;
 		}
 		for (int k = 0; k < width; k++) {
 			struct json_object *s = json_object_array_get_idx(item, (size_t)k);
 			if (!json_object_is_type(s, json_type_string) ||
 			    strlen(json_object_get_string(s)) != (size_t)json_object_get_string_len(s)) {
-				err =
-				    ecw_error_set(ECW_EINVALID, "%s: item %zu is not an array of %d strings",
-				                  what, i, width);
+				err = ecw_error_set(ECW_EINVALID,
+						    "%s: item %zu is not an array of %d strings", what, i,
+						    width);
 				goto done;
 			}
 			key[k] = json_object_get_string(s);
@@ -427,7 +427,6 @@ static size_t utf16_units(const char *s, size_t n)
 	}
 	return units;
 }
-
 
 /* ---- one run ------------------------------------------------------------------------------ */
 
@@ -536,9 +535,9 @@ static int compute_target(struct run *r, const struct ecw_entity *src)
 		goto done;
 	if (strncmp(ecw_buf_cstr(&pk), REF_PREFIX, strlen(REF_PREFIX)) == 0) {
 		err = ecw_error_set(ECW_EINVALID,
-		                    "partition_key result '%.100s' starts with \"" REF_PREFIX
-		                    "\", reserved for the index's own references",
-		                    ecw_buf_cstr(&pk));
+				    "partition_key result '%.100s' starts with \"" REF_PREFIX
+				    "\", reserved for the index's own references",
+				    ecw_buf_cstr(&pk));
 		goto done;
 	}
 	r->tpk = ecw_buf_take(&pk);
@@ -572,7 +571,7 @@ static int read_source(bool *exists, char **etag, struct run *r, bool want_targe
 		char msg[400];
 		snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, ecw_error_last()->message);
 		err = ecw_error_set(ECW_EINVALID, "index-list %s: source %s (%.100s, %.100s): %s",
-		                    r->ctx->job, r->il->source, r->ctx->pk, r->ctx->rk, msg);
+				    r->ctx->job, r->il->source, r->ctx->pk, r->ctx->rk, msg);
 	}
 	ecw_entity_free(src);
 	return err;
@@ -596,9 +595,9 @@ static int ref_read(struct run *r)
 	srk = prop_string(e, "SourceRowKey");
 	if (!same(spk, r->ctx->pk) || !same(srk, r->ctx->rk)) {
 		err = ecw_error_set(ECW_EINVALID,
-		                    "index-list %s: the reference %s/%s in %s is not for (%.100s, %.100s): "
-		                    "edited by hand, or a SHA-256 collision",
-		                    r->ctx->job, r->ref_pk, r->ref_rk, r->il->table, r->ctx->pk, r->ctx->rk);
+				    "index-list %s: the reference %s/%s in %s is not for (%.100s, %.100s): "
+				    "edited by hand, or a SHA-256 collision",
+				    r->ctx->job, r->ref_pk, r->ref_rk, r->il->table, r->ctx->pk, r->ctx->rk);
 		goto done;
 	}
 	f->exists = true;
@@ -614,7 +613,7 @@ static int ref_read(struct run *r)
 		char msg[300];
 		snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, ecw_error_last()->message);
 		err = ecw_error_set(ECW_EINVALID, "index-list %s: the reference %s/%s in %s: %s", r->ctx->job,
-		                    r->ref_pk, r->ref_rk, r->il->table, msg);
+				    r->ref_pk, r->ref_rk, r->il->table, msg);
 	}
 done:
 	ecw_entity_free(e);
@@ -636,17 +635,17 @@ static int ref_write(struct run *r, const char *cpk, const char *crk, struct tup
 	    (err = ecw_entity_set_string(e, "SourceRowKey", r->ctx->rk, strlen(r->ctx->rk))) < 0)
 		goto done;
 	if (cpk && ((err = ecw_entity_set_string(e, "ListPartitionKey", cpk, strlen(cpk))) < 0 ||
-	            (err = ecw_entity_set_string(e, "ListRowKey", crk, strlen(crk))) < 0))
+		    (err = ecw_entity_set_string(e, "ListRowKey", crk, strlen(crk))) < 0))
 		goto done;
 	if (pending->n) {
 		if ((err = tuples_write(&json, pending)) < 0)
 			goto done;
 		if (utf16_units(json.ptr, json.len) > KEYS_MAX_UTF16) {
 			err = ecw_error_set(
-			    ECW_ETOOLARGE,
-			    "index-list %s: the reference of (%.100s, %.100s) would hold %zu pending "
-			    "intents, over one String property's limit",
-			    r->ctx->job, r->ctx->pk, r->ctx->rk, pending->n);
+				ECW_ETOOLARGE,
+				"index-list %s: the reference of (%.100s, %.100s) would hold %zu pending "
+				"intents, over one String property's limit",
+				r->ctx->job, r->ctx->pk, r->ctx->rk, pending->n);
 			goto done;
 		}
 		if ((err = ecw_entity_set_string(e, "Pending", json.ptr, json.len)) < 0)
@@ -659,8 +658,8 @@ static int ref_write(struct run *r, const char *cpk, const char *crk, struct tup
 	if ((err = ecw_job_check_lease(r->ctx)) < 0)
 		goto done;
 	err = ecw_table_write(&etag, r->ctx->client, r->il->table, e,
-	                      r->ref.exists ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT,
-	                      r->ref.exists ? r->ref.etag : NULL);
+			      r->ref.exists ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT,
+			      r->ref.exists ? r->ref.etag : NULL);
 	if (lost_race(r, err)) {
 		err = RESTART;
 		goto done;
@@ -741,14 +740,14 @@ static int list_read(struct tuples *keys, char **etag, struct run *r, const char
 		return err;
 	if (!(json = prop_string(e, "Keys"))) {
 		err = ecw_error_set(ECW_EINVALID,
-		                    "index-list %s: %s/%.100s/%.100s has no Keys string: is another job or "
-		                    "program writing that partition?",
-		                    r->ctx->job, r->il->table, lpk, lrk);
+				    "index-list %s: %s/%.100s/%.100s has no Keys string: is another job or "
+				    "program writing that partition?",
+				    r->ctx->job, r->il->table, lpk, lrk);
 	} else if ((err = tuples_parse(keys, json, strlen(json), 2, "Keys")) < 0) {
 		char msg[300];
 		snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, ecw_error_last()->message);
 		err = ecw_error_set(ECW_EINVALID, "index-list %s: list %s/%.100s/%.100s: %s", r->ctx->job,
-		                    r->il->table, lpk, lrk, msg);
+				    r->il->table, lpk, lrk, msg);
 	} else if (!(*etag = strdup(ecw_entity_etag(e) ? ecw_entity_etag(e) : ""))) {
 		err = ecw_error_set(ECW_ENOMEM, "out of memory");
 	}
@@ -760,7 +759,7 @@ static int list_read(struct tuples *keys, char **etag, struct run *r, const char
 
 /* The list entity for keys; checks the size limit. */
 static int list_entity(struct ecw_entity **out, struct run *r, const char *lpk, const char *lrk,
-                       const struct tuples *keys)
+		       const struct tuples *keys)
 {
 	struct ecw_buf json;
 	size_t units;
@@ -772,12 +771,12 @@ static int list_entity(struct ecw_entity **out, struct run *r, const char *lpk, 
 		goto done;
 	if ((units = utf16_units(json.ptr, json.len)) > KEYS_MAX_UTF16) {
 		err = ecw_error_set(
-		    ECW_ETOOLARGE,
-		    "index-list %s: list %s/%.80s/%.80s is too large: with (%.80s, %.80s) it would "
-		    "hold %zu keys, %zu UTF-16 characters of JSON in Keys, over the %d one String "
-		    "property may hold (64 KiB); make the lists finer (partition_key, row_key)",
-		    r->ctx->job, r->il->table, lpk, lrk, r->ctx->pk, r->ctx->rk, keys->n, units,
-		    KEYS_MAX_UTF16);
+			ECW_ETOOLARGE,
+			"index-list %s: list %s/%.80s/%.80s is too large: with (%.80s, %.80s) it would "
+			"hold %zu keys, %zu UTF-16 characters of JSON in Keys, over the %d one String "
+			"property may hold (64 KiB); make the lists finer (partition_key, row_key)",
+			r->ctx->job, r->il->table, lpk, lrk, r->ctx->pk, r->ctx->rk, keys->n, units,
+			KEYS_MAX_UTF16);
 		goto done;
 	}
 	if ((err = ecw_entity_new(out, lpk, lrk)) < 0 ||
@@ -838,7 +837,7 @@ static int list_add(struct run *r)
 		if (err == 0 && (err = ensure_intent(r, lpk, lrk)) == 0 &&
 		    (err = tuples_add(&r->touched, list)) == 0 && (err = ecw_job_check_lease(r->ctx)) == 0)
 			err = ecw_table_write(NULL, r->ctx->client, r->il->table, e,
-			                      etag ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT, etag);
+					      etag ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT, etag);
 		ecw_entity_free(e);
 		free(etag);
 		if (err == 0) {
@@ -850,8 +849,8 @@ static int list_add(struct run *r)
 			return err;
 	}
 	return ecw_error_set(ECW_ETRANSIENT,
-	                     "index-list %s: list %s/%.100s/%.100s changed under us %d times in a row",
-	                     r->ctx->job, r->il->table, lpk, lrk, MAX_CAS);
+			     "index-list %s: list %s/%.100s/%.100s changed under us %d times in a row",
+			     r->ctx->job, r->il->table, lpk, lrk, MAX_CAS);
 }
 
 /* Step 4 for one list: S out of (lpk, lrk); the list goes when it empties. */
@@ -881,7 +880,7 @@ static int list_remove(struct run *r, const char *lpk, const char *lrk)
 				err = ecw_table_delete(r->ctx->client, r->il->table, lpk, lrk, etag);
 			else if ((err = list_entity(&e, r, lpk, lrk, &keys)) == 0)
 				err = ecw_table_write(NULL, r->ctx->client, r->il->table, e, ECW_WRITE_UPDATE,
-				                      etag);
+						      etag);
 		}
 		tuples_dispose(&keys);
 		ecw_entity_free(e);
@@ -895,8 +894,8 @@ static int list_remove(struct run *r, const char *lpk, const char *lrk)
 			return err;
 	}
 	return ecw_error_set(ECW_ETRANSIENT,
-	                     "index-list %s: list %s/%.100s/%.100s changed under us %d times in a row",
-	                     r->ctx->job, r->il->table, lpk, lrk, MAX_CAS);
+			     "index-list %s: list %s/%.100s/%.100s changed under us %d times in a row",
+			     r->ctx->job, r->il->table, lpk, lrk, MAX_CAS);
 }
 
 /* Step 4: every list the ref or this run knows, but the target. */
@@ -940,7 +939,7 @@ static int commit(struct run *r)
 		if (others.n == 0) {
 			if ((err = ecw_job_check_lease(r->ctx)) == 0)
 				err = ecw_table_delete(r->ctx->client, r->il->table, r->ref_pk, r->ref_rk,
-				                       r->ref.etag);
+						       r->ref.etag);
 			if (lost_race(r, err))
 				err = RESTART;
 			if (err == 0)
@@ -1018,18 +1017,18 @@ static int il_run(const void *settings, struct ecw_job_ctx *ctx)
 	if (err == RESTART) {
 		r.rounds = MAX_ROUNDS;
 		err = ecw_error_set(
-		    ECW_ETRANSIENT,
-		    "index-list %s: (%.100s, %.100s) or its reference kept changing (%d rounds, "
-		    "%d lost races)",
-		    ctx->job, ctx->pk, ctx->rk, MAX_ROUNDS, r.conflicts);
+			ECW_ETRANSIENT,
+			"index-list %s: (%.100s, %.100s) or its reference kept changing (%d rounds, "
+			"%d lost races)",
+			ctx->job, ctx->pk, ctx->rk, MAX_ROUNDS, r.conflicts);
 	}
 	if (err == 0)
 		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "%s rounds=%d conflicts=%d",
-		         r.added && r.removed ? "moved"
-		         : r.added            ? "added"
-		         : r.removed          ? "removed"
-		                              : "unchanged",
-		         r.rounds, r.conflicts);
+			 r.added && r.removed ? "moved"
+			 : r.added            ? "added"
+			 : r.removed          ? "removed"
+					      : "unchanged",
+			 r.rounds, r.conflicts);
 	tuples_dispose(&r.touched);
 	return err;
 }
@@ -1056,7 +1055,7 @@ static int il_abandon(const void *settings, struct ecw_job_ctx *ctx)
 		tuples_init(&p, 3);
 		for (size_t i = 0; err == 0 && i < r.ref.pending.n; i++) {
 			const char *key[3] = {r.ref.pending.v[i].s[0], r.ref.pending.v[i].s[1],
-			                      r.ref.pending.v[i].s[2]};
+					      r.ref.pending.v[i].s[2]};
 			if (strcmp(key[2], r.owner) == 0 && strcmp(key[2], ABANDONED) != 0) {
 				key[2] = ABANDONED;
 				moved++;
@@ -1071,9 +1070,9 @@ static int il_abandon(const void *settings, struct ecw_job_ctx *ctx)
 	}
 	if (err == RESTART)
 		err = ecw_error_set(ECW_ETRANSIENT,
-		                    "index-list %s: the reference of (%.100s, %.100s) changed under us %d "
-		                    "times in a row",
-		                    ctx->job, ctx->pk, ctx->rk, MAX_CAS);
+				    "index-list %s: the reference of (%.100s, %.100s) changed under us %d "
+				    "times in a row",
+				    ctx->job, ctx->pk, ctx->rk, MAX_CAS);
 	ref_dispose(&r.ref);
 	tuples_dispose(&r.touched);
 	return err;
@@ -1090,12 +1089,12 @@ static const char *il_target(const void *settings)
 }
 
 const struct ecw_job_type ecw_job_index_list = {
-    .name = "index-list",
-    .parse = il_parse,
-    .prepare = il_prepare,
-    .run = il_run,
-    .abandon = il_abandon,
-    .free = il_free,
-    .source_table = il_source,
+	.name = "index-list",
+	.parse = il_parse,
+	.prepare = il_prepare,
+	.run = il_run,
+	.abandon = il_abandon,
+	.free = il_free,
+	.source_table = il_source,
 	.target_table = il_target,
 };

@@ -41,7 +41,8 @@ void ecw_name_date_free(struct ecw_name_date *p);
  * case included, digits where the date goes) with a valid date; then the
  * period the table holds is [*start_ms, *start_ms + *span_ms) in Unix ms
  * (a day, or an hour with HH). */
-bool ecw_name_date_match(int64_t *start_ms, int64_t *span_ms, const struct ecw_name_date *p, const char *name);
+bool ecw_name_date_match(int64_t *start_ms, int64_t *span_ms, const struct ecw_name_date *p,
+			 const char *name);
 /* A table's period has ended at least keep ago: start + span <= now - keep. */
 bool ecw_purge_expired(int64_t start_ms, int64_t span_ms, int64_t now_ms, int64_t keep_ms);
 

@@ -49,7 +49,7 @@
 
 struct move {
 	char *from, *to;
-	struct ecw_template *to_pk, *to_rk;   /* NULL: keep the key */
+	struct ecw_template *to_pk, *to_rk; /* NULL: keep the key */
 };
 
 static void move_free(void *p)
@@ -67,7 +67,8 @@ static void move_free(void *p)
 
 static int move_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
-	static const char *const allowed[] = {"type", "then", "from", "to", "to_partition_key", "to_row_key", NULL};
+	static const char *const allowed[] = {"type",       "then", "from", "to", "to_partition_key",
+					      "to_row_key", NULL};
 	struct move *m = calloc(1, sizeof(*m));
 	int bad = 0;
 
@@ -186,7 +187,8 @@ static int write_copy(const struct move *m, struct ecw_job_ctx *ctx, const struc
 	else if (err == ECW_ENOTFOUND)
 		err = RESTART; /* someone moved it meanwhile */
 	if (err == 0 && (err = ecw_job_check_lease(ctx)) == 0)
-		err = target ? ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_UPDATE, ecw_entity_etag(target))
+		err = target ? ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_UPDATE,
+					       ecw_entity_etag(target))
 			     : ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_INSERT, NULL);
 	if (err == ECW_ECONFLICT || err == ECW_EPRECONDITION ||
 	    (target && (err == ECW_ENOTFOUND || err == ECW_ENOTABLE)))
@@ -245,8 +247,8 @@ static int move_run(const void *settings, struct ecw_job_ctx *ctx)
 			return err;
 		/* Changed since we read it: copy the newer version. */
 	}
-	return ecw_error_set(ECW_ETRANSIENT, "move %s -> %s: the source kept changing (%d rounds)", m->from, m->to,
-			     MAX_ROUNDS);
+	return ecw_error_set(ECW_ETRANSIENT, "move %s -> %s: the source kept changing (%d rounds)", m->from,
+			     m->to, MAX_ROUNDS);
 }
 
 /* ---- groups (ecw_job.h run_group) ---------------------------------------------------
@@ -350,7 +352,8 @@ static void move_run_group(const void *settings, struct ecw_job_ctx *ctxs, size_
 
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(ctxs[j].pk, x->pk) == 0 && strcmp(ctxs[j].rk, x->rk) == 0)
-				mem[i].alone = true; /* a duplicate: after the first, it finds the move done */
+				mem[i].alone =
+					true; /* a duplicate: after the first, it finds the move done */
 		if (mem[i].alone)
 			continue;
 		err = ecw_table_get(&mem[i].src, x->client, m->from, x->pk, x->rk);

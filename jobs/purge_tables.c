@@ -33,9 +33,9 @@
 #define DAY_MS (24 * HOUR_MS)
 
 struct ecw_name_date {
-	char *lit;          /* the name with the date's places as '#' */
+	char *lit; /* the name with the date's places as '#' */
 	size_t len;
-	int y, mo, d, h;    /* offsets of yyyy, MM, dd, HH in a name; h -1: none */
+	int y, mo, d, h; /* offsets of yyyy, MM, dd, HH in a name; h -1: none */
 };
 
 void ecw_name_date_free(struct ecw_name_date *p)
@@ -66,8 +66,10 @@ int ecw_name_date_compile(struct ecw_name_date **out, const char *pattern, const
 	}
 	at[0] = &p->y, at[1] = &p->mo, at[2] = &p->d, at[3] = &p->h;
 	p->y = p->mo = p->d = p->h = -1;
-	if (!open || !close || strchr(close + 1, '{') || strchr(close + 1, '}') || memchr(pattern, '}', (size_t)(open - pattern))) {
-		err = ecw_error_set(ECW_EINVALID, "name_date: one {...} holds the date, like Logins{yyyyMMdd}");
+	if (!open || !close || strchr(close + 1, '{') || strchr(close + 1, '}') ||
+	    memchr(pattern, '}', (size_t)(open - pattern))) {
+		err = ecw_error_set(ECW_EINVALID,
+				    "name_date: one {...} holds the date, like Logins{yyyyMMdd}");
 		goto done;
 	}
 	if (strncmp(pattern, prefix, strlen(prefix)) != 0 || open - pattern < (ptrdiff_t)strlen(prefix)) {
@@ -81,9 +83,10 @@ int ecw_name_date_compile(struct ecw_name_date **out, const char *pattern, const
 				for (k = 0; k < 4 && strncmp(s, tok[k], strlen(tok[k])) != 0; k++)
 					;
 				if (k == 4 || *at[k] >= 0) {
-					err = ecw_error_set(ECW_EINVALID,
-							    "name_date: inside {} write yyyy, MM, dd (and HH) once each, "
-							    "nothing else");
+					err = ecw_error_set(
+						ECW_EINVALID,
+						"name_date: inside {} write yyyy, MM, dd (and HH) once each, "
+						"nothing else");
 					break;
 				}
 				*at[k] = (int)o;
@@ -93,7 +96,9 @@ int ecw_name_date_compile(struct ecw_name_date **out, const char *pattern, const
 			}
 			s = close + 1;
 		} else if (!alnum(*s)) {
-			err = ecw_error_set(ECW_EINVALID, "name_date: outside {} a table name holds letters and digits only");
+			err = ecw_error_set(
+				ECW_EINVALID,
+				"name_date: outside {} a table name holds letters and digits only");
 		} else {
 			p->lit[o++] = *s++;
 		}
@@ -101,7 +106,8 @@ int ecw_name_date_compile(struct ecw_name_date **out, const char *pattern, const
 	if (err == 0 && (p->y < 0 || p->mo < 0 || p->d < 0))
 		err = ecw_error_set(ECW_EINVALID, "name_date: the date needs yyyy, MM and dd");
 	if (err == 0 && (o < 3 || o > 63))
-		err = ecw_error_set(ECW_EINVALID, "name_date: names would be %zu characters; a table name has 3-63", o);
+		err = ecw_error_set(ECW_EINVALID,
+				    "name_date: names would be %zu characters; a table name has 3-63", o);
 done:
 	if (err < 0) {
 		ecw_name_date_free(p);
@@ -182,12 +188,14 @@ static int purge_parse(void **out, const struct ecw_node *job, struct ecw_node_e
 		bad = 1;
 	} else {
 		bool ok = p->prefix && strlen(p->prefix) <= 62 &&
-			  ((p->prefix[0] >= 'A' && p->prefix[0] <= 'Z') || (p->prefix[0] >= 'a' && p->prefix[0] <= 'z'));
+			  ((p->prefix[0] >= 'A' && p->prefix[0] <= 'Z') ||
+			   (p->prefix[0] >= 'a' && p->prefix[0] <= 'z'));
 		for (size_t i = 0; ok && p->prefix[i]; i++)
 			ok = alnum(p->prefix[i]);
 		if (!ok) {
-			ecw_node_error(errs, ecw_node_get(job, "prefix"),
-					 "prefix: the start of a table name: a letter, then letters and digits");
+			ecw_node_error(
+				errs, ecw_node_get(job, "prefix"),
+				"prefix: the start of a table name: a letter, then letters and digits");
 			bad = 1;
 		}
 	}
@@ -201,8 +209,10 @@ static int purge_parse(void **out, const struct ecw_node *job, struct ecw_node_e
 		bad = 1;
 	} else if ((rc = ecw_duration_parse(&p->keep_ms, keep, true)) < 0 || p->keep_ms < HOUR_MS) {
 		ecw_node_error(errs, ecw_node_get(job, "keep"),
-				 "keep: %s; write how long tables stay, at least 1h, like 60d, 8w or 36h",
-				 rc == -2 ? "too large" : rc < 0 ? "not a duration" : "too short");
+			       "keep: %s; write how long tables stay, at least 1h, like 60d, 8w or 36h",
+			       rc == -2 ? "too large"
+			       : rc < 0 ? "not a duration"
+					: "too short");
 		bad = 1;
 	}
 	free(keep);

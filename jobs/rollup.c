@@ -183,7 +183,7 @@ static int template_fields(char ***out, const struct ecw_template *t)
 /* Checks a key template's fields: message fields only (a keyless message
  * names no entity), each one a name a String property can have. */
 static int check_template(char ***all, const struct ecw_template *t, const struct ecw_node *job,
-                          const char *key, struct ecw_entity *scratch, struct ecw_node_errors *errs)
+			  const char *key, struct ecw_entity *scratch, struct ecw_node_errors *errs)
 {
 	char **mine = NULL;
 	int bad = 0;
@@ -196,15 +196,14 @@ static int check_template(char ***all, const struct ecw_template *t, const struc
 	for (size_t i = 0; mine && mine[i]; i++) {
 		if (strcmp(mine[i], "PartitionKey") == 0 || strcmp(mine[i], "RowKey") == 0) {
 			ecw_node_error(
-			    errs, ecw_node_get(job, key),
-			    "%s: a rollup's message names no entity: {%s} has no value (use message "
-			    "fields such as {device})",
-			    key, mine[i]);
+				errs, ecw_node_get(job, key),
+				"%s: a rollup's message names no entity: {%s} has no value (use message "
+				"fields such as {device})",
+				key, mine[i]);
 			bad = 1;
 		} else if (!valid_property_name(scratch, mine[i])) {
-			ecw_node_error(errs, ecw_node_get(job, key),
-			                 "%s: {%s} cannot be a message field: %s", key, mine[i],
-			                 ecw_error_last()->message);
+			ecw_node_error(errs, ecw_node_get(job, key), "%s: {%s} cannot be a message field: %s",
+				       key, mine[i], ecw_error_last()->message);
 			bad = 1;
 		} else if (!strv_has(*all, mine[i]) && strv_add(all, mine[i]) < 0) {
 			ecw_node_error(errs, ecw_node_get(job, key), "%s: out of memory", key);
@@ -253,7 +252,7 @@ static int parse_agg(struct agg *a, const char *text)
 }
 
 static int parse_aggregates(struct rollup *r, const struct ecw_node *job, struct ecw_entity *scratch,
-                            struct ecw_node_errors *errs)
+			    struct ecw_node_errors *errs)
 {
 	const struct ecw_node *map = ecw_node_get(job, "aggregate");
 	struct ecw_buf select;
@@ -261,16 +260,16 @@ static int parse_aggregates(struct rollup *r, const struct ecw_node *job, struct
 
 	if (!map) {
 		ecw_node_error(
-		    errs, job,
-		    "rollup job: missing required key 'aggregate' (property: avg(p), min(p), max(p), "
-		    "sum(p) or count())");
+			errs, job,
+			"rollup job: missing required key 'aggregate' (property: avg(p), min(p), max(p), "
+			"sum(p) or count())");
 		return -1;
 	}
 	if (map->kind != ECW_NODE_MAP || map->n == 0 || map->n > MAX_AGGREGATES) {
 		ecw_node_error(errs, map,
-		                 "aggregate: a map of property: function, 1 to %d of them, e.g. "
-		                 "{averageDepth: avg(depth), samples: count()}",
-		                 MAX_AGGREGATES);
+			       "aggregate: a map of property: function, 1 to %d of them, e.g. "
+			       "{averageDepth: avg(depth), samples: count()}",
+			       MAX_AGGREGATES);
 		return -1;
 	}
 	if (!(r->aggs = calloc(map->n, sizeof(*r->aggs)))) {
@@ -297,39 +296,39 @@ static int parse_aggregates(struct rollup *r, const struct ecw_node *job, struct
 			bad = 1;
 		} else if (!valid_property_name(scratch, k->value)) {
 			ecw_node_error(errs, k, "aggregate: '%s' cannot be a property: %s", k->value,
-			                 ecw_error_last()->message);
+				       ecw_error_last()->message);
 			bad = 1;
 		}
 		if (v->kind != ECW_NODE_SCALAR) {
 			ecw_node_error(errs, v, "aggregate.%s: a function such as avg(depth) or count()",
-			                 k->value);
+				       k->value);
 			bad = 1;
 			continue;
 		}
 		/* The values may come from the environment: not quoted back. */
 		if ((rc = parse_agg(a, v->value)) == -2) {
 			ecw_node_error(errs, v,
-			                 "aggregate.%s: unknown function (avg, min, max, sum or count)",
-			                 k->value);
+				       "aggregate.%s: unknown function (avg, min, max, sum or count)",
+				       k->value);
 			bad = 1;
 		} else if (rc == -3) {
-			ecw_node_error(
-			    errs, v, "aggregate.%s: count() takes no property: it counts the rows", k->value);
+			ecw_node_error(errs, v, "aggregate.%s: count() takes no property: it counts the rows",
+				       k->value);
 			bad = 1;
 		} else if (rc == -4) {
 			ecw_node_error(errs, v, "aggregate.%s: %s() needs a property, e.g. %s(depth)",
-			                 k->value, fn_names[a->fn], fn_names[a->fn]);
+				       k->value, fn_names[a->fn], fn_names[a->fn]);
 			bad = 1;
 		} else if (rc < 0) {
 			ecw_node_error(errs, v, "aggregate.%s: a function such as avg(depth) or count()",
-			                 k->value);
+				       k->value);
 			bad = 1;
 		} else if (a->prop && !valid_property_name(scratch, a->prop)) {
 			ecw_node_error(
-			    errs, v,
-			    "aggregate.%s: the argument is not a property name (letters, digits and "
-			    "'_', not starting with a digit; not a key or Timestamp)",
-			    k->value);
+				errs, v,
+				"aggregate.%s: the argument is not a property name (letters, digits and "
+				"'_', not starting with a digit; not a key or Timestamp)",
+				k->value);
 			bad = 1;
 		} else if (a->prop) {
 			/* Each aggregated property once in $select. */
@@ -357,7 +356,7 @@ static int parse_window(struct rollup *r, const struct ecw_node *job, struct ecw
 	if (ecw_duration_parse(&ms, text, true) < 0 ||
 	    (ms != ECW_ROLLUP_HOUR_MS && ms != ECW_ROLLUP_DAY_MS && ms != ECW_ROLLUP_WEEK_MS)) {
 		ecw_node_error(errs, ecw_node_get(job, "window"),
-		                 "window: 1h, 1d or 1w (weeks start Monday)");
+			       "window: 1h, 1d or 1w (weeks start Monday)");
 		rc = -1;
 	}
 	r->window_ms = ms;
@@ -368,7 +367,7 @@ static int parse_window(struct rollup *r, const struct ecw_node *job, struct ecw
 static int rollup_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",         "then",   "source",    "to", "from_partition",
-	                                      "to_partition", "window", "aggregate", NULL};
+					      "to_partition", "window", "aggregate", NULL};
 	struct rollup *r = calloc(1, sizeof(*r));
 	struct ecw_entity *scratch = NULL;
 	char **to_fields = NULL;
@@ -399,27 +398,26 @@ static int rollup_parse(void **out, const struct ecw_node *job, struct ecw_node_
 	if (!bad && !to_fields) {
 		/* Every device's windows would share one partition and clash. */
 		ecw_node_error(
-		    errs, ecw_node_get(job, "to_partition"),
-		    "to_partition: needs a message field, e.g. \"{device}_daily\", or every source's "
-		    "aggregates land on the same keys");
+			errs, ecw_node_get(job, "to_partition"),
+			"to_partition: needs a message field, e.g. \"{device}_daily\", or every source's "
+			"aggregates land on the same keys");
 		bad = 1;
 	}
 	for (size_t i = 0; !bad && r->fields && r->fields[i]; i++)
 		if (!strv_has(to_fields, r->fields[i])) {
 			/* Two raw partitions would write one aggregate in turn. */
 			ecw_node_error(
-			    errs, ecw_node_get(job, "to_partition"),
-			    "to_partition: must use every field from_partition uses ({%s} is missing), "
-			    "or different sources write the same aggregate",
-			    r->fields[i]);
+				errs, ecw_node_get(job, "to_partition"),
+				"to_partition: must use every field from_partition uses ({%s} is missing), "
+				"or different sources write the same aggregate",
+				r->fields[i]);
 			bad = 1;
 		}
 	if (!bad && strcmp(r->source, r->to) == 0 &&
 	    strcmp(ecw_template_text(r->from_pk), ecw_template_text(r->to_pk)) == 0) {
-		ecw_node_error(
-		    errs, ecw_node_get(job, "to_partition"),
-		    "to_partition: the same as from_partition in the same table: aggregates would "
-		    "land among the raw rows");
+		ecw_node_error(errs, ecw_node_get(job, "to_partition"),
+			       "to_partition: the same as from_partition in the same table: aggregates would "
+			       "land among the raw rows");
 		bad = 1;
 	}
 	if (!bad) {
@@ -493,8 +491,8 @@ int ecw_rollup_window_parse(int64_t *out_s, const char *text, int64_t window_ms)
 	int64_t t;
 
 	*out_s = 0;
-	ok = n >= 10 && (y = ecw_digits(text, 4)) >= 0 && text[4] == '-' && (mo = ecw_digits(text + 5, 2)) >= 0 &&
-	     text[7] == '-' && (d = ecw_digits(text + 8, 2)) >= 0;
+	ok = n >= 10 && (y = ecw_digits(text, 4)) >= 0 && text[4] == '-' &&
+	     (mo = ecw_digits(text + 5, 2)) >= 0 && text[7] == '-' && (d = ecw_digits(text + 8, 2)) >= 0;
 	if (ok && n == 17)
 		ok = text[10] == 'T' && (h = ecw_digits(text + 11, 2)) >= 0 && text[13] == ':' &&
 		     (mi = ecw_digits(text + 14, 2)) >= 0 && text[16] == 'Z';
@@ -506,35 +504,38 @@ int ecw_rollup_window_parse(int64_t *out_s, const char *text, int64_t window_ms)
 		ok = n == 10;
 	if (!ok)
 		return ecw_error_set(ECW_EINVALID,
-		                     "window_start \"%.40s\" is not YYYY-MM-DD, YYYY-MM-DDTHH:MMZ or "
-		                     "YYYY-MM-DDTHH:MM:SSZ (UTC)",
-		                     text);
+				     "window_start \"%.40s\" is not YYYY-MM-DD, YYYY-MM-DDTHH:MMZ or "
+				     "YYYY-MM-DDTHH:MM:SSZ (UTC)",
+				     text);
 	if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] + (mo == 2 && leap(y)) || h > 23 ||
 	    mi > 59 || s > 59)
-		return ecw_error_set(
-		    ECW_EINVALID, "window_start \"%.40s\" is not a valid date and time from 1970 on", text);
+		return ecw_error_set(ECW_EINVALID,
+				     "window_start \"%.40s\" is not a valid date and time from 1970 on",
+				     text);
 	if (n == 10 && window_ms == ECW_ROLLUP_HOUR_MS)
 		return ecw_error_set(
-		    ECW_EINVALID, "window_start \"%.40s\": a 1h window needs the hour, e.g. \"%.10sT05:00Z\"",
-		    text, text);
+			ECW_EINVALID,
+			"window_start \"%.40s\": a 1h window needs the hour, e.g. \"%.10sT05:00Z\"", text,
+			text);
 	t = ecw_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
 	if (window_ms == ECW_ROLLUP_HOUR_MS && t % 3600 != 0)
 		return ecw_error_set(ECW_EINVALID, "window_start \"%.40s\" is not on the hour (window 1h)",
-		                     text);
+				     text);
 	if (window_ms != ECW_ROLLUP_HOUR_MS && t % 86400 != 0)
 		return ecw_error_set(ECW_EINVALID, "window_start \"%.40s\" is not midnight UTC (window %s)",
-		                     text, window_name(window_ms));
+				     text, window_name(window_ms));
 	/* 1970-01-01 was a Thursday: day 4 was the first Monday. */
 	if (window_ms == ECW_ROLLUP_WEEK_MS && (t / 86400 + 3) % 7 != 0)
 		return ecw_error_set(
-		    ECW_EINVALID,
-		    "window_start \"%.40s\" is not a Monday (window 1w: weeks start Monday 00:00 UTC)", text);
+			ECW_EINVALID,
+			"window_start \"%.40s\" is not a Monday (window 1w: weeks start Monday 00:00 UTC)",
+			text);
 	if (t + window_ms / 1000 - 1 > MAX_UNIX_S)
 		return ecw_error_set(
-		    ECW_EINVALID,
-		    "window_start \"%.40s\": the window ends after 2286-11-20T17:46:39Z, the last "
-		    "second a 10-digit RowKey can name",
-		    text);
+			ECW_EINVALID,
+			"window_start \"%.40s\": the window ends after 2286-11-20T17:46:39Z, the last "
+			"second a 10-digit RowKey can name",
+			text);
 	*out_s = t;
 	return 0;
 }
@@ -656,10 +657,10 @@ int ecw_rollup_acc_add(struct ecw_rollup_acc *a, const struct ecw_entity *row)
 			/* Bad data is reported, never skipped: a skipped value
 			 * would make the aggregate silently wrong. */
 			return ecw_error_set(
-			    ECW_EINVALID,
-			    "rollup: raw row %.200s/%.40s: property '%s' is %s%s, not a number (%s)",
-			    ecw_entity_pk(row), ecw_entity_rk(row), g->prop, ecw_entity_edm_name(p->type),
-			    p->type == ECW_EDM_DOUBLE ? " (not finite)" : "", fn_names[g->fn]);
+				ECW_EINVALID,
+				"rollup: raw row %.200s/%.40s: property '%s' is %s%s, not a number (%s)",
+				ecw_entity_pk(row), ecw_entity_rk(row), g->prop, ecw_entity_edm_name(p->type),
+				p->type == ECW_EDM_DOUBLE ? " (not finite)" : "", fn_names[g->fn]);
 		}
 		if (s->n == 0) {
 			s->imin = s->imax = iv;
@@ -668,9 +669,9 @@ int ecw_rollup_acc_add(struct ecw_rollup_acc *a, const struct ecw_entity *row)
 		if (is_int && s->all_int) {
 			if (g->fn == FN_SUM && __builtin_add_overflow(s->isum, iv, &s->isum))
 				return ecw_error_set(
-				    ECW_EINVALID,
-				    "rollup: sum(%s) leaves the Int64 range at raw row %.200s/%.40s", g->prop,
-				    ecw_entity_pk(row), ecw_entity_rk(row));
+					ECW_EINVALID,
+					"rollup: sum(%s) leaves the Int64 range at raw row %.200s/%.40s",
+					g->prop, ecw_entity_pk(row), ecw_entity_rk(row));
 			if (g->fn != FN_SUM && __builtin_add_overflow(s->isum, iv, &s->isum))
 				s->ioverflow = true;
 			s->imin = iv < s->imin ? iv : s->imin;
@@ -687,7 +688,7 @@ int ecw_rollup_acc_add(struct ecw_rollup_acc *a, const struct ecw_entity *row)
 }
 
 int ecw_rollup_acc_finish(struct ecw_entity **out, const struct ecw_rollup_acc *a, const char *pk,
-                          const char *rk, int64_t start_s)
+			  const char *rk, int64_t start_s)
 {
 	struct ecw_entity *e = NULL;
 	char iso[32];
@@ -698,7 +699,7 @@ int ecw_rollup_acc_finish(struct ecw_entity **out, const struct ecw_rollup_acc *
 		return 0;
 	if (a->rows > INT32_MAX)
 		return ecw_error_set(ECW_EINVALID, "rollup: %lld rows in one window: count() is an Int32",
-		                     a->rows);
+				     a->rows);
 	if ((err = ecw_entity_new(&e, pk, rk)) < 0)
 		return err;
 	for (size_t i = 0; i < a->r->naggs && err == 0; i++) {
@@ -717,23 +718,22 @@ int ecw_rollup_acc_finish(struct ecw_entity **out, const struct ecw_rollup_acc *
 			 * readings does not depend on summation order then. */
 			bool exact = s->all_int && !s->ioverflow;
 			err = ecw_entity_set_double(
-			    e, g->name, exact ? (double)s->isum / (double)s->n : s->dsum / (double)s->n);
+				e, g->name, exact ? (double)s->isum / (double)s->n : s->dsum / (double)s->n);
 			break;
 		}
 		case FN_MIN:
 			err = s->all_int ? ecw_entity_set_int64(e, g->name, s->imin)
-			                 : ecw_entity_set_double(e, g->name, s->dmin);
+					 : ecw_entity_set_double(e, g->name, s->dmin);
 			break;
 		case FN_MAX:
 			err = s->all_int ? ecw_entity_set_int64(e, g->name, s->imax)
-			                 : ecw_entity_set_double(e, g->name, s->dmax);
+					 : ecw_entity_set_double(e, g->name, s->dmax);
 			break;
 		case FN_SUM:
 			err = s->all_int ? ecw_entity_set_int64(e, g->name, s->isum)
-			                 : ecw_entity_set_double(e, g->name, s->dsum);
+					 : ecw_entity_set_double(e, g->name, s->dsum);
 			break;
-		case FN_COUNT:
-			break;
+		case FN_COUNT: break;
 		}
 	}
 	ecw_rollup_iso(iso, start_s);
@@ -770,24 +770,24 @@ static int message_entity(struct ecw_entity **out, const struct rollup *r, struc
 		if (!json_object_object_get_ex(ctx->message, name, &v) ||
 		    json_object_is_type(v, json_type_null)) {
 			err = ecw_error_set(
-			    ECW_EINVALID,
-			    "rollup job '%s': the message has no \"%s\" (a key template uses it)", ctx->job,
-			    name);
+				ECW_EINVALID,
+				"rollup job '%s': the message has no \"%s\" (a key template uses it)",
+				ctx->job, name);
 		} else if (!json_object_is_type(v, json_type_string) ||
-		           strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v)) {
+			   strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v)) {
 			err = ecw_error_set(ECW_EINVALID,
-			                    "rollup job '%s': message field \"%s\" must be a string",
-			                    ctx->job, name);
+					    "rollup job '%s': message field \"%s\" must be a string",
+					    ctx->job, name);
 		} else {
 			err = ecw_entity_set_string(*out, name, json_object_get_string(v),
-			                            (size_t)json_object_get_string_len(v));
+						    (size_t)json_object_get_string_len(v));
 		}
 	}
 	return err;
 }
 
 static int render_key(char *out, const struct ecw_template *t, const struct ecw_entity *fields,
-                      const char *what)
+		      const char *what)
 {
 	struct ecw_buf b;
 	int err;
@@ -872,8 +872,8 @@ static int round_once(struct run *u)
 			goto done;
 		writing = true;
 		err = cur ? ecw_table_write(NULL, ctx->client, u->r->to, want, ECW_WRITE_UPDATE,
-		                            ecw_entity_etag(cur))
-		          : ecw_table_write(NULL, ctx->client, u->r->to, want, ECW_WRITE_INSERT, NULL);
+					    ecw_entity_etag(cur))
+			  : ecw_table_write(NULL, ctx->client, u->r->to, want, ECW_WRITE_INSERT, NULL);
 		if (err < 0)
 			goto done;
 		ecw_crash_point("rollup.written");
@@ -882,7 +882,7 @@ static int round_once(struct run *u)
 	/* A later round says so: the log shows the race this run lost. */
 	if (u->round > 0)
 		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "%lld rows, %s (round %d)",
-		         u->rows, detail, u->round + 1);
+			 u->rows, detail, u->round + 1);
 	else
 		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "%lld rows, %s", u->rows, detail);
 done:
@@ -910,8 +910,8 @@ static int rollup_run(const void *settings, struct ecw_job_ctx *ctx)
 	if (!ctx->message || !json_object_object_get_ex(ctx->message, "window_start", &ws) ||
 	    !json_object_is_type(ws, json_type_string)) {
 		err = ecw_error_set(ECW_EINVALID,
-		                    "rollup job '%s': the message needs \"window_start\" as a string",
-		                    ctx->job);
+				    "rollup job '%s': the message needs \"window_start\" as a string",
+				    ctx->job);
 		goto done;
 	}
 	if ((err = ecw_rollup_window_parse(&u.start_s, json_object_get_string(ws), r->window_ms)) < 0 ||
@@ -928,7 +928,7 @@ static int rollup_run(const void *settings, struct ecw_job_ctx *ctx)
 		if ((err = round_once(&u)) != RESTART)
 			goto done;
 	err = ecw_error_set(ECW_ETRANSIENT, "rollup %s/%s: the aggregate kept changing under us (%d rounds)",
-	                    u.to, u.rk, MAX_ROUNDS);
+			    u.to, u.rk, MAX_ROUNDS);
 done:
 	ecw_entity_free(fields);
 	ecw_buf_dispose(&filter);
@@ -936,14 +936,14 @@ done:
 }
 
 const struct ecw_job_type ecw_job_rollup = {
-    .name = "rollup",
-    .keyless = true,
-    .parse = rollup_parse,
-    .prepare = rollup_prepare,
-    .run = rollup_run,
-    .free = rollup_free,
-    .source_table = rollup_source,
-    .target_table = rollup_target,
-    .message_fields = rollup_message_fields,
-    .window_ms = rollup_window_ms,
+	.name = "rollup",
+	.keyless = true,
+	.parse = rollup_parse,
+	.prepare = rollup_prepare,
+	.run = rollup_run,
+	.free = rollup_free,
+	.source_table = rollup_source,
+	.target_table = rollup_target,
+	.message_fields = rollup_message_fields,
+	.window_ms = rollup_window_ms,
 };

@@ -44,7 +44,7 @@ struct ecw_rollup_acc;
 int ecw_rollup_acc_new(struct ecw_rollup_acc **out, const void *settings) ECW_MUST_USE;
 int ecw_rollup_acc_add(struct ecw_rollup_acc *a, const struct ecw_entity *row) ECW_MUST_USE;
 int ecw_rollup_acc_finish(struct ecw_entity **out, const struct ecw_rollup_acc *a, const char *pk,
-                          const char *rk, int64_t start_s) ECW_MUST_USE;
+			  const char *rk, int64_t start_s) ECW_MUST_USE;
 void ecw_rollup_acc_free(struct ecw_rollup_acc *a);
 
 #endif

@@ -24,12 +24,12 @@ enum fmt {
 };
 
 struct part {
-	char *text;      /* literal text, or the property name */
+	char *text; /* literal text, or the property name */
 	bool field;
-	bool now;        /* {now:...}: the wall clock, not a property */
+	bool now; /* {now:...}: the wall clock, not a property */
 	enum fmt fmt;
-	char fill;       /* FMT_PAD */
-	bool left;       /* pad on the left ('>') */
+	char fill; /* FMT_PAD */
+	bool left; /* pad on the left ('>') */
 	int width;
 };
 
@@ -63,10 +63,10 @@ static bool iso_to_ticks(int64_t *out, const char *s, size_t n)
 	size_t i = 19;
 
 	if (n < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' ||
-	    (y = ecw_digits(s, 4)) < 0 || (mo = ecw_digits(s + 5, 2)) < 0 ||
-	    (d = ecw_digits(s + 8, 2)) < 0 || (h = ecw_digits(s + 11, 2)) < 0 ||
-	    (mi = ecw_digits(s + 14, 2)) < 0 || (sec = ecw_digits(s + 17, 2)) < 0 ||
-	    !ecw_civil_date_valid(y, mo, d) || h > 23 || mi > 59 || sec > 59)
+	    (y = ecw_digits(s, 4)) < 0 || (mo = ecw_digits(s + 5, 2)) < 0 || (d = ecw_digits(s + 8, 2)) < 0 ||
+	    (h = ecw_digits(s + 11, 2)) < 0 || (mi = ecw_digits(s + 14, 2)) < 0 ||
+	    (sec = ecw_digits(s + 17, 2)) < 0 || !ecw_civil_date_valid(y, mo, d) || h > 23 || mi > 59 ||
+	    sec > 59)
 		return false;
 	if (s[i] == '.') {
 		for (i++; i < n && s[i] >= '0' && s[i] <= '9' && scale > 0; i++, scale /= 10)
@@ -87,7 +87,8 @@ int ecw_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], int64_t ticks)
 	int64_t days, rem;
 
 	if (ticks < 0 || ticks > TICKS_MAX)
-		return ecw_error_set(ECW_EINVALID, "ticks %" PRId64 " are outside 0001-01-01..9999-12-31", ticks);
+		return ecw_error_set(ECW_EINVALID, "ticks %" PRId64 " are outside 0001-01-01..9999-12-31",
+				     ticks);
 	days = ticks / TICKS_PER_DAY;
 	rem = ticks % TICKS_PER_DAY;
 	ecw_civil_from_days(days - 719162, &y, &m, &d); /* 719162: days from 0001-01-01 to 1970-01-01 */
@@ -107,7 +108,8 @@ int ecw_inverted_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], const char *key)
 		inv = inv * 10 + (uint64_t)(key[i] - '0');
 	}
 	if (inv > (uint64_t)TICKS_MAX)
-		return ecw_error_set(ECW_EINVALID, "inverted ticks %" PRIu64 " exceed DateTime.MaxValue", inv);
+		return ecw_error_set(ECW_EINVALID, "inverted ticks %" PRIu64 " exceed DateTime.MaxValue",
+				     inv);
 	return ecw_ticks_to_iso(out, TICKS_MAX - (int64_t)inv);
 }
 
@@ -122,12 +124,8 @@ static int prop_ticks(int64_t *out, const struct ecw_prop *p, const char *fmt)
 		if (iso_to_ticks(out, p->v.s, p->len))
 			return 0;
 		break;
-	case ECW_EDM_INT32:
-		secs = p->v.i32;
-		break;
-	case ECW_EDM_INT64:
-		secs = p->v.i64;
-		break;
+	case ECW_EDM_INT32: secs = p->v.i32; break;
+	case ECW_EDM_INT64: secs = p->v.i64; break;
 	case ECW_EDM_STRING:
 		if (p->len == 0 || p->len > 12)
 			break;
@@ -135,18 +133,18 @@ static int prop_ticks(int64_t *out, const struct ecw_prop *p, const char *fmt)
 		for (size_t i = 0; i < p->len && secs >= 0; i++)
 			secs = p->v.s[i] >= '0' && p->v.s[i] <= '9' ? secs * 10 + (p->v.s[i] - '0') : -1;
 		break;
-	default:
-		break;
+	default: break;
 	}
 	/* Unix seconds up to 9999-12-31T23:59:59. */
 	if (p->type != ECW_EDM_DATETIME && secs >= 0 && secs <= 253402300799LL) {
 		*out = secs * TICKS_PER_SECOND + TICKS_UNIX_EPOCH;
 		return 0;
 	}
-	return ecw_error_set(ECW_EINVALID,
-			     "property '%s' (%s) is not a time for :%s (a DateTime, or Unix seconds as Int32, "
-			     "Int64 or a string of digits)",
-			     p->name, ecw_entity_edm_name(p->type), fmt);
+	return ecw_error_set(
+		ECW_EINVALID,
+		"property '%s' (%s) is not a time for :%s (a DateTime, or Unix seconds as Int32, "
+		"Int64 or a string of digits)",
+		p->name, ecw_entity_edm_name(p->type), fmt);
 }
 
 struct ecw_template {
@@ -190,7 +188,7 @@ static int add_part(struct ecw_template *t, const char *s, size_t n, bool field)
 static const struct {
 	const char *name;
 	enum fmt fmt;
-	bool time;   /* takes a time, so {now:...} may use it */
+	bool time; /* takes a time, so {now:...} may use it */
 } formatters[] = {
 	{"inverted_ticks", FMT_INVERTED_TICKS, true},
 	{"unix", FMT_UNIX, true},
@@ -210,13 +208,15 @@ static int parse_field(struct ecw_template *t, const char *s, size_t n, const ch
 		return ecw_error_set(ECW_EINVALID, "%s: empty {} at column %zu", what, col);
 	for (size_t i = 0; i < name_len; i++) {
 		unsigned char c = (unsigned char)s[i];
-		if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (i && c >= '0' && c <= '9') || c >= 0x80))
+		if (!(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		      (i && c >= '0' && c <= '9') || c >= 0x80))
 			/* Not quoted: a configured template may hold a value from
 			 * the environment. */
-			return ecw_error_set(ECW_EINVALID,
-					     "%s: the name at column %zu is not a property name (letters, digits "
-					     "and '_', not starting with a digit)",
-					     what, col);
+			return ecw_error_set(
+				ECW_EINVALID,
+				"%s: the name at column %zu is not a property name (letters, digits "
+				"and '_', not starting with a digit)",
+				what, col);
 	}
 	if ((err = add_part(t, s, name_len, true)) < 0)
 		return err;
@@ -233,26 +233,30 @@ static int parse_field(struct ecw_template *t, const char *s, size_t n, const ch
 			if (strcmp(p->text, "now") != 0)
 				return 0;
 			if (!formatters[k].time)
-				return ecw_error_set(ECW_EINVALID,
-						     "%s: {now:%s} at column %zu: now takes inverted_ticks, unix or "
-						     "date_int",
-						     what, formatters[k].name, col);
+				return ecw_error_set(
+					ECW_EINVALID,
+					"%s: {now:%s} at column %zu: now takes inverted_ticks, unix or "
+					"date_int",
+					what, formatters[k].name, col);
 			if (!(flags & ECW_TEMPLATE_ALLOW_NOW))
-				return ecw_error_set(ECW_EINVALID,
-						     "{now:...} is not allowed in %s: a rerun would write another key "
-						     "(column %zu)",
-						     what, col);
+				return ecw_error_set(
+					ECW_EINVALID,
+					"{now:...} is not allowed in %s: a rerun would write another key "
+					"(column %zu)",
+					what, col);
 			p->now = true;
 			return 0;
 		}
 		if (sn < 3 || (spec[1] != '>' && spec[1] != '<'))
-			return ecw_error_set(ECW_EINVALID,
-					     "%s: format at column %zu must be FILL>WIDTH or FILL<WIDTH, like {Id:0>6}, "
-					     "or one of inverted_ticks, unix, date_int, hash4",
-					     what, col);
+			return ecw_error_set(
+				ECW_EINVALID,
+				"%s: format at column %zu must be FILL>WIDTH or FILL<WIDTH, like {Id:0>6}, "
+				"or one of inverted_ticks, unix, date_int, hash4",
+				what, col);
 		w = strtol(spec + 2, &end, 10);
 		if (end != spec + sn || w < 1 || w > 255 || spec[2] < '0' || spec[2] > '9')
-			return ecw_error_set(ECW_EINVALID, "%s: width at column %zu must be 1..255", what, col);
+			return ecw_error_set(ECW_EINVALID, "%s: width at column %zu must be 1..255", what,
+					     col);
 		p->fmt = FMT_PAD;
 		p->fill = spec[0];
 		p->left = spec[1] == '>';
@@ -289,17 +293,20 @@ int ecw_template_compile_flags(struct ecw_template **out, const char *text, cons
 		} else if (text[i] == '{') {
 			const char *close = strchr(text + i + 1, '}');
 			if (!close) {
-				err = ecw_error_set(ECW_EINVALID, "%s: '{' at column %zu is never closed", what, i + 1);
+				err = ecw_error_set(ECW_EINVALID, "%s: '{' at column %zu is never closed",
+						    what, i + 1);
 				break;
 			}
 			if (lit.len && (err = add_part(t, lit.ptr, lit.len, false)) < 0)
 				break;
 			ecw_buf_reset(&lit);
-			err = parse_field(t, text + i + 1, (size_t)(close - text - i - 1), what, i + 1, flags);
+			err = parse_field(t, text + i + 1, (size_t)(close - text - i - 1), what, i + 1,
+					  flags);
 			i = (size_t)(close - text) + 1;
 		} else if (text[i] == '}') {
-			err = ecw_error_set(ECW_EINVALID, "%s: '}' at column %zu has no '{' (write }} for a brace)",
-					    what, i + 1);
+			err = ecw_error_set(ECW_EINVALID,
+					    "%s: '}' at column %zu has no '{' (write }} for a brace)", what,
+					    i + 1);
 		} else {
 			err = ecw_buf_addc(&lit, text[i++]);
 		}
@@ -326,14 +333,10 @@ static int value_text(struct ecw_buf *out, const struct ecw_prop *p)
 	switch (p->type) {
 	case ECW_EDM_STRING:
 	case ECW_EDM_DATETIME:
-	case ECW_EDM_GUID:
-		return ecw_buf_add(out, p->v.s, p->len);
-	case ECW_EDM_INT32:
-		return ecw_buf_printf(out, "%d", (int)p->v.i32);
-	case ECW_EDM_INT64:
-		return ecw_buf_printf(out, "%lld", (long long)p->v.i64);
-	case ECW_EDM_BOOLEAN:
-		return ecw_buf_adds(out, p->v.b ? "true" : "false");
+	case ECW_EDM_GUID: return ecw_buf_add(out, p->v.s, p->len);
+	case ECW_EDM_INT32: return ecw_buf_printf(out, "%d", (int)p->v.i32);
+	case ECW_EDM_INT64: return ecw_buf_printf(out, "%lld", (long long)p->v.i64);
+	case ECW_EDM_BOOLEAN: return ecw_buf_adds(out, p->v.b ? "true" : "false");
 	case ECW_EDM_DOUBLE:
 		if (!isfinite(p->v.d))
 			break;
@@ -343,8 +346,7 @@ static int value_text(struct ecw_buf *out, const struct ecw_prop *p)
 				break;
 		}
 		return ecw_buf_adds(out, num);
-	case ECW_EDM_BINARY:
-		break;
+	case ECW_EDM_BINARY: break;
 	}
 	return ecw_error_set(ECW_EINVALID, "property '%s' (%s) has no text form for a key or filter", p->name,
 			     ecw_entity_edm_name(p->type));
@@ -379,14 +381,14 @@ static int format_value(struct ecw_buf *out, const struct part *p, const struct 
 			key.len = v->len;
 			prop = &key;
 		}
-		if ((err = prop_ticks(&ticks, prop, p->fmt == FMT_UNIX       ? "unix"
-						   : p->fmt == FMT_DATE_INT ? "date_int"
-									    : "inverted_ticks")) < 0)
+		if ((err = prop_ticks(&ticks, prop,
+				      p->fmt == FMT_UNIX       ? "unix"
+				      : p->fmt == FMT_DATE_INT ? "date_int"
+							       : "inverted_ticks")) < 0)
 			return err;
 	}
 	switch (p->fmt) {
-	case FMT_INVERTED_TICKS:
-		return ecw_buf_printf(out, "%019" PRId64, TICKS_MAX - ticks);
+	case FMT_INVERTED_TICKS: return ecw_buf_printf(out, "%019" PRId64, TICKS_MAX - ticks);
 	case FMT_UNIX:
 		secs = ticks >= TICKS_UNIX_EPOCH ? (ticks - TICKS_UNIX_EPOCH) / TICKS_PER_SECOND : -1;
 		/* Ten digits, so that text order is time order: 1970..2286. */
@@ -399,8 +401,7 @@ static int format_value(struct ecw_buf *out, const struct part *p, const struct 
 	case FMT_DATE_INT:
 		ecw_civil_from_days(ticks / TICKS_PER_DAY - 719162, &y, &m, &d);
 		return ecw_buf_printf(out, "%04d%02d%02d", y, m, d);
-	default:
-		return ecw_error_set(ECW_ERROR, "template: unknown formatter");
+	default: return ecw_error_set(ECW_ERROR, "template: unknown formatter");
 	}
 }
 
@@ -436,7 +437,8 @@ int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const
 		} else {
 			prop = ecw_entity_get(e, p->text);
 			if (!prop) {
-				err = ecw_error_set(ECW_EINVALID, "template '%s': the source entity has no property '%s'",
+				err = ecw_error_set(ECW_EINVALID,
+						    "template '%s': the source entity has no property '%s'",
 						    t->source, p->text);
 				break;
 			}
@@ -461,7 +463,7 @@ int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const
 				err = ecw_buf_addc(out, p->fill);
 		for (size_t k = 0; k < v.len && err == 0; k++)
 			err = mode == ECW_TEMPLATE_ODATA && v.ptr[k] == '\'' ? ecw_buf_adds(out, "''")
-									       : ecw_buf_addc(out, v.ptr[k]);
+									     : ecw_buf_addc(out, v.ptr[k]);
 		if (p->fill && !p->left)
 			for (size_t k = chars; k < (size_t)p->width && err == 0; k++)
 				err = ecw_buf_addc(out, p->fill);

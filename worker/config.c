@@ -39,15 +39,27 @@
 
 /* ---- the configuration --------------------------------------------------- */
 
-static const char *const top_keys[] = {"storage", "worker", "log", "metrics", "jobs", "schedules", "migrations", NULL};
-static const char *const storage_keys[] = {"connection_string", "auth", "account", "ca_file",
-                                           "managed_identity_client_id", "request_timeout", NULL};
+static const char *const top_keys[] = {"storage", "worker",    "log",        "metrics",
+				       "jobs",    "schedules", "migrations", NULL};
+static const char *const storage_keys[] = {
+	"connection_string", "auth", "account", "ca_file", "managed_identity_client_id",
+	"request_timeout",   NULL};
 static const char *const storage_auths[] = {"key", "workload-identity", "managed-identity", NULL};
-static const char *const worker_keys[] = {"queue",          "poison_queue",       "batch_size",
-                                          "concurrency",    "prefetch",           "visibility_timeout",
-                                          "max_dequeue_count", "retry_backoff",   "poll_interval",
-                                          "shutdown_grace", "message_ttl",        "create_missing",
-                                          "schedule_table", "schedule_lease",     NULL};
+static const char *const worker_keys[] = {"queue",
+					  "poison_queue",
+					  "batch_size",
+					  "concurrency",
+					  "prefetch",
+					  "visibility_timeout",
+					  "max_dequeue_count",
+					  "retry_backoff",
+					  "poll_interval",
+					  "shutdown_grace",
+					  "message_ttl",
+					  "create_missing",
+					  "schedule_table",
+					  "schedule_lease",
+					  NULL};
 static const char *const backoff_keys[] = {"base", "max", NULL};
 static const char *const poll_keys[] = {"min", "max", NULL};
 static const char *const log_keys[] = {"level", "format", NULL};
@@ -86,7 +98,8 @@ static void connstr_error(struct ecw_node_errors *errs, const struct ecw_node *a
 		ecw_node_error(errs, at, "storage.connection_string: %s", msg);
 	else
 		ecw_node_error(errs, NULL,
-		                 "storage.connection_string (not set, so $AZURE_STORAGE_CONNECTION_STRING): %s", msg);
+			       "storage.connection_string (not set, so $AZURE_STORAGE_CONNECTION_STRING): %s",
+			       msg);
 }
 
 /* auth: key. The account parser's messages never echo a key or a signature. */
@@ -98,8 +111,8 @@ static void check_key_auth(struct ecw_config *cfg, const struct ecw_node *sec, s
 
 	if (ecw_node_get(sec, "account"))
 		ecw_node_error(errs, ecw_node_get(sec, "account"),
-		                 "storage.account is for auth: workload-identity or managed-identity "
-		                 "(with auth: key the connection string names the account)");
+			       "storage.account is for auth: workload-identity or managed-identity "
+			       "(with auth: key the connection string names the account)");
 	if (ecw_account_parse(&acct, cfg->storage.connection_string) == 0) {
 		ecw_account_free(acct);
 		return;
@@ -108,8 +121,9 @@ static void check_key_auth(struct ecw_config *cfg, const struct ecw_node *sec, s
 	/* Endpoints without a key: most likely meant for an identity. */
 	if (ecw_account_parse_endpoints(&acct, cfg->storage.connection_string) == 0) {
 		size_t n = strlen(msg);
-		snprintf(msg + n, sizeof(msg) - n, "; for Entra ID authentication set storage.auth "
-		                                   "(workload-identity or managed-identity)");
+		snprintf(msg + n, sizeof(msg) - n,
+			 "; for Entra ID authentication set storage.auth "
+			 "(workload-identity or managed-identity)");
 		ecw_account_free(acct);
 	}
 	connstr_error(errs, at, msg);
@@ -118,9 +132,11 @@ static void check_key_auth(struct ecw_config *cfg, const struct ecw_node *sec, s
 /* auth: workload-identity or managed-identity: the account is named by
  * storage.account or by a connection string with only endpoints (the
  * default connection string does not apply: it would be a key's). */
-static void check_identity_auth(struct ecw_config *cfg, const struct ecw_node *sec, struct ecw_node_errors *errs)
+static void check_identity_auth(struct ecw_config *cfg, const struct ecw_node *sec,
+				struct ecw_node_errors *errs)
 {
-	const struct ecw_node *at_cs = ecw_node_get(sec, "connection_string"), *at_acct = ecw_node_get(sec, "account");
+	const struct ecw_node *at_cs = ecw_node_get(sec, "connection_string"),
+			      *at_acct = ecw_node_get(sec, "account");
 	const char *mode = storage_auths[cfg->storage.auth];
 	struct ecw_account *acct = NULL;
 
@@ -131,15 +147,17 @@ static void check_identity_auth(struct ecw_config *cfg, const struct ecw_node *s
 		return;
 	}
 	if (cfg->storage.account && at_cs) {
-		ecw_node_error(errs, at_acct,
-		                 "storage.account and storage.connection_string both name the account: give one");
+		ecw_node_error(
+			errs, at_acct,
+			"storage.account and storage.connection_string both name the account: give one");
 		return;
 	}
 	if (!cfg->storage.account && !at_cs) {
-		ecw_node_error(errs, ecw_node_get(sec, "auth"),
-		                 "storage.auth: %s needs storage.account, or a storage.connection_string with only "
-		                 "QueueEndpoint and TableEndpoint",
-		                 mode);
+		ecw_node_error(
+			errs, ecw_node_get(sec, "auth"),
+			"storage.auth: %s needs storage.account, or a storage.connection_string with only "
+			"QueueEndpoint and TableEndpoint",
+			mode);
 		return;
 	}
 	if (cfg->storage.account) {
@@ -152,7 +170,7 @@ static void check_identity_auth(struct ecw_config *cfg, const struct ecw_node *s
 	if (ecw_account_parse_endpoints(&acct, cfg->storage.connection_string) < 0)
 		connstr_error(errs, at_cs, ecw_error_last()->message);
 	else if (strncmp(ecw_account_endpoint(acct, ECW_SVC_QUEUE), "https://", 8) != 0 ||
-	         strncmp(ecw_account_endpoint(acct, ECW_SVC_TABLE), "https://", 8) != 0)
+		 strncmp(ecw_account_endpoint(acct, ECW_SVC_TABLE), "https://", 8) != 0)
 		/* A bearer token is a secret: never sent in the clear. */
 		connstr_error(errs, at_cs, "with token authentication both endpoints must be https://");
 	ecw_account_free(acct);
@@ -170,19 +188,19 @@ static void check_storage(struct ecw_config *cfg, const struct ecw_node *root, s
 	if (ecw_node_read_string(&cfg->storage.ca_file, sec, "ca_file", false, "storage", errs) > 0 &&
 	    access(cfg->storage.ca_file, R_OK) != 0)
 		ecw_node_error(errs, ecw_node_get(sec, "ca_file"), "storage.ca_file: cannot read %s: %s",
-		               cfg->storage.ca_file, strerror(errno));
+			       cfg->storage.ca_file, strerror(errno));
 	at = ecw_node_get(sec, "managed_identity_client_id");
 	if (ecw_node_read_string(&cfg->storage.managed_identity_client_id, sec, "managed_identity_client_id",
-	                         false, "storage", errs) > 0 &&
+				 false, "storage", errs) > 0 &&
 	    ra >= 0 && cfg->storage.auth != ECW_AUTH_MANAGED_IDENTITY)
 		ecw_node_error(errs, at,
-		               "storage.managed_identity_client_id is for auth: managed-identity (workload "
-		               "identity takes its client id from AZURE_CLIENT_ID)");
+			       "storage.managed_identity_client_id is for auth: managed-identity (workload "
+			       "identity takes its client id from AZURE_CLIENT_ID)");
 	ecw_node_read_duration(&cfg->storage.request_timeout_ms, sec, "request_timeout", SEC, 10 * MIN, false,
-	                       false, "storage", errs);
+			       false, "storage", errs);
 	/* Which checks apply depends on the mode: none when it is unknown. */
 	if (ecw_node_read_string(&cfg->storage.connection_string, sec, "connection_string", false, "storage",
-	                         errs) < 0 ||
+				 errs) < 0 ||
 	    ra < 0)
 		return;
 	if (cfg->storage.auth == ECW_AUTH_KEY)
@@ -203,23 +221,22 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 	rq = ecw_node_read_string(&cfg->worker.queue, sec, "queue", false, "worker", errs);
 	if (rq >= 0 && !queue_name_ok(cfg->worker.queue)) {
 		ecw_node_error(errs, ecw_node_get(sec, "queue"),
-		                 "worker.queue is not a valid queue name (%s)", QUEUE_RULE);
+			       "worker.queue is not a valid queue name (%s)", QUEUE_RULE);
 		rq = -1;
 	}
 	rp = ecw_node_read_string(&cfg->worker.poison_queue, sec, "poison_queue", false, "worker", errs);
 	if (rp > 0 && !queue_name_ok(cfg->worker.poison_queue)) {
 		ecw_node_error(errs, ecw_node_get(sec, "poison_queue"),
-		                 "worker.poison_queue is not a valid queue name (%s)", QUEUE_RULE);
+			       "worker.poison_queue is not a valid queue name (%s)", QUEUE_RULE);
 	} else if (rp == 0 && rq >= 0) {
 		struct ecw_buf b;
 		ecw_buf_init(&b, 128);
 		if (ecw_buf_printf(&b, "%s-poison", cfg->worker.queue) < 0) {
 			errs->lost++;
 		} else if (!queue_name_ok(ecw_buf_cstr(&b))) {
-			ecw_node_error(
-			    errs, ecw_node_get(sec, "queue"),
-			    "worker.queue is too long for the default poison queue <queue>-poison "
-			    "(at most 63 characters): set worker.poison_queue");
+			ecw_node_error(errs, ecw_node_get(sec, "queue"),
+				       "worker.queue is too long for the default poison queue <queue>-poison "
+				       "(at most 63 characters): set worker.poison_queue");
 		} else {
 			free(cfg->worker.poison_queue);
 			cfg->worker.poison_queue = ecw_buf_take(&b);
@@ -227,7 +244,7 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 		ecw_buf_dispose(&b);
 	} else if (rp > 0 && rq >= 0 && strcmp(cfg->worker.queue, cfg->worker.poison_queue) == 0) {
 		ecw_node_error(errs, ecw_node_get(sec, "poison_queue"),
-		                 "worker.poison_queue must differ from worker.queue");
+			       "worker.poison_queue must differ from worker.queue");
 	}
 
 	if (ecw_node_read_int(&x, sec, "batch_size", 1, 32, false, "worker", errs) > 0)
@@ -237,7 +254,7 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 	if (ecw_node_read_int(&x, sec, "prefetch", 0, 256, false, "worker", errs) > 0)
 		cfg->worker.prefetch = (int)x;
 	ecw_node_read_duration(&cfg->worker.visibility_timeout_ms, sec, "visibility_timeout", SEC, 7 * DAY,
-	                       true, false, "worker", errs);
+			       true, false, "worker", errs);
 	if (ecw_node_read_int(&x, sec, "max_dequeue_count", 1, 1000, false, "worker", errs) > 0)
 		cfg->worker.max_dequeue_count = (int)x;
 
@@ -246,16 +263,16 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 		int rb, rm;
 		ecw_node_check_keys(backoff, backoff_keys, "worker.retry_backoff", errs);
 		rb = ecw_node_read_duration(&cfg->worker.retry_backoff_base_ms, backoff, "base", SEC, 7 * DAY,
-		                            false, false, "worker.retry_backoff", errs);
+					    false, false, "worker.retry_backoff", errs);
 		rm = ecw_node_read_duration(&cfg->worker.retry_backoff_max_ms, backoff, "max", SEC, 7 * DAY,
-		                            false, false, "worker.retry_backoff", errs);
+					    false, false, "worker.retry_backoff", errs);
 		if (rb >= 0 && rm >= 0 &&
 		    cfg->worker.retry_backoff_max_ms < cfg->worker.retry_backoff_base_ms) {
 			const struct ecw_node *at = ecw_node_get(backoff, rm > 0 ? "max" : "base");
 			ecw_node_error(
-			    errs, at,
-			    rm > 0 ? "worker.retry_backoff.max must not be less than base"
-			           : "worker.retry_backoff.base is more than max (default 5m): set max");
+				errs, at,
+				rm > 0 ? "worker.retry_backoff.max must not be less than base"
+				       : "worker.retry_backoff.base is more than max (default 5m): set max");
 		}
 	}
 
@@ -264,20 +281,21 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 		int rmin, rmax;
 		ecw_node_check_keys(poll, poll_keys, "worker.poll_interval", errs);
 		rmin = ecw_node_read_duration(&cfg->worker.poll_min_ms, poll, "min", 1, HOUR, false, false,
-		                              "worker.poll_interval", errs);
+					      "worker.poll_interval", errs);
 		rmax = ecw_node_read_duration(&cfg->worker.poll_max_ms, poll, "max", 1, HOUR, false, false,
-		                              "worker.poll_interval", errs);
+					      "worker.poll_interval", errs);
 		if (rmin >= 0 && rmax >= 0 && cfg->worker.poll_max_ms < cfg->worker.poll_min_ms) {
 			const struct ecw_node *at = ecw_node_get(poll, rmax > 0 ? "max" : "min");
 			ecw_node_error(
-			    errs, at,
-			    rmax > 0 ? "worker.poll_interval.max must not be less than min"
-			             : "worker.poll_interval.min is more than max (default 10s): set max");
+				errs, at,
+				rmax > 0
+					? "worker.poll_interval.max must not be less than min"
+					: "worker.poll_interval.min is more than max (default 10s): set max");
 		}
 	}
 
 	ecw_node_read_duration(&cfg->worker.shutdown_grace_ms, sec, "shutdown_grace", 0, HOUR, false, false,
-	                       "worker", errs);
+			       "worker", errs);
 
 	if (ecw_node_read_scalar(&ttl, sec, "message_ttl", false, "worker", TTL_EXPECT, errs) > 0) {
 		int64_t ms = 0;
@@ -298,13 +316,13 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 
 	/* The schedules' markers (worker/schedule.c): a table name, and how long
 	 * a claim holds before another replica may take the window over. */
-	if (ecw_node_read_string(&cfg->worker.schedule_table, sec, "schedule_table", false, "worker",
-	                         errs) > 0 &&
+	if (ecw_node_read_string(&cfg->worker.schedule_table, sec, "schedule_table", false, "worker", errs) >
+		    0 &&
 	    ecw_table_name_check(cfg->worker.schedule_table) < 0)
 		ecw_node_error(errs, ecw_node_get(sec, "schedule_table"), "worker.schedule_table: %s",
-		               ecw_error_last()->message);
+			       ecw_error_last()->message);
 	ecw_node_read_duration(&cfg->worker.schedule_lease_ms, sec, "schedule_lease", SEC, HOUR, false, false,
-	                       "worker", errs);
+			       "worker", errs);
 }
 
 static void check_log(struct ecw_config *cfg, const struct ecw_node *root, struct ecw_node_errors *errs)
@@ -368,8 +386,8 @@ static void check_metrics(struct ecw_config *cfg, const struct ecw_node *root, s
 	if (ecw_node_read_string(&cfg->metrics.listen, sec, "listen", false, "metrics", errs) > 0 &&
 	    !listen_ok(cfg->metrics.listen))
 		ecw_node_error(errs, ecw_node_get(sec, "listen"),
-		                 "metrics.listen must be \"\" (disabled) or host:port, with host an IPv4 "
-		                 "address, [IPv6 address] or localhost and port 0..65535");
+			       "metrics.listen must be \"\" (disabled) or host:port, with host an IPv4 "
+			       "address, [IPv6 address] or localhost and port 0..65535");
 }
 
 static bool job_name_ok(const char *s)
@@ -417,14 +435,17 @@ static void check_then(const struct ecw_config *cfg, const struct ecw_node *sec,
 		const struct ecw_job_def *next;
 		if (cfg->jobs[i].then && cfg->jobs[i].type && cfg->jobs[i].type->keyless)
 			ecw_node_error(errs, at, "jobs.%s.then: a %s job names no entity to hand on",
-			                 cfg->jobs[i].name, cfg->jobs[i].type->name);
+				       cfg->jobs[i].name, cfg->jobs[i].type->name);
 		for (size_t k = 0; cfg->jobs[i].then && cfg->jobs[i].then[k]; k++)
 			if (!(next = ecw_config_job(cfg, cfg->jobs[i].then[k])))
-				ecw_node_error(errs, at, "jobs.%s.then names '%.64s', which is not a configured job",
-				                 cfg->jobs[i].name, cfg->jobs[i].then[k]);
+				ecw_node_error(errs, at,
+					       "jobs.%s.then names '%.64s', which is not a configured job",
+					       cfg->jobs[i].name, cfg->jobs[i].then[k]);
 			else if (next->type && next->type->keyless)
-				ecw_node_error(errs, at, "jobs.%s.then names '%.64s', a %s job, which takes no entity's keys",
-				                 cfg->jobs[i].name, next->name, next->type->name);
+				ecw_node_error(
+					errs, at,
+					"jobs.%s.then names '%.64s', a %s job, which takes no entity's keys",
+					cfg->jobs[i].name, next->name, next->type->name);
 	}
 	if (!(state = calloc(cfg->njobs ? cfg->njobs : 1, 1)))
 		return;
@@ -433,8 +454,8 @@ static void check_then(const struct ecw_config *cfg, const struct ecw_node *sec,
 		memset(state, 0, cfg->njobs);
 		if (then_reaches(cfg, i, i, state)) {
 			ecw_node_error(errs, ecw_node_get(ecw_node_get(sec, cfg->jobs[i].name), "then"),
-			                 "jobs.%s.then leads back to itself: a cycle would enqueue forever",
-			                 cfg->jobs[i].name);
+				       "jobs.%s.then leads back to itself: a cycle would enqueue forever",
+				       cfg->jobs[i].name);
 		}
 	}
 	free(state);
@@ -463,11 +484,11 @@ static int check_jobs(struct ecw_config *cfg, const struct ecw_node *root, struc
 
 		if (!job_name_ok(k->value))
 			ecw_node_error(errs, k, "job name '%.64s' must be 1-63 letters, digits, '-' or '_'",
-			                 k->value);
+				       k->value);
 		snprintf(what, sizeof(what), "jobs.%.64s", k->value);
 		if (job->kind != ECW_NODE_MAP) {
 			ecw_node_error(errs, job, "%s must be a map with at least a 'type', not %s", what,
-			                 ecw_node_is_null(job) ? "nothing" : ecw_node_kind_name(job));
+				       ecw_node_is_null(job) ? "nothing" : ecw_node_kind_name(job));
 			continue;
 		}
 		if (ecw_node_read_scalar(&tn, job, "type", true, what, "a job type", errs) <= 0)
@@ -479,7 +500,7 @@ static int check_jobs(struct ecw_config *cfg, const struct ecw_node *root, struc
 				if (ecw_buf_printf(&names, "%s%s", j ? ", " : "", all[j]) < 0)
 					break;
 			ecw_node_error(errs, tn, "%s.type is not a known job type (expected one of: %s)",
-			                 what, ecw_buf_cstr(&names));
+				       what, ecw_buf_cstr(&names));
 			continue;
 		}
 		before = errs->n;
@@ -489,7 +510,7 @@ static int check_jobs(struct ecw_config *cfg, const struct ecw_node *root, struc
 			 * the parse, not leave a config without this job. */
 			if (errs->n == before)
 				ecw_node_error(errs, job, "%s: the %s job type rejected its settings", what,
-				                 type->name);
+					       type->name);
 			if (settings && type->free)
 				type->free(settings);
 			continue;
@@ -505,7 +526,8 @@ static int check_jobs(struct ecw_config *cfg, const struct ecw_node *root, struc
 		def->settings = settings;
 		cfg->njobs++;
 		bool present = false;
-		if (ecw_node_string_list(&def->then, &present, job, "then", errs) == 0 && def->then && !def->then[0]) {
+		if (ecw_node_string_list(&def->then, &present, job, "then", errs) == 0 && def->then &&
+		    !def->then[0]) {
 			ecw_strv_free(def->then);
 			def->then = NULL;
 		}
@@ -544,7 +566,7 @@ static int set_string_defaults(struct ecw_config *cfg, const char *file, struct 
 	int err;
 
 	err = ecw_node_expand(&cfg->storage.connection_string, DEFAULT_CONNSTR, strlen(DEFAULT_CONNSTR), &at,
-	                      "storage.connection_string", errs);
+			      "storage.connection_string", errs);
 	if (err != 0)
 		return err < 0 ? err : ecw_error_set(ECW_ERROR, "bad default connection string");
 	cfg->worker.queue = strdup("ecw-jobs");
@@ -556,7 +578,7 @@ static int set_string_defaults(struct ecw_config *cfg, const char *file, struct 
 }
 
 int ecw_config_parse(struct ecw_config **out, const char *text, size_t len, const char *file,
-                     struct ecw_node_errors *errs)
+		     struct ecw_node_errors *errs)
 {
 	const char *outer_file = errs->file;
 	unsigned long lost = errs->lost;
@@ -580,9 +602,8 @@ int ecw_config_parse(struct ecw_config **out, const char *text, size_t len, cons
 	if ((err = ecw_node_parse(&root, text ? text : "", text ? len : 0, file, errs)) < 0)
 		goto done;
 	if (root && !ecw_node_is_null(root) && root->kind != ECW_NODE_MAP) {
-		ecw_node_error(errs, root,
-		                 "the configuration must be a map (storage:, worker:, ...), not %s",
-		                 ecw_node_kind_name(root));
+		ecw_node_error(errs, root, "the configuration must be a map (storage:, worker:, ...), not %s",
+			       ecw_node_kind_name(root));
 	} else {
 		ecw_node_check_keys(root, top_keys, "the top level", errs);
 		check_storage(cfg, root, errs);
@@ -595,7 +616,7 @@ int ecw_config_parse(struct ecw_config **out, const char *text, size_t len, cons
 			goto done;
 		/* After the jobs: a schedule names them. */
 		ecw_schedules_parse(&cfg->schedules, ecw_node_get(root, "schedules"), cfg->jobs, cfg->njobs,
-		                    errs);
+				    errs);
 		ecw_migrations_parse(&cfg->migrations, ecw_node_get(root, "migrations"), errs);
 	}
 done:
@@ -641,7 +662,7 @@ int ecw_config_load(struct ecw_config **out, const char *path, struct ecw_node_e
 		if (ecw_buf_add(&text, chunk, (size_t)got) < 0) {
 			if (text.len + (size_t)got > MAX_FILE_BYTES)
 				ecw_node_error_file(errs, path, "cannot read: larger than %zu bytes",
-				                    MAX_FILE_BYTES);
+						    MAX_FILE_BYTES);
 			else
 				ecw_node_error_file(errs, path, "cannot read: out of memory");
 			err = ECW_EINVALID;

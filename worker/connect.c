@@ -50,8 +50,10 @@ static int workload_identity_options(struct ecw_token_options *o)
 		return missing(wi, "AZURE_FEDERATED_TOKEN_FILE", webhook);
 	/* Read for every token; a path that cannot be read is better said now. */
 	if (access(o->federated_token_file, R_OK) != 0)
-		return ecw_error_set(ECW_EINVALID, "storage.auth is %s but AZURE_FEDERATED_TOKEN_FILE (%s) cannot be read: %s",
-				     wi, o->federated_token_file, strerror(errno));
+		return ecw_error_set(
+			ECW_EINVALID,
+			"storage.auth is %s but AZURE_FEDERATED_TOKEN_FILE (%s) cannot be read: %s", wi,
+			o->federated_token_file, strerror(errno));
 	o->authority_host = env("AZURE_AUTHORITY_HOST");
 	return 0;
 }
@@ -63,9 +65,10 @@ static int managed_identity_options(struct ecw_token_options *o, const struct ec
 	o->source = ECW_TOKEN_MANAGED_IDENTITY;
 	o->mi_client_id = cfg->storage.managed_identity_client_id;
 	if (endpoint && !header)
-		return ecw_error_set(ECW_EINVALID,
-				     "storage.auth is managed-identity and IDENTITY_ENDPOINT is set but IDENTITY_HEADER is not "
-				     "(App Service and Container Apps set both; Azure Arc's flow is not supported)");
+		return ecw_error_set(
+			ECW_EINVALID,
+			"storage.auth is managed-identity and IDENTITY_ENDPOINT is set but IDENTITY_HEADER is not "
+			"(App Service and Container Apps set both; Azure Arc's flow is not supported)");
 	if (endpoint) {
 		o->endpoint = endpoint;
 		o->identity_header = header;
@@ -86,7 +89,7 @@ static int identity_account(struct ecw_account **out, const struct ecw_config *c
 
 	*out = NULL;
 	err = cfg->storage.auth == ECW_AUTH_WORKLOAD_IDENTITY ? workload_identity_options(&o)
-							       : managed_identity_options(&o, cfg);
+							      : managed_identity_options(&o, cfg);
 	if (err < 0 || (err = ecw_token_credential_new(&cred, &o)) < 0)
 		return err;
 	if (cfg->storage.account) {

@@ -10,7 +10,7 @@
 struct command {
 	const char *name;
 	int (*run)(int argc, char **argv);
-	const char *summary;              /* one line for `ecworker help` */
+	const char *summary; /* one line for `ecworker help` */
 };
 
 static void usage(FILE *file);
@@ -48,7 +48,8 @@ static const struct command commands[] = {
 /* The command named name (its aliases too: --version, --help, -h), or NULL. */
 static const struct command *command_find(const char *name)
 {
-	static const char *const aliases[][2] = {{"--version", "version"}, {"--help", "help"}, {"-h", "help"}};
+	static const char *const aliases[][2] = {
+		{"--version", "version"}, {"--help", "help"}, {"-h", "help"}};
 
 	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
 		if (strcmp(name, aliases[i][0]) == 0)

@@ -85,7 +85,8 @@ int ecw_message_decode(struct ecw_message *out, const char *text, size_t len)
 			goto done;
 		}
 		if (skip_ws(raw.ptr, raw.len, 0) == raw.len || raw.ptr[skip_ws(raw.ptr, raw.len, 0)] != '{') {
-			err = ecw_error_set(ECW_EINVALID, "message is base64, but what it encodes is not a JSON object");
+			err = ecw_error_set(ECW_EINVALID,
+					    "message is base64, but what it encodes is not a JSON object");
 			goto done;
 		}
 		out->base64 = true;
@@ -126,7 +127,8 @@ done:
 int ecw_message_require_keys(const struct ecw_message *m)
 {
 	if (!m->pk)
-		return ecw_error_set(ECW_EINVALID, "message has no \"pk\" and \"rk\" (job '%.100s' acts on an entity)",
+		return ecw_error_set(ECW_EINVALID,
+				     "message has no \"pk\" and \"rk\" (job '%.100s' acts on an entity)",
 				     m->job ? m->job : "");
 	return 0;
 }
@@ -139,8 +141,8 @@ void ecw_message_dispose(struct ecw_message *m)
 	memset(m, 0, sizeof(*m));
 }
 
-int ecw_message_encode(struct ecw_buf *out, const char *job, const char *pk, const char *rk,
-		       const char *id, char *const *fields, bool base64)
+int ecw_message_encode(struct ecw_buf *out, const char *job, const char *pk, const char *rk, const char *id,
+		       char *const *fields, bool base64)
 {
 	struct json_object *obj = json_object_new_object();
 	const char *json;
@@ -170,7 +172,8 @@ int ecw_message_encode(struct ecw_buf *out, const char *job, const char *pk, con
 		memcpy(key, fields[i], (size_t)(eq - fields[i]));
 		key[eq - fields[i]] = '\0';
 		if (json_object_object_get_ex(obj, key, NULL)) {
-			err = ecw_error_set(ECW_EINVALID, "field '%s' is given twice or replaces job/pk/rk/id", key);
+			err = ecw_error_set(ECW_EINVALID,
+					    "field '%s' is given twice or replaces job/pk/rk/id", key);
 			goto done;
 		}
 		json_object_object_add(obj, key, json_object_new_string(eq + 1));

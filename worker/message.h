@@ -35,7 +35,7 @@ void ecw_message_dispose(struct ecw_message *m);
 /* Builds a message's text: fields is a NULL-terminated list of "key=value"
  * strings added as string fields (they may not replace job/pk/rk/id). pk
  * and rk are both NULL for a keyless job's message. */
-int ecw_message_encode(struct ecw_buf *out, const char *job, const char *pk, const char *rk,
-		       const char *id, char *const *fields, bool base64) ECW_MUST_USE;
+int ecw_message_encode(struct ecw_buf *out, const char *job, const char *pk, const char *rk, const char *id,
+		       char *const *fields, bool base64) ECW_MUST_USE;
 
 #endif

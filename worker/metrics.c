@@ -47,9 +47,9 @@
 #define CONTENT_TYPE_TEXT "text/plain; charset=utf-8"
 
 static const double bucket_le[NBUCKETS - 1] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                               1,     2.5,  5,     10,   30,  60};
+					       1,     2.5,  5,     10,   30,  60};
 static const char *const bucket_name[NBUCKETS] = {"0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5",
-                                                  "1",     "2.5",  "5",     "10",   "30",  "60",   "+Inf"};
+						  "1",     "2.5",  "5",     "10",   "30",  "60",   "+Inf"};
 
 struct series {
 	uint64_t hash;
@@ -72,36 +72,36 @@ struct family {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct family f_messages = {
-    .name = "ecw_messages_total",
-    .help = "Messages finished, by job and outcome.",
-    .nlabels = 2,
-    .label_names = {"job", "outcome"},
+	.name = "ecw_messages_total",
+	.help = "Messages finished, by job and outcome.",
+	.nlabels = 2,
+	.label_names = {"job", "outcome"},
 };
 static struct family f_duration = {
-    .name = "ecw_job_duration_seconds",
-    .help = "Time from a message's receipt to its outcome, by job.",
-    .histogram = true,
-    .nlabels = 1,
-    .label_names = {"job"},
+	.name = "ecw_job_duration_seconds",
+	.help = "Time from a message's receipt to its outcome, by job.",
+	.histogram = true,
+	.nlabels = 1,
+	.label_names = {"job"},
 };
 static struct family f_storage = {
-    .name = "ecw_storage_requests_total",
-    .help = "Storage HTTP attempts, by operation and HTTP status (0: no answer).",
-    .nlabels = 2,
-    .label_names = {"op", "status"},
+	.name = "ecw_storage_requests_total",
+	.help = "Storage HTTP attempts, by operation and HTTP status (0: no answer).",
+	.nlabels = 2,
+	.label_names = {"op", "status"},
 };
 static struct family f_poisoned = {
-    .name = "ecw_messages_poisoned_total",
-    .help = "Messages moved to the poison queue, by reason.",
-    .nlabels = 1,
-    .label_names = {"reason"},
+	.name = "ecw_messages_poisoned_total",
+	.help = "Messages moved to the poison queue, by reason.",
+	.nlabels = 1,
+	.label_names = {"reason"},
 };
 
 static struct family f_scheduled = {
-    .name = "ecw_scheduled_messages_total",
-    .help = "Messages this replica enqueued for schedules, by schedule.",
-    .nlabels = 1,
-    .label_names = {"schedule"},
+	.name = "ecw_scheduled_messages_total",
+	.help = "Messages this replica enqueued for schedules, by schedule.",
+	.nlabels = 1,
+	.label_names = {"schedule"},
 };
 
 /* Under g_lock. */
@@ -394,7 +394,7 @@ static int add_label_value(struct ecw_buf *b, const char *v)
 
 /* name{l1="v1",...,le="x"} - le may be NULL; no braces without labels. */
 static int add_sample_name(struct ecw_buf *b, const struct family *f, const struct series *s,
-                           const char *suffix, const char *le)
+			   const char *suffix, const char *le)
 {
 	int err;
 
@@ -474,22 +474,23 @@ char *ecw_metrics_render(void)
 	    (err = render_family(&b, &f_storage)) < 0)
 		goto unlock;
 	if ((err = add_header(&b, "ecw_storage_retries_total",
-	                      "Storage attempts retried after a transient failure.", "counter")) < 0 ||
+			      "Storage attempts retried after a transient failure.", "counter")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_storage_retries_total %" PRIu64 "\n", g_retries)) < 0)
 		goto unlock;
 	if ((err = render_family(&b, &f_poisoned)) < 0 || (err = render_family(&b, &f_scheduled)) < 0)
 		goto unlock;
-	if ((err = add_header(&b, "ecw_jobs_in_flight", "Messages held now: running, or waiting for a job thread (prefetch).", "gauge")) < 0 ||
+	if ((err = add_header(&b, "ecw_jobs_in_flight",
+			      "Messages held now: running, or waiting for a job thread (prefetch).",
+			      "gauge")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_jobs_in_flight %" PRId64 "\n", g_in_flight)) < 0 ||
 	    (err = add_header(&b, "ecw_messages_received_total", "Messages received from the queue.",
-	                      "counter")) < 0 ||
+			      "counter")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_messages_received_total %" PRIu64 "\n", g_received)) < 0 ||
-	    (err =
-	         add_header(&b, "ecw_last_receive_timestamp_seconds",
-	                    "Unix time of the last successful receive, empty or not (0: none yet).",
-	                    "gauge")) < 0 ||
+	    (err = add_header(&b, "ecw_last_receive_timestamp_seconds",
+			      "Unix time of the last successful receive, empty or not (0: none yet).",
+			      "gauge")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_last_receive_timestamp_seconds %" PRId64 "\n", g_last_receive)) <
-	        0)
+		    0)
 		goto unlock;
 unlock:
 	pthread_mutex_unlock(&g_lock);
@@ -508,13 +509,13 @@ struct ecw_metrics_server {
 
 /* body is a string literal, or (owned) a heap page that libmicrohttpd frees. */
 static enum MHD_Result respond(struct MHD_Connection *c, unsigned int status, const char *content_type,
-                               const char *body, bool owned)
+			       const char *body, bool owned)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 
 	r = MHD_create_response_from_buffer(strlen(body), (void *)body,
-	                                    owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+					    owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
 	if (!r) {
 		if (owned)
 			free((void *)body);
@@ -533,11 +534,11 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned int status, co
  * resources takes one. An unknown path is 404 whatever the method; a known
  * one with a method other than GET or HEAD is 405. */
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                              const char *version, const char *upload_data, size_t *upload_data_size,
-                              void **req_cls)
+			      const char *version, const char *upload_data, size_t *upload_data_size,
+			      void **req_cls)
 {
 	bool known =
-	    strcmp(url, "/metrics") == 0 || strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0;
+		strcmp(url, "/metrics") == 0 || strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0;
 	char *page;
 
 	(void)cls, (void)version, (void)upload_data, (void)upload_data_size, (void)req_cls;
@@ -545,18 +546,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return respond(c, MHD_HTTP_NOT_FOUND, CONTENT_TYPE_TEXT, "not found\n", false);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, CONTENT_TYPE_TEXT, "method not allowed\n",
-		               false);
+			       false);
 	if (strcmp(url, "/healthz") == 0)
 		return metrics_alive() ? respond(c, MHD_HTTP_OK, CONTENT_TYPE_TEXT, "ok\n", false)
-		                       : respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, CONTENT_TYPE_TEXT,
-		                                 "no heartbeat within the liveness window\n", false);
+				       : respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, CONTENT_TYPE_TEXT,
+						 "no heartbeat within the liveness window\n", false);
 	if (strcmp(url, "/readyz") == 0)
 		return atomic_load(&g_ready) ? respond(c, MHD_HTTP_OK, CONTENT_TYPE_TEXT, "ok\n", false)
-		                             : respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, CONTENT_TYPE_TEXT,
-		                                       "not ready\n", false);
+					     : respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, CONTENT_TYPE_TEXT,
+						       "not ready\n", false);
 	if (!(page = ecw_metrics_render()))
 		return respond(c, MHD_HTTP_INTERNAL_SERVER_ERROR, CONTENT_TYPE_TEXT, "out of memory\n",
-		               false);
+			       false);
 	return respond(c, MHD_HTTP_OK, CONTENT_TYPE_METRICS, page, true);
 }
 
@@ -594,33 +595,33 @@ static int parse_listen(struct sockaddr_storage *out, socklen_t *out_len, const 
 
 		if (!close || close[1] != ':')
 			return ecw_error_set(ECW_EINVALID,
-			                     "metrics listen address \"%s\": expected [IPv6 address]:port",
-			                     where);
+					     "metrics listen address \"%s\": expected [IPv6 address]:port",
+					     where);
 		h = where + 1;
 		hn = (size_t)(close - h);
 		port = close + 2;
 	} else {
 		if (!(colon = strrchr(where, ':')))
 			return ecw_error_set(ECW_EINVALID,
-			                     "metrics listen address \"%s\": expected host:port", where);
+					     "metrics listen address \"%s\": expected host:port", where);
 		h = where;
 		hn = (size_t)(colon - where);
 		port = colon + 1;
 		if (memchr(h, ':', hn))
 			return ecw_error_set(
-			    ECW_EINVALID,
-			    "metrics listen address \"%s\": write an IPv6 address in brackets, "
-			    "[addr]:port",
-			    where);
+				ECW_EINVALID,
+				"metrics listen address \"%s\": write an IPv6 address in brackets, "
+				"[addr]:port",
+				where);
 	}
 	if (!*port || strlen(port) > 5 || strspn(port, "0123456789") != strlen(port))
 		return ecw_error_set(ECW_EINVALID, "metrics listen address \"%s\": the port must be a number",
-		                     where);
+				     where);
 	for (const char *d = port; *d; d++)
 		p = p * 10 + (unsigned long)(*d - '0');
 	if (p > 65535)
 		return ecw_error_set(ECW_EINVALID, "metrics listen address \"%s\": port %lu is above 65535",
-		                     where, p);
+				     where, p);
 	if (hn == 0 || hn >= sizeof(host))
 		goto bad_host;
 	memcpy(host, h, hn);
@@ -647,9 +648,9 @@ static int parse_listen(struct sockaddr_storage *out, socklen_t *out_len, const 
 	return 0;
 bad_host:
 	return ecw_error_set(ECW_EINVALID,
-	                     "metrics listen address \"%s\": the host must be an IPv4 address, localhost or "
-	                     "[IPv6 address]",
-	                     where);
+			     "metrics listen address \"%s\": the host must be an IPv4 address, localhost or "
+			     "[IPv6 address]",
+			     where);
 }
 
 static int listen_socket(int *out_fd, int *out_port, const char *where)
@@ -665,7 +666,7 @@ static int listen_socket(int *out_fd, int *out_port, const char *where)
 		e = errno;
 		strerror_r(e, why, sizeof(why));
 		err = ecw_error_set(e == EAFNOSUPPORT ? ECW_EINVALID : ECW_ERROR,
-		                    "metrics: cannot open a socket for %s: %s", where, why);
+				    "metrics: cannot open a socket for %s: %s", where, why);
 		goto done;
 	}
 	/* A restarted worker can listen again while old connections linger in
@@ -675,7 +676,7 @@ static int listen_socket(int *out_fd, int *out_port, const char *where)
 		e = errno;
 		strerror_r(e, why, sizeof(why));
 		err = ecw_error_set(e == EADDRNOTAVAIL ? ECW_EINVALID : ECW_ERROR,
-		                    "metrics: cannot listen on %s: %s", where, why);
+				    "metrics: cannot listen on %s: %s", where, why);
 		goto done;
 	}
 	len = sizeof(addr);
@@ -686,7 +687,7 @@ static int listen_socket(int *out_fd, int *out_port, const char *where)
 		goto done;
 	}
 	*out_port = ntohs(addr.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&addr)->sin6_port
-	                                             : ((struct sockaddr_in *)&addr)->sin_port);
+						     : ((struct sockaddr_in *)&addr)->sin_port);
 	*out_fd = fd;
 	fd = -1;
 done:
@@ -709,10 +710,10 @@ int ecw_metrics_start(struct ecw_metrics_server **out, const char *where)
 	}
 	/* The logger option comes first so start-up messages use it too. */
 	s->daemon =
-	    MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL,
-	                     NULL, handle, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-	                     MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
-	                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10, MHD_OPTION_END);
+		MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL,
+				 NULL, handle, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				 MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
+				 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10, MHD_OPTION_END);
 	if (!s->daemon) {
 		err = ecw_error_set(ECW_ERROR, "metrics: could not start the HTTP server on %s", where);
 		goto done;

@@ -20,8 +20,8 @@ void ecw_metrics_message(const char *job, const char *outcome, double seconds);
 void ecw_metrics_storage(const char *op, int status);
 void ecw_metrics_retry(void);
 void ecw_metrics_inflight_add(int delta);
-void ecw_metrics_poisoned(const char *reason);  /* "permanent" | "max-dequeue" */
-void ecw_metrics_received(int64_t unix_time, int count); /* a successful receive, count >= 0 */
+void ecw_metrics_poisoned(const char *reason);                   /* "permanent" | "max-dequeue" */
+void ecw_metrics_received(int64_t unix_time, int count);         /* a successful receive, count >= 0 */
 void ecw_metrics_scheduled(const char *schedule, int64_t count); /* messages a schedule's window put */
 
 /* Puts the series alerts need at 0 before anything happened: each poison
@@ -30,7 +30,7 @@ void ecw_metrics_scheduled(const char *schedule, int64_t count); /* messages a s
 void ecw_metrics_declare(const char *job);
 
 /* Liveness and readiness, set by the runtime. */
-void ecw_metrics_heartbeat(void);               /* the loop went round */
+void ecw_metrics_heartbeat(void); /* the loop went round */
 void ecw_metrics_set_ready(bool storage_ok);
 /* Alive when the loop went round within max_silence_ms. */
 void ecw_metrics_set_liveness_window(int64_t max_silence_ms);

@@ -31,7 +31,7 @@
 #define MAX_VERSION 2147483647LL
 
 static const char *const kind_names[] = {
-	"create_table", "delete_table", "clear_table", "copy_table", "rename_table",
+	"create_table",  "delete_table",  "clear_table",   "copy_table",       "rename_table",
 	"upsert_entity", "insert_entity", "delete_entity", "delete_partition", "set_property",
 };
 
@@ -209,7 +209,8 @@ static int set_typed(struct ecw_entity *e, const char *name, const char *type, c
 			errno = 0;
 			x = strtoll(v, NULL, 10);
 			if (errno == ERANGE || x < INT32_MIN || x > INT32_MAX)
-				return ecw_error_set(ECW_EINVALID, "%s: %s is out of the range of Edm.Int32", name, v);
+				return ecw_error_set(ECW_EINVALID, "%s: %s is out of the range of Edm.Int32",
+						     name, v);
 			return ecw_entity_set_int32(e, name, (int32_t)x);
 		}
 		return set_int_text(e, name, v, true);
@@ -236,10 +237,11 @@ static int set_typed(struct ecw_entity *e, const char *name, const char *type, c
 		ecw_buf_dispose(&b);
 		return err;
 	}
-	return ecw_error_set(ECW_EINVALID,
-			     "%s: unknown type '%s' (Edm.String, Edm.Int32, Edm.Int64, Edm.Double, Edm.Boolean, "
-			     "Edm.DateTime, Edm.Guid, Edm.Binary)",
-			     name, type);
+	return ecw_error_set(
+		ECW_EINVALID,
+		"%s: unknown type '%s' (Edm.String, Edm.Int32, Edm.Int64, Edm.Double, Edm.Boolean, "
+		"Edm.DateTime, Edm.Guid, Edm.Binary)",
+		name, type);
 }
 
 /* One property value: a quoted scalar is a string; a plain one true/false,
@@ -255,7 +257,8 @@ static int read_value(struct ecw_entity *e, const char *name, const struct ecw_n
 
 	*is_text = false;
 	if (v->kind == ECW_NODE_SEQ) {
-		ecw_node_error(errs, v, "%s: a property value is a scalar or {type, value}, not a list", name);
+		ecw_node_error(errs, v, "%s: a property value is a scalar or {type, value}, not a list",
+			       name);
 		return -1;
 	}
 	if (v->kind == ECW_NODE_MAP) {
@@ -353,7 +356,8 @@ static int read_set(struct step *s, const struct ecw_node *set, struct ecw_node_
 		const char *name = set->keys[i]->value;
 		bool text = false;
 		if (strcmp(name, "PartitionKey") == 0 || strcmp(name, "RowKey") == 0) {
-			ecw_node_error(errs, set->keys[i], "set_property: keys cannot be set (copy the table instead)");
+			ecw_node_error(errs, set->keys[i],
+				       "set_property: keys cannot be set (copy the table instead)");
 			bad = 1;
 			continue;
 		}
@@ -383,16 +387,18 @@ static int read_set(struct step *s, const struct ecw_node *set, struct ecw_node_
 	for (size_t i = 0; i < s->ntmpls; i++)
 		for (size_t k = 0; k < set->n; k++)
 			if (reads_prop(ecw_template_text(s->tmpls[i].t), set->keys[k]->value)) {
-				ecw_node_error(errs, ecw_node_get(set, s->tmpls[i].name),
-						 "set_property: %s reads {%s}, which the same step sets; a rerun after a "
-						 "crash would apply it twice (split it into two steps)",
-						 s->tmpls[i].name, set->keys[k]->value);
+				ecw_node_error(
+					errs, ecw_node_get(set, s->tmpls[i].name),
+					"set_property: %s reads {%s}, which the same step sets; a rerun after a "
+					"crash would apply it twice (split it into two steps)",
+					s->tmpls[i].name, set->keys[k]->value);
 				bad = 1;
 			}
 	return bad ? -1 : 0;
 }
 
-static int check_key(const char *key, const char *what, const struct ecw_node *at, struct ecw_node_errors *errs)
+static int check_key(const char *key, const char *what, const struct ecw_node *at,
+		     struct ecw_node_errors *errs)
 {
 	if (ecw_entity_key_check(key, what) < 0) {
 		ecw_node_error(errs, at, "%s", ecw_error_last()->message);
@@ -417,10 +423,11 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 	int bad = 0;
 
 	if (item->kind != ECW_NODE_MAP || item->n != 1) {
-		ecw_node_error(errs, item,
-				 "a step is a map with one key, its kind (create_table, delete_table, clear_table, "
-				 "copy_table, rename_table, upsert_entity, insert_entity, delete_entity, "
-				 "delete_partition, set_property)");
+		ecw_node_error(
+			errs, item,
+			"a step is a map with one key, its kind (create_table, delete_table, clear_table, "
+			"copy_table, rename_table, upsert_entity, insert_entity, delete_entity, "
+			"delete_partition, set_property)");
 		return -1;
 	}
 	kname = item->keys[0]->value;
@@ -435,9 +442,7 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 	switch (s.kind) {
 	case S_CREATE_TABLE:
 	case S_DELETE_TABLE:
-	case S_CLEAR_TABLE:
-		bad |= ecw_jobcfg_table(&s.table, item, kname, true, errs) < 0;
-		break;
+	case S_CLEAR_TABLE: bad |= ecw_jobcfg_table(&s.table, item, kname, true, errs) < 0; break;
 	case S_COPY_TABLE:
 	case S_RENAME_TABLE:
 		if (v->kind != ECW_NODE_MAP) {
@@ -471,10 +476,11 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 	case S_DELETE_PARTITION:
 		if (v->kind != ECW_NODE_MAP) {
 			ecw_node_error(errs, v, "%s: expected {table: TABLE, pk: KEY%s}", kname,
-					 s.kind == S_DELETE_ENTITY ? ", rk: KEY" : "");
+				       s.kind == S_DELETE_ENTITY ? ", rk: KEY" : "");
 			return -1;
 		}
-		bad |= ecw_node_check_keys(v, s.kind == S_DELETE_ENTITY ? delent_keys : delpart_keys, kname, errs) > 0;
+		bad |= ecw_node_check_keys(v, s.kind == S_DELETE_ENTITY ? delent_keys : delpart_keys, kname,
+					   errs) > 0;
 		bad |= ecw_jobcfg_table(&s.table, v, "table", true, errs) < 0;
 		bad |= ecw_node_string(&s.pk, v, "pk", true, errs) < 0;
 		if (s.pk)
@@ -487,7 +493,8 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 		break;
 	case S_SET_PROPERTY:
 		if (v->kind != ECW_NODE_MAP) {
-			ecw_node_error(errs, v, "set_property: expected {table: TABLE, filter: ODATA, set: {...}}");
+			ecw_node_error(errs, v,
+				       "set_property: expected {table: TABLE, filter: ODATA, set: {...}}");
 			return -1;
 		}
 		bad |= ecw_node_check_keys(v, set_keys, kname, errs) > 0;
@@ -545,7 +552,7 @@ static int read_migration(struct migration *g, const struct ecw_node *item, stru
 	bad |= ecw_node_string(&g->description, item, "description", false, errs) < 0;
 	if (g->id && (!*g->id || strlen(g->id) > 200 || ecw_entity_key_check(g->id, "id") < 0)) {
 		ecw_node_error(errs, ecw_node_get(item, "id"),
-				 "id: 1-200 characters, none of / \\ # ? or control characters");
+			       "id: 1-200 characters, none of / \\ # ? or control characters");
 		bad = 1;
 	}
 	steps = ecw_node_get(item, "steps");
@@ -563,7 +570,8 @@ static int read_migration(struct migration *g, const struct ecw_node *item, stru
 	if (bad)
 		return -1;
 	ecw_buf_init(&pre, 0);
-	if (ecw_buf_printf(&pre, "%s%c%lld%c", g->id, 0, g->version, 0) < 0 || node_sum(g->sum, ecw_buf_cstr(&pre), steps) < 0) {
+	if (ecw_buf_printf(&pre, "%s%c%lld%c", g->id, 0, g->version, 0) < 0 ||
+	    node_sum(g->sum, ecw_buf_cstr(&pre), steps) < 0) {
 		ecw_node_error(errs, item, "%s", ecw_error_last()->message);
 		bad = 1;
 	}
@@ -617,8 +625,8 @@ int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *
 		for (size_t k = 0; k + 1 < m->n; k++) {
 			const struct migration *p = &m->list[k];
 			if (p->id && strcmp(p->id, g->id) == 0) {
-				ecw_node_error(errs, ecw_node_get(list->items[i], "id"), "id '%s' appears twice",
-						 g->id);
+				ecw_node_error(errs, ecw_node_get(list->items[i], "id"),
+					       "id '%s' appears twice", g->id);
 				bad = 1;
 			}
 		}
@@ -626,10 +634,11 @@ int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *
 			if (!m->list[k].id)
 				continue;
 			if (m->list[k].version >= g->version) {
-				ecw_node_error(errs, ecw_node_get(list->items[i], "version"),
-						 "version %lld must be greater than %lld (of '%s'): versions increase "
-						 "strictly in list order",
-						 g->version, m->list[k].version, m->list[k].id);
+				ecw_node_error(
+					errs, ecw_node_get(list->items[i], "version"),
+					"version %lld must be greater than %lld (of '%s'): versions increase "
+					"strictly in list order",
+					g->version, m->list[k].version, m->list[k].id);
 				bad = 1;
 			}
 			break;
@@ -668,20 +677,18 @@ int ecw_migration_describe_step(struct ecw_buf *out, const struct step *s)
 	int err;
 
 	if (s->phase)
-		return s->kind == S_COPY_TABLE ? ecw_buf_printf(out, "rename_table %s -> %s (copy)", s->table, s->to)
-					       : ecw_buf_printf(out, "rename_table (delete %s)", s->table);
+		return s->kind == S_COPY_TABLE
+			       ? ecw_buf_printf(out, "rename_table %s -> %s (copy)", s->table, s->to)
+			       : ecw_buf_printf(out, "rename_table (delete %s)", s->table);
 	if ((err = ecw_buf_printf(out, "%s %s", kind_names[s->kind], s->table)) < 0)
 		return err;
 	switch (s->kind) {
-	case S_COPY_TABLE:
-		return ecw_buf_printf(out, " -> %s", s->to);
+	case S_COPY_TABLE: return ecw_buf_printf(out, " -> %s", s->to);
 	case S_UPSERT_ENTITY:
 	case S_INSERT_ENTITY:
 		return ecw_buf_printf(out, " (%s, %s)", ecw_entity_pk(s->entity), ecw_entity_rk(s->entity));
-	case S_DELETE_ENTITY:
-		return ecw_buf_printf(out, " (%s, %s)", s->pk, s->rk);
-	case S_DELETE_PARTITION:
-		return ecw_buf_printf(out, " (%s)", s->pk);
+	case S_DELETE_ENTITY: return ecw_buf_printf(out, " (%s, %s)", s->pk, s->rk);
+	case S_DELETE_PARTITION: return ecw_buf_printf(out, " (%s)", s->pk);
 	case S_SET_PROPERTY:
 		if ((err = ecw_buf_printf(out, " where %s:", s->filter ? s->filter : "(all)")) < 0)
 			return err;
@@ -689,11 +696,11 @@ int ecw_migration_describe_step(struct ecw_buf *out, const struct step *s)
 			if ((err = ecw_buf_printf(out, " %s", ecw_entity_at(s->entity, i)->name)) < 0)
 				return err;
 		for (size_t i = 0; i < s->ntmpls; i++)
-			if ((err = ecw_buf_printf(out, " %s=\"%s\"", s->tmpls[i].name, ecw_template_text(s->tmpls[i].t))) < 0)
+			if ((err = ecw_buf_printf(out, " %s=\"%s\"", s->tmpls[i].name,
+						  ecw_template_text(s->tmpls[i].t))) < 0)
 				return err;
 		return 0;
-	default:
-		return 0;
+	default: return 0;
 	}
 }
 

@@ -33,7 +33,8 @@ const char *ecw_migration_id(const struct ecw_migration_set *m, size_t i);
 const char *ecw_migration_checksum(const struct ecw_migration_set *m, size_t i);
 /* Appends migration i as the plan prints it: one line per step, from step
  * `from` (0-based) on. */
-int ecw_migration_plan(struct ecw_buf *out, const struct ecw_migration_set *m, size_t i, size_t from) ECW_MUST_USE;
+int ecw_migration_plan(struct ecw_buf *out, const struct ecw_migration_set *m, size_t i,
+		       size_t from) ECW_MUST_USE;
 
 /* ---- applying (worker/migrate_apply.c) ----------------------------------- */
 
@@ -43,8 +44,8 @@ int ecw_migration_plan(struct ecw_buf *out, const struct ecw_migration_set *m, s
 typedef void ecw_migrate_say_fn(bool problem, const char *line, void *payload);
 
 struct ecw_migrate_counts {
-	size_t applied;   /* by this call */
-	size_t already;   /* found applied: earlier, or by another process meanwhile */
+	size_t applied; /* by this call */
+	size_t already; /* found applied: earlier, or by another process meanwhile */
 };
 
 /* Applies m's pending migrations through c in list (version) order, stopping
@@ -68,10 +69,10 @@ int ecw_migrate_dry_run(struct ecw_buf *plan, size_t *pending, struct ecw_client
 /* One line of `migrate status`. */
 struct ecw_migrate_row {
 	long long version;
-	char *id;         /* "?" for a record without one */
-	char *state;      /* "pending", "applied <when> by <owner>", "running by <owner>, at step
+	char *id;    /* "?" for a record without one */
+	char *state; /* "pending", "applied <when> by <owner>", "running by <owner>, at step
 			   * N, ...", "failed at step N: <error>" */
-	bool listed;      /* false: a record of the version table the configuration no longer lists */
+	bool listed; /* false: a record of the version table the configuration no longer lists */
 };
 
 /* What the version table says of each migration m lists, in list order, then

@@ -172,14 +172,14 @@ struct run {
 	const struct ecw_migration_set *m;
 	const struct migration *g;
 	struct ecw_client *c;
-	struct ecw_entity *rec;   /* the record as we last wrote it */
-	char *etag;               /* its ETag: every write is If-Match on it */
+	struct ecw_entity *rec; /* the record as we last wrote it */
+	char *etag;             /* its ETag: every write is If-Match on it */
 	char owner[300];
-	int64_t saved_ms;         /* monotonic time of the last write */
-	uint64_t done;            /* entities handled in this step, resumes included */
+	int64_t saved_ms; /* monotonic time of the last write */
+	uint64_t done;    /* entities handled in this step, resumes included */
 	struct ecw_progress prog;
 	bool progress;
-	ecw_migrate_say_fn *say;  /* every line the operator reads */
+	ecw_migrate_say_fn *say; /* every line the operator reads */
 	void *payload;
 };
 
@@ -223,10 +223,11 @@ static int save(struct run *r)
 		return err;
 	err = ecw_table_write(&etag, r->c, r->m->table, r->rec, ECW_WRITE_UPDATE, r->etag);
 	if (err == ECW_EPRECONDITION)
-		return ecw_error_set(ECW_EPRECONDITION,
-				     "lost the claim on migration %s: its lease ran out and another process took "
-				     "it over; stopping",
-				     r->g->id);
+		return ecw_error_set(
+			ECW_EPRECONDITION,
+			"lost the claim on migration %s: its lease ran out and another process took "
+			"it over; stopping",
+			r->g->id);
 	if (err < 0)
 		return err;
 	free(r->etag);
@@ -244,7 +245,8 @@ static int checkpoint(struct run *r, const char *pk, const char *rk)
 
 	if (ecw_now_ms() - r->saved_ms < every)
 		return 0;
-	if (pk && ((err = set_str(r->rec, "CursorPK", pk)) < 0 || (err = set_str(r->rec, "CursorRK", rk)) < 0))
+	if (pk &&
+	    ((err = set_str(r->rec, "CursorPK", pk)) < 0 || (err = set_str(r->rec, "CursorRK", rk)) < 0))
 		return err;
 	if ((err = ecw_entity_set_int64(r->rec, "Done", (int64_t)r->done)) < 0)
 		return err;
@@ -266,8 +268,9 @@ static int cursor_filter(struct ecw_buf *f, const char *user, const char *pk, co
 	if (!pk)
 		return 0;
 	if ((err = ecw_buf_adds(f, "(PartitionKey gt ")) < 0 || (err = ecw_escape_filter_string(f, pk)) < 0 ||
-	    (err = ecw_buf_adds(f, " or (PartitionKey eq ")) < 0 || (err = ecw_escape_filter_string(f, pk)) < 0 ||
-	    (err = ecw_buf_adds(f, " and RowKey gt ")) < 0 || (err = ecw_escape_filter_string(f, rk)) < 0)
+	    (err = ecw_buf_adds(f, " or (PartitionKey eq ")) < 0 ||
+	    (err = ecw_escape_filter_string(f, pk)) < 0 || (err = ecw_buf_adds(f, " and RowKey gt ")) < 0 ||
+	    (err = ecw_escape_filter_string(f, rk)) < 0)
 		return err;
 	return ecw_buf_adds(f, "))");
 }
@@ -305,10 +308,11 @@ done:
 }
 
 /* Writes pending[0..n) (one partition) as one entity group transaction. */
-static int flush(struct run *r, const char *table, enum walk_kind kind, struct ecw_entity **pending, size_t *n,
-		 bool use_cursor)
+static int flush(struct run *r, const char *table, enum walk_kind kind, struct ecw_entity **pending,
+		 size_t *n, bool use_cursor)
 {
-	static const enum ecw_batch_op ops[] = {ECW_BATCH_INSERT_OR_REPLACE, ECW_BATCH_MERGE, ECW_BATCH_DELETE};
+	static const enum ecw_batch_op ops[] = {ECW_BATCH_INSERT_OR_REPLACE, ECW_BATCH_MERGE,
+						ECW_BATCH_DELETE};
 	const char *if_match = kind == WALK_COPY ? NULL : "*";
 	struct ecw_batch *b = NULL;
 	int err;
@@ -329,8 +333,8 @@ static int flush(struct run *r, const char *table, enum walk_kind kind, struct e
 			if (kind == WALK_DELETE)
 				err = ecw_table_delete_if_exists(NULL, r->c, table, ecw_entity_pk(pending[i]),
 								 ecw_entity_rk(pending[i]));
-			else if ((err = ecw_table_write(NULL, r->c, table, pending[i], ECW_WRITE_MERGE, "*")) ==
-					 ECW_ENOTFOUND ||
+			else if ((err = ecw_table_write(NULL, r->c, table, pending[i], ECW_WRITE_MERGE,
+							"*")) == ECW_ENOTFOUND ||
 				 err == ECW_ENOTABLE)
 				err = 0;
 		}
@@ -380,7 +384,8 @@ static int walk(struct run *r, const struct step *s, enum walk_kind kind, const 
 			goto done;
 		if (!e)
 			break;
-		if (n && (n == ECW_BATCH_MAX_OPS || strcmp(ecw_entity_pk(pending[0]), ecw_entity_pk(e)) != 0) &&
+		if (n &&
+		    (n == ECW_BATCH_MAX_OPS || strcmp(ecw_entity_pk(pending[0]), ecw_entity_pk(e)) != 0) &&
 		    (err = flush(r, dst, kind, pending, &n, use_cursor)) < 0) {
 			ecw_entity_free(e);
 			goto done;
@@ -414,11 +419,13 @@ static int insert_entity(struct run *r, const struct step *s, bool retry)
 	if (!retry)
 		return ecw_error_set(ECW_ECONFLICT, "insert_entity: (%s, %s) already exists in %s",
 				     ecw_entity_pk(s->entity), ecw_entity_rk(s->entity), s->table);
-	if ((err = ecw_table_get(&cur, r->c, s->table, ecw_entity_pk(s->entity), ecw_entity_rk(s->entity))) < 0)
+	if ((err = ecw_table_get(&cur, r->c, s->table, ecw_entity_pk(s->entity), ecw_entity_rk(s->entity))) <
+	    0)
 		return err;
 	err = ecw_entity_equal(cur, s->entity)
 		      ? 0
-		      : ecw_error_set(ECW_ECONFLICT, "insert_entity: (%s, %s) already exists in %s with other values",
+		      : ecw_error_set(ECW_ECONFLICT,
+				      "insert_entity: (%s, %s) already exists in %s with other values",
 				      ecw_entity_pk(s->entity), ecw_entity_rk(s->entity), s->table);
 	ecw_entity_free(cur);
 	return err;
@@ -430,33 +437,28 @@ static int run_step(struct run *r, const struct step *s, bool retry)
 	int err;
 
 	switch (s->kind) {
-	case S_CREATE_TABLE:
-		return ecw_table_create(NULL, r->c, s->table);
+	case S_CREATE_TABLE: return ecw_table_create(NULL, r->c, s->table);
 	case S_DELETE_TABLE:
 		err = ecw_table_delete_table(r->c, s->table);
 		return err == ECW_ENOTFOUND || err == ECW_ENOTABLE ? 0 : err;
-	case S_CLEAR_TABLE:
-		return walk(r, s, WALK_DELETE, s->table, s->table, NULL);
+	case S_CLEAR_TABLE: return walk(r, s, WALK_DELETE, s->table, s->table, NULL);
 	case S_COPY_TABLE:
 		if ((err = ecw_table_create(NULL, r->c, s->to)) < 0)
 			return err;
 		return walk(r, s, WALK_COPY, s->table, s->to, NULL);
 	case S_UPSERT_ENTITY:
 		return ecw_table_write(NULL, r->c, s->table, s->entity, ECW_WRITE_INSERT_OR_REPLACE, NULL);
-	case S_INSERT_ENTITY:
-		return insert_entity(r, s, retry);
-	case S_DELETE_ENTITY:
-		return ecw_table_delete_if_exists(NULL, r->c, s->table, s->pk, s->rk);
+	case S_INSERT_ENTITY: return insert_entity(r, s, retry);
+	case S_DELETE_ENTITY: return ecw_table_delete_if_exists(NULL, r->c, s->table, s->pk, s->rk);
 	case S_DELETE_PARTITION:
 		ecw_buf_init(&f, 0);
-		if ((err = ecw_buf_adds(&f, "PartitionKey eq ")) >= 0 && (err = ecw_escape_filter_string(&f, s->pk)) >= 0)
+		if ((err = ecw_buf_adds(&f, "PartitionKey eq ")) >= 0 &&
+		    (err = ecw_escape_filter_string(&f, s->pk)) >= 0)
 			err = walk(r, s, WALK_DELETE, s->table, s->table, f.ptr);
 		ecw_buf_dispose(&f);
 		return err;
-	case S_SET_PROPERTY:
-		return walk(r, s, WALK_SET, s->table, s->table, NULL);
-	case S_RENAME_TABLE:
-		break;
+	case S_SET_PROPERTY: return walk(r, s, WALK_SET, s->table, s->table, NULL);
+	case S_RENAME_TABLE: break;
 	}
 	return ecw_error_set(ECW_ERROR, "unexpected step kind %d", (int)s->kind);
 }
@@ -471,12 +473,14 @@ static int new_record(struct ecw_entity **out, const struct run *r)
 	iso_now(now);
 	if ((err = ecw_entity_new(out, REC_PK, rk)) < 0)
 		return err;
-	if ((err = set_str(*out, "Id", r->g->id)) < 0 || (err = ecw_entity_set_int64(*out, "Version", r->g->version)) < 0 ||
+	if ((err = set_str(*out, "Id", r->g->id)) < 0 ||
+	    (err = ecw_entity_set_int64(*out, "Version", r->g->version)) < 0 ||
 	    (err = set_str(*out, "Description", r->g->description ? r->g->description : "")) < 0 ||
-	    (err = set_str(*out, "Checksum", r->g->sum)) < 0 || (err = set_str(*out, "State", "running")) < 0 ||
-	    (err = set_str(*out, "Owner", r->owner)) < 0 ||
+	    (err = set_str(*out, "Checksum", r->g->sum)) < 0 ||
+	    (err = set_str(*out, "State", "running")) < 0 || (err = set_str(*out, "Owner", r->owner)) < 0 ||
 	    (err = ecw_entity_set_int64(*out, "LeaseUntil", ecw_wall_ms() + r->m->lease_ms)) < 0 ||
-	    (err = ecw_entity_set_int32(*out, "Step", 0)) < 0 || (err = ecw_entity_set_int32(*out, "StepTries", 0)) < 0 ||
+	    (err = ecw_entity_set_int32(*out, "Step", 0)) < 0 ||
+	    (err = ecw_entity_set_int32(*out, "StepTries", 0)) < 0 ||
 	    (err = ecw_entity_set_datetime(*out, "StartedAt", now)) < 0) {
 		ecw_entity_free(*out);
 		*out = NULL;
@@ -530,7 +534,9 @@ static int claim(enum claim *out, struct run *r)
 		if (rec_is(e, "applied")) {
 			const char *sum = rec_str(e, "Checksum");
 			err = sum && strcmp(sum, g->sum) != 0
-				      ? ecw_error_set(ECW_EINVALID, "migration %s was applied with another definition", g->id)
+				      ? ecw_error_set(ECW_EINVALID,
+						      "migration %s was applied with another definition",
+						      g->id)
 				      : 0;
 			ecw_entity_free(e);
 			*out = ALREADY_APPLIED;
@@ -539,10 +545,12 @@ static int claim(enum claim *out, struct run *r)
 		if (rec_is(e, "running") && rec_int(e, "LeaseUntil", 0) > ecw_wall_ms()) {
 			const char *owner = rec_str(e, "Owner");
 			if (ecw_now_ms() >= deadline) {
-				err = ecw_error_set(ECW_EBUSY,
-						    "migration %s is being applied by %s; gave up after waiting %lld s "
-						    "(migrations.wait)",
-						    g->id, owner ? owner : "another process", (long long)(r->m->wait_ms / 1000));
+				err = ecw_error_set(
+					ECW_EBUSY,
+					"migration %s is being applied by %s; gave up after waiting %lld s "
+					"(migrations.wait)",
+					g->id, owner ? owner : "another process",
+					(long long)(r->m->wait_ms / 1000));
 				ecw_entity_free(e);
 				return err;
 			}
@@ -580,7 +588,7 @@ static int claim(enum claim *out, struct run *r)
 		}
 		tell(r->say, r->payload, false, "%s: %s (step %lld was in progress)", g->id,
 		     was_running ? "taking over from a claim whose lease expired"
-		                 : "resuming after a failed attempt",
+				 : "resuming after a failed attempt",
 		     rec_int(e, "Step", 0) + 1);
 		if (was_running)
 			tell(r->say, r->payload, false, "%s: the previous owner was %s", g->id, prev_owner);
@@ -603,8 +611,8 @@ static void record_failure(struct run *r, const struct step *s, const char *msg)
 		tell(r->say, r->payload, true, "%s: could not record the failure: %s", r->g->id,
 		     ecw_error_last()->message);
 	/* Keep the step's error as the last one. */
-	ecw_error_set_http(step_err.code, step_err.http_status, step_err.service_code, step_err.request_id, "%s",
-			   step_err.message);
+	ecw_error_set_http(step_err.code, step_err.http_status, step_err.service_code, step_err.request_id,
+			   "%s", step_err.message);
 }
 
 /* Applies r->g from the recorded step on. */
@@ -639,12 +647,14 @@ static int apply_steps(struct run *r)
 			ecw_entity_remove(r->rec, "CursorRK");
 			if ((err = ecw_entity_set_int32(r->rec, "Step", (int32_t)k)) < 0 ||
 			    (err = ecw_entity_set_int32(r->rec, "StepTries", 0)) < 0 ||
-			    (err = ecw_entity_set_int64(r->rec, "Done", 0)) < 0 || (err = set_str(r->rec, "StepSum", s->sum)) < 0)
+			    (err = ecw_entity_set_int64(r->rec, "Done", 0)) < 0 ||
+			    (err = set_str(r->rec, "StepSum", s->sum)) < 0)
 				goto done;
 		}
 		tries = rec_int(r->rec, "StepTries", 0);
 		r->done = (uint64_t)rec_int(r->rec, "Done", 0);
-		if ((err = ecw_entity_set_int32(r->rec, "StepTries", (int32_t)(tries + 1))) < 0 || (err = save(r)) < 0)
+		if ((err = ecw_entity_set_int32(r->rec, "StepTries", (int32_t)(tries + 1))) < 0 ||
+		    (err = save(r)) < 0)
 			goto done;
 		if (rec_str(r->rec, "CursorRK"))
 			tell(r->say, r->payload, false,
@@ -661,8 +671,8 @@ static int apply_steps(struct run *r)
 			char msg[700];
 			if (err == ECW_EPRECONDITION && strstr(ecw_error_last()->message, "lost the claim"))
 				goto done; /* not ours to record any more */
-			snprintf(msg, sizeof(msg), "step %d/%zu (%s): %s", s->pos, g->nlisted, ecw_buf_cstr(&what),
-				 ecw_error_last()->message);
+			snprintf(msg, sizeof(msg), "step %d/%zu (%s): %s", s->pos, g->nlisted,
+				 ecw_buf_cstr(&what), ecw_error_last()->message);
 			record_failure(r, s, msg);
 			ecw_error_set_http(err, ecw_error_last()->http_status, ecw_error_last()->service_code,
 					   ecw_error_last()->request_id, "%s", msg);
@@ -681,9 +691,10 @@ static int apply_steps(struct run *r)
 	iso_now(now);
 	ecw_entity_remove(r->rec, "CursorPK");
 	ecw_entity_remove(r->rec, "CursorRK");
-	if ((err = set_str(r->rec, "State", "applied")) < 0 || (err = ecw_entity_set_datetime(r->rec, "AppliedAt", now)) < 0 ||
-	    (err = set_str(r->rec, "AppliedBy", r->owner)) < 0 || (err = ecw_entity_set_int32(r->rec, "Step", (int32_t)g->nsteps)) < 0 ||
-	    (err = save(r)) < 0)
+	if ((err = set_str(r->rec, "State", "applied")) < 0 ||
+	    (err = ecw_entity_set_datetime(r->rec, "AppliedAt", now)) < 0 ||
+	    (err = set_str(r->rec, "AppliedBy", r->owner)) < 0 ||
+	    (err = ecw_entity_set_int32(r->rec, "Step", (int32_t)g->nsteps)) < 0 || (err = save(r)) < 0)
 		goto done;
 	ecw_crash_point("migrate.applied");
 done:
@@ -756,7 +767,6 @@ static int check_history(const struct ecw_migration_set *m, struct ecw_entity **
 	return bad ? ecw_error_set(ECW_EINVALID, "refusing to migrate (see above)") : 0;
 }
 
-
 /* The version table's records for m (none when it does not exist yet), and
  * the history they tell checked against m; every problem is told. The
  * records are the caller's (records_free) whatever the result. */
@@ -791,7 +801,8 @@ int ecw_migrate_dry_run(struct ecw_buf *plan, size_t *pending, struct ecw_client
 			from = 0;
 		(*pending)++;
 		if (e && ecw_buf_printf(plan, "(%s, resumes at step %d)\n",
-					rec_str(e, "State") ? rec_str(e, "State") : "?", m->list[i].steps[from].pos) < 0)
+					rec_str(e, "State") ? rec_str(e, "State") : "?",
+					m->list[i].steps[from].pos) < 0)
 			break;
 		if (ecw_migration_plan(plan, m, i, from) < 0)
 			break;
@@ -878,7 +889,8 @@ static int state_line(struct ecw_buf *out, const struct migration *g, const stru
 		return ecw_buf_adds(out, "unknown (the record has no State)");
 	if (strcmp(st, "applied") == 0) {
 		const struct ecw_prop *at = ecw_entity_get(e, "AppliedAt");
-		if (ecw_buf_printf(out, "applied %s by %s", at && at->type == ECW_EDM_DATETIME ? at->v.s : "?",
+		if (ecw_buf_printf(out, "applied %s by %s",
+				   at && at->type == ECW_EDM_DATETIME ? at->v.s : "?",
 				   rec_str(e, "AppliedBy") ? rec_str(e, "AppliedBy") : "?") < 0)
 			return ecw_error_set(ECW_ENOMEM, "out of memory");
 	} else if (strcmp(st, "failed") == 0) {
@@ -891,9 +903,10 @@ static int state_line(struct ecw_buf *out, const struct migration *g, const stru
 		ecw_human_age(left, sizeof(left), (lease < 0 ? -lease : lease) / 1000);
 		if (ecw_buf_printf(out, "running by %s, at step %lld, %lld entities done in it (%s %s%s)",
 				   rec_str(e, "Owner") ? rec_str(e, "Owner") : "?",
-				   g && step >= 0 && (size_t)step < g->nsteps ? (long long)g->steps[step].pos : step + 1,
-				   rec_int(e, "Done", 0), lease > 0 ? "lease ends in" : "lease expired",
-				   left, lease > 0 ? "" : " ago: the next migrate takes over") < 0)
+				   g && step >= 0 && (size_t)step < g->nsteps ? (long long)g->steps[step].pos
+									      : step + 1,
+				   rec_int(e, "Done", 0), lease > 0 ? "lease ends in" : "lease expired", left,
+				   lease > 0 ? "" : " ago: the next migrate takes over") < 0)
 			return ecw_error_set(ECW_ENOMEM, "out of memory");
 	}
 	if (g && rec_str(e, "Checksum") && strcmp(rec_str(e, "Checksum"), g->sum) != 0 &&
@@ -901,7 +914,6 @@ static int state_line(struct ecw_buf *out, const struct migration *g, const stru
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
 	return 0;
 }
-
 
 /* Appends a row of version and id (copied) saying state; rows has room. */
 static int add_row(struct ecw_migrate_row *rows, size_t *n, long long version, const char *id,

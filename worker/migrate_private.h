@@ -33,16 +33,16 @@ struct tmpl_prop {
 
 struct step {
 	enum step_kind kind;
-	int pos;                  /* 1-based position in the YAML list */
-	const char *phase;        /* rename_table: "copy" or "delete"; else NULL */
-	char *table;              /* the table (copy: the source) */
-	char *to;                 /* copy: the target */
-	char *pk, *rk;            /* delete_entity, delete_partition */
-	char *filter;             /* set_property: an OData filter; NULL for all */
+	int pos;                   /* 1-based position in the YAML list */
+	const char *phase;         /* rename_table: "copy" or "delete"; else NULL */
+	char *table;               /* the table (copy: the source) */
+	char *to;                  /* copy: the target */
+	char *pk, *rk;             /* delete_entity, delete_partition */
+	char *filter;              /* set_property: an OData filter; NULL for all */
 	struct ecw_entity *entity; /* upsert/insert: the entity; set_property: the constants */
-	struct tmpl_prop *tmpls;  /* set_property: string values (templates) */
+	struct tmpl_prop *tmpls;   /* set_property: string values (templates) */
 	size_t ntmpls;
-	char sum[65];             /* this step's definition, hashed */
+	char sum[65]; /* this step's definition, hashed */
 };
 
 struct migration {
@@ -51,7 +51,7 @@ struct migration {
 	char *description;
 	struct step *steps;
 	size_t nsteps;
-	size_t nlisted;           /* steps as written (rename_table counts once) */
+	size_t nlisted; /* steps as written (rename_table counts once) */
 	char sum[65];
 };
 

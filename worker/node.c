@@ -87,10 +87,10 @@ static void flatten(char *s)
 }
 
 static void add_error_at(struct ecw_node_errors *errs, const char *file, int line, int col, const char *fmt,
-                         va_list ap) ECW_PRINTF(5, 0);
+			 va_list ap) ECW_PRINTF(5, 0);
 
 static void add_error_at(struct ecw_node_errors *errs, const char *file, int line, int col, const char *fmt,
-                         va_list ap)
+			 va_list ap)
 {
 	char msg[1024];
 	struct ecw_buf b;
@@ -134,11 +134,10 @@ void ecw_node_error_file(struct ecw_node_errors *errs, const char *file, const c
 	va_end(ap);
 }
 
-static void pos_error(struct ecw_node_errors *errs, const char *file, int line, int col, const char *fmt,
-                      ...) ECW_PRINTF(5, 6);
+static void pos_error(struct ecw_node_errors *errs, const char *file, int line, int col, const char *fmt, ...)
+	ECW_PRINTF(5, 6);
 
-static void pos_error(struct ecw_node_errors *errs, const char *file, int line, int col, const char *fmt,
-                      ...)
+static void pos_error(struct ecw_node_errors *errs, const char *file, int line, int col, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -261,12 +260,9 @@ bool ecw_node_is_null(const struct ecw_node *n)
 const char *ecw_node_kind_name(const struct ecw_node *n)
 {
 	switch (n->kind) {
-	case ECW_NODE_MAP:
-		return "a map";
-	case ECW_NODE_SEQ:
-		return "a list";
-	default:
-		return "a value";
+	case ECW_NODE_MAP: return "a map";
+	case ECW_NODE_SEQ: return "a list";
+	default: return "a value";
 	}
 }
 /* ---- building the tree from libyaml's events ----------------------------- */
@@ -328,7 +324,7 @@ static int put(struct ecw_buf *v, const char *p, size_t n)
 }
 
 int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node *n, const char *where,
-                    struct ecw_node_errors *errs)
+		    struct ecw_node_errors *errs)
 {
 	struct ecw_buf v;
 	size_t i = 0;
@@ -372,17 +368,16 @@ int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node
 		name_len = close - name_at;
 		if (name_len == 0 || !var_start(s[name_at])) {
 			ecw_node_error(
-			    errs, n,
-			    "bad ${...} in %s: a variable name (letters, digits, '_', not starting "
-			    "with a digit) must follow '${' (write $$ for a literal $)",
-			    where);
+				errs, n,
+				"bad ${...} in %s: a variable name (letters, digits, '_', not starting "
+				"with a digit) must follow '${' (write $$ for a literal $)",
+				where);
 			err = 1;
 			goto done;
 		}
 		if (name_len >= sizeof(name)) {
-			ecw_node_error(errs, n,
-			                 "bad ${...} in %s: variable name longer than %zu characters",
-			                 where, sizeof(name) - 1);
+			ecw_node_error(errs, n, "bad ${...} in %s: variable name longer than %zu characters",
+				       where, sizeof(name) - 1);
 			err = 1;
 			goto done;
 		}
@@ -397,9 +392,9 @@ int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node
 			def_len = close - def_at;
 			for (size_t k = def_at; k + 1 < close; k++) {
 				if (s[k] == '$' && s[k + 1] == '{') {
-					ecw_node_error(
-					    errs, n, "bad ${%s:-...} in %s: the default cannot contain ${",
-					    name, where);
+					ecw_node_error(errs, n,
+						       "bad ${%s:-...} in %s: the default cannot contain ${",
+						       name, where);
 					err = 1;
 					goto done;
 				}
@@ -407,7 +402,7 @@ int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node
 		}
 		if (close >= len || s[close] != '}') {
 			ecw_node_error(errs, n, "bad ${%s in %s: expected '}'%s", name, where,
-			                 has_def ? "" : " or ':-default}'");
+				       has_def ? "" : " or ':-default}'");
 			err = 1;
 			goto done;
 		}
@@ -415,8 +410,7 @@ int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node
 		if (has_def && (!val || !*val)) {
 			err = put(&v, s + def_at, def_len);
 		} else if (!val) {
-			ecw_node_error(errs, n, "environment variable %s is not set (in %s)", name,
-			                 where);
+			ecw_node_error(errs, n, "environment variable %s is not set (in %s)", name, where);
 			err = 1;
 			goto done;
 		} else {
@@ -429,7 +423,7 @@ int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node
 done:
 	if (err == ECW_ETOOLARGE) {
 		ecw_node_error(errs, n, "%s is longer than %zu bytes after expansion", where,
-		                 MAX_VALUE_BYTES);
+			       MAX_VALUE_BYTES);
 		err = 1;
 	}
 	if (err == 0)
@@ -464,7 +458,7 @@ static void yaml_error(struct builder *b)
 	}
 	if (p->context)
 		pos_error(b->errs, b->file, (int)line + 1, (int)col + 1, "YAML syntax error: %s %s", problem,
-		          p->context);
+			  p->context);
 	else
 		pos_error(b->errs, b->file, (int)line + 1, (int)col + 1, "YAML syntax error: %s", problem);
 }
@@ -475,7 +469,7 @@ static int next_event(struct builder *b, yaml_event_t *ev)
 	if (!yaml_parser_parse(&b->parser, ev)) {
 		yaml_error(b);
 		return b->parser.error == YAML_MEMORY_ERROR ? ecw_error_set(ECW_ENOMEM, "out of memory")
-		                                            : ECW_EINVALID;
+							    : ECW_EINVALID;
 	}
 	return 0;
 }
@@ -532,9 +526,8 @@ static int drop_duplicates(struct builder *b, struct ecw_node *map)
 					break;
 				}
 			}
-			ecw_node_error(b->errs, map->keys[i],
-			                 "duplicate key '%.64s' in %s (first at %d:%d)", map->keys[i]->value,
-			                 path_or_top(b), first->line, first->col);
+			ecw_node_error(b->errs, map->keys[i], "duplicate key '%.64s' in %s (first at %d:%d)",
+				       map->keys[i]->value, path_or_top(b), first->line, first->col);
 			ecw_node_free(map->keys[i]);
 			ecw_node_free(map->items[i]);
 		} else {
@@ -574,7 +567,7 @@ static int build_collection(struct ecw_node *n, struct builder *b, int depth)
 				return err;
 			if (key && key->kind != ECW_NODE_SCALAR) {
 				ecw_node_error(b->errs, key, "a key in %s is %s: keys must be plain names",
-				                 path_or_top(b), ecw_node_kind_name(key));
+					       path_or_top(b), ecw_node_kind_name(key));
 				ecw_node_free(key);
 				key = NULL;
 			}
@@ -621,12 +614,12 @@ static int build_node(struct ecw_node **out, struct builder *b, yaml_event_t *ev
 	*out = NULL;
 	if (ev->type == YAML_ALIAS_EVENT) {
 		pos_error(b->errs, b->file, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-		          "YAML aliases (*name) are not supported");
+			  "YAML aliases (*name) are not supported");
 		return 0;
 	}
 	if (depth > MAX_DEPTH) {
 		pos_error(b->errs, b->file, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-		          "nested deeper than %d levels", MAX_DEPTH);
+			  "nested deeper than %d levels", MAX_DEPTH);
 		return ECW_EINVALID;
 	}
 	switch (ev->type) {
@@ -640,11 +633,11 @@ static int build_node(struct ecw_node **out, struct builder *b, yaml_event_t *ev
 		n->quoted = ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
 		if (is_key) {
 			if (!(n->value =
-			          strndup((const char *)ev->data.scalar.value, ev->data.scalar.length)))
+				      strndup((const char *)ev->data.scalar.value, ev->data.scalar.length)))
 				goto oom;
 		} else {
 			err = ecw_node_expand(&n->value, (const char *)ev->data.scalar.value,
-			                      ev->data.scalar.length, n, path_or_top(b), b->errs);
+					      ev->data.scalar.length, n, path_or_top(b), b->errs);
 			if (err < 0)
 				goto done;
 			if (err > 0) {
@@ -672,7 +665,7 @@ static int build_node(struct ecw_node **out, struct builder *b, yaml_event_t *ev
 	default:
 		/* The parser only hands out node events here. */
 		pos_error(b->errs, b->file, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-		          "unexpected YAML event %d", (int)ev->type);
+			  "unexpected YAML event %d", (int)ev->type);
 		err = ECW_EINVALID;
 		goto done;
 	}
@@ -699,7 +692,7 @@ done:
 }
 
 int ecw_node_parse(struct ecw_node **out, const char *text, size_t len, const char *file,
-                   struct ecw_node_errors *errs)
+		   struct ecw_node_errors *errs)
 {
 	struct builder b;
 	yaml_event_t ev;
@@ -744,7 +737,7 @@ int ecw_node_parse(struct ecw_node **out, const char *text, size_t len, const ch
 	have_event = true;
 	if (ev.type == YAML_DOCUMENT_START_EVENT) {
 		pos_error(errs, file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1,
-		          "a second YAML document: the configuration must be one document");
+			  "a second YAML document: the configuration must be one document");
 		err = ECW_EINVALID;
 	}
 done:
@@ -771,7 +764,7 @@ const struct ecw_node *ecw_node_get(const struct ecw_node *map, const char *key)
 }
 
 int ecw_node_check_keys(const struct ecw_node *map, const char *const *allowed, const char *what,
-                        struct ecw_node_errors *errs)
+			struct ecw_node_errors *errs)
 {
 	struct ecw_buf list;
 	int bad = 0;
@@ -791,7 +784,7 @@ int ecw_node_check_keys(const struct ecw_node *map, const char *const *allowed, 
 		if (allowed && allowed[j])
 			continue;
 		ecw_node_error(errs, map->keys[i], "unknown key '%.64s' in %s (expected one of: %s)", k,
-		                 what ? what : "this map", ecw_buf_cstr(&list));
+			       what ? what : "this map", ecw_buf_cstr(&list));
 		bad++;
 	}
 	ecw_buf_dispose(&list);
@@ -810,7 +803,7 @@ static void key_name(char *buf, size_t n, const char *what, const char *key)
 /* Finds the scalar map[key]. Returns 1 with *out set, 0 when the key is
  * absent and not required, -1 when an error was recorded. */
 int ecw_node_read_scalar(const struct ecw_node **out, const struct ecw_node *map, const char *key,
-                         bool required, const char *what, const char *expect, struct ecw_node_errors *errs)
+			 bool required, const char *what, const char *expect, struct ecw_node_errors *errs)
 {
 	const struct ecw_node *v = ecw_node_get(map, key);
 	char name[NAME_BYTES];
@@ -860,7 +853,7 @@ static bool parse_ll(long long *out, const char *s, bool *overflow)
 }
 
 int ecw_node_read_int(long long *out, const struct ecw_node *map, const char *key, long long min,
-                      long long max, bool required, const char *what, struct ecw_node_errors *errs)
+		      long long max, bool required, const char *what, struct ecw_node_errors *errs)
 {
 	const struct ecw_node *v;
 	char name[NAME_BYTES], expect[96];
@@ -889,13 +882,13 @@ int ecw_node_read_int(long long *out, const struct ecw_node *map, const char *ke
 }
 
 int ecw_node_int(long long *out, const struct ecw_node *map, const char *key, long long min, long long max,
-                 bool required, struct ecw_node_errors *errs)
+		 bool required, struct ecw_node_errors *errs)
 {
 	return ecw_node_read_int(out, map, key, min, max, required, NULL, errs) < 0 ? -1 : 0;
 }
 
 int ecw_node_read_bool(bool *out, const struct ecw_node *map, const char *key, bool required,
-                       const char *what, struct ecw_node_errors *errs)
+		       const char *what, struct ecw_node_errors *errs)
 {
 	const struct ecw_node *v;
 	char name[NAME_BYTES];
@@ -915,19 +908,18 @@ int ecw_node_read_bool(bool *out, const struct ecw_node *map, const char *key, b
 		*out = false;
 		return 1;
 	}
-	ecw_node_error(errs, v, "%s must be true or false%s", name,
-	                 v->quoted ? ", not a quoted string" : "");
+	ecw_node_error(errs, v, "%s must be true or false%s", name, v->quoted ? ", not a quoted string" : "");
 	return -1;
 }
 
 int ecw_node_bool(bool *out, const struct ecw_node *map, const char *key, bool required,
-                  struct ecw_node_errors *errs)
+		  struct ecw_node_errors *errs)
 {
 	return ecw_node_read_bool(out, map, key, required, NULL, errs) < 0 ? -1 : 0;
 }
 
 int ecw_node_read_string(char **out, const struct ecw_node *map, const char *key, bool required,
-                         const char *what, struct ecw_node_errors *errs)
+			 const char *what, struct ecw_node_errors *errs)
 {
 	const struct ecw_node *v;
 	char *copy;
@@ -946,7 +938,7 @@ int ecw_node_read_string(char **out, const struct ecw_node *map, const char *key
 }
 
 int ecw_node_string(char **out, const struct ecw_node *map, const char *key, bool required,
-                    struct ecw_node_errors *errs)
+		    struct ecw_node_errors *errs)
 {
 	return ecw_node_read_string(out, map, key, required, NULL, errs) < 0 ? -1 : 0;
 }
@@ -969,8 +961,8 @@ static void fmt_duration(char *buf, size_t n, int64_t ms)
 
 /* Durations may be quoted: "60s" is text either way. */
 int ecw_node_read_duration(int64_t *out_ms, const struct ecw_node *map, const char *key, int64_t min_ms,
-                           int64_t max_ms, bool whole_seconds, bool required, const char *what,
-                           struct ecw_node_errors *errs)
+			   int64_t max_ms, bool whole_seconds, bool required, const char *what,
+			   struct ecw_node_errors *errs)
 {
 	const struct ecw_node *v;
 	char name[NAME_BYTES], lo[32], hi[32], expect[128];
@@ -1001,7 +993,7 @@ int ecw_node_read_duration(int64_t *out_ms, const struct ecw_node *map, const ch
 }
 
 int ecw_node_duration(int64_t *out_ms, const struct ecw_node *map, const char *key, int64_t min_ms,
-                      int64_t max_ms, bool required, struct ecw_node_errors *errs)
+		      int64_t max_ms, bool required, struct ecw_node_errors *errs)
 {
 	if (ecw_node_read_duration(out_ms, map, key, min_ms, max_ms, false, required, NULL, errs) < 0)
 		return -1;
@@ -1009,7 +1001,7 @@ int ecw_node_duration(int64_t *out_ms, const struct ecw_node *map, const char *k
 }
 
 int ecw_node_string_list(char ***out, bool *present, const struct ecw_node *map, const char *key,
-                         struct ecw_node_errors *errs)
+			 struct ecw_node_errors *errs)
 {
 	const struct ecw_node *v = ecw_node_get(map, key);
 	char **list = NULL;
@@ -1034,7 +1026,7 @@ int ecw_node_string_list(char ***out, bool *present, const struct ecw_node *map,
 		const struct ecw_node *it = v->items[i];
 		if (it->kind != ECW_NODE_SCALAR || ecw_node_is_null(it)) {
 			ecw_node_error(errs, it, "%s[%zu] must be a string, not %s", key, i,
-			                 it->kind != ECW_NODE_SCALAR ? ecw_node_kind_name(it) : "null");
+				       it->kind != ECW_NODE_SCALAR ? ecw_node_kind_name(it) : "null");
 			bad++;
 			continue;
 		}
@@ -1056,7 +1048,7 @@ int ecw_node_string_list(char ***out, bool *present, const struct ecw_node *map,
 }
 
 const struct ecw_node *ecw_node_section(const struct ecw_node *map, const char *key, const char *what,
-                                        struct ecw_node_errors *errs)
+					struct ecw_node_errors *errs)
 {
 	const struct ecw_node *v = ecw_node_get(map, key);
 	char name[NAME_BYTES];
@@ -1072,7 +1064,7 @@ const struct ecw_node *ecw_node_section(const struct ecw_node *map, const char *
 }
 
 int ecw_node_read_enum(int *out, const struct ecw_node *map, const char *key, const char *const *names,
-                       const char *what, struct ecw_node_errors *errs)
+		       const char *what, struct ecw_node_errors *errs)
 {
 	char *s = NULL, name[NAME_BYTES], list[128] = "";
 	size_t used = 0;

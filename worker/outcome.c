@@ -22,7 +22,8 @@
 
 int ecw_outcome_retry_hide_s(const struct ecw_outcome_limits *limits, long dequeue_count, uint32_t random)
 {
-	int64_t ms = ecw_backoff_ms(limits->retry_backoff_base_ms, limits->retry_backoff_max_ms, dequeue_count);
+	int64_t ms =
+		ecw_backoff_ms(limits->retry_backoff_base_ms, limits->retry_backoff_max_ms, dequeue_count);
 
 	/* Jitter downwards by up to 20% so a burst of failures spreads out. */
 	ms -= (int64_t)(random % (uint32_t)(ms / 5 + 1));
@@ -47,7 +48,8 @@ static void set(struct ecw_outcome *o, enum ecw_outcome_action action, enum ecw_
 	o->word = word;
 }
 
-static void on_receipt(struct ecw_outcome *o, const struct ecw_outcome_facts *f, const struct ecw_outcome_limits *l)
+static void on_receipt(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
+		       const struct ecw_outcome_limits *l)
 {
 	if (!f->decoded)
 		set(o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
@@ -59,8 +61,8 @@ static void on_receipt(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
 		set(o, ECW_ACTION_RUN, ECW_REASON_NONE, "run");
 }
 
-static void after_run(struct ecw_outcome *o, const struct ecw_outcome_facts *f, const struct ecw_outcome_limits *l,
-		      uint32_t random)
+static void after_run(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
+		      const struct ecw_outcome_limits *l, uint32_t random)
 {
 	if (f->err == 0) {
 		set(o, ECW_ACTION_DELETE, ECW_REASON_NONE, "succeeded");
@@ -92,12 +94,8 @@ void ecw_outcome_decide(struct ecw_outcome *out, const struct ecw_outcome_facts 
 {
 	*out = (struct ecw_outcome){.action = ECW_ACTION_LEAVE, .word = "lease-lost"};
 	switch (f->stage) {
-	case ECW_STAGE_RECEIVED:
-		on_receipt(out, f, l);
-		break;
-	case ECW_STAGE_RAN:
-		after_run(out, f, l, random);
-		break;
+	case ECW_STAGE_RECEIVED: on_receipt(out, f, l); break;
+	case ECW_STAGE_RAN: after_run(out, f, l, random); break;
 	case ECW_STAGE_POISON_FAILED:
 		/* The reason stays for the log; the message waits as a retry would. */
 		out->action = ECW_ACTION_RETRY;

@@ -12,9 +12,9 @@
 
 /* Where the delivery is when the rules are asked. */
 enum ecw_outcome_stage {
-	ECW_STAGE_RECEIVED,       /* received, job not run yet: may it run? */
-	ECW_STAGE_RAN,            /* the job (and its `then:` follow-ups) returned err */
-	ECW_STAGE_POISON_FAILED,  /* poisoning was decided, the envelope could not be put */
+	ECW_STAGE_RECEIVED,      /* received, job not run yet: may it run? */
+	ECW_STAGE_RAN,           /* the job (and its `then:` follow-ups) returned err */
+	ECW_STAGE_POISON_FAILED, /* poisoning was decided, the envelope could not be put */
 };
 
 struct ecw_outcome_facts {
@@ -26,9 +26,9 @@ struct ecw_outcome_facts {
 	bool runnable;
 	/* RAN: 0, or the ecw_err the job (or a follow-up's put) returned. */
 	int err;
-	long dequeue_count;        /* this delivery's, from the queue */
-	bool lease_lost;           /* the queue no longer lets this worker settle it */
-	bool released;             /* shutdown gave it back: nobody settles it */
+	long dequeue_count; /* this delivery's, from the queue */
+	bool lease_lost;    /* the queue no longer lets this worker settle it */
+	bool released;      /* shutdown gave it back: nobody settles it */
 };
 
 struct ecw_outcome_limits {
@@ -38,17 +38,17 @@ struct ecw_outcome_limits {
 };
 
 enum ecw_outcome_action {
-	ECW_ACTION_RUN,           /* RECEIVED only: run the job */
-	ECW_ACTION_DELETE,        /* it succeeded: delete it with the newest pop receipt */
-	ECW_ACTION_RETRY,         /* hide it for hide_s; it comes back and runs again */
-	ECW_ACTION_POISON,        /* envelope on the poison queue, then delete it */
-	ECW_ACTION_LEAVE,         /* no call on it: the lease is gone, or it was released */
+	ECW_ACTION_RUN,    /* RECEIVED only: run the job */
+	ECW_ACTION_DELETE, /* it succeeded: delete it with the newest pop receipt */
+	ECW_ACTION_RETRY,  /* hide it for hide_s; it comes back and runs again */
+	ECW_ACTION_POISON, /* envelope on the poison queue, then delete it */
+	ECW_ACTION_LEAVE,  /* no call on it: the lease is gone, or it was released */
 };
 
 enum ecw_poison_reason {
 	ECW_REASON_NONE,
-	ECW_REASON_PERMANENT,     /* no delivery can fix it */
-	ECW_REASON_MAX_DEQUEUE,   /* delivered max_dequeue_count times without success */
+	ECW_REASON_PERMANENT,   /* no delivery can fix it */
+	ECW_REASON_MAX_DEQUEUE, /* delivered max_dequeue_count times without success */
 };
 
 struct ecw_outcome {
@@ -56,8 +56,8 @@ struct ecw_outcome {
 	/* Why it is (or, when the lease went first, would have been)
 	 * poisoned; NONE otherwise. */
 	enum ecw_poison_reason reason;
-	int hide_s;                /* RETRY: seconds, 1..604800 */
-	const char *word;          /* the log's and the metrics' outcome: "run",
+	int hide_s;       /* RETRY: seconds, 1..604800 */
+	const char *word; /* the log's and the metrics' outcome: "run",
 				    * "succeeded", "retried", "poisoned",
 				    * "poison-failed", "lease-lost", "released" */
 };

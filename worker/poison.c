@@ -40,7 +40,8 @@ int ecw_poison_envelope(struct ecw_buf *out, const struct ecw_poison_info *in)
 	json_object_object_add(obj, "ecw_poison", json_object_new_int(1));
 	/* The text came through XML, so it is valid UTF-8: a JSON string holds
 	 * it exactly. */
-	json_object_object_add(obj, "original", json_object_new_string_len(in->original, (int)in->original_len));
+	json_object_object_add(obj, "original",
+			       json_object_new_string_len(in->original, (int)in->original_len));
 	add_str(obj, "queue", in->queue);
 	add_str(obj, "message_id", in->message_id);
 	add_time(obj, "inserted_at", in->inserted_at);
@@ -126,7 +127,8 @@ int ecw_poison_parse(struct ecw_poison_view *out, const char *text, size_t len)
 	if (len < INT32_MAX && (tok = json_tokener_new())) {
 		obj = json_tokener_parse_ex(tok, text, (int)len);
 		/* Trailing bytes after the object mean it is not one of ours. */
-		if (obj && (json_tokener_get_error(tok) != json_tokener_success || tok->char_offset != (int)len)) {
+		if (obj &&
+		    (json_tokener_get_error(tok) != json_tokener_success || tok->char_offset != (int)len)) {
 			json_object_put(obj);
 			obj = NULL;
 		}
@@ -148,8 +150,10 @@ int ecw_poison_parse(struct ecw_poison_view *out, const char *text, size_t len)
 	memcpy(out->original, json_object_get_string(v), out->original_len);
 	out->original[out->original_len] = '\0';
 	if ((err = dup_field(&out->job, obj, "job")) < 0 || (err = dup_field(&out->pk, obj, "pk")) < 0 ||
-	    (err = dup_field(&out->rk, obj, "rk")) < 0 || (err = dup_field(&out->reason, obj, "reason")) < 0 ||
-	    (err = dup_field(&out->error, obj, "error")) < 0 || (err = dup_field(&out->queue, obj, "queue")) < 0 ||
+	    (err = dup_field(&out->rk, obj, "rk")) < 0 ||
+	    (err = dup_field(&out->reason, obj, "reason")) < 0 ||
+	    (err = dup_field(&out->error, obj, "error")) < 0 ||
+	    (err = dup_field(&out->queue, obj, "queue")) < 0 ||
 	    (err = dup_field(&out->message_id, obj, "message_id")) < 0 ||
 	    (err = dup_field(&out->worker, obj, "worker")) < 0) {
 		json_object_put(obj);
@@ -225,14 +229,17 @@ int ecw_poison_parse_since(time_t *out, const char *text, time_t now)
 		*out = now - (time_t)(ms / 1000);
 		return 0;
 	}
-	return ecw_error_set(ECW_EINVALID,
-			     "--since '%s': expected a duration back from now (90m, 2h, 7d, 1w) or a UTC time "
-			     "(2026-11-20 or 2026-11-20T10:00:00Z)", text);
+	return ecw_error_set(
+		ECW_EINVALID,
+		"--since '%s': expected a duration back from now (90m, 2h, 7d, 1w) or a UTC time "
+		"(2026-11-20 or 2026-11-20T10:00:00Z)",
+		text);
 }
 
 /* ---- the JSON form ------------------------------------------------------- */
 
-struct json_object *ecw_poison_view_json(const struct ecw_poison_view *v, const char *id, time_t poison_inserted)
+struct json_object *ecw_poison_view_json(const struct ecw_poison_view *v, const char *id,
+					 time_t poison_inserted)
 {
 	struct json_object *obj = json_object_new_object();
 
@@ -242,7 +249,8 @@ struct json_object *ecw_poison_view_json(const struct ecw_poison_view *v, const 
 	json_object_object_add(obj, "envelope", json_object_new_boolean(v->envelope));
 	add_time(obj, "poison_inserted_at", poison_inserted);
 	if (!v->envelope) {
-		json_object_object_add(obj, "text", json_object_new_string_len(v->original, (int)v->original_len));
+		json_object_object_add(obj, "text",
+				       json_object_new_string_len(v->original, (int)v->original_len));
 		return obj;
 	}
 	add_str(obj, "job", v->job);
@@ -257,6 +265,7 @@ struct json_object *ecw_poison_view_json(const struct ecw_poison_view *v, const 
 	add_str(obj, "queue", v->queue);
 	add_str(obj, "message_id", v->message_id);
 	add_str(obj, "worker", v->worker);
-	json_object_object_add(obj, "original", json_object_new_string_len(v->original, (int)v->original_len));
+	json_object_object_add(obj, "original",
+			       json_object_new_string_len(v->original, (int)v->original_len));
 	return obj;
 }

@@ -14,17 +14,17 @@
 struct json_object;
 
 struct ecw_poison_info {
-	const char *original;         /* the message text exactly as received */
+	const char *original; /* the message text exactly as received */
 	size_t original_len;
 	const char *queue;
 	const char *message_id;
 	time_t inserted_at;
 	long dequeue_count;
 	time_t failed_at;
-	const char *reason;           /* "permanent" | "max-dequeue" */
-	const char *error;            /* one line */
-	const char *job, *pk, *rk;    /* NULL when not decodable */
-	const char *worker;           /* "<host> ecworker/<version>" */
+	const char *reason;        /* "permanent" | "max-dequeue" */
+	const char *error;         /* one line */
+	const char *job, *pk, *rk; /* NULL when not decodable */
+	const char *worker;        /* "<host> ecworker/<version>" */
 };
 
 /* {"ecw_poison":1,"original":...,"queue":...,"message_id":...,"inserted_at":...,
@@ -37,13 +37,13 @@ int ecw_poison_envelope(struct ecw_buf *out, const struct ecw_poison_info *info)
  * text is what replay puts back, and it has no job, keys or reason. */
 struct ecw_poison_view {
 	bool envelope;
-	char *original;               /* envelope: `original`; foreign: the text */
+	char *original; /* envelope: `original`; foreign: the text */
 	size_t original_len;
-	char *job, *pk, *rk;          /* NULL when absent */
-	char *reason, *error;         /* NULL when absent */
+	char *job, *pk, *rk;  /* NULL when absent */
+	char *reason, *error; /* NULL when absent */
 	char *queue, *message_id, *worker;
-	long dequeue_count;           /* -1 when absent */
-	time_t failed_at;             /* 0 when absent or unreadable */
+	long dequeue_count; /* -1 when absent */
+	time_t failed_at;   /* 0 when absent or unreadable */
 	time_t inserted_at;
 };
 
@@ -58,16 +58,17 @@ void ecw_poison_view_dispose(struct ecw_poison_view *v);
  * "id" (the poison message id), "envelope" and "poison_inserted_at"; a
  * foreign message has "text" instead. NULL when out of memory; the caller
  * puts it with json_object_put. */
-struct json_object *ecw_poison_view_json(const struct ecw_poison_view *v, const char *id, time_t poison_inserted);
+struct json_object *ecw_poison_view_json(const struct ecw_poison_view *v, const char *id,
+					 time_t poison_inserted);
 
 /* What operators select poison messages by; every set field must match. */
 struct ecw_poison_filter {
-	const char *job;              /* the envelope's job; never matches a foreign message */
-	const char *reason;           /* "permanent" | "max-dequeue"; never matches foreign */
-	time_t since;                 /* failed at or after (foreign: put on the poison
+	const char *job;    /* the envelope's job; never matches a foreign message */
+	const char *reason; /* "permanent" | "max-dequeue"; never matches foreign */
+	time_t since;       /* failed at or after (foreign: put on the poison
 	                               * queue at or after); 0 = any */
-	const char *grep;             /* a substring of the error, original, job or keys */
-	char *const *ids;             /* poison message ids; NULL = any */
+	const char *grep;   /* a substring of the error, original, job or keys */
+	char *const *ids;   /* poison message ids; NULL = any */
 	size_t nids;
 };
 

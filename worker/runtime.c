@@ -39,13 +39,13 @@
 
 struct slot {
 	pthread_mutex_t mu;
-	bool busy;                  /* holds a received message */
-	bool done;                  /* its job thread settled it: renewer keeps off */
-	bool abandoned;             /* shutdown released it: nobody may settle it */
-	bool stale;                 /* not busy, but still holds its last message's memory */
+	bool busy;      /* holds a received message */
+	bool done;      /* its job thread settled it: renewer keeps off */
+	bool abandoned; /* shutdown released it: nobody may settle it */
+	bool stale;     /* not busy, but still holds its last message's memory */
 	atomic_bool lease_lost;
-	struct ecw_queue_msg msg;   /* owns msg.text; pop_receipt updated by renewals */
-	struct ecw_message m;       /* decoded on receipt (m.job, m.pk, m.rk point into it,
+	struct ecw_queue_msg msg; /* owns msg.text; pop_receipt updated by renewals */
+	struct ecw_message m;     /* decoded on receipt (m.job, m.pk, m.rk point into it,
 				     * also after a failed decode: for the log) */
 	bool decoded;
 	char decode_error[512];
@@ -71,23 +71,23 @@ struct runtime {
 	int vis_s;
 
 	struct slot *slots;
-	int nslots;                 /* concurrency + prefetch: messages held at most */
-	int nthreads;               /* concurrency: job threads */
+	int nslots;   /* concurrency + prefetch: messages held at most */
+	int nthreads; /* concurrency: job threads */
 	int prefetch;
-	int want;                   /* messages a receive asks for */
+	int want; /* messages a receive asks for */
 
-	pthread_mutex_t mu;         /* guards everything below */
-	pthread_cond_t work_cv;     /* job threads: a slot is ready */
-	pthread_cond_t main_cv;     /* receive loop: a slot freed, or a signal */
-	pthread_cond_t renew_cv;    /* renewer: a signal */
-	pthread_cond_t sched_cv;    /* scheduler: a signal */
-	bool sched_exited;          /* the scheduler thread left its loop */
-	int *ready;                 /* slot indexes waiting for a job thread, oldest first */
+	pthread_mutex_t mu;      /* guards everything below */
+	pthread_cond_t work_cv;  /* job threads: a slot is ready */
+	pthread_cond_t main_cv;  /* receive loop: a slot freed, or a signal */
+	pthread_cond_t renew_cv; /* renewer: a signal */
+	pthread_cond_t sched_cv; /* scheduler: a signal */
+	bool sched_exited;       /* the scheduler thread left its loop */
+	int *ready;              /* slot indexes waiting for a job thread, oldest first */
 	int ready_n;
-	int inflight;               /* slots held: waiting or running */
+	int inflight; /* slots held: waiting or running */
 	bool workers_exit;
-	atomic_bool stopping;       /* first signal */
-	atomic_bool force;          /* second signal */
+	atomic_bool stopping; /* first signal */
+	atomic_bool force;    /* second signal */
 };
 
 static struct runtime *the_runtime; /* kept for the detached signal thread */
@@ -156,20 +156,25 @@ static void log_storage_error(const char *what)
  * need, gathered once (its job was resolved on receipt, in slot->def). */
 struct delivery {
 	struct slot *s;
-	struct ecw_job_ctx ctx;         /* what the job ran with; .outcome_detail for the log */
-	struct ecw_outcome o;           /* the rules' answer, then what settling made of it */
-	enum ecw_poison_reason reason;  /* why it is poisoned, kept when the envelope fails */
-	char error[512];                /* the failure's text, for the log and the envelope */
+	struct ecw_job_ctx ctx;        /* what the job ran with; .outcome_detail for the log */
+	struct ecw_outcome o;          /* the rules' answer, then what settling made of it */
+	enum ecw_poison_reason reason; /* why it is poisoned, kept when the envelope fails */
+	char error[512];               /* the failure's text, for the log and the envelope */
 	int64_t t0;
-	size_t group;                   /* members run together with it (1: alone) */
+	size_t group; /* members run together with it (1: alone) */
 };
 
-static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stage stage, bool runnable, int err)
+static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stage stage, bool runnable,
+		   int err)
 {
 	struct slot *s = d->s;
 	struct ecw_outcome_facts facts = {
-		.stage = stage, .decoded = s->decoded, .runnable = runnable, .err = err,
-		.dequeue_count = s->msg.dequeue_count, .lease_lost = atomic_load(&s->lease_lost),
+		.stage = stage,
+		.decoded = s->decoded,
+		.runnable = runnable,
+		.err = err,
+		.dequeue_count = s->msg.dequeue_count,
+		.lease_lost = atomic_load(&s->lease_lost),
 	};
 
 	ecw_outcome_decide(&d->o, &facts, &rt->limits, ecw_random_u32());
@@ -227,8 +232,8 @@ static int enqueue_then(struct runtime *rt, struct ecw_client *c, const struct s
 			err = ecw_error_set(ECW_ETRANSIENT, "lease lost before enqueueing '%s'", then[i]);
 			break;
 		}
-		if ((err = ecw_message_encode(&text, then[i], m->pk, m->rk, m->id ? m->id : s->msg.id, NULL, false)) ==
-		    0)
+		if ((err = ecw_message_encode(&text, then[i], m->pk, m->rk, m->id ? m->id : s->msg.id, NULL,
+					      false)) == 0)
 			err = ecw_queue_put(NULL, c, rt->cfg->worker.queue, text.ptr, text.len, &po);
 	}
 	ecw_buf_dispose(&text);
@@ -242,10 +247,16 @@ static struct ecw_job_ctx job_ctx(struct runtime *rt, struct ecw_client *c, stru
 	const struct ecw_message *m = &s->m;
 
 	return (struct ecw_job_ctx){
-		.client = c, .job = s->def->name, .pk = m->pk, .rk = m->rk,
-		.trace_id = m->id ? m->id : s->msg.id, .message_id = s->msg.id,
-		.dequeue_count = s->msg.dequeue_count, .message = m->obj,
-		.lease_lost = &s->lease_lost, .stopping = &rt->stopping,
+		.client = c,
+		.job = s->def->name,
+		.pk = m->pk,
+		.rk = m->rk,
+		.trace_id = m->id ? m->id : s->msg.id,
+		.message_id = s->msg.id,
+		.dequeue_count = s->msg.dequeue_count,
+		.message = m->obj,
+		.lease_lost = &s->lease_lost,
+		.stopping = &rt->stopping,
 	};
 }
 
@@ -270,8 +281,8 @@ static void abandon(struct runtime *rt, struct ecw_client *c, struct slot *s)
 		ecw_log_str(l, "pk", s->m.pk);
 		ecw_log_str(l, "rk", s->m.rk);
 		ecw_log_str(l, "message_id", s->msg.id);
-		ecw_log_str(l, "error", ecw_error_last()->message[0] ? ecw_error_last()->message
-								      : ecw_err_name(err));
+		ecw_log_str(l, "error",
+			    ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
 		ecw_log_end(l);
 	}
 }
@@ -285,11 +296,19 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 	const char *reason = ecw_outcome_reason_name(d->reason);
 	struct ecw_queue_put_options po = {0, rt->cfg->worker.message_ttl_s};
 	struct ecw_poison_info info = {
-		.original = s->msg.text, .original_len = s->msg.text_len,
-		.queue = rt->cfg->worker.queue, .message_id = s->msg.id,
-		.inserted_at = s->msg.insertion_time, .dequeue_count = s->msg.dequeue_count,
-		.failed_at = time(NULL), .reason = reason, .error = d->error,
-		.job = m->job, .pk = m->pk, .rk = m->rk, .worker = ecw_worker_id(),
+		.original = s->msg.text,
+		.original_len = s->msg.text_len,
+		.queue = rt->cfg->worker.queue,
+		.message_id = s->msg.id,
+		.inserted_at = s->msg.insertion_time,
+		.dequeue_count = s->msg.dequeue_count,
+		.failed_at = time(NULL),
+		.reason = reason,
+		.error = d->error,
+		.job = m->job,
+		.pk = m->pk,
+		.rk = m->rk,
+		.worker = ecw_worker_id(),
 	};
 	struct ecw_buf env;
 	int err;
@@ -305,7 +324,8 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 		if (env.len <= ECW_QUEUE_MAX_TEXT)
 			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, env.ptr, env.len, &po);
 		else
-			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, s->msg.text, s->msg.text_len, &po);
+			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, s->msg.text,
+					    s->msg.text_len, &po);
 	}
 	ecw_buf_dispose(&env);
 	if (err < 0) {
@@ -329,8 +349,9 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 #define LOG_FIELD_MAX 256
 
 static const char *const message_line_keys[] = {
-	"time", "level", "event", "outcome", "job", "pk", "rk", "id", "message_id", "dequeue_count",
-	"duration_ms", "group", "reason", "detail", "hidden_s", "error", "truncated", "fields_omitted", NULL};
+	"time",     "level",      "event",         "outcome",        "job",   "pk",     "rk",
+	"id",       "message_id", "dequeue_count", "duration_ms",    "group", "reason", "detail",
+	"hidden_s", "error",      "truncated",     "fields_omitted", NULL};
 
 static bool log_one_field(struct ecw_log_line *l, const char *name, struct json_object *v)
 {
@@ -343,14 +364,9 @@ static bool log_one_field(struct ecw_log_line *l, const char *name, struct json_
 			return false;
 		ecw_log_str(l, name, json_object_get_string(v));
 		return true;
-	case json_type_int:
-		ecw_log_int(l, name, json_object_get_int64(v));
-		return true;
-	case json_type_double:
-		ecw_log_double(l, name, json_object_get_double(v));
-		return true;
-	default:
-		return false;
+	case json_type_int: ecw_log_int(l, name, json_object_get_int64(v)); return true;
+	case json_type_double: ecw_log_double(l, name, json_object_get_double(v)); return true;
+	default: return false;
 	}
 }
 
@@ -390,8 +406,8 @@ static void log_message(const struct delivery *d)
 	const struct slot *s = d->s;
 	const struct ecw_message *m = &s->m;
 	const char *outcome = d->o.word;
-	struct ecw_log_line *l = ecw_log_begin(strcmp(outcome, "succeeded") == 0 ? ECW_LOG_INFO : ECW_LOG_WARN,
-					       "message");
+	struct ecw_log_line *l =
+		ecw_log_begin(strcmp(outcome, "succeeded") == 0 ? ECW_LOG_INFO : ECW_LOG_WARN, "message");
 
 	ecw_log_str(l, "outcome", outcome);
 	ecw_log_str(l, "job", m->job);
@@ -424,7 +440,8 @@ static void conclude(struct runtime *rt, struct ecw_client *c, struct delivery *
 		settle(rt, c, d);
 	if (strcmp(d->o.word, "released") == 0)
 		return; /* shutdown released it and logged it already */
-	ecw_metrics_message(d->s->def ? d->s->def->name : "", d->o.word, (double)(ecw_now_ms() - d->t0) / 1000.0);
+	ecw_metrics_message(d->s->def ? d->s->def->name : "", d->o.word,
+			    (double)(ecw_now_ms() - d->t0) / 1000.0);
 	log_message(d);
 }
 
@@ -468,9 +485,10 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	decide(rt, &d, ECW_STAGE_RECEIVED, runnable(&d), 0);
 	if (d.o.action != ECW_ACTION_RUN) {
 		if (d.reason == ECW_REASON_MAX_DEQUEUE)
-			snprintf(d.error, sizeof(d.error),
-				 "delivered %ld times (max_dequeue_count %d): the worker holding it stopped each time",
-				 s->msg.dequeue_count, rt->cfg->worker.max_dequeue_count);
+			snprintf(
+				d.error, sizeof(d.error),
+				"delivered %ld times (max_dequeue_count %d): the worker holding it stopped each time",
+				s->msg.dequeue_count, rt->cfg->worker.max_dequeue_count);
 		conclude(rt, c, &d);
 		return;
 	}
@@ -502,7 +520,8 @@ static void process_group(struct runtime *rt, struct ecw_client *c, struct slot 
 	for (size_t i = 0; i < n; i++) {
 		struct delivery d = {.s = group[i], .ctx = ctxs[i], .t0 = t0, .group = n};
 		if (errs[i] < 0)
-			snprintf(d.error, sizeof(d.error), "%s", ctxs[i].error[0] ? ctxs[i].error : ecw_err_name(errs[i]));
+			snprintf(d.error, sizeof(d.error), "%s",
+				 ctxs[i].error[0] ? ctxs[i].error : ecw_err_name(errs[i]));
 		finish(rt, c, &d, errs[i]);
 	}
 }
@@ -658,7 +677,8 @@ static void *renew_thread(void *p)
 				err = ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, rt->vis_s, NULL, 0);
 				if (err == 0) {
 					s->renew_at_ms = now + (int64_t)rt->vis_s * 500;
-					struct ecw_log_line *l = ecw_log_begin(ECW_LOG_DEBUG, "lease_renewed");
+					struct ecw_log_line *l =
+						ecw_log_begin(ECW_LOG_DEBUG, "lease_renewed");
 					ecw_log_str(l, "message_id", s->msg.id);
 					ecw_log_int(l, "visibility_s", rt->vis_s);
 					ecw_log_end(l);
@@ -691,7 +711,8 @@ static void *sched_thread(void *p)
 	struct ecw_scheduler *sched = NULL;
 
 	if (ecw_scheduler_new(&sched, rt->cfg) < 0)
-		ecw_log_msg(ECW_LOG_ERROR, "schedule_error", "%s: schedules will not run", ecw_error_last()->message);
+		ecw_log_msg(ECW_LOG_ERROR, "schedule_error", "%s: schedules will not run",
+			    ecw_error_last()->message);
 	while (sched && !atomic_load(&rt->stopping)) {
 		int64_t wait = ecw_scheduler_tick(sched, a->client, &rt->stopping);
 		pthread_mutex_lock(&rt->mu);
@@ -781,7 +802,8 @@ static void log_start(const struct runtime *rt, const struct ecw_metrics_server 
 	ecw_log_int(l, "schedules", (int64_t)ecw_schedules_count(cfg->schedules));
 	ecw_log_str(l, "metrics", cfg->metrics.listen[0] ? cfg->metrics.listen : "off");
 	if (metrics)
-		ecw_log_int(l, "metrics_port", ecw_metrics_port(metrics)); /* the bound one, when listen says :0 */
+		ecw_log_int(l, "metrics_port",
+			    ecw_metrics_port(metrics)); /* the bound one, when listen says :0 */
 	ecw_log_end(l);
 	if (cfg->njobs == 0)
 		ecw_log_msg(ECW_LOG_WARN, "config", "no jobs configured: every message will be poisoned");
@@ -895,7 +917,8 @@ static int prepare_patiently(struct runtime *rt, struct ecw_client *c)
 		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "start_retry");
 		ecw_log_int(l, "attempt", attempt++);
 		ecw_log_int(l, "retry_in_ms", wait_ms);
-		ecw_log_str(l, "error", "could not create the queues and tables it needs; storage may be away");
+		ecw_log_str(l, "error",
+			    "could not create the queues and tables it needs; storage may be away");
 		ecw_log_end(l);
 		nap(rt, wait_ms);
 		if (atomic_load(&rt->stopping))
@@ -948,8 +971,10 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 			 * (6 a minute at 10 s: jitter below the cap would add a third). */
 			nap(rt, poll_ms >= cfg->worker.poll_max_ms
 					? poll_ms
-					: poll_ms / 2 + (int64_t)(ecw_random_u32() % (uint32_t)(poll_ms / 2 + 1)));
-			poll_ms = poll_ms * 2 > cfg->worker.poll_max_ms ? cfg->worker.poll_max_ms : poll_ms * 2;
+					: poll_ms / 2 +
+						  (int64_t)(ecw_random_u32() % (uint32_t)(poll_ms / 2 + 1)));
+			poll_ms =
+				poll_ms * 2 > cfg->worker.poll_max_ms ? cfg->worker.poll_max_ms : poll_ms * 2;
 			ecw_queue_msgs_free(msgs, count);
 			continue;
 		}
@@ -1049,7 +1074,9 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	rt->nthreads = cfg->worker.concurrency;
 	rt->prefetch = cfg->worker.prefetch;
 	rt->nslots = rt->nthreads + rt->prefetch;
-	rt->want = rt->prefetch == 0 ? 1 : cfg->worker.batch_size < rt->nslots ? cfg->worker.batch_size : rt->nslots;
+	rt->want = rt->prefetch == 0                     ? 1
+		   : cfg->worker.batch_size < rt->nslots ? cfg->worker.batch_size
+							 : rt->nslots;
 	if (rt->want < 1)
 		rt->want = 1;
 	rt->vis_s = (int)(cfg->worker.visibility_timeout_ms / 1000);
@@ -1099,8 +1126,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	}
 	log_start(rt, metrics);
 	switch (prepare_patiently(rt, c)) {
-	case 0:
-		break;
+	case 0: break;
 	case 1:
 		rc = 0;
 		ecw_log_msg(ECW_LOG_INFO, "stop", "stopped before start-up completed");
@@ -1139,7 +1165,8 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 			atomic_store(&rt->stopping, true); /* the threads above end with the loop */
 		} else {
 			sched_arg.rt = rt;
-			sched_arg.started = pthread_create(&sched_arg.tid, NULL, sched_thread, &sched_arg) == 0;
+			sched_arg.started =
+				pthread_create(&sched_arg.tid, NULL, sched_thread, &sched_arg) == 0;
 		}
 	}
 
@@ -1158,7 +1185,8 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 		joinable = rt->sched_exited;
 		pthread_mutex_unlock(&rt->mu);
 		if (!joinable)
-			ecw_log_msg(ECW_LOG_WARN, "schedule_error", "the scheduler was still busy when shutdown_grace ran out");
+			ecw_log_msg(ECW_LOG_WARN, "schedule_error",
+				    "the scheduler was still busy when shutdown_grace ran out");
 	}
 	if (joinable) {
 		pthread_mutex_lock(&rt->mu);

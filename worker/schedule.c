@@ -110,12 +110,12 @@ static int format_utc(char *out, size_t cap, int64_t ms, enum utc_format f)
 		n = snprintf(out, cap, "%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
 		break;
 	case UTC_HOUR:
-		n = snprintf(out, cap, "%04d-%02d-%02dT%02d:00:00Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-			     tm.tm_hour);
+		n = snprintf(out, cap, "%04d-%02d-%02dT%02d:00:00Z", tm.tm_year + 1900, tm.tm_mon + 1,
+			     tm.tm_mday, tm.tm_hour);
 		break;
 	case UTC_MINUTE:
-		n = snprintf(out, cap, "%04d-%02d-%02dT%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-			     tm.tm_hour, tm.tm_min);
+		n = snprintf(out, cap, "%04d-%02d-%02dT%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+			     tm.tm_mday, tm.tm_hour, tm.tm_min);
 		break;
 	default:
 		n = snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
@@ -142,7 +142,8 @@ int ecw_schedule_marker_key(char *out, size_t cap, int64_t period_ms)
 
 /* ---- the section ------------------------------------------------------------ */
 
-static const char *const schedule_keys[] = {"job", "every", "at", "for_each", "window", "name", "catch_up", NULL};
+static const char *const schedule_keys[] = {"job",    "every", "at",       "for_each",
+					    "window", "name",  "catch_up", NULL};
 static const char *const for_each_keys[] = {"table", "field", "as", "filter", NULL};
 
 static bool ident_ok(const char *s, size_t max, bool dash)
@@ -153,8 +154,8 @@ static bool ident_ok(const char *s, size_t max, bool dash)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-		      (dash && c == '-')))
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || (dash && c == '-')))
 			return false;
 	}
 	return true;
@@ -171,7 +172,10 @@ static int parse_at(int64_t *out, const struct ecw_node *v, int64_t every_ms, co
 		    struct ecw_node_errors *errs)
 {
 	const char *s = v->value, *colon = strchr(s, ':');
-	long hh = 0, mm = 0, max_h = every_ms == ECW_SCHEDULE_HOUR_MS ? 0 : every_ms == ECW_SCHEDULE_DAY_MS ? 23 : 167;
+	long hh = 0, mm = 0,
+	     max_h = every_ms == ECW_SCHEDULE_HOUR_MS  ? 0
+		     : every_ms == ECW_SCHEDULE_DAY_MS ? 23
+						       : 167;
 	size_t nh = colon ? (size_t)(colon - s) : 0;
 	bool ok = colon && nh >= 2 && nh <= 3 && strlen(colon + 1) == 2;
 
@@ -181,13 +185,17 @@ static int parse_at(int64_t *out, const struct ecw_node *v, int64_t every_ms, co
 		ok = colon[i] >= '0' && colon[i] <= '9', mm = mm * 10 + (colon[i] - '0');
 	if (!ok || mm > 59 || hh > max_h) {
 		if (every_ms == ECW_SCHEDULE_HOUR_MS)
-			ecw_node_error(errs, v, "%s.at must be \"00:MM\" with every: 1h (minutes into the hour)", what);
-		else if (every_ms == ECW_SCHEDULE_DAY_MS)
-			ecw_node_error(errs, v, "%s.at must be \"HH:MM\" (00:00..23:59 UTC) with every: 1d", what);
-		else
 			ecw_node_error(errs, v,
-					 "%s.at must be \"HH:MM\" from Monday 00:00 UTC (00:00..167:59) with every: 1w",
-					 what);
+				       "%s.at must be \"00:MM\" with every: 1h (minutes into the hour)",
+				       what);
+		else if (every_ms == ECW_SCHEDULE_DAY_MS)
+			ecw_node_error(errs, v, "%s.at must be \"HH:MM\" (00:00..23:59 UTC) with every: 1d",
+				       what);
+		else
+			ecw_node_error(
+				errs, v,
+				"%s.at must be \"HH:MM\" from Monday 00:00 UTC (00:00..167:59) with every: 1w",
+				what);
 		return -1;
 	}
 	*out = hh * ECW_SCHEDULE_HOUR_MS + mm * 60000;
@@ -221,7 +229,8 @@ static size_t count_fields(const char *const *fields)
 static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const struct ecw_job_def *def,
 			  const char *what, struct ecw_node_errors *errs)
 {
-	const char *const *fields = def && def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
+	const char *const *fields =
+		def && def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
 	size_t nf = count_fields(fields);
 	char list[256];
 	int bad = 0;
@@ -242,24 +251,25 @@ static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const s
 	}
 	if (s->field && !ident_ok(s->field, 255, false)) {
 		ecw_node_error(errs, ecw_node_get(fe, "field"),
-				 "%s.for_each.field must be PartitionKey, RowKey or a property name", what);
+			       "%s.for_each.field must be PartitionKey, RowKey or a property name", what);
 		bad = 1;
 	}
 	if (bad || !def)
 		return bad ? -1 : 0;
 	if (nf == 0) {
 		ecw_node_error(errs, fe,
-				 "%s.for_each: job '%s' reads no message field: drop for_each (every message "
-				 "would be the same)",
-				 what, def->name);
+			       "%s.for_each: job '%s' reads no message field: drop for_each (every message "
+			       "would be the same)",
+			       what, def->name);
 		return -1;
 	}
 	if (!s->as) {
 		if (nf != 1) {
-			ecw_node_error(errs, fe,
-					 "%s.for_each: give `as`, the message field that receives the value (job "
-					 "'%s' reads %s)",
-					 what, def->name, nf ? list_fields(list, sizeof(list), fields) : "no fields");
+			ecw_node_error(
+				errs, fe,
+				"%s.for_each: give `as`, the message field that receives the value (job "
+				"'%s' reads %s)",
+				what, def->name, nf ? list_fields(list, sizeof(list), fields) : "no fields");
 			return -1;
 		}
 		if (!(s->as = strdup(fields[0])))
@@ -269,8 +279,9 @@ static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const s
 	for (size_t i = 0; i < nf; i++)
 		if (strcmp(fields[i], s->as) == 0)
 			return 0;
-	ecw_node_error(errs, ecw_node_get(fe, "as"), "%s.for_each.as: job '%s' reads no field '%.64s' (it reads %s)",
-			 what, def->name, s->as, nf ? list_fields(list, sizeof(list), fields) : "no fields");
+	ecw_node_error(errs, ecw_node_get(fe, "as"),
+		       "%s.for_each.as: job '%s' reads no field '%.64s' (it reads %s)", what, def->name,
+		       s->as, nf ? list_fields(list, sizeof(list), fields) : "no fields");
 	return -1;
 }
 
@@ -279,7 +290,8 @@ static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const s
 static int check_job(const struct schedule *s, const struct ecw_node *item, const struct ecw_job_def *def,
 		     const char *what, struct ecw_node_errors *errs)
 {
-	const char *const *fields = def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
+	const char *const *fields =
+		def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
 	size_t nf = count_fields(fields);
 	/* A type may have window_ms and still be configured without a window
 	 * (it answers 0): that is no window either. */
@@ -289,36 +301,37 @@ static int check_job(const struct schedule *s, const struct ecw_node *item, cons
 
 	if (!def->type->keyless) {
 		ecw_node_error(errs, ecw_node_get(item, "job"),
-				 "%s.job: '%s' is a %s job, which takes an entity's keys (a schedule can only "
-				 "enqueue a keyless job)",
-				 what, def->name, def->type->name);
+			       "%s.job: '%s' is a %s job, which takes an entity's keys (a schedule can only "
+			       "enqueue a keyless job)",
+			       what, def->name, def->type->name);
 		return -1;
 	}
 	if (nf > 1 || (nf == 1 && !s->table)) {
-		ecw_node_error(errs, item,
-				 "%s: job '%s' reads the message field(s) %s, and a schedule provides one, from "
-				 "for_each (with `as`)",
-				 what, def->name, list_fields(list, sizeof(list), fields));
+		ecw_node_error(
+			errs, item,
+			"%s: job '%s' reads the message field(s) %s, and a schedule provides one, from "
+			"for_each (with `as`)",
+			what, def->name, list_fields(list, sizeof(list), fields));
 		bad = 1;
 	}
 	if (s->pub.window != ECW_WINDOW_NONE) {
 		const char *w = s->pub.window == ECW_WINDOW_PREVIOUS ? "previous" : "current";
 		if (win <= 0) {
 			ecw_node_error(errs, ecw_node_get(item, "window"),
-					 "%s.window: job '%s' (%s) does not work on a window", what, def->name,
-					 def->type->name);
+				       "%s.window: job '%s' (%s) does not work on a window", what, def->name,
+				       def->type->name);
 			bad = 1;
 		} else if (win != s->pub.every_ms) {
 			ecw_node_error(errs, ecw_node_get(item, "window"),
-					 "%s.window: %s needs every: %s to match the job's window %s", what, w,
-					 (win == ECW_SCHEDULE_HOUR_MS || win == ECW_SCHEDULE_DAY_MS ||
-					  win == ECW_SCHEDULE_WEEK_MS)
-						 ? every_name(win)
-						 : "(the job's window)",
-					 (win == ECW_SCHEDULE_HOUR_MS || win == ECW_SCHEDULE_DAY_MS ||
-					  win == ECW_SCHEDULE_WEEK_MS)
-						 ? every_name(win)
-						 : "is not 1h, 1d or 1w");
+				       "%s.window: %s needs every: %s to match the job's window %s", what, w,
+				       (win == ECW_SCHEDULE_HOUR_MS || win == ECW_SCHEDULE_DAY_MS ||
+					win == ECW_SCHEDULE_WEEK_MS)
+					       ? every_name(win)
+					       : "(the job's window)",
+				       (win == ECW_SCHEDULE_HOUR_MS || win == ECW_SCHEDULE_DAY_MS ||
+					win == ECW_SCHEDULE_WEEK_MS)
+					       ? every_name(win)
+					       : "is not 1h, 1d or 1w");
 			bad = 1;
 		}
 	}
@@ -363,20 +376,21 @@ static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx
 	if (ecw_node_string(&s->job, item, "job", true, errs) < 0)
 		bad = 1;
 	else if (!(def = find_job(jobs, njobs, s->job))) {
-		ecw_node_error(errs, ecw_node_get(item, "job"), "%s.job names '%.64s', which is not a configured job",
-				 what, s->job);
+		ecw_node_error(errs, ecw_node_get(item, "job"),
+			       "%s.job names '%.64s', which is not a configured job", what, s->job);
 		bad = 1;
 	}
 	if (!every) {
 		ecw_node_error(errs, item, "%s: missing required key 'every' (1h, 1d or 1w)", what);
 		bad = 1;
-	} else if (every->kind != ECW_NODE_SCALAR || ecw_duration_parse(&s->pub.every_ms, every->value, true) < 0 ||
+	} else if (every->kind != ECW_NODE_SCALAR ||
+		   ecw_duration_parse(&s->pub.every_ms, every->value, true) < 0 ||
 		   (s->pub.every_ms != ECW_SCHEDULE_HOUR_MS && s->pub.every_ms != ECW_SCHEDULE_DAY_MS &&
 		    s->pub.every_ms != ECW_SCHEDULE_WEEK_MS)) {
 		ecw_node_error(errs, every,
-				 "%s.every must be 1h, 1d or 1w (periods start on the hour, at UTC midnight, "
-				 "on Monday 00:00 UTC)",
-				 what);
+			       "%s.every must be 1h, 1d or 1w (periods start on the hour, at UTC midnight, "
+			       "on Monday 00:00 UTC)",
+			       what);
 		s->pub.every_ms = 0;
 		bad = 1;
 	}
@@ -396,8 +410,8 @@ static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx
 		else if (strcmp(window, "current") == 0)
 			s->pub.window = ECW_WINDOW_CURRENT;
 		else {
-			ecw_node_error(errs, ecw_node_get(item, "window"), "%s.window must be previous or current",
-					 what);
+			ecw_node_error(errs, ecw_node_get(item, "window"),
+				       "%s.window must be previous or current", what);
 			bad = 1;
 		}
 		free(window);
@@ -408,8 +422,8 @@ static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx
 	if (ecw_node_string(&s->name, item, "name", false, errs) < 0) {
 		bad = 1;
 	} else if (s->name && !ident_ok(s->name, 63, true)) {
-		ecw_node_error(errs, ecw_node_get(item, "name"), "%s.name must be 1-63 letters, digits, '-' or '_'",
-				 what);
+		ecw_node_error(errs, ecw_node_get(item, "name"),
+			       "%s.name must be 1-63 letters, digits, '-' or '_'", what);
 		bad = 1;
 	} else if (!s->name && s->job && !(s->name = strdup(s->job))) {
 		return -1;
@@ -460,10 +474,11 @@ int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *se
 		for (size_t j = 0; j < i; j++)
 			if (set->v[j].name && strcmp(set->v[j].name, set->v[i].name) == 0) {
 				const struct ecw_node *at = ecw_node_get(sec->items[i], "name");
-				ecw_node_error(errs, at ? at : sec->items[i],
-						 "schedules[%zu]: the name '%s' is taken by schedules[%zu] (it names "
-						 "the schedule's markers): give each its own `name`",
-						 i, set->v[i].name, j);
+				ecw_node_error(
+					errs, at ? at : sec->items[i],
+					"schedules[%zu]: the name '%s' is taken by schedules[%zu] (it names "
+					"the schedule's markers): give each its own `name`",
+					i, set->v[i].name, j);
 				bad = 1;
 			}
 	}
@@ -658,7 +673,8 @@ static int collect_values(char ***out, size_t *n, size_t *skipped, struct ecw_cl
 			if (k == cap) {
 				char **nv;
 				if (cap >= MAX_VALUES) {
-					err = ecw_error_set(ECW_ETOOLARGE, "for_each: more than %d entities", MAX_VALUES);
+					err = ecw_error_set(ECW_ETOOLARGE, "for_each: more than %d entities",
+							    MAX_VALUES);
 					goto done;
 				}
 				cap = cap ? cap * 2 : 64;
@@ -742,7 +758,8 @@ done:
 
 /* Puts the window's messages; *count says how many went out. */
 static int enqueue_window(size_t *count, struct ecw_client *c, const struct ecw_config *cfg,
-			  const struct ecw_schedule *sc, int64_t period, const char *rk, const atomic_bool *stopping)
+			  const struct ecw_schedule *sc, int64_t period, const char *rk,
+			  const atomic_bool *stopping)
 {
 	char ws[32], id[128];
 	const char *window_start = NULL;
@@ -813,23 +830,26 @@ static int claim(char **etag, bool *takeover, struct ecw_client *c, const struct
 			log_window(ECW_LOG_DEBUG, "schedule_skipped", sc, rk, "claimed");
 			return 0;
 		}
-		if ((p = ecw_entity_get(marker, "Claims")) && p->type == ECW_EDM_INT32 && p->v.i32 < INT32_MAX)
+		if ((p = ecw_entity_get(marker, "Claims")) && p->type == ECW_EDM_INT32 &&
+		    p->v.i32 < INT32_MAX)
 			claims = p->v.i32 + 1;
 		else
 			claims = 2;
 	}
 	if ((err = iso_time(at, sizeof(at), now)) < 0 || (err = ecw_entity_new(&e, sc->name, rk)) < 0 ||
-	    (err = ecw_entity_set_string(e, "ClaimedBy", ecw_worker_id(), strlen(ecw_worker_id()))) <
-		    0 ||
-	    (err = ecw_entity_set_datetime(e, "ClaimedAt", at)) < 0 || (err = ecw_entity_set_int32(e, "Claims", claims)) < 0 ||
+	    (err = ecw_entity_set_string(e, "ClaimedBy", ecw_worker_id(), strlen(ecw_worker_id()))) < 0 ||
+	    (err = ecw_entity_set_datetime(e, "ClaimedAt", at)) < 0 ||
+	    (err = ecw_entity_set_int32(e, "Claims", claims)) < 0 ||
 	    (err = ecw_entity_set_bool(e, "Done", false)) < 0)
 		goto done;
 	if (marker)
-		err = ecw_table_write(etag, c, cfg->worker.schedule_table, e, ECW_WRITE_MERGE, ecw_entity_etag(marker));
+		err = ecw_table_write(etag, c, cfg->worker.schedule_table, e, ECW_WRITE_MERGE,
+				      ecw_entity_etag(marker));
 	else
 		err = ecw_table_write(etag, c, cfg->worker.schedule_table, e, ECW_WRITE_INSERT, NULL);
 	if (err == ECW_ECONFLICT || err == ECW_EPRECONDITION) {
-		log_window(ECW_LOG_DEBUG, "schedule_skipped", sc, rk, marker ? "taken over elsewhere" : "claimed");
+		log_window(ECW_LOG_DEBUG, "schedule_skipped", sc, rk,
+			   marker ? "taken over elsewhere" : "claimed");
 		err = 0;
 		goto done;
 	}
@@ -864,11 +884,14 @@ static void finish(struct ecw_client *c, const struct ecw_config *cfg, const str
 		if (err < 0 && err != ECW_ENOTFOUND && err != ECW_ENOTABLE && err != ECW_EPRECONDITION)
 			log_error("schedule.release", sc, rk);
 		else
-			log_window(ECW_LOG_WARN, "schedule_released", sc, rk, "the window is done again from the start");
+			log_window(ECW_LOG_WARN, "schedule_released", sc, rk,
+				   "the window is done again from the start");
 		return;
 	}
-	if ((err = iso_time(at, sizeof(at), ecw_wall_ms())) < 0 || (err = ecw_entity_new(&e, sc->name, rk)) < 0 ||
-	    (err = ecw_entity_set_bool(e, "Done", true)) < 0 || (err = ecw_entity_set_int64(e, "Enqueued", (int64_t)count)) < 0 ||
+	if ((err = iso_time(at, sizeof(at), ecw_wall_ms())) < 0 ||
+	    (err = ecw_entity_new(&e, sc->name, rk)) < 0 ||
+	    (err = ecw_entity_set_bool(e, "Done", true)) < 0 ||
+	    (err = ecw_entity_set_int64(e, "Enqueued", (int64_t)count)) < 0 ||
 	    (err = ecw_entity_set_datetime(e, "DoneAt", at)) < 0)
 		goto done;
 	err = ecw_table_write(NULL, c, cfg->worker.schedule_table, e, ECW_WRITE_MERGE, etag);
@@ -886,7 +909,8 @@ done:
  * 1 when it is done (by anyone, as far as this replica knows), 0 when not,
  * <0 on a storage error. */
 static int run_window(struct ecw_client *c, const struct ecw_config *cfg, const struct ecw_schedule *sc,
-		      int64_t period, const char *rk, const struct ecw_entity *marker, const atomic_bool *stopping)
+		      int64_t period, const char *rk, const struct ecw_entity *marker,
+		      const atomic_bool *stopping)
 {
 	const struct ecw_prop *done = marker ? ecw_entity_get(marker, "Done") : NULL;
 	char *etag = NULL;
@@ -919,7 +943,8 @@ static int run_window(struct ecw_client *c, const struct ecw_config *cfg, const 
 	ecw_log_str(l, "schedule", sc->name);
 	ecw_log_str(l, "job", sc->job);
 	ecw_log_str(l, "window", rk);
-	if (sc->window != ECW_WINDOW_NONE && ecw_schedule_window_start(ws, sizeof(ws), period, sc->every_ms, sc->window) == 0)
+	if (sc->window != ECW_WINDOW_NONE &&
+	    ecw_schedule_window_start(ws, sizeof(ws), period, sc->every_ms, sc->window) == 0)
 		ecw_log_str(l, "window_start", ws);
 	ecw_log_int(l, "count", (int64_t)count);
 	ecw_log_bool(l, "takeover", takeover);
@@ -940,8 +965,10 @@ static int read_markers(struct ecw_entity **markers, struct ecw_client *c, const
 	int err;
 
 	ecw_buf_init(&f, 1024);
-	if ((err = ecw_buf_printf(&f, "PartitionKey eq ")) < 0 || (err = ecw_escape_filter_string(&f, sc->name)) < 0 ||
-	    (err = ecw_buf_printf(&f, " and RowKey ge ")) < 0 || (err = ecw_escape_filter_string(&f, keys[0])) < 0)
+	if ((err = ecw_buf_printf(&f, "PartitionKey eq ")) < 0 ||
+	    (err = ecw_escape_filter_string(&f, sc->name)) < 0 ||
+	    (err = ecw_buf_printf(&f, " and RowKey ge ")) < 0 ||
+	    (err = ecw_escape_filter_string(&f, keys[0])) < 0)
 		goto done;
 	qo.filter = ecw_buf_cstr(&f);
 	if ((err = ecw_table_query_new(&q, c, cfg->worker.schedule_table, &qo)) < 0)
@@ -966,7 +993,7 @@ static int tick_one(struct ecw_scheduler *s, size_t idx, struct ecw_client *c, c
 	const struct ecw_schedule *sc = &s->set->v[idx].pub;
 	size_t k = (size_t)sc->catch_up, n;
 	int64_t *due = NULL;
-	char (*keys)[32] = NULL;
+	char(*keys)[32] = NULL;
 	struct ecw_entity **markers = NULL;
 	bool pending = false;
 	int err = 0;
@@ -984,7 +1011,7 @@ static int tick_one(struct ecw_scheduler *s, size_t idx, struct ecw_client *c, c
 	}
 	if (!pending)
 		goto done;
-	if ((err = read_markers(markers, c, s->cfg, sc, (const char (*)[32])keys, n)) < 0) {
+	if ((err = read_markers(markers, c, s->cfg, sc, (const char(*)[32])keys, n)) < 0) {
 		log_error("schedule.read", sc, keys[0]);
 		goto done;
 	}
@@ -1021,7 +1048,8 @@ int64_t ecw_scheduler_tick(struct ecw_scheduler *s, struct ecw_client *c, const 
 	now = ecw_wall_ms();
 	for (size_t i = 0; i < ecw_schedules_count(s->set); i++) {
 		const struct ecw_schedule *sc = &s->set->v[i].pub;
-		int64_t next = ecw_schedule_period_start(now - sc->at_ms, sc->every_ms) + sc->every_ms + sc->at_ms;
+		int64_t next =
+			ecw_schedule_period_start(now - sc->at_ms, sc->every_ms) + sc->every_ms + sc->at_ms;
 		int64_t real = (next - now) / scale + 1;
 		if (real < wait)
 			wait = real;

@@ -30,16 +30,16 @@ enum ecw_schedule_window { ECW_WINDOW_NONE, ECW_WINDOW_PREVIOUS, ECW_WINDOW_CURR
 
 /* One schedule as configured (a view owned by the set). */
 struct ecw_schedule {
-	const char *name;      /* the markers' PartitionKey; default the job's name */
+	const char *name; /* the markers' PartitionKey; default the job's name */
 	const char *job;
-	int64_t every_ms;      /* ECW_SCHEDULE_HOUR_MS, _DAY_MS or _WEEK_MS */
-	int64_t at_ms;         /* offset of the firing into its period */
-	int catch_up;          /* how many of the latest due periods a tick considers */
+	int64_t every_ms; /* ECW_SCHEDULE_HOUR_MS, _DAY_MS or _WEEK_MS */
+	int64_t at_ms;    /* offset of the firing into its period */
+	int catch_up;     /* how many of the latest due periods a tick considers */
 	enum ecw_schedule_window window;
-	const char *table;     /* for_each.table; NULL: one message per period */
-	const char *field;     /* for_each.field: PartitionKey, RowKey or a String property */
-	const char *as;        /* for_each.as: the message field the value goes in */
-	const char *filter;    /* for_each.filter (OData) or NULL */
+	const char *table;  /* for_each.table; NULL: one message per period */
+	const char *field;  /* for_each.field: PartitionKey, RowKey or a String property */
+	const char *as;     /* for_each.as: the message field the value goes in */
+	const char *filter; /* for_each.filter (OData) or NULL */
 };
 
 /* 0 for NULL. */

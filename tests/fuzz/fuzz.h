@@ -41,12 +41,12 @@ static inline char *fuzz_cstr(const uint8_t *data, size_t n)
 }
 
 /* An invariant: on failure, says which and aborts (a crash libFuzzer keeps). */
-#define FUZZ_CHECK(cond)                                                                          \
-	do {                                                                                      \
-		if (!(cond)) {                                                                    \
-			fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                                  \
-		}                                                                                 \
+#define FUZZ_CHECK(cond)                                                                                     \
+	do {                                                                                                 \
+		if (!(cond)) {                                                                               \
+			fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);         \
+			abort();                                                                             \
+		}                                                                                            \
 	} while (0)
 
 #endif

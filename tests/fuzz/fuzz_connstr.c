@@ -28,7 +28,7 @@ static char *swap_secrets(const char *s)
 		size_t n = end ? (size_t)(end - p) : strlen(p);
 		eq = memchr(p, '=', n);
 		if (eq && ((eq - p == 10 && strncasecmp(p, "AccountKey", 10) == 0) ||
-			   (eq - p == 21 && strncasecmp(p, "SharedAccessSignature", 21) == 0)))
+		           (eq - p == 21 && strncasecmp(p, "SharedAccessSignature", 21) == 0)))
 			for (char *c = eq + 1; c < p + n; c++)
 				if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')) {
 					*c ^= 0x20;

@@ -20,7 +20,8 @@ static bool same_text(const char *a, const char *b)
 }
 
 /* rc, e and error: what ecw_entity_from_json gave for text. */
-static void check_as_json_c(const char *text, size_t size, int rc, const struct ecw_entity *e, const char *error)
+static void check_as_json_c(const char *text, size_t size, int rc, const struct ecw_entity *e,
+                            const char *error)
 {
 	struct json_object *obj = ecw_jsonparse_value(text, size);
 	struct ecw_entity *ref = NULL;
@@ -32,8 +33,8 @@ static void check_as_json_c(const char *text, size_t size, int rc, const struct 
 	json_object_put(obj);
 	if ((rc == 0) != (ref_rc == 0)) {
 		fprintf(stderr, "the readers disagree: ecw_entity_from_json %s, json-c %s (%s)\n",
-			rc == 0 ? "reads it" : error, ref_rc == 0 ? "reads it" : "refuses it",
-			ecw_error_last()->message);
+		        rc == 0 ? "reads it" : error, ref_rc == 0 ? "reads it" : "refuses it",
+		        ecw_error_last()->message);
 		abort();
 	}
 	if (rc == 0) {
@@ -72,11 +73,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		 * comments (which it accepts) may hold anything. */
 		FUZZ_CHECK(!memchr(data, 0, size) || memchr(data, '/', size));
 		FUZZ_CHECK(ecw_entity_key_check(ecw_entity_pk(e), "pk") == 0 &&
-			   ecw_entity_key_check(ecw_entity_rk(e), "rk") == 0);
+		           ecw_entity_key_check(ecw_entity_rk(e), "rk") == 0);
 		FUZZ_CHECK(ecw_entity_to_json(&j1, e) == 0);
 		if (ecw_entity_from_json(&again, j1.ptr, j1.len) != 0) {
-			fprintf(stderr, "written JSON does not parse back: %s\n  %s\n", ecw_error_last()->message,
-				j1.ptr);
+			fprintf(stderr, "written JSON does not parse back: %s\n  %s\n",
+			        ecw_error_last()->message, j1.ptr);
 			abort();
 		}
 		FUZZ_CHECK(ecw_entity_equal(e, again));

@@ -48,8 +48,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		 * which then cannot be kept. (Seen only while the response kept
 		 * every header: it keeps the first ECW_RESP_MAX_HEADERS, and those
 		 * after still frame the answer.) */
-		if (resp.nheaders < ECW_RESP_MAX_HEADERS && !head_only && resp.status != 204 && resp.status != 304 &&
-		    !ecw_response_header(&resp, "Content-Length") && !ecw_response_header(&resp, "Transfer-Encoding"))
+		if (resp.nheaders < ECW_RESP_MAX_HEADERS && !head_only && resp.status != 204 &&
+		    resp.status != 304 && !ecw_response_header(&resp, "Content-Length") &&
+		    !ecw_response_header(&resp, "Transfer-Encoding"))
 			FUZZ_CHECK(closes && left == 0);
 	} else {
 		FUZZ_CHECK(why[0] != '\0' && strlen(why) < sizeof(why));

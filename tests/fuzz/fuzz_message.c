@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		 * comments (which it accepts) may hold anything. */
 		FUZZ_CHECK(!memchr(data, 0, size) || memchr(data, '/', size));
 		FUZZ_CHECK(!m.pk ||
-			   (ecw_entity_key_check(m.pk, "pk") == 0 && ecw_entity_key_check(m.rk, "rk") == 0));
+		           (ecw_entity_key_check(m.pk, "pk") == 0 && ecw_entity_key_check(m.rk, "rk") == 0));
 		same_as_json(&m, "job", m.job);
 		same_as_json(&m, "pk", m.pk);
 		same_as_json(&m, "rk", m.rk);

@@ -19,10 +19,19 @@ static void same(const char *a, const char *b)
 static void round_trip(const struct ecw_poison_view *v)
 {
 	struct ecw_poison_info in = {
-		.original = v->original, .original_len = v->original_len, .queue = v->queue,
-		.message_id = v->message_id, .inserted_at = v->inserted_at, .dequeue_count = v->dequeue_count,
-		.failed_at = v->failed_at, .reason = v->reason, .error = v->error, .job = v->job,
-		.pk = v->pk, .rk = v->rk, .worker = v->worker,
+	    .original = v->original,
+	    .original_len = v->original_len,
+	    .queue = v->queue,
+	    .message_id = v->message_id,
+	    .inserted_at = v->inserted_at,
+	    .dequeue_count = v->dequeue_count,
+	    .failed_at = v->failed_at,
+	    .reason = v->reason,
+	    .error = v->error,
+	    .job = v->job,
+	    .pk = v->pk,
+	    .rk = v->rk,
+	    .worker = v->worker,
 	};
 	struct ecw_poison_view w;
 	struct ecw_buf out;
@@ -31,7 +40,8 @@ static void round_trip(const struct ecw_poison_view *v)
 	FUZZ_CHECK(ecw_poison_envelope(&out, &in) == 0);
 	FUZZ_CHECK(ecw_poison_parse(&w, out.ptr, out.len) == 0);
 	FUZZ_CHECK(w.envelope);
-	FUZZ_CHECK(w.original_len == v->original_len && memcmp(w.original, v->original, v->original_len) == 0);
+	FUZZ_CHECK(w.original_len == v->original_len &&
+	           memcmp(w.original, v->original, v->original_len) == 0);
 	same(w.job, v->job);
 	same(w.pk, v->pk);
 	same(w.rk, v->rk);
@@ -66,8 +76,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_object_put(j);
 	{
 		char *ids[] = {"id-1"};
-		struct ecw_poison_filter f = {.job = v.job ? v.job : "j", .reason = "permanent", .since = 1,
-					      .grep = s[0] ? s : "x", .ids = ids, .nids = 1};
+		struct ecw_poison_filter f = {.job = v.job ? v.job : "j",
+		                              .reason = "permanent",
+		                              .since = 1,
+		                              .grep = s[0] ? s : "x",
+		                              .ids = ids,
+		                              .nids = 1};
 		(void)ecw_poison_filter_match(&f, "id-1", 1700000000, &v);
 		FUZZ_CHECK(!ecw_poison_filter_empty(&f));
 	}

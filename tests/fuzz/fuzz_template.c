@@ -74,7 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					i++;
 				}
 			}
-			FUZZ_CHECK(doubled.len == plain.len && memcmp(ecw_buf_cstr(&doubled), ecw_buf_cstr(&plain), plain.len) == 0);
+			FUZZ_CHECK(doubled.len == plain.len &&
+			           memcmp(ecw_buf_cstr(&doubled), ecw_buf_cstr(&plain), plain.len) == 0);
 		}
 		if (ecw_utf8_valid(text, strlen(text)))
 			FUZZ_CHECK(ecw_utf8_valid(ecw_buf_cstr(&plain), plain.len));

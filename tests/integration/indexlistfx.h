@@ -44,10 +44,10 @@ struct il_wopts {
 	bool no_create;       /* create_missing: false */
 };
 
-#define IL_WOPTS_DEFAULT                                                                                     \
-	{                                                                                                    \
-		.concurrency = 4, .visibility_s = 30, .max_dequeue = 5                                       \
-	}
+/* clang-format 14 and 19 lay a braced macro out differently: */
+/* clang-format off */
+#define IL_WOPTS_DEFAULT {.concurrency = 4, .visibility_s = 30, .max_dequeue = 5}
+/* clang-format on */
 
 /* Writes NAME.yaml; returns the metrics port. */
 int il_write_config(char *path, size_t cap, struct wfx *x, const char *name, const struct il_wopts *o);

@@ -199,7 +199,8 @@ int itest_teardown(void **state)
 		return 0;
 	/* Best effort: a test may have deleted them itself, or failed midway. A
 	 * fresh client, so faults a test left queued cannot get in the way. */
-	if (t->acct != NULL && (t->queue_used || t->table_used || t->table2_used || t->poison_used || t->nq || t->nt)) {
+	if (t->acct != NULL &&
+	    (t->queue_used || t->table_used || t->table2_used || t->poison_used || t->nq || t->nt)) {
 		struct ecw_client *c = NULL;
 		static const struct ecw_client_options o = ITEST_OPTIONS;
 		if (ecw_client_new(&c, t->acct, &o) == 0) {

@@ -21,10 +21,10 @@
 #include "resolve.h"
 
 /* Small, fast retries: base 10 ms, cap 100 ms, 4 tries. */
-#define ITEST_OPTIONS                                                                                        \
-	{                                                                                                    \
-		4, 10, 100, 30000, 2000, false, NULL, NULL, NULL                                                     \
-	}
+/* clang-format 14 and 19 lay a braced macro out differently: */
+/* clang-format off */
+#define ITEST_OPTIONS {4, 10, 100, 30000, 2000, false, NULL, NULL, NULL}
+/* clang-format on */
 
 #define ITEST_MAX_EXTRA 64
 

@@ -151,8 +151,9 @@ static void mx_open(struct mx *x, const struct mixed_scenario *sc)
 		x->private_az = true;
 		x->connstr = x->az.connstr;
 	} else {
-		ITEST_CHECK(!sc->chaos.on, "%s needs an Azurite of its own (tests/node_modules/.bin/azurite or "
-		                           "ECW_TEST_AZURITE_BIN): chaos on the shared one would hurt every other test",
+		ITEST_CHECK(!sc->chaos.on,
+		            "%s needs an Azurite of its own (tests/node_modules/.bin/azurite or "
+		            "ECW_TEST_AZURITE_BIN): chaos on the shared one would hurt every other test",
 		            sc->name);
 		x->connstr = itest_connstr();
 	}
@@ -340,10 +341,11 @@ static int64_t wait_quiet(struct mx *x, struct worker *w, int n, int timeout_s)
 		}
 		last_count = count;
 		if (now > end)
-			fail_msg("%s: the queue still holds %lld message(s) (%lld in flight) %d s after the "
-			         "producers (and the chaos) finished (poison queue: %lld); worker 1's log %s:\n%s",
-			         x->sc->name, last_count, inflight, timeout_s, mx_queue_count(x, x->poison),
-			         w[0].p.log_path, proc_tail(w[0].p.log_path, 30));
+			fail_msg(
+			    "%s: the queue still holds %lld message(s) (%lld in flight) %d s after the "
+			    "producers (and the chaos) finished (poison queue: %lld); worker 1's log %s:\n%s",
+			    x->sc->name, last_count, inflight, timeout_s, mx_queue_count(x, x->poison),
+			    w[0].p.log_path, proc_tail(w[0].p.log_path, 30));
 		itest_sleep_ms(250);
 	}
 }
@@ -429,7 +431,8 @@ static void drive(struct mx *x, struct worker *w, struct producer *prods, struct
 		int64_t now = itest_now_ms();
 		if (done && !cs->t_produced)
 			cs->t_produced = now;
-		bool killing = ch->kill_every_ms > 0 && (!done || now - t_workers < (int64_t)ch->kill_for_s * 1000);
+		bool killing =
+		    ch->kill_every_ms > 0 && (!done || now - t_workers < (int64_t)ch->kill_for_s * 1000);
 		if (done && !killing && (!ch->azurite_restart || cs->restarted))
 			return;
 		check_workers(x, w);
@@ -439,7 +442,8 @@ static void drive(struct mx *x, struct worker *w, struct producer *prods, struct
 			struct worker *v = &w[rand_r(&r) % (unsigned)sc->workers];
 			tally_metrics(t, v->port);
 			proc_signal(&v->p, SIGKILL);
-			ITEST_CHECK(proc_wait(&v->p, 10000), "worker %s survived SIGKILL for 10 s", v->p.name);
+			ITEST_CHECK(proc_wait(&v->p, 10000), "worker %s survived SIGKILL for 10 s",
+			            v->p.name);
 			spawn_worker(x, v, true);
 			cs->kills++;
 			next_kill = now + ch->kill_every_ms;
@@ -450,8 +454,8 @@ static void drive(struct mx *x, struct worker *w, struct producer *prods, struct
 
 /* The calm run's verdict on the outcomes: nothing poisoned, nothing left,
  * every message put (and every follow-up) ended in a success. */
-static void judge_calm(struct mx *x, struct tally *t, long long succeeded, long long poisoned, long long other,
-                       int puts)
+static void judge_calm(struct mx *x, struct tally *t, long long succeeded, long long poisoned,
+                       long long other, int puts)
 {
 	const struct mixed_scenario *sc = x->sc;
 	long long left = mx_queue_count(x, x->queue), in_poison = mx_queue_count(x, x->poison);
@@ -612,32 +616,37 @@ void mixed_run(void **state, const struct mixed_scenario *sc)
 	if (ch->on) {
 		mx_account_messages(x, &t, &ps, &acc);
 		if (ch->kill_every_ms)
-			print_message("  chaos: %d kills (every %d ms for %.1f s, each worker restarted at once)\n",
-			              cs.kills, ch->kill_every_ms, (double)(t_calm - t_workers) / 1000.0);
+			print_message(
+			    "  chaos: %d kills (every %d ms for %.1f s, each worker restarted at once)\n",
+			    cs.kills, ch->kill_every_ms, (double)(t_calm - t_workers) / 1000.0);
 		if (x->proxy_on)
-			print_message("  faults injected by the proxy: %lld x 503, %lld resets before and %lld after "
-			              "forwarding, %lld stalls (request timeout %d ms), in %lld requests on %lld "
-			              "connections; the proxy used %.2f s of CPU\n",
-			              cs.ps.f503, cs.ps.reset_before, cs.ps.reset_after, cs.ps.stall,
-			              ch->request_timeout_ms, cs.ps.requests, cs.ps.connections, cs.ps.cpu_s);
+			print_message(
+			    "  faults injected by the proxy: %lld x 503, %lld resets before and %lld after "
+			    "forwarding, %lld stalls (request timeout %d ms), in %lld requests on %lld "
+			    "connections; the proxy used %.2f s of CPU\n",
+			    cs.ps.f503, cs.ps.reset_before, cs.ps.reset_after, cs.ps.stall,
+			    ch->request_timeout_ms, cs.ps.requests, cs.ps.connections, cs.ps.cpu_s);
 		if (ch->azurite_restart)
-			print_message("  Azurite restart: stopped (SIGTERM, %ld ms to exit) with %lld message(s) "
-			              "queued, listening again %.1f s later on the same ports; meanwhile the "
-			              "workers retried %lld request(s) in the client and logged %lld storage "
-			              "error(s)\n",
-			              cs.stop_ms, cs.count_at_stop, (double)cs.outage_ms / 1000.0,
-			              t.retries - cs.retries_before, t.storage_errors);
+			print_message(
+			    "  Azurite restart: stopped (SIGTERM, %ld ms to exit) with %lld message(s) "
+			    "queued, listening again %.1f s later on the same ports; meanwhile the "
+			    "workers retried %lld request(s) in the client and logged %lld storage "
+			    "error(s)\n",
+			    cs.stop_ms, cs.count_at_stop, (double)cs.outage_ms / 1000.0,
+			    t.retries - cs.retries_before, t.storage_errors);
 		print_message("  client retries: %lld%s; storage errors logged: %lld\n", t.retries,
 		              ch->kill_every_ms ? " (metrics read before each kill and at the end)" : "",
 		              t.storage_errors);
 		print_message("  poison: %lld envelope(s) (%lld max-dequeue, %lld permanent), %lld replayed; "
 		              "drained %.1f s after the chaos stopped, %.1f s more after the replay\n",
-		              ps.n, ps.max_dequeue, ps.permanent, replayed, (double)(t_drained - t_calm) / 1000.0,
+		              ps.n, ps.max_dequeue, ps.permanent, replayed,
+		              (double)(t_drained - t_calm) / 1000.0,
 		              (double)(t_replay_drained - t_replay) / 1000.0);
-		print_message("  every message put: %lld succeeded, %lld poisoned (replayed), %lld lease-lost "
-		              "(answer lost), %lld unlogged (deleted as their worker was killed)%s%s\n",
-		              acc.succeeded, acc.poisoned, acc.lease_lost, acc.unlogged,
-		              acc.unlogged ? ", e.g. " : "", acc.first_unlogged);
+		print_message(
+		    "  every message put: %lld succeeded, %lld poisoned (replayed), %lld lease-lost "
+		    "(answer lost), %lld unlogged (deleted as their worker was killed)%s%s\n",
+		    acc.succeeded, acc.poisoned, acc.lease_lost, acc.unlogged, acc.unlogged ? ", e.g. " : "",
+		    acc.first_unlogged);
 		mx_judge_chaos(x, &t, &cs, &ps, &acc, replayed);
 	} else {
 		judge_calm(x, &t, succeeded, poisoned, other, puts);

@@ -18,9 +18,9 @@
  * nothing may be poisoned and every outcome must be a success, a retry or a
  * lost lease. */
 struct mixed_chaos {
-	bool on;             /* a chaos run: poison is counted and replayed */
-	int kill_every_ms;   /* SIGKILL a random worker this often and restart it (0: never) */
-	int kill_for_s;      /* ... from the workers' start, and at least until the producers finish */
+	bool on;           /* a chaos run: poison is counted and replayed */
+	int kill_every_ms; /* SIGKILL a random worker this often and restart it (0: never) */
+	int kill_for_s;    /* ... from the workers' start, and at least until the producers finish */
 	/* The workers' traffic through faultproxy with these rates (per
 	 * request; all 0: straight to Azurite). */
 	double p503, preset, pstall;

@@ -66,19 +66,13 @@ struct op {
 static int op_msgs(const struct op *o)
 {
 	switch (o->kind) {
-	case OP_BACKFILL_EMP:
-		return 2;
+	case OP_BACKFILL_EMP: return 2;
 	case OP_LASTNAME:
-	case OP_BOTH:
-		return o->variant == 5 || o->variant == 6 ? 3 : 2;
-	case OP_EMAIL:
-		return o->variant < 4 ? 1 : 2;
-	case OP_HANDOVER:
-		return 2;
-	case OP_CUST_CHANGE:
-		return o->variant == 7 ? 2 : 1;
-	default:
-		return 1;
+	case OP_BOTH: return o->variant == 5 || o->variant == 6 ? 3 : 2;
+	case OP_EMAIL: return o->variant < 4 ? 1 : 2;
+	case OP_HANDOVER: return 2;
+	case OP_CUST_CHANGE: return o->variant == 7 ? 2 : 1;
+	default: return 1;
 	}
 }
 
@@ -425,8 +419,7 @@ static int run_op(struct producer *p, const struct op *o)
 		if (put_emp_msg(p, J_EMAIL, i) < 0)
 			return -1;
 		return put_emp_msg(p, J_LAST, i);
-	case OP_BACKFILL_CUST:
-		return put_msg(p, J_ORDERS, CUST_PK, CUST_RK[i]);
+	case OP_BACKFILL_CUST: return put_msg(p, J_ORDERS, CUST_PK, CUST_RK[i]);
 	case OP_LASTNAME:
 	case OP_EMAIL:
 	case OP_BOTH: {

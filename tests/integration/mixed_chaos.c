@@ -55,10 +55,10 @@ void mx_start_proxy(struct mx *x, unsigned seed)
 	snprintf(pstall, sizeof(pstall), "%.4f", ch->pstall);
 	snprintf(stall, sizeof(stall), "%d", ch->stall_ms ? ch->stall_ms : 60000);
 	snprintf(sd, sizeof(sd), "%u", seed % 2147483647u);
-	const char *args[] = {"--map",    map_q,  "--map",    map_t,  "--p503",       p503,
-	                      "--preset", preset, "--pstall", pstall, "--stall-ms",   stall,
-	                      "--seed",   sd,     "--stats",  x->proxy_stats, "--ready-file", x->proxy_ready,
-	                      NULL};
+	const char *args[] = {"--map",        map_q,          "--map",        map_t,      "--p503",
+	                      p503,           "--preset",     preset,         "--pstall", pstall,
+	                      "--stall-ms",   stall,          "--seed",       sd,         "--stats",
+	                      x->proxy_stats, "--ready-file", x->proxy_ready, NULL};
 	proc_start_program(&x->proxy, name, proc_tool_bin("faultproxy"), args, NULL);
 	x->proxy_on = true;
 
@@ -75,7 +75,8 @@ void mx_start_proxy(struct mx *x, unsigned seed)
 		}
 		ITEST_CHECK(proc_alive(&x->proxy), "faultproxy exited (%d):\n%s", proc_exit_code(&x->proxy),
 		            proc_tail(x->proxy.log_path, 20));
-		ITEST_CHECK(itest_now_ms() < end, "faultproxy wrote no ready file %s in 10 s", x->proxy_ready);
+		ITEST_CHECK(itest_now_ms() < end, "faultproxy wrote no ready file %s in 10 s",
+		            x->proxy_ready);
 		if (qport < 0 || tport < 0)
 			itest_sleep_ms(20);
 	}
@@ -184,7 +185,8 @@ void mx_restart_azurite(struct mx *x, struct worker *w, struct producer *prods, 
 	struct proc_azurite_disk d = {x->az_dir, qp, tp};
 	ITEST_CHECK(proc_azurite_start_on_disk(&x->az, name, &d), "no azurite script to restart");
 	ITEST_CHECK(x->az.queue_port == qp && x->az.table_port == tp,
-	            "Azurite came back on ports %d/%d, not %d/%d", x->az.queue_port, x->az.table_port, qp, tp);
+	            "Azurite came back on ports %d/%d, not %d/%d", x->az.queue_port, x->az.table_port, qp,
+	            tp);
 	cs->outage_ms = (long)(itest_now_ms() - t_stop);
 	cs->restarted = true;
 	atomic_store(&x->pause, false);
@@ -209,7 +211,8 @@ void mx_list_poison(struct mx *x, const struct worker *w, struct poison_seen *ps
 			continue;
 		struct json_object *o = json_tokener_parse(line), *env_flag = NULL;
 		ITEST_CHECK(o, "poison list printed a line that is not JSON: %.300s", line);
-		ITEST_CHECK(!json_object_object_get_ex(o, "envelope", &env_flag) || json_object_get_boolean(env_flag),
+		ITEST_CHECK(!json_object_object_get_ex(o, "envelope", &env_flag) ||
+		                json_object_get_boolean(env_flag),
 		            "a poison message that is not a worker's envelope: %.600s", line);
 		const char *reason = proc_field(o, "reason"), *error = proc_field(o, "error");
 		bool md = strcmp(reason, "max-dequeue") == 0, perm = strcmp(reason, "permanent") == 0;
@@ -279,7 +282,6 @@ void mx_account_messages(struct mx *x, struct tally *t, struct poison_seen *ps, 
 			a->lease_lost++;
 		else if (!a->unlogged++)
 			snprintf(a->first_unlogged, sizeof(a->first_unlogged), "%s", id);
-
 	}
 }
 
@@ -298,27 +300,31 @@ void mx_judge_chaos(struct mx *x, struct tally *t, const struct chaos_state *cs,
 	if (ch->p503 > 0)
 		ITEST_CHECK(cs->ps.f503 > 0, "the proxy answered no request with 503");
 	if (ch->preset > 0)
-		ITEST_CHECK(cs->ps.reset_before > 0 && cs->ps.reset_after > 0,
-		            "the proxy reset %lld connection(s) before and %lld after forwarding: both must happen",
-		            cs->ps.reset_before, cs->ps.reset_after);
+		ITEST_CHECK(
+		    cs->ps.reset_before > 0 && cs->ps.reset_after > 0,
+		    "the proxy reset %lld connection(s) before and %lld after forwarding: both must happen",
+		    cs->ps.reset_before, cs->ps.reset_after);
 	if (ch->pstall > 0)
 		ITEST_CHECK(cs->ps.stall > 0, "the proxy stalled no request");
 	if (ch->azurite_restart) {
 		ITEST_CHECK(cs->restarted, "Azurite was never restarted");
-		ITEST_CHECK(cs->count_at_stop > 0, "the queue was empty when Azurite stopped: nothing rode through");
+		ITEST_CHECK(cs->count_at_stop > 0,
+		            "the queue was empty when Azurite stopped: nothing rode through");
 		ITEST_CHECK(t->retries - cs->retries_before + t->storage_errors > 0,
 		            "the workers saw neither a retry nor a storage error while Azurite was down");
 	}
 	if (in_poison)
 		mx_show_poison(x);
-	ITEST_CHECK(in_poison == 0, "%lld message(s) on the poison queue after the replay and the drain", in_poison);
+	ITEST_CHECK(in_poison == 0, "%lld message(s) on the poison queue after the replay and the drain",
+	            in_poison);
 	ITEST_CHECK(left == 0, "%lld message(s) left on the queue after the workers stopped", left);
 	ITEST_CHECK(replayed == ps->n, "poison list showed %lld envelope(s), replay replayed %lld", ps->n,
 	            replayed);
-	ITEST_CHECK(a->unlogged <= (long long)cs->kills * sc->concurrency,
-	            "%lld message(s) put (first %s) left the queue without a success, a lost lease or an envelope "
-	            "in any log, more than %d kills x %d jobs could hide",
-	            a->unlogged, a->first_unlogged, cs->kills, sc->concurrency);
+	ITEST_CHECK(
+	    a->unlogged <= (long long)cs->kills * sc->concurrency,
+	    "%lld message(s) put (first %s) left the queue without a success, a lost lease or an envelope "
+	    "in any log, more than %d kills x %d jobs could hide",
+	    a->unlogged, a->first_unlogged, cs->kills, sc->concurrency);
 	ITEST_CHECK(atomic_load(&x->moves) >= sc->min_moves, "only %d LastName moves, the scenario needs %d",
 	            atomic_load(&x->moves), sc->min_moves);
 }

@@ -217,8 +217,8 @@ void mx_check_end_state(struct mx *x, struct state *s)
 			ECW_ASSERT_OK(ecw_entity_set_prop(want, ecw_entity_get(src, "FirstName")));
 			ECW_ASSERT_OK(ecw_entity_set_prop(want, ecw_entity_get(src, "LastName")));
 			if (!ecw_entity_equal(a, want))
-				diff(r, "email entry %s:\n    has      %s\n    expected %s", rk, itest_entity_json(a),
-				     itest_entity_json(want));
+				diff(r, "email entry %s:\n    has      %s\n    expected %s", rk,
+				     itest_entity_json(a), itest_entity_json(want));
 			ecw_entity_free(want);
 			seen_entry[j] = true;
 		} else if (strncmp(pk, EMAIL_REF, strlen(EMAIL_REF)) == 0) {

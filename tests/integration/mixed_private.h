@@ -58,7 +58,7 @@ struct mx {
 	bool private_az;
 	char az_dir[640]; /* an on-disk Azurite's location; "" in memory */
 	const char *connstr;
-	char env_conn[700];   /* ECW_TEST_CONNECTION_STRING=... for the workers (the proxy's ports in chaos) */
+	char env_conn[700]; /* ECW_TEST_CONNECTION_STRING=... for the workers (the proxy's ports in chaos) */
 	char env_direct[700]; /* ... straight to Azurite, for the poison commands */
 	struct proc proxy;    /* faultproxy, when the chaos has fault rates */
 	bool proxy_on;
@@ -97,9 +97,9 @@ const char *mx_strp(const struct ecw_entity *e, const char *name);
 
 struct worker {
 	struct proc p;
-	int n;                         /* from 1 */
-	int port;                      /* its metrics port (a new one at each restart) */
-	char cfg[640];                 /* its configuration file */
+	int n;         /* from 1 */
+	int port;      /* its metrics port (a new one at each restart) */
+	char cfg[640]; /* its configuration file */
 	char env_port[48], env_jitter[64];
 };
 
@@ -167,11 +167,11 @@ struct proxy_stats {
 
 struct chaos_state {
 	int kills;
-	int64_t t_produced;           /* when the last producer finished */
-	bool restarted;               /* Azurite was stopped and started again */
-	long long count_at_stop;      /* messages on the queue when it stopped */
-	long stop_ms, outage_ms;      /* SIGTERM to exit; SIGTERM to listening again */
-	long long retries_before;     /* the workers' client retries just before it stopped */
+	int64_t t_produced;       /* when the last producer finished */
+	bool restarted;           /* Azurite was stopped and started again */
+	long long count_at_stop;  /* messages on the queue when it stopped */
+	long stop_ms, outage_ms;  /* SIGTERM to exit; SIGTERM to listening again */
+	long long retries_before; /* the workers' client retries just before it stopped */
 	struct proxy_stats ps;
 };
 
@@ -212,6 +212,6 @@ void mx_account_messages(struct mx *x, struct tally *t, struct poison_seen *ps, 
 
 /* The chaos run's verdict on the chaos, the queues and the account. */
 void mx_judge_chaos(struct mx *x, struct tally *t, const struct chaos_state *cs, struct poison_seen *ps,
-                   const struct account *a, long long replayed);
+                    const struct account *a, long long replayed);
 
 #endif

@@ -72,8 +72,8 @@ void mv_start_crashing_worker(struct proc *p, const struct mv *m, const char *na
 	mv_start_worker(p, m, name, jobs, o);
 	ITEST_CHECK(proc_wait(p, 15000), "the worker did not crash at %s; log:\n%s", o->crash_at,
 	            proc_tail(p->log_path, 20));
-	ITEST_CHECK(proc_exit_code(p) == 86, "exit status %d after %s, expected 86; log:\n%s", proc_exit_code(p),
-	            o->crash_at, proc_tail(p->log_path, 20));
+	ITEST_CHECK(proc_exit_code(p) == 86, "exit status %d after %s, expected 86; log:\n%s",
+	            proc_exit_code(p), o->crash_at, proc_tail(p->log_path, 20));
 }
 
 struct json_object *mv_msg_line(struct proc_log *log, const struct proc *p, const char *id,
@@ -186,18 +186,13 @@ static bool prop_value_equal(const struct ecw_prop *a, const struct ecw_prop *b)
 	switch (a->type) {
 	case ECW_EDM_STRING:
 	case ECW_EDM_DATETIME:
-	case ECW_EDM_GUID:
-		return a->len == b->len && memcmp(a->v.s, b->v.s, a->len) == 0;
+	case ECW_EDM_GUID: return a->len == b->len && memcmp(a->v.s, b->v.s, a->len) == 0;
 	case ECW_EDM_BINARY:
 		return a->len == b->len && (a->len == 0 || memcmp(a->v.bin, b->v.bin, a->len) == 0);
-	case ECW_EDM_INT32:
-		return a->v.i32 == b->v.i32;
-	case ECW_EDM_INT64:
-		return a->v.i64 == b->v.i64;
-	case ECW_EDM_DOUBLE:
-		return memcmp(&a->v.d, &b->v.d, sizeof(double)) == 0; /* NaN == NaN, -0 != 0 */
-	case ECW_EDM_BOOLEAN:
-		return a->v.b == b->v.b;
+	case ECW_EDM_INT32: return a->v.i32 == b->v.i32;
+	case ECW_EDM_INT64: return a->v.i64 == b->v.i64;
+	case ECW_EDM_DOUBLE: return memcmp(&a->v.d, &b->v.d, sizeof(double)) == 0; /* NaN == NaN, -0 != 0 */
+	case ECW_EDM_BOOLEAN: return a->v.b == b->v.b;
 	}
 	return false;
 }

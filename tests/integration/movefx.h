@@ -49,10 +49,10 @@ struct mv_wopts {
 	const char *pause_at; /* ECW_TEST_PAUSE_AT ("point:ms"), or NULL */
 };
 
-#define MV_WOPTS_DEFAULT                                                                                     \
-	{                                                                                                    \
-		30, 4, 16, 0, NULL, NULL                                                                     \
-	}
+/* clang-format 14 and 19 lay a braced macro out differently: */
+/* clang-format off */
+#define MV_WOPTS_DEFAULT {30, 4, 16, 0, NULL, NULL}
+/* clang-format on */
 
 /* Writes NAME.yaml and starts the worker with it. */
 void mv_start_worker(struct proc *p, const struct mv *m, const char *name, const char *jobs,

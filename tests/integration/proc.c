@@ -253,8 +253,8 @@ static pid_t spawn_program(const char *bin, const char *out_path, const char *er
 
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | (append ? 0 : O_TRUNC) | O_APPEND,
-	                                 0644);
+	posix_spawn_file_actions_addopen(&fa, 1, out_path,
+	                                 O_WRONLY | O_CREAT | (append ? 0 : O_TRUNC) | O_APPEND, 0644);
 	if (err_path && strcmp(err_path, out_path) != 0)
 		posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND,
 		                                 0644);
@@ -918,8 +918,8 @@ long proc_azurite_terminate(struct proc_azurite *az, int timeout_ms)
 		if (r == az->pid || (r < 0 && errno != EINTR))
 			break;
 		if (itest_now_ms() - t0 > timeout_ms)
-			fail_msg("Azurite (pid %ld) still runs %d ms after SIGTERM:\n%s", (long)az->pid, timeout_ms,
-			         proc_tail(az->log_path, 20));
+			fail_msg("Azurite (pid %ld) still runs %d ms after SIGTERM:\n%s", (long)az->pid,
+			         timeout_ms, proc_tail(az->log_path, 20));
 		itest_sleep_ms(20);
 	}
 	untrack_pid(az->pid);

@@ -142,4 +142,3 @@ size_t rtfx_rows_with_pk(struct rtfx *r, const char *table, const char *pk, stru
 	ecw_buf_dispose(&f);
 	return n;
 }
-

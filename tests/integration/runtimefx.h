@@ -38,10 +38,10 @@ struct rtfx_wopts {
 	const char *worker_extra; /* more lines under worker:, indented two spaces */
 };
 
-#define RTFX_WOPTS_DEFAULT                                                                                   \
-	{                                                                                                    \
-		4, 16, 30, 5, "5s", NULL, NULL                                                               \
-	}
+/* clang-format 14 and 19 lay a braced macro out differently: */
+/* clang-format off */
+#define RTFX_WOPTS_DEFAULT {4, 16, 30, 5, "5s", NULL, NULL}
+/* clang-format on */
 
 /* Writes NAME.yaml for this test and returns the metrics port it listens on. */
 int rtfx_write_config(char *path, size_t cap, struct rtfx *r, const char *name, const struct rtfx_wopts *o);

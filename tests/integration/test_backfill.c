@@ -27,16 +27,16 @@ static void config(char *path, size_t cap, struct itest *t)
 {
 	char text[2048];
 	int k = snprintf(text, sizeof(text),
-			 "storage:\n"
-			 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-			 "worker:\n"
-			 "  queue: %s\n"
-			 "  poll_interval: {min: 50ms, max: 200ms}\n"
-			 "log: {level: info, format: json}\n"
-			 "metrics: {listen: \"\"}\n"
-			 "jobs:\n"
-			 "  archive: {type: move, from: %s, to: %s}\n",
-			 t->queue, t->table, t->table2);
+	                 "storage:\n"
+	                 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
+	                 "worker:\n"
+	                 "  queue: %s\n"
+	                 "  poll_interval: {min: 50ms, max: 200ms}\n"
+	                 "log: {level: info, format: json}\n"
+	                 "metrics: {listen: \"\"}\n"
+	                 "jobs:\n"
+	                 "  archive: {type: move, from: %s, to: %s}\n",
+	                 t->queue, t->table, t->table2);
 	assert_true(k > 0 && (size_t)k < sizeof(text));
 	proc_write_file(path, cap, "backfill.yaml", text);
 }
@@ -95,9 +95,9 @@ static int drain_messages(struct itest *t, const char *want_pk)
 			if (want_pk)
 				assert_string_equal(json_object_get_string(v), want_pk);
 			assert_true(json_object_object_get_ex(o, "rk", &v));
-			ITEST_CHECK(sscanf(json_object_get_string(v), "o'brien %d & co", &idx) == 1 && idx >= 0 &&
-					    idx < N_ENTITIES,
-				    "bad rk %s", json_object_get_string(v));
+			ITEST_CHECK(sscanf(json_object_get_string(v), "o'brien %d & co", &idx) == 1 &&
+			                idx >= 0 && idx < N_ENTITIES,
+			            "bad rk %s", json_object_get_string(v));
 			ITEST_CHECK(!seen[idx], "entity %d enqueued twice", idx);
 			seen[idx] = 1;
 			total++;
@@ -116,8 +116,8 @@ static void test_backfill__one_message_per_entity(void **state)
 
 	fill_source(t);
 	config(cfg, sizeof(cfg), t);
-	int code = proc_run(&out, NULL, "backfill-all", (const char *const[]){"backfill", "-c", cfg, "archive", NULL},
-			    NULL, 60000);
+	int code = proc_run(&out, NULL, "backfill-all",
+	                    (const char *const[]){"backfill", "-c", cfg, "archive", NULL}, NULL, 60000);
 	assert_int_equal(code, 0);
 	ITEST_CHECK(strstr(out, "120 scanned, 120 enqueued, 0 failed") != NULL, "summary: %s", out);
 	free(out);
@@ -132,8 +132,9 @@ static void test_backfill__filter_selects(void **state)
 	fill_source(t);
 	config(cfg, sizeof(cfg), t);
 	int code = proc_run(&out, NULL, "backfill-filter",
-			    (const char *const[]){"backfill", "-c", cfg, "archive", "--filter", "PartitionKey eq 'Ops'", NULL},
-			    NULL, 60000);
+	                    (const char *const[]){"backfill", "-c", cfg, "archive", "--filter",
+	                                          "PartitionKey eq 'Ops'", NULL},
+	                    NULL, 60000);
 	assert_int_equal(code, 0);
 	ITEST_CHECK(strstr(out, "60 scanned, 60 enqueued") != NULL, "summary: %s", out);
 	free(out);
@@ -152,7 +153,8 @@ static void test_backfill__rate_paces(void **state)
 	config(cfg, sizeof(cfg), t);
 	int64_t t0 = itest_now_ms();
 	int code = proc_run(NULL, NULL, "backfill-rate",
-			    (const char *const[]){"backfill", "-c", cfg, "archive", "--rate", "40", NULL}, NULL, 60000);
+	                    (const char *const[]){"backfill", "-c", cfg, "archive", "--rate", "40", NULL},
+	                    NULL, 60000);
 	int64_t ms = itest_now_ms() - t0;
 	assert_int_equal(code, 0);
 	ITEST_CHECK(ms >= 1900, "120 messages at 40/s took only %lld ms", (long long)ms);
@@ -165,13 +167,17 @@ static void test_backfill__bad_input_exits_2(void **state)
 	char cfg[512];
 
 	config(cfg, sizeof(cfg), t);
-	assert_int_equal(proc_run(NULL, NULL, "backfill-nojob", (const char *const[]){"backfill", "-c", cfg, "nope", NULL},
-				  NULL, 20000), 2);
-	assert_int_equal(proc_run(NULL, NULL, "backfill-noarg", (const char *const[]){"backfill", "-c", cfg, NULL}, NULL,
-				  20000), 2);
-	assert_int_equal(proc_run(NULL, NULL, "backfill-rate0",
-				  (const char *const[]){"backfill", "-c", cfg, "archive", "--rate", "0", NULL}, NULL, 20000),
-			 2);
+	assert_int_equal(proc_run(NULL, NULL, "backfill-nojob",
+	                          (const char *const[]){"backfill", "-c", cfg, "nope", NULL}, NULL, 20000),
+	                 2);
+	assert_int_equal(proc_run(NULL, NULL, "backfill-noarg",
+	                          (const char *const[]){"backfill", "-c", cfg, NULL}, NULL, 20000),
+	                 2);
+	assert_int_equal(
+	    proc_run(NULL, NULL, "backfill-rate0",
+	             (const char *const[]){"backfill", "-c", cfg, "archive", "--rate", "0", NULL}, NULL,
+	             20000),
+	    2);
 }
 
 /* What backfill enqueues, the worker processes: every entity archived. */
@@ -187,10 +193,11 @@ static void test_backfill__worker_builds_from_backfill(void **state)
 	fill_source(t);
 	config(cfg, sizeof(cfg), t);
 	assert_int_equal(proc_run(NULL, NULL, "backfill-then-run",
-				  (const char *const[]){"backfill", "-c", cfg, "archive", NULL}, NULL, 60000), 0);
+	                          (const char *const[]){"backfill", "-c", cfg, "archive", NULL}, NULL, 60000),
+	                 0);
 	proc_start_worker(&p, "backfill-worker", cfg);
 	ITEST_CHECK(proc_wait_count(&p, N_ENTITIES, 60000, "message", "outcome", "succeeded", NULL),
-		    "the worker did not archive all %d", N_ENTITIES);
+	            "the worker did not archive all %d", N_ENTITIES);
 	proc_stop(&p, 10000);
 	ECW_ASSERT_OK(ecw_table_query_new(&q, t->client, t->table2, NULL));
 	while (ecw_table_query_next(&e, q) == 0 && e) {
@@ -208,11 +215,11 @@ static void test_backfill__worker_builds_from_backfill(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_backfill__one_message_per_entity, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_backfill__filter_selects, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_backfill__rate_paces, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_backfill__bad_input_exits_2, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_backfill__worker_builds_from_backfill, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_backfill__one_message_per_entity, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_backfill__filter_selects, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_backfill__rate_paces, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_backfill__bad_input_exits_2, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_backfill__worker_builds_from_backfill, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("backfill", tests, NULL, NULL);
 }

@@ -73,7 +73,11 @@ static const struct mixed_scenario CHAOS_FULL = {
 static const struct mixed_scenario AZURITE_RESTART = {
     .name = "azurite-restart",
     SMALL_WORKLOAD,
-    .chaos = {.on = true, .azurite_restart = true, .restart_at_ms = 2000, .down_ms = 2000, .visibility_timeout_s = 4},
+    .chaos = {.on = true,
+              .azurite_restart = true,
+              .restart_at_ms = 2000,
+              .down_ms = 2000,
+              .visibility_timeout_s = 4},
 };
 
 static void test_chaos__small(void **state)

@@ -59,7 +59,8 @@ static int sdk(struct ecw_buf *out, const char *input, const char *const *args)
 static void test_interop__sdk_message_reaches_the_client_byte_for_byte(void **state)
 {
 	struct itest *t = *state;
-	static const char text[] = "{\"job\":\"a&b\",\"pk\":\"<o'brien>\",\"rk\":\"Zo\xc3\xab \xe2\x9c\x93\",\"n\":\"\\\"q\\\"\"}";
+	static const char text[] =
+	    "{\"job\":\"a&b\",\"pk\":\"<o'brien>\",\"rk\":\"Zo\xc3\xab \xe2\x9c\x93\",\"n\":\"\\\"q\\\"\"}";
 	struct ecw_buf out;
 	struct ecw_queue_msg *m = NULL;
 	size_t n = 0;
@@ -99,7 +100,8 @@ static void test_interop__client_message_reaches_the_sdk_byte_for_byte(void **st
 static void test_interop__sdk_plain_and_base64_messages_decode(void **state)
 {
 	struct itest *t = *state;
-	static const char json[] = "{\"job\":\"archive-employee\",\"pk\":\"Sales\",\"rk\":\"o'brien 001\",\"id\":\"t-1\"}";
+	static const char json[] =
+	    "{\"job\":\"archive-employee\",\"pk\":\"Sales\",\"rk\":\"o'brien 001\",\"id\":\"t-1\"}";
 	struct ecw_buf out;
 
 	ecw_buf_init(&out, 0);
@@ -132,7 +134,7 @@ static void expect_type(const struct ecw_entity *e, const char *name, enum ecw_e
 
 	ITEST_CHECK(p != NULL, "property %s missing", name);
 	ITEST_CHECK(p->type == type, "%s is %s, expected %s", name, ecw_entity_edm_name(p->type),
-		    ecw_entity_edm_name(type));
+	            ecw_entity_edm_name(type));
 }
 
 /* An entity an application wrote with the SDK keeps every type through
@@ -147,7 +149,8 @@ static void test_interop__sdk_entity_keeps_types_through_the_client(void **state
 	ecw_buf_init(&a, 0);
 	ecw_buf_init(&b, 0);
 	t->table_used = true;
-	assert_int_equal(sdk(&a, NULL, (const char *const[]){"write-entity", t->table, "p", "original", NULL}), 0);
+	assert_int_equal(
+	    sdk(&a, NULL, (const char *const[]){"write-entity", t->table, "p", "original", NULL}), 0);
 	ECW_ASSERT_OK(ecw_table_get(&e, t->client, t->table, "p", "original"));
 	expect_type(e, "Str", ECW_EDM_STRING);
 	expect_type(e, "Int", ECW_EDM_INT32);
@@ -169,7 +172,8 @@ static void test_interop__sdk_entity_keeps_types_through_the_client(void **state
 	ECW_ASSERT_OK(ecw_entity_set_keys(e, "p", "copy"));
 	ECW_ASSERT_OK(ecw_table_write(NULL, t->client, t->table, e, ECW_WRITE_INSERT_OR_REPLACE, NULL));
 	ecw_buf_reset(&a);
-	assert_int_equal(sdk(&a, NULL, (const char *const[]){"read-entity", t->table, "p", "original", NULL}), 0);
+	assert_int_equal(sdk(&a, NULL, (const char *const[]){"read-entity", t->table, "p", "original", NULL}),
+	                 0);
 	assert_int_equal(sdk(&b, NULL, (const char *const[]){"read-entity", t->table, "p", "copy", NULL}), 0);
 	/* Identical but for the row key. */
 	const char *ra = strstr(a.ptr, "\"original\""), *rb = strstr(b.ptr, "\"copy\"");
@@ -201,19 +205,22 @@ static void test_interop__client_entity_read_by_the_sdk_with_types(void **state)
 	ECW_ASSERT_OK(ecw_entity_set_bool(e, "Flag", false));
 	ECW_ASSERT_OK(ecw_entity_set_string(e, "Str", "Zo\xc3\xab", 4));
 	ECW_ASSERT_OK(ecw_table_write(NULL, t->client, t->table, e, ECW_WRITE_INSERT, NULL));
-	assert_int_equal(sdk(&out, NULL, (const char *const[]){"read-entity", t->table, "a+b&c=d%", "o'brien 001", NULL}), 0);
+	assert_int_equal(
+	    sdk(&out, NULL, (const char *const[]){"read-entity", t->table, "a+b&c=d%", "o'brien 001", NULL}),
+	    0);
 	static const char *const want[] = {
-		"\"Big\":{\"value\":\"-9223372036854775808\",\"type\":\"Int64\"}",
-		"\"Frac\":{\"value\":\"0.1\",\"type\":\"Double\"}",
-		"\"When\":{\"value\":\"2026-08-19T10:00:00.5000000Z\",\"type\":\"DateTime\"}",
-		"\"Id\":{\"value\":\"c9da6455-213d-42c9-9a79-3e9149a57833\",\"type\":\"Guid\"}",
-		"\"Bytes\":{\"value\":\"AP8=\",\"type\":\"Binary\"}",
-		"\"Flag\":{\"value\":\"false\",\"type\":\"Boolean\"}",
-		"\"Str\":{\"value\":\"Zo\xc3\xab\",\"type\":\"String\"}",
-		NULL,
+	    "\"Big\":{\"value\":\"-9223372036854775808\",\"type\":\"Int64\"}",
+	    "\"Frac\":{\"value\":\"0.1\",\"type\":\"Double\"}",
+	    "\"When\":{\"value\":\"2026-08-19T10:00:00.5000000Z\",\"type\":\"DateTime\"}",
+	    "\"Id\":{\"value\":\"c9da6455-213d-42c9-9a79-3e9149a57833\",\"type\":\"Guid\"}",
+	    "\"Bytes\":{\"value\":\"AP8=\",\"type\":\"Binary\"}",
+	    "\"Flag\":{\"value\":\"false\",\"type\":\"Boolean\"}",
+	    "\"Str\":{\"value\":\"Zo\xc3\xab\",\"type\":\"String\"}",
+	    NULL,
 	};
 	for (int i = 0; want[i]; i++)
-		ITEST_CHECK(strstr(out.ptr, want[i]) != NULL, "SDK read %s\n  expected to contain %s", out.ptr, want[i]);
+		ITEST_CHECK(strstr(out.ptr, want[i]) != NULL, "SDK read %s\n  expected to contain %s",
+		            out.ptr, want[i]);
 	ecw_entity_free(e);
 	ecw_buf_dispose(&out);
 }
@@ -221,11 +228,16 @@ static void test_interop__client_entity_read_by_the_sdk_with_types(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_interop__sdk_message_reaches_the_client_byte_for_byte, itest_setup, itest_teardown),
-		cmocka_unit_test_setup_teardown(test_interop__client_message_reaches_the_sdk_byte_for_byte, itest_setup, itest_teardown),
-		cmocka_unit_test_setup_teardown(test_interop__sdk_plain_and_base64_messages_decode, itest_setup, itest_teardown),
-		cmocka_unit_test_setup_teardown(test_interop__sdk_entity_keeps_types_through_the_client, itest_setup, itest_teardown),
-		cmocka_unit_test_setup_teardown(test_interop__client_entity_read_by_the_sdk_with_types, itest_setup, itest_teardown),
+	    cmocka_unit_test_setup_teardown(test_interop__sdk_message_reaches_the_client_byte_for_byte,
+	                                    itest_setup, itest_teardown),
+	    cmocka_unit_test_setup_teardown(test_interop__client_message_reaches_the_sdk_byte_for_byte,
+	                                    itest_setup, itest_teardown),
+	    cmocka_unit_test_setup_teardown(test_interop__sdk_plain_and_base64_messages_decode, itest_setup,
+	                                    itest_teardown),
+	    cmocka_unit_test_setup_teardown(test_interop__sdk_entity_keeps_types_through_the_client,
+	                                    itest_setup, itest_teardown),
+	    cmocka_unit_test_setup_teardown(test_interop__client_entity_read_by_the_sdk_with_types,
+	                                    itest_setup, itest_teardown),
 	};
 	return cmocka_run_group_tests_name("interop", tests, NULL, NULL);
 }

@@ -168,7 +168,6 @@ static struct ecw_entity **query_all(size_t *n, struct wfx *x, const char *table
 	return itest_query_all(n, x->t->client, table, filter);
 }
 
-
 /* The orders of a customer (by their CustomerId). */
 static struct ecw_entity **orders_of(size_t *n, struct wfx *x, const char *customer)
 {
@@ -1087,8 +1086,9 @@ static void test_job_fanout__config_errors(void **state)
 	expect_config_error(BASE "    fields: {A: Name}\n", "filter");
 	/* A bad field before good ones (found by fuzz_config: under
 	 * LeakSanitizer the good ones' copies leaked). */
-	expect_config_error(BASE "    filter: \"PartitionKey eq '{RowKey}'\"\n    fields: {A: '', B: Name, C: Email}\n",
-	                    "fields.A");
+	expect_config_error(
+	    BASE "    filter: \"PartitionKey eq '{RowKey}'\"\n    fields: {A: '', B: Name, C: Email}\n",
+	    "fields.A");
 	expect_config_error(BASE "    filter: \"PartitionKey eq '{RowKey'\"\n    fields: {A: Name}\n",
 	                    "filter");
 	expect_config_error(BASE "    filter: \"PartitionKey eq '{RowKey}'\"\n    fields: {A: Name}\n"

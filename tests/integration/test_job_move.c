@@ -281,8 +281,8 @@ static void test_job_move__rekey_by_template(void **state)
 static void test_job_move__rekey_newest_first(void **state)
 {
 	static const char *const hired[] = {
-		"2019-03-04T08:09:10.1234567Z", "2021-06-30T23:59:59.9999999Z", "1999-12-31T00:00:00.0000000Z",
-		"2021-06-30T23:59:59.9999998Z", "2020-10-11T12:34:56.0000001Z",
+	    "2019-03-04T08:09:10.1234567Z", "2021-06-30T23:59:59.9999999Z", "1999-12-31T00:00:00.0000000Z",
+	    "2021-06-30T23:59:59.9999998Z", "2020-10-11T12:34:56.0000001Z",
 	};
 	enum { N = sizeof(hired) / sizeof(hired[0]) };
 	struct mv *m = *state;
@@ -315,8 +315,8 @@ static void test_job_move__rekey_newest_first(void **state)
 		const char *key = ecw_entity_rk(got[k]);
 		char iso[ECW_ISO_TICKS_SIZE], want_rk[64];
 		ECW_ASSERT_OK(ecw_inverted_ticks_to_iso(iso, key));
-		ITEST_CHECK(strcmp(iso, hired[order[k]]) == 0, "archive row %d is %s (%s), expected hire date %s", k,
-		            key, iso, hired[order[k]]);
+		ITEST_CHECK(strcmp(iso, hired[order[k]]) == 0,
+		            "archive row %d is %s (%s), expected hire date %s", k, key, iso, hired[order[k]]);
 		snprintf(want_rk, sizeof(want_rk), "%.19s_emp %d", key, order[k]);
 		ITEST_CHECK(strcmp(key, want_rk) == 0, "archive row %d key %s, expected %s", k, key, want_rk);
 		struct ecw_entity *r = rekeyed(e[order[k]], "Sales", key);

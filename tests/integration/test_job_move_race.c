@@ -33,7 +33,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *payload)
 	struct ecw_response *resp = payload;
 	const char *colon = memchr(p, ':', size * n);
 	if (colon && colon != p &&
-	    ecw_response_add_header(resp, p, (size_t)(colon - p), colon + 1, (size_t)(p + size * n - colon - 1)) < 0)
+	    ecw_response_add_header(resp, p, (size_t)(colon - p), colon + 1,
+	                            (size_t)(p + size * n - colon - 1)) < 0)
 		return 0;
 	return size * n;
 }
@@ -47,7 +48,8 @@ static int forward(struct ecw_response *resp, const char *url, const struct ecw_
 		snprintf(line, sizeof(line), "%s: %s", r->headers[i].name, r->headers[i].value);
 		hl = curl_slist_append(hl, line);
 	}
-	snprintf(line, sizeof(line), "Content-Type:%s%s", r->content_type ? " " : "", r->content_type ? r->content_type : "");
+	snprintf(line, sizeof(line), "Content-Type:%s%s", r->content_type ? " " : "",
+	         r->content_type ? r->content_type : "");
 	hl = curl_slist_append(hl, line);
 	hl = curl_slist_append(hl, "Expect:");
 	curl_easy_setopt(curl, CURLOPT_URL, url);
@@ -75,12 +77,18 @@ static int forward(struct ecw_response *resp, const char *url, const struct ecw_
 static int run_move(struct ecw_client *c, const char *id)
 {
 	atomic_bool lost = false;
-	struct ecw_job_ctx ctx = {.client = c, .job = def->name, .pk = "Sales", .rk = "e1", .trace_id = id,
-	                          .message_id = id, .dequeue_count = 1, .lease_lost = &lost};
+	struct ecw_job_ctx ctx = {.client = c,
+	                          .job = def->name,
+	                          .pk = "Sales",
+	                          .rk = "e1",
+	                          .trace_id = id,
+	                          .message_id = id,
+	                          .dequeue_count = 1,
+	                          .lease_lost = &lost};
 	ecw_error_clear();
 	int err = def->type->run(def->settings, &ctx);
 	print_message("  run %s: %s %s %s\n", id, err ? ecw_err_name(err) : "ok", ctx.outcome_detail,
-		      err ? ecw_error_last()->message : "");
+	              err ? ecw_error_last()->message : "");
 	return err;
 }
 
@@ -106,10 +114,12 @@ static int hook_send(void *ctx, struct ecw_response *resp, const char *url, cons
 			print_message("  [app updates LastName to v2 in Employees; run 2 archives it]\n");
 			put_in(emp, "v2", ECW_WRITE_MERGE);
 		} else {
-			print_message("  [run 2 restores it; then the app updates LastName to v2 in Employees]\n");
+			print_message(
+			    "  [run 2 restores it; then the app updates LastName to v2 in Employees]\n");
 		}
 		struct ecw_client *c2 = NULL;
-		if (ecw_account_parse(&a2, getenv("ECW_TEST_CONNECTION_STRING")) || ecw_client_new(&c2, a2, NULL))
+		if (ecw_account_parse(&a2, getenv("ECW_TEST_CONNECTION_STRING")) ||
+		    ecw_client_new(&c2, a2, NULL))
 			fail_msg("client: %s", ecw_error_last()->message);
 		assert_int_equal(run_move(c2, "run2"), 0);
 		if (restore_mode)
@@ -138,10 +148,10 @@ static void scenario(bool restore)
 	itest_client_for(&acct, &app, cs, NULL);
 	itest_client_for(&acct2, &c, cs, NULL);
 	snprintf(text, sizeof(text),
-		 "storage: {connection_string: \"${ECW_TEST_CONNECTION_STRING}\"}\njobs:\n"
-		 "  archive-employee: {type: move, from: %s, to: %s}\n"
-		 "  restore-employee: {type: move, from: %s, to: %s}\n",
-		 emp, arch, arch, emp);
+	         "storage: {connection_string: \"${ECW_TEST_CONNECTION_STRING}\"}\njobs:\n"
+	         "  archive-employee: {type: move, from: %s, to: %s}\n"
+	         "  restore-employee: {type: move, from: %s, to: %s}\n",
+	         emp, arch, arch, emp);
 	ecw_node_errors_init(&errs);
 	if (ecw_config_parse(&cfg, text, strlen(text), "race.yaml", &errs) < 0)
 		fail_msg("config: %s", errs.n ? errs.lines[0] : "?");
@@ -160,8 +170,9 @@ static void scenario(bool restore)
 	const struct ecw_prop *p = where ? ecw_entity_get(where, "LastName") : NULL;
 	ITEST_CHECK(err == 0, "run 1 failed: %s", ecw_error_last()->message);
 	ITEST_CHECK(in_emp != in_arch, "the employee is in %s table", in_emp ? "both" : "neither");
-	ITEST_CHECK(p && strcmp(p->v.s, "v2") == 0, "lost update: %s holds LastName %s, the application wrote v2",
-		    restore ? "Employees" : "the archive", p ? p->v.s : "(absent)");
+	ITEST_CHECK(p && strcmp(p->v.s, "v2") == 0,
+	            "lost update: %s holds LastName %s, the application wrote v2",
+	            restore ? "Employees" : "the archive", p ? p->v.s : "(absent)");
 	ecw_entity_free(f);
 	ecw_entity_free(e);
 	(void)!ecw_table_delete_table(app, emp);
@@ -190,8 +201,8 @@ static void test_job_move_race__restore_never_loses_an_update(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_job_move_race__archive_never_loses_an_update),
-		cmocka_unit_test(test_job_move_race__restore_never_loses_an_update),
+	    cmocka_unit_test(test_job_move_race__archive_never_loses_an_update),
+	    cmocka_unit_test(test_job_move_race__restore_never_loses_an_update),
 	};
 	return cmocka_run_group_tests_name("job_move_race", tests, NULL, NULL);
 }

@@ -78,7 +78,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_jobs_mixed__small_sanity, mixed_setup, mixed_teardown),
-	    cmocka_unit_test_setup_teardown(test_jobs_mixed__four_workers_converge, mixed_setup, mixed_teardown),
+	    cmocka_unit_test_setup_teardown(test_jobs_mixed__four_workers_converge, mixed_setup,
+	                                    mixed_teardown),
 	};
 	/* ECW_TEST_FILTER=test_jobs_mixed__small* runs only the matching cases. */
 	if (getenv("ECW_TEST_FILTER"))

@@ -32,16 +32,16 @@ static void config(char *path, size_t cap, const char *name, const char *vtable,
 {
 	char text[8192];
 	int k = snprintf(text, sizeof(text),
-			 "storage:\n"
-			 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-			 "log: {level: info, format: json}\n"
-			 "metrics: {listen: \"\"}\n"
-			 "migrations:\n"
-			 "  table: %s\n"
-			 "  lease: 2s\n"
-			 "  wait: 30s\n"
-			 "  list:\n%s",
-			 vtable, body);
+	                 "storage:\n"
+	                 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
+	                 "log: {level: info, format: json}\n"
+	                 "metrics: {listen: \"\"}\n"
+	                 "migrations:\n"
+	                 "  table: %s\n"
+	                 "  lease: 2s\n"
+	                 "  wait: 30s\n"
+	                 "  list:\n%s",
+	                 vtable, body);
 	assert_true(k > 0 && (size_t)k < sizeof(text));
 	proc_write_file(path, cap, name, text);
 }
@@ -106,7 +106,7 @@ static void assert_no_table(struct itest *t, const char *table)
 
 	ECW_ASSERT_ERR(ecw_table_get(&e, t->client, table, "p", "r"), ECW_ENOTABLE);
 	ITEST_CHECK(strcmp(ecw_error_last()->service_code, "TableNotFound") == 0, "%s exists: %s", table,
-		    itest_last_error());
+	            itest_last_error());
 }
 
 /* Lines of text containing needle. */
@@ -165,22 +165,23 @@ static void test_migrate__kill_mid_copy_resumes(void **state)
 	bool mid = false;
 
 	fill_typed(t, src, N_COPY);
-	snprintf(body, sizeof(body),
-		 "    - id: 0001-telemetry\n"
-		 "      version: 1\n"
-		 "      description: a copy of the telemetry\n"
-		 "      steps:\n"
-		 "        - create_table: %s\n"
-		 "        - upsert_entity: {table: %s, entity: {PartitionKey: cfg, RowKey: a, Name: \"Tank 7\", Cap: 5000000000}}\n"
-		 "        - copy_table: {from: %s, to: %s}\n"
-		 "        - set_property: {table: %s, filter: \"RowKey eq 'a'\", set: {Copied: true, Tag: \"{PartitionKey}-{RowKey}\"}}\n"
-		 "        - insert_entity: {table: %s, entity: {PartitionKey: cfg, RowKey: done, V: 1}}\n",
-		 x, x, src, dst, x, x);
+	snprintf(
+	    body, sizeof(body),
+	    "    - id: 0001-telemetry\n"
+	    "      version: 1\n"
+	    "      description: a copy of the telemetry\n"
+	    "      steps:\n"
+	    "        - create_table: %s\n"
+	    "        - upsert_entity: {table: %s, entity: {PartitionKey: cfg, RowKey: a, Name: \"Tank 7\", Cap: 5000000000}}\n"
+	    "        - copy_table: {from: %s, to: %s}\n"
+	    "        - set_property: {table: %s, filter: \"RowKey eq 'a'\", set: {Copied: true, Tag: \"{PartitionKey}-{RowKey}\"}}\n"
+	    "        - insert_entity: {table: %s, entity: {PartitionKey: cfg, RowKey: done, V: 1}}\n",
+	    x, x, src, dst, x, x);
 	config(cfg, sizeof(cfg), "migrate-kill.yaml", vt, body);
 
 	/* Slow batches down so there is a middle to kill it in. */
 	proc_start(&p, "migrate-kill", (const char *const[]){"migrate", "-c", cfg, NULL},
-		   (const char *const[]){"ECW_TEST_PAUSE_AT=migrate.batch:25", NULL});
+	           (const char *const[]){"ECW_TEST_PAUSE_AT=migrate.batch:25", NULL});
 	for (int64_t deadline = itest_now_ms() + 60000; itest_now_ms() < deadline && proc_alive(&p);) {
 		if ((rec = record(t, vt, "0000000001"))) {
 			mid = prop_int(rec, "Done") >= 1000 && *prop_str(rec, "CursorRK");
@@ -197,31 +198,33 @@ static void test_migrate__kill_mid_copy_resumes(void **state)
 	ITEST_CHECK(partial >= 1000 && partial < N_COPY, "killed mid-copy, yet %zu copied", partial);
 
 	/* status: once, running, by the dead process. */
-	assert_int_equal(proc_run(&out, &err, "migrate-kill-status", (const char *const[]){"migrate", "status", "-c", cfg, NULL},
-				  NULL, 30000),
-			 0);
-	ITEST_CHECK(lines_with(out, "0001-telemetry") == 1 && lines_with(out, "running by") == 1, "status:\n%s", out);
+	assert_int_equal(proc_run(&out, &err, "migrate-kill-status",
+	                          (const char *const[]){"migrate", "status", "-c", cfg, NULL}, NULL, 30000),
+	                 0);
+	ITEST_CHECK(lines_with(out, "0001-telemetry") == 1 && lines_with(out, "running by") == 1,
+	            "status:\n%s", out);
 	free(out);
 	free(err);
 
 	/* Again: waits out the dead owner's lease, takes over, resumes. */
-	assert_int_equal(proc_run(&out, &err, "migrate-kill-rerun", (const char *const[]){"migrate", "-c", cfg, NULL}, NULL,
-				  60000),
-			 0);
+	assert_int_equal(proc_run(&out, &err, "migrate-kill-rerun",
+	                          (const char *const[]){"migrate", "-c", cfg, NULL}, NULL, 60000),
+	                 0);
 	ITEST_CHECK(strstr(out, "taking over") && strstr(out, "resuming after (tank-") &&
-			    strstr(out, "0001-telemetry: applied"),
-		    "rerun:\n%s\nstderr:\n%s", out, err);
+	                strstr(out, "0001-telemetry: applied"),
+	            "rerun:\n%s\nstderr:\n%s", out, err);
 	free(out);
 	free(err);
 
 	/* The copy equals the source. */
 	size_t ns = 0, nd = 0;
-	struct ecw_entity **vs = itest_query_all(&ns, t->client, src, NULL), **vd = itest_query_all(&nd, t->client, dst, NULL);
+	struct ecw_entity **vs = itest_query_all(&ns, t->client, src, NULL),
+	                  **vd = itest_query_all(&nd, t->client, dst, NULL);
 	assert_int_equal(ns, N_COPY);
 	assert_int_equal(nd, N_COPY);
 	for (size_t i = 0; i < ns; i++)
-		ITEST_CHECK(ecw_entity_equal(vs[i], vd[i]), "entity %zu differs:\n  source %s\n  copy   %s", i,
-			    itest_entity_json(vs[i]), itest_entity_json(vd[i]));
+		ITEST_CHECK(ecw_entity_equal(vs[i], vd[i]), "entity %zu differs:\n  source %s\n  copy   %s",
+		            i, itest_entity_json(vs[i]), itest_entity_json(vd[i]));
 	itest_entities_free(vs, ns);
 	itest_entities_free(vd, nd);
 
@@ -238,10 +241,11 @@ static void test_migrate__kill_mid_copy_resumes(void **state)
 	ecw_entity_free(rec);
 	assert_int_equal(count_entities(t, vt, NULL), 1);
 
-	assert_int_equal(proc_run(&out, NULL, "migrate-kill-status2", (const char *const[]){"migrate", "status", "-c", cfg, NULL},
-				  NULL, 30000),
-			 0);
-	ITEST_CHECK(lines_with(out, "0001-telemetry") == 1 && lines_with(out, "applied") == 1, "status:\n%s", out);
+	assert_int_equal(proc_run(&out, NULL, "migrate-kill-status2",
+	                          (const char *const[]){"migrate", "status", "-c", cfg, NULL}, NULL, 30000),
+	                 0);
+	ITEST_CHECK(lines_with(out, "0001-telemetry") == 1 && lines_with(out, "applied") == 1, "status:\n%s",
+	            out);
 	free(out);
 	proc_assert_logs_clean();
 }
@@ -258,21 +262,22 @@ static void test_migrate__concurrent_runs_apply_once(void **state)
 	int applying = 0;
 
 	snprintf(body, sizeof(body),
-		 "    - id: 0001-marker\n"
-		 "      version: 1\n"
-		 "      steps:\n"
-		 "        - create_table: %s\n"
-		 "        - insert_entity: {table: %s, entity: {PartitionKey: m, RowKey: once, N: 1}}\n",
-		 x, x);
+	         "    - id: 0001-marker\n"
+	         "      version: 1\n"
+	         "      steps:\n"
+	         "        - create_table: %s\n"
+	         "        - insert_entity: {table: %s, entity: {PartitionKey: m, RowKey: once, N: 1}}\n",
+	         x, x);
 	config(cfg, sizeof(cfg), "migrate-race.yaml", vt, body);
 	/* Each step pauses, so the second run finds the claim held. */
 	for (int i = 0; i < 2; i++)
-		proc_start(&p[i], i ? "migrate-race-b" : "migrate-race-a", (const char *const[]){"migrate", "-c", cfg, NULL},
-			   (const char *const[]){"ECW_TEST_PAUSE_AT=migrate.step:400", NULL});
+		proc_start(&p[i], i ? "migrate-race-b" : "migrate-race-a",
+		           (const char *const[]){"migrate", "-c", cfg, NULL},
+		           (const char *const[]){"ECW_TEST_PAUSE_AT=migrate.step:400", NULL});
 	for (int i = 0; i < 2; i++) {
 		ITEST_CHECK(proc_wait(&p[i], 60000), "migrate %d did not finish", i);
 		ITEST_CHECK(proc_exit_code(&p[i]) == 0, "migrate %d exited %d: %s", i, proc_exit_code(&p[i]),
-			    proc_tail(p[i].log_path, 20));
+		            proc_tail(p[i].log_path, 20));
 		proc_log_read(&log, p[i].log_path);
 		applying += strstr(log.text, "0001-marker: applying") != NULL;
 		proc_log_dispose(&log);
@@ -292,26 +297,28 @@ static void test_migrate__dry_run_and_status_write_nothing(void **state)
 	char cfg[640], body[1024], expect[128], *out = NULL;
 
 	snprintf(body, sizeof(body),
-		 "    - id: 0001-new\n"
-		 "      version: 1\n"
-		 "      description: a new table\n"
-		 "      steps:\n"
-		 "        - create_table: %s\n"
-		 "        - upsert_entity: {table: %s, entity: {PartitionKey: a, RowKey: b}}\n",
-		 x, x);
+	         "    - id: 0001-new\n"
+	         "      version: 1\n"
+	         "      description: a new table\n"
+	         "      steps:\n"
+	         "        - create_table: %s\n"
+	         "        - upsert_entity: {table: %s, entity: {PartitionKey: a, RowKey: b}}\n",
+	         x, x);
 	config(cfg, sizeof(cfg), "migrate-dry.yaml", vt, body);
-	assert_int_equal(proc_run(&out, NULL, "migrate-dry", (const char *const[]){"migrate", "-c", cfg, "--dry-run", NULL},
-				  NULL, 30000),
-			 0);
+	assert_int_equal(proc_run(&out, NULL, "migrate-dry",
+	                          (const char *const[]){"migrate", "-c", cfg, "--dry-run", NULL}, NULL,
+	                          30000),
+	                 0);
 	snprintf(expect, sizeof(expect), "step 1/2: create_table %s", x);
-	ITEST_CHECK(strstr(out, "nothing written") && strstr(out, "1 0001-new: a new table") && strstr(out, expect),
-		    "dry run:\n%s", out);
+	ITEST_CHECK(strstr(out, "nothing written") && strstr(out, "1 0001-new: a new table") &&
+	                strstr(out, expect),
+	            "dry run:\n%s", out);
 	free(out);
 	assert_no_table(t, vt);
 	assert_no_table(t, x);
 	assert_int_equal(proc_run(&out, NULL, "migrate-dry-status",
-				  (const char *const[]){"migrate", "status", "-c", cfg, NULL}, NULL, 30000),
-			 0);
+	                          (const char *const[]){"migrate", "status", "-c", cfg, NULL}, NULL, 30000),
+	                 0);
 	ITEST_CHECK(lines_with(out, "0001-new") == 1 && strstr(out, "pending"), "status:\n%s", out);
 	free(out);
 	assert_no_table(t, vt);
@@ -322,22 +329,23 @@ static void test_migrate__dry_run_and_status_write_nothing(void **state)
 /* Three migrations; v is 0001's property value, t2 the table of 0002's step 2. */
 static void fail_body(char *out, size_t cap, const char *x, int v, const char *t2, const char *y)
 {
-	int k = snprintf(out, cap, "    - id: 0001-x\n"
-			 "      version: 1\n"
-			 "      steps:\n"
-			 "        - create_table: %s\n"
-			 "        - insert_entity: {table: %s, entity: {PartitionKey: p, RowKey: a, V: %d}}\n"
-			 "    - id: 0002-more\n"
-			 "      version: 2\n"
-			 "      steps:\n"
-			 "        - insert_entity: {table: %s, entity: {PartitionKey: p, RowKey: b}}\n"
-			 "        - upsert_entity: {table: %s, entity: {PartitionKey: p, RowKey: fixed}}\n"
-			 "        - insert_entity: {table: %s, entity: {PartitionKey: p, RowKey: c}}\n"
-			 "    - id: 0003-y\n"
-			 "      version: 3\n"
-			 "      steps:\n"
-			 "        - create_table: %s\n",
-			 x, x, v, x, t2, x, y);
+	int k = snprintf(out, cap,
+	                 "    - id: 0001-x\n"
+	                 "      version: 1\n"
+	                 "      steps:\n"
+	                 "        - create_table: %s\n"
+	                 "        - insert_entity: {table: %s, entity: {PartitionKey: p, RowKey: a, V: %d}}\n"
+	                 "    - id: 0002-more\n"
+	                 "      version: 2\n"
+	                 "      steps:\n"
+	                 "        - insert_entity: {table: %s, entity: {PartitionKey: p, RowKey: b}}\n"
+	                 "        - upsert_entity: {table: %s, entity: {PartitionKey: p, RowKey: fixed}}\n"
+	                 "        - insert_entity: {table: %s, entity: {PartitionKey: p, RowKey: c}}\n"
+	                 "    - id: 0003-y\n"
+	                 "      version: 3\n"
+	                 "      steps:\n"
+	                 "        - create_table: %s\n",
+	                 x, x, v, x, t2, x, y);
 
 	assert_true(k > 0 && (size_t)k < cap);
 }
@@ -350,37 +358,40 @@ static void fail_body(char *out, size_t cap, const char *x, int v, const char *t
 static void test_migrate__failing_step_then_fixed_config_resumes(void **state)
 {
 	struct itest *t = *state;
-	const char *vt = itest_extra_table(t, "ver"), *x = itest_extra_table(t, "x"), *y = itest_extra_table(t, "y");
+	const char *vt = itest_extra_table(t, "ver"), *x = itest_extra_table(t, "x"),
+	           *y = itest_extra_table(t, "y");
 	const char *missing = itest_extra_table(t, "missing");
 	char cfg[640], body[2048], *out = NULL, *err = NULL;
 
 	fail_body(body, sizeof(body), x, 1, missing, y);
 	config(cfg, sizeof(cfg), "migrate-fail.yaml", vt, body);
-	assert_int_equal(proc_run(&out, &err, "migrate-fail", (const char *const[]){"migrate", "-c", cfg, NULL}, NULL, 30000),
-			 1);
-	ITEST_CHECK(strstr(err, "0002-more (version 2) failed: step 2/3 (upsert_entity") && strstr(err, "TableNotFound") &&
-			    strstr(err, "1 later migration not attempted"),
-		    "stderr:\n%s", err);
+	assert_int_equal(proc_run(&out, &err, "migrate-fail",
+	                          (const char *const[]){"migrate", "-c", cfg, NULL}, NULL, 30000),
+	                 1);
+	ITEST_CHECK(strstr(err, "0002-more (version 2) failed: step 2/3 (upsert_entity") &&
+	                strstr(err, "TableNotFound") && strstr(err, "1 later migration not attempted"),
+	            "stderr:\n%s", err);
 	ITEST_CHECK(strstr(out, "0001-x: applied") != NULL, "stdout:\n%s", out);
 	free(out);
 	free(err);
 	assert_no_table(t, y);
-	assert_int_equal(proc_run(&out, NULL, "migrate-fail-status", (const char *const[]){"migrate", "status", "-c", cfg, NULL},
-				  NULL, 30000),
-			 0);
+	assert_int_equal(proc_run(&out, NULL, "migrate-fail-status",
+	                          (const char *const[]){"migrate", "status", "-c", cfg, NULL}, NULL, 30000),
+	                 0);
 	ITEST_CHECK(lines_with(out, "0002-more") == 1 && strstr(out, "failed at step 2: step 2/3") &&
-			    lines_with(out, "0003-y") == 1 && strstr(out, "pending"),
-		    "status:\n%s", out);
+	                lines_with(out, "0003-y") == 1 && strstr(out, "pending"),
+	            "status:\n%s", out);
 	free(out);
 
 	/* Fixed: step 2 names the right table. */
 	fail_body(body, sizeof(body), x, 1, x, y);
 	config(cfg, sizeof(cfg), "migrate-fail.yaml", vt, body);
-	assert_int_equal(proc_run(&out, &err, "migrate-fixed", (const char *const[]){"migrate", "-c", cfg, NULL}, NULL, 30000),
-			 0);
+	assert_int_equal(proc_run(&out, &err, "migrate-fixed",
+	                          (const char *const[]){"migrate", "-c", cfg, NULL}, NULL, 30000),
+	                 0);
 	ITEST_CHECK(strstr(out, "resuming after a failed attempt") && strstr(out, "0002-more: applied") &&
-			    strstr(out, "0003-y: applied") && !strstr(out, "step 1/3"),
-		    "stdout:\n%s\nstderr:\n%s", out, err);
+	                strstr(out, "0003-y: applied") && !strstr(out, "step 1/3"),
+	            "stdout:\n%s\nstderr:\n%s", out, err);
 	free(out);
 	free(err);
 	assert_int_equal(count_entities(t, x, NULL), 4); /* a, b, fixed, c */
@@ -390,9 +401,11 @@ static void test_migrate__failing_step_then_fixed_config_resumes(void **state)
 	/* An applied migration edited: refused, nothing run. */
 	fail_body(body, sizeof(body), x, 2, x, y);
 	config(cfg, sizeof(cfg), "migrate-fail.yaml", vt, body);
-	assert_int_equal(proc_run(NULL, &err, "migrate-edited", (const char *const[]){"migrate", "-c", cfg, NULL}, NULL, 30000),
-			 1);
-	ITEST_CHECK(strstr(err, "0001-x (version 1) was applied with another definition"), "stderr:\n%s", err);
+	assert_int_equal(proc_run(NULL, &err, "migrate-edited",
+	                          (const char *const[]){"migrate", "-c", cfg, NULL}, NULL, 30000),
+	                 1);
+	ITEST_CHECK(strstr(err, "0001-x (version 1) was applied with another definition"), "stderr:\n%s",
+	            err);
 	free(err);
 	proc_assert_logs_clean();
 }
@@ -410,21 +423,23 @@ static void test_migrate__step_kinds(void **state)
 
 	/* 300 entities: partitions tank-00..09, 30 each; odd N in cm. */
 	fill_typed(t, src, 300);
-	snprintf(body, sizeof(body),
-		 "    - id: 0001-kinds\n"
-		 "      version: 1\n"
-		 "      steps:\n"
-		 "        - rename_table: {from: %s, to: %s}\n"
-		 "        - set_property: {table: %s, filter: \"On eq false\", set: {Unit: mm, Source: \"{PartitionKey}/{N}\", Scale: 10}}\n"
-		 "        - delete_partition: {table: %s, pk: tank-09}\n"
-		 "        - delete_entity: {table: %s, pk: tank-00, rk: r00000}\n"
-		 "        - create_table: %s\n"
-		 "        - upsert_entity: {table: %s, entity: {PartitionKey: a, RowKey: b, T: {type: Edm.Int64, value: \"7\"}}}\n"
-		 "        - clear_table: %s\n",
-		 src, dst, dst, dst, dst, x, x, x);
+	snprintf(
+	    body, sizeof(body),
+	    "    - id: 0001-kinds\n"
+	    "      version: 1\n"
+	    "      steps:\n"
+	    "        - rename_table: {from: %s, to: %s}\n"
+	    "        - set_property: {table: %s, filter: \"On eq false\", set: {Unit: mm, Source: \"{PartitionKey}/{N}\", Scale: 10}}\n"
+	    "        - delete_partition: {table: %s, pk: tank-09}\n"
+	    "        - delete_entity: {table: %s, pk: tank-00, rk: r00000}\n"
+	    "        - create_table: %s\n"
+	    "        - upsert_entity: {table: %s, entity: {PartitionKey: a, RowKey: b, T: {type: Edm.Int64, value: \"7\"}}}\n"
+	    "        - clear_table: %s\n",
+	    src, dst, dst, dst, dst, x, x, x);
 	config(cfg, sizeof(cfg), "migrate-kinds.yaml", vt, body);
-	assert_int_equal(proc_run(&out, &err, "migrate-kinds", (const char *const[]){"migrate", "-c", cfg, NULL}, NULL, 60000),
-			 0);
+	assert_int_equal(proc_run(&out, &err, "migrate-kinds",
+	                          (const char *const[]){"migrate", "-c", cfg, NULL}, NULL, 60000),
+	                 0);
 	ITEST_CHECK(strstr(out, "0001-kinds: applied"), "stdout:\n%s\nstderr:\n%s", out, err);
 	free(out);
 	free(err);
@@ -436,15 +451,17 @@ static void test_migrate__step_kinds(void **state)
 		char want[64];
 		assert_string_not_equal(ecw_entity_pk(v[i]), "tank-09");
 		if (on->v.b) {
-			ITEST_CHECK(!ecw_entity_get(v[i], "Unit"), "set on a non-match: %s", itest_entity_json(v[i]));
+			ITEST_CHECK(!ecw_entity_get(v[i], "Unit"), "set on a non-match: %s",
+			            itest_entity_json(v[i]));
 			continue;
 		}
 		snprintf(want, sizeof(want), "%s/%d", ecw_entity_pk(v[i]), num->v.i32);
-		ITEST_CHECK(strcmp(prop_str(v[i], "Unit"), "mm") == 0 && strcmp(prop_str(v[i], "Source"), want) == 0 &&
-				    ecw_entity_get(v[i], "Scale")->type == ECW_EDM_INT32 &&
-				    ecw_entity_get(v[i], "Scale")->v.i32 == 10 &&
-				    ecw_entity_get(v[i], "Big")->type == ECW_EDM_INT64,
-			    "not merged: %s", itest_entity_json(v[i]));
+		ITEST_CHECK(strcmp(prop_str(v[i], "Unit"), "mm") == 0 &&
+		                strcmp(prop_str(v[i], "Source"), want) == 0 &&
+		                ecw_entity_get(v[i], "Scale")->type == ECW_EDM_INT32 &&
+		                ecw_entity_get(v[i], "Scale")->v.i32 == 10 &&
+		                ecw_entity_get(v[i], "Big")->type == ECW_EDM_INT64,
+		            "not merged: %s", itest_entity_json(v[i]));
 	}
 	itest_entities_free(v, n);
 	assert_int_equal(count_entities(t, x, NULL), 0);
@@ -454,11 +471,12 @@ static void test_migrate__step_kinds(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_migrate__kill_mid_copy_resumes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_migrate__concurrent_runs_apply_once, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_migrate__dry_run_and_status_write_nothing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_migrate__failing_step_then_fixed_config_resumes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_migrate__step_kinds, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate__kill_mid_copy_resumes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate__concurrent_runs_apply_once, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate__dry_run_and_status_write_nothing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate__failing_step_then_fixed_config_resumes, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate__step_kinds, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("migrate", tests, NULL, NULL);
 }

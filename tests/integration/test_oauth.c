@@ -20,7 +20,8 @@
 #include "connect.h"
 #include "ecw_config.h"
 
-#define ASSERTION "eyJhbGciOiJSUzI1NiIsImtpZCI6InRlc3QifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGVmYXVsdDplY3cifQ.ZmVkZXJhdGVk"
+#define ASSERTION                                                                                            \
+	"eyJhbGciOiJSUzI1NiIsImtpZCI6InRlc3QifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGVmYXVsdDplY3cifQ.ZmVkZXJhdGVk"
 
 struct ot {
 	struct tokensrv *srv;
@@ -35,16 +36,17 @@ static const char *need_env(const char *name)
 {
 	const char *v = getenv(name);
 	if (!v || !*v)
-		fail_msg("%s is not set: run through tests/run-tests.sh (it starts an https Azurite with --oauth basic)",
-		         name);
+		fail_msg(
+		    "%s is not set: run through tests/run-tests.sh (it starts an https Azurite with --oauth basic)",
+		    name);
 	return v;
 }
 
 static void clear_identity_env(void)
 {
-	static const char *const vars[] = {"AZURE_CLIENT_ID",   "AZURE_TENANT_ID", "AZURE_FEDERATED_TOKEN_FILE",
-	                                   "AZURE_AUTHORITY_HOST", "IDENTITY_ENDPOINT", "IDENTITY_HEADER",
-	                                   "ECW_IMDS_ENDPOINT", NULL};
+	static const char *const vars[] = {
+	    "AZURE_CLIENT_ID",   "AZURE_TENANT_ID", "AZURE_FEDERATED_TOKEN_FILE", "AZURE_AUTHORITY_HOST",
+	    "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "ECW_IMDS_ENDPOINT",          NULL};
 	for (size_t i = 0; vars[i]; i++)
 		unsetenv(vars[i]);
 }
@@ -158,7 +160,8 @@ static struct ecw_entity *entity(const char *pk, const char *rk, int v)
 /* insert / get / query / batch / delete, then the table goes. */
 static void table_round_trip(struct ot *o)
 {
-	struct ecw_entity *a = entity("p", "o'brien 001", 1), *b = entity("p", "b", 2), *c = entity("p", "c", 3);
+	struct ecw_entity *a = entity("p", "o'brien 001", 1), *b = entity("p", "b", 2),
+	                  *c = entity("p", "c", 3);
 	struct ecw_entity *big = entity("q", "big", 4), *got = NULL, **all;
 	struct ecw_batch *batch = NULL;
 	static char text[30001];
@@ -215,7 +218,8 @@ static void test_oauth__managed_identity_imds(void **state)
 	struct ot *o = *state;
 	char yaml[1024], endpoint[128];
 
-	o->srv = tokensrv_start(&(struct tokensrv_config){.mode = TOKENSRV_IMDS, .mi_client_id = TOKENSRV_CLIENT_ID});
+	o->srv = tokensrv_start(
+	    &(struct tokensrv_config){.mode = TOKENSRV_IMDS, .mi_client_id = TOKENSRV_CLIENT_ID});
 	snprintf(endpoint, sizeof(endpoint), "%s/metadata/identity/oauth2/token", tokensrv_base(o->srv));
 	setenv("ECW_IMDS_ENDPOINT", endpoint, 1);
 	storage_yaml(yaml, sizeof(yaml), "managed-identity", true,
@@ -252,7 +256,8 @@ static void assert_token_refused(struct ot *o)
 
 	assert_int_equal(e->http_status, 403);
 	assert_string_equal(e->service_code, "AuthenticationFailed");
-	ITEST_CHECK(strstr(e->message, "the service refused the access token") != NULL, "message: %s", e->message);
+	ITEST_CHECK(strstr(e->message, "the service refused the access token") != NULL, "message: %s",
+	            e->message);
 	ITEST_CHECK(strstr(e->message, "eyJ") == NULL, "message: %s", e->message);
 	assert_int_equal(itest_stats(o->c).requests, 1 + 1); /* the token, the refused request */
 	assert_server_clean(o, 1);
@@ -263,8 +268,10 @@ static void test_oauth__expired_token_is_refused(void **state)
 	struct ot *o = *state;
 
 	/* The endpoint says an hour, the token itself expired ten minutes ago. */
-	workload_identity(o, &(struct tokensrv_config){.mode = TOKENSRV_ENTRA, .assertion = ASSERTION, .exp_offset_s = -600},
-	                  true);
+	workload_identity(
+	    o,
+	    &(struct tokensrv_config){.mode = TOKENSRV_ENTRA, .assertion = ASSERTION, .exp_offset_s = -600},
+	    true);
 	ECW_ASSERT_ERR(ecw_queue_create(NULL, o->c, o->queue), ECW_EAUTH);
 	assert_token_refused(o);
 }
@@ -273,8 +280,10 @@ static void test_oauth__wrong_audience_is_refused(void **state)
 {
 	struct ot *o = *state;
 
-	workload_identity(o, &(struct tokensrv_config){.mode = TOKENSRV_ENTRA, .assertion = ASSERTION,
-	                                                 .audience = "https://vault.azure.net"},
+	workload_identity(o,
+	                  &(struct tokensrv_config){.mode = TOKENSRV_ENTRA,
+	                                            .assertion = ASSERTION,
+	                                            .audience = "https://vault.azure.net"},
 	                  true);
 	ECW_ASSERT_ERR(ecw_table_create(NULL, o->c, o->table), ECW_EAUTH);
 	assert_token_refused(o);
@@ -285,8 +294,9 @@ static void test_oauth__token_endpoint_refusal_is_clear(void **state)
 	struct ot *o = *state;
 	const char *msg;
 
-	workload_identity(o, &(struct tokensrv_config){.mode = TOKENSRV_ENTRA, .assertion = ASSERTION, .status = 400},
-	                  true);
+	workload_identity(
+	    o, &(struct tokensrv_config){.mode = TOKENSRV_ENTRA, .assertion = ASSERTION, .status = 400},
+	    true);
 	ECW_ASSERT_ERR(ecw_queue_create(NULL, o->c, o->queue), ECW_EAUTH);
 	msg = ecw_error_last()->message;
 	ITEST_CHECK(strstr(msg, "workload identity: POST http://127.0.0.1:") != NULL, "message: %s", msg);
@@ -301,9 +311,11 @@ static void test_oauth__untrusted_certificate_without_ca_file(void **state)
 {
 	struct ot *o = *state;
 
-	workload_identity(o, &(struct tokensrv_config){.mode = TOKENSRV_ENTRA, .assertion = ASSERTION}, false);
+	workload_identity(o, &(struct tokensrv_config){.mode = TOKENSRV_ENTRA, .assertion = ASSERTION},
+	                  false);
 	ECW_ASSERT_ERR(ecw_queue_create(NULL, o->c, o->queue), ECW_ERROR);
-	ITEST_CHECK(strstr(ecw_error_last()->message, "certificate") != NULL, "message: %s", ecw_error_last()->message);
+	ITEST_CHECK(strstr(ecw_error_last()->message, "certificate") != NULL, "message: %s",
+	            ecw_error_last()->message);
 }
 
 /* ---- the worker process ----------------------------------------------------------- */
@@ -322,19 +334,21 @@ static void test_oauth__worker_runs_a_job_with_workload_identity(void **state)
 	workload_identity(o, &(struct tokensrv_config){.mode = TOKENSRV_ENTRA, .assertion = ASSERTION}, true);
 	itest_unique_name(poison, sizeof(poison), 'q', "oauthpoison");
 	ECW_ASSERT_OK(ecw_queue_create(NULL, o->c, o->queue));
-	ECW_ASSERT_OK(ecw_queue_put(&put, o->c, o->queue, "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"r1\"}", 34, NULL));
+	ECW_ASSERT_OK(
+	    ecw_queue_put(&put, o->c, o->queue, "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"r1\"}", 34, NULL));
 	snprintf(id, sizeof(id), "%s", put.id);
 
 	storage_yaml(storage, sizeof(storage), "workload-identity", true, NULL);
-	k = snprintf(text, sizeof(text),
-	             "%s"
-	             "worker: {queue: %s, poison_queue: %s, concurrency: 4, poll_interval: {min: 50ms, max: 200ms}, "
-	             "shutdown_grace: 5s}\n"
-	             "log: {level: debug, format: json}\n"
-	             "metrics: {listen: \"\"}\n"
-	             "jobs:\n"
-	             "  count: {type: test-count, table: %s}\n",
-	             storage, o->queue, poison, o->table);
+	k = snprintf(
+	    text, sizeof(text),
+	    "%s"
+	    "worker: {queue: %s, poison_queue: %s, concurrency: 4, poll_interval: {min: 50ms, max: 200ms}, "
+	    "shutdown_grace: 5s}\n"
+	    "log: {level: debug, format: json}\n"
+	    "metrics: {listen: \"\"}\n"
+	    "jobs:\n"
+	    "  count: {type: test-count, table: %s}\n",
+	    storage, o->queue, poison, o->table);
 	assert_true(k > 0 && (size_t)k < sizeof(text));
 	proc_write_file(path, sizeof(path), "oauth-worker.yaml", text);
 	snprintf(authority, sizeof(authority), "%s/", tokensrv_base(o->srv));
@@ -347,7 +361,8 @@ static void test_oauth__worker_runs_a_job_with_workload_identity(void **state)
 	proc_start(&p, "oauth-worker", args, env);
 
 	if (!proc_wait_count(&p, 1, 20000, "message", "message_id", id, "outcome", "succeeded", NULL))
-		fail_msg("the worker did not process the message; log %s:\n%s", p.log_path, proc_tail(p.log_path, 30));
+		fail_msg("the worker did not process the message; log %s:\n%s", p.log_path,
+		         proc_tail(p.log_path, 30));
 	assert_int_equal(proc_count(&p, "start", "auth", "workload-identity", NULL), 1);
 	/* test-count's row: PartitionKey the message's rk, RowKey its id and delivery. */
 	snprintf(rowkey, sizeof(rowkey), "%s~1", id);
@@ -374,15 +389,18 @@ static void test_oauth__worker_runs_a_job_with_workload_identity(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_oauth__workload_identity_queue_and_table, ot_setup, ot_teardown),
-		cmocka_unit_test_setup_teardown(test_oauth__managed_identity_imds, ot_setup, ot_teardown),
-		cmocka_unit_test_setup_teardown(test_oauth__managed_identity_app_service, ot_setup, ot_teardown),
-		cmocka_unit_test_setup_teardown(test_oauth__expired_token_is_refused, ot_setup, ot_teardown),
-		cmocka_unit_test_setup_teardown(test_oauth__wrong_audience_is_refused, ot_setup, ot_teardown),
-		cmocka_unit_test_setup_teardown(test_oauth__token_endpoint_refusal_is_clear, ot_setup, ot_teardown),
-		cmocka_unit_test_setup_teardown(test_oauth__untrusted_certificate_without_ca_file, ot_setup, ot_teardown),
-		cmocka_unit_test_setup_teardown(test_oauth__worker_runs_a_job_with_workload_identity, ot_setup,
-		                                ot_teardown),
+	    cmocka_unit_test_setup_teardown(test_oauth__workload_identity_queue_and_table, ot_setup,
+	                                    ot_teardown),
+	    cmocka_unit_test_setup_teardown(test_oauth__managed_identity_imds, ot_setup, ot_teardown),
+	    cmocka_unit_test_setup_teardown(test_oauth__managed_identity_app_service, ot_setup, ot_teardown),
+	    cmocka_unit_test_setup_teardown(test_oauth__expired_token_is_refused, ot_setup, ot_teardown),
+	    cmocka_unit_test_setup_teardown(test_oauth__wrong_audience_is_refused, ot_setup, ot_teardown),
+	    cmocka_unit_test_setup_teardown(test_oauth__token_endpoint_refusal_is_clear, ot_setup,
+	                                    ot_teardown),
+	    cmocka_unit_test_setup_teardown(test_oauth__untrusted_certificate_without_ca_file, ot_setup,
+	                                    ot_teardown),
+	    cmocka_unit_test_setup_teardown(test_oauth__worker_runs_a_job_with_workload_identity, ot_setup,
+	                                    ot_teardown),
 	};
 	return cmocka_run_group_tests_name("oauth", tests, NULL, NULL);
 }

@@ -126,7 +126,7 @@ static void test_purge_tables__list_by_prefix_over_pages(void **state)
 	snprintf(other, sizeof(other), "%.*s", (int)strlen(x->prefix) - 1, x->prefix);
 	make_table(x, other);
 	snprintf(other, sizeof(other), "%.*s%c0", (int)strlen(x->prefix) - 1, x->prefix,
-		 x->prefix[strlen(x->prefix) - 1] + 1);
+	         x->prefix[strlen(x->prefix) - 1] + 1);
 	make_table(x, other);
 
 	before = itest_stats(x->t->client);
@@ -139,7 +139,7 @@ static void test_purge_tables__list_by_prefix_over_pages(void **state)
 		assert_string_equal(got[i], want[i]);
 	/* 3 + 3 + 1: the continuation was followed twice. */
 	ITEST_CHECK(after.requests - before.requests == 3, "%" PRIu64 " requests, expected 3 pages",
-		    after.requests - before.requests);
+	            after.requests - before.requests);
 	ecw_table_names_free(got);
 
 	/* The service's default page size gives the same answer. */
@@ -156,24 +156,24 @@ static void start_worker(struct proc *p, struct pt *x, const char *name)
 {
 	char path[640], text[2048], clock[96];
 	int k = snprintf(text, sizeof(text),
-			 "# written by test_purge_tables.c\n"
-			 "storage:\n"
-			 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
-			 "worker:\n"
-			 "  queue: %s\n"
-			 "  poison_queue: %s\n"
-			 "  visibility_timeout: 30s\n"
-			 "  poll_interval: {min: 50ms, max: 200ms}\n"
-			 "  shutdown_grace: 5s\n"
-			 "log: {level: debug, format: json}\n"
-			 "metrics: {listen: \"\"}\n"
-			 "jobs:\n"
-			 "  purge-logins:\n"
-			 "    type: purge-tables\n"
-			 "    prefix: %s\n"
-			 "    name_date: \"%s{yyyyMMdd}\"\n"
-			 "    keep: 60d\n",
-			 x->t->queue, itest_poison(x->t), x->prefix, x->prefix);
+	                 "# written by test_purge_tables.c\n"
+	                 "storage:\n"
+	                 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
+	                 "worker:\n"
+	                 "  queue: %s\n"
+	                 "  poison_queue: %s\n"
+	                 "  visibility_timeout: 30s\n"
+	                 "  poll_interval: {min: 50ms, max: 200ms}\n"
+	                 "  shutdown_grace: 5s\n"
+	                 "log: {level: debug, format: json}\n"
+	                 "metrics: {listen: \"\"}\n"
+	                 "jobs:\n"
+	                 "  purge-logins:\n"
+	                 "    type: purge-tables\n"
+	                 "    prefix: %s\n"
+	                 "    name_date: \"%s{yyyyMMdd}\"\n"
+	                 "    keep: 60d\n",
+	                 x->t->queue, itest_poison(x->t), x->prefix, x->prefix);
 	char file[128];
 
 	assert_true(k > 0 && (size_t)k < sizeof(text));
@@ -182,7 +182,7 @@ static void start_worker(struct proc *p, struct pt *x, const char *name)
 	/* The simulated clock reads 2020-10-11T12:00:00Z now and runs at the
 	 * real pace. */
 	snprintf(clock, sizeof(clock), "ECW_TEST_CLOCK=%" PRId64 ":%" PRId64 ":1", real_wall_ms(),
-		 INT64_C(1602417600000));
+	         INT64_C(1602417600000));
 	const char *args[] = {"run", "-c", path, NULL};
 	const char *env[] = {clock, NULL};
 	proc_start(p, name, args, env);
@@ -204,12 +204,13 @@ static void expect_detail(struct proc *p, const char *id, const char *detail)
 	struct json_object *l;
 
 	if (!proc_wait_count(p, 1, 20000, "message", "message_id", id, "outcome", "succeeded", NULL))
-		fail_msg("message %s did not succeed; log %s:\n%s", id, p->log_path, proc_tail(p->log_path, 30));
+		fail_msg("message %s did not succeed; log %s:\n%s", id, p->log_path,
+		         proc_tail(p->log_path, 30));
 	proc_log_read(&log, p->log_path);
 	l = proc_log_find(&log, 0, "message", "message_id", id, "outcome", "succeeded", NULL);
 	assert_non_null(l);
 	ITEST_CHECK(strcmp(proc_field(l, "detail"), detail) == 0, "detail '%s', expected '%s'",
-		    proc_field(l, "detail"), detail);
+	            proc_field(l, "detail"), detail);
 	proc_log_dispose(&log);
 }
 
@@ -284,9 +285,10 @@ static void test_purge_tables__worker_deletes_exactly_the_expired(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_purge_tables__list_by_prefix_over_pages, pt_setup, pt_teardown),
-		cmocka_unit_test_setup_teardown(test_purge_tables__worker_deletes_exactly_the_expired, pt_setup,
-						pt_teardown),
+	    cmocka_unit_test_setup_teardown(test_purge_tables__list_by_prefix_over_pages, pt_setup,
+	                                    pt_teardown),
+	    cmocka_unit_test_setup_teardown(test_purge_tables__worker_deletes_exactly_the_expired, pt_setup,
+	                                    pt_teardown),
 	};
 	if (getenv("ECW_TEST_FILTER"))
 		cmocka_set_test_filter(getenv("ECW_TEST_FILTER"));

@@ -133,7 +133,8 @@ static void check_alert_metrics(const char *page)
 		snprintf(want, sizeof(want), "\n%s{", name);
 		if (!strstr(page, want))
 			snprintf(want, sizeof(want), "\n%s ", name);
-		ITEST_CHECK(strstr(page, want) != NULL, "%s uses %s, which the worker's /metrics lacks", path, name);
+		ITEST_CHECK(strstr(page, want) != NULL, "%s uses %s, which the worker's /metrics lacks", path,
+		            name);
 		names++;
 	}
 	ITEST_CHECK(names >= 5, "only %zu metric names found in %s", names, path);
@@ -182,13 +183,15 @@ static void test_runtime__sigterm_releases_inflight(void **state)
 	                                       "outcome=\"poisoned\""};
 	for (int i = 0; i < 2; i++) {
 		double v = proc_metric(page, "ecw_messages_poisoned_total", &found, reasons[i], NULL);
-		ITEST_CHECK(found == 1 && v == 0, "ecw_messages_poisoned_total{%s}: %g (%d samples), expected 0",
-		            reasons[i], v, found);
+		ITEST_CHECK(found == 1 && v == 0,
+		            "ecw_messages_poisoned_total{%s}: %g (%d samples), expected 0", reasons[i], v,
+		            found);
 	}
 	for (int i = 0; i < 3; i++) {
 		double v = proc_metric(page, "ecw_messages_total", &found, "job=\"slow\"", outcomes[i], NULL);
-		ITEST_CHECK(found == 1 && v == 0, "ecw_messages_total{job=\"slow\",%s}: %g (%d samples), expected 0",
-		            outcomes[i], v, found);
+		ITEST_CHECK(found == 1 && v == 0,
+		            "ecw_messages_total{job=\"slow\",%s}: %g (%d samples), expected 0", outcomes[i],
+		            v, found);
 	}
 	check_alert_metrics(page);
 	free(page);
@@ -520,11 +523,14 @@ static void test_runtime__sigterm_releases_prefetched_at_once(void **state)
 	int64_t t0 = itest_now_ms();
 	proc_signal(&p, SIGTERM);
 	while (rtfx_peek_count(r, t->queue) < 4) {
-		ITEST_CHECK(itest_now_ms() - t0 < 2000, "the 4 waiting messages were not visible again within 2 s "
-		            "of SIGTERM (the running job takes 3 s); log:\n%s", proc_tail(p.log_path, 20));
+		ITEST_CHECK(itest_now_ms() - t0 < 2000,
+		            "the 4 waiting messages were not visible again within 2 s "
+		            "of SIGTERM (the running job takes 3 s); log:\n%s",
+		            proc_tail(p.log_path, 20));
 		itest_sleep_ms(20);
 	}
-	ITEST_CHECK(proc_wait(&p, 8000), "still running 8 s after SIGTERM; log:\n%s", proc_tail(p.log_path, 20));
+	ITEST_CHECK(proc_wait(&p, 8000), "still running 8 s after SIGTERM; log:\n%s",
+	            proc_tail(p.log_path, 20));
 	ITEST_CHECK(proc_exit_code(&p) == 0, "exit status %d; log:\n%s", proc_exit_code(&p),
 	            proc_tail(p.log_path, 20));
 	assert_int_equal(proc_count(&p, "message", "outcome", "released", NULL), 4);
@@ -595,12 +601,13 @@ static void concurrency_case(struct rtfx *r, int prefetch, size_t want_visible)
 	}
 	itest_sleep_ms(1000); /* the jobs take 3 s: nothing finished yet */
 	size_t visible = rtfx_peek_count(r, t->queue);
-	ITEST_CHECK(visible == want_visible, "%zu of 10 messages visible with 4 jobs running and prefetch %d, expected %zu",
-	            visible, prefetch, want_visible);
+	ITEST_CHECK(visible == want_visible,
+	            "%zu of 10 messages visible with 4 jobs running and prefetch %d, expected %zu", visible,
+	            prefetch, want_visible);
 	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
 	double inflight = proc_metric(page, "ecw_jobs_in_flight", &found, NULL);
-	ITEST_CHECK(found == 1 && inflight == (double)(10 - want_visible), "ecw_jobs_in_flight %g, expected %zu",
-	            inflight, 10 - want_visible);
+	ITEST_CHECK(found == 1 && inflight == (double)(10 - want_visible),
+	            "ecw_jobs_in_flight %g, expected %zu", inflight, 10 - want_visible);
 	free(page);
 	rtfx_finish(&p);
 }
@@ -686,8 +693,8 @@ static void test_runtime__startup_waits_for_storage(void **state)
 	struct proc p, quitter, proxy;
 	const char *args[] = {"run", "-c", path, NULL};
 	int qport = proc_free_port(), tport = proc_free_port();
-	const char *cs = itest_connstr(), *k = strstr(cs, "AccountKey="), *azq = getenv("ECW_TEST_QUEUE_PORT"),
-	           *azt = getenv("ECW_TEST_TABLE_PORT");
+	const char *cs = itest_connstr(), *k = strstr(cs, "AccountKey="),
+	           *azq = getenv("ECW_TEST_QUEUE_PORT"), *azt = getenv("ECW_TEST_TABLE_PORT");
 
 	ITEST_CHECK(k && azq && azt, "needs the test connection string with a key, and the Azurite ports");
 	k += strlen("AccountKey=");
@@ -709,7 +716,8 @@ static void test_runtime__startup_waits_for_storage(void **state)
 	int port = rtfx_write_config(path, sizeof(path), r, "runtime-startwait", &o);
 	proc_start(&p, "runtime-startwait", args, env);
 	PROC_EXPECT_LOG(&p, 2, 30000, "start_retry");
-	ITEST_CHECK(proc_alive(&p), "the worker exited while storage was away; log:\n%s", proc_tail(p.log_path, 20));
+	ITEST_CHECK(proc_alive(&p), "the worker exited while storage was away; log:\n%s",
+	            proc_tail(p.log_path, 20));
 	assert_int_equal(proc_http_get(NULL, port, "/healthz"), 200);
 	assert_int_equal(proc_http_get(NULL, port, "/readyz"), 503);
 

@@ -24,14 +24,19 @@ static char *account_sas(bool break_signature)
 	assert_int_equal(ecw_base64_decode(&key, DEV_KEY, strlen(DEV_KEY)), 0);
 	/* account, permissions, services, resource types, start, expiry, IP,
 	 * protocol, version, each followed by a newline. */
-	assert_int_equal(ecw_buf_printf(&sts, "devstoreaccount1\n%s\nqt\nsco\n\n%s\n\nhttps,http\n2019-02-02\n",
-					perms, expiry), 0);
+	assert_int_equal(ecw_buf_printf(&sts,
+	                                "devstoreaccount1\n%s\nqt\nsco\n\n%s\n\nhttps,http\n2019-02-02\n",
+	                                perms, expiry),
+	                 0);
 	assert_int_equal(
 	    ecw_auth_hmac_sha256_base64(&sig, (unsigned char *)key.ptr, key.len, sts.ptr, sts.len), 0);
 	if (break_signature)
 		sig.ptr[0] = sig.ptr[0] == 'A' ? 'B' : 'A';
-	assert_int_equal(ecw_buf_printf(&token, "sv=2019-02-02&ss=qt&srt=sco&sp=%s&se=2099-01-01T00%%3A00%%3A00Z"
-						"&spr=https,http&sig=", perms), 0);
+	assert_int_equal(ecw_buf_printf(&token,
+	                                "sv=2019-02-02&ss=qt&srt=sco&sp=%s&se=2099-01-01T00%%3A00%%3A00Z"
+	                                "&spr=https,http&sig=",
+	                                perms),
+	                 0);
 	assert_int_equal(ecw_escape_pct(&token, sig.ptr, sig.len), 0);
 	(void)expiry;
 	ecw_buf_dispose(&key);
@@ -50,9 +55,12 @@ static char *sas_connstr(const char *sas)
 	ecw_buf_init(&b, 0);
 	/* No AccountName, no key: only endpoints and the token (with a leading
 	 * '?', as the portal shows it). */
-	assert_int_equal(ecw_buf_printf(&b, "QueueEndpoint=http://127.0.0.1:%s/devstoreaccount1;"
-					    "TableEndpoint=http://127.0.0.1:%s/devstoreaccount1;"
-					    "SharedAccessSignature=?%s", qp, tp, sas), 0);
+	assert_int_equal(ecw_buf_printf(&b,
+	                                "QueueEndpoint=http://127.0.0.1:%s/devstoreaccount1;"
+	                                "TableEndpoint=http://127.0.0.1:%s/devstoreaccount1;"
+	                                "SharedAccessSignature=?%s",
+	                                qp, tp, sas),
+	                 0);
 	return ecw_buf_take(&b);
 }
 
@@ -122,10 +130,10 @@ static void test_sas__bad_signature_is_auth_error_without_retry_or_leak(void **s
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_sas__queue_and_table_through_account_sas, itest_setup,
-						itest_teardown),
-		cmocka_unit_test_setup_teardown(test_sas__bad_signature_is_auth_error_without_retry_or_leak,
-						itest_setup, itest_teardown),
+	    cmocka_unit_test_setup_teardown(test_sas__queue_and_table_through_account_sas, itest_setup,
+	                                    itest_teardown),
+	    cmocka_unit_test_setup_teardown(test_sas__bad_signature_is_auth_error_without_retry_or_leak,
+	                                    itest_setup, itest_teardown),
 	};
 	return cmocka_run_group_tests_name("sas", tests, NULL, NULL);
 }

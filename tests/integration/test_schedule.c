@@ -82,7 +82,7 @@ static void clock_env(char *out, size_t cap, int64_t anchor, int64_t base_ms, in
 /* schedule: the lines under schedules: (NULL: none); extra: more worker keys;
  * poll: the worker's poll_interval (min and max), NULL for WFX_WORKER's. */
 static void start_polling(struct proc *p, struct st *s, const char *name, const char *schedule,
-			  const char *extra, const char *const *env, const char *poll)
+                          const char *extra, const char *const *env, const char *poll)
 {
 	struct wfx_worker w = WFX_WORKER(s->fx.t->queue, s->fx.poison);
 	char path[640], worker_extra[1024], jobs[4096];
@@ -110,7 +110,7 @@ static void start_polling(struct proc *p, struct st *s, const char *name, const 
 }
 
 static void start(struct proc *p, struct st *s, const char *name, const char *schedule, const char *extra,
-		  const char *const *env)
+                  const char *const *env)
 {
 	start_polling(p, s, name, schedule, extra, env, NULL);
 }
@@ -131,7 +131,7 @@ static const struct ecw_prop *prop(const struct ecw_entity *e, const char *name,
 	const struct ecw_prop *p = ecw_entity_get(e, name);
 
 	ITEST_CHECK(p && p->type == type, "marker %s lacks %s of the right type: %s", ecw_entity_rk(e), name,
-		    itest_entity_json(e));
+	            itest_entity_json(e));
 	return p;
 }
 
@@ -204,7 +204,7 @@ static void check_windows(struct st *s, const int64_t *want, size_t nwant, int c
 
 	ITEST_CHECK(n == nwant, "%zu markers, expected %zu", n, nwant);
 	ITEST_CHECK(nrec == nwant * NDEV * (size_t)copies, "%zu records (messages run), expected %zu", nrec,
-		    nwant * NDEV * (size_t)copies);
+	            nwant * NDEV * (size_t)copies);
 	for (size_t i = 0; i < nwant; i++) {
 		char key[32], ws[32];
 		time_t t = (time_t)(want[i] / 1000), prev = t - 3600;
@@ -215,11 +215,14 @@ static void check_windows(struct st *s, const int64_t *want, size_t nwant, int c
 		strftime(key, sizeof(key), "%Y-%m-%dT%H:%MZ", &tm);
 		gmtime_r(&prev, &tm);
 		strftime(ws, sizeof(ws), "%Y-%m-%dT%H:00:00Z", &tm);
-		ITEST_CHECK(strcmp(ecw_entity_rk(v[i]), key) == 0, "marker %zu is %s, expected %s", i, ecw_entity_rk(v[i]),
-			    key);
-		ITEST_CHECK(prop(v[i], "Done", ECW_EDM_BOOLEAN)->v.b, "window %s not done: %s", key, itest_entity_json(v[i]));
-		ITEST_CHECK(prop(v[i], "Enqueued", ECW_EDM_INT64)->v.i64 == NDEV, "window %s: %s", key, itest_entity_json(v[i]));
-		ITEST_CHECK(prop(v[i], "Claims", ECW_EDM_INT32)->v.i32 == claims, "window %s: %s", key, itest_entity_json(v[i]));
+		ITEST_CHECK(strcmp(ecw_entity_rk(v[i]), key) == 0, "marker %zu is %s, expected %s", i,
+		            ecw_entity_rk(v[i]), key);
+		ITEST_CHECK(prop(v[i], "Done", ECW_EDM_BOOLEAN)->v.b, "window %s not done: %s", key,
+		            itest_entity_json(v[i]));
+		ITEST_CHECK(prop(v[i], "Enqueued", ECW_EDM_INT64)->v.i64 == NDEV, "window %s: %s", key,
+		            itest_entity_json(v[i]));
+		ITEST_CHECK(prop(v[i], "Claims", ECW_EDM_INT32)->v.i32 == claims, "window %s: %s", key,
+		            itest_entity_json(v[i]));
 		prop(v[i], "ClaimedBy", ECW_EDM_STRING);
 		prop(v[i], "ClaimedAt", ECW_EDM_DATETIME);
 		for (size_t j = 0; j < nrec; j++) {
@@ -232,13 +235,14 @@ static void check_windows(struct st *s, const int64_t *want, size_t nwant, int c
 		}
 		for (int d = 0; d < NDEV; d++)
 			ITEST_CHECK(seen[d] == copies, "window_start %s: %d message(s) for %s, expected %d",
-				    ws, seen[d], devices[d], copies);
+			            ws, seen[d], devices[d], copies);
 	}
 	itest_entities_free(v, n);
 	itest_entities_free(rec, nrec);
 }
 
-#define HOURLY "  - {job: rollup, every: 1h, at: \"00:10\", window: previous, for_each: {table: %s, field: RowKey}%s}\n"
+#define HOURLY                                                                                               \
+	"  - {job: rollup, every: 1h, at: \"00:10\", window: previous, for_each: {table: %s, field: RowKey}%s}\n"
 
 /* Three replicas on one simulated clock (an hour every 2 s) over the year's
  * end: every window, the 7 caught up at start and those that come while
@@ -276,7 +280,7 @@ static void test_schedule__three_replicas_each_window_once(void **state)
 	for (int i = 0; i < 3; i++) {
 		ITEST_CHECK(proc_wait(&p[i], 15000), "%s did not stop", p[i].name);
 		ITEST_CHECK(proc_exit_code(&p[i]) == 0, "%s exited %d:\n%s", p[i].name, proc_exit_code(&p[i]),
-			    proc_tail(p[i].log_path, 30));
+		            proc_tail(p[i].log_path, 30));
 	}
 	drain_queue(s, "sched-drain");
 
@@ -295,9 +299,10 @@ static void test_schedule__three_replicas_each_window_once(void **state)
 	for (int i = 0; i < 3; i++)
 		total += proc_count(&p[i], "schedule_enqueued", "schedule", "rollup", "count", "3", NULL);
 	ITEST_CHECK(total == n, "%zu windows enqueued over the three replicas' logs, %zu markers", total, n);
-	assert_int_equal(proc_count(&p[0], "schedule_released", NULL) + proc_count(&p[1], "schedule_released", NULL) +
-				 proc_count(&p[2], "schedule_released", NULL),
-			 0);
+	assert_int_equal(proc_count(&p[0], "schedule_released", NULL) +
+	                     proc_count(&p[1], "schedule_released", NULL) +
+	                     proc_count(&p[2], "schedule_released", NULL),
+	                 0);
 	proc_assert_logs_clean();
 }
 
@@ -334,7 +339,7 @@ static void test_schedule__late_replica_catches_up(void **state)
 	drain_queue(s, "sched-late-drain");
 
 	const int64_t want[] = {utc(2020, 10, 11, 8, 0),  utc(2020, 10, 11, 9, 0),  utc(2020, 10, 11, 10, 0),
-				utc(2020, 10, 11, 15, 0), utc(2020, 10, 11, 16, 0), utc(2020, 10, 11, 17, 0)};
+	                        utc(2020, 10, 11, 15, 0), utc(2020, 10, 11, 16, 0), utc(2020, 10, 11, 17, 0)};
 	check_windows(s, want, 6, 1, 1);
 	/* 3 + 3 + 0 over the three runs (one log). */
 	assert_int_equal(proc_count(&p, "schedule_enqueued", "schedule", "rollup", NULL), 6);
@@ -356,16 +361,16 @@ static void check_queued(struct st *s, size_t want)
 		struct json_object *o = json_tokener_parse(m[i].text), *v;
 		int d;
 		ITEST_CHECK(o && json_object_object_get_ex(o, "window_start", &v) &&
-				    strcmp(json_object_get_string(v), "2020-10-11T09:00:00Z") == 0 &&
-				    json_object_object_get_ex(o, "job", &v) &&
-				    strcmp(json_object_get_string(v), "rollup") == 0,
-			    "message %zu: %s", i, m[i].text);
+		                strcmp(json_object_get_string(v), "2020-10-11T09:00:00Z") == 0 &&
+		                json_object_object_get_ex(o, "job", &v) &&
+		                strcmp(json_object_get_string(v), "rollup") == 0,
+		            "message %zu: %s", i, m[i].text);
 		ITEST_CHECK(json_object_object_get_ex(o, "device", &v), "message %zu has no device: %s", i,
-			    m[i].text);
+		            m[i].text);
 		for (d = 0; d < NDEV && strcmp(json_object_get_string(v), devices[d]) != 0; d++)
 			;
 		ITEST_CHECK(d < NDEV && seen[d]++ == 0, "message %zu: an unknown or repeated device: %s", i,
-			    m[i].text);
+		            m[i].text);
 		json_object_put(o);
 	}
 	ecw_queue_msgs_free(m, n);
@@ -395,11 +400,12 @@ static void die_then_take_over(struct st *s, const char *point, size_t left)
 	 * the queue, to be counted. */
 	start_polling(&a, s, "sched-crash", sched, lease, env_crash, "1h");
 	ITEST_CHECK(proc_wait(&a, 30000), "the worker did not die at %s:\n%s", point,
-		    proc_tail(a.log_path, 30));
+	            proc_tail(a.log_path, 30));
 	assert_int_equal(proc_exit_code(&a), 86);
 	v = itest_query_all(&n, s->fx.t->client, s->markers, NULL);
-	ITEST_CHECK(n == 1 && !prop(v[0], "Done", ECW_EDM_BOOLEAN)->v.b && prop(v[0], "Claims", ECW_EDM_INT32)->v.i32 == 1,
-		    "after the crash: %zu markers, first %s", n, itest_entity_json(n ? v[0] : NULL));
+	ITEST_CHECK(n == 1 && !prop(v[0], "Done", ECW_EDM_BOOLEAN)->v.b &&
+	                prop(v[0], "Claims", ECW_EDM_INT32)->v.i32 == 1,
+	            "after the crash: %zu markers, first %s", n, itest_entity_json(n ? v[0] : NULL));
 	itest_entities_free(v, n);
 	check_queued(s, left);
 	assert_int_equal(count_records(s), 0);
@@ -439,11 +445,12 @@ static void test_schedule__enqueued_not_done_taken_over(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_schedule__three_replicas_each_window_once, st_setup, st_teardown),
+	    cmocka_unit_test_setup_teardown(test_schedule__three_replicas_each_window_once, st_setup,
+	                                    st_teardown),
 	    cmocka_unit_test_setup_teardown(test_schedule__late_replica_catches_up, st_setup, st_teardown),
 	    cmocka_unit_test_setup_teardown(test_schedule__stale_claim_taken_over, st_setup, st_teardown),
 	    cmocka_unit_test_setup_teardown(test_schedule__enqueued_not_done_taken_over, st_setup,
-					    st_teardown),
+	                                    st_teardown),
 	};
 	return cmocka_run_group_tests_name("schedule (integration)", tests, NULL, NULL);
 }

@@ -269,9 +269,11 @@ static void test_status__creates_nothing(void **state)
 	ITEST_CHECK(code == 0, "status exited %d:\n%s\n%s", code, out, err);
 	struct json_object *o = json_tokener_parse(out);
 	ITEST_CHECK(o != NULL, "status --json printed: %s", out);
-	struct json_object *q = json_object_object_get(o, "queue"), *p = json_object_object_get(o, "poison_queue");
+	struct json_object *q = json_object_object_get(o, "queue"),
+	                   *p = json_object_object_get(o, "poison_queue");
 	ITEST_CHECK(q && !json_object_get_boolean(json_object_object_get(q, "exists")), "queue: %s", out);
-	ITEST_CHECK(p && !json_object_get_boolean(json_object_object_get(p, "exists")), "poison queue: %s", out);
+	ITEST_CHECK(p && !json_object_get_boolean(json_object_object_get(p, "exists")), "poison queue: %s",
+	            out);
 	json_object_put(o);
 	free(out);
 	free(err);

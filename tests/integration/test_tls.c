@@ -16,10 +16,15 @@ static char *https_connstr(void)
 	if (!port || !*port)
 		fail_msg("ECW_TEST_HTTPS_QUEUE_PORT is not set: run through tests/run-tests.sh");
 	ecw_buf_init(&b, 0);
-	assert_int_equal(ecw_buf_printf(&b, "AccountName=devstoreaccount1;"
-					    "AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;"
-					    "QueueEndpoint=https://127.0.0.1:%s/devstoreaccount1;"
-					    "TableEndpoint=https://127.0.0.1:1/devstoreaccount1", port), 0);
+	assert_int_equal(
+	    ecw_buf_printf(
+	        &b,
+	        "AccountName=devstoreaccount1;"
+	        "AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;"
+	        "QueueEndpoint=https://127.0.0.1:%s/devstoreaccount1;"
+	        "TableEndpoint=https://127.0.0.1:1/devstoreaccount1",
+	        port),
+	    0);
 	return ecw_buf_take(&b);
 }
 
@@ -41,7 +46,7 @@ static void test_tls__self_signed_certificate_is_refused_by_default(void **state
 	assert_int_equal(st.retries, 0);
 	/* libcurl says why: a certificate problem. */
 	ITEST_CHECK(strstr(ecw_error_last()->message, "certificate") != NULL, "message: %s",
-		    ecw_error_last()->message);
+	            ecw_error_last()->message);
 	ecw_client_free(c);
 	ecw_account_free(acct);
 	free(cs);
@@ -74,10 +79,10 @@ static void test_tls__test_only_option_accepts_it(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_tls__self_signed_certificate_is_refused_by_default,
-						itest_setup, itest_teardown),
-		cmocka_unit_test_setup_teardown(test_tls__test_only_option_accepts_it, itest_setup,
-						itest_teardown),
+	    cmocka_unit_test_setup_teardown(test_tls__self_signed_certificate_is_refused_by_default,
+	                                    itest_setup, itest_teardown),
+	    cmocka_unit_test_setup_teardown(test_tls__test_only_option_accepts_it, itest_setup,
+	                                    itest_teardown),
 	};
 	return cmocka_run_group_tests_name("tls", tests, NULL, NULL);
 }

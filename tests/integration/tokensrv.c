@@ -108,7 +108,8 @@ static const char *header(const struct req *r, const char *name, char *out, size
 
 /* ---- checks ---------------------------------------------------------------- */
 
-static void mismatch(struct tokensrv *s, char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void mismatch(struct tokensrv *s, char *why, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 static void mismatch(struct tokensrv *s, char *why, size_t cap, const char *fmt, ...)
 {
@@ -122,8 +123,8 @@ static void mismatch(struct tokensrv *s, char *why, size_t cap, const char *fmt,
 	va_end(ap);
 }
 
-static void expect_field(struct tokensrv *s, char *why, size_t cap, const char *form, size_t len, const char *name,
-                         const char *want)
+static void expect_field(struct tokensrv *s, char *why, size_t cap, const char *form, size_t len,
+                         const char *name, const char *want)
 {
 	char got[8192];
 	int n;
@@ -149,13 +150,17 @@ static void check(struct tokensrv *s, const struct req *r, char *why, size_t cap
 			mismatch(s, why, cap, "path %s", r->path);
 		if (r->query[0])
 			mismatch(s, why, cap, "a query string: %s", r->query);
-		if (!header(r, "Content-Type", h, sizeof(h)) || strcmp(h, "application/x-www-form-urlencoded") != 0)
-			mismatch(s, why, cap, "Content-Type %s", header(r, "Content-Type", h, sizeof(h)) ? h : "(none)");
+		if (!header(r, "Content-Type", h, sizeof(h)) ||
+		    strcmp(h, "application/x-www-form-urlencoded") != 0)
+			mismatch(s, why, cap, "Content-Type %s",
+			         header(r, "Content-Type", h, sizeof(h)) ? h : "(none)");
 		expect_field(s, why, cap, r->body, r->body_len, "client_id", TOKENSRV_CLIENT_ID);
-		expect_field(s, why, cap, r->body, r->body_len, "scope", "https://storage.azure.com/.default");
+		expect_field(s, why, cap, r->body, r->body_len, "scope",
+		             "https://storage.azure.com/.default");
 		expect_field(s, why, cap, r->body, r->body_len, "client_assertion_type",
 		             "urn:ietf:params:oauth:client-assertion-type:jwt-bearer");
-		expect_field(s, why, cap, r->body, r->body_len, "client_assertion", c->assertion ? c->assertion : "");
+		expect_field(s, why, cap, r->body, r->body_len, "client_assertion",
+		             c->assertion ? c->assertion : "");
 		expect_field(s, why, cap, r->body, r->body_len, "grant_type", "client_credentials");
 		form_get(h, sizeof(h), r->body, r->body_len, "", &n);
 		if (n != 5)
@@ -214,8 +219,10 @@ static void mint(struct tokensrv *s, char *out, size_t cap)
 	struct ecw_buf b;
 
 	snprintf(payload, sizeof(payload),
-	         "{\"aud\":\"%s\",\"iss\":\"https://sts.windows.net/" TOKENSRV_TENANT "/\",\"iat\":%ld,\"nbf\":%ld,"
-	         "\"exp\":%ld,\"appid\":\"" TOKENSRV_CLIENT_ID "\",\"oid\":\"5d1e6b9a-3c21-4b8e-8f2b-0c4bd8c56a1e\","
+	         "{\"aud\":\"%s\",\"iss\":\"https://sts.windows.net/" TOKENSRV_TENANT
+	         "/\",\"iat\":%ld,\"nbf\":%ld,"
+	         "\"exp\":%ld,\"appid\":\"" TOKENSRV_CLIENT_ID
+	         "\",\"oid\":\"5d1e6b9a-3c21-4b8e-8f2b-0c4bd8c56a1e\","
 	         "\"tid\":\"" TOKENSRV_TENANT "\",\"ver\":\"1.0\"}",
 	         c->audience ? c->audience : "https://storage.azure.com", now - 300, now - 300, exp);
 	ecw_buf_init(&b, 0);
@@ -268,10 +275,11 @@ static bool read_request(int fd, struct ecw_buf *in, struct req *r)
 static void respond(int fd, int status, const char *body)
 {
 	char head[256];
-	int n = snprintf(head, sizeof(head),
-	                 "HTTP/1.1 %d %s\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: %zu\r\n"
-	                 "Connection: close\r\n\r\n",
-	                 status, status == 200 ? "OK" : "Error", strlen(body));
+	int n = snprintf(
+	    head, sizeof(head),
+	    "HTTP/1.1 %d %s\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: %zu\r\n"
+	    "Connection: close\r\n\r\n",
+	    status, status == 200 ? "OK" : "Error", strlen(body));
 	if (send(fd, head, (size_t)n, MSG_NOSIGNAL) < 0 || send(fd, body, strlen(body), MSG_NOSIGNAL) < 0)
 		return;
 }
@@ -296,12 +304,15 @@ static void serve(struct tokensrv *s, int fd)
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (why[0]) {
-		snprintf(body, sizeof(body), "{\"error\":\"invalid_request\",\"error_description\":\"test token endpoint: %s\"}", why);
+		snprintf(body, sizeof(body),
+		         "{\"error\":\"invalid_request\",\"error_description\":\"test token endpoint: %s\"}",
+		         why);
 		respond(fd, 400, body);
 	} else if (s->cfg.status) {
-		respond(fd, s->cfg.status,
-		        "{\"error\":\"invalid_client\",\"error_description\":\"AADSTS700213: No matching federated identity "
-		        "record found for presented assertion subject.\\r\\nTrace ID: 0\",\"error_codes\":[700213]}");
+		respond(
+		    fd, s->cfg.status,
+		    "{\"error\":\"invalid_client\",\"error_description\":\"AADSTS700213: No matching federated identity "
+		    "record found for presented assertion subject.\\r\\nTrace ID: 0\",\"error_codes\":[700213]}");
 	} else {
 		long life = s->cfg.exp_offset_s > 0 ? s->cfg.exp_offset_s : 3600;
 		mint(s, token, sizeof(token));
@@ -309,19 +320,22 @@ static void serve(struct tokensrv *s, int fd)
 		snprintf(s->token, sizeof(s->token), "%s", token);
 		pthread_mutex_unlock(&s->mu);
 		if (s->cfg.mode == TOKENSRV_ENTRA)
-			snprintf(body, sizeof(body),
-			         "{\"token_type\":\"Bearer\",\"expires_in\":%ld,\"ext_expires_in\":%ld,\"access_token\":\"%s\"}",
-			         life, life, token);
+			snprintf(
+			    body, sizeof(body),
+			    "{\"token_type\":\"Bearer\",\"expires_in\":%ld,\"ext_expires_in\":%ld,\"access_token\":\"%s\"}",
+			    life, life, token);
 		else if (s->cfg.mode == TOKENSRV_IMDS)
-			snprintf(body, sizeof(body),
-			         "{\"access_token\":\"%s\",\"refresh_token\":\"\",\"expires_in\":\"%ld\",\"expires_on\":\"%ld\","
-			         "\"not_before\":\"%ld\",\"resource\":\"https://storage.azure.com/\",\"token_type\":\"Bearer\"}",
-			         token, life, (long)time(NULL) + life, (long)time(NULL));
+			snprintf(
+			    body, sizeof(body),
+			    "{\"access_token\":\"%s\",\"refresh_token\":\"\",\"expires_in\":\"%ld\",\"expires_on\":\"%ld\","
+			    "\"not_before\":\"%ld\",\"resource\":\"https://storage.azure.com/\",\"token_type\":\"Bearer\"}",
+			    token, life, (long)time(NULL) + life, (long)time(NULL));
 		else
-			snprintf(body, sizeof(body),
-			         "{\"access_token\":\"%s\",\"expires_on\":\"%ld\",\"resource\":\"https://storage.azure.com/\","
-			         "\"token_type\":\"Bearer\"}",
-			         token, (long)time(NULL) + life);
+			snprintf(
+			    body, sizeof(body),
+			    "{\"access_token\":\"%s\",\"expires_on\":\"%ld\",\"resource\":\"https://storage.azure.com/\","
+			    "\"token_type\":\"Bearer\"}",
+			    token, (long)time(NULL) + life);
 		respond(fd, 200, body);
 	}
 	ecw_buf_dispose(&in);

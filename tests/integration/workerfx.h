@@ -53,12 +53,13 @@ struct wfx_worker {
 	const char *jobs;
 };
 
-#define WFX_WORKER(queue_, poison_)                                                                          \
-	{                                                                                                    \
-		.queue = (queue_), .poison = (poison_), .batch_size = 16, .concurrency = 4,                  \
-		.visibility_s = 30, .max_dequeue = 5, .retry_max = "2s", .poll_min = "50ms",                 \
-		.poll_max = "200ms", .shutdown_grace = "5s", .log_level = "debug"                            \
-	}
+/* clang-format 14 and 19 lay a braced macro out differently: */
+/* clang-format off */
+#define WFX_WORKER(queue_, poison_) \
+	{.queue = (queue_), .poison = (poison_), .batch_size = 16, .concurrency = 4, .visibility_s = 30, \
+	 .max_dequeue = 5, .retry_max = "2s", .poll_min = "50ms", .poll_max = "200ms", .shutdown_grace = "5s", \
+	 .log_level = "debug"}
+/* clang-format on */
 
 /* Writes w as NAME.yaml (proc_write_file) and returns its path in path. */
 void wfx_write_config(char *path, size_t cap, const char *name, const struct wfx_worker *w);

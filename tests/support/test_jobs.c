@@ -42,7 +42,7 @@ static void settings_free(void *p)
 }
 
 static int settings_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs,
-			  const char *const *allowed, bool table_required)
+                          const char *const *allowed, bool table_required)
 {
 	struct test_settings *s = calloc(1, sizeof(*s));
 	int bad = 0;
@@ -140,7 +140,7 @@ static int run_flaky(const void *settings, struct ecw_job_ctx *ctx)
 	}
 	if (ctx->dequeue_count <= s->fail_times)
 		return ecw_error_set(ECW_ETRANSIENT, "test-flaky: attempt %ld of %lld planned failures",
-				     ctx->dequeue_count, s->fail_times);
+		                     ctx->dequeue_count, s->fail_times);
 	return 0;
 }
 
@@ -166,21 +166,30 @@ static int run_count(const void *settings, struct ecw_job_ctx *ctx)
 }
 
 const struct ecw_job_type ecw_job_test_noop = {
-	.name = "test-noop", .parse = parse_none, .run = run_noop, .free = settings_free};
+    .name = "test-noop", .parse = parse_none, .run = run_noop, .free = settings_free};
 const struct ecw_job_type ecw_job_test_fail = {
-	.name = "test-fail", .parse = parse_none, .run = run_fail, .free = settings_free};
-const struct ecw_job_type ecw_job_test_flaky = {
-	.name = "test-flaky", .parse = parse_flaky, .prepare = prepare_table, .run = run_flaky, .free = settings_free};
-const struct ecw_job_type ecw_job_test_sleep = {
-	.name = "test-sleep", .parse = parse_sleep, .prepare = prepare_table, .run = run_sleep, .free = settings_free};
+    .name = "test-fail", .parse = parse_none, .run = run_fail, .free = settings_free};
+const struct ecw_job_type ecw_job_test_flaky = {.name = "test-flaky",
+                                                .parse = parse_flaky,
+                                                .prepare = prepare_table,
+                                                .run = run_flaky,
+                                                .free = settings_free};
+const struct ecw_job_type ecw_job_test_sleep = {.name = "test-sleep",
+                                                .parse = parse_sleep,
+                                                .prepare = prepare_table,
+                                                .run = run_sleep,
+                                                .free = settings_free};
 static const char *count_source(const void *settings)
 {
 	return ((const struct test_settings *)settings)->table;
 }
 
-const struct ecw_job_type ecw_job_test_count = {
-	.name = "test-count", .parse = parse_count, .prepare = prepare_table, .run = run_count, .free = settings_free,
-	.source_table = count_source};
+const struct ecw_job_type ecw_job_test_count = {.name = "test-count",
+                                                .parse = parse_count,
+                                                .prepare = prepare_table,
+                                                .run = run_count,
+                                                .free = settings_free,
+                                                .source_table = count_source};
 
 struct record_settings {
 	char *table;
@@ -254,7 +263,8 @@ static int record_run(const void *settings, struct ecw_job_ctx *ctx)
 	for (size_t i = 0; s->fields && s->fields[i]; i++) {
 		const char *v = message_string(ctx, s->fields[i]);
 		if (!v) {
-			err = ecw_error_set(ECW_EINVALID, "test-record: the message has no field %s", s->fields[i]);
+			err = ecw_error_set(ECW_EINVALID, "test-record: the message has no field %s",
+			                    s->fields[i]);
 			goto done;
 		}
 		if ((err = ecw_buf_printf(&rk, "%s%s", i ? "," : "", v)) < 0)
@@ -284,9 +294,14 @@ static int64_t record_window(const void *settings)
 	return ((const struct record_settings *)settings)->window_ms;
 }
 
-const struct ecw_job_type ecw_job_test_record = {
-	.name = "test-record", .keyless = true, .parse = record_parse, .prepare = record_prepare,
-	.run = record_run, .free = record_free, .message_fields = record_fields, .window_ms = record_window};
+const struct ecw_job_type ecw_job_test_record = {.name = "test-record",
+                                                 .keyless = true,
+                                                 .parse = record_parse,
+                                                 .prepare = record_prepare,
+                                                 .run = record_run,
+                                                 .free = record_free,
+                                                 .message_fields = record_fields,
+                                                 .window_ms = record_window};
 
 #else
 /* ISO C forbids an empty translation unit. */

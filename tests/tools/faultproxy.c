@@ -96,9 +96,9 @@ struct conn {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* closing or client_eof changed */
 	int refs;
-	bool closing;    /* torn down: both threads leave */
-	bool client_eof; /* the client closed its side */
-	bool req_open;   /* a request began and its response has not */
+	bool closing;       /* torn down: both threads leave */
+	bool client_eof;    /* the client closed its side */
+	bool req_open;      /* a request began and its response has not */
 	enum fault pending; /* the open request's fault, for the down thread */
 };
 
@@ -268,21 +268,22 @@ static void answer_503(struct conn *c, const char *req, size_t n)
 	bool json = false;
 	for (size_t i = 0; i + 16 <= n && !json; i++)
 		json = strncasecmp(req + i, "application/json", 16) == 0;
-	int blen = json ? snprintf(body, sizeof(body),
-				   "{\"odata.error\":{\"code\":\"ServerBusy\",\"message\":{\"lang\":\"en-US\","
-				   "\"value\":\"The server is busy (faultproxy).\"}}}")
-			: snprintf(body, sizeof(body),
-				   "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>ServerBusy</Code>"
-				   "<Message>The server is busy (faultproxy).</Message></Error>");
-	int hlen = snprintf(head, sizeof(head),
-			    "HTTP/1.1 503 Server Busy\r\n"
-			    "Content-Type: %s\r\n"
-			    "x-ms-error-code: ServerBusy\r\n"
-			    "x-ms-request-id: faultproxy\r\n"
-			    "Content-Length: %d\r\n"
-			    "Connection: close\r\n\r\n",
-			    json ? "application/json;odata=minimalmetadata;charset=utf-8" : "application/xml",
-			    blen);
+	int blen = json
+	               ? snprintf(body, sizeof(body),
+	                          "{\"odata.error\":{\"code\":\"ServerBusy\",\"message\":{\"lang\":\"en-US\","
+	                          "\"value\":\"The server is busy (faultproxy).\"}}}")
+	               : snprintf(body, sizeof(body),
+	                          "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>ServerBusy</Code>"
+	                          "<Message>The server is busy (faultproxy).</Message></Error>");
+	int hlen =
+	    snprintf(head, sizeof(head),
+	             "HTTP/1.1 503 Server Busy\r\n"
+	             "Content-Type: %s\r\n"
+	             "x-ms-error-code: ServerBusy\r\n"
+	             "x-ms-request-id: faultproxy\r\n"
+	             "Content-Length: %d\r\n"
+	             "Connection: close\r\n\r\n",
+	             json ? "application/json;odata=minimalmetadata;charset=utf-8" : "application/xml", blen);
 	if (blen < 0 || hlen < 0 || (size_t)blen >= sizeof(body) || (size_t)hlen >= sizeof(head))
 		return;
 	if (send_all(c->cfd, head, (size_t)hlen) == 0 && send_all(c->cfd, body, (size_t)blen) == 0)
@@ -539,12 +540,13 @@ static void write_stats(void)
 	if (!stats_path)
 		return;
 	pthread_mutex_lock(&g_lock);
-	int n = snprintf(text, sizeof(text),
-			 "{\"connections\":%llu,\"requests\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu,"
-			 "\"faults\":{\"503\":%llu,\"reset_before\":%llu,\"reset_after\":%llu,\"stall\":%llu},"
-			 "\"faults_on\":%s}\n",
-			 n_conns, n_requests, bytes_up, bytes_down, n_503, n_reset_before, n_reset_after, n_stall,
-			 faults_on ? "true" : "false");
+	int n =
+	    snprintf(text, sizeof(text),
+	             "{\"connections\":%llu,\"requests\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu,"
+	             "\"faults\":{\"503\":%llu,\"reset_before\":%llu,\"reset_after\":%llu,\"stall\":%llu},"
+	             "\"faults_on\":%s}\n",
+	             n_conns, n_requests, bytes_up, bytes_down, n_503, n_reset_before, n_reset_after, n_stall,
+	             faults_on ? "true" : "false");
 	pthread_mutex_unlock(&g_lock);
 	if (n > 0 && (size_t)n < sizeof(text))
 		write_atomic(stats_path, text);
@@ -621,7 +623,8 @@ static void listen_map(struct map *m)
 		die("socket: %s", strerror(errno));
 	setsockopt(m->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(m->lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(m->lfd, 512) != 0) {
-		fprintf(stderr, "faultproxy: cannot listen on 127.0.0.1:%d: %s\n", m->listen_port, strerror(errno));
+		fprintf(stderr, "faultproxy: cannot listen on 127.0.0.1:%d: %s\n", m->listen_port,
+		        strerror(errno));
 		exit(2);
 	}
 	socklen_t len = sizeof(a);
@@ -632,9 +635,10 @@ static void listen_map(struct map *m)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: faultproxy --map LISTEN_PORT:TARGET_HOST:TARGET_PORT [--map ...]\n"
-			"                  [--latency-ms N] [--p503 F] [--preset F] [--pstall F] [--stall-ms N]\n"
-			"                  [--seed N] [--stats FILE] [--ready-file FILE]\n");
+	fprintf(stderr,
+	        "usage: faultproxy --map LISTEN_PORT:TARGET_HOST:TARGET_PORT [--map ...]\n"
+	        "                  [--latency-ms N] [--p503 F] [--preset F] [--pstall F] [--stall-ms N]\n"
+	        "                  [--seed N] [--stats FILE] [--ready-file FILE]\n");
 	exit(2);
 }
 
@@ -661,7 +665,8 @@ int main(int argc, char **argv)
 		else if (strcmp(o, "--stall-ms") == 0)
 			stall_ms = parse_long(o, v, 0, 3600000);
 		else if (strcmp(o, "--seed") == 0)
-			rng_state = (uint64_t)parse_long(o, v, 0, 0x7fffffffL) * 2654435761ULL + 0x9E3779B97F4A7C15ULL;
+			rng_state = (uint64_t)parse_long(o, v, 0, 0x7fffffffL) * 2654435761ULL +
+			            0x9E3779B97F4A7C15ULL;
 		else if (strcmp(o, "--stats") == 0)
 			stats_path = v;
 		else if (strcmp(o, "--ready-file") == 0)
@@ -690,8 +695,8 @@ int main(int argc, char **argv)
 	size_t used = 0;
 	for (int i = 0; i < nmaps; i++) {
 		listen_map(&maps[i]);
-		int n = snprintf(ready + used, sizeof(ready) - used, "%d %s:%d\n", maps[i].listen_port, maps[i].host,
-				 maps[i].target_port);
+		int n = snprintf(ready + used, sizeof(ready) - used, "%d %s:%d\n", maps[i].listen_port,
+		                 maps[i].host, maps[i].target_port);
 		if (n < 0 || (size_t)n >= sizeof(ready) - used)
 			die("ready file too long%s", "");
 		used += (size_t)n;

@@ -22,12 +22,11 @@
 
 /* An unsigned request: Azurite answers it with a short error, which is all
  * the floor needs (the answer's size is that of a small entity). */
-static const char request[] =
-	"GET /devstoreaccount1/Tables('rtfloor') HTTP/1.1\r\n"
-	"Host: 127.0.0.1\r\n"
-	"x-ms-version: 2019-02-02\r\n"
-	"Accept: application/json;odata=minimalmetadata\r\n"
-	"x-ms-date: Sat, 21 Nov 2026 10:00:00 GMT\r\n\r\n";
+static const char request[] = "GET /devstoreaccount1/Tables('rtfloor') HTTP/1.1\r\n"
+                              "Host: 127.0.0.1\r\n"
+                              "x-ms-version: 2019-02-02\r\n"
+                              "Accept: application/json;odata=minimalmetadata\r\n"
+                              "x-ms-date: Sat, 21 Nov 2026 10:00:00 GMT\r\n\r\n";
 
 static long parse_long(const char *s, long min, long max)
 {
@@ -86,7 +85,8 @@ int main(int argc, char **argv)
 	addr.sin_port = htons((unsigned short)parse_long(argv[1], 1, 65535));
 	count = argc == 3 ? parse_long(argv[2], 1, 100000000) : 5000;
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
 		perror("rtfloor: connect");
 		return 1;
 	}
@@ -101,7 +101,8 @@ int main(int argc, char **argv)
 	}
 	getrusage(RUSAGE_SELF, &r1);
 	printf("{\"requests\":%ld,\"user_us\":%.2f,\"sys_us\":%.2f}\n", count,
-	       us(&r0.ru_utime, &r1.ru_utime) / (double)count, us(&r0.ru_stime, &r1.ru_stime) / (double)count);
+	       us(&r0.ru_utime, &r1.ru_utime) / (double)count,
+	       us(&r0.ru_stime, &r1.ru_stime) / (double)count);
 	close(fd);
 	return 0;
 }

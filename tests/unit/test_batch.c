@@ -596,13 +596,18 @@ static void test_batch__parse_reads_only_the_body(void **state)
 	                             "--b1\r\nContent-Type: multipart/mixed; boundary=cs1"),
 	                 ECW_ERROR);
 	/* A delimiter at the very end, then a status line at the very end. */
-	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1 204\r\n--b1"), 0);
+	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1 204\r\n--b1"),
+	                 0);
 	assert_int_equal(ecw_batch_status(b, 0), 204);
-	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1 204\n--b1\n"), 0);
-	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1 204"), ECW_ERROR);
+	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1 204\n--b1\n"),
+	                 0);
+	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1 204"),
+	                 ECW_ERROR);
 	/* The status is three digits, nothing else. */
-	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1  20\r\n--b1--"), ECW_ERROR);
-	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1 -20\r\n--b1--"), ECW_ERROR);
+	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1  20\r\n--b1--"),
+	                 ECW_ERROR);
+	assert_int_equal(parse_exact(b, "multipart/mixed; boundary=b1", "--b1\r\n\r\nHTTP/1.1 -20\r\n--b1--"),
+	                 ECW_ERROR);
 	ecw_batch_free(b);
 }
 

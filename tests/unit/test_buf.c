@@ -86,7 +86,8 @@ static void test_buf__take_and_reset(void **state)
 
 static void test_buf__integers(void **state)
 {
-	static const long long vs[] = {0, 7, -1, 10, 99, -100, 2147483647LL, -2147483648LL, LLONG_MAX, LLONG_MIN};
+	static const long long vs[] = {0,         7,        -1, 10, 99, -100, 2147483647LL, -2147483648LL,
+	                               LLONG_MAX, LLONG_MIN};
 	struct ecw_buf b;
 	char want[32], out[ECW_INT_TEXT_MAX];
 

@@ -18,7 +18,8 @@
 #define TPATH "/devstoreaccount1/jobs"
 #define ETAG "W/\"datetime'2026-08-19T10%3A00%3A00.1234567Z'\""
 
-static const struct ecw_client_options test_opts = {TRIES, BASE_MS, CAP_MS, 30000, 5000, false, NULL, NULL, NULL};
+static const struct ecw_client_options test_opts = {TRIES, BASE_MS, CAP_MS, 30000, 5000,
+                                                    false, NULL,    NULL,   NULL};
 
 static int fx_setup(void **state)
 {
@@ -859,7 +860,7 @@ static void test_client__table_delete_if_exists(void **state)
 /* The service's 404 TableNotFound as Azurite sends it (x-ms-error-code and
  * body) and as Azure does (the body only). */
 #define TABLE_NOT_FOUND_BODY                                                                                 \
-	"{\"odata.error\":{\"code\":\"TableNotFound\",\"message\":{\"value\":\"The table specified "             \
+	"{\"odata.error\":{\"code\":\"TableNotFound\",\"message\":{\"value\":\"The table specified "         \
 	"does not exist.\\nRequestId:r-1\"}}}"
 
 /* A missing table and a missing entity are told apart by class, once, in the
@@ -1026,8 +1027,7 @@ static void test_client__table_query_select_adds_keys_once(void **state)
 	ecw_entity_free(e);
 	ecw_table_query_free(tq);
 	assert_int_equal(fx->fake.nreqs, 1);
-	assert_true(url_has_param(fx->fake.reqs[0].url,
-	                          "%24select=PartitionKey%2Cn%2CRowKey%2CTimestamp"));
+	assert_true(url_has_param(fx->fake.reqs[0].url, "%24select=PartitionKey%2Cn%2CRowKey%2CTimestamp"));
 }
 
 static void test_client__table_query_limit(void **state)

@@ -174,9 +174,12 @@ static void test_config__request_timeout(void **state)
 	assert_int_equal(cfg->storage.request_timeout_ms, 2500);
 	ecw_config_free(cfg);
 
-	one_error("storage: {request_timeout: 999ms}\n", "1:28", "storage.request_timeout is out of range (1s..10m)");
-	one_error("storage: {request_timeout: 0}\n", "1:28", "storage.request_timeout is out of range (1s..10m)");
-	one_error("storage: {request_timeout: 601s}\n", "1:28", "storage.request_timeout is out of range (1s..10m)");
+	one_error("storage: {request_timeout: 999ms}\n", "1:28",
+	          "storage.request_timeout is out of range (1s..10m)");
+	one_error("storage: {request_timeout: 0}\n", "1:28",
+	          "storage.request_timeout is out of range (1s..10m)");
+	one_error("storage: {request_timeout: 601s}\n", "1:28",
+	          "storage.request_timeout is out of range (1s..10m)");
 	one_error("storage: {request_timeout: 30}\n", "1:28",
 	          "storage.request_timeout must be a duration like 250ms, 2s, 5m or 1h (1s..10m)");
 }
@@ -194,10 +197,11 @@ static void test_config__unknown_key_top_level(void **state)
 static void test_config__unknown_key_nested(void **state)
 {
 	(void)state;
-	one_error("worker:\n  queue: abc\n  bacth_size: 4\n", "3:3",
-	          "unknown key 'bacth_size' in worker (expected one of: queue, poison_queue, batch_size, "
-	          "concurrency, prefetch, visibility_timeout, max_dequeue_count, retry_backoff, poll_interval, "
-	          "shutdown_grace, message_ttl, create_missing, schedule_table, schedule_lease)");
+	one_error(
+	    "worker:\n  queue: abc\n  bacth_size: 4\n", "3:3",
+	    "unknown key 'bacth_size' in worker (expected one of: queue, poison_queue, batch_size, "
+	    "concurrency, prefetch, visibility_timeout, max_dequeue_count, retry_backoff, poll_interval, "
+	    "shutdown_grace, message_ttl, create_missing, schedule_table, schedule_lease)");
 	one_error("worker:\n  retry_backoff: {base: 1s, min: 2s}\n", "2:29",
 	          "unknown key 'min' in worker.retry_backoff (expected one of: base, max)");
 	one_error("worker:\n  poll_interval: {mn: 1s}\n", "2:19",
@@ -206,9 +210,10 @@ static void test_config__unknown_key_nested(void **state)
 	          "unknown key 'colour' in log (expected one of: level, format)");
 	one_error("metrics:\n  port: 9464\n", "2:3",
 	          "unknown key 'port' in metrics (expected one of: listen)");
-	one_error("storage:\n  acount: x\n", "2:3",
-	          "unknown key 'acount' in storage (expected one of: connection_string, auth, account, ca_file, "
-	          "managed_identity_client_id, request_timeout)");
+	one_error(
+	    "storage:\n  acount: x\n", "2:3",
+	    "unknown key 'acount' in storage (expected one of: connection_string, auth, account, ca_file, "
+	    "managed_identity_client_id, request_timeout)");
 }
 
 static void test_config__wrong_type(void **state)
@@ -478,38 +483,46 @@ static void test_config__auth_errors(void **state)
 
 	one_error("storage: {auth: oauth}\n", "1:17",
 	          "storage.auth must be one of: key, workload-identity, managed-identity");
-	one_error("storage:\n  auth: workload-identity\n", "2:9",
-	          "storage.auth: workload-identity needs storage.account, or a storage.connection_string with only "
-	          "QueueEndpoint and TableEndpoint");
-	one_error("storage:\n  auth: managed-identity\n  account: acct\n  connection_string: \"" HTTPS_ENDPOINTS "\"\n",
-	          "3:12", "storage.account and storage.connection_string both name the account: give one");
+	one_error(
+	    "storage:\n  auth: workload-identity\n", "2:9",
+	    "storage.auth: workload-identity needs storage.account, or a storage.connection_string with only "
+	    "QueueEndpoint and TableEndpoint");
+	one_error(
+	    "storage:\n  auth: managed-identity\n  account: acct\n  connection_string: \"" HTTPS_ENDPOINTS
+	    "\"\n",
+	    "3:12", "storage.account and storage.connection_string both name the account: give one");
 	one_error("storage: {auth: workload-identity, account: My_Account}\n", "1:45",
 	          "storage.account must be 3-24 lowercase letters and digits");
-	one_error("storage: {auth: workload-identity, account: ab}\n", "1:45", "3-24 lowercase letters and digits");
+	one_error("storage: {auth: workload-identity, account: ab}\n", "1:45",
+	          "3-24 lowercase letters and digits");
 	/* A key with an identity is a mistake, said without the key. */
-	parse_bad(&errs,
-	          "storage:\n  auth: workload-identity\n  connection_string: \"AccountName=devstoreaccount1;AccountKey=" DEV_KEY
-	          ";" HTTPS_ENDPOINTS "\"\n",
-	          1);
+	parse_bad(
+	    &errs,
+	    "storage:\n  auth: workload-identity\n  connection_string: \"AccountName=devstoreaccount1;AccountKey=" DEV_KEY
+	    ";" HTTPS_ENDPOINTS "\"\n",
+	    1);
 	error_is(&errs, 0, "3:22", "AccountKey cannot be used with token authentication");
 	assert_false(str_contains(errs.lines[0], DEV_KEY));
 	ecw_node_errors_dispose(&errs);
 	one_error("storage:\n  auth: managed-identity\n  connection_string: \"" HTTPS_ENDPOINTS
 	          ";SharedAccessSignature=sv=2019-02-02&sig=abc\"\n",
 	          "3:22", "SharedAccessSignature cannot be used with token authentication");
-	one_error("storage:\n  auth: managed-identity\n  connection_string: UseDevelopmentStorage=true\n", "3:22",
-	          "UseDevelopmentStorage cannot be used with token authentication");
+	one_error("storage:\n  auth: managed-identity\n  connection_string: UseDevelopmentStorage=true\n",
+	          "3:22", "UseDevelopmentStorage cannot be used with token authentication");
 	/* A bearer token never travels over http. */
 	one_error("storage:\n  auth: workload-identity\n  connection_string: "
 	          "\"QueueEndpoint=http://127.0.0.1:1/a;TableEndpoint=https://127.0.0.1:2/a\"\n",
 	          "3:22", "with token authentication both endpoints must be https://");
 	/* Options of one mode in another. */
-	one_error("storage: {account: acct}\n", "1:20", "storage.account is for auth: workload-identity or managed-identity");
-	one_error("storage: {auth: workload-identity, account: acct, managed_identity_client_id: x}\n", "1:79",
-	          "storage.managed_identity_client_id is for auth: managed-identity (workload identity takes its "
-	          "client id from AZURE_CLIENT_ID)");
+	one_error("storage: {account: acct}\n", "1:20",
+	          "storage.account is for auth: workload-identity or managed-identity");
+	one_error(
+	    "storage: {auth: workload-identity, account: acct, managed_identity_client_id: x}\n", "1:79",
+	    "storage.managed_identity_client_id is for auth: managed-identity (workload identity takes its "
+	    "client id from AZURE_CLIENT_ID)");
 	/* With a bad mode, nothing else is judged by a guess. */
-	one_error("storage: {auth: Key, connection_string: \"" HTTPS_ENDPOINTS "\"}\n", "1:17", "storage.auth must be one of");
+	one_error("storage: {auth: Key, connection_string: \"" HTTPS_ENDPOINTS "\"}\n", "1:17",
+	          "storage.auth must be one of");
 }
 
 static void test_config__key_auth_endpoints_only_hints_at_identity(void **state)

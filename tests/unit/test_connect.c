@@ -15,9 +15,15 @@
 #define ENDPOINTS                                                                                            \
 	"QueueEndpoint=https://127.0.0.1:10001/devstoreaccount1;TableEndpoint=https://127.0.0.1:10002/devstoreaccount1"
 
-static const char *const env_vars[] = {"AZURE_CLIENT_ID",   "AZURE_TENANT_ID",   "AZURE_FEDERATED_TOKEN_FILE",
-                                       "AZURE_AUTHORITY_HOST", "IDENTITY_ENDPOINT", "IDENTITY_HEADER",
-                                       "ECW_IMDS_ENDPOINT", "AZURE_STORAGE_CONNECTION_STRING", NULL};
+static const char *const env_vars[] = {"AZURE_CLIENT_ID",
+                                       "AZURE_TENANT_ID",
+                                       "AZURE_FEDERATED_TOKEN_FILE",
+                                       "AZURE_AUTHORITY_HOST",
+                                       "IDENTITY_ENDPOINT",
+                                       "IDENTITY_HEADER",
+                                       "ECW_IMDS_ENDPOINT",
+                                       "AZURE_STORAGE_CONNECTION_STRING",
+                                       NULL};
 static char token_file[64];
 
 static int setup(void **state)
@@ -116,7 +122,8 @@ static void test_connect__workload_identity_by_account(void **state)
 
 static void test_connect__workload_identity_env_missing(void **state)
 {
-	struct ecw_config *cfg = config("storage: {auth: workload-identity, connection_string: \"" ENDPOINTS "\"}\n");
+	struct ecw_config *cfg =
+	    config("storage: {auth: workload-identity, connection_string: \"" ENDPOINTS "\"}\n");
 	(void)state;
 
 	account_fails(cfg, "storage.auth is workload-identity but AZURE_CLIENT_ID is not set");
@@ -127,7 +134,8 @@ static void test_connect__workload_identity_env_missing(void **state)
 	setenv("AZURE_FEDERATED_TOKEN_FILE", "", 1); /* empty counts as unset */
 	account_fails(cfg, "AZURE_FEDERATED_TOKEN_FILE is not set");
 	setenv("AZURE_FEDERATED_TOKEN_FILE", "/nonexistent/token", 1);
-	account_fails(cfg, "AZURE_FEDERATED_TOKEN_FILE (/nonexistent/token) cannot be read: No such file or directory");
+	account_fails(
+	    cfg, "AZURE_FEDERATED_TOKEN_FILE (/nonexistent/token) cannot be read: No such file or directory");
 	set_workload_env();
 	setenv("AZURE_AUTHORITY_HOST", "login.microsoftonline.com", 1);
 	account_fails(cfg, "AZURE_AUTHORITY_HOST");
@@ -166,10 +174,10 @@ static void test_connect__managed_identity_env(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_connect__key_as_before, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_connect__workload_identity_by_account, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_connect__workload_identity_env_missing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_connect__managed_identity_env, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_connect__key_as_before, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_connect__workload_identity_by_account, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_connect__workload_identity_env_missing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_connect__managed_identity_env, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("connect", tests, NULL, NULL);
 }

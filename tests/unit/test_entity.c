@@ -92,7 +92,7 @@ static const struct ecw_prop *prop(const struct ecw_entity *e, const char *name,
 		fail_msg("property %s missing", name);
 	if (p->type != t)
 		fail_msg("property %s has type %s, want %s", name, ecw_entity_edm_name(p->type),
-			 ecw_entity_edm_name(t));
+		         ecw_entity_edm_name(t));
 	assert_str(p->name, name);
 	return p;
 }

@@ -324,8 +324,24 @@ static void test_escape__table_name_check_edges(void **state)
 	    "abc", "A12", "Z99", "zZ0", SIXTY "ABC" /* 63 */, "tablesX", "Xtables", "tables1", "Tabl3s",
 	};
 	static const char *const bad[] = {
-	    "", "a", "ab" /* 2 */, SIXTY "ABCD" /* 64 */, "1abc", "9ab", "_abc", "ab-c", "ab.c",
-	    "tables", "Tables", "TABLES", "tAbLeS", "caf\xc3\xa9", "\xc3\xa9" "abc", "ab\x7f", "ab\tc",
+	    "",
+	    "a",
+	    "ab" /* 2 */,
+	    SIXTY "ABCD" /* 64 */,
+	    "1abc",
+	    "9ab",
+	    "_abc",
+	    "ab-c",
+	    "ab.c",
+	    "tables",
+	    "Tables",
+	    "TABLES",
+	    "tAbLeS",
+	    "caf\xc3\xa9",
+	    "\xc3\xa9"
+	    "abc",
+	    "ab\x7f",
+	    "ab\tc",
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
 		if (ecw_table_name_check(good[i]) != 0)

@@ -40,8 +40,8 @@ struct srv {
 	char req[SRV_MAX][2048];   /* what came, head and body */
 	int nreq, accepts;
 	bool stopped;
-	uint32_t bind_addr;        /* host order; 0: 127.0.0.1 */
-	int bind_port;             /* 0: any */
+	uint32_t bind_addr; /* host order; 0: 127.0.0.1 */
+	int bind_port;      /* 0: any */
 };
 
 /* Reads one request (head and Content-Length body) into out; false when the
@@ -225,15 +225,15 @@ static void test_http__request_on_the_wire(void **state)
 	assert_int_equal(hx_send(x), 0);
 	char want[512];
 	snprintf(want, sizeof(want),
-		 "PUT /devstoreaccount1/t(PartitionKey='a',RowKey='b')?$select=A%%2CB HTTP/1.1\r\n"
-		 "Host: 127.0.0.1:%d\r\n"
-		 "x-ms-version: 2019-02-02\r\n"
-		 "If-Match: *\r\n"
-		 "Content-Type: application/json\r\n"
-		 "Content-Length: 7\r\n"
-		 "\r\n"
-		 "{\"A\":1}",
-		 x->s.port);
+	         "PUT /devstoreaccount1/t(PartitionKey='a',RowKey='b')?$select=A%%2CB HTTP/1.1\r\n"
+	         "Host: 127.0.0.1:%d\r\n"
+	         "x-ms-version: 2019-02-02\r\n"
+	         "If-Match: *\r\n"
+	         "Content-Type: application/json\r\n"
+	         "Content-Length: 7\r\n"
+	         "\r\n"
+	         "{\"A\":1}",
+	         x->s.port);
 	srv_stop(&x->s); /* its script done, so its record is complete */
 	assert_str(x->s.req[0], want);
 	hx_free(x);
@@ -265,8 +265,10 @@ static void test_http__content_length_answer(void **state)
 	struct hx *x = hx_new();
 	(void)state;
 
-	script(x, "HTTP/1.1 201 Created\r\nContent-Length: 5\r\nETag:   W/\"x\"  \r\nx-ms-request-id: r1\r\n\r\nhello",
-	       false);
+	script(
+	    x,
+	    "HTTP/1.1 201 Created\r\nContent-Length: 5\r\nETag:   W/\"x\"  \r\nx-ms-request-id: r1\r\n\r\nhello",
+	    false);
 	hx_start(x, "/t");
 	assert_int_equal(hx_send(x), 0);
 	assert_int_equal(x->resp.status, 201);
@@ -283,7 +285,8 @@ static void test_http__answer_a_byte_at_a_time(void **state)
 	(void)state;
 
 	x->s.bytewise = true;
-	script(x, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n", false);
+	script(x, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n",
+	       false);
 	script(x, OK_HELLO, false);
 	hx_start(x, "/t");
 	assert_int_equal(hx_send(x), 0);
@@ -299,8 +302,9 @@ static void test_http__chunked_with_trailer(void **state)
 	struct hx *x = hx_new();
 	(void)state;
 
-	script(x, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-		  "A;name=v\r\n0123456789\r\n1\r\n!\r\n0\r\nX-Trailer: t\r\n\r\n",
+	script(x,
+	       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+	       "A;name=v\r\n0123456789\r\n1\r\n!\r\n0\r\nX-Trailer: t\r\n\r\n",
 	       false);
 	script(x, OK_HELLO, false);
 	hx_start(x, "/t");
@@ -318,7 +322,8 @@ static void test_http__interim_answer_skipped(void **state)
 	struct hx *x = hx_new();
 	(void)state;
 
-	script(x, "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\nHTTP/1.1 204 No Content\r\nETag: e\r\n\r\n", false);
+	script(x, "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\nHTTP/1.1 204 No Content\r\nETag: e\r\n\r\n",
+	       false);
 	script(x, OK_HELLO, false);
 	hx_start(x, "/t");
 	assert_int_equal(hx_send(x), 0);
@@ -338,7 +343,8 @@ static void test_http__head_reads_no_body(void **state)
 	struct hx *x = hx_new();
 	(void)state;
 
-	script(x, "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\nx-ms-approximate-messages-count: 7\r\n\r\n", false);
+	script(x, "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\nx-ms-approximate-messages-count: 7\r\n\r\n",
+	       false);
 	script(x, OK_HELLO, false);
 	hx_start(x, "/q");
 	x->r.method = "HEAD";
@@ -599,7 +605,8 @@ static void test_http__url_forms(void **state)
 		char *url = malloc(sizeof(host) + 32);
 		assert_non_null(url);
 		snprintf(url, sizeof(host) + 32, v6 ? "http://[%s]:80/t" : "http://%s/t", host);
-		assert_int_equal(ecw_http_send(x->h, &x->resp, url, &x->r, x->why, sizeof(x->why)), ECW_EINVALID);
+		assert_int_equal(ecw_http_send(x->h, &x->resp, url, &x->r, x->why, sizeof(x->why)),
+		                 ECW_EINVALID);
 		assert_non_null(strstr(x->why, "a URL whose host is too long"));
 		free(url);
 	}

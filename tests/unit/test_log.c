@@ -117,8 +117,14 @@ static bool is_timestamp(const char *s)
 	return true;
 }
 
-static int num2(const char *s) { return (s[0] - '0') * 10 + (s[1] - '0'); }
-static int num4(const char *s) { return num2(s) * 100 + num2(s + 2); }
+static int num2(const char *s)
+{
+	return (s[0] - '0') * 10 + (s[1] - '0');
+}
+static int num4(const char *s)
+{
+	return num2(s) * 100 + num2(s + 2);
+}
 
 /* The text line without its timestamp and the space after it. */
 static const char *text_rest(const char *line)
@@ -171,8 +177,7 @@ static void test_log__json_fields_in_order(void **state)
 	static const char *const want[] = {"time", "level", "event", "job", "n",
 	                                   "big",  "secs",  "tenth", "ok",  "bad"};
 	size_t i = 0;
-	json_object_object_foreach(j, key, val)
-	{
+	json_object_object_foreach(j, key, val) {
 		(void)val;
 		assert_true(i < sizeof(want) / sizeof(want[0]));
 		assert_string_equal(key, want[i]);
@@ -265,7 +270,8 @@ static void test_log__json_escaping_matches_json_c(void **state)
 	all[n] = '\0';
 
 	json_object *o = json_object_new_string(all);
-	const char *want = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+	const char *want =
+	    json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 	char expect[1024];
 
 	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, all);
@@ -625,15 +631,22 @@ static void *write_lines(void *arg)
 static void test_log__redacts_jwts_and_assertions(void **state)
 {
 	(void)state;
-	static const char jwt[] = "eyJ0eXAiOiJKV1QifQ.eyJhdWQiOiJodHRwczovL3N0b3JhZ2UuYXp1cmUuY29tIn0.c2lnX3Rlc3Q";
+	static const char jwt[] =
+	    "eyJ0eXAiOiJKV1QifQ.eyJhdWQiOiJodHRwczovL3N0b3JhZ2UuYXp1cmUuY29tIn0.c2lnX3Rlc3Q";
 
 	for (int fmt = 0; fmt < 2; fmt++) {
 		capture_clear();
 		ecw_log_setup(ECW_LOG_INFO, fmt ? ECW_LOG_TEXT : ECW_LOG_JSON);
 		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, "token");
-		ecw_log_str(l, "auth", "Bearer eyJ0eXAiOiJKV1QifQ.eyJhdWQiOiJodHRwczovL3N0b3JhZ2UuYXp1cmUuY29tIn0.c2lnX3Rlc3Q");
-		ecw_log_str(l, "body", "client_id=abc&client_assertion=opaque-assertion-value&grant_type=client_credentials");
-		ecw_log_str(l, "json", "{\"access_token\":\"eyJ0eXAiOiJKV1QifQ.eyJhdWQiOiJodHRwczovL3N0b3JhZ2UuYXp1cmUuY29tIn0.c2lnX3Rlc3Q\"}");
+		ecw_log_str(
+		    l, "auth",
+		    "Bearer eyJ0eXAiOiJKV1QifQ.eyJhdWQiOiJodHRwczovL3N0b3JhZ2UuYXp1cmUuY29tIn0.c2lnX3Rlc3Q");
+		ecw_log_str(
+		    l, "body",
+		    "client_id=abc&client_assertion=opaque-assertion-value&grant_type=client_credentials");
+		ecw_log_str(
+		    l, "json",
+		    "{\"access_token\":\"eyJ0eXAiOiJKV1QifQ.eyJhdWQiOiJodHRwczovL3N0b3JhZ2UuYXp1cmUuY29tIn0.c2lnX3Rlc3Q\"}");
 		/* Not JWTs: one dot, or "eyJ" inside a longer word. */
 		ecw_log_str(l, "plain", "keyJar.value theyJump.x.y eyJhbGci.only");
 		ecw_log_end(l);
@@ -644,8 +657,9 @@ static void test_log__redacts_jwts_and_assertions(void **state)
 		if (fmt == 0) {
 			json_object *j = parse_json(line);
 			assert_string_equal(jstr(j, "auth"), "Bearer [REDACTED]");
-			assert_string_equal(jstr(j, "body"),
-			                    "client_id=abc&client_assertion=[REDACTED]&grant_type=client_credentials");
+			assert_string_equal(
+			    jstr(j, "body"),
+			    "client_id=abc&client_assertion=[REDACTED]&grant_type=client_credentials");
 			assert_string_equal(jstr(j, "json"), "{\"access_token\":\"[REDACTED]\"}");
 			assert_string_equal(jstr(j, "plain"), "keyJar.value theyJump.x.y eyJhbGci.only");
 			json_object_put(j);
@@ -773,8 +787,10 @@ int main(void)
 	    cmocka_unit_test(test_log__defaults_before_setup),
 	    cmocka_unit_test_setup_teardown(test_log__json_fields_in_order, capture_setup, capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__json_escaping, capture_setup, capture_teardown),
-	    cmocka_unit_test_setup_teardown(test_log__json_escaping_matches_json_c, capture_setup, capture_teardown),
-	    cmocka_unit_test_setup_teardown(test_log__redacts_jwts_and_assertions, capture_setup, capture_teardown),
+	    cmocka_unit_test_setup_teardown(test_log__json_escaping_matches_json_c, capture_setup,
+	                                    capture_teardown),
+	    cmocka_unit_test_setup_teardown(test_log__redacts_jwts_and_assertions, capture_setup,
+	                                    capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__json_invalid_utf8_replaced, capture_setup,
 	                                    capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__json_nonfinite_and_null, capture_setup,
@@ -790,8 +806,8 @@ int main(void)
 	                                    capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__concurrent_writers_whole_lines, capture_setup,
 	                                    capture_teardown),
-	    cmocka_unit_test_setup_teardown(test_log__concurrent_writers_whole_lines_unix_socket, capture_setup,
-	                                    capture_teardown),
+	    cmocka_unit_test_setup_teardown(test_log__concurrent_writers_whole_lines_unix_socket,
+	                                    capture_setup, capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__secrets_registered_while_logging, capture_setup,
 	                                    capture_teardown),
 	};

@@ -41,7 +41,8 @@ static void refused(const char *text, size_t len, const char *needle)
 static void test_message__plain_and_base64(void **state)
 {
 	(void)state;
-	decodes("{\"job\":\"archive\",\"pk\":\"Sales\",\"rk\":\"0042\",\"id\":\"t-1\"}", "archive", "Sales", "0042", "t-1");
+	decodes("{\"job\":\"archive\",\"pk\":\"Sales\",\"rk\":\"0042\",\"id\":\"t-1\"}", "archive", "Sales",
+	        "0042", "t-1");
 	decodes(" \r\n{\"job\":\"j\",\"pk\":\"\",\"rk\":\"r\"}\n", "j", "", "r", NULL);
 	/* base64 of {"job":"j","pk":"p","rk":"r"} */
 	decodes("eyJqb2IiOiJqIiwicGsiOiJwIiwicmsiOiJyIn0=", "j", "p", "r", NULL);
@@ -63,7 +64,8 @@ static void test_message__keyless(void **state)
 {
 	(void)state;
 	struct ecw_message m;
-	static const char text[] = "{\"job\":\"tank-daily\",\"device\":\"tank-7\",\"window_start\":\"2020-10-11\"}";
+	static const char text[] =
+	    "{\"job\":\"tank-daily\",\"device\":\"tank-7\",\"window_start\":\"2020-10-11\"}";
 
 	assert_int_equal(ecw_message_decode(&m, text, strlen(text)), 0);
 	assert_str(m.job, "tank-daily");
@@ -119,10 +121,8 @@ static void test_message__nul_after_base64(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_message__plain_and_base64),
-	    cmocka_unit_test(test_message__required_fields),
-	    cmocka_unit_test(test_message__keyless),
-	    cmocka_unit_test(test_message__nul_in_a_field),
+	    cmocka_unit_test(test_message__plain_and_base64), cmocka_unit_test(test_message__required_fields),
+	    cmocka_unit_test(test_message__keyless),          cmocka_unit_test(test_message__nul_in_a_field),
 	    cmocka_unit_test(test_message__nul_after_base64),
 	};
 	return cmocka_run_group_tests_name("message", tests, NULL, NULL);

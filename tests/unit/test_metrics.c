@@ -212,8 +212,8 @@ static void test_metrics__declared_series_start_at_zero(void **state)
 	for (size_t j = 0; j < 2; j++)
 		for (int o = 0; o < 3; o++) {
 			char want[128];
-			snprintf(want, sizeof(want), "ecw_messages_total{job=\"%s\",outcome=\"%s\"} 0", jobs[j],
-				 (const char *[]){"succeeded", "retried", "poisoned"}[o]);
+			snprintf(want, sizeof(want), "ecw_messages_total{job=\"%s\",outcome=\"%s\"} 0",
+			         jobs[j], (const char *[]){"succeeded", "retried", "poisoned"}[o]);
 			has_line(page, want);
 		}
 	assert_false(str_contains(page, "ecw_job_duration_seconds_count{"));
@@ -228,7 +228,8 @@ static void test_metrics__declared_series_start_at_zero(void **state)
 	has_line(page, "ecw_messages_total{job=\"archive\",outcome=\"poisoned\"} 1");
 	has_line(page, "ecw_messages_total{job=\"archive\",outcome=\"succeeded\"} 0");
 	size_t n = 0;
-	for (const char *p = page; (p = strstr(p, "ecw_messages_total{job=\"archive\",outcome=\"poisoned\"}")); p++)
+	for (const char *p = page;
+	     (p = strstr(p, "ecw_messages_total{job=\"archive\",outcome=\"poisoned\"}")); p++)
 		n++;
 	assert_int_equal(n, 1);
 	free(page);

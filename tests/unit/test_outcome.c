@@ -12,14 +12,19 @@
 
 /* base 2 s, max 5 min, 5 deliveries: the configuration's defaults. */
 static const struct ecw_outcome_limits defaults = {
-	.max_dequeue_count = 5, .retry_backoff_base_ms = 2000, .retry_backoff_max_ms = 300000,
+    .max_dequeue_count = 5,
+    .retry_backoff_base_ms = 2000,
+    .retry_backoff_max_ms = 300000,
 };
 
 static struct ecw_outcome ran(int err, long dequeue_count)
 {
 	struct ecw_outcome o;
-	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN, .decoded = true, .runnable = true, .err = err,
-				      .dequeue_count = dequeue_count};
+	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN,
+	                              .decoded = true,
+	                              .runnable = true,
+	                              .err = err,
+	                              .dequeue_count = dequeue_count};
 
 	ecw_outcome_decide(&o, &f, &defaults, 0);
 	return o;
@@ -28,15 +33,17 @@ static struct ecw_outcome ran(int err, long dequeue_count)
 static struct ecw_outcome received(bool decoded, bool runnable, long dequeue_count)
 {
 	struct ecw_outcome o;
-	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RECEIVED, .decoded = decoded, .runnable = runnable,
-				      .dequeue_count = dequeue_count};
+	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RECEIVED,
+	                              .decoded = decoded,
+	                              .runnable = runnable,
+	                              .dequeue_count = dequeue_count};
 
 	ecw_outcome_decide(&o, &f, &defaults, 0);
 	return o;
 }
 
 static void is(const struct ecw_outcome *o, enum ecw_outcome_action action, enum ecw_poison_reason reason,
-	       const char *word)
+               const char *word)
 {
 	assert_int_equal(o->action, action);
 	assert_int_equal(o->reason, reason);
@@ -58,8 +65,9 @@ static void test_outcome__success_deletes(void **state)
  * is transient. */
 static void test_outcome__transient_failure_retries(void **state)
 {
-	static const int transient[] = {ECW_ERROR,   ECW_ENOMEM,   ECW_ENOTFOUND, ECW_ECONFLICT, ECW_EPRECONDITION,
-					ECW_EAUTH,   ECW_EBUSY,    ECW_ETIMEOUT,  ECW_ETRANSIENT};
+	static const int transient[] = {ECW_ERROR,     ECW_ENOMEM,        ECW_ENOTFOUND,
+	                                ECW_ECONFLICT, ECW_EPRECONDITION, ECW_EAUTH,
+	                                ECW_EBUSY,     ECW_ETIMEOUT,      ECW_ETRANSIENT};
 	(void)state;
 	for (size_t i = 0; i < sizeof(transient) / sizeof(transient[0]); i++) {
 		struct ecw_outcome o = ran(transient[i], 1);
@@ -76,14 +84,14 @@ static void test_outcome__transient_failure_retries(void **state)
  * up), rounded up to whole seconds, 1 s at least, 7 days at most. */
 static void test_outcome__backoff_cap_and_jitter(void **state)
 {
-	struct ecw_outcome_limits l = {.max_dequeue_count = 100, .retry_backoff_base_ms = 2000,
-				       .retry_backoff_max_ms = 30000};
+	struct ecw_outcome_limits l = {
+	    .max_dequeue_count = 100, .retry_backoff_base_ms = 2000, .retry_backoff_max_ms = 30000};
 	(void)state;
 	assert_int_equal(ecw_outcome_retry_hide_s(&l, 1, 0), 2);
 	assert_int_equal(ecw_outcome_retry_hide_s(&l, 4, 0), 16);
 	assert_int_equal(ecw_outcome_retry_hide_s(&l, 5, 0), 30); /* 32 s capped at 30 */
 	assert_int_equal(ecw_outcome_retry_hide_s(&l, 99, 0), 30);
-	assert_int_equal(ecw_outcome_retry_hide_s(&l, 0, 0), 2);  /* never below base */
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 0, 0), 2); /* never below base */
 	/* 30 s less up to a fifth: 24..30 s, and every value of random lands there. */
 	int lo = 30, hi = 0;
 	for (uint32_t r = 0; r < 20000; r += 7) {
@@ -97,14 +105,16 @@ static void test_outcome__backoff_cap_and_jitter(void **state)
 	assert_int_equal(ecw_outcome_retry_hide_s(&l, 10, 6000), 24);
 	assert_int_equal(ecw_outcome_retry_hide_s(&l, 10, 6001), 30); /* 6001 % 6001 = 0 */
 	/* Bounds: a 100 ms base still hides a whole second; 8 days are cut to 7. */
-	l = (struct ecw_outcome_limits){.max_dequeue_count = 5, .retry_backoff_base_ms = 100,
-					.retry_backoff_max_ms = 100};
+	l = (struct ecw_outcome_limits){
+	    .max_dequeue_count = 5, .retry_backoff_base_ms = 100, .retry_backoff_max_ms = 100};
 	assert_int_equal(ecw_outcome_retry_hide_s(&l, 1, 99), 1);
-	l = (struct ecw_outcome_limits){.max_dequeue_count = 5, .retry_backoff_base_ms = 8LL * 86400000,
-					.retry_backoff_max_ms = 8LL * 86400000};
+	l = (struct ecw_outcome_limits){.max_dequeue_count = 5,
+	                                .retry_backoff_base_ms = 8LL * 86400000,
+	                                .retry_backoff_max_ms = 8LL * 86400000};
 	assert_int_equal(ecw_outcome_retry_hide_s(&l, 1, 0), 604800);
 	/* Equal facts, equal answers: the rules keep no state. */
-	assert_int_equal(ecw_outcome_retry_hide_s(&defaults, 7, 12345), ecw_outcome_retry_hide_s(&defaults, 7, 12345));
+	assert_int_equal(ecw_outcome_retry_hide_s(&defaults, 7, 12345),
+	                 ecw_outcome_retry_hide_s(&defaults, 7, 12345));
 }
 
 /* Row 3: a permanent failure poisons at once, on the first delivery. */
@@ -164,8 +174,11 @@ static void test_outcome__transient_on_last_delivery_poisons(void **state)
 	is(&o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
 
 	struct ecw_outcome_limits one = defaults;
-	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN, .decoded = true, .runnable = true,
-				      .err = ECW_ETIMEOUT, .dequeue_count = 1};
+	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN,
+	                              .decoded = true,
+	                              .runnable = true,
+	                              .err = ECW_ETIMEOUT,
+	                              .dequeue_count = 1};
 	one.max_dequeue_count = 1;
 	ecw_outcome_decide(&o, &f, &one, 0);
 	is(&o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
@@ -180,15 +193,19 @@ static void test_outcome__lease_lost_leaves_it_alone(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
 		struct ecw_outcome o;
-		struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN, .decoded = true, .runnable = true,
-					      .err = errs[i], .dequeue_count = 1, .lease_lost = true};
+		struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN,
+		                              .decoded = true,
+		                              .runnable = true,
+		                              .err = errs[i],
+		                              .dequeue_count = 1,
+		                              .lease_lost = true};
 		ecw_outcome_decide(&o, &f, &defaults, 0);
 		is(&o, ECW_ACTION_LEAVE, errs[i] == ECW_EINVALID ? ECW_REASON_PERMANENT : ECW_REASON_NONE,
 		   "lease-lost");
 	}
 	struct ecw_outcome o;
-	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RECEIVED, .decoded = false, .dequeue_count = 1,
-				      .lease_lost = true};
+	struct ecw_outcome_facts f = {
+	    .stage = ECW_STAGE_RECEIVED, .decoded = false, .dequeue_count = 1, .lease_lost = true};
 	ecw_outcome_decide(&o, &f, &defaults, 0);
 	is(&o, ECW_ACTION_LEAVE, ECW_REASON_PERMANENT, "lease-lost");
 }
@@ -199,8 +216,13 @@ static void test_outcome__released_is_left_alone(void **state)
 {
 	(void)state;
 	struct ecw_outcome o;
-	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN, .decoded = true, .runnable = true, .err = 0,
-				      .dequeue_count = 1, .lease_lost = true, .released = true};
+	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN,
+	                              .decoded = true,
+	                              .runnable = true,
+	                              .err = 0,
+	                              .dequeue_count = 1,
+	                              .lease_lost = true,
+	                              .released = true};
 	ecw_outcome_decide(&o, &f, &defaults, 0);
 	is(&o, ECW_ACTION_LEAVE, ECW_REASON_NONE, "released");
 }
@@ -211,8 +233,11 @@ static void test_outcome__failed_poisoning_keeps_the_message(void **state)
 {
 	(void)state;
 	struct ecw_outcome o;
-	struct ecw_outcome_facts f = {.stage = ECW_STAGE_POISON_FAILED, .decoded = true, .runnable = true,
-				      .err = ECW_ETRANSIENT, .dequeue_count = 3};
+	struct ecw_outcome_facts f = {.stage = ECW_STAGE_POISON_FAILED,
+	                              .decoded = true,
+	                              .runnable = true,
+	                              .err = ECW_ETRANSIENT,
+	                              .dequeue_count = 3};
 	ecw_outcome_decide(&o, &f, &defaults, 0);
 	assert_int_equal(o.action, ECW_ACTION_RETRY);
 	assert_string_equal(o.word, "poison-failed");

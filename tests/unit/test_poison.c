@@ -10,15 +10,25 @@
 
 #include "poison.h"
 
-static const char weird[] = "{\"job\":\"move\",\"pk\":\"Sal\\u00e9s\",\"rk\":\"a\\\"b\"}\r\n\t\xc3\xa9\x00tail";
+static const char weird[] =
+    "{\"job\":\"move\",\"pk\":\"Sal\\u00e9s\",\"rk\":\"a\\\"b\"}\r\n\t\xc3\xa9\x00tail";
 
 static struct ecw_poison_info info(void)
 {
 	struct ecw_poison_info in = {
-		.original = weird, .original_len = sizeof(weird) - 1, .queue = "jobs", .message_id = "m-1",
-		.inserted_at = 1763600000, .dequeue_count = 5, .failed_at = 1763700000, .reason = "max-dequeue",
-		.error = "TableNotFound: Employees", .job = "archive", .pk = "Sales", .rk = "0001",
-		.worker = "host ecworker/0.2.0",
+	    .original = weird,
+	    .original_len = sizeof(weird) - 1,
+	    .queue = "jobs",
+	    .message_id = "m-1",
+	    .inserted_at = 1763600000,
+	    .dequeue_count = 5,
+	    .failed_at = 1763700000,
+	    .reason = "max-dequeue",
+	    .error = "TableNotFound: Employees",
+	    .job = "archive",
+	    .pk = "Sales",
+	    .rk = "0001",
+	    .worker = "host ecworker/0.2.0",
 	};
 	return in;
 }
@@ -83,17 +93,17 @@ static void test_poison__undecodable_message_keeps_absent_fields_absent(void **s
 static void test_poison__foreign_messages_are_read_whole(void **state)
 {
 	static const char *const texts[] = {
-		"eyJqb2IiOiJtb3ZlIn0=",                                   /* base64, a Functions poison message */
-		"plain words",
-		"{\"job\":\"move\",\"pk\":\"a\",\"rk\":\"b\"}",               /* a job message, not an envelope */
-		"{\"ecw_poison\":2,\"original\":\"x\"}",                  /* a future version */
-		"{\"ecw_poison\":\"1\",\"original\":\"x\"}",              /* a string, not 1 */
-		"{\"ecw_poison\":1,\"original\":7}",                      /* original not a string */
-		"{\"ecw_poison\":1}",                                     /* no original */
-		"{\"ecw_poison\":1,\"original\":\"x\"} trailing",         /* bytes after the object */
-		"{\"ecw_poison\":1,\"original\":\"x\"",                   /* cut short */
-		"[1,2]",
-		"",
+	    "eyJqb2IiOiJtb3ZlIn0=", /* base64, a Functions poison message */
+	    "plain words",
+	    "{\"job\":\"move\",\"pk\":\"a\",\"rk\":\"b\"}",   /* a job message, not an envelope */
+	    "{\"ecw_poison\":2,\"original\":\"x\"}",          /* a future version */
+	    "{\"ecw_poison\":\"1\",\"original\":\"x\"}",      /* a string, not 1 */
+	    "{\"ecw_poison\":1,\"original\":7}",              /* original not a string */
+	    "{\"ecw_poison\":1}",                             /* no original */
+	    "{\"ecw_poison\":1,\"original\":\"x\"} trailing", /* bytes after the object */
+	    "{\"ecw_poison\":1,\"original\":\"x\"",           /* cut short */
+	    "[1,2]",
+	    "",
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
@@ -132,7 +142,7 @@ static void test_poison__filters_select_on_every_field(void **state)
 	assert_true(ecw_poison_filter_match(&f, "p-1", 0, &env));
 	assert_false(ecw_poison_filter_match(&f, "p-1", 0, &foreign)); /* foreign has no job */
 	f.job = "archiv";
-	assert_false(ecw_poison_filter_match(&f, "p-1", 0, &env));     /* exact, not a prefix */
+	assert_false(ecw_poison_filter_match(&f, "p-1", 0, &env)); /* exact, not a prefix */
 	f.job = NULL;
 
 	f.reason = "max-dequeue";
@@ -151,13 +161,13 @@ static void test_poison__filters_select_on_every_field(void **state)
 	assert_false(ecw_poison_filter_match(&f, "p-1", 1763600000, &foreign));
 	f.since = 0;
 
-	f.grep = "TableNotFound";                                  /* in the error */
+	f.grep = "TableNotFound"; /* in the error */
 	assert_true(ecw_poison_filter_match(&f, "p-1", 0, &env));
-	f.grep = "Sal\\u00e9s";                                     /* in the original */
+	f.grep = "Sal\\u00e9s"; /* in the original */
 	assert_true(ecw_poison_filter_match(&f, "p-1", 0, &env));
-	f.grep = "0001";                                           /* in the keys */
+	f.grep = "0001"; /* in the keys */
 	assert_true(ecw_poison_filter_match(&f, "p-1", 0, &env));
-	f.grep = "tablenotfound";                                  /* case-sensitive */
+	f.grep = "tablenotfound"; /* case-sensitive */
 	assert_false(ecw_poison_filter_match(&f, "p-1", 0, &env));
 	f.grep = "foreign";
 	assert_true(ecw_poison_filter_match(&f, "p-1", 0, &foreign));
@@ -203,8 +213,8 @@ static void test_poison__since_takes_durations_and_utc_times(void **state)
 	assert_int_equal(t, 1795132800 + 37800);
 	assert_int_equal(ecw_poison_parse_since(&t, "2026-11-20T10:30", now), 0);
 	assert_int_equal(t, 1795132800 + 37800);
-	static const char *const bad[] = {"", "5", "5x", "-2h", "h", "2026-13-45", "2026-11-20T", "yesterday",
-					  "2026-11-20Tnoon", "1e9d"};
+	static const char *const bad[] = {
+	    "", "5", "5x", "-2h", "h", "2026-13-45", "2026-11-20T", "yesterday", "2026-11-20Tnoon", "1e9d"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(ecw_poison_parse_since(&t, bad[i], now), ECW_EINVALID);
 		assert_non_null(strstr(ecw_error_last()->message, "--since"));
@@ -214,11 +224,11 @@ static void test_poison__since_takes_durations_and_utc_times(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_poison__envelope_reads_back_every_field),
-		cmocka_unit_test(test_poison__undecodable_message_keeps_absent_fields_absent),
-		cmocka_unit_test(test_poison__foreign_messages_are_read_whole),
-		cmocka_unit_test(test_poison__filters_select_on_every_field),
-		cmocka_unit_test(test_poison__since_takes_durations_and_utc_times),
+	    cmocka_unit_test(test_poison__envelope_reads_back_every_field),
+	    cmocka_unit_test(test_poison__undecodable_message_keeps_absent_fields_absent),
+	    cmocka_unit_test(test_poison__foreign_messages_are_read_whole),
+	    cmocka_unit_test(test_poison__filters_select_on_every_field),
+	    cmocka_unit_test(test_poison__since_takes_durations_and_utc_times),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

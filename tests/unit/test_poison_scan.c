@@ -15,25 +15,27 @@
 #include "poison_scan.h"
 #include "support.h"
 
-#define ENV(job) "{&quot;ecw_poison&quot;:1,&quot;original&quot;:&quot;x&quot;,&quot;job&quot;:&quot;" job "&quot;,&quot;reason&quot;:&quot;permanent&quot;}"
+#define ENV(job)                                                                                             \
+	"{&quot;ecw_poison&quot;:1,&quot;original&quot;:&quot;x&quot;,&quot;job&quot;:&quot;" job            \
+	"&quot;,&quot;reason&quot;:&quot;permanent&quot;}"
 
 static const char *msg_xml(char *out, size_t cap, const char *id, const char *receipt, const char *text)
 {
 	snprintf(out, cap,
-		 "<QueueMessage><MessageId>%s</MessageId>"
-		 "<InsertionTime>Wed, 19 Aug 2026 10:00:00 GMT</InsertionTime>"
-		 "<ExpirationTime>Fri, 31 Dec 9999 23:59:59 GMT</ExpirationTime>"
-		 "<PopReceipt>%s</PopReceipt>"
-		 "<TimeNextVisible>Wed, 19 Aug 2026 10:01:00 GMT</TimeNextVisible>"
-		 "<DequeueCount>1</DequeueCount><MessageText>%s</MessageText></QueueMessage>",
-		 id, receipt, text);
+	         "<QueueMessage><MessageId>%s</MessageId>"
+	         "<InsertionTime>Wed, 19 Aug 2026 10:00:00 GMT</InsertionTime>"
+	         "<ExpirationTime>Fri, 31 Dec 9999 23:59:59 GMT</ExpirationTime>"
+	         "<PopReceipt>%s</PopReceipt>"
+	         "<TimeNextVisible>Wed, 19 Aug 2026 10:01:00 GMT</TimeNextVisible>"
+	         "<DequeueCount>1</DequeueCount><MessageText>%s</MessageText></QueueMessage>",
+	         id, receipt, text);
 	return out;
 }
 
 struct seen {
 	char ids[16][64];
 	size_t n;
-	const char *take;   /* the id the visitor deletes (by saying so) */
+	const char *take; /* the id the visitor deletes (by saying so) */
 };
 
 static enum ecw_scan_verdict visit(void *payload, struct ecw_client *c, const struct ecw_scan_item *it)
@@ -83,14 +85,16 @@ static void test_poison_scan__visits_once_releases_the_rest_never_deletes(void *
 	/* The fake keeps the body pointers: one buffer per answer. Batch 1: m1, m2. Batch 2: m1 again (its hold lapsed, new receipt) and m3.
 	 * Then the queue is empty. */
 	snprintf(body, sizeof(body), "<QueueMessagesList>%s%s</QueueMessagesList>",
-		 msg_xml(a, sizeof(a), "m1", "r1", ENV("archive")), msg_xml(b, sizeof(b), "m2", "r2", "foreign"));
+	         msg_xml(a, sizeof(a), "m1", "r1", ENV("archive")),
+	         msg_xml(b, sizeof(b), "m2", "r2", "foreign"));
 	fake_respond(&fx->fake, 200, NULL, body);
 	snprintf(body2, sizeof(body2), "<QueueMessagesList>%s%s</QueueMessagesList>",
-		 msg_xml(a, sizeof(a), "m1", "r1b", ENV("archive")), msg_xml(b, sizeof(b), "m3", "r3", ENV("index")));
+	         msg_xml(a, sizeof(a), "m1", "r1b", ENV("archive")),
+	         msg_xml(b, sizeof(b), "m3", "r3", ENV("index")));
 	fake_respond(&fx->fake, 200, NULL, body2);
 	fake_respond(&fx->fake, 200, NULL, "<QueueMessagesList />");
-	fake_always(&fx->fake, 204, "x-ms-popreceipt: new\nx-ms-time-next-visible: Wed, 19 Aug 2026 10:02:00 GMT\n",
-		    NULL);
+	fake_always(&fx->fake, 204,
+	            "x-ms-popreceipt: new\nx-ms-time-next-visible: Wed, 19 Aug 2026 10:02:00 GMT\n", NULL);
 
 	assert_int_equal(ecw_poison_scan(&r, fx->c, &o, visit, &s), 0);
 	assert_int_equal(s.n, 3);
@@ -115,7 +119,8 @@ static void test_poison_scan__visits_once_releases_the_rest_never_deletes(void *
 		if (str_contains(q->path, "/messages/m1"))
 			assert_true(url_has_param(q->url, "popreceipt=r1b"));
 		else
-			assert_true(str_contains(q->path, "/messages/m3") && url_has_param(q->url, "popreceipt=r3"));
+			assert_true(str_contains(q->path, "/messages/m3") &&
+			            url_has_param(q->url, "popreceipt=r3"));
 	}
 	/* Received messages were hidden for the hold. */
 	assert_true(url_has_param(fx->fake.reqs[0].url, "visibilitytimeout=60"));
@@ -131,8 +136,9 @@ static void test_poison_scan__filter_and_limit(void **state)
 	char a[1024], b[1024], c2[1024], body[4096];
 
 	snprintf(body, sizeof(body), "<QueueMessagesList>%s%s%s</QueueMessagesList>",
-		 msg_xml(a, sizeof(a), "m1", "r1", ENV("archive")), msg_xml(b, sizeof(b), "m2", "r2", ENV("index")),
-		 msg_xml(c2, sizeof(c2), "m3", "r3", ENV("index")));
+	         msg_xml(a, sizeof(a), "m1", "r1", ENV("archive")),
+	         msg_xml(b, sizeof(b), "m2", "r2", ENV("index")),
+	         msg_xml(c2, sizeof(c2), "m3", "r3", ENV("index")));
 	fake_respond(&fx->fake, 200, NULL, body);
 	fake_always(&fx->fake, 204, "x-ms-popreceipt: new\n", NULL);
 
@@ -157,7 +163,7 @@ static void test_poison_scan__peeks_when_one_peek_sees_everything(void **state)
 	char a[1024], body[4096];
 
 	snprintf(body, sizeof(body), "<QueueMessagesList>%s</QueueMessagesList>",
-		 msg_xml(a, sizeof(a), "m1", "", ENV("archive")));
+	         msg_xml(a, sizeof(a), "m1", "", ENV("archive")));
 	fake_respond(&fx->fake, 200, NULL, body);
 
 	assert_int_equal(ecw_poison_scan(&r, fx->c, &o, visit, &s), 0);
@@ -178,7 +184,7 @@ static void test_poison_scan__receive_failure_still_releases(void **state)
 	char a[1024], body[4096];
 
 	snprintf(body, sizeof(body), "<QueueMessagesList>%s</QueueMessagesList>",
-		 msg_xml(a, sizeof(a), "m1", "r1", ENV("archive")));
+	         msg_xml(a, sizeof(a), "m1", "r1", ENV("archive")));
 	fake_respond(&fx->fake, 200, NULL, body);
 	fake_respond(&fx->fake, 403, "x-ms-error-code: AuthenticationFailed\n", NULL);
 	fake_always(&fx->fake, 204, "x-ms-popreceipt: new\n", NULL);
@@ -194,11 +200,13 @@ static void test_poison_scan__receive_failure_still_releases(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_poison_scan__visits_once_releases_the_rest_never_deletes, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_poison_scan__filter_and_limit, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_poison_scan__peeks_when_one_peek_sees_everything, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_poison_scan__receive_failure_still_releases, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_poison_scan__visits_once_releases_the_rest_never_deletes,
+	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_poison_scan__filter_and_limit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_poison_scan__peeks_when_one_peek_sees_everything, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_poison_scan__receive_failure_still_releases, setup,
+	                                    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,9 +28,10 @@ static struct ecw_name_date *compile_ok(const char *pattern, const char *prefix)
 static void test_purge_tables__pattern_matches_exactly(void **state)
 {
 	static const char *const decoys[] = {
-		"LoginsArchive", "Logins2020", "Logins20201301", "Logins20201011x", "logins20201011", "LOGINS20201011",
-		"Logins20200230", "Logins20210229", "Logins00001011", "Logins2020101a", "Logins202010110",
-		"Logins20201000", "Logins20201032", "XLogins20201011", "Logins", NULL};
+	    "LoginsArchive",  "Logins2020",      "Logins20201301",  "Logins20201011x",
+	    "logins20201011", "LOGINS20201011",  "Logins20200230",  "Logins20210229",
+	    "Logins00001011", "Logins2020101a",  "Logins202010110", "Logins20201000",
+	    "Logins20201032", "XLogins20201011", "Logins",          NULL};
 	struct ecw_name_date *p = compile_ok("Logins{yyyyMMdd}", "Logins");
 	int64_t start = 0, span = 0;
 
@@ -61,17 +62,17 @@ static void test_purge_tables__pattern_errors(void **state)
 	static const struct {
 		const char *pattern, *prefix, *needle;
 	} bad[] = {
-		{"Logins", "Logins", "one {...}"},
-		{"Logins{yyyyMMdd", "Logins", "one {...}"},
-		{"Logins{yyyy}{MMdd}", "Logins", "one {...}"},
-		{"Logins{yyyyMM}", "Logins", "yyyy, MM and dd"},
-		{"Logins{yyyyMMddyyyy}", "Logins", "once each"},
-		{"Logins{yyyy-MM-dd}", "Logins", "once each"},
-		{"Logins{yyyyMMddmm}", "Logins", "once each"},
-		{"Other{yyyyMMdd}", "Logins", "prefix 'Logins'"},
-		{"Log{yyyyMMdd}ins", "Logins", "prefix 'Logins'"},
-		{"Logins_{yyyyMMdd}", "Logins", "letters and digits"},
-		{"Logins{yyyyMMdd}AbcdefghijAbcdefghijAbcdefghijAbcdefghijAbcdefghij", "Logins", "3-63"},
+	    {"Logins", "Logins", "one {...}"},
+	    {"Logins{yyyyMMdd", "Logins", "one {...}"},
+	    {"Logins{yyyy}{MMdd}", "Logins", "one {...}"},
+	    {"Logins{yyyyMM}", "Logins", "yyyy, MM and dd"},
+	    {"Logins{yyyyMMddyyyy}", "Logins", "once each"},
+	    {"Logins{yyyy-MM-dd}", "Logins", "once each"},
+	    {"Logins{yyyyMMddmm}", "Logins", "once each"},
+	    {"Other{yyyyMMdd}", "Logins", "prefix 'Logins'"},
+	    {"Log{yyyyMMdd}ins", "Logins", "prefix 'Logins'"},
+	    {"Logins_{yyyyMMdd}", "Logins", "letters and digits"},
+	    {"Logins{yyyyMMdd}AbcdefghijAbcdefghijAbcdefghijAbcdefghijAbcdefghij", "Logins", "3-63"},
 	};
 	struct ecw_name_date *p = NULL;
 
@@ -82,7 +83,7 @@ static void test_purge_tables__pattern_errors(void **state)
 		assert_null(p);
 		if (!str_contains(ecw_error_last()->message, bad[i].needle))
 			fail_msg("'%s': error '%s' lacks '%s'", bad[i].pattern, ecw_error_last()->message,
-				 bad[i].needle);
+			         bad[i].needle);
 	}
 }
 
@@ -133,25 +134,34 @@ static void one_error(const char *job_yaml, const char *pos, const char *needle)
 static void test_purge_tables__config_errors(void **state)
 {
 	(void)state;
-	one_error("    type: purge-tables\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 60d\n", "3:5", "prefix");
-	one_error("    type: purge-tables\n    prefix: Log_ins\n    name_date: \"Log_ins{yyyyMMdd}\"\n    keep: 60d\n",
-		  "4:13", "prefix: the start of a table name");
-	one_error("    type: purge-tables\n    prefix: Logins\n    name_date: \"Other{yyyyMMdd}\"\n    keep: 60d\n",
-		  "5:16", "must start with the prefix 'Logins'");
-	one_error("    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMM}\"\n    keep: 60d\n",
-		  "5:16", "yyyy, MM and dd");
-	one_error("    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 60 days\n",
-		  "6:11", "keep: not a duration");
-	one_error("    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 59m\n",
-		  "6:11", "keep: too short");
-	one_error("    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n", "3:5", "keep");
-	one_error("    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 8w\n"
-		  "    table: Logins\n",
-		  "7:5", "table");
+	one_error("    type: purge-tables\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 60d\n", "3:5",
+	          "prefix");
+	one_error(
+	    "    type: purge-tables\n    prefix: Log_ins\n    name_date: \"Log_ins{yyyyMMdd}\"\n    keep: 60d\n",
+	    "4:13", "prefix: the start of a table name");
+	one_error(
+	    "    type: purge-tables\n    prefix: Logins\n    name_date: \"Other{yyyyMMdd}\"\n    keep: 60d\n",
+	    "5:16", "must start with the prefix 'Logins'");
+	one_error(
+	    "    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMM}\"\n    keep: 60d\n",
+	    "5:16", "yyyy, MM and dd");
+	one_error(
+	    "    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 60 days\n",
+	    "6:11", "keep: not a duration");
+	one_error(
+	    "    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 59m\n",
+	    "6:11", "keep: too short");
+	one_error("    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n", "3:5",
+	          "keep");
+	one_error(
+	    "    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 8w\n"
+	    "    table: Logins\n",
+	    "7:5", "table");
 
 	struct ecw_node_errors errs;
-	struct ecw_config *cfg =
-		parse("    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 8w\n", &errs);
+	struct ecw_config *cfg = parse(
+	    "    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 8w\n",
+	    &errs);
 	assert_non_null(cfg);
 	assert_int_equal(errs.n, 0);
 	const struct ecw_job_def *def = ecw_config_job(cfg, "purge-logins");
@@ -168,8 +178,9 @@ static void test_purge_tables__run_deletes_exactly_the_expired(void **state)
 {
 	struct client_fixture *fx = NULL;
 	struct ecw_node_errors errs;
-	struct ecw_config *cfg =
-		parse("    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 60d\n", &errs);
+	struct ecw_config *cfg = parse(
+	    "    type: purge-tables\n    prefix: Logins\n    name_date: \"Logins{yyyyMMdd}\"\n    keep: 60d\n",
+	    &errs);
 	struct ecw_job_ctx ctx;
 	const struct ecw_job_def *def;
 
@@ -179,14 +190,14 @@ static void test_purge_tables__run_deletes_exactly_the_expired(void **state)
 	client_fixture_setup(&fx, "UseDevelopmentStorage=true", NULL);
 	/* Two pages of names (the second after a continuation), then deletes. */
 	fake_respond(&fx->fake, 200, "x-ms-continuation-NextTableName: Logins20200812\n",
-		     "{\"value\":[{\"TableName\":\"Logins20200810\"},{\"TableName\":\"Logins20200811\"},"
-		     "{\"TableName\":\"Logins2020081\"},{\"TableName\":\"LoginsArchive\"}]}");
+	             "{\"value\":[{\"TableName\":\"Logins20200810\"},{\"TableName\":\"Logins20200811\"},"
+	             "{\"TableName\":\"Logins2020081\"},{\"TableName\":\"LoginsArchive\"}]}");
 	fake_respond(&fx->fake, 200, NULL,
-		     "{\"value\":[{\"TableName\":\"Logins20200812\"},{\"TableName\":\"Logins20201011\"},"
-		     "{\"TableName\":\"Logins20200231\"},{\"TableName\":\"Logins20200801x\"}]}");
+	             "{\"value\":[{\"TableName\":\"Logins20200812\"},{\"TableName\":\"Logins20201011\"},"
+	             "{\"TableName\":\"Logins20200231\"},{\"TableName\":\"Logins20200801x\"}]}");
 	fake_respond(&fx->fake, 204, NULL, NULL);
 	fake_respond(&fx->fake, 404, "x-ms-error-code: ResourceNotFound\n",
-		     "{\"odata.error\":{\"code\":\"ResourceNotFound\",\"message\":{\"value\":\"gone\"}}}");
+	             "{\"odata.error\":{\"code\":\"ResourceNotFound\",\"message\":{\"value\":\"gone\"}}}");
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.client = fx->c;
 	ctx.job = "purge-logins";
@@ -200,7 +211,7 @@ static void test_purge_tables__run_deletes_exactly_the_expired(void **state)
 	assert_string_equal(fx->fake.reqs[0].method, "GET");
 	assert_str(fx->fake.reqs[0].path, "/devstoreaccount1/Tables");
 	assert_true(url_has_param(fx->fake.reqs[0].url,
-				  "%24filter=TableName%20ge%20'Logins'%20and%20TableName%20lt%20'Logint'"));
+	                          "%24filter=TableName%20ge%20'Logins'%20and%20TableName%20lt%20'Logint'"));
 	assert_true(url_has_param(fx->fake.reqs[1].url, "NextTableName=Logins20200812"));
 	assert_true(fx->fake.reqs[0].auth_ok && fx->fake.reqs[1].auth_ok);
 	/* 08-10 and 08-11 ended by 08-12T12:00; 08-12 has not: kept with 10-11. */
@@ -217,11 +228,11 @@ static void test_purge_tables__run_deletes_exactly_the_expired(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_purge_tables__pattern_matches_exactly),
-		cmocka_unit_test(test_purge_tables__pattern_errors),
-		cmocka_unit_test(test_purge_tables__expiry_boundary),
-		cmocka_unit_test(test_purge_tables__config_errors),
-		cmocka_unit_test(test_purge_tables__run_deletes_exactly_the_expired),
+	    cmocka_unit_test(test_purge_tables__pattern_matches_exactly),
+	    cmocka_unit_test(test_purge_tables__pattern_errors),
+	    cmocka_unit_test(test_purge_tables__expiry_boundary),
+	    cmocka_unit_test(test_purge_tables__config_errors),
+	    cmocka_unit_test(test_purge_tables__run_deletes_exactly_the_expired),
 	};
 	return cmocka_run_group_tests_name("purge_tables", tests, NULL, NULL);
 }

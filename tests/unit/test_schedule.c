@@ -30,8 +30,8 @@ static int64_t utc(int y, int mo, int d, int h, int mi)
 
 #define PREFIX                                                                                               \
 	"jobs:\n"                                                                                            \
-	"  tank-daily: {type: test-record, table: Rollups, fields: [device], window: 1d}\n"                 \
-	"  tank-weekly: {type: test-record, table: Rollups, fields: [device], window: 1w}\n"                \
+	"  tank-daily: {type: test-record, table: Rollups, fields: [device], window: 1d}\n"                  \
+	"  tank-weekly: {type: test-record, table: Rollups, fields: [device], window: 1w}\n"                 \
 	"  purge-logins: {type: test-record, table: Purged}\n"                                               \
 	"  two-fields: {type: test-record, table: Two, fields: [device, region]}\n"                          \
 	"  keyed: {type: test-noop}\n"
@@ -57,8 +57,8 @@ static void one_error(const char *body, const char *pos, const char *needle)
 	if (err != ECW_EINVALID || errs.n != 1 || !str_starts(errs.lines[0], prefix) ||
 	    !str_contains(errs.lines[0], needle)) {
 		config_dump(&errs);
-		fail_msg("parse of\n%s\n= %s with %zu errors, want one at %s containing \"%s\"", body, ecw_err_name(err),
-			 errs.n, pos, needle);
+		fail_msg("parse of\n%s\n= %s with %zu errors, want one at %s containing \"%s\"", body,
+		         ecw_err_name(err), errs.n, pos, needle);
 	}
 	ecw_node_errors_dispose(&errs);
 }
@@ -87,7 +87,8 @@ static void test_schedule__alignment(void **state)
 	/* Weeks across a year boundary: 2021-01-01 is a Friday of the week of
 	 * Monday 2020-12-28, and 2021-01-04 is the next Monday. */
 	assert_int_equal(ecw_schedule_period_start(utc(2021, 1, 1, 12, 0), W), utc(2020, 12, 28, 0, 0));
-	assert_int_equal(ecw_schedule_period_start(utc(2021, 1, 3, 23, 59) + 59999, W), utc(2020, 12, 28, 0, 0));
+	assert_int_equal(ecw_schedule_period_start(utc(2021, 1, 3, 23, 59) + 59999, W),
+	                 utc(2020, 12, 28, 0, 0));
 	assert_int_equal(ecw_schedule_period_start(utc(2021, 1, 4, 0, 0), W), utc(2021, 1, 4, 0, 0));
 	assert_int_equal(ecw_schedule_period_start(utc(2020, 12, 31, 23, 59), D), utc(2020, 12, 31, 0, 0));
 	assert_int_equal(ecw_schedule_period_start(utc(2021, 1, 1, 0, 0) - 1, H), utc(2020, 12, 31, 23, 0));
@@ -103,20 +104,27 @@ static void test_schedule__window_start_and_marker_key(void **state)
 	char ws[32];
 	(void)state;
 
-	assert_int_equal(ecw_schedule_window_start(ws, sizeof(ws), utc(2021, 1, 1, 0, 0), D, ECW_WINDOW_PREVIOUS), 0);
+	assert_int_equal(
+	    ecw_schedule_window_start(ws, sizeof(ws), utc(2021, 1, 1, 0, 0), D, ECW_WINDOW_PREVIOUS), 0);
 	assert_str(ws, "2020-12-31");
-	assert_int_equal(ecw_schedule_window_start(ws, sizeof(ws), utc(2021, 1, 1, 0, 0), D, ECW_WINDOW_CURRENT), 0);
+	assert_int_equal(
+	    ecw_schedule_window_start(ws, sizeof(ws), utc(2021, 1, 1, 0, 0), D, ECW_WINDOW_CURRENT), 0);
 	assert_str(ws, "2021-01-01");
-	assert_int_equal(ecw_schedule_window_start(ws, sizeof(ws), utc(2021, 1, 1, 0, 0), H, ECW_WINDOW_PREVIOUS), 0);
+	assert_int_equal(
+	    ecw_schedule_window_start(ws, sizeof(ws), utc(2021, 1, 1, 0, 0), H, ECW_WINDOW_PREVIOUS), 0);
 	assert_str(ws, "2020-12-31T23:00:00Z");
-	assert_int_equal(ecw_schedule_window_start(ws, sizeof(ws), utc(2021, 1, 1, 7, 0), H, ECW_WINDOW_CURRENT), 0);
+	assert_int_equal(
+	    ecw_schedule_window_start(ws, sizeof(ws), utc(2021, 1, 1, 7, 0), H, ECW_WINDOW_CURRENT), 0);
 	assert_str(ws, "2021-01-01T07:00:00Z");
-	assert_int_equal(ecw_schedule_window_start(ws, sizeof(ws), utc(2021, 1, 4, 0, 0), W, ECW_WINDOW_PREVIOUS), 0);
+	assert_int_equal(
+	    ecw_schedule_window_start(ws, sizeof(ws), utc(2021, 1, 4, 0, 0), W, ECW_WINDOW_PREVIOUS), 0);
 	assert_str(ws, "2020-12-28");
-	assert_int_equal(ecw_schedule_window_start(ws, sizeof(ws), utc(2021, 1, 4, 0, 0), W, ECW_WINDOW_CURRENT), 0);
+	assert_int_equal(
+	    ecw_schedule_window_start(ws, sizeof(ws), utc(2021, 1, 4, 0, 0), W, ECW_WINDOW_CURRENT), 0);
 	assert_str(ws, "2021-01-04");
 	/* Too small a buffer is an error, not a cut value. */
-	assert_int_equal(ecw_schedule_window_start(ws, 8, utc(2021, 1, 4, 0, 0), W, ECW_WINDOW_CURRENT), ECW_EINVALID);
+	assert_int_equal(ecw_schedule_window_start(ws, 8, utc(2021, 1, 4, 0, 0), W, ECW_WINDOW_CURRENT),
+	                 ECW_EINVALID);
 
 	key_is(utc(2020, 10, 11, 0, 0), "2020-10-11T00:00Z");
 	key_is(utc(2020, 10, 11, 13, 0), "2020-10-11T13:00Z");
@@ -167,16 +175,18 @@ static void test_schedule__parse(void **state)
 	const struct ecw_schedule *s;
 	(void)state;
 
-	cfg = parse_ok(PREFIX "schedules:\n"
-			      "  - job: tank-daily\n"
-			      "    every: 1d\n"
-			      "    at: \"00:10\"\n"
-			      "    for_each: {table: Devices, field: RowKey}\n"
-			      "    window: previous\n"
-			      "  - {job: tank-weekly, every: 1w, at: \"27:30\", window: current, name: weekly,\n"
-			      "     catch_up: 2, for_each: {table: Devices, field: Owner, as: device, filter: \"Active eq true\"}}\n"
-			      "  - {job: purge-logins, every: 1d, at: \"03:00\"}\n"
-			      "  - {job: purge-logins, every: 1h, name: purge-hourly}\n");
+	cfg = parse_ok(
+	    PREFIX
+	    "schedules:\n"
+	    "  - job: tank-daily\n"
+	    "    every: 1d\n"
+	    "    at: \"00:10\"\n"
+	    "    for_each: {table: Devices, field: RowKey}\n"
+	    "    window: previous\n"
+	    "  - {job: tank-weekly, every: 1w, at: \"27:30\", window: current, name: weekly,\n"
+	    "     catch_up: 2, for_each: {table: Devices, field: Owner, as: device, filter: \"Active eq true\"}}\n"
+	    "  - {job: purge-logins, every: 1d, at: \"03:00\"}\n"
+	    "  - {job: purge-logins, every: 1h, name: purge-hourly}\n");
 	assert_int_equal(ecw_schedules_count(cfg->schedules), 4);
 	s = ecw_schedules_get(cfg->schedules, 0);
 	assert_str(s->name, "tank-daily");
@@ -223,43 +233,63 @@ static void test_schedule__config_errors(void **state)
 {
 	(void)state;
 	/* PREFIX is 6 lines: the schedules start on line 7. */
-	one_error("schedules:\n  - {job: nope, every: 1d}\n", "8:11", "schedules[0].job names 'nope', which is not a configured job");
-	one_error("schedules:\n  - {job: keyed, every: 1d}\n", "8:11",
-		  "'keyed' is a test-noop job, which takes an entity's keys (a schedule can only enqueue a keyless job)");
-	one_error("schedules:\n  - {job: tank-daily, every: 1h, window: previous, for_each: {table: Devices, field: RowKey}}\n",
-		  "8:42", "schedules[0].window: previous needs every: 1d to match the job's window 1d");
+	one_error("schedules:\n  - {job: nope, every: 1d}\n", "8:11",
+	          "schedules[0].job names 'nope', which is not a configured job");
+	one_error(
+	    "schedules:\n  - {job: keyed, every: 1d}\n", "8:11",
+	    "'keyed' is a test-noop job, which takes an entity's keys (a schedule can only enqueue a keyless job)");
+	one_error(
+	    "schedules:\n  - {job: tank-daily, every: 1h, window: previous, for_each: {table: Devices, field: RowKey}}\n",
+	    "8:42", "schedules[0].window: previous needs every: 1d to match the job's window 1d");
 	one_error("schedules:\n  - {job: purge-logins, every: 1d, window: current}\n", "8:44",
-		  "job 'purge-logins' (test-record) does not work on a window");
-	one_error("schedules:\n  - {job: tank-daily, every: 1d}\n", "8:5",
-		  "job 'tank-daily' reads the message field(s) device, and a schedule provides one, from for_each");
-	one_error("schedules:\n  - {job: two-fields, every: 1d, for_each: {table: Devices, field: RowKey}}\n", "8:44",
-		  "give `as`, the message field that receives the value (job 'two-fields' reads device, region)");
-	one_error("schedules:\n  - {job: two-fields, every: 1d, for_each: {table: Devices, field: RowKey, as: region}}\n",
-		  "8:5", "job 'two-fields' reads the message field(s) device, region");
-	one_error("schedules:\n  - {job: tank-daily, every: 1d, for_each: {table: Devices, field: RowKey, as: dev}}\n",
-		  "8:80", "for_each.as: job 'tank-daily' reads no field 'dev' (it reads device)");
-	one_error("schedules:\n  - {job: purge-logins, every: 1d, for_each: {table: Devices, field: RowKey}}\n", "8:46",
-		  "job 'purge-logins' reads no message field: drop for_each");
-	one_error("schedules:\n  - {job: purge-logins, every: 2h}\n", "8:32", "schedules[0].every must be 1h, 1d or 1w");
+	          "job 'purge-logins' (test-record) does not work on a window");
+	one_error(
+	    "schedules:\n  - {job: tank-daily, every: 1d}\n", "8:5",
+	    "job 'tank-daily' reads the message field(s) device, and a schedule provides one, from for_each");
+	one_error(
+	    "schedules:\n  - {job: two-fields, every: 1d, for_each: {table: Devices, field: RowKey}}\n",
+	    "8:44",
+	    "give `as`, the message field that receives the value (job 'two-fields' reads device, region)");
+	one_error(
+	    "schedules:\n  - {job: two-fields, every: 1d, for_each: {table: Devices, field: RowKey, as: region}}\n",
+	    "8:5", "job 'two-fields' reads the message field(s) device, region");
+	one_error(
+	    "schedules:\n  - {job: tank-daily, every: 1d, for_each: {table: Devices, field: RowKey, as: dev}}\n",
+	    "8:80", "for_each.as: job 'tank-daily' reads no field 'dev' (it reads device)");
+	one_error(
+	    "schedules:\n  - {job: purge-logins, every: 1d, for_each: {table: Devices, field: RowKey}}\n",
+	    "8:46", "job 'purge-logins' reads no message field: drop for_each");
+	one_error("schedules:\n  - {job: purge-logins, every: 2h}\n", "8:32",
+	          "schedules[0].every must be 1h, 1d or 1w");
 	one_error("schedules:\n  - {job: purge-logins}\n", "8:5", "missing required key 'every'");
-	one_error("schedules:\n  - {job: purge-logins, every: 1h, at: \"01:00\"}\n", "8:40", "must be \"00:MM\" with every: 1h");
-	one_error("schedules:\n  - {job: purge-logins, every: 1d, at: \"24:00\"}\n", "8:40", "00:00..23:59 UTC");
-	one_error("schedules:\n  - {job: purge-logins, every: 1d, at: \"3:00\"}\n", "8:40", "must be \"HH:MM\"");
-	one_error("schedules:\n  - {job: purge-logins, every: 1w, at: \"168:00\"}\n", "8:40", "(00:00..167:59)");
-	one_error("schedules:\n  - {job: purge-logins, every: 1d, window: last}\n", "8:44", "window must be previous or current");
-	one_error("schedules:\n  - {job: purge-logins, every: 1d, catch_up: 0}\n", "8:46", "out of range (1..1000)");
+	one_error("schedules:\n  - {job: purge-logins, every: 1h, at: \"01:00\"}\n", "8:40",
+	          "must be \"00:MM\" with every: 1h");
+	one_error("schedules:\n  - {job: purge-logins, every: 1d, at: \"24:00\"}\n", "8:40",
+	          "00:00..23:59 UTC");
+	one_error("schedules:\n  - {job: purge-logins, every: 1d, at: \"3:00\"}\n", "8:40",
+	          "must be \"HH:MM\"");
+	one_error("schedules:\n  - {job: purge-logins, every: 1w, at: \"168:00\"}\n", "8:40",
+	          "(00:00..167:59)");
+	one_error("schedules:\n  - {job: purge-logins, every: 1d, window: last}\n", "8:44",
+	          "window must be previous or current");
+	one_error("schedules:\n  - {job: purge-logins, every: 1d, catch_up: 0}\n", "8:46",
+	          "out of range (1..1000)");
 	one_error("schedules:\n  - {job: purge-logins, every: 1d, cron: x}\n", "8:36", "unknown key 'cron'");
-	one_error("schedules:\n  - {job: purge-logins, every: 1d}\n  - {job: purge-logins, every: 1h}\n", "9:5",
-		  "the name 'purge-logins' is taken by schedules[0]");
-	one_error("schedules:\n  - {job: purge-logins, every: 1d, name: \"a/b\"}\n", "8:42", "name must be 1-63 letters");
-	one_error("schedules:\n  - {job: tank-daily, every: 1d, for_each: {table: \"De-vices\", field: RowKey}}\n", "8:52",
-		  "for_each.table: invalid table name 'De-vices': a table name is a letter");
+	one_error("schedules:\n  - {job: purge-logins, every: 1d}\n  - {job: purge-logins, every: 1h}\n",
+	          "9:5", "the name 'purge-logins' is taken by schedules[0]");
+	one_error("schedules:\n  - {job: purge-logins, every: 1d, name: \"a/b\"}\n", "8:42",
+	          "name must be 1-63 letters");
+	one_error(
+	    "schedules:\n  - {job: tank-daily, every: 1d, for_each: {table: \"De-vices\", field: RowKey}}\n",
+	    "8:52", "for_each.table: invalid table name 'De-vices': a table name is a letter");
 	one_error("schedules: {job: purge-logins}\n", "7:12", "schedules must be a list");
-	one_error("worker: {schedule_table: \"x\"}\n", "7:26", "worker.schedule_table: invalid table name 'x'");
+	one_error("worker: {schedule_table: \"x\"}\n", "7:26",
+	          "worker.schedule_table: invalid table name 'x'");
 	/* The reserved name: the same rule and message as the client's (ecw_table_name_check). */
-	one_error("worker: {schedule_table: Tables}\n", "7:26", "worker.schedule_table: invalid table name 'Tables'");
-	one_error("schedules:\n  - {job: tank-daily, every: 1d, for_each: {table: tables, field: RowKey}}\n", "8:52",
-		  "not the reserved name 'tables'");
+	one_error("worker: {schedule_table: Tables}\n", "7:26",
+	          "worker.schedule_table: invalid table name 'Tables'");
+	one_error("schedules:\n  - {job: tank-daily, every: 1d, for_each: {table: tables, field: RowKey}}\n",
+	          "8:52", "not the reserved name 'tables'");
 	one_error("worker: {schedule_lease: 0s}\n", "7:26", "worker.schedule_lease is out of range (1s..1h)");
 }
 

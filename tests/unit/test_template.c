@@ -50,7 +50,7 @@ static void test_template__properties_and_keys(void **state)
 	render_is("email_{PartitionKey}", ECW_TEMPLATE_PLAIN, "email_Sales");
 	render_is("{Email}", ECW_TEMPLATE_PLAIN, "obrien@example.com");
 	render_is("{RowKey}|{Year}|{Big}|{Rate}|{Active}", ECW_TEMPLATE_PLAIN,
-		  "o'brien 001|26|9007199254740993|0.1|true");
+	          "o'brien 001|26|9007199254740993|0.1|true");
 	render_is("plain", ECW_TEMPLATE_PLAIN, "plain");
 }
 
@@ -59,7 +59,7 @@ static void test_template__padding(void **state)
 	(void)state;
 	render_is("{Year:0>6}", ECW_TEMPLATE_PLAIN, "000026");
 	render_is("{Year:_<4}x", ECW_TEMPLATE_PLAIN, "26__x");
-	render_is("{Year:0>2}", ECW_TEMPLATE_PLAIN, "26");      /* already wide enough */
+	render_is("{Year:0>2}", ECW_TEMPLATE_PLAIN, "26");           /* already wide enough */
 	render_is("{City:.>5}", ECW_TEMPLATE_PLAIN, "..Zo\xc3\xab"); /* 3 characters (4 bytes): two dots */
 }
 
@@ -101,8 +101,9 @@ static void test_template__missing_property_is_named(void **state)
 
 static void test_template__compile_errors(void **state)
 {
-	static const char *const bad[] = {"{", "a{b", "}", "x}y", "{}", "{1a}", "{a b}", "{Id:0}", "{Id:0>}",
-					  "{Id:0>0}", "{Id:0>999}", "{Id:0^3}", "", NULL};
+	static const char *const bad[] = {"{",          "a{b",      "}",      "x}y",     "{}",
+	                                  "{1a}",       "{a b}",    "{Id:0}", "{Id:0>}", "{Id:0>0}",
+	                                  "{Id:0>999}", "{Id:0^3}", "",       NULL};
 	struct ecw_template *t = NULL;
 
 	(void)state;
@@ -124,24 +125,12 @@ static struct ecw_entity *when(char kind, const char *text, int64_t n)
 
 	assert_int_equal(ecw_entity_new(&e, "p", "r"), 0);
 	switch (kind) {
-	case 'd':
-		assert_int_equal(ecw_entity_set_datetime(e, "When", text), 0);
-		break;
-	case 's':
-		assert_int_equal(ecw_entity_set_string(e, "When", text, strlen(text)), 0);
-		break;
-	case 'i':
-		assert_int_equal(ecw_entity_set_int32(e, "When", (int32_t)n), 0);
-		break;
-	case 'l':
-		assert_int_equal(ecw_entity_set_int64(e, "When", n), 0);
-		break;
-	case 'b':
-		assert_int_equal(ecw_entity_set_bool(e, "When", true), 0);
-		break;
-	default:
-		assert_int_equal(ecw_entity_set_double(e, "When", 1602419696.0), 0);
-		break;
+	case 'd': assert_int_equal(ecw_entity_set_datetime(e, "When", text), 0); break;
+	case 's': assert_int_equal(ecw_entity_set_string(e, "When", text, strlen(text)), 0); break;
+	case 'i': assert_int_equal(ecw_entity_set_int32(e, "When", (int32_t)n), 0); break;
+	case 'l': assert_int_equal(ecw_entity_set_int64(e, "When", n), 0); break;
+	case 'b': assert_int_equal(ecw_entity_set_bool(e, "When", true), 0); break;
+	default: assert_int_equal(ecw_entity_set_double(e, "When", 1602419696.0), 0); break;
 	}
 	return e;
 }
@@ -188,8 +177,8 @@ static void test_template__inverted_ticks_extremes(void **state)
 static void test_template__inverted_ticks_newest_first(void **state)
 {
 	static const char *const times[] = {
-		"1999-12-31T23:59:59.9999999Z", "2000-01-01T00:00:00.0000000Z", "2000-01-01T00:00:00.0000001Z",
-		"2019-03-04T08:09:10.1234567Z", "2020-10-11T00:00:00.0000000Z", "2101-01-01T00:00:00.0000000Z",
+	    "1999-12-31T23:59:59.9999999Z", "2000-01-01T00:00:00.0000000Z", "2000-01-01T00:00:00.0000001Z",
+	    "2019-03-04T08:09:10.1234567Z", "2020-10-11T00:00:00.0000000Z", "2101-01-01T00:00:00.0000000Z",
 	};
 	char prev[128] = "", got[128];
 
@@ -206,13 +195,14 @@ static void test_template__inverted_ticks_newest_first(void **state)
 static void test_template__inverted_ticks_round_trip(void **state)
 {
 	static const char *const times[] = {"0001-01-01T00:00:00.0000000Z", "1970-01-01T00:00:00.0000000Z",
-					    "2019-03-04T08:09:10.1234567Z", "2020-02-29T23:59:59.0000001Z",
-					    "9999-12-31T23:59:59.9999999Z"};
+	                                    "2019-03-04T08:09:10.1234567Z", "2020-02-29T23:59:59.0000001Z",
+	                                    "9999-12-31T23:59:59.9999999Z"};
 	char key[128], iso[ECW_ISO_TICKS_SIZE];
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
-		assert_int_equal(render_when(key, "{When:inverted_ticks}_{RowKey}", when('d', times[i], 0)), 0);
+		assert_int_equal(render_when(key, "{When:inverted_ticks}_{RowKey}", when('d', times[i], 0)),
+		                 0);
 		assert_int_equal(ecw_inverted_ticks_to_iso(iso, key), 0);
 		assert_string_equal(iso, times[i]);
 	}
@@ -240,7 +230,8 @@ static void test_template__unix_date_int_hash4(void **state)
 	assert_string_equal(got, "1602419696");
 	assert_int_equal(render_when(got, "{When:unix}", when('s', "1602419696", 0)), 0);
 	assert_string_equal(got, "1602419696");
-	assert_int_equal(render_when(got, "{When:date_int}", when('d', "2020-10-11T23:59:59.9999999Z", 0)), 0);
+	assert_int_equal(render_when(got, "{When:date_int}", when('d', "2020-10-11T23:59:59.9999999Z", 0)),
+	                 0);
 	assert_string_equal(got, "20201011");
 	assert_int_equal(render_when(got, "{When:date_int}", when('d', "0001-01-01T00:00:00Z", 0)), 0);
 	assert_string_equal(got, "00010101");
@@ -263,9 +254,10 @@ static void test_template__time_formatters_refuse_other_types(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < 3; i++) {
-		struct ecw_entity *bad[] = {when('s', "2020-10-11", 0), when('s', "", 0), when('s', "-5", 0),
-					    when('s', "12a", 0), when('b', NULL, 0), when('f', NULL, 0),
-					    when('i', NULL, -1), when('l', NULL, 253402300800LL)};
+		struct ecw_entity *bad[] = {when('s', "2020-10-11", 0), when('s', "", 0),
+		                            when('s', "-5", 0),         when('s', "12a", 0),
+		                            when('b', NULL, 0),         when('f', NULL, 0),
+		                            when('i', NULL, -1),        when('l', NULL, 253402300800LL)};
 		for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
 			if (render_when(got, tmpls[i], bad[k]) != ECW_EINVALID)
 				fail_msg("%s rendered case %zu as '%s'", tmpls[i], k, got);
@@ -301,18 +293,20 @@ static void test_template__now_refused_by_default(void **state)
 
 	(void)state;
 	ecw_buf_init(&out, 0);
-	assert_int_equal(ecw_template_compile(&t, "{now:inverted_ticks}_{RowKey}", "to_row_key"), ECW_EINVALID);
+	assert_int_equal(ecw_template_compile(&t, "{now:inverted_ticks}_{RowKey}", "to_row_key"),
+	                 ECW_EINVALID);
 	assert_null(t);
 	assert_str(ecw_error_last()->message,
-		   "{now:...} is not allowed in to_row_key: a rerun would write another key (column 1)");
+	           "{now:...} is not allowed in to_row_key: a rerun would write another key (column 1)");
 	assert_int_equal(ecw_template_compile(&t, "x{now:unix}", "to_row_key"), ECW_EINVALID);
 	assert_int_equal(ecw_template_compile(&t, "{now:hash4}", "to_row_key"), ECW_EINVALID);
-	assert_int_equal(ecw_template_compile_flags(&t, "{now:hash4}", "k", ECW_TEMPLATE_ALLOW_NOW), ECW_EINVALID);
+	assert_int_equal(ecw_template_compile_flags(&t, "{now:hash4}", "k", ECW_TEMPLATE_ALLOW_NOW),
+	                 ECW_EINVALID);
 
 	wall_fake_set(1602419696123LL); /* 2020-10-11T12:34:56.123Z */
 	assert_int_equal(ecw_template_compile_flags(&t, "{now:inverted_ticks}_{now:unix}_{now:date_int}", "k",
-						    ECW_TEMPLATE_ALLOW_NOW),
-			 0);
+	                                            ECW_TEMPLATE_ALLOW_NOW),
+	                 0);
 	assert_int_equal(ecw_template_render(&out, t, e, ECW_TEMPLATE_PLAIN), 0);
 	assert_string_equal(ecw_buf_cstr(&out), "2517998811038769999_1602419696_20201011");
 	assert_int_equal(ecw_inverted_ticks_to_iso(iso, ecw_buf_cstr(&out)), 0);
@@ -335,11 +329,11 @@ static void test_template__now_refused_by_default(void **state)
 static void test_template__now_refused_in_job_config(void **state)
 {
 	static const char text[] = "jobs:\n"
-				   "  archive:\n"
-				   "    type: move\n"
-				   "    from: Logins\n"
-				   "    to: LoginsArchive\n"
-				   "    to_row_key: \"{now:inverted_ticks}_{RowKey}\"\n";
+	                           "  archive:\n"
+	                           "    type: move\n"
+	                           "    from: Logins\n"
+	                           "    to: LoginsArchive\n"
+	                           "    to_row_key: \"{now:inverted_ticks}_{RowKey}\"\n";
 	struct ecw_node_errors errs;
 	struct ecw_config *cfg = NULL;
 
@@ -348,15 +342,16 @@ static void test_template__now_refused_in_job_config(void **state)
 	assert_int_equal(ecw_config_parse(&cfg, text, strlen(text), "t.yaml", &errs), ECW_EINVALID);
 	assert_null(cfg);
 	assert_int_equal(errs.n, 1);
-	assert_string_equal(errs.lines[0], "t.yaml:6:17: {now:...} is not allowed in to_row_key: a rerun would "
-					   "write another key (column 1)");
+	assert_string_equal(errs.lines[0],
+	                    "t.yaml:6:17: {now:...} is not allowed in to_row_key: a rerun would "
+	                    "write another key (column 1)");
 	ecw_node_errors_dispose(&errs);
 }
 
 static void test_template__formatter_compile_errors(void **state)
 {
-	static const char *const bad[] = {"{When:ticks}", "{When:Unix}", "{When:hash}", "{When:unix:0>3}",
-					  "{When:}", NULL};
+	static const char *const bad[] = {"{When:ticks}",    "{When:Unix}", "{When:hash}",
+	                                  "{When:unix:0>3}", "{When:}",     NULL};
 	struct ecw_template *t = NULL;
 
 	(void)state;
@@ -371,20 +366,20 @@ static void test_template__formatter_compile_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_template__properties_and_keys),
-		cmocka_unit_test(test_template__padding),
-		cmocka_unit_test(test_template__literal_braces),
-		cmocka_unit_test(test_template__odata_escaping),
-		cmocka_unit_test(test_template__missing_property_is_named),
-		cmocka_unit_test(test_template__compile_errors),
-		cmocka_unit_test(test_template__inverted_ticks_extremes),
-		cmocka_unit_test(test_template__inverted_ticks_newest_first),
-		cmocka_unit_test(test_template__inverted_ticks_round_trip),
-		cmocka_unit_test(test_template__unix_date_int_hash4),
-		cmocka_unit_test(test_template__time_formatters_refuse_other_types),
-		cmocka_unit_test(test_template__now_refused_by_default),
-		cmocka_unit_test(test_template__now_refused_in_job_config),
-		cmocka_unit_test(test_template__formatter_compile_errors),
+	    cmocka_unit_test(test_template__properties_and_keys),
+	    cmocka_unit_test(test_template__padding),
+	    cmocka_unit_test(test_template__literal_braces),
+	    cmocka_unit_test(test_template__odata_escaping),
+	    cmocka_unit_test(test_template__missing_property_is_named),
+	    cmocka_unit_test(test_template__compile_errors),
+	    cmocka_unit_test(test_template__inverted_ticks_extremes),
+	    cmocka_unit_test(test_template__inverted_ticks_newest_first),
+	    cmocka_unit_test(test_template__inverted_ticks_round_trip),
+	    cmocka_unit_test(test_template__unix_date_int_hash4),
+	    cmocka_unit_test(test_template__time_formatters_refuse_other_types),
+	    cmocka_unit_test(test_template__now_refused_by_default),
+	    cmocka_unit_test(test_template__now_refused_in_job_config),
+	    cmocka_unit_test(test_template__formatter_compile_errors),
 	};
 	return cmocka_run_group_tests_name("template", tests, NULL, NULL);
 }

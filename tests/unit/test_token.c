@@ -22,7 +22,8 @@
 #define TENANT "72f988bf-86f1-41af-91ab-2d7cd011db47"
 #define CLIENT_ID "0c4bd8c5-6a1e-4b8e-8f2b-5d1e6b9a3c21"
 #define TOKEN_PATH "/" TENANT "/oauth2/v2.0/token"
-#define ENDPOINTS "QueueEndpoint=https://acct.queue.core.windows.net;TableEndpoint=https://acct.table.core.windows.net"
+#define ENDPOINTS                                                                                            \
+	"QueueEndpoint=https://acct.queue.core.windows.net;TableEndpoint=https://acct.table.core.windows.net"
 #define HOUR_MS (3600 * 1000LL)
 
 static const struct ecw_client_options opts = {3, 100, 1000, 30000, 5000, false, NULL, NULL, NULL};
@@ -114,7 +115,8 @@ static size_t count_token_requests(const struct fake_transport *f, const char *p
 
 /* ---- answers ------------------------------------------------------------- */
 
-static void parse_ok(const char *body, int64_t now, const char *want_token, int64_t want_life, int64_t want_refresh)
+static void parse_ok(const char *body, int64_t now, const char *want_token, int64_t want_life,
+                     int64_t want_refresh)
 {
 	char *tok = NULL;
 	int64_t life = -1, refresh = -1;
@@ -132,7 +134,8 @@ static void parse_bad(const char *body, const char *needle)
 	char *tok = (char *)1;
 	int64_t life, refresh;
 
-	assert_int_equal(ecw_token_parse_response(&tok, &life, &refresh, body, strlen(body), 1700000000), ECW_ERROR);
+	assert_int_equal(ecw_token_parse_response(&tok, &life, &refresh, body, strlen(body), 1700000000),
+	                 ECW_ERROR);
 	assert_null(tok);
 	if (!str_contains(ecw_error_last()->message, needle))
 		fail_msg("message \"%s\" lacks \"%s\"", ecw_error_last()->message, needle);
@@ -143,30 +146,35 @@ static void test_token__answer_expires_in_number(void **state)
 {
 	(void)state;
 	/* Entra ID v2.0 */
-	parse_ok("{\"token_type\":\"Bearer\",\"expires_in\":3599,\"ext_expires_in\":3599,\"access_token\":\"" TOKEN1 "\"}",
-	         0, TOKEN1, 3599, 0);
+	parse_ok(
+	    "{\"token_type\":\"Bearer\",\"expires_in\":3599,\"ext_expires_in\":3599,\"access_token\":\"" TOKEN1
+	    "\"}",
+	    0, TOKEN1, 3599, 0);
 }
 
 static void test_token__answer_expires_in_string(void **state)
 {
 	(void)state;
 	/* IMDS: numbers as strings, expires_in wins over expires_on */
-	parse_ok("{\"access_token\":\"" TOKEN1 "\",\"refresh_token\":\"\",\"expires_in\":\"86399\","
-	         "\"expires_on\":\"1700086399\",\"not_before\":\"1700000000\",\"resource\":\"https://storage.azure.com/\","
-	         "\"token_type\":\"Bearer\"}",
-	         1700000000 + 500, TOKEN1, 86399, 0);
+	parse_ok(
+	    "{\"access_token\":\"" TOKEN1 "\",\"refresh_token\":\"\",\"expires_in\":\"86399\","
+	    "\"expires_on\":\"1700086399\",\"not_before\":\"1700000000\",\"resource\":\"https://storage.azure.com/\","
+	    "\"token_type\":\"Bearer\"}",
+	    1700000000 + 500, TOKEN1, 86399, 0);
 }
 
 static void test_token__answer_expires_on(void **state)
 {
 	(void)state;
 	/* App Service 2019-08-01: only expires_on, seconds since the epoch, as a string */
-	parse_ok("{\"access_token\":\"" TOKEN2 "\",\"expires_on\":\"1700003600\",\"resource\":\"https://storage.azure.com/\","
+	parse_ok("{\"access_token\":\"" TOKEN2
+	         "\",\"expires_on\":\"1700003600\",\"resource\":\"https://storage.azure.com/\","
 	         "\"token_type\":\"Bearer\",\"client_id\":\"" CLIENT_ID "\"}",
 	         1700000000, TOKEN2, 3600, 0);
 	parse_ok("{\"access_token\":\"" TOKEN2 "\",\"expires_on\":1700000060}", 1700000000, TOKEN2, 60, 0);
 	/* refresh_in, where the endpoint sends it, is kept */
-	parse_ok("{\"access_token\":\"" TOKEN1 "\",\"expires_in\":86400,\"refresh_in\":43200}", 0, TOKEN1, 86400, 43200);
+	parse_ok("{\"access_token\":\"" TOKEN1 "\",\"expires_in\":86400,\"refresh_in\":43200}", 0, TOKEN1,
+	         86400, 43200);
 }
 
 static void test_token__answer_errors(void **state)
@@ -186,8 +194,10 @@ static void test_token__answer_errors(void **state)
 	 * a lifetime whose milliseconds would overflow. */
 	parse_bad("{\"access_token\":\"" TOKEN1 "\",\"expires_on\":1003.6e800}", "expires_on is not a time");
 	parse_bad("{\"access_token\":\"" TOKEN1 "\",\"expires_in\":-1e400}", "expires_in is not a number");
-	parse_bad("{\"access_token\":\"" TOKEN1 "\",\"expires_in\":9223372036854775807}", "expires_in is not a number");
-	parse_bad("{\"access_token\":\"" TOKEN1 "\",\"expires_in\":\"100000000001\"}", "expires_in is not a number");
+	parse_bad("{\"access_token\":\"" TOKEN1 "\",\"expires_in\":9223372036854775807}",
+	          "expires_in is not a number");
+	parse_bad("{\"access_token\":\"" TOKEN1 "\",\"expires_in\":\"100000000001\"}",
+	          "expires_in is not a number");
 	parse_ok("{\"access_token\":\"" TOKEN1 "\",\"expires_in\":3599.9}", 0, TOKEN1, 3599, 0);
 }
 
@@ -204,7 +214,8 @@ static void test_token__error_summary(void **state)
 	char out[40], big[256];
 	(void)state;
 
-	summary(big, sizeof(big), "{\"error\":\"invalid_client\",\"error_description\":"
+	summary(big, sizeof(big),
+	        "{\"error\":\"invalid_client\",\"error_description\":"
 	        "\"AADSTS7000215: bad assertion " ASSERTION1 " here\\r\\nTrace ID: 1\"}");
 	assert_string_equal(big, "invalid_client: AADSTS7000215: bad assertion [JWT] here");
 	summary(big, sizeof(big), "{\"error\":\"in\\nvalid\",\"message\":\"m\"}");
@@ -255,9 +266,10 @@ static void test_token__workload_identity_request(void **state)
 	assert_str(q->content_type, "application/x-www-form-urlencoded");
 	assert_str(fake_header(q, "Accept"), "application/json");
 	assert_null(fake_header(q, "Authorization"));
-	assert_str(q->body, "client_id=" CLIENT_ID "&scope=https%3A%2F%2Fstorage.azure.com%2F.default"
-	                    "&client_assertion_type=urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer"
-	                    "&client_assertion=" ASSERTION1 "&grant_type=client_credentials");
+	assert_str(q->body,
+	           "client_id=" CLIENT_ID "&scope=https%3A%2F%2Fstorage.azure.com%2F.default"
+	           "&client_assertion_type=urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer"
+	           "&client_assertion=" ASSERTION1 "&grant_type=client_credentials");
 
 	/* The storage request carries the token, and a version that takes OAuth. */
 	q = &fx->fake.reqs[1];
@@ -290,13 +302,14 @@ static void test_token__federated_token_read_again_for_each_token(void **state)
 
 static void test_token__imds_request(void **state)
 {
-	struct fx *fx = fx_new(&(struct ecw_token_options){.source = ECW_TOKEN_MANAGED_IDENTITY,
-	                                                   .mi_client_id = CLIENT_ID});
+	struct fx *fx = fx_new(
+	    &(struct ecw_token_options){.source = ECW_TOKEN_MANAGED_IDENTITY, .mi_client_id = CLIENT_ID});
 	const struct fake_request *q;
 	(void)state;
 
 	fake_respond(&fx->fake, 200, NULL,
-	             "{\"access_token\":\"" TOKEN1 "\",\"expires_in\":\"3599\",\"expires_on\":\"1\",\"token_type\":\"Bearer\"}");
+	             "{\"access_token\":\"" TOKEN1
+	             "\",\"expires_in\":\"3599\",\"expires_on\":\"1\",\"token_type\":\"Bearer\"}");
 	fake_respond(&fx->fake, 200, NULL, NULL);
 	assert_int_equal(send_queue(fx->c), 0);
 	q = &fx->fake.reqs[0];
@@ -318,11 +331,14 @@ static void test_token__app_service_request(void **state)
 	const struct fake_request *q;
 	(void)state;
 
-	fake_respond(&fx->fake, 200, NULL, "{\"access_token\":\"" TOKEN1 "\",\"expires_on\":\"99999999999\"}");
+	fake_respond(&fx->fake, 200, NULL,
+	             "{\"access_token\":\"" TOKEN1 "\",\"expires_on\":\"99999999999\"}");
 	fake_respond(&fx->fake, 200, NULL, NULL);
 	assert_int_equal(send_queue(fx->c), 0);
 	q = &fx->fake.reqs[0];
-	assert_str(q->url, "http://localhost:42356/msi/token?api-version=2019-08-01&resource=https%3A%2F%2Fstorage.azure.com%2F");
+	assert_str(
+	    q->url,
+	    "http://localhost:42356/msi/token?api-version=2019-08-01&resource=https%3A%2F%2Fstorage.azure.com%2F");
 	assert_str(fake_header(q, "X-IDENTITY-HEADER"), "hdr-secret-1234");
 	assert_null(fake_header(q, "Metadata"));
 	fx_free(fx);
@@ -415,7 +431,8 @@ static void test_token__no_usable_token_and_endpoint_down_is_transient(void **st
 	assert_int_equal(count_token_requests(&fx->fake, TOKEN_PATH), 1 + 3);
 	assert_int_equal(fx->fake.nreqs, 2 + 3);
 	assert_int_equal(sleeps_count(), 2);
-	assert_true(str_contains(ecw_error_last()->message, "workload identity: POST https://login.example.net/"));
+	assert_true(
+	    str_contains(ecw_error_last()->message, "workload identity: POST https://login.example.net/"));
 	assert_true(str_contains(ecw_error_last()->message, "answered 503"));
 	fx_free(fx);
 }
@@ -426,7 +443,8 @@ static void test_token__network_failure_is_transient(void **state)
 	(void)state;
 
 	fake_net_error(&fx->fake, ECW_ETRANSIENT);
-	fake_respond(&fx->fake, 404, NULL, "{\"error\":\"not_found\",\"error_description\":\"IMDS is updating\"}");
+	fake_respond(&fx->fake, 404, NULL,
+	             "{\"error\":\"not_found\",\"error_description\":\"IMDS is updating\"}");
 	fake_respond(&fx->fake, 200, NULL, "{\"access_token\":\"" TOKEN1 "\",\"expires_in\":\"3600\"}");
 	fake_respond(&fx->fake, 200, NULL, NULL);
 	/* A reset, then IMDS's 404 while it updates: both retried. */
@@ -442,10 +460,11 @@ static void test_token__refusal_is_auth_error_without_secrets(void **state)
 	const char *msg;
 	(void)state;
 
-	fake_always(&fx->fake, 400, "x-ms-request-id: 5f1a\n",
-	            "{\"error\":\"invalid_client\",\"error_description\":\"AADSTS700213: No matching federated identity "
-	            "record found for presented assertion " ASSERTION1 ".\\r\\nTrace ID: 1\\r\\nCorrelation ID: 2\","
-	            "\"error_codes\":[700213]}");
+	fake_always(
+	    &fx->fake, 400, "x-ms-request-id: 5f1a\n",
+	    "{\"error\":\"invalid_client\",\"error_description\":\"AADSTS700213: No matching federated identity "
+	    "record found for presented assertion " ASSERTION1 ".\\r\\nTrace ID: 1\\r\\nCorrelation ID: 2\","
+	    "\"error_codes\":[700213]}");
 	assert_int_equal(send_queue(fx->c), ECW_EAUTH);
 	/* Permanent: asked once, nothing sent to storage, no backoff. */
 	assert_int_equal(fx->fake.nreqs, 1);
@@ -453,7 +472,8 @@ static void test_token__refusal_is_auth_error_without_secrets(void **state)
 	msg = ecw_error_last()->message;
 	assert_int_equal(ecw_error_last()->http_status, 400);
 	assert_str(ecw_error_last()->request_id, "5f1a");
-	assert_true(str_contains(msg, "answered 400 invalid_client: AADSTS700213: No matching federated identity"));
+	assert_true(
+	    str_contains(msg, "answered 400 invalid_client: AADSTS700213: No matching federated identity"));
 	assert_true(str_contains(msg, "AZURE_CLIENT_ID"));
 	assert_false(str_contains(msg, "Trace ID"));
 	assert_false(str_contains(msg, ASSERTION1));
@@ -518,7 +538,8 @@ static void test_token__options_errors(void **state)
 	o.authority_host = "login.microsoftonline.com";
 	assert_int_equal(ecw_token_credential_new(&cred, &o), ECW_EINVALID);
 	assert_true(str_contains(ecw_error_last()->message, "AZURE_AUTHORITY_HOST"));
-	o = (struct ecw_token_options){.source = ECW_TOKEN_MANAGED_IDENTITY, .endpoint = "http://x/token?a=b"};
+	o = (struct ecw_token_options){.source = ECW_TOKEN_MANAGED_IDENTITY,
+	                               .endpoint = "http://x/token?a=b"};
 	assert_int_equal(ecw_token_credential_new(&cred, &o), ECW_EINVALID);
 	assert_true(str_contains(ecw_error_last()->message, "managed identity"));
 }
@@ -584,7 +605,8 @@ static void test_token__threads_share_one_fetch(void **state)
 		pthread_join(tid[i], NULL);
 		assert_int_equal(w[i].err, 0);
 		fetches += count_token_requests(&w[i].fake, TOKEN_PATH);
-		assert_str(fake_header(&w[i].fake.reqs[w[i].fake.nreqs - 1], "Authorization"), "Bearer " TOKEN1);
+		assert_str(fake_header(&w[i].fake.reqs[w[i].fake.nreqs - 1], "Authorization"),
+		           "Bearer " TOKEN1);
 		ecw_client_free(w[i].c);
 		fake_dispose(&w[i].fake);
 	}
@@ -596,26 +618,26 @@ static void test_token__threads_share_one_fetch(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_token__answer_expires_in_number),
-		cmocka_unit_test(test_token__answer_expires_in_string),
-		cmocka_unit_test(test_token__answer_expires_on),
-		cmocka_unit_test(test_token__answer_errors),
-		cmocka_unit_test(test_token__error_summary),
-		cmocka_unit_test(test_token__refresh_timing),
-		cmocka_unit_test(test_token__workload_identity_request),
-		cmocka_unit_test(test_token__federated_token_read_again_for_each_token),
-		cmocka_unit_test(test_token__imds_request),
-		cmocka_unit_test(test_token__app_service_request),
-		cmocka_unit_test(test_token__table_requests_carry_the_token),
-		cmocka_unit_test(test_token__cached_until_due_then_refreshed),
-		cmocka_unit_test(test_token__failed_refresh_keeps_the_old_token),
-		cmocka_unit_test(test_token__no_usable_token_and_endpoint_down_is_transient),
-		cmocka_unit_test(test_token__network_failure_is_transient),
-		cmocka_unit_test(test_token__refusal_is_auth_error_without_secrets),
-		cmocka_unit_test(test_token__storage_refusal_gets_one_new_token),
-		cmocka_unit_test(test_token__options_errors),
-		cmocka_unit_test(test_token__unreadable_token_file_is_auth_error),
-		cmocka_unit_test(test_token__threads_share_one_fetch),
+	    cmocka_unit_test(test_token__answer_expires_in_number),
+	    cmocka_unit_test(test_token__answer_expires_in_string),
+	    cmocka_unit_test(test_token__answer_expires_on),
+	    cmocka_unit_test(test_token__answer_errors),
+	    cmocka_unit_test(test_token__error_summary),
+	    cmocka_unit_test(test_token__refresh_timing),
+	    cmocka_unit_test(test_token__workload_identity_request),
+	    cmocka_unit_test(test_token__federated_token_read_again_for_each_token),
+	    cmocka_unit_test(test_token__imds_request),
+	    cmocka_unit_test(test_token__app_service_request),
+	    cmocka_unit_test(test_token__table_requests_carry_the_token),
+	    cmocka_unit_test(test_token__cached_until_due_then_refreshed),
+	    cmocka_unit_test(test_token__failed_refresh_keeps_the_old_token),
+	    cmocka_unit_test(test_token__no_usable_token_and_endpoint_down_is_transient),
+	    cmocka_unit_test(test_token__network_failure_is_transient),
+	    cmocka_unit_test(test_token__refusal_is_auth_error_without_secrets),
+	    cmocka_unit_test(test_token__storage_refusal_gets_one_new_token),
+	    cmocka_unit_test(test_token__options_errors),
+	    cmocka_unit_test(test_token__unreadable_token_file_is_auth_error),
+	    cmocka_unit_test(test_token__threads_share_one_fetch),
 	};
 	return cmocka_run_group_tests_name("token", tests, NULL, NULL);
 }

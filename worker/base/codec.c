@@ -25,11 +25,16 @@ int ecw_base64_encode(struct ecw_buf *out, const void *p, size_t n)
 
 static int b64_value(unsigned char c)
 {
-	if (c >= 'A' && c <= 'Z') return c - 'A';
-	if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-	if (c >= '0' && c <= '9') return c - '0' + 52;
-	if (c == '+') return 62;
-	if (c == '/') return 63;
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
 	return -1;
 }
 
@@ -66,7 +71,6 @@ int ecw_base64_decode(struct ecw_buf *out, const char *s, size_t n)
 bad:
 	return ecw_error_set(ECW_EINVALID, "not valid base64");
 }
-
 
 size_t ecw_utf8_decode(const char *s, size_t n, uint32_t *cp)
 {

@@ -32,7 +32,8 @@ void ecw_crash_point(const char *name)
 	if (at && strcmp(at, name) == 0)
 		_exit(86);
 	/* Staging races: pause after one step, or a random pause after each. */
-	if (pause && strncmp(pause, name, n) == 0 && pause[n] == ':' && (ms = strtol(pause + n + 1, NULL, 10)) > 0)
+	if (pause && strncmp(pause, name, n) == 0 && pause[n] == ':' &&
+	    (ms = strtol(pause + n + 1, NULL, 10)) > 0)
 		ecw_sleep_ms(ms);
 	if (jitter && (ms = strtol(jitter, NULL, 10)) > 0)
 		ecw_sleep_ms((int64_t)(ecw_random_u32() % (uint32_t)(ms + 1)));

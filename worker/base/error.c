@@ -47,8 +47,8 @@ int ecw_error_set(int code, const char *fmt, ...)
 	return code;
 }
 
-int ecw_error_set_http(int code, int http_status, const char *service_code,
-		       const char *request_id, const char *fmt, ...)
+int ecw_error_set_http(int code, int http_status, const char *service_code, const char *request_id,
+		       const char *fmt, ...)
 {
 	va_list ap;
 

@@ -289,7 +289,8 @@ void ecw_log_add_secret(const char *secret)
 		goto done;
 	}
 	pthread_rwlock_wrlock(&g_secrets_lock);
-	ok = secret_insert(raw, n) && secret_insert(js.ptr + 1, js.len - 2) && secret_insert(text.ptr, text.len);
+	ok = secret_insert(raw, n) && secret_insert(js.ptr + 1, js.len - 2) &&
+	     secret_insert(text.ptr, text.len);
 	pthread_rwlock_unlock(&g_secrets_lock);
 done:
 	ecw_buf_dispose(&scratch);
@@ -298,7 +299,7 @@ done:
 	/* Never silent: a secret that cannot be guarded is worth a line. */
 	if (!ok)
 		ecw_log_msg(ECW_LOG_ERROR, "log.secret_not_registered",
-		            "a secret could not be registered for redaction (table full or out of memory)");
+			    "a secret could not be registered for redaction (table full or out of memory)");
 	errno = saved_errno;
 }
 
@@ -315,7 +316,8 @@ static const char *const redacted_params[] = {"sig=", "sig%3D", "AccountKey=", "
 
 static bool b64url_char(char c)
 {
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+	       c == '_';
 }
 
 /* The length of a JWT at s (three base64url parts joined by dots, the first
@@ -460,7 +462,7 @@ struct ecw_log_line *ecw_log_begin(enum ecw_log_level level, const char *event)
 	}
 	if (l->format == ECW_LOG_JSON) {
 		err = ecw_buf_cat(&l->buf, "{\"time\":\"", when, "\",\"level\":\"", level_json[level],
-		                  "\",\"event\":", NULL);
+				  "\",\"event\":", NULL);
 		if (err == 0)
 			err = ecw_json_quote(&l->buf, ev, n);
 	} else {

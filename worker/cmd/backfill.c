@@ -72,7 +72,8 @@ int ecw_backfill(struct ecw_backfill_result *r, const struct ecw_config *cfg, co
 		r->scanned++;
 		ecw_pace_take(&pace, opts->stop);
 		ecw_buf_reset(&text);
-		if (ecw_message_encode(&text, job->name, ecw_entity_pk(e), ecw_entity_rk(e), NULL, NULL, false) < 0 ||
+		if (ecw_message_encode(&text, job->name, ecw_entity_pk(e), ecw_entity_rk(e), NULL, NULL,
+				       false) < 0 ||
 		    ecw_queue_put(NULL, c, cfg->worker.queue, text.ptr, text.len, &po) < 0) {
 			r->failed++;
 			struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "backfill_put_failed");
@@ -119,8 +120,10 @@ int ecw_cmd_backfill(int argc, char **argv)
 		"  -h, --help          this text\n\n"
 		"Exit status: 0 all enqueued, 1 some puts failed or the scan failed, 2 usage.\n";
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-		{"filter", required_argument, NULL, 'f'}, {"rate", required_argument, NULL, 'r'},
+		{"config", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{"filter", required_argument, NULL, 'f'},
+		{"rate", required_argument, NULL, 'r'},
 		{NULL, 0, NULL, 0},
 	};
 	struct ecw_backfill_options bo = {.stop = &backfill_stop};
@@ -171,8 +174,8 @@ int ecw_cmd_backfill(int argc, char **argv)
 		goto done;
 	}
 	printf("backfill %s: %llu scanned, %llu enqueued, %llu failed in %.1f s%s\n", job->name,
-	       (unsigned long long)res.scanned, (unsigned long long)res.enqueued, (unsigned long long)res.failed,
-	       res.seconds, res.stopped ? " (stopped early)" : "");
+	       (unsigned long long)res.scanned, (unsigned long long)res.enqueued,
+	       (unsigned long long)res.failed, res.seconds, res.stopped ? " (stopped early)" : "");
 	rc = res.failed ? 1 : 0;
 done:
 	ecw_config_free(cfg);

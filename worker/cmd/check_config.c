@@ -20,8 +20,8 @@ int ecw_cmd_check_config(int argc, char **argv)
 	if ((rc = ecw_cli_load_config_only(&cfg, argc, argv, help)) >= 0)
 		return rc;
 	/* The configuration checks the connection string too (without printing it). */
-	printf("%s: OK (%zu job%s; queue %s, poison queue %s)\n", cfg->file, cfg->njobs, cfg->njobs == 1 ? "" : "s",
-	       cfg->worker.queue, cfg->worker.poison_queue);
+	printf("%s: OK (%zu job%s; queue %s, poison queue %s)\n", cfg->file, cfg->njobs,
+	       cfg->njobs == 1 ? "" : "s", cfg->worker.queue, cfg->worker.poison_queue);
 	rc = 0;
 	ecw_config_free(cfg);
 	return rc;

@@ -12,13 +12,13 @@
 
 #define ECW_EXIT_USAGE 2
 
-int ecw_cmd_run(int argc, char **argv);           /* run.c */
-int ecw_cmd_check_config(int argc, char **argv);  /* check_config.c */
-int ecw_cmd_enqueue(int argc, char **argv);       /* enqueue.c */
-int ecw_cmd_backfill(int argc, char **argv);      /* backfill.c */
-int ecw_cmd_poison(int argc, char **argv);        /* poison.c */
-int ecw_cmd_status(int argc, char **argv);        /* status.c */
-int ecw_cmd_migrate(int argc, char **argv);       /* migrate.c */
+int ecw_cmd_run(int argc, char **argv);          /* run.c */
+int ecw_cmd_check_config(int argc, char **argv); /* check_config.c */
+int ecw_cmd_enqueue(int argc, char **argv);      /* enqueue.c */
+int ecw_cmd_backfill(int argc, char **argv);     /* backfill.c */
+int ecw_cmd_poison(int argc, char **argv);       /* poison.c */
+int ecw_cmd_status(int argc, char **argv);       /* status.c */
+int ecw_cmd_migrate(int argc, char **argv);      /* migrate.c */
 void ecw_poison_usage(FILE *file);
 
 struct ecw_config;

@@ -51,7 +51,10 @@ int ecw_cmd_enqueue(int argc, char **argv)
 		case 'b': base64 = true; break;
 		case 'i': id = optarg; break;
 		case 'f': fields[nfields++] = optarg; break;
-		case 'h': fputs(help, stdout); rc = 0; goto done;
+		case 'h':
+			fputs(help, stdout);
+			rc = 0;
+			goto done;
 		default: fputs(help, stderr); goto done;
 		}
 	}
@@ -68,15 +71,16 @@ int ecw_cmd_enqueue(int argc, char **argv)
 	}
 	keyed = argc - optind == 3;
 	if (keyed == def->type->keyless) {
-		fprintf(stderr, keyed ? "enqueue: '%s' is a %s job, which takes no PK RK (give its fields with -f)\n"
-				      : "enqueue: '%s' is a %s job: give the entity's PK and RK\n",
+		fprintf(stderr,
+			keyed ? "enqueue: '%s' is a %s job, which takes no PK RK (give its fields with -f)\n"
+			      : "enqueue: '%s' is a %s job: give the entity's PK and RK\n",
 			def->name, def->type->name);
 		goto done;
 	}
 	if ((keyed && (ecw_entity_key_check(argv[optind + 1], "PK") < 0 ||
 		       ecw_entity_key_check(argv[optind + 2], "RK") < 0)) ||
-	    ecw_message_encode(&text, argv[optind], keyed ? argv[optind + 1] : NULL, keyed ? argv[optind + 2] : NULL,
-			       id, fields, base64) < 0) {
+	    ecw_message_encode(&text, argv[optind], keyed ? argv[optind + 1] : NULL,
+			       keyed ? argv[optind + 2] : NULL, id, fields, base64) < 0) {
 		fprintf(stderr, "enqueue: %s\n", ecw_error_last()->message);
 		goto done;
 	}

@@ -45,8 +45,10 @@ int ecw_cmd_migrate(int argc, char **argv)
 		"Exit status: 0 all applied (or shown), 1 a migration failed or storage could\n"
 		"not be read, 2 usage or configuration error.\n";
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-		{"dry-run", no_argument, NULL, 'n'}, {NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{"dry-run", no_argument, NULL, 'n'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *path = NULL;
 	bool dry = false;
@@ -123,7 +125,9 @@ static int migrate_status(int argc, char **argv)
 		"  -h, --help          this text\n\n"
 		"Exit status: 0 shown, 1 storage could not be read, 2 usage.\n";
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *path = NULL;
 	struct ecw_config *cfg = NULL;

@@ -157,14 +157,22 @@ static int usage_error(const char *cmd, const char *fmt, ...)
 static int parse_opts(struct opts *o, int argc, char **argv)
 {
 	static const struct option lopts[] = {
-		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-		{"job", required_argument, NULL, 'j'},    {"reason", required_argument, NULL, 'R'},
-		{"since", required_argument, NULL, 's'},  {"grep", required_argument, NULL, 'g'},
-		{"id", required_argument, NULL, 'i'},     {"limit", required_argument, NULL, 'l'},
-		{"hold", required_argument, NULL, 'H'},   {"json", no_argument, NULL, 'J'},
-		{"to", required_argument, NULL, 't'},     {"rate", required_argument, NULL, 'r'},
-		{"dry-run", no_argument, NULL, 'n'},      {"canary", required_argument, NULL, 'C'},
-		{"canary-wait", required_argument, NULL, 'W'}, {"yes", no_argument, NULL, 'y'},
+		{"config", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{"job", required_argument, NULL, 'j'},
+		{"reason", required_argument, NULL, 'R'},
+		{"since", required_argument, NULL, 's'},
+		{"grep", required_argument, NULL, 'g'},
+		{"id", required_argument, NULL, 'i'},
+		{"limit", required_argument, NULL, 'l'},
+		{"hold", required_argument, NULL, 'H'},
+		{"json", no_argument, NULL, 'J'},
+		{"to", required_argument, NULL, 't'},
+		{"rate", required_argument, NULL, 'r'},
+		{"dry-run", no_argument, NULL, 'n'},
+		{"canary", required_argument, NULL, 'C'},
+		{"canary-wait", required_argument, NULL, 'W'},
+		{"yes", no_argument, NULL, 'y'},
 		{NULL, 0, NULL, 0},
 	};
 	bool list = strcmp(o->cmd, "list") == 0, replay = strcmp(o->cmd, "replay") == 0;
@@ -182,7 +190,9 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 		case 'j': o->filter.job = optarg; break;
 		case 'R':
 			if (strcmp(optarg, "permanent") != 0 && strcmp(optarg, "max-dequeue") != 0)
-				return usage_error(o->cmd, "--reason must be permanent or max-dequeue, not '%s'", optarg);
+				return usage_error(o->cmd,
+						   "--reason must be permanent or max-dequeue, not '%s'",
+						   optarg);
 			o->filter.reason = optarg;
 			break;
 		case 's':
@@ -193,11 +203,13 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 		case 'i': o->ids[o->filter.nids++] = optarg; break;
 		case 'l':
 			if (!parse_count(&o->limit, optarg))
-				return usage_error(o->cmd, "--limit must be a positive whole number, not '%s'", optarg);
+				return usage_error(
+					o->cmd, "--limit must be a positive whole number, not '%s'", optarg);
 			break;
 		case 'H':
 			if ((ms = parse_duration(optarg)) < 1000 || ms > 7LL * 86400 * 1000)
-				return usage_error(o->cmd, "--hold must be a duration from 1s to 7d, not '%s'", optarg);
+				return usage_error(
+					o->cmd, "--hold must be a duration from 1s to 7d, not '%s'", optarg);
 			o->hold_s = (int)(ms / 1000);
 			break;
 		case 'J':
@@ -205,19 +217,30 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 				return usage_error(o->cmd, "%s", "--json is for `poison list`");
 			o->json = true;
 			break;
-		case 't': case 'r': case 'n': case 'C': case 'W':
+		case 't':
+		case 'r':
+		case 'n':
+		case 'C':
+		case 'W':
 			if (!replay)
-				return usage_error(o->cmd, "%s", "--to, --rate, --dry-run and --canary are for `poison replay`");
+				return usage_error(
+					o->cmd, "%s",
+					"--to, --rate, --dry-run and --canary are for `poison replay`");
 			if (ch == 't')
 				o->to = optarg;
 			else if (ch == 'n')
 				o->dry_run = true;
 			else if (ch == 'C' && !parse_count(&o->canary, optarg))
-				return usage_error(o->cmd, "--canary must be a positive whole number, not '%s'", optarg);
+				return usage_error(
+					o->cmd, "--canary must be a positive whole number, not '%s'", optarg);
 			else if (ch == 'W' && (o->canary_wait_ms = parse_duration(optarg)) < 0)
-				return usage_error(o->cmd, "--canary-wait must be a duration (90s, 5m), not '%s'", optarg);
-			else if (ch == 'r' && ((o->rate = strtod(optarg, &end)) <= 0 || end == optarg || *end))
-				return usage_error(o->cmd, "--rate must be a positive number, not '%s'", optarg);
+				return usage_error(o->cmd,
+						   "--canary-wait must be a duration (90s, 5m), not '%s'",
+						   optarg);
+			else if (ch == 'r' &&
+				 ((o->rate = strtod(optarg, &end)) <= 0 || end == optarg || *end))
+				return usage_error(o->cmd, "--rate must be a positive number, not '%s'",
+						   optarg);
 			break;
 		case 'y':
 			if (strcmp(o->cmd, "purge") != 0)
@@ -307,7 +330,8 @@ static void print_json(const struct ecw_scan_item *it)
 	struct json_object *obj = ecw_poison_view_json(it->view, it->msg->id, it->msg->insertion_time);
 
 	if (obj)
-		puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+		puts(json_object_to_json_string_ext(obj,
+						    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(obj);
 }
 
@@ -392,20 +416,20 @@ static enum ecw_scan_verdict list_visit(void *payload, struct ecw_client *c, con
 /* ---- replay and purge ------------------------------------------------------ */
 
 struct canary {
-	struct ecw_queue_msg put;   /* id and pop receipt from the put */
-	char label[160];            /* "job pk/rk" for the report */
+	struct ecw_queue_msg put; /* id and pop receipt from the put */
+	char label[160];          /* "job pk/rk" for the report */
 	enum { C_WAITING, C_IN_FLIGHT, C_GONE, C_PROCESSED, C_POISONED } state;
-	char error[512];            /* C_POISONED: the new envelope's error */
+	char error[512]; /* C_POISONED: the new envelope's error */
 };
 
 struct actor {
 	const struct opts *o;
-	const char *queue;          /* the poison queue */
-	const char *target;         /* where replay puts */
+	const char *queue;  /* the poison queue */
+	const char *target; /* where replay puts */
 	struct ecw_queue_put_options po;
 	struct ecw_pace pace;
 	uint64_t replayed, failed, not_deleted, deleted;
-	struct canary *canaries;    /* record puts here while canary_slots > 0 */
+	struct canary *canaries; /* record puts here while canary_slots > 0 */
 	size_t ncanaries, canary_slots;
 	char detail[96];
 };
@@ -416,7 +440,8 @@ static void report_message(const char *what, const struct ecw_scan_item *it, con
 
 	fprintf(stderr, "%s %s", what, it->msg->id);
 	if (v->envelope)
-		fprintf(stderr, " (%s %s/%s)", v->job ? v->job : "(no job)", v->pk ? v->pk : "", v->rk ? v->rk : "");
+		fprintf(stderr, " (%s %s/%s)", v->job ? v->job : "(no job)", v->pk ? v->pk : "",
+			v->rk ? v->rk : "");
 	if (error)
 		fprintf(stderr, ": %s", error);
 	fputc('\n', stderr);
@@ -427,7 +452,8 @@ static void describe(char *out, size_t cap, const struct ecw_scan_item *it)
 	const struct ecw_poison_view *v = it->view;
 
 	if (v->envelope)
-		snprintf(out, cap, "%s %s/%s", v->job ? v->job : "(no job)", v->pk ? v->pk : "", v->rk ? v->rk : "");
+		snprintf(out, cap, "%s %s/%s", v->job ? v->job : "(no job)", v->pk ? v->pk : "",
+			 v->rk ? v->rk : "");
 	else
 		snprintf(out, cap, "(foreign, %zu bytes)", v->original_len);
 }
@@ -502,7 +528,8 @@ static const char *actor_detail(void *payload)
 	struct actor *a = payload;
 
 	snprintf(a->detail, sizeof(a->detail), "%llu replayed, %llu deleted, %llu failed",
-		 (unsigned long long)a->replayed, (unsigned long long)a->deleted, (unsigned long long)a->failed);
+		 (unsigned long long)a->replayed, (unsigned long long)a->deleted,
+		 (unsigned long long)a->failed);
 	return a->detail;
 }
 
@@ -554,7 +581,8 @@ static int canary_wait(struct actor *a, struct ecw_client *c, const struct ecw_s
 
 			if (k->state == C_PROCESSED || k->state == C_POISONED || k->state == C_GONE)
 				continue;
-			err = k->put.pop_receipt[0] ? ecw_queue_update(&k->put, c, a->target, 0, NULL, 0) : ECW_ENOTFOUND;
+			err = k->put.pop_receipt[0] ? ecw_queue_update(&k->put, c, a->target, 0, NULL, 0)
+						    : ECW_ENOTFOUND;
 			if (err == 0) {
 				k->state = C_WAITING;
 			} else if (err == ECW_ENOTFOUND && ecw_queue_err_received_again(ecw_error_last())) {
@@ -577,7 +605,8 @@ static int canary_wait(struct actor *a, struct ecw_client *c, const struct ecw_s
 			so.peek_ok = true;
 			so.progress = NULL;
 			if (ecw_poison_scan(&r, c, &so, canary_visit, &cc) < 0) {
-				fprintf(stderr, "canary: cannot read the poison queue: %s\n", ecw_error_last()->message);
+				fprintf(stderr, "canary: cannot read the poison queue: %s\n",
+					ecw_error_last()->message);
 				return -1;
 			}
 			for (size_t i = 0; i < a->ncanaries; i++)
@@ -594,25 +623,30 @@ static int canary_wait(struct actor *a, struct ecw_client *c, const struct ecw_s
 			break;
 		ecw_sleep_ms(500);
 	}
-	fprintf(stderr, "canary: %zu replayed: %zu processed, %zu poisoned again, %zu in progress, %zu not picked up\n",
+	fprintf(stderr,
+		"canary: %zu replayed: %zu processed, %zu poisoned again, %zu in progress, %zu not picked up\n",
 		a->ncanaries, a->ncanaries - waiting - in_flight - poisoned, poisoned, in_flight, waiting);
 	for (size_t i = 0; i < a->ncanaries; i++) {
 		struct canary *k = &a->canaries[i];
 		if (k->state == C_POISONED)
-			fprintf(stderr, "  poisoned again: %s (job queue id %s): %s\n", k->label, k->put.id, k->error);
+			fprintf(stderr, "  poisoned again: %s (job queue id %s): %s\n", k->label, k->put.id,
+				k->error);
 		else if (k->state == C_WAITING || k->state == C_IN_FLIGHT)
 			fprintf(stderr, "  %s: %s (job queue id %s)\n",
-				k->state == C_WAITING ? "not picked up (is a worker running?)" : "still in progress",
+				k->state == C_WAITING ? "not picked up (is a worker running?)"
+						      : "still in progress",
 				k->label, k->put.id);
 	}
 	if (poisoned) {
-		fprintf(stderr, "canary: stopped; the other selected messages are untouched in the poison queue.\n"
-				"Find the cause (ecworker poison list --since 10m), fix it, and replay again.\n");
+		fprintf(stderr,
+			"canary: stopped; the other selected messages are untouched in the poison queue.\n"
+			"Find the cause (ecworker poison list --since 10m), fix it, and replay again.\n");
 		return -1;
 	}
 	if (waiting || in_flight) {
-		fprintf(stderr, "canary: not finished within --canary-wait; stopped, the other selected messages are "
-				"untouched\n");
+		fprintf(stderr,
+			"canary: not finished within --canary-wait; stopped, the other selected messages are "
+			"untouched\n");
 		return -1;
 	}
 	return 0;
@@ -629,20 +663,23 @@ static void print_summary(const struct opts *o, const struct ecw_scan_result *r,
 
 	if (strcmp(o->cmd, "replay") == 0)
 		printf("replay%s: %llu selected, %llu replayed, %llu skipped, %llu failed%s\n",
-		       o->dry_run ? " (dry run)" : "", (unsigned long long)selected, (unsigned long long)a->replayed,
-		       (unsigned long long)skipped, (unsigned long long)(a->failed + a->not_deleted),
-		       r->stopped ? " (interrupted)" : "");
+		       o->dry_run ? " (dry run)" : "", (unsigned long long)selected,
+		       (unsigned long long)a->replayed, (unsigned long long)skipped,
+		       (unsigned long long)(a->failed + a->not_deleted), r->stopped ? " (interrupted)" : "");
 	else if (strcmp(o->cmd, "purge") == 0)
-		printf("purge%s: %llu selected, %llu deleted, %llu skipped, %llu failed%s\n", o->yes ? "" : " (not done)",
-		       (unsigned long long)selected, (unsigned long long)a->deleted, (unsigned long long)skipped,
+		printf("purge%s: %llu selected, %llu deleted, %llu skipped, %llu failed%s\n",
+		       o->yes ? "" : " (not done)", (unsigned long long)selected,
+		       (unsigned long long)a->deleted, (unsigned long long)skipped,
 		       (unsigned long long)a->failed, r->stopped ? " (interrupted)" : "");
 	fflush(stdout);
 	if (a->not_deleted)
-		fprintf(stderr, "%llu replayed messages could not be deleted from the poison queue: a later replay "
-				"puts them on the job queue again, which is harmless\n",
+		fprintf(stderr,
+			"%llu replayed messages could not be deleted from the poison queue: a later replay "
+			"puts them on the job queue again, which is harmless\n",
 			(unsigned long long)a->not_deleted);
 	if (r->release_failed)
-		fprintf(stderr, "%llu messages could not be released; they become visible again within --hold\n",
+		fprintf(stderr,
+			"%llu messages could not be released; they become visible again within --hold\n",
 			(unsigned long long)r->release_failed);
 }
 
@@ -695,8 +732,9 @@ static int run(struct opts *o)
 		}
 		fflush(stdout);
 		if (!o->json)
-			fprintf(stderr, "%llu of %llu poison messages selected%s\n", (unsigned long long)r.matched,
-				(unsigned long long)r.seen, r.complete || o->limit ? "" : " (scan stopped early)");
+			fprintf(stderr, "%llu of %llu poison messages selected%s\n",
+				(unsigned long long)r.matched, (unsigned long long)r.seen,
+				r.complete || o->limit ? "" : " (scan stopped early)");
 		rc = 0;
 		goto done;
 	}
@@ -712,7 +750,8 @@ static int run(struct opts *o)
 		int err = !o->to && cfg->worker.create_missing ? ecw_queue_create(NULL, c, a.target)
 							       : ecw_queue_count(&n, c, a.target);
 		if (err < 0) {
-			fprintf(stderr, "poison replay: queue '%s': %s\n", a.target, ecw_error_last()->message);
+			fprintf(stderr, "poison replay: queue '%s': %s\n", a.target,
+				ecw_error_last()->message);
 			goto done;
 		}
 	}
@@ -757,7 +796,8 @@ static int run(struct opts *o)
 	if (r2.stopped)
 		rc = 130;
 	if (!replay && !o->yes && rc == 0) {
-		fprintf(stderr, "purge: nothing deleted; run again with --yes to delete these %llu messages\n",
+		fprintf(stderr,
+			"purge: nothing deleted; run again with --yes to delete these %llu messages\n",
 			(unsigned long long)r2.matched);
 		rc = 2;
 	}

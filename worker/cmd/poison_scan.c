@@ -16,8 +16,8 @@
 #define PEEK_MAX 32
 
 struct held {
-	struct ecw_queue_msg msg;   /* id and pop receipt; text NULL */
-	int64_t until_ms;           /* monotonic: hidden until about then */
+	struct ecw_queue_msg msg; /* id and pop receipt; text NULL */
+	int64_t until_ms;         /* monotonic: hidden until about then */
 };
 
 struct scan {
@@ -26,7 +26,7 @@ struct scan {
 	struct ecw_scan_result *r;
 	struct held *held;
 	size_t nheld, capheld;
-	struct json_object *seen;   /* id -> index into held + 1, or 0 when taken */
+	struct json_object *seen; /* id -> index into held + 1, or 0 when taken */
 	int hold_s;
 };
 

@@ -21,15 +21,15 @@
 #include "ecw_progress.h"
 
 struct ecw_scan_item {
-	const struct ecw_queue_msg *msg;    /* pop_receipt "" when peeked */
+	const struct ecw_queue_msg *msg; /* pop_receipt "" when peeked */
 	const struct ecw_poison_view *view;
-	bool peeked;                        /* the visitor may not delete it */
+	bool peeked; /* the visitor may not delete it */
 };
 
 enum ecw_scan_verdict {
-	ECW_SCAN_KEEP,   /* leave it: released when the scan ends */
-	ECW_SCAN_TAKEN,  /* the visitor deleted it (with msg->pop_receipt) */
-	ECW_SCAN_STOP,   /* keep it, and end the scan now */
+	ECW_SCAN_KEEP,  /* leave it: released when the scan ends */
+	ECW_SCAN_TAKEN, /* the visitor deleted it (with msg->pop_receipt) */
+	ECW_SCAN_STOP,  /* keep it, and end the scan now */
 };
 
 typedef enum ecw_scan_verdict (*ecw_scan_visit)(void *payload, struct ecw_client *c,
@@ -38,22 +38,22 @@ typedef enum ecw_scan_verdict (*ecw_scan_visit)(void *payload, struct ecw_client
 struct ecw_scan_options {
 	const char *queue;
 	const struct ecw_poison_filter *filter; /* NULL: every message */
-	uint64_t limit;               /* visit at most this many; 0 = no limit */
-	uint64_t max_seen;            /* look at most at this many (a bounded scan); 0 = all */
-	bool peek_ok;                 /* the visitor only reads: peek when it sees everything */
-	int hold_s;                   /* hide received messages this long between renewals (default 60) */
-	volatile sig_atomic_t *stop;  /* set by a signal: end after the message in hand */
-	struct ecw_progress *progress;/* may be NULL */
+	uint64_t limit;                         /* visit at most this many; 0 = no limit */
+	uint64_t max_seen;                      /* look at most at this many (a bounded scan); 0 = all */
+	bool peek_ok;                           /* the visitor only reads: peek when it sees everything */
+	int hold_s;                    /* hide received messages this long between renewals (default 60) */
+	volatile sig_atomic_t *stop;   /* set by a signal: end after the message in hand */
+	struct ecw_progress *progress; /* may be NULL */
 	const char *(*progress_detail)(void *payload); /* may be NULL */
 };
 
 struct ecw_scan_result {
-	uint64_t seen;                /* distinct messages looked at */
-	uint64_t matched;             /* passed the filter and were visited */
-	uint64_t release_failed;      /* not released: visible again after hold_s */
-	bool complete;                /* saw every message visible to it */
-	bool stopped;                 /* *stop was set */
-	bool peeked;                  /* done with one peek */
+	uint64_t seen;           /* distinct messages looked at */
+	uint64_t matched;        /* passed the filter and were visited */
+	uint64_t release_failed; /* not released: visible again after hold_s */
+	bool complete;           /* saw every message visible to it */
+	bool stopped;            /* *stop was set */
+	bool peeked;             /* done with one peek */
 };
 
 /* Returns 0, or an ecw_err when receiving failed (held messages are still

@@ -19,13 +19,13 @@
 struct queue_state {
 	const char *name;
 	long long depth;
-	time_t oldest;               /* 0 when no visible message */
-	bool missing;                /* the queue does not exist */
-	char error[512];             /* "" when read */
+	time_t oldest;   /* 0 when no visible message */
+	bool missing;    /* the queue does not exist */
+	char error[512]; /* "" when read */
 };
 
 struct tally {
-	struct json_object *counts;  /* "job\treason" -> count */
+	struct json_object *counts; /* "job\treason" -> count */
 };
 
 static enum ecw_scan_verdict tally_visit(void *payload, struct ecw_client *c, const struct ecw_scan_item *it)
@@ -52,7 +52,8 @@ static void read_queue(struct queue_state *q, struct ecw_client *c)
 
 	int err;
 
-	if ((err = ecw_queue_count(&q->depth, c, q->name)) < 0 || (err = ecw_queue_peek(&m, &n, c, q->name, 1)) < 0) {
+	if ((err = ecw_queue_count(&q->depth, c, q->name)) < 0 ||
+	    (err = ecw_queue_peek(&m, &n, c, q->name, 1)) < 0) {
 		if (err == ECW_ENOTFOUND)
 			q->missing = true; /* not created yet: the worker creates it at start */
 		else
@@ -128,8 +129,9 @@ static struct json_object *queue_json(const struct queue_state *q, time_t now)
 		return o;
 	}
 	json_object_object_add(o, "approximate_messages", json_object_new_int64(q->depth));
-	json_object_object_add(o, "oldest_visible_age_s",
-			       q->oldest ? json_object_new_int64(now > q->oldest ? (int64_t)(now - q->oldest) : 0) : NULL);
+	json_object_object_add(
+		o, "oldest_visible_age_s",
+		q->oldest ? json_object_new_int64(now > q->oldest ? (int64_t)(now - q->oldest) : 0) : NULL);
 	return o;
 }
 
@@ -149,8 +151,10 @@ int ecw_cmd_status(int argc, char **argv)
 		"  -h, --help          this text\n\n"
 		"Exit status: 0 shown, 1 storage could not be read, 2 usage.\n";
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-		{"json", no_argument, NULL, 'j'},         {"scan", required_argument, NULL, 's'},
+		{"config", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{"json", no_argument, NULL, 'j'},
+		{"scan", required_argument, NULL, 's'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *path = NULL, *tables[512];
@@ -177,7 +181,8 @@ int ecw_cmd_status(int argc, char **argv)
 		case 's':
 			scan = strtoll(optarg, &end, 10);
 			if (end == optarg || *end || scan < 1) {
-				fprintf(stderr, "status: --scan must be a positive whole number, not '%s'\n", optarg);
+				fprintf(stderr, "status: --scan must be a positive whole number, not '%s'\n",
+					optarg);
 				return 2;
 			}
 			break;
@@ -216,8 +221,7 @@ int ecw_cmd_status(int argc, char **argv)
 	json_object_object_add(out, "queue", queue_json(&jq, now));
 	json_object_object_add(out, "poison_queue", queue_json(&pq, now));
 	arr = json_object_new_array();
-	json_object_object_foreach(t.counts, key, val)
-	{
+	json_object_object_foreach(t.counts, key, val) {
 		struct json_object *row = json_object_new_object();
 		const char *tab = strchr(key, '\t');
 		json_object_object_add(row, "job", json_object_new_string_len(key, (int)(tab - key)));
@@ -237,20 +241,23 @@ int ecw_cmd_status(int argc, char **argv)
 		int ex = table_exists(c, tables[i]);
 		json_object_object_add(row, "name", json_object_new_string(tables[i]));
 		if (ex < 0)
-			json_object_object_add(row, "error", json_object_new_string(ecw_error_last()->message));
+			json_object_object_add(row, "error",
+					       json_object_new_string(ecw_error_last()->message));
 		else
 			json_object_object_add(row, "exists", json_object_new_boolean(ex == 1));
 		json_object_array_add(json_object_object_get(out, "tables"), row);
 	}
 
 	if (json) {
-		puts(json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+		puts(json_object_to_json_string_ext(out,
+						    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 	} else {
 		const struct queue_state *qs[2] = {&jq, &pq};
 		const char *label[2] = {"queue", "poison queue"};
 		for (int i = 0; i < 2; i++) {
 			if (qs[i]->error[0] || qs[i]->missing) {
-				printf("%-13s %-24s %s%s\n", label[i], qs[i]->name, qs[i]->missing ? "missing" : "error: ",
+				printf("%-13s %-24s %s%s\n", label[i], qs[i]->name,
+				       qs[i]->missing ? "missing" : "error: ",
 				       qs[i]->missing ? "" : qs[i]->error);
 				continue;
 			}
@@ -258,19 +265,22 @@ int ecw_cmd_status(int argc, char **argv)
 			printf("%-13s %-24s ~%lld messages, %s\n", label[i], qs[i]->name, qs[i]->depth, when);
 		}
 		if (!pq.error[0] && sr.seen) {
-			printf("\npoison messages by job and reason (%llu counted%s):\n", (unsigned long long)sr.seen,
-			       sr.complete ? "" : ", stopped at --scan");
+			printf("\npoison messages by job and reason (%llu counted%s):\n",
+			       (unsigned long long)sr.seen, sr.complete ? "" : ", stopped at --scan");
 			for (size_t i = 0; i < json_object_array_length(arr); i++) {
 				struct json_object *row = json_object_array_get_idx(arr, i);
-				printf("  %-24s %-12s %lld\n", json_object_get_string(json_object_object_get(row, "job")),
+				printf("  %-24s %-12s %lld\n",
+				       json_object_get_string(json_object_object_get(row, "job")),
 				       json_object_get_string(json_object_object_get(row, "reason")),
-				       (long long)json_object_get_int64(json_object_object_get(row, "count")));
+				       (long long)json_object_get_int64(
+					       json_object_object_get(row, "count")));
 			}
 		}
 		if (ntables)
 			printf("\ntables:\n");
 		for (size_t i = 0; i < ntables; i++) {
-			struct json_object *row = json_object_array_get_idx(json_object_object_get(out, "tables"), i);
+			struct json_object *row =
+				json_object_array_get_idx(json_object_object_get(out, "tables"), i);
 			struct json_object *ex;
 			printf("  %-24s %s\n", tables[i],
 			       json_object_object_get_ex(row, "exists", &ex)

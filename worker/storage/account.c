@@ -16,7 +16,14 @@
 #define DEV_KEY "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 enum setting {
-	S_PROTOCOL, S_NAME, S_KEY, S_SUFFIX, S_QUEUE_EP, S_TABLE_EP, S_SAS, S_DEV,
+	S_PROTOCOL,
+	S_NAME,
+	S_KEY,
+	S_SUFFIX,
+	S_QUEUE_EP,
+	S_TABLE_EP,
+	S_SAS,
+	S_DEV,
 	S_IGNORED, /* recognised, not used by a queue/table client */
 	S_COUNT
 };
@@ -105,8 +112,8 @@ static int set_endpoint(struct ecw_account *a, enum ecw_service svc, const char 
 	else if (n > 7 && strncasecmp(url, "http://", 7) == 0)
 		host = url + 7;
 	else
-		return ecw_error_set(ECW_EINVALID, "connection string: %s must start with http:// or https://",
-				     setting);
+		return ecw_error_set(ECW_EINVALID,
+				     "connection string: %s must start with http:// or https://", setting);
 	if (host >= url + n || *host == '/' || memchr(url, '?', n) || memchr(url, '#', n))
 		return ecw_error_set(ECW_EINVALID, "connection string: %s is not a valid URL", setting);
 	copy = strndup(url, n);
@@ -147,8 +154,8 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 		part++;
 		eq = memchr(p, '=', (size_t)(end - p));
 		if (!eq || eq == p) {
-			err = ecw_error_set(ECW_EINVALID,
-					    "connection string: part %d is not Name=value", part);
+			err = ecw_error_set(ECW_EINVALID, "connection string: part %d is not Name=value",
+					    part);
 			goto done;
 		}
 		for (i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
@@ -166,8 +173,10 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 				err = ecw_error_set(ECW_EINVALID, "connection string: unknown setting '%.*s'",
 						    (int)(eq - p), p);
 			else
-				err = ecw_error_set(ECW_EINVALID,
-						    "connection string: part %d is not a known setting (Name=value)", part);
+				err = ecw_error_set(
+					ECW_EINVALID,
+					"connection string: part %d is not a known setting (Name=value)",
+					part);
 			goto done;
 		}
 		val[settings[i].s] = eq + 1;
@@ -187,17 +196,21 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 		err = ecw_error_set(ECW_EINVALID,
 				    "connection string: %s cannot be used with token authentication "
 				    "(give only QueueEndpoint and TableEndpoint, or AccountName)",
-				    val[S_KEY] ? "AccountKey" : val[S_SAS] ? "SharedAccessSignature" : "UseDevelopmentStorage");
+				    val[S_KEY]   ? "AccountKey"
+				    : val[S_SAS] ? "SharedAccessSignature"
+						 : "UseDevelopmentStorage");
 		goto done;
 	}
 	if (val[S_DEV]) {
 		if (vlen[S_DEV] != 4 || strncasecmp(val[S_DEV], "true", 4) != 0) {
-			err = ecw_error_set(ECW_EINVALID, "connection string: UseDevelopmentStorage must be 'true'");
+			err = ecw_error_set(ECW_EINVALID,
+					    "connection string: UseDevelopmentStorage must be 'true'");
 			goto done;
 		}
 		if (val[S_NAME] || val[S_KEY] || val[S_SAS] || val[S_QUEUE_EP] || val[S_TABLE_EP]) {
-			err = ecw_error_set(ECW_EINVALID,
-					    "connection string: UseDevelopmentStorage cannot be combined with account or endpoint settings");
+			err = ecw_error_set(
+				ECW_EINVALID,
+				"connection string: UseDevelopmentStorage cannot be combined with account or endpoint settings");
 			goto done;
 		}
 		val[S_NAME] = DEV_ACCOUNT;
@@ -205,7 +218,8 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 		val[S_KEY] = DEV_KEY;
 		vlen[S_KEY] = strlen(DEV_KEY);
 		if ((err = set_endpoint(a, ECW_SVC_QUEUE, "http://127.0.0.1:10001/" DEV_ACCOUNT,
-					strlen("http://127.0.0.1:10001/" DEV_ACCOUNT), "QueueEndpoint")) < 0 ||
+					strlen("http://127.0.0.1:10001/" DEV_ACCOUNT), "QueueEndpoint")) <
+			    0 ||
 		    (err = set_endpoint(a, ECW_SVC_TABLE, "http://127.0.0.1:10002/" DEV_ACCOUNT,
 					strlen("http://127.0.0.1:10002/" DEV_ACCOUNT), "TableEndpoint")) < 0)
 			goto done;
@@ -223,8 +237,10 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 		}
 
 	if (val[S_KEY]) {
-		if (vlen[S_KEY] == 0 || ecw_base64_decode(&tmp, val[S_KEY], vlen[S_KEY]) < 0 || tmp.len == 0) {
-			err = ecw_error_set(ECW_EINVALID, "connection string: AccountKey is not valid base64");
+		if (vlen[S_KEY] == 0 || ecw_base64_decode(&tmp, val[S_KEY], vlen[S_KEY]) < 0 ||
+		    tmp.len == 0) {
+			err = ecw_error_set(ECW_EINVALID,
+					    "connection string: AccountKey is not valid base64");
 			goto done;
 		}
 		if (!a->name[0]) {
@@ -240,7 +256,8 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 		if (n && *s == '?')
 			s++, n--;
 		if (n == 0 || memchr(s, '#', n) || memchr(s, ' ', n)) {
-			err = ecw_error_set(ECW_EINVALID, "connection string: SharedAccessSignature is empty or malformed");
+			err = ecw_error_set(ECW_EINVALID,
+					    "connection string: SharedAccessSignature is empty or malformed");
 			goto done;
 		}
 		if (!(a->sas = strndup(s, n))) {
@@ -249,14 +266,17 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 		}
 	}
 	if (!for_token && !a->key && !a->sas) {
-		err = ecw_error_set(ECW_EINVALID,
-				    "connection string: needs AccountKey or SharedAccessSignature (or UseDevelopmentStorage=true)");
+		err = ecw_error_set(
+			ECW_EINVALID,
+			"connection string: needs AccountKey or SharedAccessSignature (or UseDevelopmentStorage=true)");
 		goto done;
 	}
 
-	if (val[S_QUEUE_EP] && (err = set_endpoint(a, ECW_SVC_QUEUE, val[S_QUEUE_EP], vlen[S_QUEUE_EP], "QueueEndpoint")) < 0)
+	if (val[S_QUEUE_EP] &&
+	    (err = set_endpoint(a, ECW_SVC_QUEUE, val[S_QUEUE_EP], vlen[S_QUEUE_EP], "QueueEndpoint")) < 0)
 		goto done;
-	if (val[S_TABLE_EP] && (err = set_endpoint(a, ECW_SVC_TABLE, val[S_TABLE_EP], vlen[S_TABLE_EP], "TableEndpoint")) < 0)
+	if (val[S_TABLE_EP] &&
+	    (err = set_endpoint(a, ECW_SVC_TABLE, val[S_TABLE_EP], vlen[S_TABLE_EP], "TableEndpoint")) < 0)
 		goto done;
 
 	for (int svc = 0; svc < 2; svc++) {
@@ -272,8 +292,9 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 		if (val[S_PROTOCOL]) {
 			if (!((vlen[S_PROTOCOL] == 5 && strncasecmp(val[S_PROTOCOL], "https", 5) == 0) ||
 			      (vlen[S_PROTOCOL] == 4 && strncasecmp(val[S_PROTOCOL], "http", 4) == 0))) {
-				err = ecw_error_set(ECW_EINVALID,
-						    "connection string: DefaultEndpointsProtocol must be http or https");
+				err = ecw_error_set(
+					ECW_EINVALID,
+					"connection string: DefaultEndpointsProtocol must be http or https");
 				goto done;
 			}
 			proto = vlen[S_PROTOCOL] == 4 ? "http" : "https";
@@ -281,7 +302,8 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 		}
 		ecw_buf_reset(&tmp);
 		if (val[S_SUFFIX] && (vlen[S_SUFFIX] == 0 || memchr(val[S_SUFFIX], '/', vlen[S_SUFFIX]))) {
-			err = ecw_error_set(ECW_EINVALID, "connection string: EndpointSuffix must be a host suffix");
+			err = ecw_error_set(ECW_EINVALID,
+					    "connection string: EndpointSuffix must be a host suffix");
 			goto done;
 		}
 		if ((err = ecw_buf_printf(&tmp, "%.*s://%s.%s.%.*s", (int)plen, proto, a->name,

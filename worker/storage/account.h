@@ -12,13 +12,13 @@
 #include "ecw_token.h"
 
 struct ecw_account {
-	char *name;                 /* "" when only a SAS was given */
-	unsigned char *key;         /* decoded AccountKey; NULL when none */
+	char *name;         /* "" when only a SAS was given */
+	unsigned char *key; /* decoded AccountKey; NULL when none */
 	size_t key_len;
-	char *sas;                  /* token without a leading '?'; NULL when none */
+	char *sas;                         /* token without a leading '?'; NULL when none */
 	struct ecw_token_credential *cred; /* Entra ID tokens; NULL when none (owned) */
-	char *endpoint[2];          /* by enum ecw_service; no trailing '/' */
-	const char *endpoint_path[2]; /* path part of endpoint[i] ("/devstoreaccount1" or "") */
+	char *endpoint[2];                 /* by enum ecw_service; no trailing '/' */
+	const char *endpoint_path[2];      /* path part of endpoint[i] ("/devstoreaccount1" or "") */
 };
 
 #endif

@@ -77,7 +77,7 @@ static EVP_MAC_CTX *hmac_ctx(const unsigned char *key, size_t key_len)
 }
 
 int ecw_auth_hmac_sha256_base64(struct ecw_buf *out, const unsigned char *key, size_t key_len,
-			   const char *msg, size_t msg_len)
+				const char *msg, size_t msg_len)
 {
 	unsigned char mac[EVP_MAX_MD_SIZE];
 	unsigned int mac_len = 0;
@@ -85,10 +85,12 @@ int ecw_auth_hmac_sha256_base64(struct ecw_buf *out, const unsigned char *key, s
 	EVP_MAC_CTX *ctx = hmac_ctx(key, key_len);
 
 	if (ctx) {
-		if (!EVP_MAC_update(ctx, (const unsigned char *)msg, msg_len) || !EVP_MAC_final(ctx, mac, &n, sizeof(mac)))
+		if (!EVP_MAC_update(ctx, (const unsigned char *)msg, msg_len) ||
+		    !EVP_MAC_final(ctx, mac, &n, sizeof(mac)))
 			return ecw_error_set(ECW_ERROR, "HMAC-SHA256 failed");
 		mac_len = (unsigned int)n;
-	} else if (!HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char *)msg, msg_len, mac, &mac_len)) {
+	} else if (!HMAC(EVP_sha256(), key, (int)key_len, (const unsigned char *)msg, msg_len, mac,
+			 &mac_len)) {
 		return ecw_error_set(ECW_ERROR, "HMAC-SHA256 failed");
 	}
 	return ecw_base64_encode(out, mac, mac_len);
@@ -131,8 +133,7 @@ static const char *hdr(const struct ecw_request *r, const char *name)
 	return v ? v : "";
 }
 
-static int canonical_resource(struct ecw_buf *out, const struct ecw_account *a,
-			      const struct ecw_request *r)
+static int canonical_resource(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)
 {
 	/* Path-style (emulator) URLs carry the account in the endpoint path, so
 	 * the account name appears twice: /devstoreaccount1/devstoreaccount1/q. */
@@ -187,8 +188,7 @@ static int table_sts(struct ecw_buf *out, const struct ecw_account *a, const str
 	return 0;
 }
 
-int ecw_auth_string_to_sign(struct ecw_buf *out, const struct ecw_account *a,
-			    const struct ecw_request *r)
+int ecw_auth_string_to_sign(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)
 {
 	return r->svc == ECW_SVC_QUEUE ? queue_sts(out, a, r) : table_sts(out, a, r);
 }

@@ -16,6 +16,6 @@ int ecw_auth_string_to_sign(struct ecw_buf *out, const struct ecw_account *a,
 int ecw_auth_header(struct ecw_buf *out, const struct ecw_account *a,
 		    const struct ecw_request *r) ECW_MUST_USE;
 int ecw_auth_hmac_sha256_base64(struct ecw_buf *out, const unsigned char *key, size_t key_len,
-			   const char *msg, size_t msg_len) ECW_MUST_USE;
+				const char *msg, size_t msg_len) ECW_MUST_USE;
 
 #endif

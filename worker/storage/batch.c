@@ -33,8 +33,8 @@ struct ecw_batch {
 	int failed_index;
 };
 
-static const char *const op_names[] = {"insert", "insert-or-replace", "insert-or-merge",
-				       "update", "merge", "delete"};
+static const char *const op_names[] = {"insert", "insert-or-replace", "insert-or-merge", "update", "merge",
+				       "delete"};
 
 int ecw_batch_new(struct ecw_batch **out, const char *table)
 {
@@ -103,7 +103,8 @@ static int add(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_entit
 				     ecw_entity_pk(b->ops[0].e));
 	for (size_t i = 0; i < b->n; i++)
 		if (strcmp(ecw_entity_rk(b->ops[i].e), ecw_entity_rk(e)) == 0)
-			return ecw_error_set(ECW_EINVALID, "batch: RowKey '%.100s' appears twice (operations %zu and %zu)",
+			return ecw_error_set(ECW_EINVALID,
+					     "batch: RowKey '%.100s' appears twice (operations %zu and %zu)",
 					     ecw_entity_rk(e), i, b->n);
 	slot = &b->ops[b->n];
 	memset(slot, 0, sizeof(*slot));
@@ -111,8 +112,9 @@ static int add(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_entit
 	/* A delete is its keys: the rest of the entity would be copied for
 	 * nothing. */
 	if (!borrowed) {
-		if ((err = op == ECW_BATCH_DELETE ? ecw_entity_new(&slot->own, ecw_entity_pk(e), ecw_entity_rk(e))
-						  : ecw_entity_clone(&slot->own, e)) < 0)
+		if ((err = op == ECW_BATCH_DELETE
+				   ? ecw_entity_new(&slot->own, ecw_entity_pk(e), ecw_entity_rk(e))
+				   : ecw_entity_clone(&slot->own, e)) < 0)
 			return err;
 		e = slot->own;
 	}
@@ -162,16 +164,18 @@ static int add_operation(struct ecw_buf *out, const struct batch_op *o, const ch
 
 	ecw_buf_init(&path, 0);
 	/* Put together with ecw_buf_cat, not printf: once per operation. */
-	if ((err = ecw_buf_cat(out, "--changeset_", changeset, "\r\nContent-Type: application/http\r\n"
-				    "Content-Transfer-Encoding: binary\r\n\r\n", NULL)) < 0)
+	if ((err = ecw_buf_cat(out, "--changeset_", changeset,
+			       "\r\nContent-Type: application/http\r\n"
+			       "Content-Transfer-Encoding: binary\r\n\r\n",
+			       NULL)) < 0)
 		goto done;
 	if (o->op == ECW_BATCH_INSERT) {
 		err = ecw_buf_cat(out, "POST ", table_url, " HTTP/1.1\r\n", NULL);
 	} else {
 		/* table_url ends in "/table"; the entity path repeats the table. */
 		size_t base = strlen(table_url) - strlen(table) - 1;
-		if ((err = ecw_escape_entity_path(&path, table, ecw_entity_pk(o->e),
-						  ecw_entity_rk(o->e))) == 0 &&
+		if ((err = ecw_escape_entity_path(&path, table, ecw_entity_pk(o->e), ecw_entity_rk(o->e))) ==
+			    0 &&
 		    (err = ecw_buf_cat(out, verbs[o->op], " ", NULL)) == 0 &&
 		    (err = ecw_buf_add(out, table_url, base)) == 0)
 			err = ecw_buf_cat(out, path.ptr, " HTTP/1.1\r\n", NULL);
@@ -204,8 +208,8 @@ int ecw_batch_build_body(struct ecw_buf *out, const struct ecw_batch *b, const c
 	int err;
 
 	if ((err = ecw_buf_cat(out, "--batch_", batch_id,
-			       "\r\nContent-Type: multipart/mixed; boundary=changeset_", changeset_id, "\r\n\r\n",
-			       NULL)) < 0)
+			       "\r\nContent-Type: multipart/mixed; boundary=changeset_", changeset_id,
+			       "\r\n\r\n", NULL)) < 0)
 		return err;
 	for (size_t i = 0; i < b->n; i++)
 		if ((err = add_operation(out, &b->ops[i], table_url, b->table, changeset_id)) < 0)
@@ -247,7 +251,7 @@ static int boundary_of(char *out, size_t cap, const char *ct, size_t ct_len)
 }
 
 struct part {
-	const char *head, *body;    /* headers, then content */
+	const char *head, *body; /* headers, then content */
 	size_t head_len, body_len;
 };
 
@@ -334,8 +338,8 @@ static int parse_sub_response(struct sub_response *s, const struct part *pt)
 
 	/* Three digits, read in place: the part is a span of the body, with no
 	 * NUL after it for sscanf. */
-	if (pt->body_len < 12 || memcmp(p, "HTTP/1.1 ", 9) != 0 || p[9] < '0' || p[9] > '9' ||
-	    p[10] < '0' || p[10] > '9' || p[11] < '0' || p[11] > '9')
+	if (pt->body_len < 12 || memcmp(p, "HTTP/1.1 ", 9) != 0 || p[9] < '0' || p[9] > '9' || p[10] < '0' ||
+	    p[10] > '9' || p[11] < '0' || p[11] > '9')
 		return ecw_error_set(ECW_ERROR, "batch: malformed sub-response");
 	s->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
 	hdr_start = p = next_line(p, end);
@@ -371,7 +375,8 @@ int ecw_batch_parse_response(struct ecw_batch *b, const char *content_type, cons
 			char cs[128];
 			int n;
 			if (boundary_of(cs, sizeof(cs), ct, ct_len) < 0)
-				return ecw_error_set(ECW_ERROR, "batch: changeset response without a boundary");
+				return ecw_error_set(ECW_ERROR,
+						     "batch: changeset response without a boundary");
 			n = split_parts(inner, ECW_BATCH_MAX_OPS + 1, outer[i].body, outer[i].body_len, cs);
 			for (int j = 0; j < n && nsub <= ECW_BATCH_MAX_OPS; j++)
 				if (parse_sub_response(&subs[nsub++], &inner[j]) < 0)
@@ -406,16 +411,18 @@ int ecw_batch_parse_response(struct ecw_batch *b, const char *content_type, cons
 		msg[strcspn(msg, "\r\n")] = '\0';
 		err = ecw_status_to_err(subs[i].status, code);
 		if (idx >= 0)
-			return ecw_error_set_http(err, subs[i].status, code, NULL,
-						  "batch on %s: operation %ld (%s of RowKey '%.80s') failed: %d %s: %s; nothing was applied",
-						  b->table, idx, op_names[b->ops[idx].op], ecw_entity_rk(b->ops[idx].e),
-						  subs[i].status, code, text);
+			return ecw_error_set_http(
+				err, subs[i].status, code, NULL,
+				"batch on %s: operation %ld (%s of RowKey '%.80s') failed: %d %s: %s; nothing was applied",
+				b->table, idx, op_names[b->ops[idx].op], ecw_entity_rk(b->ops[idx].e),
+				subs[i].status, code, text);
 		return ecw_error_set_http(err, subs[i].status, code, NULL,
 					  "batch on %s failed: %d %s: %s; nothing was applied", b->table,
 					  subs[i].status, code, text);
 	}
 	if ((size_t)nsub != b->n)
-		return ecw_error_set(ECW_ERROR, "batch: %zu operations sent, %d results received", b->n, nsub);
+		return ecw_error_set(ECW_ERROR, "batch: %zu operations sent, %d results received", b->n,
+				     nsub);
 	for (size_t i = 0; i < b->n; i++) {
 		b->ops[i].status = subs[i].status;
 		if (subs[i].etag && b->ops[i].op != ECW_BATCH_DELETE &&
@@ -485,12 +492,14 @@ int ecw_batch_submit(struct ecw_client *c, struct ecw_batch *b)
 	r.body_len = body.len;
 	if ((err = ecw_client_send(&resp, c, &r)) < 0)
 		goto done;
-	err = ecw_batch_parse_response(b, ecw_response_header(&resp, "Content-Type"), resp.body.ptr, resp.body.len);
+	err = ecw_batch_parse_response(b, ecw_response_header(&resp, "Content-Type"), resp.body.ptr,
+				       resp.body.len);
 	if (err < 0 && ecw_response_header(&resp, "x-ms-request-id")) {
 		/* The sub-response has no request id; the batch request has one. */
 		struct ecw_error e = *ecw_error_last();
 		const char *id = ecw_response_header(&resp, "x-ms-request-id");
-		ecw_error_set_http(e.code, e.http_status, e.service_code, id, "%s (request id %s)", e.message, id);
+		ecw_error_set_http(e.code, e.http_status, e.service_code, id, "%s (request id %s)", e.message,
+				   id);
 	}
 done:
 	ecw_request_dispose(&r);

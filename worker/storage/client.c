@@ -27,10 +27,10 @@
 struct ecw_client {
 	const struct ecw_account *acct;
 	struct ecw_client_options opts;
-	struct ecw_http *http;      /* NULL when libcurl carries the requests */
-	CURL *curl;                 /* NULL unless a proxy is configured */
+	struct ecw_http *http; /* NULL when libcurl carries the requests */
+	CURL *curl;            /* NULL unless a proxy is configured */
 	struct ecw_client_stats stats;
-	bool fresh_connect;         /* next transfer opens a new connection */
+	bool fresh_connect; /* next transfer opens a new connection */
 	char errbuf[CURL_ERROR_SIZE];
 #ifdef ECW_TESTING
 	int fault_count;
@@ -50,7 +50,8 @@ static void set_shared_options(struct ecw_client *c);
  * set sends through libcurl, as every client did before http.c. */
 static bool proxy_configured(void)
 {
-	static const char *const vars[] = {"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"};
+	static const char *const vars[] = {"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy",
+					   "ALL_PROXY"};
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
 		const char *v = getenv(vars[i]);
@@ -165,7 +166,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *payload)
 	}
 	colon = memchr(p, ':', len);
 	if (colon && colon != p &&
-	    ecw_response_add_header(resp, p, (size_t)(colon - p), colon + 1, (size_t)(p + len - colon - 1)) < 0)
+	    ecw_response_add_header(resp, p, (size_t)(colon - p), colon + 1, (size_t)(p + len - colon - 1)) <
+		    0)
 		return 0;
 	return len;
 }
@@ -173,8 +175,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *payload)
 static int curl_code_to_err(CURLcode rc)
 {
 	switch (rc) {
-	case CURLE_OPERATION_TIMEDOUT:
-		return ECW_ETIMEOUT;
+	case CURLE_OPERATION_TIMEDOUT: return ECW_ETIMEOUT;
 	case CURLE_COULDNT_CONNECT:
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_SEND_ERROR:
@@ -182,14 +183,10 @@ static int curl_code_to_err(CURLcode rc)
 	case CURLE_GOT_NOTHING:
 	case CURLE_PARTIAL_FILE:
 	case CURLE_HTTP2:
-	case CURLE_HTTP2_STREAM:
-		return ECW_ETRANSIENT;
-	case CURLE_WRITE_ERROR:
-		return ECW_ETOOLARGE;
-	case CURLE_OUT_OF_MEMORY:
-		return ECW_ENOMEM;
-	default:
-		return ECW_ERROR;
+	case CURLE_HTTP2_STREAM: return ECW_ETRANSIENT;
+	case CURLE_WRITE_ERROR: return ECW_ETOOLARGE;
+	case CURLE_OUT_OF_MEMORY: return ECW_ENOMEM;
+	default: return ECW_ERROR;
 	}
 }
 
@@ -286,10 +283,12 @@ static int curl_send(struct ecw_client *c, struct ecw_response *resp, const char
 		if (err == ECW_ETOOLARGE)
 			ecw_error_set(err, "%s: response larger than %zu bytes", r->method, resp->body.max);
 		else if (r->label)
-			ecw_error_set(err, "%s: %s", r->label, c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+			ecw_error_set(err, "%s: %s", r->label,
+				      c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
 		else
 			ecw_error_set(err, "%s %s%s: %s", r->method, c->acct->endpoint_path[r->svc],
-				      ecw_buf_cstr(&r->path), c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+				      ecw_buf_cstr(&r->path),
+				      c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
 		goto done;
 	}
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
@@ -322,8 +321,8 @@ static int transport_send(struct ecw_client *c, struct ecw_response *resp, const
 		return 0;
 	if (r->label)
 		return ecw_error_set(err, "%s: %s", r->label, why);
-	return ecw_error_set(err, "%s %s%s: %s", r->method, c->acct->endpoint_path[r->svc], ecw_buf_cstr(&r->path),
-			     why);
+	return ecw_error_set(err, "%s %s%s: %s", r->method, c->acct->endpoint_path[r->svc],
+			     ecw_buf_cstr(&r->path), why);
 }
 
 /* ---- errors and retries ------------------------------------------------------- */
@@ -338,8 +337,7 @@ int64_t ecw_client_retry_delay_ms(const struct ecw_client_options *o, int retry,
 }
 
 /* Turns a non-2xx answer into an ecw_err and the last error. */
-static int classify(const struct ecw_client *c, const struct ecw_request *r,
-		    const struct ecw_response *resp)
+static int classify(const struct ecw_client *c, const struct ecw_request *r, const struct ecw_response *resp)
 {
 	char code[64] = "", msg[256] = "";
 	const char *hcode = ecw_response_header(resp, "x-ms-error-code");
@@ -369,18 +367,20 @@ static int classify(const struct ecw_client *c, const struct ecw_request *r,
 	/* The service's text for an auth failure can quote the request's
 	 * signature; keep only the code. */
 	if (err == ECW_EAUTH && c->acct->cred)
-		snprintf(msg, sizeof(msg), "%s",
-			 "the service refused the access token (check that the identity has a data role on "
-			 "the account, such as Storage Queue Data Contributor and Storage Table Data Contributor, "
-			 "and that the token is for https://storage.azure.com)");
+		snprintf(
+			msg, sizeof(msg), "%s",
+			"the service refused the access token (check that the identity has a data role on "
+			"the account, such as Storage Queue Data Contributor and Storage Table Data Contributor, "
+			"and that the token is for https://storage.azure.com)");
 	else if (err == ECW_EAUTH)
-		snprintf(msg, sizeof(msg), "%s", "the service refused the credentials (check the account key or SAS)");
+		snprintf(msg, sizeof(msg), "%s",
+			 "the service refused the credentials (check the account key or SAS)");
 	/* Cut at the first line: the service appends RequestId and Time lines. */
 	msg[strcspn(msg, "\r\n")] = '\0';
-	return ecw_error_set_http(err, (int)resp->status, code, reqid, "%s %s%s: %ld %s%s%s%s%s%s",
-				  r->method, c->acct->endpoint_path[r->svc], ecw_buf_cstr(&r->path),
-				  resp->status, code, *msg ? ": " : "", msg, reqid ? " (request id " : "",
-				  reqid ? reqid : "", reqid ? ")" : "");
+	return ecw_error_set_http(err, (int)resp->status, code, reqid, "%s %s%s: %ld %s%s%s%s%s%s", r->method,
+				  c->acct->endpoint_path[r->svc], ecw_buf_cstr(&r->path), resp->status, code,
+				  *msg ? ": " : "", msg, reqid ? " (request id " : "", reqid ? reqid : "",
+				  reqid ? ")" : "");
 }
 
 /* The credential in a request must not outlive its use in heap memory. */
@@ -406,13 +406,16 @@ static int send_once(struct ecw_client *c, struct ecw_response *resp, const char
 		case ECW_FAULT_RESET:
 			c->fresh_connect = true;
 			return ecw_error_set(ECW_ETRANSIENT, "%s %s%s: connection reset by peer (injected)",
-					     r->method, c->acct->endpoint_path[r->svc], ecw_buf_cstr(&r->path));
+					     r->method, c->acct->endpoint_path[r->svc],
+					     ecw_buf_cstr(&r->path));
 		case ECW_FAULT_STATUS_AFTER_SEND:
-			err = c->send_fn ? c->send_fn(c->send_ctx, resp, url, r) : transport_send(c, resp, url, r);
+			err = c->send_fn ? c->send_fn(c->send_ctx, resp, url, r)
+					 : transport_send(c, resp, url, r);
 			if (err == 0) {
 				ecw_response_reset(resp);
 				resp->status = c->fault_status;
-				err = ecw_response_add_header(resp, "x-ms-error-code", 15, "InjectedFault", 13);
+				err = ecw_response_add_header(resp, "x-ms-error-code", 15, "InjectedFault",
+							      13);
 			}
 			return err;
 		}
@@ -427,7 +430,8 @@ static int send_once(struct ecw_client *c, struct ecw_response *resp, const char
 /* One exchange outside the storage protocol, on c's connections and TLS
  * settings: what token.c fetches tokens through (an ecw_token_exchange_fn,
  * payload the client). */
-static int token_exchange(struct ecw_response *resp, const char *url, const struct ecw_request *r, void *payload)
+static int token_exchange(struct ecw_response *resp, const char *url, const struct ecw_request *r,
+			  void *payload)
 {
 	struct ecw_client *c = payload;
 	int err;
@@ -459,9 +463,9 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 	ecw_buf_init(&url, 0);
 	ecw_buf_init(&auth, 0);
 	if ((err = ecw_request_url(&url, c->acct, r)) < 0 ||
-	    (err = ecw_request_set_header(r, "x-ms-version", r->svc == ECW_SVC_QUEUE
-								     ? ECW_QUEUE_API_VERSION
-								     : ECW_TABLE_API_VERSION)) < 0)
+	    (err = ecw_request_set_header(r, "x-ms-version",
+					  r->svc == ECW_SVC_QUEUE ? ECW_QUEUE_API_VERSION
+								  : ECW_TABLE_API_VERSION)) < 0)
 		goto done;
 	for (attempt = 1;; attempt++) {
 		ecw_response_reset(resp);
@@ -476,7 +480,8 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 			 * transient one is retried like any other. */
 			if ((err = ecw_buf_adds(&auth, "Bearer ")) < 0 ||
 			    (err = ecw_token_get(&auth, &token_gen, c->acct->cred, token_exchange, c)) < 0) {
-				if (err == ECW_ENOMEM || !ecw_err_is_transient(err) || attempt >= c->opts.max_tries)
+				if (err == ECW_ENOMEM || !ecw_err_is_transient(err) ||
+				    attempt >= c->opts.max_tries)
 					goto done;
 				c->stats.retries++;
 				ecw_sleep_ms(ecw_client_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
@@ -498,7 +503,8 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 		/* A token the service refuses (revoked, or expired early by clock
 		 * skew): once per call, forget it and go again with a new one. */
 		if (err == ECW_EAUTH && c->acct->cred && !token_renewed &&
-		    (resp->status == 401 || strcmp(ecw_error_last()->service_code, "AuthenticationFailed") == 0 ||
+		    (resp->status == 401 ||
+		     strcmp(ecw_error_last()->service_code, "AuthenticationFailed") == 0 ||
 		     strcmp(ecw_error_last()->service_code, "InvalidAuthenticationInfo") == 0) &&
 		    ecw_token_refused(c->acct->cred, token_gen)) {
 			token_renewed = true;

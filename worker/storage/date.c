@@ -55,8 +55,8 @@ int ecw_date_parse(time_t *out, const char *s)
 	h = ecw_digits(p + 9, 2);
 	mi = ecw_digits(p + 12, 2);
 	sec = ecw_digits(p + 15, 2);
-	if (mon < 0 || day < 1 || day > 31 || year < 1970 || h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 ||
-	    sec > 60)
+	if (mon < 0 || day < 1 || day > 31 || year < 1970 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
+	    sec < 0 || sec > 60)
 		goto bad;
 	*out = (time_t)((ecw_days_from_civil(year, mon, day) * 24 + h) * 3600 + mi * 60 + sec);
 	return 0;

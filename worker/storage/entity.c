@@ -22,13 +22,13 @@
 struct ecw_entity {
 	char *pk, *rk;
 	char *etag, *timestamp;
-	struct ecw_prop *props;     /* names and s/bin owned */
+	struct ecw_prop *props; /* names and s/bin owned */
 	size_t n, cap;
 };
 
 static const char *const edm_names[] = {
-	"Edm.String", "Edm.Int32", "Edm.Int64", "Edm.Double",
-	"Edm.Boolean", "Edm.DateTime", "Edm.Guid", "Edm.Binary",
+	"Edm.String",  "Edm.Int32",    "Edm.Int64", "Edm.Double",
+	"Edm.Boolean", "Edm.DateTime", "Edm.Guid",  "Edm.Binary",
 };
 
 const char *ecw_entity_edm_name(enum ecw_edm t)
@@ -52,11 +52,12 @@ int ecw_entity_key_check(const char *key, const char *what)
 		if (!(k = ecw_utf8_decode(key + i, n - i, &cp)))
 			return ecw_error_set(ECW_EINVALID, "%s is not valid UTF-8 (byte %zu)", what, i);
 		if (cp == '/' || cp == '\\' || cp == '#' || cp == '?')
-			return ecw_error_set(ECW_EINVALID, "%s contains '%c', which the service forbids in keys",
-					     what, (char)cp);
-		if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
 			return ecw_error_set(ECW_EINVALID,
-					     "%s contains control character U+%04X at byte %zu", what, (unsigned)cp, i);
+					     "%s contains '%c', which the service forbids in keys", what,
+					     (char)cp);
+		if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
+			return ecw_error_set(ECW_EINVALID, "%s contains control character U+%04X at byte %zu",
+					     what, (unsigned)cp, i);
 	}
 	return 0;
 }
@@ -85,12 +86,14 @@ static int check_name(const char *name)
 			return ecw_error_set(ECW_EINVALID, "property name is not valid UTF-8");
 		if (cp < 0x80 && !(cp == '_' || (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z') ||
 				   (i > 0 && cp >= '0' && cp <= '9')))
-			return ecw_error_set(ECW_EINVALID,
-					     "property name '%.64s' must be letters, digits and '_', not starting with a digit",
-					     name);
+			return ecw_error_set(
+				ECW_EINVALID,
+				"property name '%.64s' must be letters, digits and '_', not starting with a digit",
+				name);
 	}
 	if (chars > 255)
-		return ecw_error_set(ECW_EINVALID, "property name '%.32s...' is longer than 255 characters", name);
+		return ecw_error_set(ECW_EINVALID, "property name '%.32s...' is longer than 255 characters",
+				     name);
 	return 0;
 }
 
@@ -103,7 +106,8 @@ static int check_utf8(const char *s, size_t n, const char *name)
 		if ((unsigned char)s[i] < 0x80)
 			k = 1; /* most text is ASCII: no need to decode it */
 		else if (!(k = ecw_utf8_decode(s + i, n - i, &cp)))
-			return ecw_error_set(ECW_EINVALID, "property '%s' is not valid UTF-8 (byte %zu)", name, i);
+			return ecw_error_set(ECW_EINVALID, "property '%s' is not valid UTF-8 (byte %zu)",
+					     name, i);
 	}
 	return 0;
 }
@@ -118,7 +122,10 @@ static int normalize_datetime(char out[29], const char *s, const char *name)
 	if (!s || strlen(s) < 20)
 		goto bad;
 	for (int i = 0; i < 19; i++)
-		if ((i == 4 || i == 7) ? s[i] != '-' : i == 10 ? s[i] != 'T' : (i == 13 || i == 16) ? s[i] != ':' : (s[i] < '0' || s[i] > '9'))
+		if ((i == 4 || i == 7)     ? s[i] != '-'
+		    : i == 10              ? s[i] != 'T'
+		    : (i == 13 || i == 16) ? s[i] != ':'
+					   : (s[i] < '0' || s[i] > '9'))
 			goto bad;
 	/* All digits where digits belong (just checked): read by position. */
 	mo = (s[5] - '0') * 10 + (s[6] - '0');
@@ -149,7 +156,8 @@ static int normalize_datetime(char out[29], const char *s, const char *name)
 	return 0;
 bad:
 	return ecw_error_set(ECW_EINVALID,
-			     "property '%s': DateTime must be UTC ISO 8601 like 2026-08-19T10:00:00.1234567Z", name);
+			     "property '%s': DateTime must be UTC ISO 8601 like 2026-08-19T10:00:00.1234567Z",
+			     name);
 }
 
 static int check_guid(const char *s, const char *name)
@@ -233,10 +241,22 @@ int ecw_entity_new(struct ecw_entity **out, const char *pk, const char *rk)
 	return 0;
 }
 
-const char *ecw_entity_pk(const struct ecw_entity *e) { return e->pk; }
-const char *ecw_entity_rk(const struct ecw_entity *e) { return e->rk; }
-const char *ecw_entity_etag(const struct ecw_entity *e) { return e->etag; }
-const char *ecw_entity_timestamp(const struct ecw_entity *e) { return e->timestamp; }
+const char *ecw_entity_pk(const struct ecw_entity *e)
+{
+	return e->pk;
+}
+const char *ecw_entity_rk(const struct ecw_entity *e)
+{
+	return e->rk;
+}
+const char *ecw_entity_etag(const struct ecw_entity *e)
+{
+	return e->etag;
+}
+const char *ecw_entity_timestamp(const struct ecw_entity *e)
+{
+	return e->timestamp;
+}
 
 static int set_owned_string(char **slot, const char *v)
 {
@@ -267,7 +287,10 @@ const struct ecw_prop *ecw_entity_get(const struct ecw_entity *e, const char *na
 	return find(e, name);
 }
 
-size_t ecw_entity_count(const struct ecw_entity *e) { return e->n; }
+size_t ecw_entity_count(const struct ecw_entity *e)
+{
+	return e->n;
+}
 
 const struct ecw_prop *ecw_entity_at(const struct ecw_entity *e, size_t i)
 {
@@ -475,8 +498,8 @@ static bool prop_equal(const struct ecw_prop *a, const struct ecw_prop *b)
 	switch (a->type) {
 	case ECW_EDM_INT32: return a->v.i32 == b->v.i32;
 	case ECW_EDM_INT64: return a->v.i64 == b->v.i64;
-	case ECW_EDM_DOUBLE: return memcmp(&a->v.d, &b->v.d, sizeof(double)) == 0 ||
-				    (isnan(a->v.d) && isnan(b->v.d));
+	case ECW_EDM_DOUBLE:
+		return memcmp(&a->v.d, &b->v.d, sizeof(double)) == 0 || (isnan(a->v.d) && isnan(b->v.d));
 	case ECW_EDM_BOOLEAN: return a->v.b == b->v.b;
 	case ECW_EDM_BINARY: return a->len == b->len && memcmp(a->v.bin, b->v.bin, a->len) == 0;
 	default: return a->len == b->len && memcmp(a->v.s, b->v.s, a->len) == 0;
@@ -533,7 +556,8 @@ int ecw_entity_to_json(struct ecw_buf *out, const struct ecw_entity *e)
 		goto done;
 	for (size_t i = 0; i < e->n; i++) {
 		const struct ecw_prop *p = &e->props[i];
-		bool annotate = p->type != ECW_EDM_STRING && p->type != ECW_EDM_INT32 && p->type != ECW_EDM_BOOLEAN;
+		bool annotate =
+			p->type != ECW_EDM_STRING && p->type != ECW_EDM_INT32 && p->type != ECW_EDM_BOOLEAN;
 
 		if ((err = ecw_buf_addc(out, ',')) < 0)
 			goto done;
@@ -547,27 +571,20 @@ int ecw_entity_to_json(struct ecw_buf *out, const struct ecw_entity *e)
 					       NULL)) < 0)
 				goto done;
 		}
-		if ((err = ecw_json_quote(out, p->name, strlen(p->name))) < 0 || (err = ecw_buf_addc(out, ':')) < 0)
+		if ((err = ecw_json_quote(out, p->name, strlen(p->name))) < 0 ||
+		    (err = ecw_buf_addc(out, ':')) < 0)
 			goto done;
 		switch (p->type) {
 		case ECW_EDM_STRING:
 		case ECW_EDM_DATETIME:
-		case ECW_EDM_GUID:
-			err = ecw_json_quote(out, p->v.s, p->len);
-			break;
-		case ECW_EDM_INT32:
-			err = ecw_buf_addi(out, p->v.i32);
-			break;
+		case ECW_EDM_GUID: err = ecw_json_quote(out, p->v.s, p->len); break;
+		case ECW_EDM_INT32: err = ecw_buf_addi(out, p->v.i32); break;
 		case ECW_EDM_INT64:
 			if ((err = ecw_buf_addc(out, '"')) == 0 && (err = ecw_buf_addi(out, p->v.i64)) == 0)
 				err = ecw_buf_addc(out, '"');
 			break;
-		case ECW_EDM_DOUBLE:
-			err = json_double(out, p->v.d);
-			break;
-		case ECW_EDM_BOOLEAN:
-			err = ecw_buf_adds(out, p->v.b ? "true" : "false");
-			break;
+		case ECW_EDM_DOUBLE: err = json_double(out, p->v.d); break;
+		case ECW_EDM_BOOLEAN: err = ecw_buf_adds(out, p->v.b ? "true" : "false"); break;
 		case ECW_EDM_BINARY:
 			ecw_buf_reset(&b64);
 			if ((err = ecw_base64_encode(&b64, p->v.bin, p->len)) == 0)
@@ -593,7 +610,8 @@ static int parse_int64(int64_t *out, const char *s, const char *name)
 	errno = 0;
 	v = strtoll(s, &end, 10);
 	if (!*s || *end || errno == ERANGE || end == s || (*s != '-' && (*s < '0' || *s > '9')))
-		return ecw_error_set(ECW_EINVALID, "property '%s': Edm.Int64 value is not a 64-bit integer", name);
+		return ecw_error_set(ECW_EINVALID, "property '%s': Edm.Int64 value is not a 64-bit integer",
+				     name);
 	*out = v;
 	return 0;
 }
@@ -606,9 +624,9 @@ struct jval {
 	enum jkind kind;
 	const char *s; /* J_STRING */
 	size_t n;
-	int64_t i;     /* J_INT */
-	double d;      /* J_INT (as a double) and J_DOUBLE */
-	bool b;        /* J_BOOL */
+	int64_t i; /* J_INT */
+	double d;  /* J_INT (as a double) and J_DOUBLE */
+	bool b;    /* J_BOOL */
 };
 
 static int read_double(double *out, const struct jval *v, const char *name)
@@ -623,7 +641,8 @@ static int read_double(double *out, const struct jval *v, const char *name)
 		else if (strcmp(s, "-Infinity") == 0 || strcmp(s, "-INF") == 0)
 			*out = -INFINITY;
 		else if ((*out = strtod(s, &end)), end == s || *end)
-			return ecw_error_set(ECW_EINVALID, "property '%s': Edm.Double value is not a number", name);
+			return ecw_error_set(ECW_EINVALID, "property '%s': Edm.Double value is not a number",
+					     name);
 		return 0;
 	}
 	if (v->kind == J_DOUBLE || v->kind == J_INT) {
@@ -647,7 +666,8 @@ static int read_value(struct ecw_entity *e, const char *name, const struct jval 
 			return ecw_entity_set_string(e, name, v->s, v->n);
 		if (strcmp(type, "Edm.Int32") == 0 && jt == J_INT) {
 			if (v->i < INT32_MIN || v->i > INT32_MAX)
-				return ecw_error_set(ECW_EINVALID, "property '%s': Edm.Int32 out of range", name);
+				return ecw_error_set(ECW_EINVALID, "property '%s': Edm.Int32 out of range",
+						     name);
 			return ecw_entity_set_int32(e, name, (int32_t)v->i);
 		}
 		if (strcmp(type, "Edm.Int64") == 0) {
@@ -674,7 +694,8 @@ static int read_value(struct ecw_entity *e, const char *name, const struct jval 
 		if (strcmp(type, "Edm.Binary") == 0 && jt == J_STRING) {
 			ecw_buf_init(&bin, 0);
 			if ((err = ecw_base64_decode(&bin, v->s, strlen(v->s))) < 0)
-				err = ecw_error_set(ECW_EINVALID, "property '%s': Edm.Binary value is not base64", name);
+				err = ecw_error_set(ECW_EINVALID,
+						    "property '%s': Edm.Binary value is not base64", name);
 			else
 				err = ecw_entity_set_binary(e, name, bin.ptr, bin.len);
 			ecw_buf_dispose(&bin);
@@ -683,20 +704,17 @@ static int read_value(struct ecw_entity *e, const char *name, const struct jval 
 		goto mismatch;
 	}
 	switch (jt) {
-	case J_STRING:
-		return ecw_entity_set_string(e, name, v->s, v->n);
-	case J_BOOL:
-		return ecw_entity_set_bool(e, name, v->b);
+	case J_STRING: return ecw_entity_set_string(e, name, v->s, v->n);
+	case J_BOOL: return ecw_entity_set_bool(e, name, v->b);
 	case J_INT:
 		if (v->i >= INT32_MIN && v->i <= INT32_MAX)
 			return ecw_entity_set_int32(e, name, (int32_t)v->i);
 		return ecw_entity_set_double(e, name, v->d);
-	case J_DOUBLE:
-		return ecw_entity_set_double(e, name, v->d);
-	case J_NULL:
-		return 0; /* a null property is an absent one */
+	case J_DOUBLE: return ecw_entity_set_double(e, name, v->d);
+	case J_NULL: return 0; /* a null property is an absent one */
 	default:
-		return ecw_error_set(ECW_EINVALID, "property '%s': objects and arrays are not table values", name);
+		return ecw_error_set(ECW_EINVALID, "property '%s': objects and arrays are not table values",
+				     name);
 	}
 mismatch:
 	return ecw_error_set(ECW_EINVALID, "property '%s': value does not match its type %s", name, type);
@@ -725,11 +743,8 @@ static int read_prop(struct ecw_entity *e, const char *name, struct json_object 
 		v.kind = J_BOOL;
 		v.b = json_object_get_boolean(jv);
 		break;
-	case json_type_null:
-		v.kind = J_NULL;
-		break;
-	default:
-		break;
+	case json_type_null: v.kind = J_NULL; break;
+	default: break;
 	}
 	return read_value(e, name, &v, type);
 }
@@ -765,8 +780,9 @@ static int from_object(struct ecw_entity **out, struct json_object *obj)
 
 	*out = NULL;
 	if (!json_object_is_type(obj, json_type_object) ||
-	    !json_object_object_get_ex(obj, "PartitionKey", &pk) || !json_object_is_type(pk, json_type_string) ||
-	    !json_object_object_get_ex(obj, "RowKey", &rk) || !json_object_is_type(rk, json_type_string))
+	    !json_object_object_get_ex(obj, "PartitionKey", &pk) ||
+	    !json_object_is_type(pk, json_type_string) || !json_object_object_get_ex(obj, "RowKey", &rk) ||
+	    !json_object_is_type(rk, json_type_string))
 		return ecw_error_set(ECW_EINVALID, "entity JSON needs string PartitionKey and RowKey");
 	if ((err = ecw_entity_new(&e, json_object_get_string(pk), json_object_get_string(rk))) < 0)
 		return err;
@@ -943,7 +959,8 @@ static int flat_members(struct flat_member *m, char *p, const char *end)
 	for (;;) {
 		while (p < end && json_ws(*p))
 			p++;
-		if (n == FLAT_MAX || p == end || *p++ != '"' || !flat_string(&p, end, &m[n].name, &m[n].name_len))
+		if (n == FLAT_MAX || p == end || *p++ != '"' ||
+		    !flat_string(&p, end, &m[n].name, &m[n].name_len))
 			return -1;
 		while (p < end && json_ws(*p))
 			p++;
@@ -974,7 +991,8 @@ static int flat_members(struct flat_member *m, char *p, const char *end)
 			return -1; /* an object or an array: json-c's path says what is wrong */
 		}
 		for (int k = 0; k < n; k++)
-			if (m[k].name_len == m[n].name_len && memcmp(m[k].name, m[n].name, m[n].name_len) == 0)
+			if (m[k].name_len == m[n].name_len &&
+			    memcmp(m[k].name, m[n].name, m[n].name_len) == 0)
 				return -1; /* json-c keeps the last of a repeated name: its path does that */
 		n++;
 		while (p < end && json_ws(*p))
@@ -1016,12 +1034,12 @@ static int flat_parse(struct ecw_entity **out, const char *json, size_t len)
 		return FLAT_NO;
 	memcpy(copy, json, len);
 	copy[len] = '\0';
-	if ((n = flat_members(m, copy, copy + len)) < 0 ||
-	    !(pk = flat_get(m, n, "PartitionKey", 12)) || pk->v.kind != J_STRING ||
-	    !(rk = flat_get(m, n, "RowKey", 6)) || rk->v.kind != J_STRING ||
+	if ((n = flat_members(m, copy, copy + len)) < 0 || !(pk = flat_get(m, n, "PartitionKey", 12)) ||
+	    pk->v.kind != J_STRING || !(rk = flat_get(m, n, "RowKey", 6)) || rk->v.kind != J_STRING ||
 	    ecw_entity_new(&e, pk->v.s, rk->v.s) < 0)
 		goto no;
-	if ((v = flat_get(m, n, "odata.etag", 10)) && (v->v.kind != J_STRING || set_owned_string(&e->etag, v->v.s) < 0))
+	if ((v = flat_get(m, n, "odata.etag", 10)) &&
+	    (v->v.kind != J_STRING || set_owned_string(&e->etag, v->v.s) < 0))
 		goto no;
 	if ((v = flat_get(m, n, "Timestamp", 9)) &&
 	    (v->v.kind != J_STRING || set_owned_string(&e->timestamp, v->v.s) < 0))

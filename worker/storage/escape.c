@@ -9,9 +9,8 @@
 /* RFC 3986 unreserved characters plus the marks encodeURIComponent keeps. */
 static bool unreserved(unsigned char c)
 {
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-	       c == '-' || c == '_' || c == '.' || c == '!' || c == '~' || c == '*' ||
-	       c == '\'' || c == '(' || c == ')';
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+	       c == '_' || c == '.' || c == '!' || c == '~' || c == '*' || c == '\'' || c == '(' || c == ')';
 }
 
 /* Runs of bytes that need no encoding are copied whole: paths and query
@@ -55,10 +54,8 @@ int ecw_escape_entity_path(struct ecw_buf *out, const char *table, const char *p
 	int err;
 
 	if ((err = ecw_buf_addc(out, '/')) < 0 || (err = ecw_buf_adds(out, table)) < 0 ||
-	    (err = ecw_buf_adds(out, "(PartitionKey='")) < 0 ||
-	    (err = add_key(out, pk)) < 0 ||
-	    (err = ecw_buf_adds(out, "',RowKey='")) < 0 ||
-	    (err = add_key(out, rk)) < 0 ||
+	    (err = ecw_buf_adds(out, "(PartitionKey='")) < 0 || (err = add_key(out, pk)) < 0 ||
+	    (err = ecw_buf_adds(out, "',RowKey='")) < 0 || (err = add_key(out, rk)) < 0 ||
 	    (err = ecw_buf_adds(out, "')")) < 0)
 		return err;
 	return 0;

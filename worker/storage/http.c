@@ -44,24 +44,24 @@
 #include "http.h"
 #include "resolve.h"
 
-#define HTTP_CONNS 3                       /* queue, table, a token endpoint */
-#define HTTP_HEAD_MAX ((size_t)64 * 1024)  /* a status line and headers */
+#define HTTP_CONNS 3                      /* queue, table, a token endpoint */
+#define HTTP_HEAD_MAX ((size_t)64 * 1024) /* a status line and headers */
 #define HTTP_READ_CHUNK ((size_t)16 * 1024)
-#define HTTP_JOIN_MAX ((size_t)16 * 1024)  /* a TLS body sent in one write with its head */
+#define HTTP_JOIN_MAX ((size_t)16 * 1024) /* a TLS body sent in one write with its head */
 
 struct conn {
-	char origin[272];  /* "scheme://authority" as in the URL; "" unused */
-	int fd;            /* -1: none */
-	SSL *ssl;          /* NULL for http */
-	char *in;          /* bytes read and not yet taken */
+	char origin[272]; /* "scheme://authority" as in the URL; "" unused */
+	int fd;           /* -1: none */
+	SSL *ssl;         /* NULL for http */
+	char *in;         /* bytes read and not yet taken */
 	size_t in_len, in_cap;
-	long timeo_ms;     /* the socket's send/receive timeout now */
-	uint64_t used;     /* for choosing which to close */
+	long timeo_ms; /* the socket's send/receive timeout now */
+	uint64_t used; /* for choosing which to close */
 };
 
 struct ecw_http {
 	const struct ecw_client_options *opts; /* the client's */
-	uint64_t connections;  /* opened so far */
+	uint64_t connections;                  /* opened so far */
 	struct conn conns[HTTP_CONNS];
 	uint64_t uses;
 	struct ecw_buf head; /* the request line and headers being written */
@@ -117,7 +117,8 @@ static SSL_CTX *tls_ctx(const struct ecw_client_options *o, char *why, size_t wh
 	pthread_mutex_lock(&tls_lock);
 	for (int i = 0; i < n_tls_ctxs && !ctx; i++)
 		if (tls_ctxs[i].verify == verify &&
-		    (tls_ctxs[i].ca_file ? o->ca_file && strcmp(tls_ctxs[i].ca_file, o->ca_file) == 0 : !o->ca_file))
+		    (tls_ctxs[i].ca_file ? o->ca_file && strcmp(tls_ctxs[i].ca_file, o->ca_file) == 0
+					 : !o->ca_file))
 			ctx = tls_ctxs[i].ctx;
 	if (ctx)
 		goto done;
@@ -134,7 +135,8 @@ static SSL_CTX *tls_ctx(const struct ecw_client_options *o, char *why, size_t wh
 	SSL_CTX_set_verify(ctx, verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
 	if (verify && (o->ca_file ? SSL_CTX_load_verify_locations(ctx, o->ca_file, NULL)
 				  : SSL_CTX_set_default_verify_paths(ctx)) != 1) {
-		why_ssl(why, why_len, o->ca_file ? "TLS: cannot read the CA file" : "TLS: cannot load the system's CAs");
+		why_ssl(why, why_len,
+			o->ca_file ? "TLS: cannot read the CA file" : "TLS: cannot load the system's CAs");
 		SSL_CTX_free(ctx);
 		ctx = NULL;
 		goto done;
@@ -203,12 +205,12 @@ static void nosig_init(void)
 
 struct target {
 	bool tls;
-	char host[256];      /* without [] for IPv6 */
+	char host[256]; /* without [] for IPv6 */
 	char port[8];
 	const char *authority; /* into the URL: host[:port], for Host: */
 	size_t authority_len;
-	const char *path;    /* into the URL: path and query; "" means "/" */
-	size_t origin_len;   /* of "scheme://authority" */
+	const char *path;  /* into the URL: path and query; "" means "/" */
+	size_t origin_len; /* of "scheme://authority" */
 };
 
 static int parse_url(struct target *t, const char *url, char *why, size_t why_len)
@@ -378,7 +380,8 @@ static int tcp_connect(int *out, const struct target *t, long ms, char *why, siz
 	if (fd < 0) {
 		ecw_resolve_forget(t->host, t->port);
 		if (kept && saved != ETIMEDOUT &&
-		    ecw_resolve(t->host, t->port, &again, &kept, why, why_len) == 0 && !same_addrs(&addrs, &again)) {
+		    ecw_resolve(t->host, t->port, &again, &kept, why, why_len) == 0 &&
+		    !same_addrs(&addrs, &again)) {
 			saved = 0;
 			if ((fd = connect_any(&again, deadline, &saved)) < 0)
 				ecw_resolve_forget(t->host, t->port);
@@ -386,7 +389,8 @@ static int tcp_connect(int *out, const struct target *t, long ms, char *why, siz
 	}
 	if (fd < 0) {
 		if (saved == ETIMEDOUT)
-			snprintf(why, why_len, "connecting to %s port %s: timed out after %ld ms", t->host, t->port, ms);
+			snprintf(why, why_len, "connecting to %s port %s: timed out after %ld ms", t->host,
+				 t->port, ms);
 		else
 			snprintf(why, why_len, "connecting to %s port %s: %s", t->host, t->port,
 				 errtext(saved, text, sizeof(text)));
@@ -457,8 +461,8 @@ static int tls_start(struct conn *k, const struct target *t, const struct ecw_cl
 		int saved = errno;
 		char text[96];
 
-		snprintf(why, why_len, "TLS handshake with %s: connection closed%s%s", t->host, saved ? ": " : "",
-			 saved ? errtext(saved, text, sizeof(text)) : "");
+		snprintf(why, why_len, "TLS handshake with %s: connection closed%s%s", t->host,
+			 saved ? ": " : "", saved ? errtext(saved, text, sizeof(text)) : "");
 		ERR_clear_error();
 		return ECW_ETRANSIENT;
 	}
@@ -505,7 +509,8 @@ static void ssl_errno(struct conn *k, int r)
 
 	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
 		errno = EAGAIN;
-	else if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0))
+	else if (e == SSL_ERROR_ZERO_RETURN ||
+		 (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0))
 		errno = 0;
 	else if (e != SSL_ERROR_SYSCALL || errno == EAGAIN || errno == EWOULDBLOCK)
 		errno = EPROTO;
@@ -609,10 +614,10 @@ static ssize_t conn_read(struct conn *k, int64_t deadline)
 
 struct framing {
 	long status;
-	int minor;            /* HTTP/1.minor */
+	int minor; /* HTTP/1.minor */
 	bool chunked;
-	bool close;           /* Connection: close, or HTTP/1.0 without keep-alive */
-	long long length;     /* Content-Length; -1 none */
+	bool close;       /* Connection: close, or HTTP/1.0 without keep-alive */
+	long long length; /* Content-Length; -1 none */
 };
 
 static bool token_in(const char *v, size_t n, const char *tok)
@@ -652,9 +657,9 @@ static int parse_head(struct framing *f, struct ecw_response *resp, const char *
 		return ECW_ETRANSIENT;
 	}
 	eol = memchr(p, '\n', (size_t)(end - p));
-	if (!eol || eol - p < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') || p[8] != ' ' ||
-	    p[9] < '1' || p[9] > '5' || p[10] < '0' || p[10] > '9' || p[11] < '0' || p[11] > '9' ||
-	    (eol - p > 13 && p[12] != ' ' && p[12] != '\r')) {
+	if (!eol || eol - p < 12 || memcmp(p, "HTTP/1.", 7) != 0 || (p[7] != '0' && p[7] != '1') ||
+	    p[8] != ' ' || p[9] < '1' || p[9] > '5' || p[10] < '0' || p[10] > '9' || p[11] < '0' ||
+	    p[11] > '9' || (eol - p > 13 && p[12] != ' ' && p[12] != '\r')) {
 		snprintf(why, why_len, "not an HTTP/1.x status line");
 		return ECW_ETRANSIENT;
 	}
@@ -750,8 +755,7 @@ static int read_failed(ssize_t n, const struct ecw_http *h, char *why, size_t wh
 		char text[96];
 
 		snprintf(why, why_len, "connection broken %s: %s", where, errtext(errno, text, sizeof(text)));
-	}
-	else
+	} else
 		snprintf(why, why_len, "connection closed %s", where);
 	return ECW_ETRANSIENT;
 }
@@ -775,10 +779,10 @@ static int read_chunked(struct ecw_http *h, struct conn *k, struct ecw_response 
 		}
 		size_t size = 0, i = 0, digits = 0;
 		for (; k->in + i < eol; i++, digits++) {
-			int c = k->in[i], d = c >= '0' && c <= '9' ? c - '0'
-					     : c >= 'a' && c <= 'f' ? c - 'a' + 10
-					     : c >= 'A' && c <= 'F' ? c - 'A' + 10
-								    : -1;
+			int c = k->in[i], d = c >= '0' && c <= '9'   ? c - '0'
+					      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+					      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+								     : -1;
 			if (d < 0)
 				break;
 			if (size > ((size_t)1 << 40)) {
@@ -788,7 +792,7 @@ static int read_chunked(struct ecw_http *h, struct conn *k, struct ecw_response 
 			size = size * 16 + (size_t)d;
 		}
 		if (!digits || (k->in[i] != ';' && k->in[i] != '\r' && k->in[i] != '\n' && k->in[i] != ' ' &&
-				 k->in[i] != '\t')) {
+				k->in[i] != '\t')) {
 			snprintf(why, why_len, "a malformed chunk size in the answer");
 			return ECW_ETRANSIENT;
 		}
@@ -847,13 +851,15 @@ static int read_answer(struct ecw_http *h, struct conn *k, struct ecw_response *
 		while (!end) {
 			for (size_t i = scanned > 3 ? scanned - 3 : 0; i + 1 < k->in_len && !end; i++)
 				if (k->in[i] == '\n' &&
-				    (k->in[i + 1] == '\n' || (k->in[i + 1] == '\r' && i + 2 < k->in_len && k->in[i + 2] == '\n')))
+				    (k->in[i + 1] == '\n' ||
+				     (k->in[i + 1] == '\r' && i + 2 < k->in_len && k->in[i + 2] == '\n')))
 					end = k->in + i + (k->in[i + 1] == '\n' ? 2 : 3);
 			scanned = k->in_len;
 			if (end)
 				break;
 			if (k->in_len > HTTP_HEAD_MAX) {
-				snprintf(why, why_len, "an answer whose headers pass %zu bytes", HTTP_HEAD_MAX);
+				snprintf(why, why_len, "an answer whose headers pass %zu bytes",
+					 HTTP_HEAD_MAX);
 				return ECW_ETRANSIENT;
 			}
 			if ((n = conn_read(k, deadline)) <= 0) {
@@ -902,8 +908,8 @@ static int read_answer(struct ecw_http *h, struct conn *k, struct ecw_response *
 	return err;
 }
 
-int ecw_http_read_fd(struct ecw_response *resp, int fd, bool head_only, int timeout_ms, bool *close, size_t *left,
-		     char *why, size_t why_len)
+int ecw_http_read_fd(struct ecw_response *resp, int fd, bool head_only, int timeout_ms, bool *close,
+		     size_t *left, char *why, size_t why_len)
 {
 	struct ecw_client_options o = {.timeout_ms = timeout_ms};
 	struct ecw_http h = {.opts = &o};
@@ -967,7 +973,8 @@ static struct conn *conn_for(struct ecw_http *h, const char *url, const struct t
 	struct conn *k = NULL;
 
 	for (int i = 0; i < HTTP_CONNS; i++)
-		if (strncmp(h->conns[i].origin, url, t->origin_len) == 0 && h->conns[i].origin[t->origin_len] == '\0')
+		if (strncmp(h->conns[i].origin, url, t->origin_len) == 0 &&
+		    h->conns[i].origin[t->origin_len] == '\0')
 			return &h->conns[i];
 	for (int i = 0; i < HTTP_CONNS; i++)
 		if (!k || h->conns[i].used < k->used)
@@ -987,14 +994,16 @@ static int write_head(struct ecw_buf *b, const struct target *t, const struct ec
 	    (err = *t->path == '/' ? ecw_buf_adds(b, t->path) : ecw_buf_addc(b, '/')) < 0 ||
 	    (err = *t->path == '?' ? ecw_buf_adds(b, t->path) : 0) < 0 ||
 	    (err = ecw_buf_adds(b, " HTTP/1.1\r\nHost: ")) < 0 ||
-	    (err = ecw_buf_add(b, t->authority, t->authority_len)) < 0 || (err = ecw_buf_add(b, "\r\n", 2)) < 0)
+	    (err = ecw_buf_add(b, t->authority, t->authority_len)) < 0 ||
+	    (err = ecw_buf_add(b, "\r\n", 2)) < 0)
 		return err;
 	for (size_t i = 0; i < r->nheaders; i++)
 		if ((err = ecw_buf_adds(b, r->headers[i].name)) < 0 || (err = ecw_buf_add(b, ": ", 2)) < 0 ||
 		    (err = ecw_buf_adds(b, r->headers[i].value)) < 0 || (err = ecw_buf_add(b, "\r\n", 2)) < 0)
 			return err;
-	if (r->content_type && ((err = ecw_buf_adds(b, "Content-Type: ")) < 0 ||
-				(err = ecw_buf_adds(b, r->content_type)) < 0 || (err = ecw_buf_add(b, "\r\n", 2)) < 0))
+	if (r->content_type &&
+	    ((err = ecw_buf_adds(b, "Content-Type: ")) < 0 || (err = ecw_buf_adds(b, r->content_type)) < 0 ||
+	     (err = ecw_buf_add(b, "\r\n", 2)) < 0))
 		return err;
 	if (body && (err = ecw_buf_printf(b, "Content-Length: %zu\r\n", r->body_len)) < 0)
 		return err;
@@ -1025,8 +1034,8 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 	}
 	/* Over TLS a body of ordinary size goes out with the head: one record
 	 * and one system call rather than two of each. */
-	bool joined = t.tls && body && r->body_len <= HTTP_JOIN_MAX &&
-		      r->body_len <= h->head.max - h->head.len;
+	bool joined =
+		t.tls && body && r->body_len <= HTTP_JOIN_MAX && r->body_len <= h->head.max - h->head.len;
 	if (joined && (err = ecw_buf_add(&h->head, r->body, r->body_len)) < 0) {
 		snprintf(why, why_len, "out of memory");
 		return err;
@@ -1047,8 +1056,9 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 			bool timed_out = saved == EAGAIN || saved == EWOULDBLOCK;
 			char text[96];
 
-			snprintf(why, why_len, "%s sending the request%s%s", timed_out ? "timed out" : "connection broken",
-				 timed_out ? "" : ": ", timed_out ? "" : errtext(saved, text, sizeof(text)));
+			snprintf(why, why_len, "%s sending the request%s%s",
+				 timed_out ? "timed out" : "connection broken", timed_out ? "" : ": ",
+				 timed_out ? "" : errtext(saved, text, sizeof(text)));
 			err = timed_out ? ECW_ETIMEOUT : ECW_ETRANSIENT;
 			none = !timed_out;
 		} else {

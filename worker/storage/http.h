@@ -35,7 +35,7 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
  * one from a connection: the way in for tests/fuzz/fuzz_http_answer.c, as
  * the framing is this file's parser of bytes from outside. *close: the
  * connection would not be kept; *left: bytes read past the answer. */
-int ecw_http_read_fd(struct ecw_response *resp, int fd, bool head_only, int timeout_ms, bool *close, size_t *left,
-		     char *why, size_t why_len) ECW_MUST_USE;
+int ecw_http_read_fd(struct ecw_response *resp, int fd, bool head_only, int timeout_ms, bool *close,
+		     size_t *left, char *why, size_t why_len) ECW_MUST_USE;
 
 #endif

@@ -30,8 +30,7 @@ struct json_object *ecw_jsonparse_value(const char *s, size_t len)
 	return obj;
 }
 
-void ecw_jsonparse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
-			  const char *body, size_t len)
+void ecw_jsonparse_error(char *code, size_t code_cap, char *msg, size_t msg_cap, const char *body, size_t len)
 {
 	struct json_object *obj = ecw_jsonparse_value(body, len), *err, *v, *m;
 
@@ -40,7 +39,8 @@ void ecw_jsonparse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
 		if (json_object_object_get_ex(err, "code", &v))
 			snprintf(code, code_cap, "%s", json_object_get_string(v));
 		if (json_object_object_get_ex(err, "message", &m)) {
-			if (json_object_is_type(m, json_type_object) && json_object_object_get_ex(m, "value", &v))
+			if (json_object_is_type(m, json_type_object) &&
+			    json_object_object_get_ex(m, "value", &v))
 				snprintf(msg, msg_cap, "%s", json_object_get_string(v));
 			else if (json_object_is_type(m, json_type_string))
 				snprintf(msg, msg_cap, "%s", json_object_get_string(m));

@@ -11,7 +11,7 @@ struct json_object;
 /* Parses one JSON value (nothing but whitespace after it); NULL if invalid. */
 struct json_object *ecw_jsonparse_value(const char *s, size_t len);
 /* {"odata.error":{"code":..,"message":{"value":..}}}; missing parts "". */
-void ecw_jsonparse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
-			  const char *body, size_t len);
+void ecw_jsonparse_error(char *code, size_t code_cap, char *msg, size_t msg_cap, const char *body,
+			 size_t len);
 
 #endif

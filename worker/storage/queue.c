@@ -65,15 +65,17 @@ static int check_text(const char *text, size_t len)
 	size_t k;
 
 	if (len > ECW_QUEUE_MAX_TEXT)
-		return ecw_error_set(ECW_ETOOLARGE, "queue: message text is %zu bytes, the limit is %d",
-				     len, ECW_QUEUE_MAX_TEXT);
+		return ecw_error_set(ECW_ETOOLARGE, "queue: message text is %zu bytes, the limit is %d", len,
+				     ECW_QUEUE_MAX_TEXT);
 	for (size_t i = 0; i < len; i += k) {
 		if (!(k = ecw_utf8_decode(text + i, len - i, &cp)))
-			return ecw_error_set(ECW_EINVALID, "queue: message text is not valid UTF-8 (byte %zu)", i);
-		if ((cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || cp == 0xFFFE || cp == 0xFFFF)
 			return ecw_error_set(ECW_EINVALID,
-					     "queue: message text has U+%04X at byte %zu, which XML cannot carry",
-					     (unsigned)cp, i);
+					     "queue: message text is not valid UTF-8 (byte %zu)", i);
+		if ((cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || cp == 0xFFFE || cp == 0xFFFF)
+			return ecw_error_set(
+				ECW_EINVALID,
+				"queue: message text has U+%04X at byte %zu, which XML cannot carry",
+				(unsigned)cp, i);
 	}
 	return 0;
 }
@@ -82,7 +84,8 @@ static int message_body(struct ecw_buf *body, const char *text, size_t len)
 {
 	int err;
 
-	if ((err = ecw_buf_adds(body, "<?xml version=\"1.0\" encoding=\"utf-8\"?><QueueMessage><MessageText>")) < 0 ||
+	if ((err = ecw_buf_adds(
+		     body, "<?xml version=\"1.0\" encoding=\"utf-8\"?><QueueMessage><MessageText>")) < 0 ||
 	    (err = ecw_escape_xml(body, text, len)) < 0 ||
 	    (err = ecw_buf_adds(body, "</MessageText></QueueMessage>")) < 0)
 		return err;
@@ -127,8 +130,8 @@ int ecw_queue_delete_queue(struct ecw_client *c, const char *queue)
 	return bodyless_call(c, "queue.delete_queue", "DELETE", queue, NULL);
 }
 
-int ecw_queue_put(struct ecw_queue_msg *out, struct ecw_client *c, const char *queue,
-		  const char *text, size_t len, const struct ecw_queue_put_options *opts)
+int ecw_queue_put(struct ecw_queue_msg *out, struct ecw_client *c, const char *queue, const char *text,
+		  size_t len, const struct ecw_queue_put_options *opts)
 {
 	struct ecw_request r;
 	struct ecw_response resp;
@@ -139,15 +142,18 @@ int ecw_queue_put(struct ecw_queue_msg *out, struct ecw_client *c, const char *q
 
 	ecw_response_init(&resp);
 	ecw_buf_init(&body, 0);
-	if ((err = queue_request(&r, "queue.put", "POST", queue, "/messages")) < 0 || (err = check_text(text, len)) < 0)
+	if ((err = queue_request(&r, "queue.put", "POST", queue, "/messages")) < 0 ||
+	    (err = check_text(text, len)) < 0)
 		goto done;
 	if (opts && (opts->visibility_delay_s < 0 || opts->visibility_delay_s > MAX_VISIBILITY_S ||
 		     opts->ttl_s < -1 || (opts->ttl_s > 0 && opts->visibility_delay_s >= opts->ttl_s))) {
-		err = ecw_error_set(ECW_EINVALID,
-				    "queue: visibility delay must be 0..604800 s and below the TTL; TTL -1, 0 or positive");
+		err = ecw_error_set(
+			ECW_EINVALID,
+			"queue: visibility delay must be 0..604800 s and below the TTL; TTL -1, 0 or positive");
 		goto done;
 	}
-	if (opts && opts->visibility_delay_s && (err = add_int_query(&r, "visibilitytimeout", opts->visibility_delay_s)) < 0)
+	if (opts && opts->visibility_delay_s &&
+	    (err = add_int_query(&r, "visibilitytimeout", opts->visibility_delay_s)) < 0)
 		goto done;
 	if (opts && opts->ttl_s && (err = add_int_query(&r, "messagettl", opts->ttl_s)) < 0)
 		goto done;
@@ -181,8 +187,8 @@ done:
 	return err;
 }
 
-static int get_messages(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c,
-			const char *queue, int max, int visibility_s, bool peek)
+static int get_messages(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c, const char *queue,
+			int max, int visibility_s, bool peek)
 {
 	struct ecw_request r;
 	struct ecw_response resp;
@@ -224,14 +230,14 @@ done:
 	return err;
 }
 
-int ecw_queue_receive(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c,
-		      const char *queue, int max, int visibility_s)
+int ecw_queue_receive(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c, const char *queue,
+		      int max, int visibility_s)
 {
 	return get_messages(out, count, c, queue, max, visibility_s, false);
 }
 
-int ecw_queue_peek(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c,
-		   const char *queue, int max)
+int ecw_queue_peek(struct ecw_queue_msg **out, size_t *count, struct ecw_client *c, const char *queue,
+		   int max)
 {
 	return get_messages(out, count, c, queue, max, 0, true);
 }
@@ -265,8 +271,8 @@ int ecw_queue_delete(struct ecw_client *c, const char *queue, const char *id, co
 	return err;
 }
 
-int ecw_queue_update(struct ecw_queue_msg *msg, struct ecw_client *c, const char *queue,
-		     int visibility_s, const char *text, size_t len)
+int ecw_queue_update(struct ecw_queue_msg *msg, struct ecw_client *c, const char *queue, int visibility_s,
+		     const char *text, size_t len)
 {
 	struct ecw_request r;
 	struct ecw_response resp;

@@ -27,17 +27,18 @@ struct ecw_kv {
 
 struct ecw_request {
 	enum ecw_service svc;
-	const char *method;         /* static string: "GET", "MERGE", ... */
-	const char *op;             /* static string naming the operation, for metrics */
-	struct ecw_buf path;        /* percent-encoded, after the endpoint: "/q/messages" */
-	struct ecw_kv query[ECW_REQ_MAX_QUERY];   /* values DECODED: signed decoded, sent encoded */
+	const char *method;                     /* static string: "GET", "MERGE", ... */
+	const char *op;                         /* static string naming the operation, for metrics */
+	struct ecw_buf path;                    /* percent-encoded, after the endpoint: "/q/messages" */
+	struct ecw_kv query[ECW_REQ_MAX_QUERY]; /* values DECODED: signed decoded, sent encoded */
 	size_t nquery;
-	struct ecw_kv headers[ECW_REQ_MAX_HEADERS]; /* without x-ms-date/Authorization: the client adds them */
+	struct ecw_kv
+		headers[ECW_REQ_MAX_HEADERS]; /* without x-ms-date/Authorization: the client adds them */
 	size_t nheaders;
-	const char *content_type;   /* NULL: no body type (an empty Content-Type: is sent) */
-	const char *body;           /* not owned */
+	const char *content_type; /* NULL: no body type (an empty Content-Type: is sent) */
+	const char *body;         /* not owned */
 	size_t body_len;
-	const char *label;          /* names the request in messages (not owned); NULL:
+	const char *label; /* names the request in messages (not owned); NULL:
 				     * METHOD, endpoint path and path */
 };
 
@@ -53,6 +54,7 @@ const char *ecw_request_header(const struct ecw_request *r, const char *name);
 bool ecw_request_has_body(const struct ecw_request *r);
 /* Appends endpoint + path + "?" + encoded query (+ "&" + SAS) to out. For
  * logs use the path only: the URL may carry a SAS signature. */
-int ecw_request_url(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r) ECW_MUST_USE;
+int ecw_request_url(struct ecw_buf *out, const struct ecw_account *a,
+		    const struct ecw_request *r) ECW_MUST_USE;
 
 #endif

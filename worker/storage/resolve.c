@@ -55,7 +55,7 @@ static atomic_uint_fast64_t lookups;
 static int waiting; /* threads waiting for another's lookup; under mu */
 
 static int (*lookup_fn)(const char *, const char *, const struct addrinfo *,
-                        struct addrinfo **) = getaddrinfo;
+			struct addrinfo **) = getaddrinfo;
 
 static int64_t now_ms(void)
 {
@@ -131,7 +131,7 @@ static int failed(const char *host, int rc, char *why, size_t why_len)
 }
 
 int ecw_resolve(const char *host, const char *port, struct ecw_addrs *out, bool *kept, char *why,
-                size_t why_len)
+		size_t why_len)
 {
 	struct entry *e;
 	int rc;
@@ -207,7 +207,7 @@ uint64_t ecw_resolve_lookups(void)
 
 #ifdef ECW_TESTING
 void ecw_resolve_set_lookup(int (*fn)(const char *, const char *, const struct addrinfo *,
-                                      struct addrinfo **))
+				      struct addrinfo **))
 {
 	lookup_fn = fn ? fn : getaddrinfo;
 }

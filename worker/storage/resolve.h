@@ -36,7 +36,8 @@ uint64_t ecw_resolve_lookups(void);
  * again; its answers are freed with freeaddrinfo), how long answers are
  * kept, and forgetting them. */
 struct addrinfo;
-void ecw_resolve_set_lookup(int (*fn)(const char *, const char *, const struct addrinfo *, struct addrinfo **));
+void ecw_resolve_set_lookup(int (*fn)(const char *, const char *, const struct addrinfo *,
+				      struct addrinfo **));
 void ecw_resolve_set_ttl_ms(int64_t ms);
 void ecw_resolve_flush(void);
 /* Threads waiting for another thread's lookup. */

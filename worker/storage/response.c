@@ -39,8 +39,8 @@ void ecw_response_dispose(struct ecw_response *resp)
 	ecw_buf_dispose(&resp->hdrs);
 }
 
-int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t nlen,
-			    const char *value, size_t vlen)
+int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t nlen, const char *value,
+			    size_t vlen)
 {
 	int err;
 
@@ -57,7 +57,8 @@ int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t 
 		return 0;
 	resp->hat[resp->nheaders] = resp->hdrs.len;
 	if ((err = ecw_buf_add(&resp->hdrs, name, nlen)) < 0 || (err = ecw_buf_addc(&resp->hdrs, '\0')) < 0 ||
-	    (err = ecw_buf_add(&resp->hdrs, value, vlen)) < 0 || (err = ecw_buf_addc(&resp->hdrs, '\0')) < 0) {
+	    (err = ecw_buf_add(&resp->hdrs, value, vlen)) < 0 ||
+	    (err = ecw_buf_addc(&resp->hdrs, '\0')) < 0) {
 		resp->hdrs.len = resp->hat[resp->nheaders];
 		return err;
 	}

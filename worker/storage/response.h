@@ -15,8 +15,8 @@
 #define ECW_RESP_MAX_HEADERS 48
 
 struct ecw_response {
-	long status;                /* 0 until a response arrived */
-	struct ecw_buf hdrs;        /* "name\0value\0" for each header kept, values trimmed */
+	long status;                      /* 0 until a response arrived */
+	struct ecw_buf hdrs;              /* "name\0value\0" for each header kept, values trimmed */
 	size_t hat[ECW_RESP_MAX_HEADERS]; /* where each header's name starts in hdrs */
 	size_t nheaders;
 	struct ecw_buf body;
@@ -31,8 +31,8 @@ void ecw_response_reset(struct ecw_response *resp);
 void ecw_response_clear_headers(struct ecw_response *resp);
 /* Keeps a copy of the header (value trimmed); headers past the count or the
  * size cap are dropped, not an error. */
-int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t nlen,
-			    const char *value, size_t vlen) ECW_MUST_USE;
+int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t nlen, const char *value,
+			    size_t vlen) ECW_MUST_USE;
 /* Case-insensitive; NULL when absent. */
 const char *ecw_response_header(const struct ecw_response *resp, const char *name);
 

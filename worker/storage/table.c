@@ -79,8 +79,8 @@ int ecw_table_create(bool *created_out, struct ecw_client *c, const char *table)
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = table_request(&r, "table.create", "POST")) < 0 || (err = ecw_table_name_check(table)) < 0 ||
-	    (err = ecw_buf_adds(&r.path, "/Tables")) < 0 ||
+	if ((err = table_request(&r, "table.create", "POST")) < 0 ||
+	    (err = ecw_table_name_check(table)) < 0 || (err = ecw_buf_adds(&r.path, "/Tables")) < 0 ||
 	    (err = ecw_request_set_header(&r, "Prefer", "return-no-content")) < 0) {
 		ecw_request_dispose(&r);
 		goto done;
@@ -108,7 +108,8 @@ int ecw_table_delete_table(struct ecw_client *c, const char *table)
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = table_request(&r, "table.delete_table", "DELETE")) < 0 || (err = ecw_table_name_check(table)) < 0 ||
+	if ((err = table_request(&r, "table.delete_table", "DELETE")) < 0 ||
+	    (err = ecw_table_name_check(table)) < 0 ||
 	    (err = ecw_buf_printf(&r.path, "/Tables('%s')", table)) < 0)
 		ecw_request_dispose(&r);
 	else
@@ -138,11 +139,13 @@ static int add_table_names(char ***v, size_t *n, const struct ecw_response *resp
 	for (size_t i = 0; i < json_object_array_length(value) && err == 0; i++) {
 		struct json_object *item = json_object_array_get_idx(value, i);
 		char **grown;
-		if (!json_object_object_get_ex(item, "TableName", &name) || !json_object_is_type(name, json_type_string)) {
+		if (!json_object_object_get_ex(item, "TableName", &name) ||
+		    !json_object_is_type(name, json_type_string)) {
 			err = ecw_error_set(ECW_ERROR, "table list: an item without a TableName");
 			break;
 		}
-		if (!(grown = realloc(*v, (*n + 2) * sizeof(**v))) || !(grown[*n] = strdup(json_object_get_string(name)))) {
+		if (!(grown = realloc(*v, (*n + 2) * sizeof(**v))) ||
+		    !(grown[*n] = strdup(json_object_get_string(name)))) {
 			if (grown)
 				*v = grown;
 			err = ecw_error_set(ECW_ENOMEM, "out of memory");
@@ -179,7 +182,8 @@ int ecw_table_list(char ***out, struct ecw_client *c, const char *prefix, int to
 	for (size_t i = 0; i < plen; i++)
 		if (!((prefix[i] >= 'A' && prefix[i] <= 'Z') || (prefix[i] >= 'a' && prefix[i] <= 'z') ||
 		      (prefix[i] >= '0' && prefix[i] <= '9'))) {
-			err = ecw_error_set(ECW_EINVALID, "table list: a prefix holds letters and digits only");
+			err = ecw_error_set(ECW_EINVALID,
+					    "table list: a prefix holds letters and digits only");
 			goto done;
 		}
 	if (plen && (err = ecw_buf_printf(&filter, "TableName ge '%s' and TableName lt '%.*s%c'", prefix,
@@ -189,7 +193,8 @@ int ecw_table_list(char ***out, struct ecw_client *c, const char *prefix, int to
 		struct ecw_request r;
 		const char *cont;
 		ecw_response_reset(&resp);
-		if ((err = table_request(&r, "table.list", "GET")) < 0 || (err = ecw_buf_adds(&r.path, "/Tables")) < 0 ||
+		if ((err = table_request(&r, "table.list", "GET")) < 0 ||
+		    (err = ecw_buf_adds(&r.path, "/Tables")) < 0 ||
 		    (plen && (err = ecw_request_add_query(&r, "$filter", ecw_buf_cstr(&filter))) < 0)) {
 			ecw_request_dispose(&r);
 			goto done;
@@ -227,8 +232,8 @@ done:
 	return 0;
 }
 
-int ecw_table_get(struct ecw_entity **out, struct ecw_client *c, const char *table,
-		  const char *pk, const char *rk)
+int ecw_table_get(struct ecw_entity **out, struct ecw_client *c, const char *table, const char *pk,
+		  const char *rk)
 {
 	struct ecw_request r;
 	struct ecw_response resp;
@@ -256,12 +261,12 @@ done:
 	return err;
 }
 
-int ecw_table_write(char **etag_out, struct ecw_client *c, const char *table,
-		    const struct ecw_entity *e, enum ecw_write_mode mode, const char *if_match)
+int ecw_table_write(char **etag_out, struct ecw_client *c, const char *table, const struct ecw_entity *e,
+		    enum ecw_write_mode mode, const char *if_match)
 {
 	static const char *const methods[] = {"POST", "PUT", "MERGE", "PUT", "MERGE"};
-	static const char *const ops[] = {"table.insert", "table.upsert", "table.upsert_merge", "table.update",
-					  "table.merge"};
+	static const char *const ops[] = {"table.insert", "table.upsert", "table.upsert_merge",
+					  "table.update", "table.merge"};
 	bool conditional = mode == ECW_WRITE_UPDATE || mode == ECW_WRITE_MERGE;
 	struct ecw_request r;
 	struct ecw_response resp;
@@ -279,16 +284,19 @@ int ecw_table_write(char **etag_out, struct ecw_client *c, const char *table,
 		goto done;
 	}
 	if (mode == ECW_WRITE_INSERT) {
-		if ((err = table_request(&r, "table.insert", "POST")) < 0 || (err = ecw_table_name_check(table)) < 0 ||
+		if ((err = table_request(&r, "table.insert", "POST")) < 0 ||
+		    (err = ecw_table_name_check(table)) < 0 ||
 		    (err = ecw_buf_printf(&r.path, "/%s", table)) < 0 ||
 		    (err = ecw_request_set_header(&r, "Prefer", "return-no-content")) < 0)
 			goto done;
-	} else if ((err = entity_request(&r, ops[mode], methods[mode], table, ecw_entity_pk(e), ecw_entity_rk(e))) < 0) {
+	} else if ((err = entity_request(&r, ops[mode], methods[mode], table, ecw_entity_pk(e),
+					 ecw_entity_rk(e))) < 0) {
 		goto done;
 	}
 	if (conditional != (if_match != NULL) || (if_match && !*if_match)) {
-		err = ecw_error_set(ECW_EINVALID, conditional ? "table: update and merge need If-Match (an ETag or *)"
-							      : "table: If-Match only goes with update and merge");
+		err = ecw_error_set(ECW_EINVALID,
+				    conditional ? "table: update and merge need If-Match (an ETag or *)"
+						: "table: If-Match only goes with update and merge");
 		goto done;
 	}
 	if ((if_match && (err = ecw_request_set_header(&r, "If-Match", if_match)) < 0) ||
@@ -317,8 +325,9 @@ int ecw_table_delete(struct ecw_client *c, const char *table, const char *pk, co
 
 	ecw_response_init(&resp);
 	if ((err = entity_request(&r, "table.delete", "DELETE", table, pk, rk)) < 0 ||
-	    (!if_match || !*if_match ? (err = ecw_error_set(ECW_EINVALID, "table: delete needs If-Match (an ETag or *)"))
-				     : (err = ecw_request_set_header(&r, "If-Match", if_match))) < 0)
+	    (!if_match || !*if_match
+		     ? (err = ecw_error_set(ECW_EINVALID, "table: delete needs If-Match (an ETag or *)"))
+		     : (err = ecw_request_set_header(&r, "If-Match", if_match))) < 0)
 		ecw_request_dispose(&r);
 	else
 		err = send_simple(c, &r, &resp);
@@ -326,8 +335,8 @@ int ecw_table_delete(struct ecw_client *c, const char *table, const char *pk, co
 	return err;
 }
 
-int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const char *table,
-			       const char *pk, const char *rk)
+int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const char *table, const char *pk,
+			       const char *rk)
 {
 	int err = ecw_table_delete(c, table, pk, rk, "*");
 
@@ -349,9 +358,9 @@ struct ecw_table_query {
 	char *table, *filter, *select;
 	int top;
 	long long limit, returned;
-	char *next_pk, *next_rk;     /* continuation; NULL when none */
+	char *next_pk, *next_rk; /* continuation; NULL when none */
 	bool started;
-	struct json_object *page;    /* the current page's "value" array holder */
+	struct json_object *page; /* the current page's "value" array holder */
 	size_t page_len, page_pos;
 	int pages;
 };
@@ -468,7 +477,8 @@ static int fetch_page(struct ecw_table_query *q)
 	int err;
 
 	ecw_response_init(&resp);
-	if ((err = table_request(&r, "table.query", "GET")) < 0 || (err = ecw_buf_printf(&r.path, "/%s()", q->table)) < 0)
+	if ((err = table_request(&r, "table.query", "GET")) < 0 ||
+	    (err = ecw_buf_printf(&r.path, "/%s()", q->table)) < 0)
 		goto done;
 	if (q->filter && (err = ecw_request_add_query(&r, "$filter", q->filter)) < 0)
 		goto done;
@@ -487,12 +497,15 @@ static int fetch_page(struct ecw_table_query *q)
 	if ((err = ecw_client_send(&resp, q->client, &r)) < 0)
 		goto done;
 	if (!(root = ecw_jsonparse_value(resp.body.ptr, resp.body.len)) ||
-	    !json_object_object_get_ex(root, "value", &value) || !json_object_is_type(value, json_type_array)) {
+	    !json_object_object_get_ex(root, "value", &value) ||
+	    !json_object_is_type(value, json_type_array)) {
 		err = ecw_error_set(ECW_ERROR, "table query: answer without a \"value\" array");
 		goto done;
 	}
-	if ((err = set_continuation(&q->next_pk, ecw_response_header(&resp, "x-ms-continuation-NextPartitionKey"))) < 0 ||
-	    (err = set_continuation(&q->next_rk, ecw_response_header(&resp, "x-ms-continuation-NextRowKey"))) < 0)
+	if ((err = set_continuation(&q->next_pk,
+				    ecw_response_header(&resp, "x-ms-continuation-NextPartitionKey"))) < 0 ||
+	    (err = set_continuation(&q->next_rk,
+				    ecw_response_header(&resp, "x-ms-continuation-NextRowKey"))) < 0)
 		goto done;
 	json_object_put(q->page);
 	q->page = root;

@@ -50,7 +50,7 @@
 
 struct ecw_token_credential {
 	enum ecw_token_source source;
-	char *authority;       /* ends with '/' */
+	char *authority; /* ends with '/' */
 	char *tenant_id;
 	char *client_id;
 	char *token_file;
@@ -62,10 +62,10 @@ struct ecw_token_credential {
 	pthread_cond_t fetched; /* signalled when a fetch ends */
 	char *token;            /* NULL until the first fetch succeeds */
 	int64_t obtained_ms, refresh_at_ms, usable_until_ms, next_try_ms;
-	uint64_t gen;           /* counts tokens obtained */
-	uint64_t fetches;       /* counts fetches ended, failed or not */
+	uint64_t gen;     /* counts tokens obtained */
+	uint64_t fetches; /* counts fetches ended, failed or not */
 	bool fetching;
-	int last_err;           /* of the last fetch; 0 when it succeeded */
+	int last_err; /* of the last fetch; 0 when it succeeded */
 	char last_msg[sizeof(((struct ecw_error *)0)->message)];
 };
 
@@ -119,8 +119,8 @@ static bool dup_opt(char **out, const char *s)
 int ecw_token_credential_new(struct ecw_token_credential **out, const struct ecw_token_options *o)
 {
 	struct ecw_token_credential *cred;
-	const char *authority = o->authority_host && *o->authority_host ? o->authority_host
-									: ECW_TOKEN_DEFAULT_AUTHORITY;
+	const char *authority =
+		o->authority_host && *o->authority_host ? o->authority_host : ECW_TOKEN_DEFAULT_AUTHORITY;
 	const char *endpoint = o->endpoint && *o->endpoint ? o->endpoint : ECW_TOKEN_DEFAULT_IMDS;
 	size_t alen = strlen(authority);
 	int err;
@@ -128,24 +128,30 @@ int ecw_token_credential_new(struct ecw_token_credential **out, const struct ecw
 	*out = NULL;
 	if (o->source == ECW_TOKEN_WORKLOAD_IDENTITY) {
 		if (!o->client_id || !*o->client_id)
-			return ecw_error_set(ECW_EINVALID, "workload identity: no client id (AZURE_CLIENT_ID)");
-		if (!o->tenant_id || !*o->tenant_id)
-			return ecw_error_set(ECW_EINVALID, "workload identity: no tenant id (AZURE_TENANT_ID)");
-		if (!o->federated_token_file || !*o->federated_token_file)
 			return ecw_error_set(ECW_EINVALID,
-					     "workload identity: no federated token file (AZURE_FEDERATED_TOKEN_FILE)");
+					     "workload identity: no client id (AZURE_CLIENT_ID)");
+		if (!o->tenant_id || !*o->tenant_id)
+			return ecw_error_set(ECW_EINVALID,
+					     "workload identity: no tenant id (AZURE_TENANT_ID)");
+		if (!o->federated_token_file || !*o->federated_token_file)
+			return ecw_error_set(
+				ECW_EINVALID,
+				"workload identity: no federated token file (AZURE_FEDERATED_TOKEN_FILE)");
 		/* The tenant goes into the URL path as it is. */
 		for (const char *p = o->tenant_id; *p; p++)
-			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-			      *p == '-' || *p == '.'))
-				return ecw_error_set(ECW_EINVALID,
-						     "workload identity: the tenant id (AZURE_TENANT_ID) must be a GUID or a domain name");
+			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			      (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+				return ecw_error_set(
+					ECW_EINVALID,
+					"workload identity: the tenant id (AZURE_TENANT_ID) must be a GUID or a domain name");
 		if (!is_http_url(authority))
-			return ecw_error_set(ECW_EINVALID,
-					     "workload identity: the authority host (AZURE_AUTHORITY_HOST) must be an http(s) URL");
+			return ecw_error_set(
+				ECW_EINVALID,
+				"workload identity: the authority host (AZURE_AUTHORITY_HOST) must be an http(s) URL");
 	} else if (!is_http_url(endpoint) || strchr(endpoint, '?') || strchr(endpoint, '#')) {
-		return ecw_error_set(ECW_EINVALID,
-				     "managed identity: the token endpoint must be an http(s) URL without a query");
+		return ecw_error_set(
+			ECW_EINVALID,
+			"managed identity: the token endpoint must be an http(s) URL without a query");
 	}
 	if (!(cred = calloc(1, sizeof(*cred))))
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
@@ -232,8 +238,8 @@ static bool json_seconds(int64_t *out, json_object *v)
 	return true;
 }
 
-int ecw_token_parse_response(char **token_out, int64_t *lifetime_s, int64_t *refresh_in_s,
-			     const char *body, size_t len, int64_t now_unix)
+int ecw_token_parse_response(char **token_out, int64_t *lifetime_s, int64_t *refresh_in_s, const char *body,
+			     size_t len, int64_t now_unix)
 {
 	json_object *root = ecw_jsonparse_value(body, len), *v;
 	const char *tok;
@@ -246,8 +252,8 @@ int ecw_token_parse_response(char **token_out, int64_t *lifetime_s, int64_t *ref
 		err = ecw_error_set(ECW_ERROR, "the token endpoint's answer is not a JSON object");
 		goto done;
 	}
-	if (!json_object_object_get_ex(root, "access_token", &v) || !json_object_is_type(v, json_type_string) ||
-	    !*(tok = json_object_get_string(v))) {
+	if (!json_object_object_get_ex(root, "access_token", &v) ||
+	    !json_object_is_type(v, json_type_string) || !*(tok = json_object_get_string(v))) {
 		err = ecw_error_set(ECW_ERROR, "the token endpoint's answer has no access_token");
 		goto done;
 	}
@@ -258,21 +264,25 @@ int ecw_token_parse_response(char **token_out, int64_t *lifetime_s, int64_t *ref
 		}
 	if (json_object_object_get_ex(root, "expires_in", &v)) {
 		if (!json_seconds(&n, v)) {
-			err = ecw_error_set(ECW_ERROR, "the token endpoint's expires_in is not a number of seconds");
+			err = ecw_error_set(ECW_ERROR,
+					    "the token endpoint's expires_in is not a number of seconds");
 			goto done;
 		}
 	} else if (json_object_object_get_ex(root, "expires_on", &v)) {
 		if (!json_seconds(&n, v)) {
-			err = ecw_error_set(ECW_ERROR, "the token endpoint's expires_on is not a time in seconds");
+			err = ecw_error_set(ECW_ERROR,
+					    "the token endpoint's expires_on is not a time in seconds");
 			goto done;
 		}
 		n -= now_unix;
 	} else {
-		err = ecw_error_set(ECW_ERROR, "the token endpoint's answer has neither expires_in nor expires_on");
+		err = ecw_error_set(ECW_ERROR,
+				    "the token endpoint's answer has neither expires_in nor expires_on");
 		goto done;
 	}
 	if (n <= 0) {
-		err = ecw_error_set(ECW_ERROR, "the token endpoint returned a token that has already expired");
+		err = ecw_error_set(ECW_ERROR,
+				    "the token endpoint returned a token that has already expired");
 		goto done;
 	}
 	*lifetime_s = n;
@@ -297,8 +307,9 @@ static void add_cutting_jwts(char *out, size_t cap, const char *s, size_t n)
 
 	while (s < end && w + 1 < cap) {
 		if (end - s >= 3 && memcmp(s, "eyJ", 3) == 0) {
-			while (s < end && ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-					   (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.' || *s == '='))
+			while (s < end &&
+			       ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+				(*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.' || *s == '='))
 				s++;
 			for (const char *r = "[JWT]"; *r && w + 1 < cap; r++)
 				out[w++] = *r;
@@ -319,7 +330,8 @@ void ecw_token_error_summary(char *out, size_t cap, const char *body, size_t len
 		goto done;
 	if (json_object_object_get_ex(root, "error", &v) && json_object_is_type(v, json_type_string))
 		code = json_object_get_string(v);
-	if (json_object_object_get_ex(root, "error_description", &v) && json_object_is_type(v, json_type_string))
+	if (json_object_object_get_ex(root, "error_description", &v) &&
+	    json_object_is_type(v, json_type_string))
 		desc = json_object_get_string(v);
 	else if (json_object_object_get_ex(root, "message", &v) && json_object_is_type(v, json_type_string))
 		desc = json_object_get_string(v);
@@ -343,21 +355,24 @@ static int read_assertion(struct ecw_buf *out, const char *path)
 	int fd, err = 0;
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return ecw_error_set(ECW_EAUTH, "workload identity: cannot read the federated token file %s: %s",
-				     path, strerror(errno));
+		return ecw_error_set(ECW_EAUTH,
+				     "workload identity: cannot read the federated token file %s: %s", path,
+				     strerror(errno));
 	for (;;) {
 		ssize_t got = read(fd, chunk, sizeof(chunk));
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got < 0) {
-			err = ecw_error_set(ECW_EAUTH, "workload identity: cannot read the federated token file %s: %s",
+			err = ecw_error_set(ECW_EAUTH,
+					    "workload identity: cannot read the federated token file %s: %s",
 					    path, strerror(errno));
 			break;
 		}
 		if (got == 0)
 			break;
 		if (ecw_buf_add(out, chunk, (size_t)got) < 0) {
-			err = ecw_error_set(ECW_EAUTH, "workload identity: the federated token file %s is over %d bytes",
+			err = ecw_error_set(ECW_EAUTH,
+					    "workload identity: the federated token file %s is over %d bytes",
 					    path, MAX_ASSERTION_BYTES);
 			break;
 		}
@@ -368,7 +383,8 @@ static int read_assertion(struct ecw_buf *out, const char *path)
 	while (err == 0 && out->len && strchr(" \t\r\n", out->ptr[out->len - 1]))
 		out->ptr[--out->len] = '\0';
 	if (err == 0 && out->len == 0)
-		err = ecw_error_set(ECW_EAUTH, "workload identity: the federated token file %s is empty", path);
+		err = ecw_error_set(ECW_EAUTH, "workload identity: the federated token file %s is empty",
+				    path);
 	return err;
 }
 
@@ -386,16 +402,16 @@ static int add_query(struct ecw_buf *url, const char *name, const char *value)
 {
 	int err;
 
-	if ((err = ecw_buf_addc(url, strchr(url->ptr, '?') ? '&' : '?')) < 0 || (err = ecw_buf_adds(url, name)) < 0 ||
-	    (err = ecw_buf_addc(url, '=')) < 0)
+	if ((err = ecw_buf_addc(url, strchr(url->ptr, '?') ? '&' : '?')) < 0 ||
+	    (err = ecw_buf_adds(url, name)) < 0 || (err = ecw_buf_addc(url, '=')) < 0)
 		return err;
 	return ecw_escape_pct(url, value, strlen(value));
 }
 
 /* Makes the token request: the URL (absolute), the label for messages, the
  * body (a secret for workload identity) and r's method and headers. */
-static int build_request(struct ecw_request *r, struct ecw_buf *url, struct ecw_buf *label, struct ecw_buf *body,
-			 const struct ecw_token_credential *cred)
+static int build_request(struct ecw_request *r, struct ecw_buf *url, struct ecw_buf *label,
+			 struct ecw_buf *body, const struct ecw_token_credential *cred)
 {
 	struct ecw_buf assertion;
 	int err;
@@ -404,12 +420,14 @@ static int build_request(struct ecw_request *r, struct ecw_buf *url, struct ecw_
 	if (cred->source == ECW_TOKEN_WORKLOAD_IDENTITY) {
 		r->method = "POST";
 		r->content_type = "application/x-www-form-urlencoded";
-		if ((err = ecw_buf_printf(url, "%s%s/oauth2/v2.0/token", cred->authority, cred->tenant_id)) < 0 ||
+		if ((err = ecw_buf_printf(url, "%s%s/oauth2/v2.0/token", cred->authority, cred->tenant_id)) <
+			    0 ||
 		    (err = ecw_buf_printf(label, "workload identity: POST %s", url->ptr)) < 0 ||
 		    (err = read_assertion(&assertion, cred->token_file)) < 0 ||
 		    (err = add_form(body, "client_id", cred->client_id, strlen(cred->client_id))) < 0 ||
 		    (err = add_form(body, "scope", STORAGE_SCOPE, strlen(STORAGE_SCOPE))) < 0 ||
-		    (err = add_form(body, "client_assertion_type", ASSERTION_TYPE, strlen(ASSERTION_TYPE))) < 0 ||
+		    (err = add_form(body, "client_assertion_type", ASSERTION_TYPE, strlen(ASSERTION_TYPE))) <
+			    0 ||
 		    (err = add_form(body, "client_assertion", assertion.ptr, assertion.len)) < 0 ||
 		    (err = add_form(body, "grant_type", "client_credentials", 18)) < 0)
 			goto done;
@@ -419,11 +437,13 @@ static int build_request(struct ecw_request *r, struct ecw_buf *url, struct ecw_
 		r->method = "GET";
 		if ((err = ecw_buf_adds(url, cred->endpoint)) < 0 ||
 		    (err = ecw_buf_printf(label, "managed identity: GET %s", url->ptr)) < 0 ||
-		    (err = add_query(url, "api-version", cred->identity_header ? "2019-08-01" : "2018-02-01")) < 0 ||
+		    (err = add_query(url, "api-version",
+				     cred->identity_header ? "2019-08-01" : "2018-02-01")) < 0 ||
 		    (err = add_query(url, "resource", STORAGE_RESOURCE)) < 0 ||
 		    (cred->mi_client_id && (err = add_query(url, "client_id", cred->mi_client_id)) < 0) ||
-		    (err = cred->identity_header ? ecw_request_set_header(r, "X-IDENTITY-HEADER", cred->identity_header)
-						 : ecw_request_set_header(r, "Metadata", "true")) < 0)
+		    (err = cred->identity_header
+				   ? ecw_request_set_header(r, "X-IDENTITY-HEADER", cred->identity_header)
+				   : ecw_request_set_header(r, "Metadata", "true")) < 0)
 			goto done;
 	}
 	if ((err = ecw_request_set_header(r, "Accept", "application/json")) < 0)
@@ -460,7 +480,8 @@ static int fetch(char **token, int64_t *lifetime_s, int64_t *refresh_in_s, struc
 	struct ecw_response resp;
 	struct ecw_buf url, label, body;
 	char summary[256];
-	const char *what = cred->source == ECW_TOKEN_WORKLOAD_IDENTITY ? "workload identity" : "managed identity";
+	const char *what =
+		cred->source == ECW_TOKEN_WORKLOAD_IDENTITY ? "workload identity" : "managed identity";
 	int err;
 
 	ecw_request_init(&r, ECW_SVC_QUEUE, "GET");
@@ -475,12 +496,14 @@ static int fetch(char **token, int64_t *lifetime_s, int64_t *refresh_in_s, struc
 		const char *reqid = ecw_response_header(&resp, "x-ms-request-id");
 		err = status_to_err(cred, resp.status);
 		ecw_token_error_summary(summary, sizeof(summary), ecw_buf_cstr(&resp.body), resp.body.len);
-		ecw_error_set_http(err, (int)resp.status, "", reqid ? reqid : "",
-				   "%s answered %ld%s%s%s", label.ptr, resp.status, *summary ? " " : "", summary,
-				   err == ECW_EAUTH ? (cred->source == ECW_TOKEN_WORKLOAD_IDENTITY
-							       ? " (check AZURE_CLIENT_ID, AZURE_TENANT_ID and the identity's federated credential)"
-							       : " (check that the identity is assigned and storage.managed_identity_client_id)")
-						    : "");
+		ecw_error_set_http(
+			err, (int)resp.status, "", reqid ? reqid : "", "%s answered %ld%s%s%s", label.ptr,
+			resp.status, *summary ? " " : "", summary,
+			err == ECW_EAUTH
+				? (cred->source == ECW_TOKEN_WORKLOAD_IDENTITY
+					   ? " (check AZURE_CLIENT_ID, AZURE_TENANT_ID and the identity's federated credential)"
+					   : " (check that the identity is assigned and storage.managed_identity_client_id)")
+				: "");
 		goto done;
 	}
 	if ((err = ecw_token_parse_response(token, lifetime_s, refresh_in_s, resp.body.ptr, resp.body.len,
@@ -563,7 +586,8 @@ int ecw_token_get(struct ecw_buf *out, uint64_t *gen_out, struct ecw_token_crede
 		int64_t wait = (cred->usable_until_ms - now) / 2;
 		cred->last_err = err;
 		snprintf(cred->last_msg, sizeof(cred->last_msg), "%s", ecw_error_last()->message);
-		cred->next_try_ms = now + (wait < RETRY_AFTER_FAILED_REFRESH_MS ? wait : RETRY_AFTER_FAILED_REFRESH_MS);
+		cred->next_try_ms =
+			now + (wait < RETRY_AFTER_FAILED_REFRESH_MS ? wait : RETRY_AFTER_FAILED_REFRESH_MS);
 	}
 	pthread_cond_broadcast(&cred->fetched);
 	if (err < 0 && !usable(cred, now)) {

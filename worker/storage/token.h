@@ -23,8 +23,8 @@
  * expires_on (seconds since the epoch, number or string; now_unix converts
  * it). refresh_in (optional) comes back in *refresh_in_s, 0 when absent.
  * *token_out is heap (a secret: wipe and free it). */
-int ecw_token_parse_response(char **token_out, int64_t *lifetime_s, int64_t *refresh_in_s,
-			     const char *body, size_t len, int64_t now_unix) ECW_MUST_USE;
+int ecw_token_parse_response(char **token_out, int64_t *lifetime_s, int64_t *refresh_in_s, const char *body,
+			     size_t len, int64_t now_unix) ECW_MUST_USE;
 /* "invalid_client: AADSTS7000215: ..." from a token endpoint's error answer
  * (OAuth's error and the first line of error_description, or App Service's
  * {"message": ...}), for an error message: one line, JWTs cut out; "" when

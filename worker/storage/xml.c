@@ -32,19 +32,19 @@ enum field {
 
 struct reader {
 	XML_Parser parser;
-	const char *root;        /* the root element this document must have */
+	const char *root; /* the root element this document must have */
 	int depth;
-	int field_depth;         /* where the open field started, 0 when none */
+	int field_depth; /* where the open field started, 0 when none */
 	enum field field;
 	bool root_ok;
 	bool in_msg;
-	struct ecw_buf text;     /* the open field's text */
-	int err;                 /* set by a callback, which then stops the parse */
+	struct ecw_buf text; /* the open field's text */
+	int err;             /* set by a callback, which then stops the parse */
 
 	struct ecw_queue_msg *msgs;
 	size_t n, cap;
 
-	char *code, *msg;        /* the error body's fields */
+	char *code, *msg; /* the error body's fields */
 	size_t code_cap, msg_cap;
 };
 
@@ -90,29 +90,21 @@ static int set_field(struct ecw_queue_msg *m, enum field f, struct ecw_buf *text
 	int err = 0;
 
 	switch (f) {
-	case F_ID:
-		copy_text(m->id, sizeof(m->id), text);
-		break;
-	case F_POP_RECEIPT:
-		copy_text(m->pop_receipt, sizeof(m->pop_receipt), text);
-		break;
+	case F_ID: copy_text(m->id, sizeof(m->id), text); break;
+	case F_POP_RECEIPT: copy_text(m->pop_receipt, sizeof(m->pop_receipt), text); break;
 	case F_DEQUEUE_COUNT:
 		m->dequeue_count = strtol(ecw_buf_cstr(text), &end, 10);
 		if (end == ecw_buf_cstr(text) || *end)
 			err = ecw_error_set(ECW_ERROR, "queue: bad DequeueCount in response");
 		break;
-	case F_INSERTION_TIME:
-		err = parse_time(&m->insertion_time, text);
-		break;
+	case F_INSERTION_TIME: err = parse_time(&m->insertion_time, text); break;
 	case F_EXPIRATION_TIME:
 		err = parse_time(&m->expiration_time, text);
 		/* "Never expires" comes back as 9999-12-31. */
 		if (err == 0 && m->expiration_time >= (time_t)253402214400LL)
 			m->expiration_time = 0;
 		break;
-	case F_NEXT_VISIBLE:
-		err = parse_time(&m->next_visible, text);
-		break;
+	case F_NEXT_VISIBLE: err = parse_time(&m->next_visible, text); break;
 	case F_TEXT:
 		free(m->text);
 		m->text_len = text->len;
@@ -120,8 +112,7 @@ static int set_field(struct ecw_queue_msg *m, enum field f, struct ecw_buf *text
 		if (!m->text)
 			err = ecw_error_set(ECW_ENOMEM, "out of memory");
 		break;
-	default:
-		break;
+	default: break;
 	}
 	return err;
 }
@@ -208,8 +199,8 @@ static void XMLCALL on_text(void *data, const XML_Char *s, int len)
 		fail(r, err);
 }
 
-static void XMLCALL on_doctype(void *data, const XML_Char *name, const XML_Char *sysid,
-			       const XML_Char *pubid, int has_internal_subset)
+static void XMLCALL on_doctype(void *data, const XML_Char *name, const XML_Char *sysid, const XML_Char *pubid,
+			       int has_internal_subset)
 {
 	struct reader *r = data;
 
@@ -261,11 +252,10 @@ int ecw_xml_parse_messages(struct ecw_queue_msg **out, size_t *count, const char
 	return 0;
 }
 
-void ecw_xml_parse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
-			 const char *body, size_t len)
+void ecw_xml_parse_error(char *code, size_t code_cap, char *msg, size_t msg_cap, const char *body, size_t len)
 {
-	struct reader r = {.root = "Error", .code = code, .code_cap = code_cap,
-			   .msg = msg, .msg_cap = msg_cap};
+	struct reader r = {
+		.root = "Error", .code = code, .code_cap = code_cap, .msg = msg, .msg_cap = msg_cap};
 
 	code[0] = msg[0] = '\0';
 	if (run(&r, body, len) != 0)

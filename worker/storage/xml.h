@@ -10,11 +10,12 @@
 
 /* Parses a QueueMessagesList. A message without MessageText (as a put's
  * answer has) comes back with text NULL. */
-int ecw_xml_parse_messages(struct ecw_queue_msg **out, size_t *count, const char *body, size_t len) ECW_MUST_USE;
+int ecw_xml_parse_messages(struct ecw_queue_msg **out, size_t *count, const char *body,
+			   size_t len) ECW_MUST_USE;
 /* Frees an array from ecw_xml_parse_messages and each message's text; NULL is fine. */
 void ecw_xml_msgs_free(struct ecw_queue_msg *msgs, size_t count);
 /* <Error><Code/><Message/></Error>; missing parts come back as "". */
-void ecw_xml_parse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
-			 const char *body, size_t len);
+void ecw_xml_parse_error(char *code, size_t code_cap, char *msg, size_t msg_cap, const char *body,
+			 size_t len);
 
 #endif
