@@ -175,14 +175,13 @@ asan:
 	@$(MAKE) --no-print-directory test SANITIZE=1
 
 # The checks of the sources come first: they take seconds, the build and the
-# tests minutes. check-format joins once the tree is formatted: until then
-# its line below stays commented out. The short
+# tests minutes. The short
 # fuzz runs come last; the sanitizer build skips them (the fuzz build is
 # ASan + UBSan already).
 test-run:
 	@$(MAKE) --no-print-directory check-tests
 	@$(MAKE) --no-print-directory check-deps
-#	@$(MAKE) --no-print-directory check-format
+	@$(MAKE) --no-print-directory check-format
 	@$(MAKE) --no-print-directory test-build
 	@./tests/run-tests.sh $(BUILD)
 ifneq ($(SANITIZE),1)
