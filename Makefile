@@ -175,9 +175,8 @@ asan:
 	@$(MAKE) --no-print-directory test SANITIZE=1
 
 # The checks of the sources come first: they take seconds, the build and the
-# tests minutes. The short
-# fuzz runs come last; the sanitizer build skips them (the fuzz build is
-# ASan + UBSan already).
+# tests minutes. The short fuzz runs come last; the sanitizer build skips them
+# (the fuzz build is ASan + UBSan already).
 test-run:
 	@$(MAKE) --no-print-directory check-tests
 	@$(MAKE) --no-print-directory check-deps
