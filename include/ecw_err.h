@@ -24,7 +24,7 @@ typedef enum ecw_err {
 	ECW_ETIMEOUT = -9,      /* 408/504 or a network timeout (after retries) */
 	ECW_ETRANSIENT = -10,   /* 500/502, refused or reset connection (after retries) */
 	ECW_ETOOLARGE = -11,    /* 413, or a body over a service limit caught before sending */
-	ECW_ENOTABLE = -12,     /* the table does not exist (404 TableNotFound) */
+	ECW_ENOTABLE = -12,     /* 404: the table itself does not exist */
 } ecw_err;
 
 struct ecw_error {

@@ -154,9 +154,14 @@ int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue) ECW
  * and batches alike. Deleting a missing table is ECW_ENOTFOUND: the service
  * (and Azurite) answer it with a plain 404 ResourceNotFound. */
 
-/* 0, or ECW_EINVALID with a message naming the name and the rule: a letter,
- * then 2-62 letters or digits, and not "tables" (reserved by the service, in
- * any case). The table and batch calls check it before any request. */
+/* The service's rule for a table name, the one copy of it: the client checks
+ * it before any request, and the configuration's readers check it too. */
+#define ECW_TABLE_NAME_RULE "a letter, then 2-62 letters or digits, not the reserved name 'tables'"
+bool ecw_table_name_valid(const char *name);
+/* 0, or ECW_EINVALID with the message "invalid table name 'NAME': a table
+ * name is " ECW_TABLE_NAME_RULE. Where the name may hold an expanded ${VAR}
+ * (the configuration), report ecw_table_name_valid's answer with the rule
+ * instead: an error line never shows such a value. */
 int ecw_table_name_check(const char *name) ECW_MUST_USE;
 int ecw_table_create(bool *created_out, struct ecw_client *c, const char *table) ECW_MUST_USE;
 int ecw_table_delete_table(struct ecw_client *c, const char *table) ECW_MUST_USE;

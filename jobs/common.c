@@ -8,15 +8,16 @@
 #include "ecw_storage.h"
 #include "jobs_private.h"
 
-/* The storage API's rule and message, so check-config refuses what the client
- * would refuse at start. */
+/* The storage API's rule, so check-config refuses what the client would
+ * refuse at start. The value is not shown: it may hold an expanded ${VAR}. */
 int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bool required,
 		     struct ecw_node_errors *errs)
 {
 	if (ecw_node_string(out, job, key, required, errs) < 0)
 		return -1;
-	if (*out && ecw_table_name_check(*out) < 0) {
-		ecw_node_error(errs, ecw_node_get(job, key), "%s: %s", key, ecw_error_last()->message);
+	if (*out && !ecw_table_name_valid(*out)) {
+		ecw_node_error(errs, ecw_node_get(job, key),
+			       "%s: invalid table name: a table name is " ECW_TABLE_NAME_RULE, key);
 		return -1;
 	}
 	return 0;

@@ -318,9 +318,10 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 	 * a claim holds before another replica may take the window over. */
 	if (ecw_node_read_string(&cfg->worker.schedule_table, sec, "schedule_table", false, "worker", errs) >
 		    0 &&
-	    ecw_table_name_check(cfg->worker.schedule_table) < 0)
-		ecw_node_error(errs, ecw_node_get(sec, "schedule_table"), "worker.schedule_table: %s",
-			       ecw_error_last()->message);
+	    !ecw_table_name_valid(cfg->worker.schedule_table))
+		ecw_node_error(
+			errs, ecw_node_get(sec, "schedule_table"),
+			"worker.schedule_table: invalid table name: a table name is " ECW_TABLE_NAME_RULE);
 	ecw_node_read_duration(&cfg->worker.schedule_lease_ms, sec, "schedule_lease", SEC, HOUR, false, false,
 			       "worker", errs);
 }

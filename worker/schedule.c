@@ -244,9 +244,10 @@ static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const s
 	bad |= ecw_node_string(&s->field, fe, "field", true, errs) < 0;
 	bad |= ecw_node_string(&s->as, fe, "as", false, errs) < 0;
 	bad |= ecw_node_string(&s->filter, fe, "filter", false, errs) < 0;
-	if (s->table && ecw_table_name_check(s->table) < 0) {
-		ecw_node_error(errs, ecw_node_get(fe, "table"), "%s.for_each.table: %s", what,
-			       ecw_error_last()->message);
+	if (s->table && !ecw_table_name_valid(s->table)) {
+		ecw_node_error(errs, ecw_node_get(fe, "table"),
+			       "%s.for_each.table: invalid table name: a table name is " ECW_TABLE_NAME_RULE,
+			       what);
 		bad = 1;
 	}
 	if (s->field && !ident_ok(s->field, 255, false)) {

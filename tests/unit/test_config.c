@@ -967,8 +967,9 @@ static void test_config__then_cycle_blamed_on_its_members_only(void **state)
 }
 
 /* A job's table named "tables" is refused by check-config with the storage
- * API's message (ecw_table_name_check), at the value, as the client would
- * refuse it at start. */
+ * API's rule (ecw_table_name_valid, ECW_TABLE_NAME_RULE), at the value, as
+ * the client would refuse it at start; the value itself is not shown (it may
+ * come from a ${VAR}). */
 static void test_config__job_table_reserved_name(void **state)
 {
 	(void)state;
@@ -980,12 +981,28 @@ static void test_config__job_table_reserved_name(void **state)
 		         "jobs:\n  i:\n    type: index\n    source: Employees\n    table: %s\n"
 		         "    partition_key: \"{Email}\"\n    row_key: \"{RowKey}\"\n",
 		         names[i]);
-		snprintf(needle, sizeof(needle),
-		         "table: invalid table name '%s': a table name is a letter, then 2-62 letters or "
-		         "digits, not the reserved name 'tables'",
-		         names[i]);
+		snprintf(needle, sizeof(needle), "table: invalid table name: a table name is %s",
+		         ECW_TABLE_NAME_RULE);
 		one_error(text, "5:12", needle);
 	}
+}
+
+/* A table name from a ${VAR} that breaks the rule is refused without its
+ * value in the error line (found by fuzz_config: the value may be a secret). */
+static void test_config__table_name_error_hides_the_value(void **state)
+{
+	(void)state;
+	struct ecw_node_errors errs;
+
+	setenv("ECW_TEST_TABLE_VALUE", "Not A Table Zq7Hidden", 1);
+	parse_bad(&errs,
+	          "jobs:\n  i:\n    type: index\n    source: ${ECW_TEST_TABLE_VALUE}\n    table: Index\n"
+	          "    partition_key: \"{Email}\"\n    row_key: \"{RowKey}\"\n",
+	          1);
+	error_is(&errs, 0, "4:13", "source: invalid table name: a table name is " ECW_TABLE_NAME_RULE);
+	assert_null(strstr(errs.lines[0], "Zq7Hidden"));
+	ecw_node_errors_dispose(&errs);
+	unsetenv("ECW_TEST_TABLE_VALUE");
 }
 
 int main(void)
@@ -1027,6 +1044,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_config__then_cycles, setup),
 	    cmocka_unit_test_setup(test_config__then_cycle_blamed_on_its_members_only, setup),
 	    cmocka_unit_test_setup(test_config__job_table_reserved_name, setup),
+	    cmocka_unit_test_setup(test_config__table_name_error_hides_the_value, setup),
 	};
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

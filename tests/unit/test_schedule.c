@@ -281,13 +281,13 @@ static void test_schedule__config_errors(void **state)
 	          "name must be 1-63 letters");
 	one_error(
 	    "schedules:\n  - {job: tank-daily, every: 1d, for_each: {table: \"De-vices\", field: RowKey}}\n",
-	    "8:52", "for_each.table: invalid table name 'De-vices': a table name is a letter");
+	    "8:52", "for_each.table: invalid table name: a table name is a letter");
 	one_error("schedules: {job: purge-logins}\n", "7:12", "schedules must be a list");
 	one_error("worker: {schedule_table: \"x\"}\n", "7:26",
-	          "worker.schedule_table: invalid table name 'x'");
-	/* The reserved name: the same rule and message as the client's (ecw_table_name_check). */
+	          "worker.schedule_table: invalid table name: a table name is a letter");
+	/* The reserved name: the same rule as the client's (ECW_TABLE_NAME_RULE). */
 	one_error("worker: {schedule_table: Tables}\n", "7:26",
-	          "worker.schedule_table: invalid table name 'Tables'");
+	          "worker.schedule_table: invalid table name: a table name is " ECW_TABLE_NAME_RULE);
 	one_error("schedules:\n  - {job: tank-daily, every: 1d, for_each: {table: tables, field: RowKey}}\n",
 	          "8:52", "not the reserved name 'tables'");
 	one_error("worker: {schedule_lease: 0s}\n", "7:26", "worker.schedule_lease is out of range (1s..1h)");
