@@ -1,5 +1,7 @@
-/* common.c - reading the settings every job type has: table names and key
- * templates, with errors at the value's line and column. */
+/* common.c - the job API's helpers (ecw_job.h) the job types share: reading
+ * the settings every type has (table names and key templates, with errors at
+ * the value's line and column), the lease check before a write, and how the
+ * runtime reads a job's error. */
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,4 +67,18 @@ int ecw_source_key_hash(char out[65], const char *pk, const char *rk)
 done:
 	ecw_buf_dispose(&in);
 	return err;
+}
+
+int ecw_job_check_lease(const struct ecw_job_ctx *ctx)
+{
+	if (ctx->lease_lost && atomic_load(ctx->lease_lost))
+		return ecw_error_set(ECW_ETRANSIENT,
+				     "lease lost on message %s: another worker may hold it; not writing",
+				     ctx->message_id ? ctx->message_id : "?");
+	return 0;
+}
+
+bool ecw_job_err_is_permanent(int err)
+{
+	return err == ECW_EINVALID || err == ECW_ETOOLARGE;
 }

@@ -4,6 +4,7 @@
 
 #include "ecw_codec.h"
 #include "ecw_entity.h"
+#include "ecw_log.h"
 #include "message.h"
 
 static size_t skip_ws(const char *s, size_t len, size_t i)
@@ -184,4 +185,61 @@ int ecw_message_encode(struct ecw_buf *out, const char *job, const char *pk, con
 done:
 	json_object_put(obj);
 	return err;
+}
+
+/* The fields a keyless message is logged with: window_start, then its job
+ * type's message_fields (a rollup's device). Bounded, as a message may be 64 KiB:
+ * at most LOG_FIELDS fields of at most LOG_FIELD_MAX bytes. A longer value is
+ * left out whole, not cut (half a secret would escape redaction), as is a
+ * field named like one of the line's own keys or that is no string or
+ * number; fields_omitted counts them. */
+#define LOG_FIELDS 8
+#define LOG_FIELD_MAX 256
+
+static const char *const message_line_keys[] = {
+	"time",     "level",      "event",         "outcome",        "job",   "pk",     "rk",
+	"id",       "message_id", "dequeue_count", "duration_ms",    "group", "reason", "detail",
+	"hidden_s", "error",      "truncated",     "fields_omitted", NULL};
+
+static bool log_one_field(struct ecw_log_line *l, const char *name, struct json_object *v)
+{
+	for (size_t i = 0; message_line_keys[i]; i++)
+		if (strcmp(message_line_keys[i], name) == 0)
+			return false;
+	switch (json_object_get_type(v)) {
+	case json_type_string:
+		if (json_object_get_string_len(v) > LOG_FIELD_MAX)
+			return false;
+		ecw_log_str(l, name, json_object_get_string(v));
+		return true;
+	case json_type_int: ecw_log_int(l, name, json_object_get_int64(v)); return true;
+	case json_type_double: ecw_log_double(l, name, json_object_get_double(v)); return true;
+	default: return false;
+	}
+}
+
+void ecw_message_log_fields(struct ecw_log_line *l, const struct ecw_message *m, const char *const *fields)
+{
+	int64_t logged = 0, omitted = 0;
+
+	if (!l || !m->obj)
+		return;
+	for (size_t i = 0;; i++) {
+		const char *name = i == 0 ? "window_start" : fields ? fields[i - 1] : NULL;
+		struct json_object *v = NULL;
+
+		if (!name)
+			break;
+		if (i > 0 && strcmp(name, "window_start") == 0)
+			continue; /* logged first */
+		/* Absent (or null) fields are the job's to report. */
+		if (!json_object_object_get_ex(m->obj, name, &v) || !v)
+			continue;
+		if (logged < LOG_FIELDS && log_one_field(l, name, v))
+			logged++;
+		else
+			omitted++;
+	}
+	if (omitted)
+		ecw_log_int(l, "fields_omitted", omitted);
 }

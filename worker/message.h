@@ -38,4 +38,11 @@ void ecw_message_dispose(struct ecw_message *m);
 int ecw_message_encode(struct ecw_buf *out, const char *job, const char *pk, const char *rk, const char *id,
 		       char *const *fields, bool base64) ECW_MUST_USE;
 
+struct ecw_log_line;
+/* Adds a keyless message's own fields to its log line l (NULL: nothing):
+ * window_start, then fields (NULL-terminated, may be NULL). Bounded: at most
+ * 8 fields of at most 256 bytes, strings and numbers only, none named like
+ * the line's own keys; a field left out is counted in "fields_omitted". */
+void ecw_message_log_fields(struct ecw_log_line *l, const struct ecw_message *m, const char *const *fields);
+
 #endif

@@ -14,7 +14,6 @@
  * message's slot lock with the pop receipt the renewer last obtained, so a
  * renewal can never invalidate the receipt a delete is about to use. */
 #include <errno.h>
-#include <json-c/json.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -338,67 +337,17 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 	settle(rt, c, d);
 }
 
-/* A keyless message names no entity, so its "message" line names what it ran
- * on with the fields its job reads: window_start, then the type's
- * message_fields (a rollup's device). Bounded, as a message may be 64 KiB:
- * at most LOG_FIELDS fields of at most LOG_FIELD_MAX bytes. A longer value is
- * left out whole, not cut (half a secret would escape redaction), as is a
- * field named like one of the line's own keys or that is no string or
- * number; fields_omitted counts them. */
-#define LOG_FIELDS 8
-#define LOG_FIELD_MAX 256
-
-static const char *const message_line_keys[] = {
-	"time",     "level",      "event",         "outcome",        "job",   "pk",     "rk",
-	"id",       "message_id", "dequeue_count", "duration_ms",    "group", "reason", "detail",
-	"hidden_s", "error",      "truncated",     "fields_omitted", NULL};
-
-static bool log_one_field(struct ecw_log_line *l, const char *name, struct json_object *v)
-{
-	for (size_t i = 0; message_line_keys[i]; i++)
-		if (strcmp(message_line_keys[i], name) == 0)
-			return false;
-	switch (json_object_get_type(v)) {
-	case json_type_string:
-		if (json_object_get_string_len(v) > LOG_FIELD_MAX)
-			return false;
-		ecw_log_str(l, name, json_object_get_string(v));
-		return true;
-	case json_type_int: ecw_log_int(l, name, json_object_get_int64(v)); return true;
-	case json_type_double: ecw_log_double(l, name, json_object_get_double(v)); return true;
-	default: return false;
-	}
-}
-
+/* A keyless message names no entity: its line names what it ran on with the
+ * fields its job reads (ecw_message_log_fields). A keyed message (every one a
+ * move or an index sends) has its keys logged instead. */
 static void log_keyless_fields(struct ecw_log_line *l, const struct slot *s)
 {
 	const struct ecw_job_def *def = s->def;
-	const char *const *fields;
-	int64_t logged = 0, omitted = 0;
 
-	/* A keyed message (every one a move or an index sends) has its keys
-	 * logged instead. */
-	if (!l || !def || !def->type->keyless || s->m.pk || !s->m.obj)
+	if (!l || !def || !def->type->keyless || s->m.pk)
 		return;
-	fields = def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
-	for (size_t i = 0;; i++) {
-		const char *name = i == 0 ? "window_start" : fields ? fields[i - 1] : NULL;
-		struct json_object *v = NULL;
-
-		if (!name)
-			break;
-		if (i > 0 && strcmp(name, "window_start") == 0)
-			continue; /* logged first */
-		/* Absent (or null) fields are the job's to report. */
-		if (!json_object_object_get_ex(s->m.obj, name, &v) || !v)
-			continue;
-		if (logged < LOG_FIELDS && log_one_field(l, name, v))
-			logged++;
-		else
-			omitted++;
-	}
-	if (omitted)
-		ecw_log_int(l, "fields_omitted", omitted);
+	ecw_message_log_fields(l, &s->m,
+			       def->type->message_fields ? def->type->message_fields(def->settings) : NULL);
 }
 
 static void log_message(const struct delivery *d)
