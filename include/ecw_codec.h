@@ -1,5 +1,5 @@
-/* ecw_codec.h - base64 (RFC 4648, standard alphabet, padded), UTF-8
- * decoding and JSON string literals, written to caller-owned ecw_bufs. Decoding is strict: what the
+/* ecw_codec.h - base64 (RFC 4648, standard alphabet, padded; base64.c), UTF-8
+ * decoding (utf8.c) and JSON string literals (json_quote.c), written to caller-owned ecw_bufs. Decoding is strict: what the
  * service or a message could carry ambiguously is refused, never guessed. */
 #ifndef ECW_CODEC_H
 #define ECW_CODEC_H

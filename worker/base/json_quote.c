@@ -1,0 +1,64 @@
+/* json_quote.c - JSON string literals (ecw_codec.h), as json-c writes them,
+ * for log lines, entity JSON and index lists. */
+#include <string.h>
+
+#include "ecw_codec.h"
+
+/* The escape for c, or NULL when c stands as it is: json-c's NOSLASHESCAPE
+ * form, which log lines had when json-c wrote them and tools still read. */
+static const char *json_escape(unsigned char c, char tmp[7])
+{
+	static const char hex[] = "0123456789abcdef";
+
+	switch (c) {
+	case '"': return "\\\"";
+	case '\\': return "\\\\";
+	case '\b': return "\\b";
+	case '\f': return "\\f";
+	case '\n': return "\\n";
+	case '\r': return "\\r";
+	case '\t': return "\\t";
+	}
+	if (c >= 0x20)
+		return NULL;
+	memcpy(tmp, "\\u00", 4);
+	tmp[4] = hex[c >> 4];
+	tmp[5] = hex[c & 0xf];
+	tmp[6] = '\0';
+	return tmp;
+}
+
+size_t ecw_json_quoted_len(const char *s, size_t n)
+{
+	size_t len = 2;
+	char tmp[7];
+
+	for (size_t i = 0; i < n; i++) {
+		const char *e = json_escape((unsigned char)s[i], tmp);
+
+		len += e ? strlen(e) : 1;
+	}
+	return len;
+}
+
+int ecw_json_quote(struct ecw_buf *out, const char *s, size_t n)
+{
+	size_t run = 0;
+	char tmp[7];
+	int err;
+
+	if ((err = ecw_buf_addc(out, '"')) < 0)
+		return err;
+	for (size_t i = 0; i < n; i++) {
+		const char *e = json_escape((unsigned char)s[i], tmp);
+
+		if (!e)
+			continue;
+		if ((err = ecw_buf_add(out, s + run, i - run)) < 0 || (err = ecw_buf_adds(out, e)) < 0)
+			return err;
+		run = i + 1;
+	}
+	if ((err = ecw_buf_add(out, s + run, n - run)) < 0)
+		return err;
+	return ecw_buf_addc(out, '"');
+}
