@@ -1,6 +1,7 @@
-/* ecw_codec.h - base64 (RFC 4648, standard alphabet, padded; base64.c), UTF-8
- * decoding (utf8.c) and JSON string literals (json_quote.c), written to caller-owned ecw_bufs. Decoding is strict: what the
- * service or a message could carry ambiguously is refused, never guessed. */
+/* ecw_codec.h - base64 (RFC 4648, standard alphabet, padded; base64.c),
+ * UTF-8 decoding (utf8.c) and JSON string literals (json_quote.c), written
+ * to caller-owned ecw_bufs. Decoding is strict: what the service or a message
+ * could carry ambiguously is refused, never guessed. */
 #ifndef ECW_CODEC_H
 #define ECW_CODEC_H
 
