@@ -736,8 +736,12 @@ static void test_job_fanout__long_fanout_keeps_lease(void **state)
 	put_customer(x, "titan", "Titan", "t@example.com", 1.0);
 	put_orders(x, "titan", "titan", 0, 12000);
 	put_message(x, "by-pk", "titan");
-	/* A 1 s lease, renewed every 0.5 s while the 120 transactions go. */
-	long long writes = run_worker(x, "fanout-long", 1, 1, &p);
+	/* A 1 s lease, renewed every 0.5 s while the 120 transactions go. Each
+	 * one pauses 20 ms after it commits, so the run outlasts the lease
+	 * however fast the machine is (on a quiet one it once took 998 ms). */
+	static const char *const slow[] = {"ECW_TEST_PAUSE_AT=fanout.batch:20", NULL};
+	long long writes =
+	    wfx_run_env(x, "fanout-long", write_config(x, "fanout-long", 1, 4), 1, 60000, &p, slow);
 	proc_log_read(&log, p.log_path);
 	struct json_object *ok = proc_log_find(&log, 0, "message", "outcome", "succeeded", NULL);
 	long long ms = proc_field_int(ok, "duration_ms", -1);

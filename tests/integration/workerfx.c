@@ -98,12 +98,18 @@ int wfx_job_config(struct wfx *x, const char *name, int visibility_s, int concur
 
 long long wfx_run(struct wfx *x, const char *name, int port, size_t want, int timeout_ms, struct proc *keep)
 {
+	return wfx_run_env(x, name, port, want, timeout_ms, keep, NULL);
+}
+
+long long wfx_run_env(struct wfx *x, const char *name, int port, size_t want, int timeout_ms,
+                      struct proc *keep, const char *const *env)
+{
 	struct proc p;
 	char *page = NULL;
 	const char *args[] = {"run", "-c", x->config, NULL};
 	long long writes;
 
-	proc_start(&p, name, args, NULL);
+	proc_start(&p, name, args, env);
 	PROC_EXPECT_LOG(&p, want, timeout_ms, "message", "outcome", "succeeded");
 	ITEST_CHECK(proc_count(&p, "message", NULL) == want, "%zu message lines, expected %zu:\n%s",
 	            proc_count(&p, "message", NULL), want, proc_tail(p.log_path, 20));

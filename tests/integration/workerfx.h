@@ -76,6 +76,9 @@ int wfx_job_config(struct wfx *x, const char *name, int visibility_s, int concur
  * made from its metrics (on port), and stops it; keep (may be NULL) receives
  * the stopped process, to read its log. */
 long long wfx_run(struct wfx *x, const char *name, int port, size_t want, int timeout_ms, struct proc *keep);
+/* The same with more environment for the worker (NULL-terminated "K=V"). */
+long long wfx_run_env(struct wfx *x, const char *name, int port, size_t want, int timeout_ms,
+                      struct proc *keep, const char *const *env);
 
 /* A worker started on x->config with ECW_CRASH_AT=point must die there
  * (exit 86, the test build's crash status) within 20 s. */
