@@ -442,7 +442,7 @@ static int write_single(struct run *r, struct op *op)
 			ecw_crash_point("fanout.single");
 			return 0;
 		}
-		if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) {
+		if (ecw_err_is_absent(err)) {
 			/* Deleted since the query (or its table): nothing to keep a copy in. */
 			ecw_error_clear();
 			r->gone++;
@@ -490,7 +490,7 @@ static int flush(struct run *r)
 		ecw_crash_point("fanout.batch");
 		goto done;
 	}
-	if (err != ECW_ENOTFOUND && err != ECW_ENOTABLE && err != ECW_EPRECONDITION)
+	if (!ecw_err_is_absent(err) && err != ECW_EPRECONDITION)
 		goto done;
 	/* A target vanished or changed since the query, and the transaction
 	 * applied nothing: one by one, skipping the gone and re-reading the
@@ -573,7 +573,7 @@ static int read_source(struct ecw_entity **out, const struct fanout *f, struct e
 {
 	int err = ecw_table_get(out, ctx->client, f->source, ctx->pk, ctx->rk);
 
-	if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) { /* no source table: absent too */
+	if (ecw_err_is_absent(err)) { /* no source table: absent too */
 		ecw_error_clear();
 		*out = NULL;
 		return 0;

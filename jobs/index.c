@@ -498,7 +498,7 @@ static int ref_build(struct ecw_entity **out, const struct ref_keys *rkeys, cons
 /* A lost race on the reference means: start over. */
 static int ref_race(int err)
 {
-	if (err == ECW_EPRECONDITION || err == ECW_ENOTFOUND || err == ECW_ENOTABLE || err == ECW_ECONFLICT) {
+	if (err == ECW_EPRECONDITION || ecw_err_is_absent(err) || err == ECW_ECONFLICT) {
 		ecw_error_clear();
 		return RESTART;
 	}
@@ -519,7 +519,7 @@ static int read_source(struct ecw_entity **out, struct run *r, const char *pk, c
 {
 	int err = ecw_table_get(out, r->ctx->client, r->ix->source, pk, rk);
 
-	if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) { /* no source table: absent too */
+	if (ecw_err_is_absent(err)) { /* no source table: absent too */
 		*out = NULL;
 		ecw_error_clear();
 		return 0;
@@ -598,7 +598,7 @@ static int write_entry(struct run *r, const struct ecw_entity *want, const char 
 		bool holds = false;
 
 		err = ecw_table_get(&cur, c, t, pk, rk);
-		if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) {
+		if (ecw_err_is_absent(err)) {
 			if ((err = ecw_job_check_lease(r->ctx)) == 0)
 				err = ecw_table_write(NULL, c, t, want, ECW_WRITE_INSERT, NULL);
 		} else if (err < 0) {
@@ -625,8 +625,7 @@ static int write_entry(struct run *r, const struct ecw_entity *want, const char 
 						      ecw_entity_etag(cur));
 		}
 		ecw_entity_free(cur);
-		if (err != ECW_ECONFLICT && err != ECW_EPRECONDITION && err != ECW_ENOTFOUND &&
-		    err != ECW_ENOTABLE)
+		if (err != ECW_ECONFLICT && err != ECW_EPRECONDITION && !ecw_err_is_absent(err))
 			return err;
 		if (holds)
 			return err; /* the key is taken: retried later, by the runtime */
@@ -645,7 +644,7 @@ static int clean_location(struct run *r, const struct loc *l)
 	for (int tries = 0; tries < MAX_TRIES; tries++) {
 		struct ecw_entity *cur = NULL;
 		err = ecw_table_get(&cur, c, r->ix->table, l->pk, l->rk);
-		if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) {
+		if (ecw_err_is_absent(err)) {
 			ecw_error_clear();
 			return 0;
 		}
@@ -659,7 +658,7 @@ static int clean_location(struct run *r, const struct loc *l)
 		if ((err = ecw_job_check_lease(r->ctx)) == 0)
 			err = ecw_table_delete(c, r->ix->table, l->pk, l->rk, ecw_entity_etag(cur));
 		ecw_entity_free(cur);
-		if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) {
+		if (ecw_err_is_absent(err)) {
 			ecw_error_clear();
 			return 0;
 		}
@@ -704,7 +703,7 @@ static int round_run(struct run *r)
 
 	/* 2. read the reference, register T and this run's earlier writes */
 	err = ecw_table_get(&ref, ctx->client, ix->table, r->ref.pk, r->ref.rk);
-	if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) { /* no index table: no reference either */
+	if (ecw_err_is_absent(err)) { /* no index table: no reference either */
 		ecw_error_clear();
 		ref = NULL;
 		err = 0;

@@ -140,7 +140,7 @@ static int source_missing(const struct move *m, struct ecw_job_ctx *ctx)
 		int err = ecw_table_get(&t, ctx->client, m->to, ctx->pk, ctx->rk);
 		if (err == 0)
 			detail = "already-moved";
-		else if (err != ECW_ENOTFOUND && err != ECW_ENOTABLE) /* no target table: missing too */
+		else if (!ecw_err_is_absent(err)) /* no target table: missing too */
 			return err;
 		ecw_entity_free(t);
 	}
@@ -190,8 +190,7 @@ static int write_copy(const struct move *m, struct ecw_job_ctx *ctx, const struc
 		err = target ? ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_UPDATE,
 					       ecw_entity_etag(target))
 			     : ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_INSERT, NULL);
-	if (err == ECW_ECONFLICT || err == ECW_EPRECONDITION ||
-	    (target && (err == ECW_ENOTFOUND || err == ECW_ENOTABLE)))
+	if (err == ECW_ECONFLICT || err == ECW_EPRECONDITION || (target && (ecw_err_is_absent(err))))
 		err = RESTART; /* the target changed under us */
 	ecw_entity_free(target);
 	ecw_entity_free(again);
@@ -238,7 +237,7 @@ static int move_run(const void *settings, struct ecw_job_ctx *ctx)
 		ecw_entity_free(src);
 		if (err == 0)
 			ecw_crash_point("move.deleted");
-		if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) {
+		if (ecw_err_is_absent(err)) {
 			/* Another run finished the move after our read. */
 			ecw_error_clear();
 			return 0;

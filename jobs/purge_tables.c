@@ -244,7 +244,7 @@ static int purge_run(const void *settings, struct ecw_job_ctx *ctx)
 		if ((err = ecw_job_check_lease(ctx)) < 0)
 			goto done;
 		err = ecw_table_delete_table(ctx->client, names[i]);
-		if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) {
+		if (ecw_err_is_absent(err)) {
 			ecw_error_clear(); /* gone already: a rerun, or someone else */
 			err = 0;
 		} else if (err < 0) {

@@ -135,7 +135,7 @@ static int read_records(struct ecw_entity ***out, size_t *n, struct ecw_client *
 		v[(*n)++] = e;
 	}
 	ecw_table_query_free(q);
-	if (err == ECW_ENOTFOUND || err == ECW_ENOTABLE) /* no version table: nothing applied yet */
+	if (ecw_err_is_absent(err)) /* no version table: nothing applied yet */
 		err = 0;
 	if (err < 0) {
 		for (size_t i = 0; i < *n; i++)
@@ -333,9 +333,8 @@ static int flush(struct run *r, const char *table, enum walk_kind kind, struct e
 			if (kind == WALK_DELETE)
 				err = ecw_table_delete_if_exists(NULL, r->c, table, ecw_entity_pk(pending[i]),
 								 ecw_entity_rk(pending[i]));
-			else if ((err = ecw_table_write(NULL, r->c, table, pending[i], ECW_WRITE_MERGE,
-							"*")) == ECW_ENOTFOUND ||
-				 err == ECW_ENOTABLE)
+			else if (ecw_err_is_absent(err = ecw_table_write(NULL, r->c, table, pending[i],
+									 ECW_WRITE_MERGE, "*")))
 				err = 0;
 		}
 	}
@@ -440,7 +439,7 @@ static int run_step(struct run *r, const struct step *s, bool retry)
 	case S_CREATE_TABLE: return ecw_table_create(NULL, r->c, s->table);
 	case S_DELETE_TABLE:
 		err = ecw_table_delete_table(r->c, s->table);
-		return err == ECW_ENOTFOUND || err == ECW_ENOTABLE ? 0 : err;
+		return ecw_err_is_absent(err) ? 0 : err;
 	case S_CLEAR_TABLE: return walk(r, s, WALK_DELETE, s->table, s->table, NULL);
 	case S_COPY_TABLE:
 		if ((err = ecw_table_create(NULL, r->c, s->to)) < 0)

@@ -882,7 +882,7 @@ static void finish(struct ecw_client *c, const struct ecw_config *cfg, const str
 
 	if (!ok) {
 		err = ecw_table_delete(c, cfg->worker.schedule_table, sc->name, rk, etag);
-		if (err < 0 && err != ECW_ENOTFOUND && err != ECW_ENOTABLE && err != ECW_EPRECONDITION)
+		if (err < 0 && !ecw_err_is_absent(err) && err != ECW_EPRECONDITION)
 			log_error("schedule.release", sc, rk);
 		else
 			log_window(ECW_LOG_WARN, "schedule_released", sc, rk,
@@ -896,7 +896,7 @@ static void finish(struct ecw_client *c, const struct ecw_config *cfg, const str
 	    (err = ecw_entity_set_datetime(e, "DoneAt", at)) < 0)
 		goto done;
 	err = ecw_table_write(NULL, c, cfg->worker.schedule_table, e, ECW_WRITE_MERGE, etag);
-	if (err == ECW_EPRECONDITION || err == ECW_ENOTFOUND || err == ECW_ENOTABLE)
+	if (err == ECW_EPRECONDITION || ecw_err_is_absent(err))
 		/* Taken over after the lease ran out: the new claimant enqueues
 		 * the window again and marks it done. */
 		log_window(ECW_LOG_WARN, "schedule_lease_lost", sc, rk, "taken over before done");

@@ -204,6 +204,13 @@ static void test_client__status_to_err(void **state)
 	assert_false(ecw_err_is_transient(ECW_OK));
 	assert_false(ecw_err_is_transient(ECW_ENOTFOUND));
 	assert_false(ecw_err_is_transient(ECW_EINVALID));
+	assert_false(ecw_err_is_transient(ECW_ENOTABLE));
+	/* Absent: the entity, or its whole table; nothing else. */
+	assert_true(ecw_err_is_absent(ECW_ENOTFOUND));
+	assert_true(ecw_err_is_absent(ECW_ENOTABLE));
+	assert_false(ecw_err_is_absent(ECW_OK));
+	assert_false(ecw_err_is_absent(ECW_ECONFLICT));
+	assert_false(ecw_err_is_absent(ECW_EPRECONDITION));
 }
 
 /* Delays for retry n stay in [0, cap] and, over evenly spaced rnd values, reach

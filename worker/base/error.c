@@ -98,3 +98,8 @@ bool ecw_err_is_transient(int code)
 {
 	return code == ECW_EBUSY || code == ECW_ETIMEOUT || code == ECW_ETRANSIENT;
 }
+
+bool ecw_err_is_absent(int code)
+{
+	return code == ECW_ENOTFOUND || code == ECW_ENOTABLE;
+}
