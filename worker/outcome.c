@@ -62,7 +62,7 @@ static void on_receipt(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
 }
 
 static void after_run(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
-		      const struct ecw_outcome_limits *l, uint32_t random)
+		      const struct ecw_outcome_limits *l, uint32_t (*random)(void))
 {
 	if (f->err == 0) {
 		set(o, ECW_ACTION_DELETE, ECW_REASON_NONE, "succeeded");
@@ -72,7 +72,7 @@ static void after_run(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
 		set(o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
 	} else {
 		set(o, ECW_ACTION_RETRY, ECW_REASON_NONE, "retried");
-		o->hide_s = ecw_outcome_retry_hide_s(l, f->dequeue_count, random);
+		o->hide_s = ecw_outcome_retry_hide_s(l, f->dequeue_count, random());
 	}
 }
 
@@ -90,7 +90,7 @@ void ecw_outcome_guard(struct ecw_outcome *o, bool lease_lost, bool released)
 }
 
 void ecw_outcome_decide(struct ecw_outcome *out, const struct ecw_outcome_facts *f,
-			const struct ecw_outcome_limits *l, uint32_t random)
+			const struct ecw_outcome_limits *l, uint32_t (*random)(void))
 {
 	*out = (struct ecw_outcome){.action = ECW_ACTION_LEAVE, .word = "lease-lost"};
 	switch (f->stage) {
@@ -100,7 +100,7 @@ void ecw_outcome_decide(struct ecw_outcome *out, const struct ecw_outcome_facts 
 		/* The reason stays for the log; the message waits as a retry would. */
 		out->action = ECW_ACTION_RETRY;
 		out->word = "poison-failed";
-		out->hide_s = ecw_outcome_retry_hide_s(l, f->dequeue_count, random);
+		out->hide_s = ecw_outcome_retry_hide_s(l, f->dequeue_count, random());
 		break;
 	}
 	ecw_outcome_guard(out, f->lease_lost, f->released);

@@ -62,10 +62,12 @@ struct ecw_outcome {
 				    * "poison-failed", "lease-lost", "released" */
 };
 
-/* The rules. random is any 32-bit value (the runtime passes a random one):
- * it picks the jitter of a retry, so equal facts give equal answers. */
+/* The rules. random is called once for a retry's jitter and not otherwise
+ * (the runtime passes ecw_random_u32, whose shared state every job thread
+ * would otherwise touch for every message; tests pass a fixed value's), so
+ * equal facts and equal draws give equal answers. */
 void ecw_outcome_decide(struct ecw_outcome *out, const struct ecw_outcome_facts *facts,
-			const struct ecw_outcome_limits *limits, uint32_t random);
+			const struct ecw_outcome_limits *limits, uint32_t (*random)(void));
 
 /* The last row, on its own: an answer that would call the queue becomes
  * LEAVE when the lease is gone or the message was released. The runtime

@@ -176,7 +176,7 @@ static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stag
 		.lease_lost = atomic_load(&s->lease_lost),
 	};
 
-	ecw_outcome_decide(&d->o, &facts, &rt->limits, ecw_random_u32());
+	ecw_outcome_decide(&d->o, &facts, &rt->limits, ecw_random_u32);
 	if (d->o.reason != ECW_REASON_NONE)
 		d->reason = d->o.reason;
 }

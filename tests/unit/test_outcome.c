@@ -10,6 +10,12 @@
 
 #include "outcome.h"
 
+/* The draw a retry's jitter gets: 0, so a hidden time is the backoff itself. */
+static uint32_t no_jitter(void)
+{
+	return 0;
+}
+
 /* base 2 s, max 5 min, 5 deliveries: the configuration's defaults. */
 static const struct ecw_outcome_limits defaults = {
     .max_dequeue_count = 5,
@@ -26,7 +32,7 @@ static struct ecw_outcome ran(int err, long dequeue_count)
 	                              .err = err,
 	                              .dequeue_count = dequeue_count};
 
-	ecw_outcome_decide(&o, &f, &defaults, 0);
+	ecw_outcome_decide(&o, &f, &defaults, no_jitter);
 	return o;
 }
 
@@ -38,7 +44,7 @@ static struct ecw_outcome received(bool decoded, bool runnable, long dequeue_cou
 	                              .runnable = runnable,
 	                              .dequeue_count = dequeue_count};
 
-	ecw_outcome_decide(&o, &f, &defaults, 0);
+	ecw_outcome_decide(&o, &f, &defaults, no_jitter);
 	return o;
 }
 
@@ -180,7 +186,7 @@ static void test_outcome__transient_on_last_delivery_poisons(void **state)
 	                              .err = ECW_ETIMEOUT,
 	                              .dequeue_count = 1};
 	one.max_dequeue_count = 1;
-	ecw_outcome_decide(&o, &f, &one, 0);
+	ecw_outcome_decide(&o, &f, &one, no_jitter);
 	is(&o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
 }
 
@@ -199,14 +205,14 @@ static void test_outcome__lease_lost_leaves_it_alone(void **state)
 		                              .err = errs[i],
 		                              .dequeue_count = 1,
 		                              .lease_lost = true};
-		ecw_outcome_decide(&o, &f, &defaults, 0);
+		ecw_outcome_decide(&o, &f, &defaults, no_jitter);
 		is(&o, ECW_ACTION_LEAVE, errs[i] == ECW_EINVALID ? ECW_REASON_PERMANENT : ECW_REASON_NONE,
 		   "lease-lost");
 	}
 	struct ecw_outcome o;
 	struct ecw_outcome_facts f = {
 	    .stage = ECW_STAGE_RECEIVED, .decoded = false, .dequeue_count = 1, .lease_lost = true};
-	ecw_outcome_decide(&o, &f, &defaults, 0);
+	ecw_outcome_decide(&o, &f, &defaults, no_jitter);
 	is(&o, ECW_ACTION_LEAVE, ECW_REASON_PERMANENT, "lease-lost");
 }
 
@@ -223,7 +229,7 @@ static void test_outcome__released_is_left_alone(void **state)
 	                              .dequeue_count = 1,
 	                              .lease_lost = true,
 	                              .released = true};
-	ecw_outcome_decide(&o, &f, &defaults, 0);
+	ecw_outcome_decide(&o, &f, &defaults, no_jitter);
 	is(&o, ECW_ACTION_LEAVE, ECW_REASON_NONE, "released");
 }
 
@@ -238,12 +244,12 @@ static void test_outcome__failed_poisoning_keeps_the_message(void **state)
 	                              .runnable = true,
 	                              .err = ECW_ETRANSIENT,
 	                              .dequeue_count = 3};
-	ecw_outcome_decide(&o, &f, &defaults, 0);
+	ecw_outcome_decide(&o, &f, &defaults, no_jitter);
 	assert_int_equal(o.action, ECW_ACTION_RETRY);
 	assert_string_equal(o.word, "poison-failed");
 	assert_int_equal(o.hide_s, 8);
 	f.lease_lost = true;
-	ecw_outcome_decide(&o, &f, &defaults, 0);
+	ecw_outcome_decide(&o, &f, &defaults, no_jitter);
 	is(&o, ECW_ACTION_LEAVE, ECW_REASON_NONE, "lease-lost");
 }
 
@@ -272,6 +278,34 @@ static void test_outcome__reason_names(void **state)
 	assert_null(ecw_outcome_reason_name(ECW_REASON_NONE));
 }
 
+/* The jitter is drawn for a retry only: the shared random state stays off
+ * every other message's path. */
+static int draws;
+static uint32_t counted_draw(void)
+{
+	draws++;
+	return 0;
+}
+
+static void test_outcome__random_drawn_for_retries_only(void **state)
+{
+	struct ecw_outcome o;
+	struct ecw_outcome_facts f = {
+	    .stage = ECW_STAGE_RECEIVED, .decoded = true, .runnable = true, .dequeue_count = 1};
+	(void)state;
+	draws = 0;
+	ecw_outcome_decide(&o, &f, &defaults, counted_draw);
+	f.stage = ECW_STAGE_RAN;
+	ecw_outcome_decide(&o, &f, &defaults, counted_draw);
+	f.err = ECW_EINVALID;
+	ecw_outcome_decide(&o, &f, &defaults, counted_draw);
+	assert_int_equal(draws, 0);
+	f.err = ECW_ETRANSIENT;
+	ecw_outcome_decide(&o, &f, &defaults, counted_draw);
+	assert_int_equal(o.action, ECW_ACTION_RETRY);
+	assert_int_equal(draws, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -287,6 +321,7 @@ int main(void)
 	    cmocka_unit_test(test_outcome__failed_poisoning_keeps_the_message),
 	    cmocka_unit_test(test_outcome__guard),
 	    cmocka_unit_test(test_outcome__reason_names),
+	    cmocka_unit_test(test_outcome__random_drawn_for_retries_only),
 	};
 	return cmocka_run_group_tests_name("outcome", tests, NULL, NULL);
 }
