@@ -15,7 +15,7 @@ extern const struct ecw_job_type ecw_job_rollup;
 extern const struct ecw_job_type ecw_job_purge_tables;
 
 #ifdef ECW_TESTING
-/* Test-only types (jobs/test_jobs.c), compiled only into test builds. */
+/* Test-only types (tests/support/test_jobs.c), compiled only into test builds. */
 extern const struct ecw_job_type ecw_job_test_noop, ecw_job_test_fail, ecw_job_test_flaky, ecw_job_test_sleep,
 	ecw_job_test_count, ecw_job_test_record;
 #endif

@@ -1,4 +1,4 @@
-/* poison_cmd.c - `ecworker poison list | replay | purge`: the operator's
+/* poison.c - `ecworker poison list | replay | purge`: the operator's
  * commands on the poison queue. Every one walks the queue with the scan of
  * poison_scan.h, which never deletes on its own: list only reads, replay
  * puts `original` back on the job queue and only then deletes the envelope,
