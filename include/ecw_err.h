@@ -25,6 +25,7 @@ typedef enum ecw_err {
 	ECW_ETRANSIENT = -10,   /* 500/502, refused or reset connection (after retries) */
 	ECW_ETOOLARGE = -11,    /* 413, or a body over a service limit caught before sending */
 	ECW_ENOTABLE = -12,     /* 404: the table itself does not exist */
+	ECW_ECANCELED = -13,    /* the worker is stopping: a wait was cut short (ecw_cancel.h) */
 } ecw_err;
 
 struct ecw_error {

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 #include "ecw_buf.h"
+#include "ecw_cancel.h"
 #include "ecw_entity.h"
 #include "ecw_err.h"
 #include "ecw_token.h"
@@ -69,11 +70,15 @@ struct ecw_client_options {
 	 * for storage and token endpoints alike); NULL: the system's. Must
 	 * outlive the client. Verification stays on either way. */
 	const char *ca_file;
+	/* Ends every wait of a call (connect, send, receive, retry sleep) at
+	 * once when set: the call fails with ECW_ECANCELED. NULL: none. Must
+	 * outlive the client. */
+	const struct ecw_cancel *cancel;
 };
 
 /* clang-format 14 and 19 lay a braced macro out differently: */
 /* clang-format off */
-#define ECW_CLIENT_OPTIONS_INIT {4, 200, 5000, 30000, 5000, false, NULL, NULL, NULL}
+#define ECW_CLIENT_OPTIONS_INIT {4, 200, 5000, 30000, 5000, false, NULL, NULL, NULL, NULL}
 /* clang-format on */
 
 /* opts may be NULL for the defaults. The account must outlive the client. */

@@ -90,6 +90,7 @@ const char *ecw_err_name(int code)
 	case ECW_ETRANSIENT: return "ECW_ETRANSIENT";
 	case ECW_ETOOLARGE: return "ECW_ETOOLARGE";
 	case ECW_ENOTABLE: return "ECW_ENOTABLE";
+	case ECW_ECANCELED: return "ECW_ECANCELED";
 	}
 	return "ECW_UNKNOWN";
 }
