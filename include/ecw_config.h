@@ -55,6 +55,15 @@ struct ecw_config {
 		int64_t poll_min_ms;           /* default 100ms */
 		int64_t poll_max_ms;           /* >= min, default 10s */
 		int64_t shutdown_grace_ms;     /* default 25s */
+		/* The storage circuit (worker/circuit.h): outage-class failures in a
+		 * row before a probe may open it (0..1000, 0: never; default 3),
+		 * and the probe's doubling wait while open. */
+		int circuit_failures;
+		int64_t circuit_probe_min_ms; /* 100ms..10m, default 1s */
+		int64_t circuit_probe_max_ms; /* >= min, <= 1h, default 30s */
+		/* A job that completed no storage call this long is stalled:
+		 * logged, ecw_jobs_stalled, /healthz fails. 1m..24h, default 10m. */
+		int64_t stall_timeout_ms;
 		long long message_ttl_s;       /* -1 never, or 1..; default -1 (a duration or -1) */
 		bool create_missing;           /* default true */
 		char *schedule_table;          /* schedules' markers; default EcwSchedules */

@@ -55,6 +55,8 @@ static const char *const worker_keys[] = {"queue",
 					  "retry_backoff",
 					  "poll_interval",
 					  "shutdown_grace",
+					  "circuit",
+					  "stall_timeout",
 					  "message_ttl",
 					  "create_missing",
 					  "schedule_table",
@@ -62,6 +64,7 @@ static const char *const worker_keys[] = {"queue",
 					  NULL};
 static const char *const backoff_keys[] = {"base", "max", NULL};
 static const char *const poll_keys[] = {"min", "max", NULL};
+static const char *const circuit_keys[] = {"failures", "probe_min", "probe_max", NULL};
 static const char *const log_keys[] = {"level", "format", NULL};
 static const char *const metrics_keys[] = {"listen", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
@@ -209,6 +212,46 @@ static void check_storage(struct ecw_config *cfg, const struct ecw_node *root, s
 		check_identity_auth(cfg, sec, errs);
 }
 
+/* A section's two durations that bound a range, such as poll_interval's min
+ * and max: each in [min_ms, max_ms], and low <= high, with the error at the
+ * one given (or at low when only it was, against high's default). */
+struct pair {
+	const char *what, *low, *high;
+	int64_t min_ms, max_ms;
+	const char *high_default;
+};
+
+static void read_low_high(int64_t *low, int64_t *high, const struct ecw_node *sec, struct pair p,
+			  struct ecw_node_errors *errs)
+{
+	int rl = ecw_node_read_duration(low, sec, p.low, p.min_ms, p.max_ms, false, false, p.what, errs);
+	int rh = ecw_node_read_duration(high, sec, p.high, p.min_ms, p.max_ms, false, false, p.what, errs);
+
+	if (rl < 0 || rh < 0 || *high >= *low)
+		return;
+	if (rh > 0)
+		ecw_node_error(errs, ecw_node_get(sec, p.high), "%s.%s must not be less than %s", p.what, p.high,
+			       p.low);
+	else
+		ecw_node_error(errs, ecw_node_get(sec, p.low), "%s.%s is more than %s (default %s): set %s",
+			       p.what, p.low, p.high, p.high_default, p.high);
+}
+
+/* worker.circuit: circuit.h. */
+static void parse_circuit(struct ecw_config *cfg, const struct ecw_node *worker, struct ecw_node_errors *errs)
+{
+	const struct ecw_node *sec = ecw_node_section(worker, "circuit", "worker", errs);
+	long long x;
+
+	if (!sec)
+		return;
+	ecw_node_check_keys(sec, circuit_keys, "worker.circuit", errs);
+	if (ecw_node_read_int(&x, sec, "failures", 0, 1000, false, "worker.circuit", errs) > 0)
+		cfg->worker.circuit_failures = (int)x;
+	read_low_high(&cfg->worker.circuit_probe_min_ms, &cfg->worker.circuit_probe_max_ms, sec,
+		      (const struct pair){"worker.circuit", "probe_min", "probe_max", 100, HOUR, "30s"}, errs);
+}
+
 static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, struct ecw_node_errors *errs)
 {
 	const struct ecw_node *sec = ecw_node_section(root, "worker", NULL, errs);
@@ -260,41 +303,21 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 
 	backoff = ecw_node_section(sec, "retry_backoff", "worker", errs);
 	if (backoff) {
-		int rb, rm;
 		ecw_node_check_keys(backoff, backoff_keys, "worker.retry_backoff", errs);
-		rb = ecw_node_read_duration(&cfg->worker.retry_backoff_base_ms, backoff, "base", SEC, 7 * DAY,
-					    false, false, "worker.retry_backoff", errs);
-		rm = ecw_node_read_duration(&cfg->worker.retry_backoff_max_ms, backoff, "max", SEC, 7 * DAY,
-					    false, false, "worker.retry_backoff", errs);
-		if (rb >= 0 && rm >= 0 &&
-		    cfg->worker.retry_backoff_max_ms < cfg->worker.retry_backoff_base_ms) {
-			const struct ecw_node *at = ecw_node_get(backoff, rm > 0 ? "max" : "base");
-			ecw_node_error(
-				errs, at,
-				rm > 0 ? "worker.retry_backoff.max must not be less than base"
-				       : "worker.retry_backoff.base is more than max (default 5m): set max");
-		}
+		read_low_high(&cfg->worker.retry_backoff_base_ms, &cfg->worker.retry_backoff_max_ms, backoff,
+			      (const struct pair){"worker.retry_backoff", "base", "max", SEC, 7 * DAY, "5m"}, errs);
 	}
-
 	poll = ecw_node_section(sec, "poll_interval", "worker", errs);
 	if (poll) {
-		int rmin, rmax;
 		ecw_node_check_keys(poll, poll_keys, "worker.poll_interval", errs);
-		rmin = ecw_node_read_duration(&cfg->worker.poll_min_ms, poll, "min", 1, HOUR, false, false,
-					      "worker.poll_interval", errs);
-		rmax = ecw_node_read_duration(&cfg->worker.poll_max_ms, poll, "max", 1, HOUR, false, false,
-					      "worker.poll_interval", errs);
-		if (rmin >= 0 && rmax >= 0 && cfg->worker.poll_max_ms < cfg->worker.poll_min_ms) {
-			const struct ecw_node *at = ecw_node_get(poll, rmax > 0 ? "max" : "min");
-			ecw_node_error(
-				errs, at,
-				rmax > 0
-					? "worker.poll_interval.max must not be less than min"
-					: "worker.poll_interval.min is more than max (default 10s): set max");
-		}
+		read_low_high(&cfg->worker.poll_min_ms, &cfg->worker.poll_max_ms, poll,
+			      (const struct pair){"worker.poll_interval", "min", "max", 1, HOUR, "10s"}, errs);
 	}
 
 	ecw_node_read_duration(&cfg->worker.shutdown_grace_ms, sec, "shutdown_grace", 0, HOUR, false, false,
+			       "worker", errs);
+	parse_circuit(cfg, sec, errs);
+	ecw_node_read_duration(&cfg->worker.stall_timeout_ms, sec, "stall_timeout", MIN, DAY, false, false,
 			       "worker", errs);
 
 	if (ecw_node_read_scalar(&ttl, sec, "message_ttl", false, "worker", TTL_EXPECT, errs) > 0) {
@@ -552,6 +575,10 @@ static void set_defaults(struct ecw_config *cfg)
 	cfg->worker.poll_min_ms = 100;
 	cfg->worker.poll_max_ms = 10 * SEC;
 	cfg->worker.shutdown_grace_ms = 25 * SEC;
+	cfg->worker.circuit_failures = 3;
+	cfg->worker.circuit_probe_min_ms = SEC;
+	cfg->worker.circuit_probe_max_ms = 30 * SEC;
+	cfg->worker.stall_timeout_ms = 10 * MIN;
 	cfg->worker.message_ttl_s = -1;
 	cfg->worker.create_missing = true;
 	cfg->worker.schedule_lease_ms = 2 * MIN;

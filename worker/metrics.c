@@ -113,6 +113,8 @@ static uint64_t g_received;
 static _Atomic int64_t g_heartbeat_ms = HEARTBEAT_NEVER;
 static _Atomic int64_t g_window_ms = LIVENESS_DEFAULT_MS;
 static atomic_bool g_ready;
+static atomic_bool g_circuit_open; /* circuit.h: /readyz says not ready while it is */
+static atomic_int g_stalled;       /* job threads stalled: /healthz fails while any is */
 
 /* ---- recording --------------------------------------------------------- */
 
@@ -341,6 +343,16 @@ void ecw_metrics_set_ready(bool storage_ok)
 	atomic_store(&g_ready, storage_ok);
 }
 
+void ecw_metrics_set_circuit_open(bool open)
+{
+	atomic_store(&g_circuit_open, open);
+}
+
+void ecw_metrics_set_stalled(int jobs)
+{
+	atomic_store(&g_stalled, jobs > 0 ? jobs : 0);
+}
+
 void ecw_metrics_set_liveness_window(int64_t max_silence_ms)
 {
 	atomic_store(&g_window_ms, max_silence_ms > 0 ? max_silence_ms : 0);
@@ -370,6 +382,8 @@ void ecw_metrics_reset(void)
 	atomic_store(&g_heartbeat_ms, HEARTBEAT_NEVER);
 	atomic_store(&g_window_ms, LIVENESS_DEFAULT_MS);
 	atomic_store(&g_ready, false);
+	atomic_store(&g_circuit_open, false);
+	atomic_store(&g_stalled, 0);
 }
 
 /* ---- the page ------------------------------------------------------------ */
@@ -490,7 +504,16 @@ char *ecw_metrics_render(void)
 			      "Unix time of the last successful receive, empty or not (0: none yet).",
 			      "gauge")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_last_receive_timestamp_seconds %" PRId64 "\n", g_last_receive)) <
-		    0)
+		    0 ||
+	    (err = add_header(&b, "ecw_storage_circuit_open",
+			      "1 while storage does not answer (the circuit is open): nothing is received.",
+			      "gauge")) < 0 ||
+	    (err = ecw_buf_printf(&b, "ecw_storage_circuit_open %d\n",
+				  atomic_load(&g_circuit_open) ? 1 : 0)) < 0 ||
+	    (err = add_header(&b, "ecw_jobs_stalled",
+			      "Jobs that completed no storage call for worker.stall_timeout.", "gauge")) <
+		    0 ||
+	    (err = ecw_buf_printf(&b, "ecw_jobs_stalled %d\n", atomic_load(&g_stalled))) < 0)
 		goto unlock;
 unlock:
 	pthread_mutex_unlock(&g_lock);
@@ -547,14 +570,23 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, CONTENT_TYPE_TEXT, "method not allowed\n",
 			       false);
-	if (strcmp(url, "/healthz") == 0)
-		return metrics_alive() ? respond(c, MHD_HTTP_OK, CONTENT_TYPE_TEXT, "ok\n", false)
-				       : respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, CONTENT_TYPE_TEXT,
-						 "no heartbeat within the liveness window\n", false);
-	if (strcmp(url, "/readyz") == 0)
+	if (strcmp(url, "/healthz") == 0) {
+		if (!metrics_alive())
+			return respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, CONTENT_TYPE_TEXT,
+				       "no heartbeat within the liveness window\n", false);
+		if (atomic_load(&g_stalled) > 0)
+			return respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, CONTENT_TYPE_TEXT,
+				       "a job made no storage call within worker.stall_timeout\n", false);
+		return respond(c, MHD_HTTP_OK, CONTENT_TYPE_TEXT, "ok\n", false);
+	}
+	if (strcmp(url, "/readyz") == 0) {
+		if (atomic_load(&g_circuit_open))
+			return respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, CONTENT_TYPE_TEXT,
+				       "not ready: storage does not answer (circuit open)\n", false);
 		return atomic_load(&g_ready) ? respond(c, MHD_HTTP_OK, CONTENT_TYPE_TEXT, "ok\n", false)
 					     : respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, CONTENT_TYPE_TEXT,
 						       "not ready\n", false);
+	}
 	if (!(page = ecw_metrics_render()))
 		return respond(c, MHD_HTTP_INTERNAL_SERVER_ERROR, CONTENT_TYPE_TEXT, "out of memory\n",
 			       false);

@@ -32,6 +32,13 @@ void ecw_metrics_declare(const char *job);
 /* Liveness and readiness, set by the runtime. */
 void ecw_metrics_heartbeat(void); /* the loop went round */
 void ecw_metrics_set_ready(bool storage_ok);
+/* The storage circuit (circuit.h): /readyz is not ready while it is open;
+ * gauge ecw_storage_circuit_open. */
+void ecw_metrics_set_circuit_open(bool open);
+/* Job threads that completed no storage call for worker.stall_timeout:
+ * /healthz fails while any is (the orchestrator restarts the process; the
+ * messages come back through their leases); gauge ecw_jobs_stalled. */
+void ecw_metrics_set_stalled(int jobs);
 /* Alive when the loop went round within max_silence_ms. */
 void ecw_metrics_set_liveness_window(int64_t max_silence_ms);
 

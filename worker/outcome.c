@@ -11,7 +11,14 @@
  *   poisoning failed   (the envelope could not be put) keep it, hidden as a
  *                      transient failure would be: the original must stay
  *                      until an envelope holds it;
- *   lease lost         leave it alone: another worker may hold it now.
+ *   lease lost         leave it alone: another worker may hold it now;
+ *   storage outage     (the circuit is open, circuit.h) a held message is not
+ *                      run, and a transient failure is the service's: either
+ *                      way it is hidden as a retry, never poisoned for it; at
+ *                      its last allowed delivery it is requeued instead (a
+ *                      fresh copy, so its next delivery is not over the
+ *                      limit). Undecodable text and permanent failures are
+ *                      poisoned as ever: an outage does not change them.
  * Undecodable text is refused before the dequeue count is looked at, so its
  * envelope says "permanent" whatever the count. */
 #include <stddef.h>
@@ -48,8 +55,20 @@ static void set(struct ecw_outcome *o, enum ecw_outcome_action action, enum ecw_
 	o->word = word;
 }
 
+/* A delivery an outage spoiled: hidden for the backoff, or requeued when
+ * its next delivery would be over max_dequeue_count (poisoned on receipt). */
+static void wait_out_outage(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
+			    const struct ecw_outcome_limits *l, const char *word, uint32_t (*random)(void))
+{
+	if (f->dequeue_count >= l->max_dequeue_count)
+		set(o, ECW_ACTION_REQUEUE, ECW_REASON_NONE, "requeued");
+	else
+		set(o, ECW_ACTION_RETRY, ECW_REASON_NONE, word);
+	o->hide_s = ecw_outcome_retry_hide_s(l, f->dequeue_count, random());
+}
+
 static void on_receipt(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
-		       const struct ecw_outcome_limits *l)
+		       const struct ecw_outcome_limits *l, uint32_t (*random)(void))
 {
 	if (!f->decoded)
 		set(o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
@@ -57,6 +76,8 @@ static void on_receipt(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
 		set(o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
 	else if (!f->runnable)
 		set(o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	else if (f->outage)
+		wait_out_outage(o, f, l, "deferred", random);
 	else
 		set(o, ECW_ACTION_RUN, ECW_REASON_NONE, "run");
 }
@@ -68,6 +89,8 @@ static void after_run(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
 		set(o, ECW_ACTION_DELETE, ECW_REASON_NONE, "succeeded");
 	} else if (ecw_job_err_is_permanent(f->err)) {
 		set(o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	} else if (f->outage) {
+		wait_out_outage(o, f, l, "retried", random);
 	} else if (f->dequeue_count >= l->max_dequeue_count) {
 		set(o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
 	} else {
@@ -94,7 +117,7 @@ void ecw_outcome_decide(struct ecw_outcome *out, const struct ecw_outcome_facts 
 {
 	*out = (struct ecw_outcome){.action = ECW_ACTION_LEAVE, .word = "lease-lost"};
 	switch (f->stage) {
-	case ECW_STAGE_RECEIVED: on_receipt(out, f, l); break;
+	case ECW_STAGE_RECEIVED: on_receipt(out, f, l, random); break;
 	case ECW_STAGE_RAN: after_run(out, f, l, random); break;
 	case ECW_STAGE_POISON_FAILED:
 		/* The reason stays for the log; the message waits as a retry would. */

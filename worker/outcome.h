@@ -29,6 +29,10 @@ struct ecw_outcome_facts {
 	long dequeue_count; /* this delivery's, from the queue */
 	bool lease_lost;    /* the queue no longer lets this worker settle it */
 	bool released;      /* shutdown gave it back: nobody settles it */
+	/* The storage circuit is open (circuit.h): storage does not answer.
+	 * RECEIVED: the job is not run. RAN: a failure of an outage's kind is
+	 * the service's, not the message's. */
+	bool outage;
 };
 
 struct ecw_outcome_limits {
@@ -42,7 +46,11 @@ enum ecw_outcome_action {
 	ECW_ACTION_DELETE, /* it succeeded: delete it with the newest pop receipt */
 	ECW_ACTION_RETRY,  /* hide it for hide_s; it comes back and runs again */
 	ECW_ACTION_POISON, /* envelope on the poison queue, then delete it */
-	ECW_ACTION_LEAVE,  /* no call on it: the lease is gone, or it was released */
+	/* An outage held it at its last allowed delivery: a fresh copy of its
+	 * text on the work queue, hidden for hide_s, then delete it, so that
+	 * its dequeue count starts again (the queue cannot lower one). */
+	ECW_ACTION_REQUEUE,
+	ECW_ACTION_LEAVE, /* no call on it: the lease is gone, or it was released */
 };
 
 enum ecw_poison_reason {
@@ -56,16 +64,18 @@ struct ecw_outcome {
 	/* Why it is (or, when the lease went first, would have been)
 	 * poisoned; NONE otherwise. */
 	enum ecw_poison_reason reason;
-	int hide_s;       /* RETRY: seconds, 1..604800 */
+	int hide_s;       /* RETRY, REQUEUE: seconds, 1..604800 */
 	const char *word; /* the log's and the metrics' outcome: "run",
-				    * "succeeded", "retried", "poisoned",
+				    * "succeeded", "retried", "deferred" (not run:
+				    * the circuit is open), "requeued", "poisoned",
 				    * "poison-failed", "lease-lost", "released" */
 };
 
-/* The rules. random is called once for a retry's jitter and not otherwise
- * (the runtime passes ecw_random_u32, whose shared state every job thread
- * would otherwise touch for every message; tests pass a fixed value's), so
- * equal facts and equal draws give equal answers. */
+/* The rules. random is called once for a hidden time's jitter (retried,
+ * deferred, requeued) and not otherwise (the runtime passes ecw_random_u32,
+ * whose shared state every job thread would otherwise touch for every
+ * message; tests pass a fixed value's), so equal facts and equal draws give
+ * equal answers. */
 void ecw_outcome_decide(struct ecw_outcome *out, const struct ecw_outcome_facts *facts,
 			const struct ecw_outcome_limits *limits, uint32_t (*random)(void));
 

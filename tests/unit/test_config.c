@@ -33,6 +33,10 @@ static void assert_defaults(const struct ecw_config *cfg)
 	assert_int_equal(cfg->worker.poll_min_ms, 100);
 	assert_int_equal(cfg->worker.poll_max_ms, 10000);
 	assert_int_equal(cfg->worker.shutdown_grace_ms, 25000);
+	assert_int_equal(cfg->worker.circuit_failures, 3);
+	assert_int_equal(cfg->worker.circuit_probe_min_ms, 1000);
+	assert_int_equal(cfg->worker.circuit_probe_max_ms, 30000);
+	assert_int_equal(cfg->worker.stall_timeout_ms, 600000);
 	assert_int_equal(cfg->worker.message_ttl_s, -1);
 	assert_true(cfg->worker.create_missing);
 	assert_int_equal(cfg->log.level, ECW_LOG_INFO);
@@ -201,7 +205,8 @@ static void test_config__unknown_key_nested(void **state)
 	    "worker:\n  queue: abc\n  bacth_size: 4\n", "3:3",
 	    "unknown key 'bacth_size' in worker (expected one of: queue, poison_queue, batch_size, "
 	    "concurrency, prefetch, visibility_timeout, max_dequeue_count, retry_backoff, poll_interval, "
-	    "shutdown_grace, message_ttl, create_missing, schedule_table, schedule_lease)");
+	    "shutdown_grace, circuit, stall_timeout, message_ttl, create_missing, schedule_table, "
+	    "schedule_lease)");
 	one_error("worker:\n  retry_backoff: {base: 1s, min: 2s}\n", "2:29",
 	          "unknown key 'min' in worker.retry_backoff (expected one of: base, max)");
 	one_error("worker:\n  poll_interval: {mn: 1s}\n", "2:19",
@@ -338,6 +343,29 @@ static void test_config__max_less_than_base(void **state)
 	assert_int_equal(cfg->worker.retry_backoff_base_ms, 60000);
 	assert_int_equal(cfg->worker.retry_backoff_max_ms, 60000);
 	ecw_config_free(cfg);
+}
+
+/* worker.circuit and worker.stall_timeout: read, bounded, and the probe's
+ * range ordered like the other ranges. */
+static void test_config__circuit_and_stall_timeout(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = parse_ok("worker:\n  circuit: {failures: 0, probe_min: 250ms, probe_max: 2m}\n"
+	                                  "  stall_timeout: 90s\n");
+	assert_int_equal(cfg->worker.circuit_failures, 0);
+	assert_int_equal(cfg->worker.circuit_probe_min_ms, 250);
+	assert_int_equal(cfg->worker.circuit_probe_max_ms, 120000);
+	assert_int_equal(cfg->worker.stall_timeout_ms, 90000);
+	ecw_config_free(cfg);
+	one_error("worker:\n  circuit: {failures: -1}\n", "2:23", "worker.circuit.failures");
+	one_error("worker:\n  circuit: {probe_min: 1m}\n", "2:24",
+	          "worker.circuit.probe_min is more than probe_max (default 30s): set probe_max");
+	one_error("worker:\n  circuit: {probe_min: 2s, probe_max: 1s}\n", "2:39",
+	          "worker.circuit.probe_max must not be less than probe_min");
+	one_error("worker:\n  circuit: {probes: 1}\n", "2:13",
+	          "unknown key 'probes' in worker.circuit (expected one of: failures, probe_min, probe_max)");
+	one_error("worker:\n  stall_timeout: 30s\n", "2:18", "worker.stall_timeout");
+	one_error("worker:\n  stall_timeout: 25h\n", "2:18", "worker.stall_timeout");
 }
 
 static void test_config__bad_queue_name(void **state)
@@ -1019,6 +1047,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_config__out_of_range, setup),
 	    cmocka_unit_test_setup(test_config__bad_durations, setup),
 	    cmocka_unit_test_setup(test_config__max_less_than_base, setup),
+	    cmocka_unit_test_setup(test_config__circuit_and_stall_timeout, setup),
 	    cmocka_unit_test_setup(test_config__bad_queue_name, setup),
 	    cmocka_unit_test_setup(test_config__poison_equals_queue, setup),
 	    cmocka_unit_test_setup(test_config__bad_listen, setup),

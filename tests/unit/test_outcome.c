@@ -306,6 +306,83 @@ static void test_outcome__random_drawn_for_retries_only(void **state)
 	assert_int_equal(draws, 1);
 }
 
+/* The storage circuit is open: the facts of a delivery during an outage. */
+static struct ecw_outcome in_outage(enum ecw_outcome_stage stage, int err, long dequeue_count)
+{
+	struct ecw_outcome o;
+	struct ecw_outcome_facts f = {.stage = stage,
+	                              .decoded = true,
+	                              .runnable = true,
+	                              .err = err,
+	                              .dequeue_count = dequeue_count,
+	                              .outage = true};
+
+	ecw_outcome_decide(&o, &f, &defaults, no_jitter);
+	return o;
+}
+
+/* Outage rows: a held message is not run while the circuit is open, and a
+ * transient failure then is the service's: hidden for the usual backoff,
+ * never poisoned, on every delivery up to the last allowed one, where it is
+ * requeued (its next delivery would be over the limit and poisoned on
+ * receipt). Without the outage the same last delivery is poisoned. */
+static void test_outcome__outage_never_poisons(void **state)
+{
+	static const int outage[] = {ECW_EBUSY, ECW_ETIMEOUT, ECW_ETRANSIENT};
+	(void)state;
+	for (size_t i = 0; i < sizeof(outage) / sizeof(outage[0]); i++) {
+		for (long n = 1; n < defaults.max_dequeue_count; n++) {
+			struct ecw_outcome o = in_outage(ECW_STAGE_RAN, outage[i], n);
+			is(&o, ECW_ACTION_RETRY, ECW_REASON_NONE, "retried");
+			assert_int_equal(o.hide_s, ecw_outcome_retry_hide_s(&defaults, n, 0));
+			o = in_outage(ECW_STAGE_RECEIVED, 0, n);
+			is(&o, ECW_ACTION_RETRY, ECW_REASON_NONE, "deferred");
+			assert_int_equal(o.hide_s, ecw_outcome_retry_hide_s(&defaults, n, 0));
+		}
+		long last = defaults.max_dequeue_count;
+		struct ecw_outcome o = in_outage(ECW_STAGE_RAN, outage[i], last);
+		is(&o, ECW_ACTION_REQUEUE, ECW_REASON_NONE, "requeued");
+		assert_true(o.hide_s >= 1);
+		o = in_outage(ECW_STAGE_RECEIVED, 0, last);
+		is(&o, ECW_ACTION_REQUEUE, ECW_REASON_NONE, "requeued");
+		o = ran(outage[i], last);
+		is(&o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
+	}
+}
+
+/* What an outage does not excuse: a permanent failure, undecodable text, a
+ * message over the limit on receipt (the worker died holding it each time);
+ * and a success is a success. */
+static void test_outcome__outage_keeps_the_other_rows(void **state)
+{
+	struct ecw_outcome o;
+	struct ecw_outcome_facts f = {.stage = ECW_STAGE_RECEIVED,
+	                              .decoded = false,
+	                              .runnable = false,
+	                              .dequeue_count = 1,
+	                              .outage = true};
+
+	(void)state;
+	o = in_outage(ECW_STAGE_RAN, ECW_EINVALID, 1);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	o = in_outage(ECW_STAGE_RAN, 0, 1);
+	is(&o, ECW_ACTION_DELETE, ECW_REASON_NONE, "succeeded");
+	o = in_outage(ECW_STAGE_RECEIVED, 0, defaults.max_dequeue_count + 1);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_MAX_DEQUEUE, "poisoned");
+	ecw_outcome_decide(&o, &f, &defaults, no_jitter);
+	is(&o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	/* A requeue is a call on the queue: a lost lease leaves it alone. */
+	f = (struct ecw_outcome_facts){.stage = ECW_STAGE_RAN,
+	                               .decoded = true,
+	                               .runnable = true,
+	                               .err = ECW_ETRANSIENT,
+	                               .dequeue_count = defaults.max_dequeue_count,
+	                               .outage = true,
+	                               .lease_lost = true};
+	ecw_outcome_decide(&o, &f, &defaults, no_jitter);
+	is(&o, ECW_ACTION_LEAVE, ECW_REASON_NONE, "lease-lost");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -322,6 +399,8 @@ int main(void)
 	    cmocka_unit_test(test_outcome__guard),
 	    cmocka_unit_test(test_outcome__reason_names),
 	    cmocka_unit_test(test_outcome__random_drawn_for_retries_only),
+	    cmocka_unit_test(test_outcome__outage_never_poisons),
+	    cmocka_unit_test(test_outcome__outage_keeps_the_other_rows),
 	};
 	return cmocka_run_group_tests_name("outcome", tests, NULL, NULL);
 }
