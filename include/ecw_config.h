@@ -64,10 +64,10 @@ struct ecw_config {
 		/* A job that completed no storage call this long is stalled:
 		 * logged, ecw_jobs_stalled, /healthz fails. 1m..24h, default 10m. */
 		int64_t stall_timeout_ms;
-		long long message_ttl_s;       /* -1 never, or 1..; default -1 (a duration or -1) */
-		bool create_missing;           /* default true */
-		char *schedule_table;          /* schedules' markers; default EcwSchedules */
-		int64_t schedule_lease_ms;     /* a claim on a schedule's window; 1s..1h, default 2m */
+		long long message_ttl_s;   /* -1 never, or 1..; default -1 (a duration or -1) */
+		bool create_missing;       /* default true */
+		char *schedule_table;      /* schedules' markers; default EcwSchedules */
+		int64_t schedule_lease_ms; /* a claim on a schedule's window; 1s..1h, default 2m */
 	} worker;
 	struct {
 		enum ecw_log_level level;   /* debug|info|warn|error, default info */

@@ -230,8 +230,8 @@ static void read_low_high(int64_t *low, int64_t *high, const struct ecw_node *se
 	if (rl < 0 || rh < 0 || *high >= *low)
 		return;
 	if (rh > 0)
-		ecw_node_error(errs, ecw_node_get(sec, p.high), "%s.%s must not be less than %s", p.what, p.high,
-			       p.low);
+		ecw_node_error(errs, ecw_node_get(sec, p.high), "%s.%s must not be less than %s", p.what,
+			       p.high, p.low);
 	else
 		ecw_node_error(errs, ecw_node_get(sec, p.low), "%s.%s is more than %s (default %s): set %s",
 			       p.what, p.low, p.high, p.high_default, p.high);
@@ -249,7 +249,8 @@ static void parse_circuit(struct ecw_config *cfg, const struct ecw_node *worker,
 	if (ecw_node_read_int(&x, sec, "failures", 0, 1000, false, "worker.circuit", errs) > 0)
 		cfg->worker.circuit_failures = (int)x;
 	read_low_high(&cfg->worker.circuit_probe_min_ms, &cfg->worker.circuit_probe_max_ms, sec,
-		      (const struct pair){"worker.circuit", "probe_min", "probe_max", 100, HOUR, "30s"}, errs);
+		      (const struct pair){"worker.circuit", "probe_min", "probe_max", 100, HOUR, "30s"},
+		      errs);
 }
 
 static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, struct ecw_node_errors *errs)
@@ -305,13 +306,15 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 	if (backoff) {
 		ecw_node_check_keys(backoff, backoff_keys, "worker.retry_backoff", errs);
 		read_low_high(&cfg->worker.retry_backoff_base_ms, &cfg->worker.retry_backoff_max_ms, backoff,
-			      (const struct pair){"worker.retry_backoff", "base", "max", SEC, 7 * DAY, "5m"}, errs);
+			      (const struct pair){"worker.retry_backoff", "base", "max", SEC, 7 * DAY, "5m"},
+			      errs);
 	}
 	poll = ecw_node_section(sec, "poll_interval", "worker", errs);
 	if (poll) {
 		ecw_node_check_keys(poll, poll_keys, "worker.poll_interval", errs);
 		read_low_high(&cfg->worker.poll_min_ms, &cfg->worker.poll_max_ms, poll,
-			      (const struct pair){"worker.poll_interval", "min", "max", 1, HOUR, "10s"}, errs);
+			      (const struct pair){"worker.poll_interval", "min", "max", 1, HOUR, "10s"},
+			      errs);
 	}
 
 	ecw_node_read_duration(&cfg->worker.shutdown_grace_ms, sec, "shutdown_grace", 0, HOUR, false, false,

@@ -23,7 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "circuit.h"
 #include "connect.h"
+#include "ecw_cancel.h"
 #include "ecw_clock.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
@@ -87,7 +89,25 @@ struct runtime {
 	bool workers_exit;
 	atomic_bool stopping; /* first signal */
 	atomic_bool force;    /* second signal */
+
+	/* Shutdown's clock. From the first signal the job threads, the
+	 * renewer and the scheduler have shutdown_grace (their storage waits
+	 * end then: jobs_cancel), and the receive loop a little more to give
+	 * back what is still held (final_cancel); the second signal ends
+	 * every wait at once. */
+	_Atomic int64_t stop_deadline_ms;
+	struct ecw_cancel *jobs_cancel;
+	struct ecw_cancel *final_cancel;
+
+	struct ecw_circuit *circuit;
+	struct ecw_client *probe_client; /* the circuit's probe's: one prober at a time */
+	struct thread_arg *threads;      /* the job threads, for the stall watch */
+	int64_t stall_timeout_ms;
 };
+
+/* How long the receive loop may still spend giving held messages back after
+ * shutdown_grace ran out; the worker exits within grace + this + a moment. */
+#define RELEASE_GRACE_MS 1500
 
 static struct runtime *the_runtime; /* kept for the detached signal thread */
 
@@ -127,9 +147,11 @@ static void wake_all(struct runtime *rt)
 	pthread_mutex_unlock(&rt->mu);
 }
 
+/* payload: the job thread's last_storage_ms (the stall watch's), or NULL. */
 static void on_attempt(void *payload, const char *op, int status, int attempt)
 {
-	(void)payload;
+	if (payload)
+		atomic_store((_Atomic int64_t *)payload, ecw_now_ms());
 	ecw_metrics_storage(op, status);
 	if (attempt > 1)
 		ecw_metrics_retry();
@@ -163,8 +185,9 @@ struct delivery {
 	size_t group; /* members run together with it (1: alone) */
 };
 
+/* outage: the storage circuit is open (circuit.h), for this delivery. */
 static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stage stage, bool runnable,
-		   int err)
+		   int err, bool outage)
 {
 	struct slot *s = d->s;
 	struct ecw_outcome_facts facts = {
@@ -174,6 +197,7 @@ static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stag
 		.err = err,
 		.dequeue_count = s->msg.dequeue_count,
 		.lease_lost = atomic_load(&s->lease_lost),
+		.outage = outage,
 	};
 
 	ecw_outcome_decide(&d->o, &facts, &rt->limits, ecw_random_u32);
@@ -195,7 +219,8 @@ static void settle(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 	s->done = true;
 	ecw_outcome_guard(&d->o, atomic_load(&s->lease_lost), s->abandoned);
 	action = d->o.action;
-	if (action == ECW_ACTION_DELETE || action == ECW_ACTION_POISON || action == ECW_ACTION_RETRY) {
+	if (action == ECW_ACTION_DELETE || action == ECW_ACTION_POISON || action == ECW_ACTION_REQUEUE ||
+	    action == ECW_ACTION_RETRY) {
 		err = action == ECW_ACTION_RETRY
 			      ? ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, d->o.hide_s, NULL, 0)
 			      : ecw_queue_delete(c, rt->cfg->worker.queue, s->msg.id, s->msg.pop_receipt);
@@ -330,11 +355,35 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 	if (err < 0) {
 		/* Without an envelope the original must stay: back off and try again. */
 		log_storage_error("poison.put");
-		decide(rt, d, ECW_STAGE_POISON_FAILED, false, err);
+		decide(rt, d, ECW_STAGE_POISON_FAILED, false, err, false);
 	} else {
 		ecw_metrics_poisoned(reason);
 	}
 	settle(rt, c, d);
+}
+
+/* An outage held the message at its last allowed delivery (outcome.h,
+ * ECW_ACTION_REQUEUE): its text goes back on the work queue as a new
+ * message, hidden for hide_s, THEN the original is deleted, so its next
+ * delivery counts from 1. A crash in between leaves both: the copy runs as
+ * a duplicate would, and the original, over its limit on its next receipt,
+ * is poisoned with an envelope (replaying that converges too). The id never
+ * runs again, so the job first hands over what it holds, as for poisoning.
+ * A failed put leaves the original hidden as a retry would. */
+static void requeue(struct runtime *rt, struct ecw_client *c, struct delivery *d)
+{
+	struct slot *s = d->s;
+	struct ecw_queue_put_options po = {d->o.hide_s, rt->cfg->worker.message_ttl_s};
+
+	if (s->decoded)
+		abandon(rt, c, s);
+	if (!atomic_load(&s->lease_lost) &&
+	    ecw_queue_put(NULL, c, rt->cfg->worker.queue, s->msg.text, s->msg.text_len, &po) < 0) {
+		log_storage_error("requeue.put");
+		d->o.action = ECW_ACTION_RETRY;
+		d->o.word = "retried";
+	}
+	settle(rt, c, d); /* guarded: leaves it when the lease is gone */
 }
 
 /* A keyless message names no entity: its line names what it ran on with the
@@ -372,7 +421,7 @@ static void log_message(const struct delivery *d)
 	ecw_log_str(l, "reason", ecw_outcome_reason_name(d->reason));
 	if (d->ctx.outcome_detail[0])
 		ecw_log_str(l, "detail", d->ctx.outcome_detail);
-	if (strcmp(outcome, "retried") == 0)
+	if (d->o.action == ECW_ACTION_RETRY || d->o.action == ECW_ACTION_REQUEUE)
 		ecw_log_int(l, "hidden_s", d->o.hide_s);
 	if (d->error[0])
 		ecw_log_str(l, "error", d->error);
@@ -385,6 +434,8 @@ static void conclude(struct runtime *rt, struct ecw_client *c, struct delivery *
 {
 	if (d->o.action == ECW_ACTION_POISON)
 		poison(rt, c, d);
+	else if (d->o.action == ECW_ACTION_REQUEUE)
+		requeue(rt, c, d);
 	else
 		settle(rt, c, d);
 	if (strcmp(d->o.word, "released") == 0)
@@ -395,12 +446,16 @@ static void conclude(struct runtime *rt, struct ecw_client *c, struct delivery *
 }
 
 /* After the job returned err: its follow-ups when it succeeded, then the
- * rules, then the rest. */
+ * circuit hears of it (an outage's failure is then the service's), then
+ * the rules, then the rest. */
 static void finish(struct runtime *rt, struct ecw_client *c, struct delivery *d, int err)
 {
+	bool outage;
+
 	if (err == 0 && d->s->def->then && (err = enqueue_then(rt, c, d->s)) < 0)
 		snprintf(d->error, sizeof(d->error), "%s", ecw_error_last()->message);
-	decide(rt, d, ECW_STAGE_RAN, true, err);
+	outage = ecw_circuit_note(rt->circuit, err);
+	decide(rt, d, ECW_STAGE_RAN, true, err, outage);
 	conclude(rt, c, d);
 }
 
@@ -431,7 +486,7 @@ static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	struct delivery d = {.s = s, .ctx = {.client = c}, .t0 = ecw_now_ms(), .group = 1};
 	int err;
 
-	decide(rt, &d, ECW_STAGE_RECEIVED, runnable(&d), 0);
+	decide(rt, &d, ECW_STAGE_RECEIVED, runnable(&d), 0, ecw_circuit_is_open(rt->circuit));
 	if (d.o.action != ECW_ACTION_RUN) {
 		if (d.reason == ECW_REASON_MAX_DEQUEUE)
 			snprintf(
@@ -485,6 +540,13 @@ struct thread_arg {
 	struct ecw_client *client;
 	pthread_t tid;
 	bool started;
+	/* A job thread's, for the stall watch (watch_stalls): when it took
+	 * its message (0: idle), the message, and when its last storage call
+	 * completed (on_attempt). */
+	_Atomic int64_t busy_since_ms;
+	struct slot *_Atomic running;
+	_Atomic int64_t last_storage_ms;
+	int64_t stall_logged_for; /* the busy_since_ms whose stall was logged; the watcher's */
 };
 
 /* Takes the waiting message at index i off the list; under rt->mu. */
@@ -581,10 +643,20 @@ static void *job_thread(void *p)
 		if (wake)
 			pthread_cond_signal(&rt->main_cv); /* it may fetch more */
 
-		if (n == 1)
+		struct thread_arg *self = p;
+		atomic_store(&self->running, group[0]);
+		atomic_store(&self->busy_since_ms, ecw_now_ms());
+		if (n == 1) {
 			process(rt, c, group[0]);
-		else
+		} else if (ecw_circuit_is_open(rt->circuit)) {
+			/* None runs while storage does not answer: each waits alone. */
+			for (size_t i = 0; i < n; i++)
+				process(rt, c, group[i]);
+		} else {
 			process_group(rt, c, group, n);
+		}
+		atomic_store(&self->busy_since_ms, 0);
+		atomic_store(&self->running, NULL);
 
 		for (size_t i = 0; i < n; i++)
 			return_slot(group[i]);
@@ -597,6 +669,42 @@ static void *job_thread(void *p)
 			pthread_cond_signal(&rt->main_cv);
 	}
 	return NULL;
+}
+
+/* A job thread is stalled when no storage call of its job completed for
+ * stall_timeout (counted from when it took the message). Logs each stall
+ * once, with the job and the message, and publishes how many there are:
+ * /healthz fails while any is, so the orchestrator restarts the process and
+ * the message comes back through its lease. The renewer calls it. */
+static void watch_stalls(struct runtime *rt)
+{
+	int64_t now = ecw_now_ms();
+	int stalled = 0;
+
+	for (int i = 0; i < rt->nthreads; i++) {
+		struct thread_arg *t = &rt->threads[i];
+		int64_t since = atomic_load(&t->busy_since_ms), last = atomic_load(&t->last_storage_ms);
+		if (since == 0 || now - (last > since ? last : since) < rt->stall_timeout_ms)
+			continue;
+		stalled++;
+		if (t->stall_logged_for == since)
+			continue;
+		t->stall_logged_for = since;
+		struct slot *s = atomic_load(&t->running);
+		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_ERROR, "job_stalled");
+		if (s) {
+			pthread_mutex_lock(&s->mu);
+			ecw_log_str(l, "job", s->def ? s->def->name : s->m.job);
+			ecw_log_str(l, "message_id", s->msg.id);
+			pthread_mutex_unlock(&s->mu);
+		}
+		ecw_log_int(l, "running_ms", now - since);
+		ecw_log_int(l, "stall_timeout_ms", rt->stall_timeout_ms);
+		ecw_log_str(l, "error",
+			    "no storage call completed within worker.stall_timeout: /healthz fails");
+		ecw_log_end(l);
+	}
+	ecw_metrics_set_stalled(stalled);
 }
 
 /* Extends the lease of every message whose job has run past half the
@@ -615,6 +723,7 @@ static void *renew_thread(void *p)
 		}
 		timed_wait(&rt->renew_cv, &rt->mu, 250);
 		pthread_mutex_unlock(&rt->mu);
+		watch_stalls(rt);
 		for (int i = 0; i < rt->nslots; i++) {
 			struct slot *s = &rt->slots[i];
 			int64_t now = ecw_now_ms();
@@ -677,6 +786,19 @@ static void *sched_thread(void *p)
 	return NULL;
 }
 
+/* The first signal (or a failed start of a thread) starts shutdown_grace:
+ * its end is when every storage wait of the jobs ends (once). */
+static int64_t start_stop_clock(struct runtime *rt)
+{
+	int64_t deadline = ecw_now_ms() + rt->cfg->worker.shutdown_grace_ms, unset = 0;
+
+	if (!atomic_compare_exchange_strong(&rt->stop_deadline_ms, &unset, deadline))
+		return unset; /* started already: its deadline */
+	ecw_cancel_set_deadline(rt->jobs_cancel, deadline);
+	ecw_cancel_set_deadline(rt->final_cancel, deadline + RELEASE_GRACE_MS);
+	return deadline;
+}
+
 static void *signal_thread(void *p)
 {
 	struct runtime *rt = p;
@@ -692,6 +814,12 @@ static void *signal_thread(void *p)
 		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, n == 0 ? "stopping" : "stopping_now");
 		ecw_log_str(l, "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 		ecw_log_end(l);
+		if (n == 0) {
+			start_stop_clock(rt);
+		} else {
+			ecw_cancel_fire(rt->jobs_cancel);
+			ecw_cancel_fire(rt->final_cancel);
+		}
 		atomic_store(n == 0 ? &rt->stopping : &rt->force, true);
 		wake_all(rt);
 	}
@@ -699,6 +827,55 @@ static void *signal_thread(void *p)
 }
 
 /* ---- start, loop, stop ------------------------------------------------------------------- */
+
+/* The circuit's probe (circuit.h): one cheap request to each service on a
+ * connection of its own, one attempt each with short timeouts: the list of
+ * tables named with a prefix none has (an empty page), then the work
+ * queue's metadata. */
+static int probe_storage(void *payload)
+{
+	struct runtime *rt = payload;
+	char **names = NULL;
+	long long count;
+	int err;
+
+	err = ecw_table_list(&names, rt->probe_client, "EcwCircuitProbe", 1);
+	ecw_table_names_free(names);
+	if (err < 0 && ecw_circuit_err_is_outage(err))
+		return err;
+	return ecw_queue_count(&count, rt->probe_client, rt->cfg->worker.queue);
+}
+
+/* The client options of one thread: its cancellation and, for a job
+ * thread, where its storage calls are stamped (the stall watch's). */
+static struct ecw_client_options thread_options(const struct runtime *rt, const struct ecw_cancel *cancel,
+						_Atomic int64_t *stamp)
+{
+	struct ecw_client_options o = rt->copts;
+
+	o.cancel = cancel;
+	o.on_attempt_payload = stamp;
+	return o;
+}
+
+/* The circuit and its probe's connection. */
+static int start_circuit(struct runtime *rt)
+{
+	const struct ecw_config *cfg = rt->cfg;
+	struct ecw_client_options o = thread_options(rt, rt->jobs_cancel, NULL);
+	struct ecw_circuit_limits limits = {
+		.failures = cfg->worker.circuit_failures,
+		.probe_min_ms = cfg->worker.circuit_probe_min_ms,
+		.probe_max_ms = cfg->worker.circuit_probe_max_ms,
+	};
+
+	o.max_tries = 1;
+	o.timeout_ms = o.timeout_ms < 5000 ? o.timeout_ms : 5000;
+	o.connect_timeout_ms = o.connect_timeout_ms < 3000 ? o.connect_timeout_ms : 3000;
+	if (ecw_client_new(&rt->probe_client, rt->acct, &o) < 0)
+		return -1;
+	return ecw_circuit_new(&rt->circuit, &limits, probe_storage, rt);
+}
 
 /* Creates the queues and the jobs' tables (create_missing). Returns 0 or the
  * error code of the first step that failed, which it has logged. */
@@ -876,6 +1053,20 @@ static int prepare_patiently(struct runtime *rt, struct ecw_client *c)
 	}
 }
 
+/* While the circuit is open nothing is received (a receive would raise the
+ * dequeue counts of messages that cannot run): the loop probes storage
+ * when the circuit says, until it closes. */
+static void wait_out_outage(struct runtime *rt)
+{
+	int64_t due = ecw_circuit_probe_due_in_ms(rt->circuit);
+
+	if (due > 0)
+		nap(rt, due > 1000 ? 1000 : due);
+	else if (due == 0)
+		(void)ecw_circuit_probe(rt->circuit);
+	ecw_metrics_heartbeat();
+}
+
 static void receive_loop(struct runtime *rt, struct ecw_client *c)
 {
 	const struct ecw_config *cfg = rt->cfg;
@@ -884,7 +1075,12 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 	while (!atomic_load(&rt->stopping)) {
 		struct ecw_queue_msg *msgs = NULL;
 		size_t count = 0;
-		int room;
+		int room, err;
+
+		if (ecw_circuit_is_open(rt->circuit)) {
+			wait_out_outage(rt);
+			continue;
+		}
 
 		/* With a prefetch, receive when at most half of it still waits
 		 * for a job thread and a whole batch fits: receives then come
@@ -905,7 +1101,9 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		if (room > cfg->worker.batch_size)
 			room = cfg->worker.batch_size;
 
-		if (ecw_queue_receive(&msgs, &count, c, cfg->worker.queue, room, rt->vis_s) < 0) {
+		err = ecw_queue_receive(&msgs, &count, c, cfg->worker.queue, room, rt->vis_s);
+		(void)ecw_circuit_note(rt->circuit, err);
+		if (err < 0) {
 			log_storage_error("queue.receive");
 			ecw_metrics_set_ready(false);
 		} else {
@@ -960,7 +1158,7 @@ static void release(struct runtime *rt, struct ecw_client *c, struct slot *s)
  * threads can be joined). */
 static bool drain(struct runtime *rt, struct ecw_client *c)
 {
-	int64_t deadline = ecw_now_ms() + rt->cfg->worker.shutdown_grace_ms;
+	int64_t deadline = start_stop_clock(rt);
 	int left;
 
 	for (;;) {
@@ -1036,6 +1234,15 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	};
 	ecw_connect_client_options(&rt->copts, cfg);
 	rt->copts.on_attempt = on_attempt;
+	rt->stall_timeout_ms = cfg->worker.stall_timeout_ms;
+#ifdef ECW_TESTING
+	/* Tests cannot wait the minute the configuration allows at least. */
+	const char *stall = getenv("ECW_TEST_STALL_TIMEOUT_MS");
+	if (stall && atoll(stall) > 0)
+		rt->stall_timeout_ms = atoll(stall);
+#endif
+	if (ecw_cancel_new(&rt->jobs_cancel) < 0 || ecw_cancel_new(&rt->final_cancel) < 0)
+		return 1;
 	pthread_mutex_init(&rt->mu, NULL);
 	init_cond(&rt->work_cv);
 	init_cond(&rt->main_cv);
@@ -1060,7 +1267,8 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "%s", ecw_error_last()->message);
 		goto done;
 	}
-	if (ecw_client_new(&c, rt->acct, &rt->copts) < 0) {
+	struct ecw_client_options main_opts = thread_options(rt, rt->final_cancel, NULL);
+	if (ecw_client_new(&c, rt->acct, &main_opts) < 0 || start_circuit(rt) < 0) {
 		log_storage_error("client.new");
 		goto done;
 	}
@@ -1093,12 +1301,16 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 		goto done;
 	for (int i = 0; i < rt->nslots; i++)
 		pthread_mutex_init(&rt->slots[i].mu, NULL);
-	for (int i = 0; i < rt->nthreads; i++)
-		if (ecw_client_new(&args[i].client, rt->acct, &rt->copts) < 0) {
+	rt->threads = args;
+	for (int i = 0; i < rt->nthreads; i++) {
+		struct ecw_client_options o = thread_options(rt, rt->jobs_cancel, &args[i].last_storage_ms);
+		if (ecw_client_new(&args[i].client, rt->acct, &o) < 0) {
 			log_storage_error("client.new");
 			goto done;
 		}
-	if (ecw_client_new(&renew_arg.client, rt->acct, &rt->copts) < 0) {
+	}
+	struct ecw_client_options renew_opts = thread_options(rt, rt->jobs_cancel, NULL);
+	if (ecw_client_new(&renew_arg.client, rt->acct, &renew_opts) < 0) {
 		log_storage_error("client.new");
 		goto done;
 	}
@@ -1109,7 +1321,8 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	renew_arg.rt = rt;
 	renew_arg.started = pthread_create(&renew_arg.tid, NULL, renew_thread, &renew_arg) == 0;
 	if (ecw_schedules_count(cfg->schedules) > 0) {
-		if (ecw_client_new(&sched_arg.client, rt->acct, &rt->copts) < 0) {
+		struct ecw_client_options sched_opts = thread_options(rt, rt->jobs_cancel, NULL);
+		if (ecw_client_new(&sched_arg.client, rt->acct, &sched_opts) < 0) {
 			log_storage_error("client.new");
 			atomic_store(&rt->stopping, true); /* the threads above end with the loop */
 		} else {
@@ -1121,7 +1334,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 
 	receive_loop(rt, c);
 
-	int64_t stop_deadline = ecw_now_ms() + cfg->worker.shutdown_grace_ms;
+	int64_t stop_deadline = start_stop_clock(rt);
 	joinable = drain(rt, c);
 	/* The scheduler gets the same grace as the jobs: it stops between two
 	 * requests, so only a storage call stuck past the grace keeps it. */
@@ -1164,6 +1377,8 @@ done:
 			ecw_client_free(args[i].client);
 	ecw_client_free(renew_arg.client);
 	ecw_client_free(sched_arg.client);
+	ecw_client_free(rt->probe_client);
+	ecw_circuit_free(rt->circuit);
 	ecw_account_free(rt->acct);
 	if (rt->slots)
 		for (int i = 0; i < rt->nslots; i++) {

@@ -2,6 +2,7 @@
 #include "itest.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -64,6 +65,11 @@ static void append(char **s, size_t *len, size_t *cap, const char *p, size_t n)
 
 char *itest_connstr_with(const char *key, int port)
 {
+	return itest_connstr_with_ports(key, port, port);
+}
+
+char *itest_connstr_with_ports(const char *key, int queue_port, int table_port)
+{
 	const char *cs = itest_connstr();
 	char *out = NULL;
 	size_t len = 0, cap = 0;
@@ -82,9 +88,9 @@ char *itest_connstr_with(const char *key, int port)
 			append(&out, &len, &cap, "AccountKey=", 11);
 			append(&out, &len, &cap, key, strlen(key));
 			append(&out, &len, &cap, ";", 1);
-		} else if (port > 0 && nlen == 13 &&
-		           (strncasecmp(cs, "QueueEndpoint", 13) == 0 ||
-		            strncasecmp(cs, "TableEndpoint", 13) == 0)) {
+		} else if (nlen == 13 && ((queue_port > 0 && strncasecmp(cs, "QueueEndpoint", 13) == 0) ||
+		                          (table_port > 0 && strncasecmp(cs, "TableEndpoint", 13) == 0))) {
+			int port = tolower((unsigned char)cs[0]) == 'q' ? queue_port : table_port;
 			int k = snprintf(buf, sizeof(buf), "%.*s=http://127.0.0.1:%d/devstoreaccount1;",
 			                 (int)nlen, cs, port);
 			assert_true(k > 0 && (size_t)k < sizeof(buf));

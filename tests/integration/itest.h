@@ -23,7 +23,7 @@
 /* Small, fast retries: base 10 ms, cap 100 ms, 4 tries. */
 /* clang-format 14 and 19 lay a braced macro out differently: */
 /* clang-format off */
-#define ITEST_OPTIONS {4, 10, 100, 30000, 2000, false, NULL, NULL, NULL}
+#define ITEST_OPTIONS {4, 10, 100, 30000, 2000, false, NULL, NULL, NULL, NULL}
 /* clang-format on */
 
 #define ITEST_MAX_EXTRA 64
@@ -71,6 +71,8 @@ const char *itest_connstr(void);
  * != NULL) and/or both endpoints moved to 127.0.0.1:port (port > 0).
  * Returns a heap string; free() it. */
 char *itest_connstr_with(const char *key, int port);
+/* The same with each endpoint moved on its own (a port <= 0 leaves it). */
+char *itest_connstr_with_ports(const char *key, int queue_port, int table_port);
 
 /* A local TCP port nothing listens on (bound, read and closed again). */
 int itest_closed_port(void);

@@ -350,8 +350,9 @@ static void test_config__max_less_than_base(void **state)
 static void test_config__circuit_and_stall_timeout(void **state)
 {
 	(void)state;
-	struct ecw_config *cfg = parse_ok("worker:\n  circuit: {failures: 0, probe_min: 250ms, probe_max: 2m}\n"
-	                                  "  stall_timeout: 90s\n");
+	struct ecw_config *cfg =
+	    parse_ok("worker:\n  circuit: {failures: 0, probe_min: 250ms, probe_max: 2m}\n"
+	             "  stall_timeout: 90s\n");
 	assert_int_equal(cfg->worker.circuit_failures, 0);
 	assert_int_equal(cfg->worker.circuit_probe_min_ms, 250);
 	assert_int_equal(cfg->worker.circuit_probe_max_ms, 120000);
