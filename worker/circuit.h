@@ -2,7 +2,7 @@
  * (storage down, unreachable, timing out, or busy for everyone) from a
  * message's own failures, so that an outage does not poison the backlog.
  *
- * The runtime notes the result of every job and every receive. Failures of
+ * The runtime notes the result of every job and every failed receive. Failures of
  * the kinds an outage gives (ecw_circuit_err_is_outage) that follow each
  * other with no success between are counted; at `failures` of them the
  * probe is asked (a cheap request to each service): when storage does not

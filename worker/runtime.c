@@ -1102,7 +1102,11 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 			room = cfg->worker.batch_size;
 
 		err = ecw_queue_receive(&msgs, &count, c, cfg->worker.queue, room, rt->vis_s);
-		(void)ecw_circuit_note(rt->circuit, err);
+		/* A failed receive counts towards an outage; a good one says
+		 * nothing of the table service, so only the jobs' results end a
+		 * streak. */
+		if (err < 0)
+			(void)ecw_circuit_note(rt->circuit, err);
 		if (err < 0) {
 			log_storage_error("queue.receive");
 			ecw_metrics_set_ready(false);

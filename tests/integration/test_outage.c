@@ -11,6 +11,7 @@
  * then faultproxy on that port passing to Azurite; the queue endpoint is
  * Azurite itself. Without the circuit the same run poisons most of the
  * backlog (max_dequeue_count 3 is spent in about 6 s of retries). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,75 +62,156 @@ static double gauge(int port, const char *name)
 	return v;
 }
 
-static void test_outage__table_service_down_poisons_nothing(void **state)
-{
-	struct mv *m = *state;
-	struct wfx_worker w = WFX_WORKER(m->fx.t->queue, m->fx.poison);
+/* One run: employees in the source table, a worker whose table endpoint is
+ * a faultproxy on tport (the queue endpoint is Azurite's), started while
+ * the proxy is up and ready. */
+struct run {
 	struct proc worker, proxy;
+	int tport, mport;
+	char rk[BACKLOG][32];
+	char id[BACKLOG][64]; /* put_veterans: the queue's message ids */
 	struct ecw_entity *emp[BACKLOG];
-	char jobs[512], path[640], env_cs[1024], rk[BACKLOG][32];
-	int tport = proc_free_port(), mport = proc_free_port();
-	char *cs = itest_connstr_with_ports(NULL, 0, tport);
+	char env_cs[1024], path[640], jobs[512];
+};
 
-	snprintf(env_cs, sizeof(env_cs), "ECW_TEST_CONNECTION_STRING=%s", cs);
+static void put_veterans(struct run *r, struct mv *m);
+
+/* veterans: the backlog is put before the worker starts and delivered
+ * twice by the test (put_veterans). */
+static void start_run(struct run *r, struct mv *m, const char *circuit, bool veterans)
+{
+	struct wfx_worker w = WFX_WORKER(m->fx.t->queue, m->fx.poison);
+	char *cs;
+
+	r->tport = proc_free_port();
+	r->mport = proc_free_port();
+	cs = itest_connstr_with_ports(NULL, 0, r->tport);
+	snprintf(r->env_cs, sizeof(r->env_cs), "ECW_TEST_CONNECTION_STRING=%s", cs);
 	free(cs);
-	const char *env[] = {env_cs, NULL};
 	for (int i = 0; i < BACKLOG; i++) {
-		snprintf(rk[i], sizeof(rk[i]), "e%03d", i);
-		emp[i] = mv_employee("sales", rk[i], 1);
-		mv_write_entity(m, m->emp, emp[i]);
+		snprintf(r->rk[i], sizeof(r->rk[i]), "e%03d", i);
+		r->emp[i] = mv_employee("sales", r->rk[i], 1);
+		mv_write_entity(m, m->emp, r->emp[i]);
 	}
-
+	/* One message at a time per thread: a delivery fails within the
+	 * client's own retries (about 1.5 s), so without the circuit the three
+	 * deliveries are spent well inside the outage (27 of 40 poisoned). */
+	w.batch_size = 1;
 	w.concurrency = 4;
 	w.max_dequeue = 3;
 	w.retry_max = "2s"; /* retry_backoff {base: 1s, max: 2s} */
-	w.metrics_port = mport;
+	w.metrics_port = r->mport;
 	w.log_level = "info";
-	w.worker_extra = "circuit: {failures: 3, probe_min: 200ms, probe_max: 1s}\n";
-	w.jobs = mv_std_jobs(jobs, sizeof(jobs), m);
-	wfx_write_config(path, sizeof(path), "outage", &w);
-	const char *args[] = {"run", "-c", path, NULL};
+	w.worker_extra = circuit;
+	w.jobs = mv_std_jobs(r->jobs, sizeof(r->jobs), m);
+	wfx_write_config(r->path, sizeof(r->path), "outage", &w);
+	const char *args[] = {"run", "-c", r->path, NULL};
+	const char *env[] = {r->env_cs, NULL};
 
-	start_table_proxy(&proxy, tport);
-	proc_start(&worker, "outage", args, env);
-	wait_status(mport, "/readyz", 200, 30000, &worker);
+	if (veterans)
+		put_veterans(r, m);
+	start_table_proxy(&r->proxy, r->tport);
+	proc_start(&r->worker, "outage", args, env);
+	wait_status(r->mport, "/readyz", 200, 30000, &r->worker);
+}
 
-	/* The table service goes away; the backlog arrives. */
-	proc_stop(&proxy, 10000);
-	for (int i = 0; i < BACKLOG; i++)
-		mv_put_job(m, "archive-employee", "sales", rk[i], NULL, false, NULL);
-	int64_t down_at = itest_now_ms();
-	PROC_EXPECT_LOG(&worker, 1, 30000, "storage_circuit_open");
-	wait_status(mport, "/readyz", 503, 5000, &worker);
-	ITEST_CHECK(gauge(mport, "ecw_storage_circuit_open") == 1, "the circuit gauge is not 1 while open");
-	while (itest_now_ms() - down_at < OUTAGE_MS) {
-		ITEST_CHECK(proc_alive(&worker), "the worker exited during the outage; log:\n%s",
-		            proc_tail(worker.log_path, 20));
-		itest_sleep_ms(500);
-	}
-	ITEST_CHECK(proc_count(&worker, "message", "outcome", "poisoned", NULL) == 0,
-	            "messages were poisoned during the outage; log:\n%s", proc_tail(worker.log_path, 30));
-
-	/* It comes back: every employee moves, nothing is poisoned. */
-	start_table_proxy(&proxy, tport);
-	PROC_EXPECT_LOG(&worker, 1, 30000, "storage_circuit_closed");
+/* The table service is back: every employee is moved once, nothing is
+ * poisoned, the circuit closed; stops the worker and the proxy. */
+static void finish_run(struct run *r, struct mv *m)
+{
+	start_table_proxy(&r->proxy, r->tport);
+	PROC_EXPECT_LOG(&r->worker, 1, 30000, "storage_circuit_closed");
 	for (int64_t end = itest_now_ms() + 60000; mv_table_rows(m, m->arch) < BACKLOG;) {
 		ITEST_CHECK(itest_now_ms() < end,
 		            "%zu of %d moved 60 s after the table service came back; log:\n%s",
-		            mv_table_rows(m, m->arch), BACKLOG, proc_tail(worker.log_path, 30));
+		            mv_table_rows(m, m->arch), BACKLOG, proc_tail(r->worker.log_path, 30));
 		itest_sleep_ms(200);
 	}
 	for (int i = 0; i < BACKLOG; i++) {
-		mv_assert_only_in(m, m->arch, m->emp, emp[i], "after the outage");
-		ecw_entity_free(emp[i]);
+		mv_assert_only_in(m, m->arch, m->emp, r->emp[i], "after the outage");
+		ecw_entity_free(r->emp[i]);
 	}
-	wait_status(mport, "/readyz", 200, 10000, &worker);
-	ITEST_CHECK(gauge(mport, "ecw_storage_circuit_open") == 0, "the circuit gauge is not 0 once closed");
-	assert_int_equal(proc_count(&worker, "message", "outcome", "poisoned", NULL), 0);
-	assert_int_equal(proc_count(&worker, "storage_circuit_open", NULL), 1);
+	wait_status(r->mport, "/readyz", 200, 10000, &r->worker);
+	ITEST_CHECK(gauge(r->mport, "ecw_storage_circuit_open") == 0,
+	            "the circuit gauge is not 0 once closed");
+	assert_int_equal(proc_count(&r->worker, "message", "outcome", "poisoned", NULL), 0);
 	assert_int_equal(mv_queue_count(m, m->fx.poison), 0);
-	mv_finish(&worker);
-	proc_stop(&proxy, 10000);
+	mv_finish(&r->worker);
+	proc_stop(&r->proxy, 10000);
+}
+
+static void test_outage__table_service_down_poisons_nothing(void **state)
+{
+	struct mv *m = *state;
+	struct run r;
+
+	start_run(&r, m, "  circuit: {failures: 3, probe_min: 200ms, probe_max: 1s}\n", false);
+	/* The table service goes away; the backlog arrives. */
+	proc_stop(&r.proxy, 10000);
+	for (int i = 0; i < BACKLOG; i++)
+		mv_put_job(m, "archive-employee", "sales", r.rk[i], NULL, false, NULL);
+	int64_t down_at = itest_now_ms();
+	PROC_EXPECT_LOG(&r.worker, 1, 30000, "storage_circuit_open");
+	wait_status(r.mport, "/readyz", 503, 5000, &r.worker);
+	ITEST_CHECK(gauge(r.mport, "ecw_storage_circuit_open") == 1, "the circuit gauge is not 1 while open");
+	while (itest_now_ms() - down_at < OUTAGE_MS) {
+		ITEST_CHECK(proc_alive(&r.worker), "the worker exited during the outage; log:\n%s",
+		            proc_tail(r.worker.log_path, 20));
+		itest_sleep_ms(500);
+	}
+	ITEST_CHECK(proc_count(&r.worker, "message", "outcome", "poisoned", NULL) == 0,
+	            "messages were poisoned during the outage; log:\n%s", proc_tail(r.worker.log_path, 30));
+	finish_run(&r, m);
+	assert_int_equal(proc_count(&r.worker, "storage_circuit_open", NULL), 1);
+}
+
+/* The backlog with two deliveries behind each message (dequeue count 2),
+ * hidden for VETERAN_HIDE_S more: the worker meets each on its third. */
+#define VETERAN_HIDE_S 8
+static void put_veterans(struct run *r, struct mv *m)
+{
+	for (int i = 0; i < BACKLOG; i++)
+		mv_put_job(m, "archive-employee", "sales", r->rk[i], NULL, false, r->id[i]);
+	for (int round = 0; round < 2; round++) {
+		size_t got = 0;
+		if (round > 0)
+			itest_sleep_ms(1100);
+		for (int64_t end = itest_now_ms() + 10000; got < BACKLOG;) {
+			struct ecw_queue_msg *msgs = NULL;
+			size_t n = 0;
+			ECW_ASSERT_OK(ecw_queue_receive(&msgs, &n, m->c, m->fx.t->queue, 32,
+			                                round == 0 ? 1 : VETERAN_HIDE_S));
+			got += n;
+			ecw_queue_msgs_free(msgs, n);
+			ITEST_CHECK(itest_now_ms() < end, "the test received %zu of %d", got, BACKLOG);
+		}
+	}
+}
+
+/* Messages delivered twice already (max_dequeue_count 3) meet the outage on
+ * their last allowed delivery: each is requeued as a fresh message (its
+ * count starts again), where hidden it would have been poisoned on its next
+ * receipt. The originals are gone; the copies run once storage is back. */
+static void test_outage__last_delivery_is_requeued(void **state)
+{
+	struct mv *m = *state;
+	struct run r;
+
+	start_run(&r, m, "  circuit: {failures: 1, probe_min: 200ms, probe_max: 1s}\n", true);
+	proc_stop(&r.proxy, 10000);
+	PROC_EXPECT_LOG(&r.worker, 1, 30000, "storage_circuit_open");
+	PROC_EXPECT_LOG(&r.worker, 1, 30000, "message", "outcome", "requeued");
+	itest_sleep_ms(3000);
+	finish_run(&r, m);
+	for (int i = 0; i < BACKLOG; i++)
+		ITEST_CHECK(
+		    proc_count(&r.worker, "message", "message_id", r.id[i], "outcome", "succeeded", NULL) +
+		            proc_count(&r.worker, "message", "message_id", r.id[i], "outcome", "requeued",
+		                       NULL) ==
+		        1,
+		    "message %s (%s) neither succeeded nor was requeued, once", r.id[i], r.rk[i]);
+	ITEST_CHECK(proc_count(&r.worker, "message", "outcome", "requeued", NULL) > 0,
+	            "nothing was requeued");
 }
 
 int main(void)
@@ -137,6 +219,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_outage__table_service_down_poisons_nothing, mv_setup,
 	                                    mv_teardown),
+	    cmocka_unit_test_setup_teardown(test_outage__last_delivery_is_requeued, mv_setup, mv_teardown),
 	};
 	return cmocka_run_group_tests_name("outage", tests, NULL, NULL);
 }
