@@ -659,7 +659,7 @@ static void test_queue__connection_refused_retried_then_transient(void **state)
 {
 	(void)state;
 	char *cs = itest_connstr_with(NULL, itest_closed_port());
-	struct ecw_client_options o = {3, 10, 50, 5000, 1000, false, NULL, NULL, NULL};
+	struct ecw_client_options o = {3, 10, 50, 5000, 1000, false, NULL, NULL, NULL, NULL};
 	struct ecw_account *acct = NULL;
 	struct ecw_client *c = NULL;
 	itest_client_for(&acct, &c, cs, &o);

@@ -19,7 +19,7 @@
 #define ETAG "W/\"datetime'2026-08-19T10%3A00%3A00.1234567Z'\""
 
 static const struct ecw_client_options test_opts = {TRIES, BASE_MS, CAP_MS, 30000, 5000,
-                                                    false, NULL,    NULL,   NULL};
+                                                    false, NULL,    NULL,   NULL,  NULL};
 
 static int fx_setup(void **state)
 {
@@ -237,7 +237,7 @@ static void check_jitter(const struct ecw_client_options *o, int n, int64_t cap)
 static void test_client__retry_delay_full_jitter(void **state)
 {
 	(void)state;
-	const struct ecw_client_options o = {4, 200, 5000, 30000, 5000, false, NULL, NULL, NULL};
+	const struct ecw_client_options o = {4, 200, 5000, 30000, 5000, false, NULL, NULL, NULL, NULL};
 	for (int n = 1; n <= 70; n++) {
 		int64_t cap = 200;
 		for (int i = 1; i < n && cap < 5000; i++)
@@ -247,7 +247,7 @@ static void test_client__retry_delay_full_jitter(void **state)
 	/* The cap holds for very late retries and large settings do not overflow. */
 	check_jitter(&o, 1000, 5000);
 	check_jitter(&o, INT32_MAX, 5000);
-	const struct ecw_client_options big = {4, 60000, 3600000, 30000, 5000, false, NULL, NULL, NULL};
+	const struct ecw_client_options big = {4, 60000, 3600000, 30000, 5000, false, NULL, NULL, NULL, NULL};
 	check_jitter(&big, 1, 60000);
 	check_jitter(&big, 7, 3600000);
 	check_jitter(&big, 199, 3600000);
@@ -256,7 +256,8 @@ static void test_client__retry_delay_full_jitter(void **state)
 static void test_client__max_tries_option(void **state)
 {
 	(void)state;
-	const struct ecw_client_options one = {1, BASE_MS, CAP_MS, 30000, 5000, false, NULL, NULL, NULL};
+	const struct ecw_client_options one = {1,     BASE_MS, CAP_MS, 30000, 5000,
+	                                       false, NULL,    NULL,   NULL,  NULL};
 	struct client_fixture *fx;
 	client_fixture_setup(&fx, "UseDevelopmentStorage=true", &one);
 	fake_always(&fx->fake, 503, NULL, NULL);
