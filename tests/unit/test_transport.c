@@ -112,7 +112,16 @@ static void serve(const struct srv *s, int fd)
 		while (n < 60 * 1024)
 			n += (size_t)snprintf(block + n, sizeof(block) - n, "X-Filler: %0100d\r\n", 0);
 		n += (size_t)snprintf(block + n, sizeof(block) - n, "Content-Length: 2\r\n\r\nok");
-		send_all(fd, block, n);
+		/* In three parts (40 KiB, 10 KiB, the rest), so that the
+		 * reader's buffer steps past 64 KiB to hold it. */
+		static const size_t cut[] = {0, 40 * 1024, 50 * 1024};
+		for (int i = 0; i < 3; i++) {
+			size_t end = i < 2 ? cut[i + 1] : n;
+			if (i)
+				real_sleep_ms(30);
+			if (!send_all(fd, block + cut[i], end - cut[i]))
+				return;
+		}
 		while (recv(fd, head, sizeof(head), 0) > 0)
 			;
 		return;
