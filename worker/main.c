@@ -1,6 +1,7 @@
 /* main.c - the table of commands and dispatch only: the first argument names
  * a command (one file each in worker/cmd/, behind cmd.h); every other object
  * links into the tests. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -74,6 +75,11 @@ int main(int argc, char **argv)
 {
 	const struct command *cmd;
 
+	/* Before anything else: a write to a pipe or socket whose reader is
+	 * gone (a log collector that died, a peer that closed a TLS
+	 * connection) must fail with EPIPE, not kill the worker with SIGPIPE
+	 * (exit 141). */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2) {
 		usage(stderr);
 		return ECW_EXIT_USAGE;

@@ -436,12 +436,10 @@ static void test_http__no_answer_times_out(void **state)
 	hx_free(x);
 }
 
-/* The socket's timeout may be shorter than the time a request has left (it
- * is set seldom, see set_timeout): meeting it is not the request's timeout.
- * The first answer's first half comes after 400 ms, which leaves the kept
- * connection's timeout near 600 ms for reading the second half; the second
- * answer comes after 800 ms, within the 1,000 ms a request has, and must be
- * read. */
+/* Waits follow the request's deadline, not a fixed timeout: the first
+ * answer's first half comes after 400 ms and its second half 50 ms later;
+ * the second answer comes after 800 ms, within the 1,000 ms a request has,
+ * and must be read. */
 static void test_http__socket_timeout_is_not_the_deadline(void **state)
 {
 	struct hx *x = hx_new();
@@ -477,7 +475,8 @@ static void test_http__truncated_body_fails(void **state)
 	hx_free(x);
 }
 
-/* A body over the response's cap: ECW_ETOOLARGE, before reading it. */
+/* A body over the response's cap: ECW_ETOOLARGE, before reading it, the
+ * message naming the cap and the request's kind. */
 static void test_http__too_large(void **state)
 {
 	struct hx *x = hx_new();
@@ -486,8 +485,9 @@ static void test_http__too_large(void **state)
 	script(x, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", true);
 	hx_start(x, "/t");
 	x->resp.body.max = 10;
+	x->r.op = "table.get";
 	assert_int_equal(hx_send(x), ECW_ETOOLARGE);
-	assert_non_null(strstr(x->why, "larger than 10 bytes"));
+	assert_str(x->why, "an answer over the 10-byte cap for table.get");
 	hx_free(x);
 }
 

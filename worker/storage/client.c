@@ -29,6 +29,7 @@ struct ecw_client {
 	struct ecw_client_options opts;
 	struct ecw_http *http; /* NULL when libcurl carries the requests */
 	CURL *curl;            /* NULL unless a proxy is configured */
+	CURLM *multi;          /* drives curl, so its waits watch the cancellation */
 	struct ecw_client_stats stats;
 	bool fresh_connect; /* next transfer opens a new connection */
 	char errbuf[CURL_ERROR_SIZE];
@@ -97,7 +98,9 @@ int ecw_client_new(struct ecw_client **out, const struct ecw_account *acct,
 			return err;
 		}
 	} else {
-		if (!(c->curl = curl_easy_init())) {
+		if (!(c->curl = curl_easy_init()) || !(c->multi = curl_multi_init())) {
+			if (c->curl)
+				curl_easy_cleanup(c->curl);
 			free(c);
 			return ecw_error_set(ECW_ERROR, "curl_easy_init failed");
 		}
@@ -112,6 +115,8 @@ void ecw_client_free(struct ecw_client *c)
 	if (!c)
 		return;
 	ecw_http_free(c->http);
+	if (c->multi)
+		curl_multi_cleanup(c->multi);
 	if (c->curl)
 		curl_easy_cleanup(c->curl);
 	free(c);
@@ -142,14 +147,27 @@ void ecw_client_set_transport(struct ecw_client *c, ecw_send_fn fn, void *ctx)
 }
 #endif
 
+/* Sets the last error for a request that got no answer: its label, or its
+ * method and path (never its URL, which may carry a SAS), then why. */
+static int request_failed(const struct ecw_client *c, const struct ecw_request *r, int err, const char *why)
+{
+	if (r->label)
+		return ecw_error_set(err, "%s: %s", r->label, why);
+	return ecw_error_set(err, "%s %s%s: %s", r->method, c->acct->endpoint_path[r->svc],
+			     ecw_buf_cstr(&r->path), why);
+}
+
 /* ---- libcurl transport ----------------------------------------------------- */
 
+/* The body as libcurl hands it over, under the response's cap (the body's
+ * max, set by the request's kind): past it, libcurl stops with
+ * CURLE_WRITE_ERROR and closes the connection. */
 static size_t on_body(char *p, size_t size, size_t n, void *payload)
 {
 	struct ecw_response *resp = payload;
 
 	if (ecw_buf_add(&resp->body, p, size * n) < 0)
-		return 0; /* libcurl stops with CURLE_WRITE_ERROR */
+		return 0;
 	return size * n;
 }
 
@@ -184,7 +202,9 @@ static int curl_code_to_err(CURLcode rc)
 	case CURLE_PARTIAL_FILE:
 	case CURLE_HTTP2:
 	case CURLE_HTTP2_STREAM: return ECW_ETRANSIENT;
-	case CURLE_WRITE_ERROR: return ECW_ETOOLARGE;
+	case CURLE_WRITE_ERROR:
+	case CURLE_FILESIZE_EXCEEDED: return ECW_ETOOLARGE;
+	case CURLE_ABORTED_BY_CALLBACK: return ECW_ECANCELED;
 	case CURLE_OUT_OF_MEMORY: return ECW_ENOMEM;
 	default: return ECW_ERROR;
 	}
@@ -209,6 +229,44 @@ static void set_shared_options(struct ecw_client *c)
 		curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 0L);
 	}
+}
+
+/* curl_easy_perform, but through the client's multi handle, whose wait
+ * (curl_multi_poll) also watches the cancellation's descriptor: a fired
+ * cancellation ends the transfer at once with CURLE_ABORTED_BY_CALLBACK
+ * (easy_perform's own wait looks at a progress callback only once a
+ * second). Its deadline is the transfer's timeout (curl_send clamps it).
+ * The connections stay in the multi handle's cache from one transfer to
+ * the next; one removed mid-transfer is closed. */
+static CURLcode curl_perform(struct ecw_client *c)
+{
+	struct curl_waitfd cancel = {.fd = ecw_cancel_fd(c->opts.cancel), .events = CURL_WAIT_POLLIN};
+	CURLcode rc = CURLE_OK;
+	CURLMsg *m;
+	int running = 1, left;
+
+	if (curl_multi_add_handle(c->multi, c->curl) != CURLM_OK)
+		return CURLE_OUT_OF_MEMORY;
+	for (;;) {
+		if (curl_multi_perform(c->multi, &running) != CURLM_OK) {
+			rc = CURLE_OUT_OF_MEMORY;
+			break;
+		}
+		if (!running)
+			break;
+		if (ecw_cancel_is_set(c->opts.cancel) ||
+		    curl_multi_poll(c->multi, cancel.fd >= 0 ? &cancel : NULL, cancel.fd >= 0 ? 1 : 0, 1000,
+				    NULL) != CURLM_OK ||
+		    ecw_cancel_is_set(c->opts.cancel)) {
+			rc = CURLE_ABORTED_BY_CALLBACK;
+			break;
+		}
+	}
+	while ((m = curl_multi_info_read(c->multi, &left)))
+		if (m->msg == CURLMSG_DONE && rc == CURLE_OK)
+			rc = m->data.result;
+	curl_multi_remove_handle(c->multi, c->curl);
+	return rc;
 }
 
 /* Appends "name: value" (or "name:", which makes libcurl leave out a header
@@ -273,22 +331,27 @@ static int curl_send(struct ecw_client *c, struct ecw_response *resp, const char
 		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
 	}
 	curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, strcmp(r->method, "GET") == 0 ? NULL : r->method);
+	/* A Content-Length over the cap fails before the body is read. */
+	curl_easy_setopt(c->curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)resp->body.max);
+	/* A cancellation's deadline ends the transfer as its timeout would. */
+	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS,
+			 (long)ecw_cancel_clamp_ms(c->opts.cancel, c->opts.timeout_ms));
 
 	c->errbuf[0] = '\0';
-	rc = curl_easy_perform(c->curl);
+	rc = curl_perform(c);
 	curl_easy_getinfo(c->curl, CURLINFO_NUM_CONNECTS, &conns);
 	c->stats.connections += (uint64_t)conns;
 	if (rc != CURLE_OK) {
-		err = curl_code_to_err(rc);
-		if (err == ECW_ETOOLARGE)
-			ecw_error_set(err, "%s: response larger than %zu bytes", r->method, resp->body.max);
-		else if (r->label)
-			ecw_error_set(err, "%s: %s", r->label,
-				      c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+		char why[CURL_ERROR_SIZE + 64];
+
+		err = ecw_cancel_is_set(c->opts.cancel) ? ECW_ECANCELED : curl_code_to_err(rc);
+		if (err == ECW_ECANCELED)
+			snprintf(why, sizeof(why), "the worker is stopping");
+		else if (err == ECW_ETOOLARGE)
+			ecw_response_cap_text(why, sizeof(why), resp->body.max, r->op);
 		else
-			ecw_error_set(err, "%s %s%s: %s", r->method, c->acct->endpoint_path[r->svc],
-				      ecw_buf_cstr(&r->path),
-				      c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+			snprintf(why, sizeof(why), "%s", c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+		err = request_failed(c, r, err, why);
 		goto done;
 	}
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
@@ -299,8 +362,9 @@ done:
 	return err;
 }
 
-/* Sends through http.c, or libcurl for a proxied client; a failure's
- * message names the request (never its URL, which may carry a SAS). */
+/* Sends through http.c, or libcurl for a proxied client, the answer's body
+ * capped by the request's kind; a failure's message names the request
+ * (never its URL, which may carry a SAS). */
 static int transport_send(struct ecw_client *c, struct ecw_response *resp, const char *url,
 			  const struct ecw_request *r)
 {
@@ -308,6 +372,7 @@ static int transport_send(struct ecw_client *c, struct ecw_response *resp, const
 	uint64_t before;
 	int err;
 
+	resp->body.max = ecw_response_cap(r->op);
 	if (c->curl)
 		return curl_send(c, resp, url, r);
 	if (c->fresh_connect) {
@@ -319,10 +384,7 @@ static int transport_send(struct ecw_client *c, struct ecw_response *resp, const
 	c->stats.connections += ecw_http_connections(c->http) - before;
 	if (err == 0)
 		return 0;
-	if (r->label)
-		return ecw_error_set(err, "%s: %s", r->label, why);
-	return ecw_error_set(err, "%s %s%s: %s", r->method, c->acct->endpoint_path[r->svc],
-			     ecw_buf_cstr(&r->path), why);
+	return request_failed(c, r, err, why);
 }
 
 /* ---- errors and retries ------------------------------------------------------- */
@@ -452,6 +514,18 @@ static int token_exchange(struct ecw_response *resp, const char *url, const stru
 	return err;
 }
 
+/* The pause before retry attempt + 1: 0, or ECW_ECANCELED (the last error
+ * set) when the cancellation cut it short. A client without one sleeps
+ * through ecw_sleep_ms, which the unit tests wrap. */
+static int back_off(struct ecw_client *c, const struct ecw_request *r, int attempt)
+{
+	c->stats.retries++;
+	if (!ecw_cancel_sleep_ms(c->opts.cancel,
+				 ecw_client_retry_delay_ms(&c->opts, attempt, ecw_random_u32())))
+		return 0;
+	return request_failed(c, r, ECW_ECANCELED, "the worker is stopping (before a retry)");
+}
+
 int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_request *r)
 {
 	struct ecw_buf url, auth;
@@ -469,6 +543,10 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 		goto done;
 	for (attempt = 1;; attempt++) {
 		ecw_response_reset(resp);
+		if (ecw_cancel_is_set(c->opts.cancel)) {
+			err = request_failed(c, r, ECW_ECANCELED, "the worker is stopping");
+			goto done;
+		}
 		/* A fresh date on every attempt: the service rejects requests whose
 		 * date is more than 15 minutes off, and a retry may come late. */
 		ecw_date_format(date, time(NULL));
@@ -483,8 +561,8 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 				if (err == ECW_ENOMEM || !ecw_err_is_transient(err) ||
 				    attempt >= c->opts.max_tries)
 					goto done;
-				c->stats.retries++;
-				ecw_sleep_ms(ecw_client_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
+				if ((err = back_off(c, r, attempt)) < 0)
+					goto done;
 				continue;
 			}
 		} else if (!c->acct->sas) {
@@ -513,8 +591,8 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 		}
 		if (err == 0 || !ecw_err_is_transient(err) || attempt >= c->opts.max_tries)
 			break;
-		c->stats.retries++;
-		ecw_sleep_ms(ecw_client_retry_delay_ms(&c->opts, attempt, ecw_random_u32()));
+		if ((err = back_off(c, r, attempt)) < 0)
+			goto done;
 	}
 done:
 	if (auth.ptr)

@@ -15,8 +15,19 @@
  * every thread's connections.
  *
  * Timeouts: connect_timeout_ms bounds the TCP connect and TLS handshake,
- * timeout_ms the whole exchange (the blocking socket's send and receive
- * timeouts follow the time left). A connection kept from an earlier request
+ * timeout_ms the whole exchange. Sockets are non-blocking and every wait is
+ * a poll() that also watches the client's cancellation (ecw_cancel.h): once
+ * it is set, the exchange stops at once, its connection is closed and it
+ * fails with ECW_ECANCELED.
+ *
+ * Memory: an answer's body is capped by the response's body max, which the
+ * client sets by the request's kind (ecw_response_cap); a body over it -
+ * by its Content-Length, a chunk's size, or what came before the close -
+ * fails with ECW_ETOOLARGE before more is read. Bodies are taken off the
+ * connection's input buffer as they arrive, so it holds a head or one
+ * read's worth, and it is let go after an exchange that grew it past 64 KiB.
+ *
+ * A connection kept from an earlier request
  * that turns out closed (the server drops idle ones) before any byte of the
  * answer came is opened again once and the request sent again, as libcurl
  * does; any other failure closes the connection and is the caller's to
@@ -48,6 +59,7 @@
 #define HTTP_HEAD_MAX ((size_t)64 * 1024) /* a status line and headers */
 #define HTTP_READ_CHUNK ((size_t)16 * 1024)
 #define HTTP_JOIN_MAX ((size_t)16 * 1024) /* a TLS body sent in one write with its head */
+#define HTTP_IN_KEEP ((size_t)64 * 1024)  /* a connection's input buffer kept between requests */
 
 struct conn {
 	char origin[272]; /* "scheme://authority" as in the URL; "" unused */
@@ -55,7 +67,6 @@ struct conn {
 	SSL *ssl;         /* NULL for http */
 	char *in;         /* bytes read and not yet taken */
 	size_t in_len, in_cap;
-	long timeo_ms; /* the socket's send/receive timeout now */
 	uint64_t used; /* for choosing which to close */
 };
 
@@ -65,6 +76,7 @@ struct ecw_http {
 	struct conn conns[HTTP_CONNS];
 	uint64_t uses;
 	struct ecw_buf head; /* the request line and headers being written */
+	const char *op;      /* the exchange's kind, for the cap's message; may be NULL */
 };
 
 /* The transport's own clock: real time even where tests wrap ecw_now_ms. */
@@ -154,52 +166,12 @@ done:
 	return ctx;
 }
 
-/* A socket BIO whose writes never raise SIGPIPE (send with MSG_NOSIGNAL): a
- * peer that closed must be an error, not the end of the process. */
-static BIO_METHOD *nosig_method;
-static pthread_once_t nosig_once = PTHREAD_ONCE_INIT;
-
-static int nosig_write(BIO *b, const char *p, int n)
-{
-	ssize_t k;
-
-	BIO_clear_retry_flags(b);
-	do
-		k = send(BIO_get_fd(b, NULL), p, (size_t)n, MSG_NOSIGNAL);
-	while (k < 0 && errno == EINTR);
-	if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-		BIO_set_retry_write(b); /* the socket's timeout: SSL_write may be called again */
-	return (int)k;
-}
-
-static int nosig_read(BIO *b, char *p, int n)
-{
-	ssize_t k;
-
-	BIO_clear_retry_flags(b);
-	do
-		k = recv(BIO_get_fd(b, NULL), p, (size_t)n, 0);
-	while (k < 0 && errno == EINTR);
-	if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-		BIO_set_retry_read(b);
-	return (int)k;
-}
-
-static void nosig_init(void)
-{
-	const BIO_METHOD *sock = BIO_s_socket();
-	BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "ecworker socket");
-
-	if (!m)
-		return;
-	BIO_meth_set_write(m, nosig_write);
-	BIO_meth_set_read(m, nosig_read);
-	BIO_meth_set_puts(m, BIO_meth_get_puts(sock));
-	BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock));
-	BIO_meth_set_create(m, BIO_meth_get_create(sock));
-	BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock));
-	nosig_method = m;
-}
+/* TLS goes over OpenSSL's own socket BIO (SSL_set_fd), whose writes can
+ * raise SIGPIPE on a connection the peer closed: main.c ignores SIGPIPE for
+ * the whole process, so such a write fails with EPIPE. (A BIO of our own
+ * that sent with MSG_NOSIGNAL needed BIO_meth_get_*, deprecated in OpenSSL
+ * 3.5.) Plain sockets still send with MSG_NOSIGNAL, for programs that link
+ * the client without main.c. */
 
 /* ---- connections ------------------------------------------------------------------------- */
 
@@ -285,39 +257,47 @@ static void conn_close(struct conn *k)
 	k->in_len = 0;
 }
 
-/* The socket's send and receive timeouts bound each blocking call, and the
- * deadline is checked after every call that met them (timed_out_early), so
- * a timeout shorter than the time left costs one more call and one longer
- * would overrun the deadline. Setting them takes two system calls, so they
- * are set only when they would overrun, or are under half the time left: on
- * a kept connection, a request seldom sets them at all. */
-static void set_timeout(struct conn *k, long ms)
+/* Waits until fd is ready for events (POLLIN or POLLOUT), the deadline
+ * passes or the cancellation is set: 1 ready, or -1 with errno EAGAIN (the
+ * deadline) or ECANCELED (the worker is stopping). Every wait of this file
+ * is one of these, on a non-blocking socket, so none outlasts a
+ * cancellation. */
+static int wait_ready(int fd, short events, int64_t deadline, const struct ecw_cancel *cancel)
 {
-	struct timeval tv;
+	struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = ecw_cancel_fd(cancel), .events = POLLIN}};
+	int rc;
 
-	if (ms < 1)
-		ms = 1;
-	if (k->timeo_ms > 0 && k->timeo_ms <= ms && k->timeo_ms >= ms / 2)
-		return;
-	tv.tv_sec = ms / 1000;
-	tv.tv_usec = (ms % 1000) * 1000;
-	setsockopt(k->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(k->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	k->timeo_ms = ms;
+	for (;;) {
+		int64_t left = ecw_cancel_clamp_ms(cancel, deadline - now_ms());
+
+		if (ecw_cancel_is_set(cancel)) {
+			errno = ECANCELED;
+			return -1;
+		}
+		if (left <= 0) {
+			errno = EAGAIN;
+			return -1;
+		}
+		rc = poll(p, p[1].fd >= 0 ? 2 : 1, left > INT32_MAX ? INT32_MAX : (int)left);
+		if (rc < 0 && errno != EINTR)
+			return -1;
+		if (rc > 0 && p[0].revents)
+			return 1; /* readable, writable, or an error the next call reports */
+	}
 }
 
 /* Connects to the first of addrs that takes it by the deadline: the socket
- * (non-blocking still), or -1 with the last error in *saved. */
-static int connect_any(const struct ecw_addrs *addrs, int64_t deadline, int *saved)
+ * (non-blocking), or -1 with the last error in *saved (ECANCELED when the
+ * cancellation cut it short). */
+static int connect_any(const struct ecw_addrs *addrs, int64_t deadline, const struct ecw_cancel *cancel,
+		       int *saved)
 {
-	int fd = -1, rc;
+	int fd = -1;
 
 	for (size_t i = 0; i < addrs->n; i++) {
-		struct pollfd pfd;
 		socklen_t len = sizeof(*saved);
-		int64_t left = deadline - now_ms();
 
-		if (left <= 0) {
+		if (deadline - now_ms() <= 0) {
 			*saved = ETIMEDOUT;
 			break;
 		}
@@ -331,16 +311,15 @@ static int connect_any(const struct ecw_addrs *addrs, int64_t deadline, int *sav
 			*saved = errno;
 			goto next;
 		}
-		pfd.fd = fd;
-		pfd.events = POLLOUT;
-		do
-			rc = poll(&pfd, 1, (int)left);
-		while (rc < 0 && errno == EINTR && (left = deadline - now_ms()) > 0);
-		if (rc == 0) {
-			*saved = ETIMEDOUT;
-			goto next;
+		if (wait_ready(fd, POLLOUT, deadline, cancel) < 0) {
+			*saved = errno == EAGAIN ? ETIMEDOUT : errno;
+			close(fd);
+			if (*saved == ECANCELED)
+				return -1; /* no other address either */
+			fd = -1;
+			continue;
 		}
-		if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, saved, &len) < 0)
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, saved, &len) < 0)
 			*saved = errno;
 		if (*saved == 0)
 			return fd;
@@ -366,7 +345,8 @@ static bool same_addrs(const struct ecw_addrs *a, const struct ecw_addrs *b)
  * are forgotten; when they were kept from an earlier lookup, the name is
  * looked up again at once and new addresses tried in the time left, so an
  * account whose addresses moved (a failover) costs no failed request. */
-static int tcp_connect(int *out, const struct target *t, long ms, char *why, size_t why_len)
+static int tcp_connect(int *out, const struct target *t, long ms, const struct ecw_cancel *cancel, char *why,
+		       size_t why_len)
 {
 	struct ecw_addrs addrs, again;
 	int64_t deadline = now_ms() + ms;
@@ -376,28 +356,36 @@ static int tcp_connect(int *out, const struct target *t, long ms, char *why, siz
 
 	if ((rc = ecw_resolve(t->host, t->port, &addrs, &kept, why, why_len)) < 0)
 		return rc;
-	fd = connect_any(&addrs, deadline, &saved);
+	fd = connect_any(&addrs, deadline, cancel, &saved);
+	if (fd < 0 && saved == ECANCELED) {
+		snprintf(why, why_len, "connecting to %s port %s: the worker is stopping", t->host, t->port);
+		return ECW_ECANCELED;
+	}
 	if (fd < 0) {
 		ecw_resolve_forget(t->host, t->port);
 		if (kept && saved != ETIMEDOUT &&
 		    ecw_resolve(t->host, t->port, &again, &kept, why, why_len) == 0 &&
 		    !same_addrs(&addrs, &again)) {
 			saved = 0;
-			if ((fd = connect_any(&again, deadline, &saved)) < 0)
+			if ((fd = connect_any(&again, deadline, cancel, &saved)) < 0 && saved != ECANCELED)
 				ecw_resolve_forget(t->host, t->port);
 		}
 	}
 	if (fd < 0) {
-		if (saved == ETIMEDOUT)
+		if (saved == ECANCELED)
+			snprintf(why, why_len, "connecting to %s port %s: the worker is stopping", t->host,
+				 t->port);
+		else if (saved == ETIMEDOUT)
 			snprintf(why, why_len, "connecting to %s port %s: timed out after %ld ms", t->host,
 				 t->port, ms);
 		else
 			snprintf(why, why_len, "connecting to %s port %s: %s", t->host, t->port,
 				 errtext(saved, text, sizeof(text)));
-		return saved == ETIMEDOUT ? ECW_ETIMEOUT : ECW_ETRANSIENT;
+		return saved == ECANCELED   ? ECW_ECANCELED
+		       : saved == ETIMEDOUT ? ECW_ETIMEOUT
+					    : ECW_ETRANSIENT;
 	}
-	/* Blocking from here on, under the socket's timeouts. */
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	/* Non-blocking for good: every wait is wait_ready's. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 	*out = fd;
@@ -412,22 +400,18 @@ static bool is_ip_literal(const char *host)
 	return inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
 }
 
-static int tls_start(struct conn *k, const struct target *t, const struct ecw_client_options *o, char *why,
-		     size_t why_len)
+static int tls_start(struct conn *k, const struct target *t, const struct ecw_client_options *o,
+		     int64_t deadline, char *why, size_t why_len)
 {
 	SSL_CTX *ctx = tls_ctx(o, why, why_len);
-	BIO *bio;
-	int rc;
+	int rc, e, saved;
 
-	pthread_once(&nosig_once, nosig_init);
 	if (!ctx)
 		return ECW_ERROR;
-	if (!nosig_method || !(k->ssl = SSL_new(ctx)) || !(bio = BIO_new(nosig_method))) {
+	if (!(k->ssl = SSL_new(ctx)) || SSL_set_fd(k->ssl, k->fd) != 1) {
 		why_ssl(why, why_len, "TLS: out of memory");
 		return ECW_ENOMEM;
 	}
-	BIO_set_fd(bio, k->fd, BIO_NOCLOSE);
-	SSL_set_bio(k->ssl, bio, bio);
 	if (is_ip_literal(t->host)) {
 		if (!o->insecure_skip_tls_verify_for_tests &&
 		    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(k->ssl), t->host) != 1) {
@@ -439,11 +423,24 @@ static int tls_start(struct conn *k, const struct target *t, const struct ecw_cl
 		why_ssl(why, why_len, "TLS: bad host name");
 		return ECW_ERROR;
 	}
-	ERR_clear_error();
-	if ((rc = SSL_connect(k->ssl)) == 1)
-		return 0;
+	for (;;) {
+		ERR_clear_error();
+		if ((rc = SSL_connect(k->ssl)) == 1)
+			return 0;
+		saved = errno;
+		e = SSL_get_error(k->ssl, rc);
+		if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+			break;
+		if (wait_ready(k->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline, o->cancel) < 0) {
+			bool stopping = errno == ECANCELED;
+
+			snprintf(why, why_len, "TLS handshake with %s: %s", t->host,
+				 stopping ? "the worker is stopping" : "timed out");
+			ERR_clear_error();
+			return stopping ? ECW_ECANCELED : ECW_ETIMEOUT;
+		}
+	}
 	long vr = SSL_get_verify_result(k->ssl);
-	int e = SSL_get_error(k->ssl, rc);
 
 	if (vr != X509_V_OK) {
 		snprintf(why, why_len, "TLS handshake with %s: certificate verification failed: %s", t->host,
@@ -451,14 +448,7 @@ static int tls_start(struct conn *k, const struct target *t, const struct ecw_cl
 		ERR_clear_error();
 		return ECW_ERROR;
 	}
-	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ||
-	    (e == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK))) {
-		snprintf(why, why_len, "TLS handshake with %s: timed out", t->host);
-		ERR_clear_error();
-		return ECW_ETIMEOUT;
-	}
 	if (e == SSL_ERROR_SYSCALL || e == SSL_ERROR_ZERO_RETURN) {
-		int saved = errno;
 		char text[96];
 
 		snprintf(why, why_len, "TLS handshake with %s: connection closed%s%s", t->host,
@@ -480,12 +470,10 @@ static int conn_open(struct ecw_http *h, struct conn *k, const struct target *t,
 		ms = (long)(deadline - now_ms());
 	if (ms < 1)
 		ms = 1;
-	if ((err = tcp_connect(&k->fd, t, ms, why, why_len)) < 0)
+	if ((err = tcp_connect(&k->fd, t, ms, h->opts->cancel, why, why_len)) < 0)
 		return err;
 	h->connections++;
-	k->timeo_ms = 0;
-	set_timeout(k, ms);
-	if (t->tls && (err = tls_start(k, t, h->opts, why, why_len)) < 0) {
+	if (t->tls && (err = tls_start(k, t, h->opts, now_ms() + ms, why, why_len)) < 0) {
 		conn_close(k);
 		return err;
 	}
@@ -494,48 +482,54 @@ static int conn_open(struct ecw_http *h, struct conn *k, const struct target *t,
 
 /* ---- reading and writing ------------------------------------------------------------------- */
 
-/* After a blocking call failed: whether it only met the socket's timeout
- * with time left before the deadline (see set_timeout), to be made again. */
-static bool timed_out_early(int64_t deadline)
-{
-	return (errno == EAGAIN || errno == EWOULDBLOCK) && deadline - now_ms() > 0;
-}
-
-/* What an SSL_read or SSL_write that returned r <= 0 means for errno: EAGAIN
- * when the socket's timeout ended it (the BIO asked for a retry). */
-static void ssl_errno(struct conn *k, int r)
+/* What an SSL_read or SSL_write that returned r <= 0 asks for: POLLIN or
+ * POLLOUT, to wait for and call again; or 0 when it failed, with errno 0 at
+ * the end of the stream (close_notify, or a TCP close) and EPROTO for a TLS
+ * error. */
+static short ssl_want(struct conn *k, int r)
 {
 	int e = SSL_get_error(k->ssl, r);
+	short want = 0;
 
-	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-		errno = EAGAIN;
+	if (e == SSL_ERROR_WANT_READ)
+		want = POLLIN;
+	else if (e == SSL_ERROR_WANT_WRITE)
+		want = POLLOUT;
 	else if (e == SSL_ERROR_ZERO_RETURN ||
 		 (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0))
 		errno = 0;
 	else if (e != SSL_ERROR_SYSCALL || errno == EAGAIN || errno == EWOULDBLOCK)
 		errno = EPROTO;
 	ERR_clear_error();
+	return want;
 }
 
-/* Sends all of the n iovecs. */
-static int conn_write(struct conn *k, struct iovec *iov, int n, int64_t deadline)
+/* Sends all of the n iovecs by the deadline: 0, or -1 with errno (EAGAIN:
+ * timed out; ECANCELED: the worker is stopping). */
+static int conn_write(struct ecw_http *h, struct conn *k, struct iovec *iov, int n, int64_t deadline)
 {
+	const struct ecw_cancel *cancel = h->opts->cancel;
+
 	if (k->ssl) {
 		for (int i = 0; i < n; i++) {
 			int r;
+			short want;
 
 			if (!iov[i].iov_len)
 				continue;
-			do {
-				set_timeout(k, (long)(deadline - now_ms()));
+			/* A write that must be repeated is repeated with the same
+			 * arguments, as OpenSSL asks. */
+			for (;;) {
 				ERR_clear_error();
-				if ((r = SSL_write(k->ssl, iov[i].iov_base, (int)iov[i].iov_len)) <= 0)
-					ssl_errno(k, r);
-			} while (r <= 0 && timed_out_early(deadline));
-			if (r <= 0) {
-				if (errno == 0)
-					errno = EPIPE;
-				return -1;
+				if ((r = SSL_write(k->ssl, iov[i].iov_base, (int)iov[i].iov_len)) > 0)
+					break;
+				if (!(want = ssl_want(k, r))) {
+					if (errno == 0)
+						errno = EPIPE;
+					return -1;
+				}
+				if (wait_ready(k->fd, want, deadline, cancel) < 0)
+					return -1;
 			}
 		}
 		return 0;
@@ -548,11 +542,13 @@ static int conn_write(struct conn *k, struct iovec *iov, int n, int64_t deadline
 	while (mh.msg_iovlen) {
 		ssize_t w;
 
-		set_timeout(k, (long)(deadline - now_ms()));
-		if ((w = sendmsg(k->fd, &mh, MSG_NOSIGNAL)) < 0) {
-			if (errno == EINTR || timed_out_early(deadline))
+		if ((w = sendmsg(k->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0) {
+			if (errno == EINTR)
 				continue;
-			return -1;
+			if ((errno != EAGAIN && errno != EWOULDBLOCK) ||
+			    wait_ready(k->fd, POLLOUT, deadline, cancel) < 0)
+				return -1;
+			continue;
 		}
 		while (mh.msg_iovlen && (size_t)w >= mh.msg_iov->iov_len) {
 			w -= (ssize_t)mh.msg_iov->iov_len;
@@ -568,9 +564,16 @@ static int conn_write(struct conn *k, struct iovec *iov, int n, int64_t deadline
 }
 
 /* Reads what comes next onto k->in: > 0 bytes, 0 at the end of the stream,
- * < 0 on an error (errno EAGAIN: timed out). */
-static ssize_t conn_read(struct conn *k, int64_t deadline)
+ * < 0 on an error (errno EAGAIN: timed out; ECANCELED: the worker is
+ * stopping). The socket is tried first and waited on only when it has
+ * nothing: a stream that keeps coming costs no poll, and the deadline and
+ * the cancellation are still looked at before every read. k->in grows by
+ * HTTP_READ_CHUNK at a time; the readers below take bodies off it as they
+ * come, so it holds a head, a chunk's size line or one read's worth of
+ * body, never a whole body. */
+static ssize_t conn_read(struct ecw_http *h, struct conn *k, int64_t deadline)
 {
+	const struct ecw_cancel *cancel = h->opts->cancel;
 	ssize_t n;
 
 	if (k->in_cap - k->in_len < HTTP_READ_CHUNK) {
@@ -586,27 +589,41 @@ static ssize_t conn_read(struct conn *k, int64_t deadline)
 		k->in = p;
 		k->in_cap = cap;
 	}
-	do {
+	for (;;) {
+		short want = POLLIN;
+
+		if (ecw_cancel_is_set(cancel)) {
+			errno = ECANCELED;
+			return -1;
+		}
 		if (deadline - now_ms() <= 0) {
 			errno = EAGAIN;
 			return -1;
 		}
-		set_timeout(k, (long)(deadline - now_ms()));
 		if (k->ssl) {
 			ERR_clear_error();
 			int r = SSL_read(k->ssl, k->in + k->in_len, (int)(k->in_cap - k->in_len));
 			if (r > 0) {
 				n = r;
-			} else {
-				ssl_errno(k, r);
-				n = errno ? -1 : 0;
+				break;
 			}
+			if (!(want = ssl_want(k, r)))
+				return errno ? -1 : 0;
 		} else {
-			n = recv(k->fd, k->in + k->in_len, k->in_cap - k->in_len, 0);
+			/* MSG_DONTWAIT: ecw_http_read_fd's descriptor may be
+			 * blocking. */
+			n = recv(k->fd, k->in + k->in_len, k->in_cap - k->in_len, MSG_DONTWAIT);
+			if (n >= 0)
+				break;
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return -1;
 		}
-	} while (n < 0 && (errno == EINTR || timed_out_early(deadline)));
-	if (n > 0)
-		k->in_len += (size_t)n;
+		if (wait_ready(k->fd, want, deadline, cancel) < 0)
+			return -1;
+	}
+	k->in_len += (size_t)n;
 	return n;
 }
 
@@ -731,13 +748,29 @@ static void consume(struct conn *k, size_t n)
 	k->in_len -= n;
 }
 
-static int body_add(struct ecw_response *resp, const char *p, size_t n, char *why, size_t why_len)
+/* Over the answer's cap (its body's max, which the client sets by the
+ * request's kind): fail before reading more. The connection is closed by
+ * the caller, so whatever the server still sends is never read. */
+static int too_large(const struct ecw_http *h, const struct ecw_response *resp, char *why, size_t why_len)
 {
-	if (n > resp->body.max - resp->body.len) {
-		snprintf(why, why_len, "response larger than %zu bytes", resp->body.max);
-		return ECW_ETOOLARGE;
+	ecw_response_cap_text(why, why_len, resp->body.max, h->op);
+	return ECW_ETOOLARGE;
+}
+
+/* Appends n bytes of k->in's front to the body and takes them off k->in. */
+static int body_take(const struct ecw_http *h, struct conn *k, struct ecw_response *resp, size_t n, char *why,
+		     size_t why_len)
+{
+	int err;
+
+	if (n > resp->body.max - resp->body.len)
+		return too_large(h, resp, why, why_len);
+	if ((err = ecw_buf_add(&resp->body, k->in, n)) < 0) {
+		snprintf(why, why_len, "out of memory");
+		return err;
 	}
-	return ecw_buf_add(&resp->body, p, n);
+	consume(k, n);
+	return 0;
 }
 
 /* Why a read ended the exchange: a timeout or a broken connection. */
@@ -746,6 +779,10 @@ static int read_failed(ssize_t n, const struct ecw_http *h, char *why, size_t wh
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 		snprintf(why, why_len, "timed out after %d ms %s", h->opts->timeout_ms, where);
 		return ECW_ETIMEOUT;
+	}
+	if (n < 0 && errno == ECANCELED) {
+		snprintf(why, why_len, "the worker is stopping (%s)", where);
+		return ECW_ECANCELED;
 	}
 	if (n < 0 && errno == ENOMEM) {
 		snprintf(why, why_len, "out of memory");
@@ -758,6 +795,27 @@ static int read_failed(ssize_t n, const struct ecw_http *h, char *why, size_t wh
 	} else
 		snprintf(why, why_len, "connection closed %s", where);
 	return ECW_ETRANSIENT;
+}
+
+/* Reads the next size bytes of the body, taking each read's worth off k->in
+ * as it comes; over the cap before any is read. */
+static int read_exactly(struct ecw_http *h, struct conn *k, struct ecw_response *resp, size_t size,
+			int64_t deadline, char *why, size_t why_len)
+{
+	ssize_t n;
+	int err;
+
+	if (size > resp->body.max - resp->body.len)
+		return too_large(h, resp, why, why_len);
+	while (size > 0) {
+		if (k->in_len == 0 && (n = conn_read(h, k, deadline)) <= 0)
+			return read_failed(n, h, why, why_len, "in the answer's body");
+		size_t take = size < k->in_len ? size : k->in_len;
+		if ((err = body_take(h, k, resp, take, why, why_len)) < 0)
+			return err;
+		size -= take;
+	}
+	return 0;
 }
 
 /* Reads a chunked body (RFC 9112 7.1): sizes in hex, extensions and
@@ -774,7 +832,7 @@ static int read_chunked(struct ecw_http *h, struct conn *k, struct ecw_response 
 				snprintf(why, why_len, "a malformed chunk in the answer");
 				return ECW_ETRANSIENT;
 			}
-			if ((n = conn_read(k, deadline)) <= 0)
+			if ((n = conn_read(h, k, deadline)) <= 0)
 				return read_failed(n, h, why, why_len, "in the answer's body");
 		}
 		size_t size = 0, i = 0, digits = 0;
@@ -799,18 +857,19 @@ static int read_chunked(struct ecw_http *h, struct conn *k, struct ecw_response 
 		consume(k, (size_t)(eol - k->in) + 1);
 		if (size == 0)
 			break;
-		/* The data and its CRLF. */
-		while (k->in_len < size + 2)
-			if ((n = conn_read(k, deadline)) <= 0)
+		/* The data as it comes (a chunk may be any size: it is never
+		 * held whole), then its CRLF. */
+		int err = read_exactly(h, k, resp, size, deadline, why, why_len);
+		if (err < 0)
+			return err;
+		while (k->in_len < 2)
+			if ((n = conn_read(h, k, deadline)) <= 0)
 				return read_failed(n, h, why, why_len, "in the answer's body");
-		if (k->in[size] != '\r' || k->in[size + 1] != '\n') {
+		if (k->in[0] != '\r' || k->in[1] != '\n') {
 			snprintf(why, why_len, "a chunk without its CRLF in the answer");
 			return ECW_ETRANSIENT;
 		}
-		int err = body_add(resp, k->in, size, why, why_len);
-		if (err < 0)
-			return err;
-		consume(k, size + 2);
+		consume(k, 2);
 	}
 	/* Trailer fields up to the empty line. */
 	for (;;) {
@@ -822,7 +881,7 @@ static int read_chunked(struct ecw_http *h, struct conn *k, struct ecw_response 
 				snprintf(why, why_len, "trailers too large in the answer");
 				return ECW_ETRANSIENT;
 			}
-			if ((n = conn_read(k, deadline)) <= 0)
+			if ((n = conn_read(h, k, deadline)) <= 0)
 				return read_failed(n, h, why, why_len, "in the answer's trailers");
 		}
 		size_t len = (size_t)(eol - k->in);
@@ -862,7 +921,7 @@ static int read_answer(struct ecw_http *h, struct conn *k, struct ecw_response *
 					 HTTP_HEAD_MAX);
 				return ECW_ETRANSIENT;
 			}
-			if ((n = conn_read(k, deadline)) <= 0) {
+			if ((n = conn_read(h, k, deadline)) <= 0) {
 				*none = k->in_len == 0;
 				return read_failed(n, h, why, why_len, "before the answer");
 			}
@@ -885,27 +944,22 @@ static int read_answer(struct ecw_http *h, struct conn *k, struct ecw_response *
 	if (f->chunked)
 		return read_chunked(h, k, resp, deadline, why, why_len);
 	if (f->length >= 0) {
-		if ((unsigned long long)f->length > resp->body.max - resp->body.len) {
-			snprintf(why, why_len, "response larger than %zu bytes", resp->body.max);
-			return ECW_ETOOLARGE;
-		}
-		while (k->in_len < (size_t)f->length)
-			if ((n = conn_read(k, deadline)) <= 0)
-				return read_failed(n, h, why, why_len, "in the answer's body");
-		if ((err = body_add(resp, k->in, (size_t)f->length, why, why_len)) < 0)
-			return err;
-		consume(k, (size_t)f->length);
-		return 0;
+		if ((unsigned long long)f->length > resp->body.max - resp->body.len)
+			return too_large(h, resp, why, why_len);
+		return read_exactly(h, k, resp, (size_t)f->length, deadline, why, why_len);
 	}
-	/* Neither: the body runs to the end of the connection. */
+	/* Neither: the body runs to the end of the connection, under the cap
+	 * as it comes. */
 	f->close = true;
-	while ((n = conn_read(k, deadline)) > 0)
-		;
+	for (;;) {
+		if ((err = body_take(h, k, resp, k->in_len, why, why_len)) < 0)
+			return err;
+		if ((n = conn_read(h, k, deadline)) <= 0)
+			break;
+	}
 	if (n < 0)
 		return read_failed(n, h, why, why_len, "in the answer's body");
-	err = body_add(resp, k->in, k->in_len, why, why_len);
-	k->in_len = 0;
-	return err;
+	return 0;
 }
 
 int ecw_http_read_fd(struct ecw_response *resp, int fd, bool head_only, int timeout_ms, bool *close,
@@ -965,6 +1019,28 @@ void ecw_http_free(struct ecw_http *h)
 uint64_t ecw_http_connections(const struct ecw_http *h)
 {
 	return h->connections;
+}
+
+size_t ecw_http_buffered(const struct ecw_http *h)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < HTTP_CONNS; i++)
+		n += h->conns[i].in_cap;
+	return n;
+}
+
+/* After an exchange: an input buffer that a large head (or many pipelined
+ * bytes) grew past HTTP_IN_KEEP is let go, so a worker's idle connections
+ * hold a few KiB each whatever they once read. Bytes left in it would be
+ * dropped before the next request anyway. */
+static void conn_shrink(struct conn *k)
+{
+	if (k->in_cap <= HTTP_IN_KEEP)
+		return;
+	free(k->in);
+	k->in = NULL;
+	k->in_len = k->in_cap = 0;
 }
 
 /* The connection kept for url's origin, or the least recently used one. */
@@ -1040,6 +1116,11 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 		snprintf(why, why_len, "out of memory");
 		return err;
 	}
+	if (ecw_cancel_is_set(h->opts->cancel)) {
+		snprintf(why, why_len, "the worker is stopping");
+		return ECW_ECANCELED;
+	}
+	h->op = r->op;
 	k = conn_for(h, url, &t);
 	k->used = ++h->uses;
 	for (int attempt = 1;; attempt++) {
@@ -1051,16 +1132,19 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 		if (!reused && (err = conn_open(h, k, &t, deadline, why, why_len)) < 0)
 			return err;
 		k->in_len = 0;
-		if (conn_write(k, iov, 2, deadline) < 0) {
+		if (conn_write(h, k, iov, 2, deadline) < 0) {
 			int saved = errno;
 			bool timed_out = saved == EAGAIN || saved == EWOULDBLOCK;
 			char text[96];
 
-			snprintf(why, why_len, "%s sending the request%s%s",
-				 timed_out ? "timed out" : "connection broken", timed_out ? "" : ": ",
-				 timed_out ? "" : errtext(saved, text, sizeof(text)));
-			err = timed_out ? ECW_ETIMEOUT : ECW_ETRANSIENT;
-			none = !timed_out;
+			if (saved == ECANCELED)
+				snprintf(why, why_len, "the worker is stopping (sending the request)");
+			else
+				snprintf(why, why_len, "%s sending the request%s%s",
+					 timed_out ? "timed out" : "connection broken", timed_out ? "" : ": ",
+					 timed_out ? "" : errtext(saved, text, sizeof(text)));
+			err = saved == ECANCELED ? ECW_ECANCELED : timed_out ? ECW_ETIMEOUT : ECW_ETRANSIENT;
+			none = !timed_out && saved != ECANCELED;
 		} else {
 			err = read_answer(h, k, resp, head_only, deadline, &f, &none, why, why_len);
 		}
@@ -1068,9 +1152,11 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 			resp->status = f.status;
 			if (f.close)
 				conn_close(k);
+			conn_shrink(k);
 			return 0;
 		}
 		conn_close(k);
+		conn_shrink(k);
 		/* A kept connection the server had closed: once more on a new one. */
 		if (!(reused && none && attempt == 1 && err == ECW_ETRANSIENT))
 			return err;

@@ -26,9 +26,14 @@ void ecw_http_free(struct ecw_http *h);
 void ecw_http_close_all(struct ecw_http *h);
 /* Connections opened so far. */
 uint64_t ecw_http_connections(const struct ecw_http *h);
+/* Bytes the connections' input buffers hold between requests (for tests:
+ * a big answer must not leave a big buffer behind). */
+size_t ecw_http_buffered(const struct ecw_http *h);
 /* Sends r (headers already signed) to url and reads the answer into resp,
- * which the caller has reset. Returns 0 when an answer came (any status), or
- * a negative ecw_err with why it failed in why (no URL, no request name). */
+ * which the caller has reset, its body capped at resp->body.max. Returns 0
+ * when an answer came (any status), or a negative ecw_err with why it
+ * failed in why (no URL, no request name): ECW_ETOOLARGE over the cap,
+ * ECW_ECANCELED when the options' cancellation was set. */
 int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url, const struct ecw_request *r,
 		  char *why, size_t why_len) ECW_MUST_USE;
 /* Reads one answer from fd (the caller's, left open) as ecw_http_send reads

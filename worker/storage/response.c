@@ -1,5 +1,7 @@
 /* response.c - the response record (see response.h): the headers kept in one
- * buffer, and the body. */
+ * buffer, and the body; and the cap on an answer's body by the request's
+ * kind. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -75,4 +77,72 @@ const char *ecw_response_header(const struct ecw_response *resp, const char *nam
 			return n + strlen(n) + 1;
 	}
 	return NULL;
+}
+
+/* ---- caps by kind ------------------------------------------------------------------------ */
+
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+
+/* What the service can legitimately send for each kind, with room to spare;
+ * anything beyond is a broken or hostile endpoint (a proxy's page, a wrong
+ * TableEndpoint) and fails with ECW_ETOOLARGE, which is not retried. One
+ * thread holds one answer at a time, so a worker's answers take at most
+ * its slots times the largest cap. Matched by exact name. */
+static const struct {
+	const char *op;
+	size_t cap;
+} caps[] = {
+	/* An entity: at most 1 MiB of data on the service. In JSON binary
+     * goes as base64 (4/3) and the service escapes every character from
+     * U+007F up as \uXXXX (6 bytes for 2-3), control characters too (6
+     * for 1): 8 MiB covers the worst of it. Writes may echo the entity. */
+	{"table.get", 8 * MiB},
+	{"table.insert", 8 * MiB},
+	{"table.upsert", 8 * MiB},
+	{"table.upsert_merge", 8 * MiB},
+	{"table.update", 8 * MiB},
+	{"table.merge", 8 * MiB},
+	/* A query page: at most 1,000 entities (the service's documented
+     * page limit; it documents no byte limit). The jobs ask for pages of
+     * 1,000, so 32 MiB allows 32 KiB of JSON an entity on average; a
+     * table of bigger entities would need a smaller $top. */
+	{"table.query", 32 * MiB},
+	/* A batch: at most 100 operations and 4 MiB sent; an answer is a
+     * sub-response of a few hundred bytes an operation, or the entities
+     * echoed, escaped as above. */
+	{"table.batch", 16 * MiB},
+	/* A receive or peek: at most 32 messages of 64 KiB of text each, which
+     * the XML escapes up to 6 bytes a character (&quot;): 12 MiB, plus
+     * each message's few hundred bytes of envelope. */
+	{"queue.receive", 16 * MiB},
+	{"queue.peek", 16 * MiB},
+	/* A token endpoint's JSON: an access token of a few KiB. */
+	{"token.get", 64 * KiB},
+};
+
+/* Everything else (creates, deletes, puts, updates, counts, table lists of
+ * up to 1,000 names, and every error) is a few hundred bytes to a few KiB;
+ * 1 MiB leaves room for a proxy's or a gateway's error page. */
+#define CAP_SMALL (1 * MiB)
+
+size_t ecw_response_cap(const char *op)
+{
+	for (size_t i = 0; op && i < sizeof(caps) / sizeof(caps[0]); i++)
+		if (strcmp(caps[i].op, op) == 0)
+			return caps[i].cap;
+	return CAP_SMALL;
+}
+
+void ecw_response_cap_text(char *out, size_t n, size_t cap, const char *op)
+{
+	char size[32];
+
+	if (cap >= MiB && cap % MiB == 0)
+		snprintf(size, sizeof(size), "%zu MiB", cap / MiB);
+	else if (cap >= KiB && cap % KiB == 0)
+		snprintf(size, sizeof(size), "%zu KiB", cap / KiB);
+	else
+		snprintf(size, sizeof(size), "%zu-byte", cap);
+	snprintf(out, n, "an answer over the %s cap%s%s", size, op ? " for " : "", op ? op : "");
 }

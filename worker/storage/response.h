@@ -36,4 +36,15 @@ int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t 
 /* Case-insensitive; NULL when absent. */
 const char *ecw_response_header(const struct ecw_response *resp, const char *name);
 
+/* The most an answer's body to a request of kind op ("table.get",
+ * "queue.receive", ...; NULL or unknown: a small answer) may hold: the
+ * client sets it as the body's max before each exchange, so no endpoint,
+ * however broken or hostile, makes a thread buffer more. The numbers and
+ * their reasons are in response.c. */
+size_t ecw_response_cap(const char *op);
+/* Writes "an answer over the 8 MiB cap for table.query" (without " for
+ * ..." when op is NULL) to out: the message of every ECW_ETOOLARGE for an
+ * answer, from either transport. */
+void ecw_response_cap_text(char *out, size_t n, size_t cap, const char *op);
+
 #endif
