@@ -12,6 +12,9 @@
  *                      transient failure would be: the original must stay
  *                      until an envelope holds it;
  *   lease lost         leave it alone: another worker may hold it now;
+ *   interrupted        (the job's waits were cut short by shutdown,
+ *                      ECW_ECANCELED) leave it alone: it comes back when its
+ *                      lease runs out, and runs again;
  *   storage outage     (the circuit is open, circuit.h) a held message is not
  *                      run, and a transient failure is the service's: either
  *                      way it is hidden as a retry, never poisoned for it; at
@@ -87,6 +90,10 @@ static void after_run(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
 {
 	if (f->err == 0) {
 		set(o, ECW_ACTION_DELETE, ECW_REASON_NONE, "succeeded");
+	} else if (f->err == ECW_ECANCELED) {
+		/* Shutdown cut its storage calls short: no call on it either,
+		 * the lease brings it back. */
+		set(o, ECW_ACTION_LEAVE, ECW_REASON_NONE, "interrupted");
 	} else if (ecw_job_err_is_permanent(f->err)) {
 		set(o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
 	} else if (f->outage) {

@@ -68,7 +68,8 @@ struct ecw_outcome {
 	const char *word; /* the log's and the metrics' outcome: "run",
 				    * "succeeded", "retried", "deferred" (not run:
 				    * the circuit is open), "requeued", "poisoned",
-				    * "poison-failed", "lease-lost", "released" */
+				    * "poison-failed", "lease-lost", "released",
+				    * "interrupted" (shutdown cut the job short) */
 };
 
 /* The rules. random is called once for a hidden time's jitter (retried,

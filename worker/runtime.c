@@ -799,17 +799,49 @@ static int64_t start_stop_clock(struct runtime *rt)
 	return deadline;
 }
 
+/* Waits for SIGTERM or SIGINT up to ms (-1: for ever); the signal, or 0
+ * when the time ran out. */
+static int wait_signal(const sigset_t *set, int64_t ms)
+{
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+	int sig;
+
+	if (ms < 0)
+		return sigwait(set, &sig) == 0 ? sig : 0;
+	sig = sigtimedwait(set, NULL, &ts);
+	return sig > 0 ? sig : 0;
+}
+
+/* The signals, and shutdown's clock: the first signal starts
+ * shutdown_grace, at whose end the jobs' storage waits are cut
+ * (jobs_cancel), and RELEASE_GRACE_MS later the receive loop's
+ * (final_cancel). A deadline only bounds the waits that start after it;
+ * firing the cancellation wakes those already waiting. The second signal
+ * cuts every wait at once. */
 static void *signal_thread(void *p)
 {
 	struct runtime *rt = p;
 	sigset_t set;
-	int sig;
+	bool all_fired = false;
+	int n = 0;
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
-	for (int n = 0; n < 2; n++) {
-		if (sigwait(&set, &sig) != 0)
+	while (n < 2) {
+		int64_t deadline = atomic_load(&rt->stop_deadline_ms), now = ecw_now_ms(), wait = -1;
+		if (deadline != 0 && !all_fired) {
+			if (now >= deadline)
+				ecw_cancel_fire(rt->jobs_cancel);
+			if (now >= deadline + RELEASE_GRACE_MS) {
+				ecw_cancel_fire(rt->final_cancel);
+				all_fired = true;
+			} else {
+				wait = (now < deadline ? deadline : deadline + RELEASE_GRACE_MS) - now;
+			}
+		}
+		int sig = wait_signal(&set, wait);
+		if (sig == 0)
 			continue;
 		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, n == 0 ? "stopping" : "stopping_now");
 		ecw_log_str(l, "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -822,6 +854,7 @@ static void *signal_thread(void *p)
 		}
 		atomic_store(n == 0 ? &rt->stopping : &rt->force, true);
 		wake_all(rt);
+		n++;
 	}
 	return NULL;
 }

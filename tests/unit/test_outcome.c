@@ -383,6 +383,17 @@ static void test_outcome__outage_keeps_the_other_rows(void **state)
 	is(&o, ECW_ACTION_LEAVE, ECW_REASON_NONE, "lease-lost");
 }
 
+/* Shutdown cut the job's storage calls short (ECW_ECANCELED): no call on
+ * the message, whatever its count: its lease brings it back. */
+static void test_outcome__interrupted_is_left_to_its_lease(void **state)
+{
+	(void)state;
+	for (long n = 1; n <= defaults.max_dequeue_count; n++) {
+		struct ecw_outcome o = ran(ECW_ECANCELED, n);
+		is(&o, ECW_ACTION_LEAVE, ECW_REASON_NONE, "interrupted");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -400,6 +411,7 @@ int main(void)
 	    cmocka_unit_test(test_outcome__reason_names),
 	    cmocka_unit_test(test_outcome__random_drawn_for_retries_only),
 	    cmocka_unit_test(test_outcome__outage_never_poisons),
+	    cmocka_unit_test(test_outcome__interrupted_is_left_to_its_lease),
 	    cmocka_unit_test(test_outcome__outage_keeps_the_other_rows),
 	};
 	return cmocka_run_group_tests_name("outcome", tests, NULL, NULL);
