@@ -217,7 +217,7 @@ static void test_outage__last_delivery_is_requeued(void **state)
 		    proc_count(&r.worker, "message", "message_id", r.id[i], "outcome", "succeeded", NULL) +
 		    proc_count(&r.worker, "message", "message_id", r.id[i], "outcome", "requeued", NULL);
 		if (done != 1) {
-			char cmd[512];
+			char cmd[1024];
 			snprintf(cmd, sizeof(cmd), "grep -e '%s' -e '\"rk\":\"%s\"' %s >&2", r.id[i], r.rk[i],
 			         r.worker.log_path);
 			if (system(cmd) != 0)
