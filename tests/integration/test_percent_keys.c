@@ -83,6 +83,7 @@ static void test_percent_keys__answers_as_direct_calls(void **state)
 		ECW_ASSERT_OK(ecw_table_delete(t->client, tb, pk, rk, etag));
 		ECW_ASSERT_ERR(ecw_table_get(&g, t->client, tb, pk, rk), ECW_ENOTFOUND);
 		assert_null(g);
+		itest_assert_service_error(404, "ResourceNotFound");
 		ECW_ASSERT_ERR(ecw_table_delete(t->client, tb, pk, rk, "*"), ECW_ENOTFOUND);
 		itest_assert_service_error(404, "ResourceNotFound");
 		ECW_ASSERT_ERR(ecw_table_write(NULL, t->client, tb, e, ECW_WRITE_UPDATE, "*"), ECW_ENOTFOUND);

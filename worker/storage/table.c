@@ -398,7 +398,8 @@ int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const ch
 
 struct ecw_table_query {
 	struct ecw_client *client;
-	const char *op; /* for on_attempt: "table.query", or "table.get" read through a filter */
+	const char *op;      /* for on_attempt: "table.query", or "table.get" read through a filter */
+	char request_id[64]; /* the last page's x-ms-request-id; "" if none */
 	char *table, *filter, *select;
 	int top;
 	long long limit, returned;
@@ -518,6 +519,7 @@ static int fetch_page(struct ecw_table_query *q)
 	struct ecw_request r;
 	struct ecw_response resp;
 	struct json_object *root = NULL, *value;
+	const char *reqid;
 	char top[16];
 	int err;
 
@@ -547,6 +549,8 @@ static int fetch_page(struct ecw_table_query *q)
 		err = ecw_error_set(ECW_ERROR, "table query: answer without a \"value\" array");
 		goto done;
 	}
+	reqid = ecw_response_header(&resp, "x-ms-request-id");
+	snprintf(q->request_id, sizeof(q->request_id), "%s", reqid ? reqid : "");
 	if ((err = set_continuation(&q->next_pk,
 				    ecw_response_header(&resp, "x-ms-continuation-NextPartitionKey"))) < 0 ||
 	    (err = set_continuation(&q->next_rk,
@@ -620,11 +624,14 @@ static int get_through_filter(struct ecw_entity **out, struct ecw_client *c, con
 	if ((err = ecw_table_query_new(&q, c, table, &opts)) < 0)
 		goto done;
 	q->op = "table.get";
+	/* The answer a get's 404 gives, with the query's request id. */
 	if ((err = ecw_table_query_next(out, q)) == 0 && !*out)
-		err = ecw_error_set_http(ECW_ENOTFOUND, 404, "ResourceNotFound", NULL,
-					 "GET %s: no entity (PartitionKey='%.80s',RowKey='%.80s') "
-					 "(read through $filter: its keys hold '%%')",
-					 table, pk, rk);
+		err = ecw_error_set_http(
+			ECW_ENOTFOUND, 404, "ResourceNotFound", q->request_id[0] ? q->request_id : NULL,
+			"GET %s: 404 ResourceNotFound: no entity (PartitionKey='%.80s',RowKey='%.80s'), "
+			"read through $filter as its keys hold '%%'%s%s%s",
+			table, pk, rk, q->request_id[0] ? " (request id " : "", q->request_id,
+			q->request_id[0] ? ")" : "");
 done:
 	ecw_table_query_free(q);
 	ecw_buf_dispose(&filter);
