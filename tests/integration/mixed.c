@@ -53,7 +53,11 @@ static const char *const RK_STYLE[5] = {"o'brien", "Zo\xc3\xab", "say \"hi\"", "
 
 /* ---- fixture ------------------------------------------------------------------------ */
 
-static const struct ecw_client_options APP_OPTIONS = {8, 50, 1000, 30000, 5000, false, NULL, NULL, NULL};
+static const struct ecw_client_options APP_OPTIONS = {.max_tries = 8,
+                                                      .retry_base_ms = 50,
+                                                      .retry_max_ms = 1000,
+                                                      .timeout_ms = 30000,
+                                                      .connect_timeout_ms = 5000};
 
 void mx_idset_add(struct idset *s, const char *id)
 {
