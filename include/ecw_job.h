@@ -113,5 +113,9 @@ int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bo
 /* job[key] compiled as a template; *out stays NULL when absent and optional. */
 int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
 			struct ecw_node_errors *errs);
+/* The same for an OData $filter (ECW_TEMPLATE_FILTER): a placeholder that
+ * could change the filter's structure is refused at its FILE:LINE:COL. */
+int ecw_jobcfg_filter(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
+		      struct ecw_node_errors *errs);
 
 #endif

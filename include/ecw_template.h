@@ -31,6 +31,11 @@ int ecw_template_compile(struct ecw_template **out, const char *text, const char
 
 /* For ecw_template_compile_flags. */
 #define ECW_TEMPLATE_ALLOW_NOW 1u /* {now:...}: only where an entity is written exactly once */
+/* An OData $filter, lexed as one: a placeholder inside a '...' literal is
+ * text; outside, it must be a whole operand (after the start, a space or
+ * '(', before the end, a space or ')'; `Cust{RowKey}` and `{A}{B}` are
+ * refused), and an unclosed ' or a " outside a literal is an error too. */
+#define ECW_TEMPLATE_FILTER 2u
 
 int ecw_template_compile_flags(struct ecw_template **out, const char *text, const char *what,
 			       unsigned flags) ECW_MUST_USE;
@@ -39,11 +44,19 @@ const char *ecw_template_text(const struct ecw_template *t);
 
 enum ecw_template_mode {
 	ECW_TEMPLATE_PLAIN, /* values as they are (keys) */
-	ECW_TEMPLATE_ODATA, /* values with ' doubled, for inside an OData string literal */
+	/* A filter (compiled with ECW_TEMPLATE_FILTER; another template is
+	 * ECW_EINVALID): inside a '...' literal a value's text with ' doubled;
+	 * outside, one literal of the property's EDM type: String and the keys
+	 * '...' (' doubled), Int32 26, Int64 26L, Double 0.1 or 5.0 (NaN and
+	 * infinities are ECW_EINVALID), Boolean true, Guid guid'...', DateTime
+	 * datetime'2026-08-19T10:00:00.5Z', Binary X'00ff'. A formatted or padded
+	 * value is a string there: '0026'. */
+	ECW_TEMPLATE_ODATA,
 };
 
 /* Renders t against e. A property the entity lacks, or of a type that has no
- * text form (Binary), is ECW_EINVALID naming it: a permanent error. */
+ * text form (Binary, except as a filter's operand), is ECW_EINVALID naming
+ * it: a permanent error. */
 int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const struct ecw_entity *e,
 			enum ecw_template_mode mode) ECW_MUST_USE;
 

@@ -1,6 +1,6 @@
 /* common.c - the job API's helpers (ecw_job.h) the job types share: reading
  * the settings every type has (table names and key templates, with errors at
- * the value's line and column), the lease check before a write, and how the
+ * the value's line and column; filters lexed as OData), the lease check before a write, and how the
  * runtime reads a job's error. */
 #include <openssl/evp.h>
 #include <stdlib.h>
@@ -25,8 +25,8 @@ int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bo
 	return 0;
 }
 
-int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
-			struct ecw_node_errors *errs)
+static int jobcfg_compile(struct ecw_template **out, const struct ecw_node *job, const char *key,
+			  bool required, unsigned flags, struct ecw_node_errors *errs)
 {
 	char *text = NULL;
 	int rc = 0;
@@ -34,12 +34,24 @@ int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, c
 	*out = NULL;
 	if (ecw_node_string(&text, job, key, required, errs) < 0)
 		return -1;
-	if (text && ecw_template_compile(out, text, key) < 0) {
+	if (text && ecw_template_compile_flags(out, text, key, flags) < 0) {
 		ecw_node_error(errs, ecw_node_get(job, key), "%s", ecw_error_last()->message);
 		rc = -1;
 	}
 	free(text);
 	return rc;
+}
+
+int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
+			struct ecw_node_errors *errs)
+{
+	return jobcfg_compile(out, job, key, required, 0, errs);
+}
+
+int ecw_jobcfg_filter(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
+		      struct ecw_node_errors *errs)
+{
+	return jobcfg_compile(out, job, key, required, ECW_TEMPLATE_FILTER, errs);
 }
 
 int ecw_source_key_hash(char out[65], const char *pk, const char *rk)

@@ -8,7 +8,7 @@
  *   2. query the targets: `filter`       page by page (continuation tokens),
  *      rendered from S (or, once S is    $select of the copied fields unless
  *      gone, from the message's keys)    a field must be removed (replace
- *      with values OData-escaped         needs the whole entity)
+ *      each value one OData literal      needs the whole entity)
  *   3. per target: skip it when its      MERGE of just the copied fields, or,
  *      copies already equal S's values   when a field must go (source lacks
  *      (same EDM type and value, and     it, or was deleted with clear), an
@@ -204,7 +204,7 @@ static int fanout_parse(void **out, const struct ecw_node *job, struct ecw_node_
 	bad |= ecw_node_check_keys(job, allowed, "fanout job", errs) > 0;
 	bad |= ecw_jobcfg_table(&f->source, job, "source", true, errs) < 0;
 	bad |= ecw_jobcfg_table(&f->table, job, "table", true, errs) < 0;
-	bad |= ecw_jobcfg_template(&f->filter, job, "filter", true, errs) < 0;
+	bad |= ecw_jobcfg_filter(&f->filter, job, "filter", true, errs) < 0;
 	bad |= parse_fields(f, job, errs) < 0;
 	if (ecw_node_string(&on_delete, job, "on_delete", false, errs) < 0) {
 		bad = 1;

@@ -1,6 +1,11 @@
 /* template.c - key and filter templates (see jobs_private.h). A template is
  * compiled once at configuration time into literal and field parts, so a bad
  * template is a configuration error, and rendering is a walk over parts.
+ * A filter (ECW_TEMPLATE_FILTER) is lexed as OData when compiled: each
+ * placeholder is either inside a '...' literal (its text goes in with '
+ * doubled) or a whole operand outside one (it becomes one typed literal,
+ * '...', 26, 26L, true, guid'...', ...), so no value can add an operator, a
+ * parenthesis or a quote to the filter's structure.
  * The key helpers ({Prop:inverted_ticks}, unix, date_int, hash4) work in
  * .NET ticks (100 ns since 0001-01-01 UTC), the unit DateTime has at full
  * precision, so no digit of a 7-digit fraction is lost. */
@@ -26,7 +31,8 @@ enum fmt {
 struct part {
 	char *text; /* literal text, or the property name */
 	bool field;
-	bool now; /* {now:...}: the wall clock, not a property */
+	bool operand; /* a filter's placeholder outside quotes: one typed literal */
+	bool now;     /* {now:...}: the wall clock, not a property */
 	enum fmt fmt;
 	char fill; /* FMT_PAD */
 	bool left; /* pad on the left ('>') */
@@ -151,6 +157,7 @@ struct ecw_template {
 	char *source;
 	struct part *parts;
 	size_t n;
+	bool filter; /* compiled with ECW_TEMPLATE_FILTER: may render as ECW_TEMPLATE_ODATA */
 };
 
 void ecw_template_free(struct ecw_template *t)
@@ -270,9 +277,84 @@ int ecw_template_compile(struct ecw_template **out, const char *text, const char
 	return ecw_template_compile_flags(out, text, what, 0);
 }
 
+/* ---- a filter lexed as OData ------------------------------------------------------------ */
+
+/* What the lexer knows of a filter template so far, walking it as the
+ * service will read the rendered text: '...' literals ('' inside is a quote:
+ * it closes and reopens, so toggling is exact), and outside them the text
+ * around each placeholder. */
+struct lex {
+	bool on;            /* ECW_TEMPLATE_FILTER: otherwise nothing is checked */
+	bool in_string;     /* inside a '...' literal */
+	size_t string_col;  /* where it opened */
+	char prev;          /* the last literal character outside a placeholder; '\0' at the start */
+	size_t operand_col; /* a placeholder outside quotes that awaits its separator; 0: none */
+};
+
+static bool odata_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static int operand_error(const char *what, size_t col, const char *where)
+{
+	return ecw_error_set(
+		ECW_EINVALID,
+		"%s: the placeholder at column %zu is outside quotes, so it must be a whole operand "
+		"(%s); write '...{Name}...' to put a value inside a string",
+		what, col, where);
+}
+
+/* A literal character c of the template, at column col. */
+static int lex_char(struct lex *x, char c, size_t col, const char *what)
+{
+	if (!x->on)
+		return 0;
+	if (x->operand_col && !odata_space(c) && c != ')')
+		return operand_error(what, x->operand_col, "followed by the end, a space or ')'");
+	x->operand_col = 0;
+	if (c == '\'') {
+		x->in_string = !x->in_string;
+		x->string_col = col;
+	} else if (c == '"' && !x->in_string) {
+		/* Azurite reads "..." as a string and the service refuses it:
+		 * either way a value's quote would be read differently. */
+		return ecw_error_set(
+			ECW_EINVALID,
+			"%s: the \" at column %zu: strings in a filter are written '...' ('' for a "
+			"quote)",
+			what, col);
+	}
+	x->prev = c;
+	return 0;
+}
+
+/* A placeholder at column col: inside a literal it is text; outside, a
+ * whole operand, nothing glued to it on either side. */
+static int lex_field(struct lex *x, struct part *p, size_t col, const char *what)
+{
+	if (!x->on || x->in_string)
+		return 0;
+	if (x->operand_col || !(x->prev == '\0' || odata_space(x->prev) || x->prev == '('))
+		return operand_error(what, col, "after the start, a space or '('");
+	p->operand = true;
+	x->operand_col = col;
+	return 0;
+}
+
+static int lex_end(const struct lex *x, const char *what)
+{
+	if (x->on && x->in_string)
+		return ecw_error_set(ECW_EINVALID,
+				     "%s: the ' at column %zu opens a string that is never closed", what,
+				     x->string_col);
+	return 0;
+}
+
 int ecw_template_compile_flags(struct ecw_template **out, const char *text, const char *what, unsigned flags)
 {
 	struct ecw_template *t = calloc(1, sizeof(*t));
+	struct lex lex = {.on = (flags & ECW_TEMPLATE_FILTER) != 0};
 	struct ecw_buf lit;
 	size_t i = 0, n = strlen(text);
 	int err = 0;
@@ -283,12 +365,11 @@ int ecw_template_compile_flags(struct ecw_template **out, const char *text, cons
 		err = ecw_error_set(ECW_ENOMEM, "out of memory");
 		goto done;
 	}
+	t->filter = lex.on;
 	while (i < n && err == 0) {
-		if (text[i] == '{' && i + 1 < n && text[i + 1] == '{') {
-			err = ecw_buf_addc(&lit, '{');
-			i += 2;
-		} else if (text[i] == '}' && i + 1 < n && text[i + 1] == '}') {
-			err = ecw_buf_addc(&lit, '}');
+		if ((text[i] == '{' || text[i] == '}') && i + 1 < n && text[i + 1] == text[i]) {
+			if ((err = lex_char(&lex, text[i], i + 1, what)) == 0)
+				err = ecw_buf_addc(&lit, text[i]);
 			i += 2;
 		} else if (text[i] == '{') {
 			const char *close = strchr(text + i + 1, '}');
@@ -300,19 +381,22 @@ int ecw_template_compile_flags(struct ecw_template **out, const char *text, cons
 			if (lit.len && (err = add_part(t, lit.ptr, lit.len, false)) < 0)
 				break;
 			ecw_buf_reset(&lit);
-			err = parse_field(t, text + i + 1, (size_t)(close - text - i - 1), what, i + 1,
-					  flags);
+			if ((err = parse_field(t, text + i + 1, (size_t)(close - text - i - 1), what, i + 1,
+					       flags)) == 0)
+				err = lex_field(&lex, &t->parts[t->n - 1], i + 1, what);
 			i = (size_t)(close - text) + 1;
 		} else if (text[i] == '}') {
 			err = ecw_error_set(ECW_EINVALID,
 					    "%s: '}' at column %zu has no '{' (write }} for a brace)", what,
 					    i + 1);
-		} else {
+		} else if ((err = lex_char(&lex, text[i], i + 1, what)) == 0) {
 			err = ecw_buf_addc(&lit, text[i++]);
 		}
 	}
 	if (err == 0 && lit.len)
 		err = add_part(t, lit.ptr, lit.len, false);
+	if (err == 0)
+		err = lex_end(&lex, what);
 	if (err == 0 && t->n == 0)
 		err = ecw_error_set(ECW_EINVALID, "%s is empty", what);
 done:
@@ -405,6 +489,209 @@ static int format_value(struct ecw_buf *out, const struct part *p, const struct 
 	}
 }
 
+/* ---- OData literals ---------------------------------------------------------------------- */
+
+/* n bytes of s with every ' doubled: the inside of a '...' literal. */
+static int add_doubled(struct ecw_buf *out, const char *s, size_t n)
+{
+	int err = 0;
+
+	for (size_t k = 0; k < n && err == 0; k++)
+		err = s[k] == '\'' ? ecw_buf_adds(out, "''") : ecw_buf_addc(out, s[k]);
+	return err;
+}
+
+static int add_string_literal(struct ecw_buf *out, const char *s, size_t n)
+{
+	int err;
+
+	if ((err = ecw_buf_addc(out, '\'')) < 0 || (err = add_doubled(out, s, n)) < 0)
+		return err;
+	return ecw_buf_addc(out, '\'');
+}
+
+/* d (finite) as a Double literal both the service and Azurite read as one:
+ * the shortest digits that read back as d, written out positionally with a
+ * '.' (Azurite's lexer knows no exponent; an integral 5 without ".0" would
+ * be an Int32). At most 1 + 309 + 2 characters (DBL_MAX) or 2 + 324
+ * (DBL_TRUE_MIN). */
+static int double_literal(struct ecw_buf *out, double d)
+{
+	char sci[40], digits[24];
+	size_t nd = 0;
+	int exp10 = 0, err = 0;
+
+	for (int prec = 0; prec <= 16; prec++) {
+		snprintf(sci, sizeof(sci), "%.*e", prec, d);
+		if (strtod(sci, NULL) == d)
+			break;
+	}
+	/* "-d.ddde+XX": the digits, whatever the locale's decimal point. */
+	const char *e = strchr(sci, 'e');
+	if (!e)
+		return ecw_error_set(ECW_ERROR, "template: %%e gave no exponent");
+	for (const char *c = sci; c < e && nd < sizeof(digits); c++)
+		if (*c >= '0' && *c <= '9')
+			digits[nd++] = *c;
+	exp10 = (int)strtol(e + 1, NULL, 10);
+	while (nd > 1 && digits[nd - 1] == '0')
+		nd--;
+	/* The value is 0.DIGITS x 10^point. */
+	int point = exp10 + 1;
+	if (sci[0] == '-')
+		err = ecw_buf_addc(out, '-');
+	if (point <= 0) {
+		if (err == 0)
+			err = ecw_buf_adds(out, "0.");
+		for (int k = 0; k < -point && err == 0; k++)
+			err = ecw_buf_addc(out, '0');
+		return err < 0 ? err : ecw_buf_add(out, digits, nd);
+	}
+	for (int k = 0; k < point && err == 0; k++)
+		err = ecw_buf_addc(out, (size_t)k < nd ? digits[k] : '0');
+	if (err == 0)
+		err = ecw_buf_addc(out, '.');
+	if (err == 0)
+		err = (size_t)point < nd ? ecw_buf_add(out, digits + point, nd - (size_t)point)
+					 : ecw_buf_addc(out, '0');
+	return err;
+}
+
+/* 8-4-4-4-12 hex digits. */
+static bool guid_text(const char *s, size_t n)
+{
+	static const int group[] = {8, 4, 4, 4, 12};
+	size_t at = 0;
+
+	if (n != 36)
+		return false;
+	for (int g = 0; g < 5; g++) {
+		if (g && s[at++] != '-')
+			return false;
+		for (int k = 0; k < group[g]; k++, at++)
+			if (!strchr("0123456789abcdefABCDEF", s[at]) || !s[at])
+				return false;
+	}
+	return true;
+}
+
+/* The DateTime as the service writes it: 0 to 7 fractional digits, trailing
+ * zeros trimmed, made here from its ticks rather than copied. */
+static int datetime_literal(struct ecw_buf *out, const struct ecw_prop *p)
+{
+	char iso[ECW_ISO_TICKS_SIZE];
+	int64_t ticks;
+	size_t end = 27; /* the 'Z' */
+	int err;
+
+	if (!iso_to_ticks(&ticks, p->v.s, p->len))
+		return ecw_error_set(ECW_EINVALID, "property '%s' (DateTime) is not an ISO-8601 UTC time",
+				     p->name);
+	if ((err = ecw_ticks_to_iso(iso, ticks)) < 0)
+		return err;
+	while (iso[end - 1] == '0')
+		end--;
+	if (iso[end - 1] == '.')
+		end--;
+	if ((err = ecw_buf_adds(out, "datetime'")) < 0 || (err = ecw_buf_add(out, iso, end)) < 0)
+		return err;
+	return ecw_buf_adds(out, "Z'");
+}
+
+static int binary_literal(struct ecw_buf *out, const struct ecw_prop *p)
+{
+	static const char hex[] = "0123456789abcdef";
+	int err = ecw_buf_adds(out, "X'");
+
+	for (size_t k = 0; k < p->len && err == 0; k++) {
+		unsigned char b = p->v.bin[k];
+		if ((err = ecw_buf_addc(out, hex[b >> 4])) == 0)
+			err = ecw_buf_addc(out, hex[b & 15]);
+	}
+	return err < 0 ? err : ecw_buf_addc(out, '\'');
+}
+
+/* A property as one OData literal of its EDM type. Only a string's text is
+ * copied (quoted, ' doubled); every other literal is written by this code
+ * from the value, so none can hold a space, a quote or a parenthesis that
+ * would end it early. */
+static int typed_literal(struct ecw_buf *out, const struct ecw_prop *p)
+{
+	switch (p->type) {
+	case ECW_EDM_STRING: return add_string_literal(out, p->v.s, p->len);
+	case ECW_EDM_INT32: return ecw_buf_printf(out, "%" PRId32, p->v.i32);
+	case ECW_EDM_INT64: return ecw_buf_printf(out, "%" PRId64 "L", p->v.i64);
+	case ECW_EDM_BOOLEAN: return ecw_buf_adds(out, p->v.b ? "true" : "false");
+	case ECW_EDM_DOUBLE:
+		if (!isfinite(p->v.d))
+			return ecw_error_set(
+				ECW_EINVALID,
+				"property '%s' (Double) is NaN or infinite: a filter has no literal "
+				"for it",
+				p->name);
+		return double_literal(out, p->v.d);
+	case ECW_EDM_GUID:
+		if (!guid_text(p->v.s, p->len))
+			return ecw_error_set(ECW_EINVALID, "property '%s' (Guid) is not a GUID", p->name);
+		return ecw_buf_printf(out, "guid'%.36s'", p->v.s);
+	case ECW_EDM_DATETIME: return datetime_literal(out, p);
+	case ECW_EDM_BINARY: return binary_literal(out, p);
+	}
+	return ecw_error_set(ECW_EINVALID, "property '%s': unknown type", p->name);
+}
+
+/* ---- rendering ---------------------------------------------------------------------------- */
+
+/* The property a field names, NULL for the keys and {now:...}. */
+static int field_prop(const struct ecw_prop **out, const struct ecw_template *t, const struct part *p,
+		      const struct ecw_entity *e)
+{
+	*out = NULL;
+	if (p->now || strcmp(p->text, "PartitionKey") == 0 || strcmp(p->text, "RowKey") == 0)
+		return 0;
+	if (!(*out = ecw_entity_get(e, p->text)))
+		return ecw_error_set(ECW_EINVALID, "template '%s': the source entity has no property '%s'",
+				     t->source, p->text);
+	return 0;
+}
+
+/* A field's text: the value, through its formatter, padded. */
+static int field_text(struct ecw_buf *v, struct ecw_buf *f, const struct part *p, const struct ecw_prop *prop,
+		      const struct ecw_entity *e, int64_t now_ticks)
+{
+	int err = 0;
+
+	if (p->now)
+		; /* the clock: no value */
+	else if (prop)
+		err = value_text(v, prop);
+	else
+		err = ecw_buf_adds(v, strcmp(p->text, "PartitionKey") == 0 ? ecw_entity_pk(e)
+									   : ecw_entity_rk(e));
+	if (err == 0 && p->fmt != FMT_NONE && p->fmt != FMT_PAD) {
+		ecw_buf_reset(f);
+		if ((err = format_value(f, p, prop, v, now_ticks)) < 0)
+			return err;
+		ecw_buf_reset(v);
+		err = ecw_buf_add(v, f->ptr, f->len);
+	}
+	if (err < 0 || !p->fill)
+		return err;
+	/* Pad to width counting characters, not bytes. */
+	size_t chars = 0;
+	for (size_t k = 0; k < v->len; k++)
+		chars += ((unsigned char)v->ptr[k] & 0xC0) != 0x80;
+	ecw_buf_reset(f);
+	if (!p->left)
+		err = ecw_buf_add(f, v->ptr, v->len);
+	for (size_t k = chars; k < (size_t)p->width && err == 0; k++)
+		err = ecw_buf_addc(f, p->fill);
+	if (err == 0 && p->left)
+		err = ecw_buf_add(f, v->ptr, v->len);
+	ecw_buf_reset(v);
+	return err < 0 ? err : ecw_buf_add(v, f->ptr, f->len);
+}
+
 int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const struct ecw_entity *e,
 			enum ecw_template_mode mode)
 {
@@ -412,6 +699,8 @@ int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const
 	int64_t now_ticks = 0;
 	int err = 0;
 
+	if (mode == ECW_TEMPLATE_ODATA && !t->filter)
+		return ecw_error_set(ECW_EINVALID, "template '%s' was not compiled as a filter", t->source);
 	ecw_buf_init(&v, 0);
 	ecw_buf_init(&f, 0);
 	/* One reading of the clock per rendering: two {now:...} agree. */
@@ -427,46 +716,21 @@ int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const
 			err = ecw_buf_adds(out, p->text);
 			continue;
 		}
-		ecw_buf_reset(&v);
-		if (p->now) {
-			/* the clock: no property */
-		} else if (strcmp(p->text, "PartitionKey") == 0) {
-			err = ecw_buf_adds(&v, ecw_entity_pk(e));
-		} else if (strcmp(p->text, "RowKey") == 0) {
-			err = ecw_buf_adds(&v, ecw_entity_rk(e));
-		} else {
-			prop = ecw_entity_get(e, p->text);
-			if (!prop) {
-				err = ecw_error_set(ECW_EINVALID,
-						    "template '%s': the source entity has no property '%s'",
-						    t->source, p->text);
-				break;
-			}
-			err = value_text(&v, prop);
-		}
-		if (err < 0)
+		if ((err = field_prop(&prop, t, p, e)) < 0)
 			break;
-		if (p->fmt != FMT_NONE && p->fmt != FMT_PAD) {
-			ecw_buf_reset(&f);
-			if ((err = format_value(&f, p, prop, &v, now_ticks)) < 0)
-				break;
-			ecw_buf_reset(&v);
-			if ((err = ecw_buf_add(&v, f.ptr, f.len)) < 0)
-				break;
+		if (mode == ECW_TEMPLATE_ODATA && p->operand && p->fmt == FMT_NONE && prop) {
+			err = typed_literal(out, prop);
+			continue;
 		}
-		/* Pad to width counting characters, not bytes. */
-		size_t chars = 0;
-		for (size_t k = 0; k < v.len; k++)
-			chars += ((unsigned char)v.ptr[k] & 0xC0) != 0x80;
-		if (p->fill && p->left)
-			for (size_t k = chars; k < (size_t)p->width && err == 0; k++)
-				err = ecw_buf_addc(out, p->fill);
-		for (size_t k = 0; k < v.len && err == 0; k++)
-			err = mode == ECW_TEMPLATE_ODATA && v.ptr[k] == '\'' ? ecw_buf_adds(out, "''")
-									     : ecw_buf_addc(out, v.ptr[k]);
-		if (p->fill && !p->left)
-			for (size_t k = chars; k < (size_t)p->width && err == 0; k++)
-				err = ecw_buf_addc(out, p->fill);
+		ecw_buf_reset(&v);
+		if ((err = field_text(&v, &f, p, prop, e, now_ticks)) < 0)
+			break;
+		if (mode == ECW_TEMPLATE_PLAIN)
+			err = ecw_buf_add(out, v.ptr, v.len);
+		else if (p->operand) /* a key, or a formatted or padded value: a string */
+			err = add_string_literal(out, v.ptr, v.len);
+		else
+			err = add_doubled(out, v.ptr, v.len);
 	}
 	ecw_buf_dispose(&v);
 	ecw_buf_dispose(&f);

@@ -1,11 +1,17 @@
 /* test_template.c - key and filter templates (jobs/template.c), and the key
  * helpers: inverted ticks, unix, date_int, hash4 and {now:...} (against a
- * wall clock fixed through support.c's --wrap=ecw_wall_ms). */
+ * wall clock fixed through support.c's --wrap=ecw_wall_ms). Filters: the
+ * OData lexing at compile time (each refusal at its column), the typed
+ * literals of placeholders outside quotes, and values written to change a
+ * filter's structure rendering as one literal. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -70,13 +76,282 @@ static void test_template__literal_braces(void **state)
 	render_is("a{{b}}c", ECW_TEMPLATE_PLAIN, "a{b}c");
 }
 
-/* A quote in a value can never end the OData string literal it sits in. */
+/* Renders tmpl, compiled as a filter, against e as OData: 0 and the text in
+ * *got (the caller frees), or the error. */
+static int render_filter(char **got, const char *tmpl, const struct ecw_entity *e)
+{
+	struct ecw_template *t = NULL;
+	struct ecw_buf out;
+	int err;
+
+	ecw_buf_init(&out, 0);
+	assert_int_equal(ecw_template_compile_flags(&t, tmpl, "filter", ECW_TEMPLATE_FILTER), 0);
+	err = ecw_template_render(&out, t, e, ECW_TEMPLATE_ODATA);
+	*got = err == 0 ? ecw_buf_take(&out) : NULL;
+	ecw_buf_dispose(&out);
+	ecw_template_free(t);
+	return err;
+}
+
+static void filter_is(const char *tmpl, const struct ecw_entity *e, const char *want)
+{
+	char *got = NULL;
+
+	if (render_filter(&got, tmpl, e) != 0)
+		fail_msg("'%s': %s", tmpl, ecw_error_last()->message);
+	if (strcmp(got, want) != 0)
+		fail_msg("'%s' rendered\n  %s\nnot\n  %s", tmpl, got, want);
+	free(got);
+}
+
+/* A quote in a value can never end the OData string literal it sits in; the
+ * quoted case renders as it always did. */
 static void test_template__odata_escaping(void **state)
 {
+	struct ecw_entity *e = employee();
+
 	(void)state;
-	render_is("PartitionKey eq '{RowKey}'", ECW_TEMPLATE_ODATA, "PartitionKey eq 'o''brien 001'");
-	render_is("LastName eq '{LastName}'", ECW_TEMPLATE_ODATA, "LastName eq 'O''Brien'");
+	filter_is("PartitionKey eq '{RowKey}'", e, "PartitionKey eq 'o''brien 001'");
+	filter_is("LastName eq '{LastName}'", e, "LastName eq 'O''Brien'");
+	filter_is("Key eq '{Year:0>4}-{LastName}' and N eq 'it''s {Year}'", e,
+	          "Key eq '0026-O''Brien' and N eq 'it''s 26'");
+	filter_is("Rate eq '{Rate}' and Big eq '{Big}L'", e, "Rate eq '0.1' and Big eq '9007199254740993L'");
 	render_is("{LastName}", ECW_TEMPLATE_PLAIN, "O'Brien");
+	ecw_entity_free(e);
+}
+
+/* Outside quotes a placeholder is one literal of the property's EDM type. */
+static void test_template__filter_typed_literals(void **state)
+{
+	struct ecw_entity *e = employee();
+
+	(void)state;
+	assert_int_equal(ecw_entity_set_guid(e, "Id", "C9DA6455-213d-42c9-9a79-3e9149a57833"), 0);
+	assert_int_equal(ecw_entity_set_datetime(e, "When", "2026-08-19T10:00:00.5Z"), 0);
+	assert_int_equal(ecw_entity_set_datetime(e, "Day", "2026-08-19T00:00:00Z"), 0);
+	assert_int_equal(ecw_entity_set_datetime(e, "Tick", "2026-08-19T10:00:00.0000001Z"), 0);
+	assert_int_equal(ecw_entity_set_int32(e, "Neg", INT32_MIN), 0);
+	assert_int_equal(ecw_entity_set_int64(e, "NegL", INT64_MIN), 0);
+	assert_int_equal(ecw_entity_set_bool(e, "Off", false), 0);
+	filter_is("RowKey eq {RowKey}", e, "RowKey eq 'o''brien 001'");
+	filter_is("(PartitionKey eq {PartitionKey})", e, "(PartitionKey eq 'Sales')");
+	filter_is("LastName eq {LastName}", e, "LastName eq 'O''Brien'");
+	filter_is("Year eq {Year} or Neg eq {Neg}", e, "Year eq 26 or Neg eq -2147483648");
+	filter_is("Big eq {Big} or NegL eq {NegL}", e,
+	          "Big eq 9007199254740993L or NegL eq -9223372036854775808L");
+	filter_is("Rate eq {Rate}", e, "Rate eq 0.1");
+	filter_is("Active eq {Active} and Off eq {Off}", e, "Active eq true and Off eq false");
+	filter_is("Id eq {Id}", e, "Id eq guid'C9DA6455-213d-42c9-9a79-3e9149a57833'");
+	/* As the service writes a DateTime: trailing zeros of the fraction trimmed. */
+	filter_is("When eq {When} or Day eq {Day}", e,
+	          "When eq datetime'2026-08-19T10:00:00.5Z' or Day eq datetime'2026-08-19T00:00:00Z'");
+	filter_is("Tick eq {Tick}", e, "Tick eq datetime'2026-08-19T10:00:00.0000001Z'");
+	filter_is("Photo eq {Photo}", e, "Photo eq X'0001'");
+	/* Formatted or padded: a string. */
+	filter_is("RowKey ge {Year:0>4}\tand\nRowKey lt {Email:hash4}", e,
+	          "RowKey ge '0026'\tand\nRowKey lt 'a622'");
+	filter_is("{Active}", e, "true");
+	ecw_entity_free(e);
+}
+
+/* Doubles: the shortest digits that read back as the value, written out with
+ * a '.', never an exponent (Azurite's lexer has none) and never bare digits
+ * (an Int32). NaN and the infinities have no literal: an error naming them. */
+static void test_template__filter_double_literals(void **state)
+{
+	static const struct {
+		double d;
+		const char *want;
+	} cases[] = {
+	    {5.0, "5.0"},
+	    {-0.5, "-0.5"},
+	    {0.0, "0.0"},
+	    {-0.0, "-0.0"},
+	    {1e21, "1000000000000000000000.0"},
+	    {1.5e-7, "0.00000015"},
+	    {123456.789, "123456.789"},
+	    {0.1 + 0.2, "0.30000000000000004"},
+	    {9007199254740993.0, "9007199254740992.0"},
+	};
+	static const double round_trip[] = {DBL_MAX, -DBL_MAX, DBL_MIN, 5e-324, 1.7976931348623157e308 / 3};
+	const double bad[] = {NAN, INFINITY, -INFINITY};
+	struct ecw_entity *e = NULL;
+	char *got = NULL;
+
+	(void)state;
+	assert_int_equal(ecw_entity_new(&e, "p", "r"), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(ecw_entity_set_double(e, "D", cases[i].d), 0);
+		assert_int_equal(render_filter(&got, "{D}", e), 0);
+		if (strcmp(got, cases[i].want) != 0)
+			fail_msg("%.17g rendered %s, not %s", cases[i].d, got, cases[i].want);
+		free(got);
+	}
+	for (size_t i = 0; i < sizeof(round_trip) / sizeof(round_trip[0]); i++) {
+		assert_int_equal(ecw_entity_set_double(e, "D", round_trip[i]), 0);
+		assert_int_equal(render_filter(&got, "{D}", e), 0);
+		assert_non_null(strchr(got, '.'));
+		assert_null(strpbrk(got, "eE"));
+		assert_true(strlen(got) <= 330);
+		assert_true(strtod(got, NULL) == round_trip[i]);
+		free(got);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(ecw_entity_set_double(e, "D", bad[i]), 0);
+		assert_int_equal(render_filter(&got, "D eq {D}", e), ECW_EINVALID);
+		assert_non_null(strstr(ecw_error_last()->message, "'D'"));
+	}
+	/* Inside quotes, a double is its text as before. */
+	assert_int_equal(ecw_entity_set_double(e, "D", 5.0), 0);
+	filter_is("D eq '{D}'", e, "D eq '5'");
+	ecw_entity_free(e);
+}
+
+/* Keys and values written to break out of a filter: each is one literal,
+ * quoted or not, so the filter keeps its structure. */
+static void test_template__filter_hostile_values(void **state)
+{
+	static const struct {
+		const char *value, *literal;
+	} cases[] = {
+	    {"0 or true", "'0 or true'"},
+	    {"x' or PartitionKey ne '", "'x'' or PartitionKey ne '''"},
+	    {"') or (1 eq 1", "''') or (1 eq 1'"},
+	    {"1) or (true", "'1) or (true'"},
+	    {"'", "''''"},
+	};
+	char want[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ecw_entity *e = NULL;
+		const char *v = cases[i].value;
+		assert_int_equal(ecw_entity_new(&e, "p", v), 0);
+		assert_int_equal(ecw_entity_set_string(e, "CustId", v, strlen(v)), 0);
+		snprintf(want, sizeof(want), "CustId eq %s", cases[i].literal);
+		filter_is("CustId eq {RowKey}", e, want);
+		filter_is("CustId eq {CustId}", e, want);
+		filter_is("CustId eq '{RowKey}'", e, want);
+		snprintf(want, sizeof(want), "(CustId eq %s)", cases[i].literal);
+		filter_is("(CustId eq {CustId})", e, want);
+		ecw_entity_free(e);
+	}
+}
+
+/* A filter that a value could change is refused when compiled, at the
+ * placeholder's (or quote's) column; keys compile as before. */
+static void test_template__filter_refusals(void **state)
+{
+	static const struct {
+		const char *tmpl, *says;
+	} bad[] = {
+	    {"CustId eq Cust{RowKey}", "the placeholder at column 15 is outside quotes"},
+	    {"CustId eq {RowKey}x",
+	     "the placeholder at column 11 is outside quotes, so it must be a whole operand (followed by the end, "
+	     "a space or ')')"},
+	    {"{A}{B}", "the placeholder at column 4 is outside quotes"},
+	    {"A eq {A} and B eq {A}{B}", "column 22"},
+	    {"A eq -{A}",
+	     "column 7 is outside quotes, so it must be a whole operand (after the start, a space or '(')"},
+	    {"A eq {A}'x'", "column 6"},
+	    {"A eq 'x'{A}", "column 9"},
+	    {"A eq {{{A}", "column 8"},
+	    {"A eq {A}}}", "column 6"},
+	    {"A eq x{A:0>4}", "column 7"},
+	    {"A eq '{A}", "the ' at column 6 opens a string that is never closed"},
+	    {"A eq 'it''s' and B eq 'x", "the ' at column 23 opens"},
+	    {"A eq \"{A}\"", "the \" at column 6"},
+	};
+	static const char *const good[] = {
+	    "A eq {A}",      "(A eq {A})", "not {A}",
+	    "{A}",           "({A})",      "A eq '{A}{B}' and B eq 'x''{A}'",
+	    "A eq 'x\"{A}'", "A eq {A}\n", "D eq datetime'{D}'",
+	};
+	struct ecw_template *t = NULL;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (ecw_template_compile_flags(&t, bad[i].tmpl, "filter", ECW_TEMPLATE_FILTER) !=
+		    ECW_EINVALID)
+			fail_msg("'%s' compiled as a filter", bad[i].tmpl);
+		assert_null(t);
+		if (!strstr(ecw_error_last()->message, bad[i].says) ||
+		    strncmp(ecw_error_last()->message, "filter: ", 8) != 0)
+			fail_msg("'%s': \"%s\" does not say \"%s\"", bad[i].tmpl, ecw_error_last()->message,
+			         bad[i].says);
+		/* As a key (not lexed) it is fine. */
+		assert_int_equal(ecw_template_compile(&t, bad[i].tmpl, "row_key"), 0);
+		ecw_template_free(t);
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		if (ecw_template_compile_flags(&t, good[i], "filter", ECW_TEMPLATE_FILTER) != 0)
+			fail_msg("'%s' refused: %s", good[i], ecw_error_last()->message);
+		ecw_template_free(t);
+	}
+}
+
+/* A template not compiled as a filter cannot render as one: its
+ * placeholders were never lexed. */
+static void test_template__odata_needs_a_filter(void **state)
+{
+	struct ecw_template *t = NULL;
+	struct ecw_entity *e = employee();
+	struct ecw_buf out;
+
+	(void)state;
+	ecw_buf_init(&out, 0);
+	assert_int_equal(ecw_template_compile(&t, "RowKey eq '{RowKey}'", "row_key"), 0);
+	assert_int_equal(ecw_template_render(&out, t, e, ECW_TEMPLATE_ODATA), ECW_EINVALID);
+	assert_int_equal(out.len, 0);
+	ecw_template_free(t);
+	ecw_buf_dispose(&out);
+	ecw_entity_free(e);
+}
+
+/* Parses a configuration: 0, or the one error line it must give. */
+static void config_gives(const char *text, const char *error_line)
+{
+	struct ecw_node_errors errs;
+	struct ecw_config *cfg = NULL;
+
+	ecw_node_errors_init(&errs);
+	if (!error_line) {
+		if (ecw_config_parse(&cfg, text, strlen(text), "t.yaml", &errs) != 0)
+			fail_msg("refused: %s", errs.n ? errs.lines[0] : ecw_error_last()->message);
+	} else {
+		assert_int_equal(ecw_config_parse(&cfg, text, strlen(text), "t.yaml", &errs), ECW_EINVALID);
+		assert_null(cfg);
+		assert_int_equal(errs.n, 1);
+		assert_string_equal(errs.lines[0], error_line);
+	}
+	ecw_config_free(cfg);
+	ecw_node_errors_dispose(&errs);
+}
+
+/* check-config's view: the error at the filter value's FILE:LINE:COL, the
+ * placeholder's column in the message. */
+static void test_template__filter_refused_in_job_config(void **state)
+{
+	(void)state;
+	config_gives(
+	    "jobs:\n"
+	    "  copy:\n"
+	    "    type: fanout\n"
+	    "    source: Customers\n"
+	    "    table: Orders\n"
+	    "    filter: \"CustId eq Cust{RowKey}\"\n"
+	    "    fields: {CustomerName: Name}\n",
+	    "t.yaml:6:13: filter: the placeholder at column 15 is outside quotes, so it must be a whole "
+	    "operand (after the start, a space or '('); write '...{Name}...' to put a value inside a "
+	    "string");
+	config_gives("jobs:\n"
+	             "  copy:\n"
+	             "    type: fanout\n"
+	             "    source: Customers\n"
+	             "    table: Orders\n"
+	             "    filter: \"CustId eq {RowKey} and Region eq '{Region}'\"\n"
+	             "    fields: {CustomerName: Name}\n",
+	             NULL);
 }
 
 static void test_template__missing_property_is_named(void **state)
@@ -328,24 +603,15 @@ static void test_template__now_refused_by_default(void **state)
 /* Through a job's configuration: the error is at the value's line:col. */
 static void test_template__now_refused_in_job_config(void **state)
 {
-	static const char text[] = "jobs:\n"
-	                           "  archive:\n"
-	                           "    type: move\n"
-	                           "    from: Logins\n"
-	                           "    to: LoginsArchive\n"
-	                           "    to_row_key: \"{now:inverted_ticks}_{RowKey}\"\n";
-	struct ecw_node_errors errs;
-	struct ecw_config *cfg = NULL;
-
 	(void)state;
-	ecw_node_errors_init(&errs);
-	assert_int_equal(ecw_config_parse(&cfg, text, strlen(text), "t.yaml", &errs), ECW_EINVALID);
-	assert_null(cfg);
-	assert_int_equal(errs.n, 1);
-	assert_string_equal(errs.lines[0],
-	                    "t.yaml:6:17: {now:...} is not allowed in to_row_key: a rerun would "
-	                    "write another key (column 1)");
-	ecw_node_errors_dispose(&errs);
+	config_gives("jobs:\n"
+	             "  archive:\n"
+	             "    type: move\n"
+	             "    from: Logins\n"
+	             "    to: LoginsArchive\n"
+	             "    to_row_key: \"{now:inverted_ticks}_{RowKey}\"\n",
+	             "t.yaml:6:17: {now:...} is not allowed in to_row_key: a rerun would write another key "
+	             "(column 1)");
 }
 
 static void test_template__formatter_compile_errors(void **state)
@@ -370,6 +636,12 @@ int main(void)
 	    cmocka_unit_test(test_template__padding),
 	    cmocka_unit_test(test_template__literal_braces),
 	    cmocka_unit_test(test_template__odata_escaping),
+	    cmocka_unit_test(test_template__filter_typed_literals),
+	    cmocka_unit_test(test_template__filter_double_literals),
+	    cmocka_unit_test(test_template__filter_hostile_values),
+	    cmocka_unit_test(test_template__filter_refusals),
+	    cmocka_unit_test(test_template__odata_needs_a_filter),
+	    cmocka_unit_test(test_template__filter_refused_in_job_config),
 	    cmocka_unit_test(test_template__missing_property_is_named),
 	    cmocka_unit_test(test_template__compile_errors),
 	    cmocka_unit_test(test_template__inverted_ticks_extremes),
