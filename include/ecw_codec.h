@@ -1,6 +1,6 @@
 /* ecw_codec.h - base64 (RFC 4648, standard alphabet, padded; base64.c),
- * UTF-8 decoding (utf8.c) and JSON string literals (json_quote.c), written
- * to caller-owned ecw_bufs. Decoding is strict: what the service or a message
+ * UTF-8 decoding (utf8.c), JSON string literals (json_quote.c) and text safe
+ * for a terminal (term_escape.c), written to caller-owned ecw_bufs. Decoding is strict: what the service or a message
  * could carry ambiguously is refused, never guessed. */
 #ifndef ECW_CODEC_H
 #define ECW_CODEC_H
@@ -24,5 +24,12 @@ int ecw_utf8_valid(const char *s, size_t n);
 int ecw_json_quote(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE;
 /* The length ecw_json_quote would append. */
 size_t ecw_json_quoted_len(const char *s, size_t n);
+
+/* n bytes of untrusted text as a terminal may show them: printable UTF-8 as
+ * it is; \ as \\; TAB, LF, CR and ESC as \t \n \r \e; other C0 controls,
+ * DEL and every byte that is not UTF-8 as \xNN; C1 controls, bidi controls
+ * and U+2028/U+2029 as \uNNNN. The result holds no byte below 0x20, no DEL
+ * and only valid UTF-8. */
+int ecw_term_escape(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE;
 
 #endif

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # check-tests.sh - the tests of the source checks (make check-tests; make test
 # runs it first): check-deps and check-format must pass on a clean tree and
-# fail, naming the file and the rule, on each kind of violation.
+# fail, naming the file and the rule, on each kind of violation; and
+# check-hardening must pass on a small program built with the Makefile's
+# hardening flags and fail, naming the property, with each one undone.
 #
 #   tests/check-tests.sh
 #
@@ -338,8 +340,53 @@ else
 	echo "check-tests: note: the real tree is not formatted yet ($(grep '^check-format:' <<<"$out" | tail -n 1))"
 fi
 
+# ---- check-hardening ------------------------------------------------------------
+# A small program built with the Makefile's hardening flags passes; built with
+# them and then one undone (the last flag wins), it fails naming the property.
+
+if command -v readelf >/dev/null && command -v "${CC:-cc}" >/dev/null; then
+	mapfile -t harden < <(make -s --no-print-directory -C "$ROOT" hardening-flags)
+	cat >"$TMP/hardened.c" <<'EOF'
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	char b[64];
+	ssize_t n = read(0, b, (size_t)argc * 16);
+	fwrite(b, 1, n > 0 ? (size_t)n : 0, stdout);
+	return argv[0][0];
+}
+EOF
+	# hardened_build OUT [FLAG...]: the program with the flags, then FLAG...
+	# shellcheck disable=SC2086 # the flags are words
+	hardened_build() {
+		local out="$1"
+		shift
+		"${CC:-cc}" -O2 ${harden[0]} "$@" -o "$out" "$TMP/hardened.c" ${harden[1]} "$@"
+	}
+	if out="$(hardened_build "$TMP/hardened" 2>&1 && "$ROOT/tests/check-hardening.sh" "$TMP/hardened" 2>&1)"; then
+		ok "check-hardening: passes on a program built with the Makefile's flags"
+	else
+		fail "check-hardening: fails on a program built with the Makefile's flags (${harden[*]})" "$out"
+	fi
+	undo=("pie:-fno-PIE -no-pie" "bind-now:-Wl,-z,lazy" "relro:-Wl,-z,norelro" "nx-stack:-Wl,-z,execstack"
+		"canary:-fno-stack-protector" "fortify:-U_FORTIFY_SOURCE")
+	[[ "$("${CC:-cc}" -dumpmachine)" == x86_64-* ]] && undo+=("cet:-fcf-protection=none")
+	for u in "${undo[@]}"; do
+		name="${u%%:*}"
+		rc=0
+		# shellcheck disable=SC2086 # the flags are words
+		out="$(hardened_build "$TMP/weak" ${u#*:} 2>&1 && "$ROOT/tests/check-hardening.sh" "$TMP/weak" 2>&1)" || rc=$?
+		[[ $rc -eq 1 ]] && grep -q -E "^  $name +MISSING: " <<<"$out" && grep -q -E "lacks: $name\$" <<<"$out" &&
+			ok "check-hardening: fails on a program built with ${u#*:}, naming $name" ||
+			fail "check-hardening: a program built with ${u#*:} (exit $rc), want $name named alone" "$out"
+	done
+else
+	echo "check-tests: note: no readelf or no compiler, check-hardening not tested"
+fi
+
 if [[ $failed -gt 0 ]]; then
 	echo "check-tests: $failed of $((passed + failed)) cases failed" >&2
 	exit 1
 fi
-echo "==== check-tests: $passed cases passed (check-deps and check-format fail on each violation, pass on a clean tree)"
+echo "==== check-tests: $passed cases passed (check-deps, check-format and check-hardening fail on each violation, pass on a clean tree)"

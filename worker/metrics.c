@@ -9,12 +9,25 @@
  * bad UTF-8 becomes U+FFFD, since one invalid byte would make Prometheus
  * reject the whole page. Memory is therefore bounded whatever the queue holds.
  *
- * The server is libmicrohttpd with one internal polling thread (not a thread
- * per connection): a scrape is a few kilobytes rendered from memory, so one
- * thread answers every client quickly, and a burst of connections cannot turn
- * into a burst of threads in the worker. The listening socket is created here
- * and handed to libmicrohttpd, so a bind failure is reported with its errno
- * and the address, and port 0 can be read back with getsockname. */
+ * The server is libmicrohttpd with one internal polling thread (epoll, not a
+ * thread per connection): a scrape is a few kilobytes rendered from memory and
+ * written without blocking, so one thread answers every client quickly, and a
+ * burst of connections cannot turn into a burst of threads in the worker. The
+ * listening socket is created here and handed to libmicrohttpd, so a bind
+ * failure is reported with its errno and the address, and port 0 can be read
+ * back with getsockname.
+ *
+ * The server must stay up for the kubelet's probes whatever other clients do
+ * (a /healthz that times out gets a healthy pod restarted), so a new
+ * connection is never refused: when its address already holds
+ * CONN_PER_ADDRESS_MAX connections, that address's oldest one is closed, and
+ * when CONN_MAX are open, the oldest of all. Every answer is immediate, so the
+ * oldest connections are the idle and slow ones (slowloris: a header byte every
+ * few seconds, which an idle timeout alone never catches); a probe is answered
+ * within one round of the polling thread, long before a flood could make it the
+ * oldest. libmicrohttpd's own limits (refuse the newest) are only a backstop;
+ * a connection silent for CONN_IDLE_SECONDS is closed; each connection's memory
+ * is capped at CONN_MEMORY_MAX. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -45,6 +58,17 @@
 #define HEARTBEAT_NEVER INT64_MIN
 #define CONTENT_TYPE_METRICS "text/plain; version=0.0.4; charset=utf-8"
 #define CONTENT_TYPE_TEXT "text/plain; charset=utf-8"
+
+/* The listener's caps (see the top of the file). A probe or a scrape is one
+ * short request, so these leave room for many monitoring clients while one
+ * client address can never hold more than a few. */
+#define CONN_MAX 128
+#define CONN_PER_ADDRESS_MAX 16
+#define CONN_IDLE_SECONDS 3u
+#define CONN_MEMORY_MAX (16u * 1024) /* request headers, well over a probe's */
+/* libmicrohttpd's limit, above ours: an evicted connection still counts there
+ * until the polling thread sees it closed, on its next round. */
+#define CONN_MHD_LIMIT (2u * CONN_MAX)
 
 static const double bucket_le[NBUCKETS - 1] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 					       1,     2.5,  5,     10,   30,  60};
@@ -525,10 +549,63 @@ unlock:
 
 /* ---- the server ------------------------------------------------------------ */
 
+/* One open connection, as the caps see it. */
+struct conn_slot {
+	struct MHD_Connection *conn;
+	int fd;
+	uint64_t seq; /* order of arrival: the smallest is the oldest */
+	int family;
+	unsigned char addr[16]; /* the client's address, without its port */
+};
+
 struct ecw_metrics_server {
 	struct MHD_Daemon *daemon;
 	int port;
+	/* Only libmicrohttpd's polling thread touches these (connection notices),
+	 * so they need no lock. */
+	struct conn_slot conns[CONN_MAX];
+	size_t nconns;
+	uint64_t next_seq;
 };
+
+/* Lines a flood of clients would repeat per connection (libmicrohttpd's
+ * complaints, the caps closing connections) get at most LOG_LINES_PER_MINUTE
+ * lines a minute each; the next line let through tells how many were left
+ * out. */
+#define LOG_LINES_PER_MINUTE 10
+
+struct log_budget {
+	pthread_mutex_t lock;
+	int64_t window_ms; /* start of the current minute; 0: none yet */
+	unsigned lines;    /* written in it */
+	uint64_t left_out; /* since the last line written */
+};
+
+static struct log_budget g_mhd_log_budget = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static struct log_budget g_closed_log_budget = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* True when a line may be written now; *left_out is then how many were not
+ * since the last one. */
+static bool log_budget_take(struct log_budget *b, uint64_t *left_out)
+{
+	int64_t now = ecw_now_ms();
+	bool ok;
+
+	pthread_mutex_lock(&b->lock);
+	if (b->window_ms == 0 || now - b->window_ms >= 60000) {
+		b->window_ms = now;
+		b->lines = 0;
+	}
+	if ((ok = b->lines < LOG_LINES_PER_MINUTE)) {
+		b->lines++;
+		*left_out = b->left_out;
+		b->left_out = 0;
+	} else {
+		b->left_out++;
+	}
+	pthread_mutex_unlock(&b->lock);
+	return ok;
+}
 
 /* body is a string literal, or (owned) a heap page that libmicrohttpd frees. */
 static enum MHD_Result respond(struct MHD_Connection *c, unsigned int status, const char *content_type,
@@ -594,20 +671,114 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 }
 
 /* libmicrohttpd's own complaints (a failed accept, a broken client) go to
- * the log instead of straight to stderr. */
+ * the log instead of straight to stderr, within their budget: it writes one
+ * for every client that leaves mid-request. */
 __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct ecw_log_line *l;
 	char msg[512];
 	size_t n;
+	uint64_t left_out;
 
 	(void)cls;
+	if (!log_budget_take(&g_mhd_log_budget, &left_out))
+		return;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	for (n = strlen(msg); n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'); n--)
 		msg[n - 1] = '\0';
 	l = ecw_log_begin(ECW_LOG_WARN, "metrics.http_error");
 	ecw_log_str(l, "msg", msg);
+	if (left_out)
+		ecw_log_int(l, "more_not_logged", (int64_t)left_out);
 	ecw_log_end(l);
+}
+
+/* ---- the caps on connections ------------------------------------------------- */
+
+static void slot_address(struct conn_slot *slot, const struct sockaddr *sa)
+{
+	slot->family = sa ? sa->sa_family : AF_UNSPEC;
+	memset(slot->addr, 0, sizeof(slot->addr));
+	if (slot->family == AF_INET)
+		memcpy(slot->addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	else if (slot->family == AF_INET6)
+		memcpy(slot->addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+}
+
+static bool same_address(const struct conn_slot *a, const struct conn_slot *b)
+{
+	return a->family == b->family && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
+}
+
+static void log_closed_oldest(void)
+{
+	struct ecw_log_line *l;
+	uint64_t left_out;
+
+	if (!log_budget_take(&g_closed_log_budget, &left_out))
+		return;
+	l = ecw_log_begin(ECW_LOG_WARN, "metrics.connection_closed");
+	ecw_log_str(l, "msg", "too many open connections to the metrics port: closed the oldest");
+	if (left_out)
+		ecw_log_int(l, "more_not_logged", (int64_t)left_out);
+	ecw_log_end(l);
+}
+
+/* Closes the connection of slot i and forgets it. shutdown, not close: the
+ * descriptor stays libmicrohttpd's, never reused under it, and its next poll
+ * sees the end of the stream and cleans up as for any client that left. */
+static void conn_close_oldest(struct ecw_metrics_server *s, size_t i)
+{
+	shutdown(s->conns[i].fd, SHUT_RDWR);
+	s->conns[i] = s->conns[--s->nconns];
+	log_closed_oldest();
+}
+
+/* A new connection: make room under the caps (see the top of the file), then
+ * count it. */
+static void conn_started(struct ecw_metrics_server *s, struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *addr = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	struct conn_slot slot = {.conn = c, .seq = s->next_seq++};
+	size_t same = 0, oldest_same = 0, oldest = 0;
+
+	if (!fd) /* not expected; libmicrohttpd's own limits still hold */
+		return;
+	slot.fd = fd->connect_fd;
+	slot_address(&slot, addr ? addr->client_addr : NULL);
+	for (size_t i = 0; i < s->nconns; i++) {
+		if (s->conns[i].seq < s->conns[oldest].seq)
+			oldest = i;
+		if (same_address(&s->conns[i], &slot) &&
+		    (same++ == 0 || s->conns[i].seq < s->conns[oldest_same].seq))
+			oldest_same = i;
+	}
+	if (same >= CONN_PER_ADDRESS_MAX)
+		conn_close_oldest(s, oldest_same);
+	else if (s->nconns >= CONN_MAX)
+		conn_close_oldest(s, oldest);
+	s->conns[s->nconns++] = slot;
+}
+
+static void conn_closed(struct ecw_metrics_server *s, struct MHD_Connection *c)
+{
+	for (size_t i = 0; i < s->nconns; i++) {
+		if (s->conns[i].conn == c) {
+			s->conns[i] = s->conns[--s->nconns];
+			return;
+		}
+	}
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode what)
+{
+	(void)socket_context;
+	if (what == MHD_CONNECTION_NOTIFY_STARTED)
+		conn_started(cls, c);
+	else if (what == MHD_CONNECTION_NOTIFY_CLOSED)
+		conn_closed(cls, c);
 }
 
 /* "host:port": an IPv4 literal, "localhost" (127.0.0.1) or "[IPv6]", and a
@@ -740,12 +911,14 @@ int ecw_metrics_start(struct ecw_metrics_server **out, const char *where)
 		err = ecw_error_set(ECW_ENOMEM, "out of memory");
 		goto done;
 	}
-	/* The logger option comes first so start-up messages use it too. */
-	s->daemon =
-		MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL,
-				 NULL, handle, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-				 MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)64,
-				 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)10, MHD_OPTION_END);
+	/* The logger option comes first so start-up messages use it too. Every
+	 * option here exists in libmicrohttpd 0.9.75 (Debian 12) and 1.0. */
+	s->daemon = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle,
+		NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT, CONN_MHD_LIMIT,
+		MHD_OPTION_CONNECTION_TIMEOUT, CONN_IDLE_SECONDS, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		(size_t)CONN_MEMORY_MAX, MHD_OPTION_END);
 	if (!s->daemon) {
 		err = ecw_error_set(ECW_ERROR, "metrics: could not start the HTTP server on %s", where);
 		goto done;

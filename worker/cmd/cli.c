@@ -1,10 +1,20 @@
 /* cli.c - what every command shares: loading the configuration with its
- * problems on stderr, and the -c/--help options. */
+ * problems on stderr, the -c/--help options, and untrusted text made safe to
+ * print. */
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cmd.h"
+#include "ecw_codec.h"
 #include "ecw_config.h"
+
+const char *ecw_cli_term(struct ecw_buf *b, const char *s)
+{
+	ecw_buf_reset(b);
+	(void)!ecw_term_escape(b, s ? s : "", s ? strlen(s) : 0);
+	return ecw_buf_cstr(b);
+}
 
 struct ecw_config *ecw_cli_load_config(const char *path)
 {

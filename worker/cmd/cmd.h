@@ -30,4 +30,13 @@ struct ecw_config *ecw_cli_load_config(const char *path);
  * go on, else the exit status (the help or the problems were printed). */
 int ecw_cli_load_config_only(struct ecw_config **out, int argc, char **argv, const char *help);
 
+struct ecw_buf;
+/* s (NULL: "") escaped for the operator's terminal (ecw_term_escape) into b,
+ * which is emptied first: what a command prints of a message's text, keys,
+ * job name or error goes through here, since anyone who can put a message
+ * could otherwise send the terminal escape sequences. Returns b's text,
+ * valid until b changes; out of memory, what fitted. --json output needs
+ * none of this: JSON escapes every control character itself. */
+const char *ecw_cli_term(struct ecw_buf *b, const char *s);
+
 #endif

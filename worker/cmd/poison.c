@@ -270,26 +270,27 @@ static void out_adds(struct ecw_buf *b, const char *s)
 	out_add(b, s, strlen(s));
 }
 
-/* Appends at most max display columns of s to b, cutting on a UTF-8
- * boundary and turning control characters into spaces. */
+/* Appends at most max display columns of s, escaped for the terminal
+ * (ecw_cli_term), to b, cutting on a UTF-8 boundary. */
 static void add_cut(struct ecw_buf *b, const char *s, size_t max)
 {
+	struct ecw_buf safe;
 	size_t cols = 0;
 
-	for (const unsigned char *p = (const unsigned char *)s; *p && cols < max; cols++) {
+	ecw_buf_init(&safe, 0);
+	for (const unsigned char *p = (const unsigned char *)ecw_cli_term(&safe, s); *p && cols < max;
+	     cols++) {
 		size_t n = 1;
 		while ((p[n] & 0xC0) == 0x80)
 			n++;
 		if (cols + 1 == max && p[n]) {
 			out_adds(b, "~");
-			return;
+			break;
 		}
-		if (*p < 0x20 || *p == 0x7F)
-			out_adds(b, " ");
-		else
-			out_add(b, p, n);
+		out_add(b, p, n);
 		p += n;
 	}
+	ecw_buf_dispose(&safe);
 }
 
 static void add_col(struct ecw_buf *b, const char *s, size_t width)
@@ -434,28 +435,60 @@ struct actor {
 	char detail[96];
 };
 
-static void report_message(const char *what, const struct ecw_scan_item *it, const char *error)
-{
-	const struct ecw_poison_view *v = it->view;
-
-	fprintf(stderr, "%s %s", what, it->msg->id);
-	if (v->envelope)
-		fprintf(stderr, " (%s %s/%s)", v->job ? v->job : "(no job)", v->pk ? v->pk : "",
-			v->rk ? v->rk : "");
-	if (error)
-		fprintf(stderr, ": %s", error);
-	fputc('\n', stderr);
-}
-
+/* "job pk/rk" of an envelope, or "(foreign, N bytes)", escaped for the
+ * terminal, cut to cap on a character boundary. */
 static void describe(char *out, size_t cap, const struct ecw_scan_item *it)
 {
 	const struct ecw_poison_view *v = it->view;
+	struct ecw_buf b, part;
+	size_t n;
 
-	if (v->envelope)
-		snprintf(out, cap, "%s %s/%s", v->job ? v->job : "(no job)", v->pk ? v->pk : "",
-			 v->rk ? v->rk : "");
-	else
-		snprintf(out, cap, "(foreign, %zu bytes)", v->original_len);
+	ecw_buf_init(&b, 0);
+	ecw_buf_init(&part, 0);
+	if (v->envelope) {
+		out_adds(&b, v->job ? ecw_cli_term(&part, v->job) : "(no job)");
+		out_adds(&b, " ");
+		out_adds(&b, ecw_cli_term(&part, v->pk));
+		out_adds(&b, "/");
+		out_adds(&b, ecw_cli_term(&part, v->rk));
+	} else {
+		(void)!ecw_buf_printf(&b, "(foreign, %zu bytes)", v->original_len);
+	}
+	n = b.len < cap ? b.len : cap - 1;
+	while (n < b.len && n > 0 && ((unsigned char)b.ptr[n] & 0xC0) == 0x80)
+		n--;
+	memcpy(out, ecw_buf_cstr(&b), n);
+	out[n] = '\0';
+	ecw_buf_dispose(&part);
+	ecw_buf_dispose(&b);
+}
+
+static void report_message(const char *what, const struct ecw_scan_item *it, const char *error)
+{
+	struct ecw_buf safe;
+	char label[160];
+
+	ecw_buf_init(&safe, 0);
+	describe(label, sizeof(label), it);
+	fprintf(stderr, "%s %s", what, ecw_cli_term(&safe, it->msg->id));
+	if (it->view->envelope)
+		fprintf(stderr, " (%s)", label);
+	if (error)
+		fprintf(stderr, ": %s", ecw_cli_term(&safe, error));
+	fputc('\n', stderr);
+	ecw_buf_dispose(&safe);
+}
+
+/* A dry run's line: "would replay ID LABEL -> QUEUE", "would delete ID LABEL". */
+static void print_would(const char *verb, const struct ecw_scan_item *it, const char *label,
+			const char *target)
+{
+	struct ecw_buf safe;
+
+	ecw_buf_init(&safe, 0);
+	printf("would %s %s %s%s%s\n", verb, ecw_cli_term(&safe, it->msg->id), label, target ? " -> " : "",
+	       target ? target : "");
+	ecw_buf_dispose(&safe);
 }
 
 static enum ecw_scan_verdict replay_visit(void *payload, struct ecw_client *c, const struct ecw_scan_item *it)
@@ -467,7 +500,7 @@ static enum ecw_scan_verdict replay_visit(void *payload, struct ecw_client *c, c
 
 	describe(label, sizeof(label), it);
 	if (a->o->dry_run) {
-		printf("would replay %s %s -> %s\n", it->msg->id, label, a->target);
+		print_would("replay", it, label, a->target);
 		return ECW_SCAN_KEEP;
 	}
 	if (it->view->original_len > ECW_QUEUE_MAX_TEXT) {
@@ -509,7 +542,7 @@ static enum ecw_scan_verdict purge_visit(void *payload, struct ecw_client *c, co
 
 	describe(label, sizeof(label), it);
 	if (!a->o->yes) {
-		printf("would delete %s %s\n", it->msg->id, label);
+		print_would("delete", it, label, NULL);
 		return ECW_SCAN_KEEP;
 	}
 	if ((err = ecw_queue_delete(c, a->queue, it->msg->id, it->msg->pop_receipt)) < 0) {
@@ -570,6 +603,7 @@ static int canary_wait(struct actor *a, struct ecw_client *c, const struct ecw_s
 {
 	int64_t deadline = ecw_now_ms() + a->o->canary_wait_ms;
 	size_t waiting, in_flight, poisoned = 0;
+	struct ecw_buf safe;
 
 	for (;;) {
 		bool newly_gone = false;
@@ -626,17 +660,19 @@ static int canary_wait(struct actor *a, struct ecw_client *c, const struct ecw_s
 	fprintf(stderr,
 		"canary: %zu replayed: %zu processed, %zu poisoned again, %zu in progress, %zu not picked up\n",
 		a->ncanaries, a->ncanaries - waiting - in_flight - poisoned, poisoned, in_flight, waiting);
+	ecw_buf_init(&safe, 0);
 	for (size_t i = 0; i < a->ncanaries; i++) {
 		struct canary *k = &a->canaries[i];
 		if (k->state == C_POISONED)
 			fprintf(stderr, "  poisoned again: %s (job queue id %s): %s\n", k->label, k->put.id,
-				k->error);
+				ecw_cli_term(&safe, k->error));
 		else if (k->state == C_WAITING || k->state == C_IN_FLIGHT)
 			fprintf(stderr, "  %s: %s (job queue id %s)\n",
 				k->state == C_WAITING ? "not picked up (is a worker running?)"
 						      : "still in progress",
 				k->label, k->put.id);
 	}
+	ecw_buf_dispose(&safe);
 	if (poisoned) {
 		fprintf(stderr,
 			"canary: stopped; the other selected messages are untouched in the poison queue.\n"

@@ -12,6 +12,7 @@
 
 #include "cmd.h"
 #include "connect.h"
+#include "ecw_buf.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
 #include "poison_scan.h"
@@ -25,23 +26,29 @@ struct queue_state {
 };
 
 struct tally {
-	struct json_object *counts; /* "job\treason" -> count */
+	struct json_object *counts; /* "<length of job>:<job><reason>" -> count */
 };
 
 static enum ecw_scan_verdict tally_visit(void *payload, struct ecw_client *c, const struct ecw_scan_item *it)
 {
 	struct tally *t = payload;
 	const struct ecw_poison_view *v = it->view;
+	const char *job = v->envelope ? (v->job ? v->job : "(no job)") : "(foreign)";
 	struct json_object *n;
-	char key[600];
+	struct ecw_buf key;
 
+	/* The job's length first: a job name is the message's to choose, tabs
+	 * and all, so no separator could tell where it ends. */
 	(void)c;
-	snprintf(key, sizeof(key), "%s\t%s", v->envelope ? (v->job ? v->job : "(no job)") : "(foreign)",
-		 v->envelope && v->reason ? v->reason : "-");
-	if (json_object_object_get_ex(t->counts, key, &n))
-		json_object_set_int64(n, json_object_get_int64(n) + 1);
-	else
-		json_object_object_add(t->counts, key, json_object_new_int64(1));
+	ecw_buf_init(&key, 0);
+	if (ecw_buf_printf(&key, "%zu:%s%s", strlen(job), job, v->envelope && v->reason ? v->reason : "-") ==
+	    0) {
+		if (json_object_object_get_ex(t->counts, ecw_buf_cstr(&key), &n))
+			json_object_set_int64(n, json_object_get_int64(n) + 1);
+		else
+			json_object_object_add(t->counts, ecw_buf_cstr(&key), json_object_new_int64(1));
+	}
+	ecw_buf_dispose(&key);
 	return ECW_SCAN_KEEP;
 }
 
@@ -223,9 +230,11 @@ int ecw_cmd_status(int argc, char **argv)
 	arr = json_object_new_array();
 	json_object_object_foreach(t.counts, key, val) {
 		struct json_object *row = json_object_new_object();
-		const char *tab = strchr(key, '\t');
-		json_object_object_add(row, "job", json_object_new_string_len(key, (int)(tab - key)));
-		json_object_object_add(row, "reason", json_object_new_string(tab + 1));
+		char *job;
+		size_t job_len = strtoul(key, &job, 10);
+		job++; /* the ':' */
+		json_object_object_add(row, "job", json_object_new_string_len(job, (int)job_len));
+		json_object_object_add(row, "reason", json_object_new_string(job + job_len));
 		json_object_object_add(row, "count", json_object_get(val));
 		json_object_array_add(arr, row);
 	}
@@ -265,16 +274,23 @@ int ecw_cmd_status(int argc, char **argv)
 			printf("%-13s %-24s ~%lld messages, %s\n", label[i], qs[i]->name, qs[i]->depth, when);
 		}
 		if (!pq.error[0] && sr.seen) {
+			struct ecw_buf safe;
+
+			ecw_buf_init(&safe, 0);
 			printf("\npoison messages by job and reason (%llu counted%s):\n",
 			       (unsigned long long)sr.seen, sr.complete ? "" : ", stopped at --scan");
 			for (size_t i = 0; i < json_object_array_length(arr); i++) {
 				struct json_object *row = json_object_array_get_idx(arr, i);
-				printf("  %-24s %-12s %lld\n",
-				       json_object_get_string(json_object_object_get(row, "job")),
-				       json_object_get_string(json_object_object_get(row, "reason")),
+				printf("  %-24s ",
+				       ecw_cli_term(&safe, json_object_get_string(
+								   json_object_object_get(row, "job"))));
+				printf("%-12s %lld\n",
+				       ecw_cli_term(&safe, json_object_get_string(
+								   json_object_object_get(row, "reason"))),
 				       (long long)json_object_get_int64(
 					       json_object_object_get(row, "count")));
 			}
+			ecw_buf_dispose(&safe);
 		}
 		if (ntables)
 			printf("\ntables:\n");
