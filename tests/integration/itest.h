@@ -23,7 +23,7 @@
 /* Small, fast retries: base 10 ms, cap 100 ms, 4 tries. */
 /* clang-format 14 and 19 lay a braced macro out differently: */
 /* clang-format off */
-#define ITEST_OPTIONS {4, 10, 100, 30000, 2000, false, NULL, NULL, NULL}
+#define ITEST_OPTIONS {4, 10, 100, 30000, 2000, false, NULL, NULL, NULL, NULL}
 /* clang-format on */
 
 #define ITEST_MAX_EXTRA 64
