@@ -163,13 +163,8 @@ static void check_identity_auth(struct ecw_config *cfg, const struct ecw_node *s
 			mode);
 		return;
 	}
-	if (cfg->storage.account) {
-		/* The default string is not used: drop it, so nothing mistakes it for the account. */
-		memset(cfg->storage.connection_string, 0, strlen(cfg->storage.connection_string));
-		free(cfg->storage.connection_string);
-		cfg->storage.connection_string = NULL;
+	if (cfg->storage.account)
 		return;
-	}
 	if (ecw_account_parse_endpoints(&acct, cfg->storage.connection_string) < 0)
 		connstr_error(errs, at_cs, ecw_error_last()->message);
 	else if (strncmp(ecw_account_endpoint(acct, ECW_SVC_QUEUE), "https://", 8) != 0 ||
@@ -179,11 +174,26 @@ static void check_identity_auth(struct ecw_config *cfg, const struct ecw_node *s
 	ecw_account_free(acct);
 }
 
+/* auth: key without a connection string in the file: the default, through
+ * the same expansion a value in the file gets. Only then: the default's
+ * variables (AZURE_STORAGE_CONNECTION_STRING or its _FILE) concern no other
+ * configuration. Errors are placed at the file's start. */
+static int default_connection_string(struct ecw_config *cfg, struct ecw_node_errors *errs)
+{
+	struct ecw_node at = {.kind = ECW_NODE_SCALAR, .line = 1, .col = 1, .file = cfg->file};
+	int err = ecw_node_expand(&cfg->storage.connection_string, DEFAULT_CONNSTR, strlen(DEFAULT_CONNSTR),
+				  &at, "storage.connection_string", errs);
+
+	if (err < 0)
+		errs->lost++; /* out of memory: the parse must fail */
+	return err;
+}
+
 static void check_storage(struct ecw_config *cfg, const struct ecw_node *root, struct ecw_node_errors *errs)
 {
 	const struct ecw_node *sec = ecw_node_section(root, "storage", NULL, errs);
 	const struct ecw_node *at;
-	int auth = ECW_AUTH_KEY, ra;
+	int auth = ECW_AUTH_KEY, ra, rc;
 
 	ecw_node_check_keys(sec, storage_keys, "storage", errs);
 	if ((ra = ecw_node_read_enum(&auth, sec, "auth", storage_auths, "storage", errs)) > 0)
@@ -202,9 +212,11 @@ static void check_storage(struct ecw_config *cfg, const struct ecw_node *root, s
 	ecw_node_read_duration(&cfg->storage.request_timeout_ms, sec, "request_timeout", SEC, 10 * MIN, false,
 			       false, "storage", errs);
 	/* Which checks apply depends on the mode: none when it is unknown. */
-	if (ecw_node_read_string(&cfg->storage.connection_string, sec, "connection_string", false, "storage",
-				 errs) < 0 ||
+	if ((rc = ecw_node_read_string(&cfg->storage.connection_string, sec, "connection_string", false,
+				       "storage", errs)) < 0 ||
 	    ra < 0)
+		return;
+	if (rc == 0 && cfg->storage.auth == ECW_AUTH_KEY && default_connection_string(cfg, errs) != 0)
 		return;
 	if (cfg->storage.auth == ECW_AUTH_KEY)
 		check_key_auth(cfg, sec, errs);
@@ -589,17 +601,9 @@ static void set_defaults(struct ecw_config *cfg)
 	cfg->log.format = ECW_LOG_JSON;
 }
 
-/* The string defaults: the connection string through the same expansion a
- * value in the file gets. */
-static int set_string_defaults(struct ecw_config *cfg, const char *file, struct ecw_node_errors *errs)
+/* The string defaults (the connection string's is check_storage's). */
+static int set_string_defaults(struct ecw_config *cfg)
 {
-	struct ecw_node at = {.kind = ECW_NODE_SCALAR, .line = 1, .col = 1, .file = file};
-	int err;
-
-	err = ecw_node_expand(&cfg->storage.connection_string, DEFAULT_CONNSTR, strlen(DEFAULT_CONNSTR), &at,
-			      "storage.connection_string", errs);
-	if (err != 0)
-		return err < 0 ? err : ecw_error_set(ECW_ERROR, "bad default connection string");
 	cfg->worker.queue = strdup("ecw-jobs");
 	cfg->metrics.listen = strdup("127.0.0.1:9464");
 	cfg->worker.schedule_table = strdup("EcwSchedules");
@@ -628,7 +632,7 @@ int ecw_config_parse(struct ecw_config **out, const char *text, size_t len, cons
 		goto done;
 	}
 	set_defaults(cfg);
-	if ((err = set_string_defaults(cfg, file, errs)) < 0)
+	if ((err = set_string_defaults(cfg)) < 0)
 		goto done;
 	if ((err = ecw_node_parse(&root, text ? text : "", text ? len : 0, file, errs)) < 0)
 		goto done;

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include "cmd.h"
 #include "ecw_version.h"
@@ -71,6 +73,19 @@ static void usage(FILE *file)
 		      "1 runtime failure.\n");
 }
 
+/* The account key, a SAS or a token is in this process's memory from the
+ * first command on: no core file may hold it (RLIMIT_CORE 0), and no other
+ * process of the same user may read it through ptrace or /proc/PID/mem
+ * (not dumpable, which also stops a core dump when the limit is raised
+ * again). Best effort: a failure leaves the process as it was, not down. */
+static void no_core_dumps(void)
+{
+	const struct rlimit none = {0, 0};
+
+	(void)setrlimit(RLIMIT_CORE, &none);
+	(void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct command *cmd;
@@ -80,6 +95,7 @@ int main(int argc, char **argv)
 	 * connection) must fail with EPIPE, not kill the worker with SIGPIPE
 	 * (exit 141). */
 	signal(SIGPIPE, SIG_IGN);
+	no_core_dumps();
 	if (argc < 2) {
 		usage(stderr);
 		return ECW_EXIT_USAGE;

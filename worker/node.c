@@ -1,21 +1,32 @@
 /* node.c - the YAML tree and its typed readers (see ecw_node.h). libyaml's
  * events are turned into an ecw_node tree once, here (the only file that sees
- * libyaml); every plain or quoted value has its ${VAR} / ${VAR:-default}
- * references expanded on the way (keys never are). The readers collect every
+ * libyaml); every plain or quoted value has its ${VAR} / ${VAR:-default} /
+ * ${file:PATH} references expanded on the way (keys never are). The readers collect every
  * problem as "FILE:LINE:COL: message" rather than stopping at the first; the
  * schemas (worker/config.c, the job types, schedules, migrations) use them.
  *
  * Secrets: a value may come from the environment (a connection string, a
  * SAS), so no message here ever quotes a scalar's value. Messages name the
- * key (keys are never expanded), the variable, and the position instead. */
+ * key (keys are never expanded), the variable, and the position instead.
+ *
+ * Secrets from files, as Kubernetes mounts them: ${file:PATH} is the content
+ * of the file PATH (absolute), and ${AZURE_STORAGE_CONNECTION_STRING} that
+ * of the file AZURE_STORAGE_CONNECTION_STRING_FILE names when that variable
+ * is set instead. The content is taken as it is but for its trailing line
+ * ends (echo and most editors add one), up to SECRET_FILE_MAX bytes, and it
+ * is registered with the log, which then redacts it in every line. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "ecw_buf.h"
+#include "ecw_log.h"
 #include "ecw_node.h"
 
 #define MAX_VALUE_BYTES ((size_t)1024 * 1024) /* one scalar after expansion */
@@ -23,6 +34,8 @@
 #define MAX_ERROR_BYTES 4096
 #define PATH_MAX_BYTES 256
 #define NAME_BYTES 320
+/* A secret file (a connection string, a SAS, a key): far more than any. */
+#define SECRET_FILE_MAX ((size_t)64 * 1024)
 
 #define SEC ((int64_t)1000)
 #define MIN (60 * SEC)
@@ -323,6 +336,135 @@ static int put(struct ecw_buf *v, const char *p, size_t n)
 	return ecw_buf_add(v, p, n);
 }
 
+/* Variables whose value may come from the file VAR_FILE names instead. */
+static const char *const file_backed_vars[] = {"AZURE_STORAGE_CONNECTION_STRING", NULL};
+
+/* Reads the regular file at path into out (capped at SECRET_FILE_MAX) and
+ * drops its trailing line ends. Returns 0, or 1 with the error recorded: it
+ * names the path and what pointed at it, never the content. */
+static int read_secret_file(struct ecw_buf *out, const char *path, const char *what, const struct ecw_node *n,
+			    const char *where, struct ecw_node_errors *errs)
+{
+	char chunk[4096];
+	struct stat st;
+	int fd, bad = 0;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0 || fstat(fd, &st) != 0) {
+		ecw_node_error(errs, n, "%s (in %s): cannot read %s: %s", what, where, path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	/* A FIFO or a device could block or never end. */
+	if (!S_ISREG(st.st_mode)) {
+		ecw_node_error(errs, n, "%s (in %s): %s is not a regular file", what, where, path);
+		close(fd);
+		return 1;
+	}
+	for (;;) {
+		ssize_t got = read(fd, chunk, sizeof(chunk));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			ecw_node_error(errs, n, "%s (in %s): cannot read %s: %s", what, where, path,
+				       strerror(errno));
+			bad = 1;
+			break;
+		}
+		if (got == 0)
+			break;
+		if ((size_t)got > SECRET_FILE_MAX - out->len) {
+			ecw_node_error(errs, n, "%s (in %s): %s is over %zu bytes", what, where, path,
+				       SECRET_FILE_MAX);
+			bad = 1;
+			break;
+		}
+		if (ecw_buf_add(out, chunk, (size_t)got) < 0) {
+			lost_error(errs);
+			bad = 1;
+			break;
+		}
+	}
+	memset(chunk, 0, sizeof(chunk));
+	close(fd);
+	while (!bad && out->len && (out->ptr[out->len - 1] == '\n' || out->ptr[out->len - 1] == '\r'))
+		out->ptr[--out->len] = '\0';
+	if (!bad && out->len == 0) {
+		ecw_node_error(errs, n, "%s (in %s): %s is empty", what, where, path);
+		bad = 1;
+	}
+	if (!bad && memchr(out->ptr, '\0', out->len)) {
+		ecw_node_error(errs, n, "%s (in %s): %s holds a NUL byte", what, where, path);
+		bad = 1;
+	}
+	if (!bad)
+		ecw_log_add_secret(out->ptr);
+	return bad;
+}
+
+/* Appends the content of the file at path to v (see read_secret_file). */
+static int put_file(struct ecw_buf *v, const char *path, const char *what, const struct ecw_node *n,
+		    const char *where, struct ecw_node_errors *errs)
+{
+	struct ecw_buf content;
+	int err;
+
+	ecw_buf_init(&content, SECRET_FILE_MAX);
+	if ((err = read_secret_file(&content, path, what, n, where, errs)) == 0)
+		err = put(v, content.ptr, content.len);
+	if (content.ptr)
+		memset(content.ptr, 0, content.cap);
+	ecw_buf_dispose(&content);
+	return err;
+}
+
+/* ${file:PATH}, PATH being path[0..len). */
+static int expand_file(struct ecw_buf *v, const char *path, size_t len, const struct ecw_node *n,
+		       const char *where, struct ecw_node_errors *errs)
+{
+	char p[4096];
+
+	if (len == 0 || path[0] != '/') {
+		ecw_node_error(errs, n, "bad ${file:PATH} in %s: PATH must be an absolute path", where);
+		return 1;
+	}
+	if (len >= sizeof(p) || memchr(path, '\0', len)) {
+		ecw_node_error(errs, n, "bad ${file:PATH} in %s: PATH is longer than %zu bytes", where,
+			       sizeof(p) - 1);
+		return 1;
+	}
+	memcpy(p, path, len);
+	p[len] = '\0';
+	return put_file(v, p, "${file:PATH}", n, where, errs);
+}
+
+/* ${name} when name may come from a file: 1 with the error recorded when
+ * both name and name_FILE are set, 0 with *done false when name_FILE is
+ * not set (the variable applies), else the file's content appended. */
+static int expand_file_backed(bool *done, struct ecw_buf *v, const char *name, const struct ecw_node *n,
+			      const char *where, struct ecw_node_errors *errs)
+{
+	char file_var[160];
+	const char *path, *direct;
+
+	*done = false;
+	for (size_t i = 0; file_backed_vars[i]; i++) {
+		if (strcmp(name, file_backed_vars[i]) != 0)
+			continue;
+		snprintf(file_var, sizeof(file_var), "%s_FILE", name);
+		if (!(path = getenv(file_var)) || !*path)
+			return 0;
+		*done = true;
+		if ((direct = getenv(name)) && *direct) {
+			ecw_node_error(errs, n, "both %s and %s are set (in %s): give one", name, file_var,
+				       where);
+			return 1;
+		}
+		return put_file(v, path, file_var, n, where, errs);
+	}
+	return 0;
+}
+
 int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node *n, const char *where,
 		    struct ecw_node_errors *errs)
 {
@@ -383,6 +525,19 @@ int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node
 		}
 		memcpy(name, s + name_at, name_len);
 		name[name_len] = '\0';
+		if (strcmp(name, "file") == 0 && close + 1 < len && s[close] == ':' && s[close + 1] != '-') {
+			const char *end = memchr(s + close + 1, '}', len - close - 1);
+			if (!end) {
+				ecw_node_error(errs, n, "bad ${file:PATH in %s: expected '}'", where);
+				err = 1;
+				goto done;
+			}
+			if ((err = expand_file(&v, s + close + 1, (size_t)(end - s) - close - 1, n, where,
+					       errs)) != 0)
+				goto done;
+			i = (size_t)(end - s) + 1;
+			continue;
+		}
 		if (close + 1 < len && s[close] == ':' && s[close + 1] == '-') {
 			const char *end;
 			has_def = true;
@@ -405,6 +560,13 @@ int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node
 				       has_def ? "" : " or ':-default}'");
 			err = 1;
 			goto done;
+		}
+		bool from_file;
+		if ((err = expand_file_backed(&from_file, &v, name, n, where, errs)) != 0)
+			goto done;
+		if (from_file) {
+			i = close + 1;
+			continue;
 		}
 		val = getenv(name);
 		if (has_def && (!val || !*val)) {

@@ -209,13 +209,34 @@ function checkK8s(overlay, file) {
 		if (((pod.metadata || {}).labels || {})["azure.workload.identity/use"] !== "true") fail(overlay, "the pod lacks the label azure.workload.identity/use: \"true\"");
 		if ((pod.spec || {}).serviceAccountName !== (sa.metadata || {}).name) fail(overlay, "the pod does not run as the annotated ServiceAccount");
 	}
+	// No TriggerAuthentication hands KEDA (whose operator serves every
+	// namespace) the account key: a read-only SAS of the queue at most.
+	const secretValue = (name, key) => {
+		const s = (byKind.Secret || []).find((x) => x.metadata.name === name) || {};
+		const v = (s.stringData || {})[key];
+		return v !== undefined ? v : (s.data || {})[key] !== undefined ? Buffer.from(s.data[key], "base64").toString() : undefined;
+	};
+	for (const t of byKind.TriggerAuthentication || []) {
+		for (const ref of t.spec.secretTargetRef || []) {
+			const v = secretValue(ref.name, ref.key);
+			if (v === undefined) fail(overlay, `TriggerAuthentication ${t.metadata.name}: Secret ${ref.name} with key ${ref.key} is missing`);
+			else if (/AccountKey=/i.test(v)) fail(overlay, `TriggerAuthentication ${t.metadata.name} gives KEDA an AccountKey (Secret ${ref.name})`);
+			else if (ref.parameter === "connection") {
+				const sp = (/(?:^|[;&?])sp=([^&;]*)/.exec(v) || [])[1];
+				if (!/SharedAccessSignature=/i.test(v) || !sp || !/^[rp]+$/.test(sp)) fail(overlay, `TriggerAuthentication ${t.metadata.name}: the connection string is not a SAS with only r/p permissions (sp=${sp})`);
+			}
+		}
+	}
 	if (ta && ta.spec.secretTargetRef) {
-		const ref = ta.spec.secretTargetRef[0];
-		const secret = (byKind.Secret || []).find((s) => s.metadata.name === ref.name);
-		if (!secret || !((secret.stringData || {})[ref.key] || (secret.data || {})[ref.key])) fail(overlay, `Secret ${ref.name} with key ${ref.key} is missing`);
-		const env = (c.env || []).find((e) => e.name === "AZURE_STORAGE_CONNECTION_STRING");
-		const sk = env && env.valueFrom && env.valueFrom.secretKeyRef;
-		if (!sk || sk.name !== ref.name || sk.key !== ref.key) fail(overlay, "the worker does not get the connection string KEDA uses, from the same Secret key");
+		// The worker's own connection string: a Secret mounted as a file.
+		const env = (c.env || []).find((e) => e.name === "AZURE_STORAGE_CONNECTION_STRING_FILE") || {};
+		const mount = (c.volumeMounts || []).find((m) => env.value && env.value.startsWith(m.mountPath + "/")) || {};
+		const vol = ((pod.spec || {}).volumes || []).find((v) => v.name === mount.name) || {};
+		const workerSecret = (vol.secret || {}).secretName;
+		if (!workerSecret) fail(overlay, "the worker does not read its connection string from a Secret mounted as a file (AZURE_STORAGE_CONNECTION_STRING_FILE)");
+		else if (secretValue(workerSecret, env.value.slice(mount.mountPath.length + 1)) === undefined) fail(overlay, `the worker's Secret ${workerSecret} lacks the file ${env.value}`);
+		if ((c.env || []).some((e) => e.name === "AZURE_STORAGE_CONNECTION_STRING")) fail(overlay, "the connection string is also an environment variable");
+		if (ta.spec.secretTargetRef.some((r) => r.name === workerSecret)) fail(overlay, "KEDA reads the worker's Secret: give it a queue SAS of its own");
 		if (!/\$\{AZURE_STORAGE_CONNECTION_STRING\}/.test(storage.connection_string || "")) fail(overlay, "storage.connection_string does not come from ${AZURE_STORAGE_CONNECTION_STRING}");
 	}
 	console.log(`validate: ${overlay}: ${docs.length} documents (${Object.keys(byKind).sort().join(", ")})`);

@@ -62,6 +62,7 @@ static inline int setup(void **state)
 {
 	(void)state;
 	unsetenv("AZURE_STORAGE_CONNECTION_STRING");
+	unsetenv("AZURE_STORAGE_CONNECTION_STRING_FILE");
 	unsetenv("ECW_CONFIG");
 	unsetenv("ECW_T_SET");
 	unsetenv("ECW_T_UNSET");

@@ -2,6 +2,7 @@
  * errors that name the bad part without ever echoing a key or a signature. */
 #include "support.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,10 +81,15 @@ static void test_connstr__account_and_key_default_suffix(void **state)
 static void test_connstr__endpoint_suffix(void **state)
 {
 	(void)state;
-	struct ecw_account *a = parse_ok("DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=" DEV_KEY
+	struct ecw_account *a = parse_ok("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" DEV_KEY
 	                                 ";EndpointSuffix=core.chinacloudapi.cn");
-	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "http://acct.queue.core.chinacloudapi.cn");
-	assert_str(ecw_account_endpoint(a, ECW_SVC_TABLE), "http://acct.table.core.chinacloudapi.cn");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "https://acct.queue.core.chinacloudapi.cn");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_TABLE), "https://acct.table.core.chinacloudapi.cn");
+	ecw_account_free(a);
+	/* The protocol applies to derived endpoints (http with the emulator's account). */
+	a = parse_ok("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" DEV_KEY
+	             ";EndpointSuffix=emulator.test");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "http://devstoreaccount1.queue.emulator.test");
 	ecw_account_free(a);
 }
 
@@ -91,10 +97,10 @@ static void test_connstr__explicit_endpoints_win(void **state)
 {
 	(void)state;
 	struct ecw_account *a = parse_ok("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" DEV_KEY
-	                                 ";QueueEndpoint=http://10.0.0.5:10001/acct/"
-	                                 ";TableEndpoint=http://10.0.0.5:10002/acct");
-	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "http://10.0.0.5:10001/acct");
-	assert_str(ecw_account_endpoint(a, ECW_SVC_TABLE), "http://10.0.0.5:10002/acct");
+	                                 ";QueueEndpoint=https://10.0.0.5:10001/acct/"
+	                                 ";TableEndpoint=https://10.0.0.5:10002/acct");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "https://10.0.0.5:10001/acct");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_TABLE), "https://10.0.0.5:10002/acct");
 	assert_str(a->endpoint_path[ECW_SVC_QUEUE], "/acct");
 	assert_str(a->endpoint_path[ECW_SVC_TABLE], "/acct");
 	ecw_account_free(a);
@@ -172,6 +178,82 @@ static void test_connstr__sas(void **state)
 	assert_true(ecw_account_uses_sas(a));
 	assert_str(a->sas, "sv=2021-12-02&sig=x");
 	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "https://acct.queue.core.windows.net");
+	ecw_account_free(a);
+}
+
+/* A key's signature, a SAS or a bearer token over plain http can be read on the way: refused, naming the
+ * endpoint and the rule, unless the host is loopback or the key is the emulator's published one. */
+static void test_connstr__http_refused_for_secrets_off_loopback(void **state)
+{
+	(void)state;
+	parse_fails("AccountName=acct;AccountKey=" SECRET_KEY ";QueueEndpoint=http://10.0.0.5:10001/acct;"
+	            "TableEndpoint=https://10.0.0.5:10002/acct",
+	            "QueueEndpoint http://10.0.0.5:10001/acct is http://");
+	parse_fails("AccountName=acct;AccountKey=" SECRET_KEY ";QueueEndpoint=http://10.0.0.5:10001/acct;"
+	            "TableEndpoint=https://10.0.0.5:10002/acct",
+	            "loopback host");
+	parse_fails("DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=" SECRET_KEY,
+	            "QueueEndpoint http://acct.queue.core.windows.net is http://");
+	parse_fails("QueueEndpoint=https://q.example.com;TableEndpoint=http://t.example.com;"
+	            "SharedAccessSignature=sv=2021-12-02&" SECRET_SIG,
+	            "TableEndpoint http://t.example.com is http://: the SharedAccessSignature");
+	/* Not loopback: a name that merely starts like one, another range, an IPv6 address. */
+	parse_fails("AccountName=acct;AccountKey=" SECRET_KEY ";QueueEndpoint=http://127.0.0.1.example.com/a;"
+	            "TableEndpoint=https://h/a",
+	            "QueueEndpoint");
+	parse_fails("AccountName=acct;AccountKey=" SECRET_KEY ";QueueEndpoint=http://128.0.0.1/a;"
+	            "TableEndpoint=https://h/a",
+	            "QueueEndpoint");
+	parse_fails("AccountName=acct;AccountKey=" SECRET_KEY ";QueueEndpoint=http://[::2]:1/a;"
+	            "TableEndpoint=https://h/a",
+	            "QueueEndpoint");
+	/* The emulator's key with another account name is still refused. */
+	parse_fails("DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=" DEV_KEY, "is http://");
+}
+
+static void test_connstr__http_allowed_to_loopback_and_the_emulator(void **state)
+{
+	(void)state;
+	static const char *const loopback[] = {"http://127.0.0.1:10001/a", "http://127.9.8.7/a",
+	                                       "http://localhost:10001/a", "http://LOCALHOST/a",
+	                                       "http://[::1]:10001/a"};
+	char cs[512];
+	struct ecw_account *a;
+
+	for (size_t i = 0; i < sizeof(loopback) / sizeof(loopback[0]); i++) {
+		snprintf(cs, sizeof(cs),
+		         "AccountName=acct;AccountKey=" SECRET_KEY ";QueueEndpoint=%s;TableEndpoint=%s",
+		         loopback[i], loopback[i]);
+		ecw_account_free(parse_ok(cs));
+		snprintf(cs, sizeof(cs), "QueueEndpoint=%s;TableEndpoint=%s;SharedAccessSignature=sv=1&sig=x",
+		         loopback[i], loopback[i]);
+		ecw_account_free(parse_ok(cs));
+	}
+	/* Azurite in a compose network: the published key is no secret. */
+	a = parse_ok("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" DEV_KEY
+	             ";QueueEndpoint=http://azurite:10001/devstoreaccount1;"
+	             "TableEndpoint=http://azurite:10002/devstoreaccount1");
+	assert_str(ecw_account_endpoint(a, ECW_SVC_QUEUE), "http://azurite:10001/devstoreaccount1");
+	ecw_account_free(a);
+}
+
+/* A bearer token is never sent over http, loopback or not. */
+static void test_connstr__http_refused_for_tokens(void **state)
+{
+	(void)state;
+	struct ecw_account *a = NULL;
+
+	assert_int_equal(ecw_account_parse_endpoints(&a, "QueueEndpoint=http://127.0.0.1:1/a;"
+	                                                 "TableEndpoint=https://127.0.0.1:2/a"),
+	                 ECW_EINVALID);
+	assert_null(a);
+	assert_true(str_contains(ecw_error_last()->message,
+	                         "QueueEndpoint http://127.0.0.1:1/a is http://: with token authentication"));
+	assert_int_equal(ecw_account_parse_endpoints(&a, "AccountName=acct;DefaultEndpointsProtocol=http"),
+	                 ECW_EINVALID);
+	assert_int_equal(ecw_account_parse_endpoints(&a, "QueueEndpoint=https://127.0.0.1:1/a;"
+	                                                 "TableEndpoint=https://127.0.0.1:2/a"),
+	                 0);
 	ecw_account_free(a);
 }
 
@@ -258,6 +340,9 @@ int main(void)
 	    cmocka_unit_test(test_connstr__empty_parts_skipped),
 	    cmocka_unit_test(test_connstr__value_split_at_first_equals),
 	    cmocka_unit_test(test_connstr__sas),
+	    cmocka_unit_test(test_connstr__http_refused_for_secrets_off_loopback),
+	    cmocka_unit_test(test_connstr__http_allowed_to_loopback_and_the_emulator),
+	    cmocka_unit_test(test_connstr__http_refused_for_tokens),
 	    cmocka_unit_test(test_connstr__error_missing_account_name),
 	    cmocka_unit_test(test_connstr__error_key_not_base64),
 	    cmocka_unit_test(test_connstr__error_unknown_setting),

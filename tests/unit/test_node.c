@@ -1,10 +1,13 @@
 /* test_node.c - the YAML node tree and its readers (worker/node.c): every
  * kind of YAML the tree refuses, at its exact line and column, repeated keys,
- * ${VAR} expansion, the readers job types use on a tree built by hand, and
+ * ${VAR} and ${file:PATH} expansion (and AZURE_STORAGE_CONNECTION_STRING_FILE), the readers job types use on a tree built by hand, and
  * errors recorded at no node. Through the configuration where a case needs a
  * file (config_text.h). Tests run from the repo root. */
 #include "config_text.h"
 
+#include <unistd.h>
+
+#include "ecw_log.h"
 #include "ecw_node.h"
 
 /* ---- the tree ---------------------------------------------------------------- */
@@ -196,6 +199,150 @@ static void test_node__env_keys_not_expanded(void **state)
 	unsetenv("ECW_T_SET");
 }
 
+/* ---- secrets from files ------------------------------------------------------------ */
+
+#define FILE_SECRET "topsecretfromafile0123456789"
+
+/* A file of the test's with content (n bytes); its absolute path in path. */
+static void secret_file(char *path, size_t cap, const char *content, size_t n)
+{
+	int fd;
+
+	snprintf(path, cap, "/tmp/ecw-test-node-XXXXXX");
+	assert_true((fd = mkstemp(path)) >= 0);
+	assert_int_equal(write(fd, content, n), (ssize_t)n);
+	assert_int_equal(close(fd), 0);
+}
+
+/* Parses head, path, tail expecting one error at pos containing needle; no error may show the file's
+ * secret. */
+static void file_error(const char *head, const char *path, const char *tail, const char *pos,
+                       const char *needle)
+{
+	char text[4352];
+	struct ecw_node_errors errs;
+
+	snprintf(text, sizeof(text), "%s%s%s", head, path, tail);
+	parse_bad(&errs, text, 1);
+	error_is(&errs, 0, pos, needle);
+	assert_false(str_contains(errs.lines[0], FILE_SECRET));
+	ecw_node_errors_dispose(&errs);
+}
+
+static void test_node__file_expands_to_content(void **state)
+{
+	(void)state;
+	char path[64], text[512];
+
+	/* Trailing line ends go (echo, editors, Windows); the rest is taken as it is, never expanded. */
+	secret_file(path, sizeof(path), "q${ECW_T_SET}$$x\r\n\n", 18);
+	setenv("ECW_T_SET", "x", 1);
+	snprintf(text, sizeof(text), "${file:%s}", path);
+	expands_to(text, "q${ECW_T_SET}$$x");
+	snprintf(text, sizeof(text), "a${file:%s}b${ECW_T_SET}", path);
+	expands_to(text, "aq${ECW_T_SET}$$xbx");
+	unlink(path);
+
+	/* A secret from a file: the log redacts it. */
+	secret_file(path, sizeof(path), FILE_SECRET "\n", strlen(FILE_SECRET) + 1);
+	snprintf(text, sizeof(text), "worker: {queue: \"${file:%s}\"}\n", path);
+	struct ecw_config *cfg = parse_ok(text);
+	assert_str(cfg->worker.queue, FILE_SECRET);
+	ecw_config_free(cfg);
+	char log_path[] = "/tmp/ecw-test-node-log-XXXXXX", line[256] = "";
+	int fd = mkstemp(log_path);
+	assert_true(fd >= 0);
+	ecw_log_set_fd(fd);
+	ecw_log_msg(ECW_LOG_ERROR, "t", "the value is %s", FILE_SECRET);
+	ecw_log_set_fd(2);
+	assert_true(pread(fd, line, sizeof(line) - 1, 0) > 0);
+	close(fd);
+	unlink(log_path);
+	assert_true(str_contains(line, "[REDACTED]"));
+	assert_false(str_contains(line, FILE_SECRET));
+	unlink(path);
+}
+
+static void test_node__file_errors(void **state)
+{
+	(void)state;
+	char path[64], big_path[64];
+	size_t big = 64 * 1024 + 1;
+	char *content = malloc(big);
+
+	/* Missing, relative, not a regular file, unclosed: each says which and where, at the value. */
+	file_error(
+	    "worker: {queue: \"${file:", "/nonexistent/ecw-secret", "}\"}\n", "1:17",
+	    "${file:PATH} (in worker.queue): cannot read /nonexistent/ecw-secret: No such file or directory");
+	file_error("worker: {queue: \"${file:", "secret.txt", "}\"}\n", "1:17",
+	           "bad ${file:PATH} in worker.queue: PATH must be an absolute path");
+	file_error("worker: {queue: \"${file:", "/tmp", "}\"}\n", "1:17", "/tmp is not a regular file");
+	file_error("worker: {queue: \"${file:", "/tmp/x", "\"}\n", "1:17",
+	           "bad ${file:PATH in worker.queue: expected '}'");
+	/* Empty, or only line ends. */
+	secret_file(path, sizeof(path), "\n", 1);
+	file_error("storage: {connection_string: \"${file:", path, "}\"}\n", "1:30", "is empty");
+	unlink(path);
+	/* Over 64 KiB (of the secret, repeated): refused without a byte of it in the message. */
+	assert_non_null(content);
+	for (size_t i = 0; i < big; i++)
+		content[i] = FILE_SECRET[i % strlen(FILE_SECRET)];
+	secret_file(big_path, sizeof(big_path), content, big);
+	file_error("storage: {connection_string: \"${file:", big_path, "}\"}\n", "1:30",
+	           "is over 65536 bytes");
+	unlink(big_path);
+	/* Exactly 64 KiB is read (the value is then a bad queue name, said without it). */
+	secret_file(big_path, sizeof(big_path), content, big - 1);
+	file_error("worker: {queue: \"${file:", big_path, "}\"}\n", "1:17",
+	           "worker.queue is not a valid queue name");
+	unlink(big_path);
+	free(content);
+	/* A secret that makes the value wrong is not quoted in the error. */
+	secret_file(path, sizeof(path), FILE_SECRET, strlen(FILE_SECRET));
+	file_error("storage: {connection_string: \"${file:", path, "}\"}\n", "1:30",
+	           "storage.connection_string");
+	file_error("worker: {batch_size: \"${file:", path, "}\"}\n", "1:22", "worker.batch_size");
+	unlink(path);
+}
+
+/* AZURE_STORAGE_CONNECTION_STRING_FILE stands for AZURE_STORAGE_CONNECTION_STRING, the default included. */
+static void test_node__connection_string_file(void **state)
+{
+	(void)state;
+	char path[64];
+	struct ecw_node_errors errs;
+
+	secret_file(path, sizeof(path), CS_HEAD "q" CS_TAIL "\n", strlen(CS_HEAD "q" CS_TAIL) + 1);
+	setenv("AZURE_STORAGE_CONNECTION_STRING_FILE", path, 1);
+	struct ecw_config *cfg = parse_ok("");
+	assert_str(cfg->storage.connection_string, CS_HEAD "q" CS_TAIL);
+	ecw_config_free(cfg);
+	cfg = parse_ok("storage: {connection_string: \"${AZURE_STORAGE_CONNECTION_STRING}\"}\n");
+	assert_str(cfg->storage.connection_string, CS_HEAD "q" CS_TAIL);
+	ecw_config_free(cfg);
+
+	/* Both set: which one was meant is not guessed. */
+	setenv("AZURE_STORAGE_CONNECTION_STRING", "UseDevelopmentStorage=true", 1);
+	one_error("", "1:1",
+	          "both AZURE_STORAGE_CONNECTION_STRING and AZURE_STORAGE_CONNECTION_STRING_FILE are set "
+	          "(in storage.connection_string): give one");
+	/* In the file: there, and for the default that then applies (the value is left out). */
+	parse_bad(&errs, "storage: {connection_string: \"${AZURE_STORAGE_CONNECTION_STRING}\"}\n", 2);
+	error_is(&errs, 1, "1:30",
+	         "both AZURE_STORAGE_CONNECTION_STRING and AZURE_STORAGE_CONNECTION_STRING_FILE");
+	ecw_node_errors_dispose(&errs);
+	unsetenv("AZURE_STORAGE_CONNECTION_STRING");
+	unlink(path);
+
+	/* Unreadable: named, with the variable that named it. */
+	parse_bad(&errs, "", 1);
+	assert_true(str_contains(errs.lines[0], "AZURE_STORAGE_CONNECTION_STRING_FILE"));
+	assert_true(str_contains(errs.lines[0], path));
+	assert_true(str_contains(errs.lines[0], "No such file or directory"));
+	ecw_node_errors_dispose(&errs);
+	unsetenv("AZURE_STORAGE_CONNECTION_STRING_FILE");
+}
+
 /* ---- the readers job types use ------------------------------------------------------ */
 
 /* A small tree by hand: {s: "x", n: 5, q: "5", b: true, d: 90s, l: [a, b], m: {}, z: ~}. */
@@ -364,6 +511,9 @@ int main(void)
 	    cmocka_unit_test_setup(test_node__env_malformed, setup),
 	    cmocka_unit_test_setup(test_node__env_too_long, setup),
 	    cmocka_unit_test_setup(test_node__env_keys_not_expanded, setup),
+	    cmocka_unit_test_setup(test_node__file_expands_to_content, setup),
+	    cmocka_unit_test_setup(test_node__file_errors, setup),
+	    cmocka_unit_test_setup(test_node__connection_string_file, setup),
 	    cmocka_unit_test_setup(test_node__readers, setup),
 	    cmocka_unit_test_setup(test_node__error_without_node, setup),
 	};

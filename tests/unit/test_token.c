@@ -510,6 +510,35 @@ static void test_token__storage_refusal_gets_one_new_token(void **state)
 	fx_free(fx);
 }
 
+/* The federated assertion goes to the authority host: https only, but for a loopback token server. */
+static void test_token__authority_host_must_be_https(void **state)
+{
+	static const char *const refused[] = {"http://login.microsoftonline.com/", "http://10.1.2.3:8080/",
+	                                      "http://localhost.example.com/", "ftp://login.example.com/"};
+	static const char *const accepted[] = {"https://login.microsoftonline.us/", "http://127.0.0.1:8080/",
+	                                       "http://localhost:1", "http://[::1]:8080/"};
+	struct ecw_token_credential *cred = NULL;
+	struct ecw_token_options o = {.source = ECW_TOKEN_WORKLOAD_IDENTITY,
+	                              .tenant_id = TENANT,
+	                              .client_id = CLIENT_ID,
+	                              .federated_token_file = "/x"};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		o.authority_host = refused[i];
+		assert_int_equal(ecw_token_credential_new(&cred, &o), ECW_EINVALID);
+		assert_null(cred);
+		assert_true(
+		    str_contains(ecw_error_last()->message, "AZURE_AUTHORITY_HOST must be an https:// URL"));
+	}
+	for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
+		o.authority_host = accepted[i];
+		assert_int_equal(ecw_token_credential_new(&cred, &o), 0);
+		ecw_token_credential_free(cred);
+		cred = NULL;
+	}
+}
+
 static void test_token__options_errors(void **state)
 {
 	struct ecw_token_credential *cred = (struct ecw_token_credential *)1;
@@ -636,6 +665,7 @@ int main(void)
 	    cmocka_unit_test(test_token__refusal_is_auth_error_without_secrets),
 	    cmocka_unit_test(test_token__storage_refusal_gets_one_new_token),
 	    cmocka_unit_test(test_token__options_errors),
+	    cmocka_unit_test(test_token__authority_host_must_be_https),
 	    cmocka_unit_test(test_token__unreadable_token_file_is_auth_error),
 	    cmocka_unit_test(test_token__threads_share_one_fetch),
 	};

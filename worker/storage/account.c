@@ -4,13 +4,22 @@
  * {protocol}://{account}.{queue|table}.{suffix}. Errors name the setting at
  * fault and never echo a value that could be a secret. The same parser reads
  * the endpoints-only strings of token authentication, where a key or a SAS
- * is an error (the account then carries a token credential instead). */
+ * is an error (the account then carries a token credential instead).
+ *
+ * Plain http: a Shared Key signature, a SAS or a bearer token sent over it
+ * can be read (and a SAS or token replayed) by anyone on the path, so an
+ * account refuses an http endpoint unless the traffic never leaves the
+ * machine (a loopback host, url.h) or the secret is no secret (the
+ * emulator's published devstoreaccount1 key, which Azurite in a compose
+ * network serves as http://azurite:10001). Tokens always need https: no
+ * token endpoint is set up for a local http service. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "account.h"
 #include "ecw_codec.h"
+#include "url.h"
 
 #define DEV_ACCOUNT "devstoreaccount1"
 #define DEV_KEY "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -123,6 +132,43 @@ static int set_endpoint(struct ecw_account *a, enum ecw_service svc, const char 
 	a->endpoint[svc] = copy;
 	slash = memchr(host, '/', (size_t)(url + n - host));
 	a->endpoint_path[svc] = slash ? copy + (slash - url) : copy + n;
+	return 0;
+}
+
+/* The emulator's account with its published key: nothing secret to protect. */
+static bool emulator_account(const struct ecw_account *a, const char *key, size_t key_len)
+{
+	return strcmp(a->name, DEV_ACCOUNT) == 0 && key && key_len == strlen(DEV_KEY) &&
+	       memcmp(key, DEV_KEY, key_len) == 0;
+}
+
+/* Both endpoints against the plain-http rule (see the top of the file). The
+ * endpoint is named in full: it is a URL without a query (set_endpoint), so
+ * never a secret. */
+static int check_plain_http(const struct ecw_account *a, bool for_token, const char *key, size_t key_len)
+{
+	for (int svc = 0; svc < 2; svc++) {
+		const char *ep = a->endpoint[svc],
+			   *setting = svc == ECW_SVC_QUEUE ? "QueueEndpoint" : "TableEndpoint";
+		size_t n = strlen(ep);
+
+		if (!ecw_url_is_plain_http(ep, n))
+			continue;
+		if (for_token)
+			return ecw_error_set(
+				ECW_EINVALID,
+				"connection string: %s %s is http://: with token authentication both "
+				"endpoints must be https:// (a bearer token is a secret)",
+				setting, ep);
+		if (ecw_url_is_loopback(ep, n) || emulator_account(a, key, key_len))
+			continue;
+		return ecw_error_set(
+			ECW_EINVALID,
+			"connection string: %s %s is http://: the %s would cross the network in "
+			"the clear; use https:// (http is only for a loopback host, 127.0.0.0/8, ::1 "
+			"or localhost, or the emulator's devstoreaccount1 account)",
+			setting, ep, a->sas ? "SharedAccessSignature" : "AccountKey's signature");
+	}
 	return 0;
 }
 
@@ -314,6 +360,8 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 					svc == ECW_SVC_QUEUE ? "QueueEndpoint" : "TableEndpoint")) < 0)
 			goto done;
 	}
+	if ((err = check_plain_http(a, for_token, val[S_KEY], vlen[S_KEY])) < 0)
+		goto done;
 	*out = a;
 	a = NULL;
 	err = 0;

@@ -8,6 +8,7 @@
  *
  * Only this file talks to libcurl. */
 #include <curl/curl.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,14 @@ static int curl_code_to_err(CURLcode rc)
 /* The options every transfer shares. libcurl keeps options from one
  * transfer to the next, so they are set once, when the client is made; a
  * request sets only what is its own (curl_send). */
+/* libcurl's OpenSSL context, before each handshake: the system's CAs too. */
+static CURLcode add_system_cas(CURL *curl, void *ssl_ctx, void *payload)
+{
+	(void)curl;
+	(void)payload;
+	return SSL_CTX_set_default_verify_paths(ssl_ctx) == 1 ? CURLE_OK : CURLE_SSL_CACERT_BADFILE;
+}
+
 static void set_shared_options(struct ecw_client *c)
 {
 	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
@@ -223,8 +232,11 @@ static void set_shared_options(struct ecw_client *c)
 	curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_header);
-	if (c->opts.ca_file)
+	if (c->opts.ca_file) {
 		curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->opts.ca_file);
+		/* CAINFO replaces libcurl's bundle; ca_file adds to it, as in http.c. */
+		curl_easy_setopt(c->curl, CURLOPT_SSL_CTX_FUNCTION, add_system_cas);
+	}
 	if (c->opts.insecure_skip_tls_verify_for_tests) {
 		curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(c->curl, CURLOPT_SSL_VERIFYHOST, 0L);

@@ -145,8 +145,9 @@ static SSL_CTX *tls_ctx(const struct ecw_client_options *o, char *why, size_t wh
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_AUTO_RETRY);
 	SSL_CTX_set_verify(ctx, verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
-	if (verify && (o->ca_file ? SSL_CTX_load_verify_locations(ctx, o->ca_file, NULL)
-				  : SSL_CTX_set_default_verify_paths(ctx)) != 1) {
+	/* ca_file adds to the system's CAs: a private CA beside the public ones. */
+	if (verify && (SSL_CTX_set_default_verify_paths(ctx) != 1 ||
+		       (o->ca_file && SSL_CTX_load_verify_locations(ctx, o->ca_file, NULL) != 1))) {
 		why_ssl(why, why_len,
 			o->ca_file ? "TLS: cannot read the CA file" : "TLS: cannot load the system's CAs");
 		SSL_CTX_free(ctx);

@@ -37,6 +37,7 @@
 #include "jsonparse.h"
 #include "status.h"
 #include "token.h"
+#include "url.h"
 
 #define STORAGE_SCOPE "https://storage.azure.com/.default"
 #define STORAGE_RESOURCE "https://storage.azure.com/"
@@ -144,10 +145,14 @@ int ecw_token_credential_new(struct ecw_token_credential **out, const struct ecw
 				return ecw_error_set(
 					ECW_EINVALID,
 					"workload identity: the tenant id (AZURE_TENANT_ID) must be a GUID or a domain name");
-		if (!is_http_url(authority))
+		/* The federated assertion goes to it: https, or http to a loopback
+		 * host (a local token server, as the tests run). */
+		if (!(strncmp(authority, "https://", 8) == 0 ||
+		      (strncmp(authority, "http://", 7) == 0 && ecw_url_is_loopback(authority, alen))))
 			return ecw_error_set(
 				ECW_EINVALID,
-				"workload identity: the authority host (AZURE_AUTHORITY_HOST) must be an http(s) URL");
+				"workload identity: AZURE_AUTHORITY_HOST must be an https:// URL (the federated "
+				"token is sent to it; http only to a loopback host)");
 	} else if (!is_http_url(endpoint) || strchr(endpoint, '?') || strchr(endpoint, '#')) {
 		return ecw_error_set(
 			ECW_EINVALID,
