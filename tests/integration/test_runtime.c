@@ -744,6 +744,55 @@ static void test_runtime__startup_waits_for_storage(void **state)
 
 /* ---- 8. metrics, liveness and readiness ----------------------------------------------------------- */
 
+/* A job that makes no progress is noticed: no storage call of its job
+ * completes for the stall timeout (here 1.5 s, through the test build's
+ * ECW_TEST_STALL_TIMEOUT_MS; the configuration allows 1m..24h), so the
+ * worker logs it once with the job and the message, ecw_jobs_stalled says
+ * 1 and /healthz fails (the orchestrator restarts the pod; the message
+ * comes back through its lease). When the job moves on, all is well
+ * again. */
+static void test_runtime__stalled_job_fails_healthz(void **state)
+{
+	struct rtfx *r = *state;
+	struct itest *t = r->fx.t;
+	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
+	struct proc p;
+	char path[640], id[64], *page = NULL;
+	int found = 0;
+
+	itest_queue(t);
+	o.jobs = "  slow: {type: test-sleep, duration: 6s}\n";
+	int port = rtfx_write_config(path, sizeof(path), r, "runtime-stall", &o);
+	const char *args[] = {"run", "-c", path, NULL};
+	const char *env[] = {"ECW_TEST_STALL_TIMEOUT_MS=1500", r->worker_env[0] ? r->worker_env : NULL, NULL};
+	proc_start(&p, "runtime-stall", args, env);
+	for (int64_t end = itest_now_ms() + 20000; proc_http_get(NULL, port, "/healthz") != 200;) {
+		ITEST_CHECK(itest_now_ms() < end && proc_alive(&p), "never healthy; log:\n%s",
+		            proc_tail(p.log_path, 20));
+		itest_sleep_ms(100);
+	}
+	rtfx_put(r, "{\"job\":\"slow\",\"pk\":\"p\",\"rk\":\"stuck\"}", id);
+	PROC_EXPECT_LOG(&p, 1, 10000, "job_stalled", "job", "slow", "message_id", id);
+	assert_int_equal(proc_http_get(NULL, port, "/healthz"), 503);
+	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
+	ITEST_CHECK(proc_metric(page, "ecw_jobs_stalled", &found, NULL) == 1 && found == 1,
+	            "ecw_jobs_stalled is not 1 while the job is stalled:\n%s", page);
+	free(page);
+	page = NULL;
+	/* Logged once, however long it lasts. */
+	itest_sleep_ms(1000);
+	assert_int_equal(proc_count(&p, "job_stalled", NULL), 1);
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
+	for (int64_t end = itest_now_ms() + 5000; proc_http_get(NULL, port, "/healthz") != 200;) {
+		ITEST_CHECK(itest_now_ms() < end, "/healthz still fails after the job finished");
+		itest_sleep_ms(100);
+	}
+	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
+	assert_true(proc_metric(page, "ecw_jobs_stalled", &found, NULL) == 0);
+	free(page);
+	rtfx_finish(&p);
+}
+
 static void test_runtime__metrics_endpoint(void **state)
 {
 	struct rtfx *r = *state;
@@ -970,6 +1019,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_runtime__exactly_once_across_renewals, rtfx_setup,
 	                                    rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime__metrics_endpoint, rtfx_setup, rtfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_runtime__stalled_job_fails_healthz, rtfx_setup,
+	                                    rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime__metrics_last_receive_on_idle_worker, rtfx_setup,
 	                                    rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime__readyz_follows_storage, rtfx_setup, rtfx_teardown),
