@@ -116,8 +116,9 @@ static void start_run(struct run *r, struct mv *m, const char *circuit, bool vet
 	wait_status(r->mport, "/readyz", 200, 30000, &r->worker);
 }
 
-/* The table service is back: every employee is moved once, nothing is
- * poisoned, the circuit closed; stops the worker and the proxy. */
+/* The table service is back: every employee is moved once (each message's
+ * line written), nothing is poisoned, the circuit closed. The worker still
+ * runs: its log is read before stop_run. */
 static void finish_run(struct run *r, struct mv *m)
 {
 	start_table_proxy(&r->proxy, r->tport);
@@ -135,8 +136,15 @@ static void finish_run(struct run *r, struct mv *m)
 	wait_status(r->mport, "/readyz", 200, 10000, &r->worker);
 	ITEST_CHECK(gauge(r->mport, "ecw_storage_circuit_open") == 0,
 	            "the circuit gauge is not 0 once closed");
+	PROC_EXPECT_LOG(&r->worker, BACKLOG, 10000, "message", "outcome", "succeeded");
 	assert_int_equal(proc_count(&r->worker, "message", "outcome", "poisoned", NULL), 0);
 	assert_int_equal(mv_queue_count(m, m->fx.poison), 0);
+}
+
+/* Stops the worker (a clean exit, its logs checked for secrets, and then
+ * removed) and the proxy. */
+static void stop_run(struct run *r)
+{
 	mv_finish(&r->worker);
 	proc_stop(&r->proxy, 10000);
 }
@@ -164,6 +172,7 @@ static void test_outage__table_service_down_poisons_nothing(void **state)
 	            "messages were poisoned during the outage; log:\n%s", proc_tail(r.worker.log_path, 30));
 	finish_run(&r, m);
 	assert_int_equal(proc_count(&r.worker, "storage_circuit_open", NULL), 1);
+	stop_run(&r);
 }
 
 /* The backlog with two deliveries behind each message (dequeue count 2),
@@ -228,6 +237,7 @@ static void test_outage__last_delivery_is_requeued(void **state)
 	}
 	ITEST_CHECK(proc_count(&r.worker, "message", "outcome", "requeued", NULL) > 0,
 	            "nothing was requeued");
+	stop_run(&r);
 }
 
 /* Storage hangs (every request through the proxy is held, never
