@@ -1024,6 +1024,46 @@ static void test_client__table_query_pages(void **state)
 	assert_false(str_contains(fx->fake.reqs[2].url, "NextRowKey"));
 }
 
+/* A page over the answer cap for table.query (a thousand large entities) is
+ * asked for again with a tenth of the entities, from the same continuation,
+ * down to one; the smaller $top stays for the rest of the query. A single
+ * entity over the cap is the error it is. */
+static void test_client__table_query_page_over_the_cap_shrinks(void **state)
+{
+	struct client_fixture *fx = *state;
+	struct ecw_table_query *tq = NULL;
+	struct ecw_entity *e = NULL;
+
+	fake_net_error(&fx->fake, ECW_ETOOLARGE); /* no $top: the service's 1000 */
+	fake_net_error(&fx->fake, ECW_ETOOLARGE); /* $top=100 */
+	fake_respond(&fx->fake, 200, "x-ms-continuation-NextPartitionKey: 1!4!cA--\n",
+	             "{\"value\":[{\"PartitionKey\":\"p\",\"RowKey\":\"r1\"}]}");
+	fake_respond(&fx->fake, 200, NULL, "{\"value\":[{\"PartitionKey\":\"p\",\"RowKey\":\"r2\"}]}");
+	assert_int_equal(ecw_table_query_new(&tq, fx->c, "jobs", NULL), 0);
+	for (int i = 1; i <= 2; i++) {
+		assert_int_equal(ecw_table_query_next(&e, tq), 0);
+		assert_non_null(e);
+		ecw_entity_free(e);
+	}
+	assert_int_equal(ecw_table_query_next(&e, tq), 0);
+	assert_null(e);
+	ecw_table_query_free(tq);
+	assert_int_equal(fx->fake.nreqs, 4);
+	assert_false(str_contains(fx->fake.reqs[0].url, "top="));
+	assert_true(url_has_param(fx->fake.reqs[1].url, "%24top=100"));
+	assert_true(url_has_param(fx->fake.reqs[2].url, "%24top=10"));
+	assert_true(url_has_param(fx->fake.reqs[3].url, "NextPartitionKey=1!4!cA--"));
+	assert_true(url_has_param(fx->fake.reqs[3].url, "%24top=10"));
+
+	/* One entity over the cap: nothing smaller to ask for. */
+	const struct ecw_query_options one = {.top = 1};
+	fake_net_error(&fx->fake, ECW_ETOOLARGE);
+	assert_int_equal(ecw_table_query_new(&tq, fx->c, "jobs", &one), 0);
+	assert_int_equal(ecw_table_query_next(&e, tq), ECW_ETOOLARGE);
+	ecw_table_query_free(tq);
+	assert_int_equal(fx->fake.nreqs, 5);
+}
+
 static void test_client__table_query_select_adds_keys_once(void **state)
 {
 	struct client_fixture *fx = *state;
@@ -1107,6 +1147,7 @@ int main(void)
 	    T(test_client__table_invalid_key_sends_nothing),
 	    T(test_client__table_create),
 	    T(test_client__table_query_pages),
+	    T(test_client__table_query_page_over_the_cap_shrinks),
 	    T(test_client__table_query_limit),
 	};
 	return cmocka_run_group_tests_name("client", tests, NULL, NULL);

@@ -514,7 +514,29 @@ static int set_continuation(char **slot, const char *v)
 	return 0;
 }
 
+/* The largest page a query asks for when none is set: the service's. */
+#define PAGE_MAX 1000
+
+static int fetch_page_once(struct ecw_table_query *q);
+
+/* A page over the answer cap for table.query (ecw_response_cap: large
+ * entities, up to 1 MiB each, a thousand to a page) is asked for again with
+ * a tenth of the entities, down to one, from the same continuation: a page of
+ * one entity always fits. The smaller $top stays for the rest of the query. */
 static int fetch_page(struct ecw_table_query *q)
+{
+	int err;
+
+	while ((err = fetch_page_once(q)) == ECW_ETOOLARGE) {
+		int top = q->top ? q->top : PAGE_MAX;
+		if (top <= 1)
+			break;
+		q->top = top / 10 > 1 ? top / 10 : 1;
+	}
+	return err;
+}
+
+static int fetch_page_once(struct ecw_table_query *q)
 {
 	struct ecw_request r;
 	struct ecw_response resp;
