@@ -345,7 +345,9 @@ fi
 # them and then one undone (the last flag wins), it fails naming the property.
 
 if command -v readelf >/dev/null && command -v "${CC:-cc}" >/dev/null; then
-	mapfile -t harden < <(make -s --no-print-directory -C "$ROOT" hardening-flags)
+	# The release build's flags, also when this runs under make asan (whose
+	# SANITIZE=1 the sub-make would otherwise inherit and build without them).
+	mapfile -t harden < <(make -s --no-print-directory -C "$ROOT" hardening-flags SANITIZE=)
 	cat >"$TMP/hardened.c" <<'EOF'
 #include <stdio.h>
 #include <unistd.h>
