@@ -77,7 +77,7 @@ static void put_customers(struct wfx *x)
 {
 	for (int i = 0; i < NCUSTOMERS; i++) {
 		struct ecw_entity *e = NULL;
-		char name[16];
+		char name[32];
 		snprintf(name, sizeof(name), "Name %d", i);
 		ECW_ASSERT_OK(ecw_entity_new(&e, CPK, customers[i]));
 		ECW_ASSERT_OK(ecw_entity_set_string(e, "Name", name, strlen(name)));
@@ -170,7 +170,7 @@ static size_t check_only_targets_changed(struct wfx *x, struct ecw_entity **befo
 	size_t m = 0, reached = 0;
 	struct ecw_entity **after = itest_query_all(&m, x->t->client, ORDERS(x), NULL);
 	size_t changed_wrongly = 0;
-	char name[16];
+	char name[32];
 
 	snprintf(name, sizeof(name), "Name %d", c);
 	assert_int_equal(m, n);

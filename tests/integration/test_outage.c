@@ -264,6 +264,7 @@ static void test_outage__sigterm_while_storage_hangs(void **state)
 	snprintf(map_t, sizeof(map_t), "%d:127.0.0.1:%s", tport, azt);
 	mv_write_entity(m, m->emp, emp);
 	w.shutdown_grace = "3s";
+	w.visibility_s = 10; /* the lease the interrupted message waits out */
 	w.log_level = "info";
 	w.jobs = mv_std_jobs(jobs, sizeof(jobs), m);
 	wfx_write_config(path, sizeof(path), "outage-hang", &w);
@@ -300,11 +301,11 @@ static void test_outage__sigterm_while_storage_hangs(void **state)
 	proc_stop(&stall, 10000);
 
 	/* Nothing lost: with storage back, a new worker moves it once the
-	 * lease (30 s) runs out, or at once if it was given back. */
+	 * lease (10 s) runs out, or at once if it was given back. */
 	const char *env2[] = {env_cs, NULL};
 	proc_start_program(&proxy, "outage-hang-proxy2", proc_tool_bin("faultproxy"), pass, NULL);
 	proc_start(&again, "outage-hang-again", args, env2);
-	PROC_EXPECT_LOG(&again, 1, 45000, "message", "outcome", "succeeded");
+	PROC_EXPECT_LOG(&again, 1, 30000, "message", "outcome", "succeeded");
 	mv_assert_only_in(m, m->arch, m->emp, emp, "after the restart");
 	ecw_entity_free(emp);
 	mv_finish(&again);
