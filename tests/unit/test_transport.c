@@ -306,8 +306,11 @@ static void request_in_child(struct outcome *out, enum shape shape, bool queue, 
 
 /* One request in a child (request_in_child) must fail with ECW_ETOOLARGE
  * and the message want. The peak must stay under 40 MB: asserted on the child's own growth (the
- * binary and cmocka start at a few MB; under AddressSanitizer the shadow
- * memory adds its own), and on the whole when not sanitized. */
+ * binary and cmocka start at a few MB), and on the whole when not sanitized.
+ * Under AddressSanitizer freed blocks wait in its quarantine (up to 256 MB)
+ * instead of being reused, so a buffer that grew by doubling counts every
+ * size it had: there the growth must only stay well below the 400 MB the
+ * server offers. */
 static void assert_bounded(enum shape shape, bool queue, bool curl, const char *want)
 {
 	struct outcome out, *o = &out;
@@ -317,9 +320,11 @@ static void assert_bounded(enum shape shape, bool queue, bool curl, const char *
 		fail_msg("got %s \"%s\", want ECW_ETOOLARGE with \"%s\"", ecw_err_name(o->err), o->message,
 		         want);
 	print_message("      peak RSS %ld kB (%ld kB before the request)\n", o->peak_kb, o->rss_before_kb);
-	assert_true(o->peak_kb - o->rss_before_kb < 32 * 1024);
 #if !defined(__SANITIZE_ADDRESS__)
+	assert_true(o->peak_kb - o->rss_before_kb < 32 * 1024);
 	assert_true(o->peak_kb < 40 * 1024);
+#else
+	assert_true(o->peak_kb - o->rss_before_kb < 128 * 1024);
 #endif
 }
 
