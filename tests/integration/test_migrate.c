@@ -326,6 +326,45 @@ static void test_migrate__dry_run_and_status_write_nothing(void **state)
 	proc_assert_logs_clean();
 }
 
+/* The version table is storage anyone with access to it may edit: what
+ * `migrate status` prints of a record (its id, its state, its error) is
+ * escaped for the terminal, so a record holding escape sequences cannot
+ * rewrite the operator's screen. */
+static void test_migrate__status_escapes_what_the_table_holds(void **state)
+{
+	struct itest *t = *state;
+	const char *vt = itest_extra_table(t, "ver");
+	char cfg[640], body[512], *out = NULL;
+	struct ecw_entity *e = NULL;
+
+	ECW_ASSERT_OK(ecw_table_create(NULL, t->client, vt));
+	ECW_ASSERT_OK(ecw_entity_new(&e, "migration", "0000000007"));
+	ECW_ASSERT_OK(ecw_entity_set_int64(e, "Version", 7));
+	static const char id[] = "evil\x1b]0;pwned\x07", error[] = "boom\x1b[2J\xc2\x9b"
+	                                                           "31m";
+	ECW_ASSERT_OK(ecw_entity_set_string(e, "Id", id, strlen(id)));
+	ECW_ASSERT_OK(ecw_entity_set_string(e, "State", "failed", 6));
+	ECW_ASSERT_OK(ecw_entity_set_string(e, "Error", error, strlen(error)));
+	ECW_ASSERT_OK(ecw_table_write(NULL, t->client, vt, e, ECW_WRITE_INSERT_OR_REPLACE, NULL));
+	ecw_entity_free(e);
+	snprintf(body, sizeof(body),
+	         "    - id: 0001-new\n"
+	         "      version: 1\n"
+	         "      steps:\n"
+	         "        - create_table: %s\n",
+	         itest_extra_table(t, "new"));
+	config(cfg, sizeof(cfg), "migrate-escape.yaml", vt, body);
+	assert_int_equal(proc_run(&out, NULL, "migrate-escape-status",
+	                          (const char *const[]){"migrate", "status", "-c", cfg, NULL}, NULL, 30000),
+	                 0);
+	ITEST_CHECK(!strchr(out, '\x1b') && !strchr(out, '\x07') && !strstr(out, "\xc2\x9b"),
+	            "status printed a control character:\n%s", out);
+	ITEST_CHECK(strstr(out, "evil\\e]0;pwned") && strstr(out, "not in the configuration"), "status:\n%s",
+	            out);
+	free(out);
+	proc_assert_logs_clean();
+}
+
 /* Three migrations; v is 0001's property value, t2 the table of 0002's step 2. */
 static void fail_body(char *out, size_t cap, const char *x, int v, const char *t2, const char *y)
 {
@@ -474,6 +513,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_migrate__kill_mid_copy_resumes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_migrate__concurrent_runs_apply_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_migrate__dry_run_and_status_write_nothing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate__status_escapes_what_the_table_holds, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_migrate__failing_step_then_fixed_config_resumes, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_migrate__step_kinds, setup, teardown),

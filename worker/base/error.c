@@ -19,12 +19,25 @@ static void copy_field(char *dst, size_t cap, const char *src)
 	snprintf(dst, cap, "%s", src);
 }
 
-/* Messages are one line: a newline from a service body would split a log line. */
+/* Messages are one line, safe to print on a terminal: a newline from a
+ * service body would split a log line, and a control character (ESC, a C1
+ * control such as CSI) from a service's answer or a message's key would
+ * reach the operator's terminal through every command that prints an error.
+ * Each C0 control and DEL becomes a space, each C1 control (U+0080..U+009F,
+ * two bytes in UTF-8) two spaces, and a lone byte 0x80..0x9F after ASCII (an
+ * 8-bit C1 control) a space, so the length stays the same. */
 static void flatten(char *s)
 {
-	for (; *s; s++)
-		if (*s == '\n' || *s == '\r' || *s == '\t')
-			*s = ' ';
+	unsigned char *p = (unsigned char *)s, prev = 0;
+
+	for (; *p; prev = *p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+		else if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			p[0] = p[1] = ' ';
+		else if (*p >= 0x80 && *p <= 0x9f && prev < 0x80)
+			*p = ' '; /* a lone 8-bit C1 control, not inside a UTF-8 sequence */
+	}
 }
 
 int ecw_error_set(int code, const char *fmt, ...)
@@ -60,6 +73,8 @@ int ecw_error_set_http(int code, int http_status, const char *service_code, cons
 	va_end(ap);
 	copy_field(sc, sizeof(sc), service_code);
 	copy_field(rid, sizeof(rid), request_id);
+	flatten(sc);
+	flatten(rid);
 	last.code = code;
 	last.http_status = http_status;
 	memcpy(last.service_code, sc, sizeof(sc));

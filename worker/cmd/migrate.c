@@ -134,9 +134,11 @@ static int migrate_status(int argc, char **argv)
 	struct ecw_account *acct = NULL;
 	struct ecw_client *c = NULL;
 	struct ecw_migrate_row *rows = NULL;
+	struct ecw_buf term;
 	size_t nrows = 0;
 	int ch, rc = ECW_EXIT_USAGE;
 
+	ecw_buf_init(&term, 4096);
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
 		switch (ch) {
@@ -162,12 +164,17 @@ static int migrate_status(int argc, char **argv)
 		fprintf(stderr, "migrate status: %s\n", ecw_error_last()->message);
 		goto done;
 	}
+	/* The version table's rows may have been edited by anyone who can
+	 * write the table: escaped for the terminal. */
 	printf("%-10s %-30s %s\n", "VERSION", "ID", "STATE");
-	for (size_t i = 0; i < nrows; i++)
-		printf("%-10lld %-30s %s%s\n", rows[i].version, rows[i].id, rows[i].state,
+	for (size_t i = 0; i < nrows; i++) {
+		printf("%-10lld %-30s ", rows[i].version, ecw_cli_term(&term, rows[i].id));
+		printf("%s%s\n", ecw_cli_term(&term, rows[i].state),
 		       rows[i].listed ? "" : " (not in the configuration)");
+	}
 	rc = 0;
 done:
+	ecw_buf_dispose(&term);
 	ecw_migrate_rows_free(rows, nrows);
 	ecw_client_free(c);
 	ecw_account_free(acct);
