@@ -920,6 +920,25 @@ static int register_location(struct run *r, const char *lpk, const char *lrk)
 			     r->ref.rk, MAX_TRIES);
 }
 
+/* After a run that should have cleaned it: the orphan's location no longer
+ * holds this source's entry (absent, or another source's now). A run's
+ * success proves it for the locations its reference listed; this read is
+ * what keeps "repaired" true should the entry have escaped the list. */
+static int orphan_gone(struct run *r, const char *pk, const char *rk)
+{
+	struct ecw_entity *e = NULL;
+	int err = ecw_table_get(&e, r->ctx->client, r->ix->table, pk, rk);
+
+	if (ecw_err_is_absent(err)) {
+		ecw_error_clear();
+		return 0;
+	}
+	if (err == 0 && owned_by(e, r->ctx->pk, r->ctx->rk))
+		err = ecw_error_set(ECW_ETRANSIENT, "the orphan entry is still there after the run");
+	ecw_entity_free(e);
+	return err;
+}
+
 /* Repairs a finding about source (spk, srk); orphan_pk/rk: the orphan entry
  * to register first, or NULL. Sets f->repaired, or f->error (copied into
  * why, cap bytes). */
@@ -941,6 +960,8 @@ static void audit_repair(const struct index *ix, struct ecw_audit_ctx *actx, str
 		err = register_location(&r, orphan_pk, orphan_rk);
 	if (err == 0)
 		err = index_run(ix, &jc);
+	if (err == 0 && orphan_pk)
+		err = orphan_gone(&r, orphan_pk, orphan_rk);
 	if (err == 0) {
 		f->repaired = true;
 	} else {
