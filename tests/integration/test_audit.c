@@ -5,7 +5,7 @@
  * in --json), --repair fixes them (exit 0) and leaves the index equal to a full
  * recomputation from the source (indexfx.h), and a second audit reports
  * nothing (exit 0). Conflicts are reported and never repaired; keys are
- * escaped in the human report; usage errors exit 2. The comparison rules and
+ * escaped in the human report; --rate paces; usage errors exit 2. The comparison rules and
  * the repairs case by case are tests/unit/test_audit.c. */
 #include "indexfx.h"
 #include "itest.h"
@@ -236,6 +236,27 @@ static void test_audit__conflicts_are_never_repaired(void **state)
 	proc_assert_logs_clean();
 }
 
+/* --rate caps the storage requests: this audit makes about a dozen (two
+ * query pages and four GETs per pass of the index, a page of the move's
+ * table), which at 4 a second cannot take less than about two seconds (one
+ * second's worth may go at once); unpaced it takes a few milliseconds. A lower
+ * bound only: a slow machine cannot fail it. */
+static void test_audit__rate_paces(void **state)
+{
+	struct au *a = *state;
+	char *out = NULL;
+	int64_t t0;
+
+	converge(a);
+	t0 = itest_now_ms();
+	assert_int_equal(audit(a, &out, "audit-rate-paced", "--json", "--rate", "4"), 0);
+	ITEST_CHECK(itest_now_ms() - t0 >= 1500, "11+ requests at 4/s took %lld ms",
+	            (long long)(itest_now_ms() - t0));
+	counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
+	free(out);
+	proc_assert_logs_clean();
+}
+
 static void test_audit__usage_errors_exit_2(void **state)
 {
 	struct au *a = *state;
@@ -260,6 +281,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_audit__finds_repairs_and_converges, setup, wfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__conflicts_are_never_repaired, setup, wfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__rate_paces, setup, wfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__usage_errors_exit_2, setup, wfx_teardown),
 	};
 	return cmocka_run_group_tests_name("audit", tests, NULL, NULL);
