@@ -123,6 +123,15 @@ enum ecw_audit_kind ecw_audit_move_pair(const struct ecw_entity *copy, const str
 enum ecw_audit_kind ecw_audit_index_entry(const struct ecw_entity *want, const struct ecw_entity *at,
 					  bool other_holds);
 
+/* index, the back-reference of a source whose entry is right (found: the
+ * reference exists and is this job's and this source's; cur_pk/cur_rk: the
+ * current location it names, NULL for none; pending: how many locations it
+ * lists besides). OK only when it names want's keys and nothing pending:
+ * what a finished run leaves. Otherwise STALE: the next run after a change
+ * of the indexed value would not find this entry to remove it. */
+enum ecw_audit_kind ecw_audit_index_ref(bool found, const char *cur_pk, const char *cur_rk, size_t pending,
+					const struct ecw_entity *want);
+
 /* index, from the index: entry is an index entry, want the entry its source
  * computes to now (NULL: the source is gone or computes to nothing). ORPHAN
  * when want is NULL or at other keys; OK otherwise (an entry at the right

@@ -87,3 +87,13 @@ enum ecw_audit_kind ecw_audit_index_orphan(const struct ecw_entity *entry, const
 		return ECW_AUDIT_ORPHAN;
 	return ECW_AUDIT_OK;
 }
+
+enum ecw_audit_kind ecw_audit_index_ref(bool found, const char *cur_pk, const char *cur_rk, size_t pending,
+					const struct ecw_entity *want)
+{
+	if (!found || !cur_pk || !cur_rk || pending > 0)
+		return ECW_AUDIT_STALE;
+	return strcmp(cur_pk, ecw_entity_pk(want)) == 0 && strcmp(cur_rk, ecw_entity_rk(want)) == 0
+		       ? ECW_AUDIT_OK
+		       : ECW_AUDIT_STALE;
+}

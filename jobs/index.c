@@ -853,17 +853,19 @@ static int index_run(const void *settings, struct ecw_job_ctx *ctx)
  *      judged by ecw_audit_index_entry: MISSING, STALE, or CONFLICT when
  *      another source that still computes to the key holds it (one more GET,
  *      of that source; other_holds, as run's step 3 asks) or when what is
- *      there is no entry. A source that computes to no entry (a missing
- *      template property: run poisons it) is counted, not judged.
+ *      there is no entry. When the entry is right, the source's
+ *      back-reference is read too (one more GET) and judged by
+ *      ecw_audit_index_ref: STALE unless it names that entry alone, since a
+ *      run after the next change of the value finds the old entry only
+ *      through it. A source that computes to no entry (a missing template
+ *      property: run poisons it) is counted, not judged.
  *   2. from the index: each entry (PartitionKey, RowKey, SourcePartitionKey,
  *      SourceRowKey only; "~ref~" partitions and non-entries skipped; with
  *      --partition, SourcePartitionKey eq it) reads its source (one GET) and
  *      is judged by ecw_audit_index_orphan: ORPHAN when the source is gone or
  *      computes elsewhere. An entry at the right keys with other copies is
  *      STALE and was counted in pass 1.
- *   So an audit costs about two GETs per indexed source, plus query pages.
- *   The back-references themselves are not judged yet (run rewrites them as
- *   it repairs).
+ *   So an audit costs about three GETs per indexed source, plus query pages.
  * Repairs (--repair), for the SOURCE's keys:
  *   MISSING, STALE: index_run, as a message for the source would.
  *   ORPHAN: the entry is registered first as a pending location of its
@@ -1007,6 +1009,37 @@ static int audit_next(struct ecw_entity **out, struct ecw_table_query *q, struct
 	return err;
 }
 
+/* Pass 1, for a source whose entry is right: judges its back-reference
+ * (ecw_audit_index_ref). One GET. */
+static int audit_ref(enum ecw_audit_kind *kind, struct run *r, struct ecw_audit_ctx *actx, const char *spk,
+		     const char *srk, const struct ecw_entity *want)
+{
+	struct ecw_entity *ref = NULL;
+	struct locs L = {0};
+	bool has_current = false, found = false;
+	int err;
+
+	if ((err = ref_keys(&r->ref, actx->job, spk, srk)) < 0)
+		return err;
+	ecw_audit_pace(actx);
+	err = ecw_table_get(&ref, actx->client, r->ix->table, r->ref.pk, r->ref.rk);
+	if (ecw_err_is_absent(err)) {
+		ecw_error_clear();
+		err = 0;
+	} else if (err == 0) {
+		/* Another job's or source's entity there: run refuses it too. */
+		found = ref_locations(&L, &has_current, ref, actx->job, spk, srk) == 0;
+		ecw_error_clear();
+	}
+	if (err == 0)
+		*kind = ecw_audit_index_ref(found, has_current ? L.v[0].pk : NULL,
+					    has_current ? L.v[0].rk : NULL, has_current ? L.n - 1 : L.n,
+					    want);
+	locs_dispose(&L);
+	ecw_entity_free(ref);
+	return err;
+}
+
 /* Pass 1 for one source. */
 static int audit_source(const struct index *ix, struct ecw_audit_ctx *actx, const struct ecw_entity *src)
 {
@@ -1034,12 +1067,16 @@ static int audit_source(const struct index *ix, struct ecw_audit_ctx *actx, cons
 		err = other_holds(&holds, &r, str_prop(at, P_SRC_PK), str_prop(at, P_SRC_RK),
 				  ecw_entity_pk(want), ecw_entity_rk(want));
 	}
-	if (err == 0 && (f.kind = ecw_audit_index_entry(want, at, holds)) != ECW_AUDIT_OK) {
+	if (err == 0 && (f.kind = ecw_audit_index_entry(want, at, holds)) == ECW_AUDIT_OK)
+		err = audit_ref(&f.kind, &r, actx, ecw_entity_pk(src), ecw_entity_rk(src), want);
+	if (err == 0 && f.kind != ECW_AUDIT_OK) {
 		f.pk = ecw_entity_pk(want);
 		f.rk = ecw_entity_rk(want);
 		f.source_pk = ecw_entity_pk(src);
 		f.source_rk = ecw_entity_rk(src);
 		f.detail = f.kind == ECW_AUDIT_MISSING ? "the source's entry is not there"
+			   : f.kind == ECW_AUDIT_STALE && at && ecw_entity_equal(want, at)
+				   ? "its back-reference does not name the entry alone"
 			   : f.kind == ECW_AUDIT_STALE ? "the entry differs from its recomputation"
 			   : !is_index_entry(at)       ? "an entity that is no index entry holds the key"
 						       : "another source computes to the same key";

@@ -158,6 +158,22 @@ static void test_audit__index_orphan(void **state)
 	ecw_entity_free(elsewhere);
 }
 
+static void test_audit__index_ref(void **state)
+{
+	struct ecw_entity *want = entry("email", "ann@x", "Sales", "001", "Ann");
+
+	(void)state;
+	/* What a finished run leaves: the entry as current, nothing pending. */
+	assert_int_equal(ecw_audit_index_ref(true, "email", "ann@x", 0, want), ECW_AUDIT_OK);
+	/* No reference (or another job's or source's entity in its place). */
+	assert_int_equal(ecw_audit_index_ref(false, NULL, NULL, 0, want), ECW_AUDIT_STALE);
+	/* Another current location, none, or pending ones left. */
+	assert_int_equal(ecw_audit_index_ref(true, "email", "ann@old", 0, want), ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_index_ref(true, NULL, NULL, 1, want), ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_index_ref(true, "email", "ann@x", 1, want), ECW_AUDIT_STALE);
+	ecw_entity_free(want);
+}
+
 static void test_audit__exit_status(void **state)
 {
 	struct ecw_audit_counts c = {0};
@@ -430,6 +446,53 @@ static void test_audit__index_orphan_needs_registration(void **state)
 	counts_are(&c, 0, 0, 0, 0, 0);
 }
 
+/* A back-reference deleted or changed behind the job's back: the entry is
+ * right, but a run after the next change of the value would not find it to
+ * remove it. Stale; repaired by the run. */
+static void test_audit__index_reference(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = index_job(f);
+	struct ecw_entity *ref = NULL;
+	struct ecw_table_query *q = NULL;
+	struct ecw_query_options qo = {.filter = "PartitionKey ge '~ref~' and PartitionKey lt '~ref~~'"};
+	struct ecw_audit_counts c;
+	char pk[128], rk[128];
+
+	source(f, "Sales", "001", "ann@x", "Ann");
+	run_ok(f, def, "Sales", "001");
+	ok(ecw_table_query_new(&q, f->c, "Idx", &qo), "query");
+	ok(ecw_table_query_next(&ref, q), "next");
+	assert_non_null(ref);
+	snprintf(pk, sizeof(pk), "%s", ecw_entity_pk(ref));
+	snprintf(rk, sizeof(rk), "%s", ecw_entity_rk(ref));
+	ecw_entity_free(ref);
+	ecw_table_query_free(q);
+
+	ok(ecw_table_delete(f->c, "Idx", pk, rk, "*"), "delete reference");
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 1, 0, 0, 0);
+	assert_string_equal(f->first[ECW_AUDIT_STALE], "email/ann@x");
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 1, 0, 0, 1);
+	assert_non_null(table_server_find(f->s, "Idx", pk, rk));
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+
+	/* Naming another place as current: stale too. */
+	ref = entity(pk, rk);
+	set(ref, "Job", "j");
+	set(ref, ECW_AUDIT_INDEX_SRC_PK, "Sales");
+	set(ref, ECW_AUDIT_INDEX_SRC_RK, "001");
+	set(ref, "IndexPartitionKey", "email");
+	set(ref, "IndexRowKey", "ann@old");
+	put(f, "Idx", ref);
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 1, 0, 0, 1);
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+}
+
 /* --partition: sources of one partition, and entries naming one. */
 static void test_audit__index_partition(void **state)
 {
@@ -456,11 +519,13 @@ int main(void)
 	    cmocka_unit_test(test_audit__move_pair),
 	    cmocka_unit_test(test_audit__index_entry),
 	    cmocka_unit_test(test_audit__index_orphan),
+	    cmocka_unit_test(test_audit__index_ref),
 	    cmocka_unit_test(test_audit__exit_status),
 	    cmocka_unit_test_setup_teardown(test_audit__move_completes_identical_reports_different, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__index_each_kind, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__index_orphan_needs_registration, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__index_reference, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__index_partition, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("audit", tests, NULL, NULL);
