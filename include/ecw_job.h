@@ -15,6 +15,7 @@
 #include "ecw_storage.h"
 
 struct json_object;
+struct ecw_audit_ctx;
 
 struct ecw_job_ctx {
 	struct ecw_client *client; /* this thread's connection */
@@ -94,6 +95,12 @@ struct ecw_job_type {
 	 * 604800000; weeks start Monday 00:00 UTC), so that a schedule's
 	 * `window:` can be checked against it; NULL for other types. */
 	int64_t (*window_ms)(const void *settings);
+	/* `ecworker audit` (ecw_audit.h): compares the derived data with a
+	 * recomputation from the source, both directions, reports each finding
+	 * with ecw_audit_note, and with ctx->repair fixes what it may through
+	 * run. Returns 0 when the scan finished (findings are not errors), or
+	 * an error when it could not. NULL: the type cannot be audited (yet). */
+	int (*audit)(const void *settings, struct ecw_audit_ctx *ctx);
 };
 
 /* The registry: NULL when no type has that name. */

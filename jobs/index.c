@@ -131,6 +131,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecw_audit.h"
 #include "ecw_clock.h"
 #include "ecw_job.h"
 #include "jobs_private.h"
@@ -842,6 +843,330 @@ static int index_run(const void *settings, struct ecw_job_ctx *ctx)
 	return err;
 }
 
+/* ---- audit (ecw_audit.h) -------------------------------------------------------------
+ *
+ * Two streamed passes, bounded memory (a page at a time), then repairs made
+ * by run itself:
+ *   1. from the sources: each source (its partition with --partition; an
+ *      entry or reference in a shared table skipped) computes its entry E as
+ *      run does (compute_entry); the entity at E's keys is read (one GET) and
+ *      judged by ecw_audit_index_entry: MISSING, STALE, or CONFLICT when
+ *      another source that still computes to the key holds it (one more GET,
+ *      of that source; other_holds, as run's step 3 asks) or when what is
+ *      there is no entry. When the entry is right, the source's
+ *      back-reference is read too (one more GET) and judged by
+ *      ecw_audit_index_ref: STALE unless it names that entry alone, since a
+ *      run after the next change of the value finds the old entry only
+ *      through it. A source that computes to no entry (a missing template
+ *      property: run poisons it) is counted, not judged.
+ *   2. from the index: each entry (PartitionKey, RowKey, SourcePartitionKey,
+ *      SourceRowKey only; "~ref~" partitions and non-entries skipped; with
+ *      --partition, SourcePartitionKey eq it) reads its source (one GET) and
+ *      is judged by ecw_audit_index_orphan: ORPHAN when the source is gone or
+ *      computes elsewhere. An entry at the right keys with other copies is
+ *      STALE and was counted in pass 1.
+ *   So an audit costs about three GETs per indexed source, plus query pages.
+ * Repairs (--repair), for the SOURCE's keys:
+ *   MISSING, STALE: index_run, as a message for the source would.
+ *   ORPHAN: the entry is registered first as a pending location of its
+ *     source's back-reference (register_location: a step 2 of a run, If-Match
+ *     the reference), then index_run. A run cleans every location its
+ *     reference lists that holds this source's entry, except the one it
+ *     computes; without the registration an entry written behind the job's
+ *     back is in no list, and a run would not see it (the reason for this
+ *     step). Registering a location is always safe: it is what a crash after
+ *     step 2 leaves, and a run's clean deletes only this source's entries,
+ *     If-Match, under the reference's serialisation, so a repair racing a
+ *     worker is one more duplicate message.
+ *   CONFLICT: never repaired (two sources claim one key, or something that
+ *     is no entry is where an entry belongs: the operator decides). */
+
+/* Step 2 of a run, alone: (lpk, lrk) joins the locations r's reference
+ * lists (inserting the reference when there is none). */
+static int register_location(struct run *r, const char *lpk, const char *lrk)
+{
+	struct ecw_job_ctx *ctx = r->ctx;
+	int err = 0;
+
+	for (int tries = 0; tries < MAX_TRIES; tries++) {
+		struct ecw_entity *ref = NULL, *nref = NULL;
+		struct locs L = {0};
+		bool has_current = false;
+
+		err = ecw_table_get(&ref, ctx->client, r->ix->table, r->ref.pk, r->ref.rk);
+		if (ecw_err_is_absent(err)) {
+			ecw_error_clear();
+			ref = NULL;
+			err = 0;
+		}
+		if (err == 0 && ref)
+			err = ref_locations(&L, &has_current, ref, ctx->job, ctx->pk, ctx->rk);
+		if (err == 0 && !locs_has(&L, lpk, lrk)) {
+			const char *cur_pk = has_current ? L.v[0].pk : NULL,
+				   *cur_rk = has_current ? L.v[0].rk : NULL;
+			if ((err = locs_add(&L, lpk, lrk)) == 0 &&
+			    (err = ref_build(&nref, &r->ref, ctx->job, ctx->pk, ctx->rk, cur_pk, cur_rk,
+					     &L)) == 0)
+				err = ecw_table_write(NULL, ctx->client, r->ix->table, nref,
+						      ref ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT,
+						      ref ? ecw_entity_etag(ref) : NULL);
+		}
+		ecw_entity_free(ref);
+		ecw_entity_free(nref);
+		locs_dispose(&L);
+		if (err != ECW_EPRECONDITION && err != ECW_ECONFLICT && !ecw_err_is_absent(err))
+			return err;
+		ecw_error_clear(); /* a run wrote the reference meanwhile: read it again */
+	}
+	return ecw_error_set(ECW_ETRANSIENT, "back-reference %s/%s kept changing (%d tries)", r->ref.pk,
+			     r->ref.rk, MAX_TRIES);
+}
+
+/* After a run that should have cleaned it: the orphan's location no longer
+ * holds this source's entry (absent, or another source's now). A run's
+ * success proves it for the locations its reference listed; this read is
+ * what keeps "repaired" true should the entry have escaped the list. */
+static int orphan_gone(struct run *r, const char *pk, const char *rk)
+{
+	struct ecw_entity *e = NULL;
+	int err = ecw_table_get(&e, r->ctx->client, r->ix->table, pk, rk);
+
+	if (ecw_err_is_absent(err)) {
+		ecw_error_clear();
+		return 0;
+	}
+	if (err == 0 && owned_by(e, r->ctx->pk, r->ctx->rk))
+		err = ecw_error_set(ECW_ETRANSIENT, "the orphan entry is still there after the run");
+	ecw_entity_free(e);
+	return err;
+}
+
+/* Repairs a finding about source (spk, srk); orphan_pk/rk: the orphan entry
+ * to register first, or NULL. Sets f->repaired, or f->error (copied into
+ * why, cap bytes). */
+static void audit_repair(const struct index *ix, struct ecw_audit_ctx *actx, struct ecw_audit_finding *f,
+			 const char *spk, const char *srk, const char *orphan_pk, const char *orphan_rk,
+			 char *why, size_t cap)
+{
+	struct ecw_job_ctx jc = {.client = actx->client,
+				 .job = actx->job,
+				 .pk = spk,
+				 .rk = srk,
+				 .trace_id = "audit",
+				 .message_id = "audit"};
+	struct run r = {.ix = ix, .ctx = &jc};
+	int err;
+
+	ecw_audit_pace(actx);
+	if ((err = ref_keys(&r.ref, jc.job, spk, srk)) == 0 && orphan_pk)
+		err = register_location(&r, orphan_pk, orphan_rk);
+	if (err == 0)
+		err = index_run(ix, &jc);
+	if (err == 0 && orphan_pk)
+		err = orphan_gone(&r, orphan_pk, orphan_rk);
+	if (err == 0) {
+		f->repaired = true;
+	} else {
+		snprintf(why, cap, "%s",
+			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+		f->error = why;
+		ecw_error_clear();
+	}
+}
+
+static int audit_query(struct ecw_table_query **out, struct ecw_audit_ctx *actx, const char *table,
+		       const char *partition_prop, const char *select)
+{
+	struct ecw_query_options qo = {.select = select, .top = 1000};
+	struct ecw_buf filter;
+	int err = 0;
+
+	ecw_buf_init(&filter, 4096);
+	if (actx->partition &&
+	    ((err = ecw_buf_adds(&filter, partition_prop)) < 0 || (err = ecw_buf_adds(&filter, " eq ")) < 0 ||
+	     (err = ecw_escape_filter_string(&filter, actx->partition)) < 0))
+		goto done;
+	qo.filter = actx->partition ? ecw_buf_cstr(&filter) : NULL;
+	err = ecw_table_query_new(out, actx->client, table, &qo);
+done:
+	ecw_buf_dispose(&filter);
+	return err;
+}
+
+/* The next entity of q; *out NULL at the end, or when the table does not
+ * exist (nothing to compare). */
+static int audit_next(struct ecw_entity **out, struct ecw_table_query *q, struct ecw_audit_ctx *actx)
+{
+	int err;
+
+	*out = NULL;
+	if (ecw_audit_pace(actx))
+		return 0;
+	if ((err = ecw_table_query_next(out, q)) == ECW_ENOTABLE) {
+		ecw_error_clear();
+		return 0;
+	}
+	return err;
+}
+
+/* Pass 1, for a source whose entry is right: judges its back-reference
+ * (ecw_audit_index_ref). One GET. */
+static int audit_ref(enum ecw_audit_kind *kind, struct run *r, struct ecw_audit_ctx *actx, const char *spk,
+		     const char *srk, const struct ecw_entity *want)
+{
+	struct ecw_entity *ref = NULL;
+	struct locs L = {0};
+	bool has_current = false, found = false;
+	int err;
+
+	if ((err = ref_keys(&r->ref, actx->job, spk, srk)) < 0)
+		return err;
+	ecw_audit_pace(actx);
+	err = ecw_table_get(&ref, actx->client, r->ix->table, r->ref.pk, r->ref.rk);
+	if (ecw_err_is_absent(err)) {
+		ecw_error_clear();
+		err = 0;
+	} else if (err == 0) {
+		/* Another job's or source's entity there: run refuses it too. */
+		found = ref_locations(&L, &has_current, ref, actx->job, spk, srk) == 0;
+		ecw_error_clear();
+	}
+	if (err == 0)
+		*kind = ecw_audit_index_ref(found, has_current ? L.v[0].pk : NULL,
+					    has_current ? L.v[0].rk : NULL, has_current ? L.n - 1 : L.n,
+					    want);
+	locs_dispose(&L);
+	ecw_entity_free(ref);
+	return err;
+}
+
+/* Pass 1 for one source. */
+static int audit_source(const struct index *ix, struct ecw_audit_ctx *actx, const struct ecw_entity *src)
+{
+	struct ecw_job_ctx jc = {.client = actx->client, .job = actx->job};
+	struct run r = {.ix = ix, .ctx = &jc};
+	struct ecw_entity *want = NULL, *at = NULL;
+	struct ecw_audit_finding f = {.table = ix->table};
+	bool holds = false;
+	char why[sizeof(((struct ecw_error *)0)->message)];
+	int err;
+
+	if (compute_entry(&want, ix, src) < 0) {
+		ecw_error_clear(); /* run poisons such a source: nothing derived to compare */
+		return 0;
+	}
+	ecw_audit_pace(actx);
+	err = ecw_table_get(&at, actx->client, ix->table, ecw_entity_pk(want), ecw_entity_rk(want));
+	if (ecw_err_is_absent(err)) {
+		ecw_error_clear();
+		at = NULL;
+		err = 0;
+	}
+	if (err == 0 && at && is_index_entry(at) && !owned_by(at, ecw_entity_pk(src), ecw_entity_rk(src))) {
+		ecw_audit_pace(actx);
+		err = other_holds(&holds, &r, str_prop(at, P_SRC_PK), str_prop(at, P_SRC_RK),
+				  ecw_entity_pk(want), ecw_entity_rk(want));
+	}
+	if (err == 0 && (f.kind = ecw_audit_index_entry(want, at, holds)) == ECW_AUDIT_OK)
+		err = audit_ref(&f.kind, &r, actx, ecw_entity_pk(src), ecw_entity_rk(src), want);
+	if (err == 0 && f.kind != ECW_AUDIT_OK) {
+		f.pk = ecw_entity_pk(want);
+		f.rk = ecw_entity_rk(want);
+		f.source_pk = ecw_entity_pk(src);
+		f.source_rk = ecw_entity_rk(src);
+		f.detail = f.kind == ECW_AUDIT_MISSING ? "the source's entry is not there"
+			   : f.kind == ECW_AUDIT_STALE && at && ecw_entity_equal(want, at)
+				   ? "its back-reference does not name the entry alone"
+			   : f.kind == ECW_AUDIT_STALE ? "the entry differs from its recomputation"
+			   : !is_index_entry(at)       ? "an entity that is no index entry holds the key"
+						       : "another source computes to the same key";
+		if (actx->repair && f.kind != ECW_AUDIT_CONFLICT)
+			audit_repair(ix, actx, &f, f.source_pk, f.source_rk, NULL, NULL, why, sizeof(why));
+		ecw_audit_note(actx, &f);
+	}
+	ecw_entity_free(want);
+	ecw_entity_free(at);
+	return err;
+}
+
+/* Pass 2 for one index entity (keys and source keys only). */
+static int audit_entry(const struct index *ix, struct ecw_audit_ctx *actx, const struct ecw_entity *e)
+{
+	struct ecw_job_ctx jc = {.client = actx->client, .job = actx->job};
+	struct run r = {.ix = ix, .ctx = &jc};
+	struct ecw_entity *src = NULL, *want = NULL;
+	struct ecw_audit_finding f = {.table = ix->table};
+	const char *spk = str_prop(e, P_SRC_PK), *srk = str_prop(e, P_SRC_RK);
+	char why[sizeof(((struct ecw_error *)0)->message)];
+	int err;
+
+	ecw_audit_pace(actx);
+	if ((err = read_source(&src, &r, spk, srk)) == ECW_EINVALID) {
+		ecw_error_clear(); /* keys no source can have: the entry names nothing */
+		err = 0;
+	}
+	if (err < 0)
+		return err;
+	if (src && compute_entry(&want, ix, src) < 0)
+		ecw_error_clear();
+	if ((f.kind = ecw_audit_index_orphan(e, want)) != ECW_AUDIT_OK) {
+		f.pk = ecw_entity_pk(e);
+		f.rk = ecw_entity_rk(e);
+		f.source_pk = spk;
+		f.source_rk = srk;
+		f.detail = src ? "its source computes to another entry" : "its source is gone";
+		if (actx->repair)
+			audit_repair(ix, actx, &f, spk, srk, f.pk, f.rk, why, sizeof(why));
+		ecw_audit_note(actx, &f);
+	}
+	ecw_entity_free(src);
+	ecw_entity_free(want);
+	return 0;
+}
+
+static int index_audit(const void *settings, struct ecw_audit_ctx *actx)
+{
+	const struct index *ix = settings;
+	struct ecw_table_query *q = NULL;
+	struct ecw_entity *e = NULL;
+	int err;
+
+	/* 1. from the sources */
+	if ((err = audit_query(&q, actx, ix->source, "PartitionKey", NULL)) < 0)
+		goto done;
+	while ((err = audit_next(&e, q, actx)) == 0 && e) {
+		if (!(ix->same_table && (is_ref_pk(ecw_entity_pk(e)) || is_index_entry(e)))) {
+			if ((err = audit_source(ix, actx, e)) < 0)
+				goto done;
+			ecw_audit_checked(actx);
+		}
+		ecw_entity_free(e);
+		e = NULL;
+	}
+	if (err < 0)
+		goto done;
+	ecw_table_query_free(q);
+	q = NULL;
+
+	/* 2. from the index */
+	if ((err = audit_query(&q, actx, ix->table, P_SRC_PK, "PartitionKey,RowKey," P_SRC_PK "," P_SRC_RK)) <
+	    0)
+		goto done;
+	while ((err = audit_next(&e, q, actx)) == 0 && e) {
+		if (!is_ref_pk(ecw_entity_pk(e)) && is_index_entry(e)) {
+			if ((err = audit_entry(ix, actx, e)) < 0)
+				goto done;
+			ecw_audit_checked(actx);
+		}
+		ecw_entity_free(e);
+		e = NULL;
+	}
+done:
+	ecw_entity_free(e);
+	ecw_table_query_free(q);
+	return err;
+}
+
 const struct ecw_job_type ecw_job_index = {
 	.name = "index",
 	.parse = index_parse,
@@ -850,4 +1175,5 @@ const struct ecw_job_type ecw_job_index = {
 	.free = index_free,
 	.source_table = index_source,
 	.target_table = index_target,
+	.audit = index_audit,
 };

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecw_audit.h"
 #include "ecw_job.h"
 #include "jobs_private.h"
 
@@ -423,6 +424,124 @@ static void move_run_group(const void *settings, struct ecw_job_ctx *ctxs, size_
 	free(mem);
 }
 
+/* ---- audit (ecw_audit.h) -----------------------------------------------------------
+ *
+ * An entity is drift for a move only when it is in both tables: in `from`
+ * alone it waits for its message, in `to` alone it was moved. The scan
+ * streams `from` (every property: the comparison is exact) and, for each
+ * entity, GETs `to` at the keys the move would write (one request per
+ * entity; the other direction cannot be scanned, since re-keying templates
+ * do not run backwards). ecw_audit_move_pair judges the pair: identical is
+ * an unfinished move (STALE), different a CONFLICT.
+ *
+ * Repair of an identical pair completes the move in this job's direction:
+ * the source and the target are read again, still identical, and the
+ * source is deleted If-Match the version just read, which is run's step 3
+ * on a copy run's step 2 would have left. A source changed since fails the
+ * If-Match (412: not repaired, reported); the target is read right before,
+ * so the delete never takes the only copy unless the target is deleted in
+ * the same instant, which is the window run's own step 3 has. A differing
+ * pair is never repaired: which copy is right is the operator's call. */
+
+static int audit_complete(const struct move *m, struct ecw_audit_ctx *ctx, const char *pk, const char *rk,
+			  bool *done)
+{
+	struct ecw_entity *src = NULL, *copy = NULL, *target = NULL;
+	int err;
+
+	*done = false;
+	ecw_audit_pace(ctx);
+	if ((err = ecw_table_get(&src, ctx->client, m->from, pk, rk)) < 0)
+		goto done;
+	if ((err = make_copy(&copy, m, src)) < 0)
+		goto done;
+	ecw_audit_pace(ctx);
+	if ((err = ecw_table_get(&target, ctx->client, m->to, ecw_entity_pk(copy), ecw_entity_rk(copy))) < 0)
+		goto done;
+	if (ecw_audit_move_pair(copy, target) != ECW_AUDIT_STALE || !ecw_entity_etag(src))
+		goto done; /* no longer identical: left as it is */
+	ecw_audit_pace(ctx);
+	if ((err = ecw_table_delete(ctx->client, m->from, pk, rk, ecw_entity_etag(src))) == 0)
+		*done = true;
+done:
+	if (err == ECW_EPRECONDITION || ecw_err_is_absent(err)) {
+		ecw_error_clear(); /* changed or moved meanwhile: not ours to force */
+		err = 0;
+	}
+	ecw_entity_free(src);
+	ecw_entity_free(copy);
+	ecw_entity_free(target);
+	return err;
+}
+
+static int move_audit(const void *settings, struct ecw_audit_ctx *ctx)
+{
+	const struct move *m = settings;
+	struct ecw_query_options qo = {.top = 1000};
+	struct ecw_table_query *q = NULL;
+	struct ecw_buf filter;
+	int err;
+
+	ecw_buf_init(&filter, 4096);
+	if (ctx->partition && ((err = ecw_buf_adds(&filter, "PartitionKey eq ")) < 0 ||
+			       (err = ecw_escape_filter_string(&filter, ctx->partition)) < 0))
+		goto done;
+	qo.filter = ctx->partition ? ecw_buf_cstr(&filter) : NULL;
+	if ((err = ecw_table_query_new(&q, ctx->client, m->from, &qo)) < 0)
+		goto done;
+	for (;;) {
+		struct ecw_entity *src = NULL, *copy = NULL, *target = NULL;
+		struct ecw_audit_finding f = {.table = m->from};
+
+		if (ecw_audit_pace(ctx))
+			break;
+		if ((err = ecw_table_query_next(&src, q)) < 0 || !src) {
+			if (err == ECW_ENOTABLE) { /* no source table: nothing to move, no drift */
+				ecw_error_clear();
+				err = 0;
+			}
+			break;
+		}
+		if (make_copy(&copy, m, src) < 0) {
+			/* The move would poison its message: nothing derived to compare. */
+			ecw_error_clear();
+		} else if (!(strcmp(m->from, m->to) == 0 &&
+			     strcmp(ecw_entity_pk(copy), ecw_entity_pk(src)) == 0 &&
+			     strcmp(ecw_entity_rk(copy), ecw_entity_rk(src)) == 0)) {
+			ecw_audit_pace(ctx);
+			err = ecw_table_get(&target, ctx->client, m->to, ecw_entity_pk(copy),
+					    ecw_entity_rk(copy));
+			if (ecw_err_is_absent(err)) {
+				ecw_error_clear();
+				err = 0;
+			}
+			if (err == 0 && (f.kind = ecw_audit_move_pair(copy, target)) != ECW_AUDIT_OK) {
+				f.pk = ecw_entity_pk(src);
+				f.rk = ecw_entity_rk(src);
+				f.source_pk = f.pk;
+				f.source_rk = f.rk;
+				f.detail = f.kind == ECW_AUDIT_STALE
+						   ? "in both tables, identical: unfinished move"
+						   : "in both tables, different";
+				if (f.kind == ECW_AUDIT_STALE && ctx->repair)
+					err = audit_complete(m, ctx, f.pk, f.rk, &f.repaired);
+				ecw_audit_note(ctx, &f);
+			}
+		}
+		if (err == 0)
+			ecw_audit_checked(ctx);
+		ecw_entity_free(src);
+		ecw_entity_free(copy);
+		ecw_entity_free(target);
+		if (err < 0)
+			break;
+	}
+done:
+	ecw_table_query_free(q);
+	ecw_buf_dispose(&filter);
+	return err;
+}
+
 static const char *move_source(const void *settings)
 {
 	return ((const struct move *)settings)->from;
@@ -448,4 +567,5 @@ const struct ecw_job_type ecw_job_move = {
 	.free = move_free,
 	.source_table = move_source,
 	.target_table = move_target,
+	.audit = move_audit,
 };

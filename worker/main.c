@@ -42,6 +42,7 @@ static const struct command commands[] = {
 	{"backfill", ecw_cmd_backfill, "enqueue one message per entity of a job's source table"},
 	{"poison", ecw_cmd_poison, "list, replay or purge poison messages (poison --help)"},
 	{"status", ecw_cmd_status, "queue depths, poison counts by job and reason, tables"},
+	{"audit", ecw_cmd_audit, "compare derived data with its sources; --repair fixes it"},
 	{"migrate", ecw_cmd_migrate, "apply the configured migrations once (migrate status: their state)"},
 	{"version", cmd_version, "print the version"},
 	{"help", cmd_help, "this text"},
@@ -70,7 +71,7 @@ static void usage(FILE *file)
 		fprintf(file, "  %-14s %s\n", commands[i].name, commands[i].summary);
 	fprintf(file, "\nEvery command takes --help. The configuration file is -c FILE, else $ECW_CONFIG,\n"
 		      "else ./ecworker.yaml. Exit status: 0 ok, 2 usage or configuration error,\n"
-		      "1 runtime failure.\n");
+		      "1 runtime failure (audit: 3 drift left).\n");
 }
 
 /* The account key, a SAS or a token is in this process's memory from the

@@ -8,9 +8,11 @@
 #ifndef ECW_CMD_H
 #define ECW_CMD_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #define ECW_EXIT_USAGE 2
+#define ECW_EXIT_DRIFT 3 /* audit: drift found and not all repaired */
 
 int ecw_cmd_run(int argc, char **argv);          /* run.c */
 int ecw_cmd_check_config(int argc, char **argv); /* check_config.c */
@@ -19,6 +21,7 @@ int ecw_cmd_backfill(int argc, char **argv);     /* backfill.c */
 int ecw_cmd_poison(int argc, char **argv);       /* poison.c */
 int ecw_cmd_status(int argc, char **argv);       /* status.c */
 int ecw_cmd_migrate(int argc, char **argv);      /* migrate.c */
+int ecw_cmd_audit(int argc, char **argv);        /* audit.c */
 void ecw_poison_usage(FILE *file);
 
 struct ecw_config;
@@ -29,6 +32,12 @@ struct ecw_config *ecw_cli_load_config(const char *path);
  * the configuration. Returns -1 with *out set (free with ecw_config_free) to
  * go on, else the exit status (the help or the problems were printed). */
 int ecw_cli_load_config_only(struct ecw_config **out, int argc, char **argv, const char *help);
+
+struct ecw_audit_counts;
+/* audit.c: the exit status for these totals: 1 when a job's audit failed
+ * (or was interrupted), else ECW_EXIT_DRIFT when a finding was not repaired,
+ * else 0. */
+int ecw_audit_exit_status(const struct ecw_audit_counts *total, bool failed);
 
 struct ecw_buf;
 /* s (NULL: "") escaped for the operator's terminal (ecw_term_escape) into b,

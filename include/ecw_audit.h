@@ -1,0 +1,145 @@
+/* ecw_audit.h - the seam between `ecworker audit` (worker/cmd/audit.c) and
+ * the job types that can be audited (the optional `audit` member of struct
+ * ecw_job_type): what a finding is, how a job reports one, and the pure
+ * comparison rules (jobs/audit.c) that decide each kind, so that they are
+ * unit-tested apart from any storage.
+ *
+ * The design (issue 21), in one place:
+ *   - Each job type's audit lives next to the job (jobs/<type>.c), because it
+ *     needs what the job computes (the index entry a source gives, the
+ *     move's target keys) and must compute it exactly as run does. The rules
+ *     that judge one pair of entities are pure functions here. The command
+ *     owns the options, the pacing, the counts, the report and the exit
+ *     status; a job's audit owns the scan and the repair.
+ *   - Both sides are read by streaming paged queries (ecw_table_query_*),
+ *     one entity at a time: memory stays bounded by a page, whatever the
+ *     table's size. The other side of a pair is read with one GET per
+ *     entity: an index is ordered by value and its source by key, so a merge
+ *     of two sorted streams would need an external sort; a GET per entity is
+ *     the price (README: "Auditing" gives the cost per entity), and --rate
+ *     caps it.
+ *   - A repair goes through the job's own convergent step: the job's run
+ *     with a context naming the SOURCE's keys, exactly as a message would,
+ *     with its ETag rules, so a repair racing live workers is just one more
+ *     duplicate message, which the jobs are built to tolerate. Where run
+ *     alone would not reach a finding (an index entry no back-reference
+ *     names), the job first registers it where run looks (index: as a
+ *     pending location of its source's back-reference, which is what step 2
+ *     of a run does), then runs. A conflict is never repaired. A repair never
+ *     deletes the only copy of an entity, and touches a source table only to
+ *     complete a move whose two copies are identical.
+ *
+ * Ownership: the command owns struct ecw_audit_ctx and everything it points
+ * to; the job's audit reads the settings and calls the callbacks; a finding
+ * passed to on_finding lives only for that call. */
+#ifndef ECW_AUDIT_H
+#define ECW_AUDIT_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "ecw_entity.h"
+#include "ecw_err.h"
+
+struct ecw_client;
+
+enum ecw_audit_kind {
+	ECW_AUDIT_OK = -1, /* consistent: not a finding */
+	/* Derived data a source should have and has not (an index entry). */
+	ECW_AUDIT_MISSING = 0,
+	/* Derived data that is there but differs from its recomputation (an
+	 * index entry's copies or back-reference; a move: an entity in both
+	 * tables, identical, so the move is unfinished). */
+	ECW_AUDIT_STALE,
+	/* Derived data whose source is gone or no longer gives it. */
+	ECW_AUDIT_ORPHAN,
+	/* Two claims that the audit will not choose between: two sources
+	 * computing one index key, an entity there that is no entry, a move's
+	 * two copies that differ. Reported, never repaired. */
+	ECW_AUDIT_CONFLICT,
+	ECW_AUDIT_KINDS
+};
+
+/* "missing", "stale", "orphan", "conflict" ("ok" for ECW_AUDIT_OK). */
+const char *ecw_audit_kind_name(enum ecw_audit_kind k);
+
+struct ecw_audit_finding {
+	enum ecw_audit_kind kind;
+	const char *table, *pk, *rk;       /* the entity the finding is about */
+	const char *source_pk, *source_rk; /* the source it concerns (NULL: none known) */
+	const char *detail;                /* a short phrase ("copies differ"), never a value */
+	bool repaired;                     /* --repair fixed it */
+	const char *error;                 /* why a repair failed (NULL: none tried, or it
+					       * worked); may hold keys: print it escaped */
+};
+
+struct ecw_audit_counts {
+	uint64_t checked; /* entities compared, both directions */
+	uint64_t found[ECW_AUDIT_KINDS];
+	uint64_t repaired;
+};
+
+struct ecw_audit_ctx {
+	struct ecw_client *client;
+	const char *job;       /* the configured job name (its run's ctx->job) */
+	const char *partition; /* only this source partition; NULL: all */
+	bool repair;
+	volatile sig_atomic_t *stop; /* set by a signal: stop soon (may be NULL) */
+	/* Called before each storage request the audit makes (or before each
+	 * repair): the command's pacing (--rate). May be NULL. */
+	void (*pace)(void *payload);
+	/* Called for every finding (examples, progress). May be NULL. */
+	void (*on_finding)(const struct ecw_audit_finding *f, void *payload);
+	/* Called after each entity compared (progress). May be NULL. */
+	void (*on_checked)(const struct ecw_audit_counts *c, void *payload);
+	void *payload;
+	struct ecw_audit_counts counts; /* kept by ecw_audit_note / _checked */
+};
+
+/* For the job's audit: counts f (kind and repaired) and hands it on. */
+void ecw_audit_note(struct ecw_audit_ctx *ctx, const struct ecw_audit_finding *f);
+/* For the job's audit: one more entity compared. */
+void ecw_audit_checked(struct ecw_audit_ctx *ctx);
+/* For the job's audit: before a storage request; true when it should stop. */
+bool ecw_audit_pace(struct ecw_audit_ctx *ctx);
+
+/* ---- the comparison rules (pure) ---- */
+
+/* move: copy is the source entity re-keyed as the move would write it,
+ * target what the target table holds at copy's keys (NULL: nothing).
+ * OK when there is no target (the move has not run: not drift), STALE when
+ * the two are identical (keys, properties, EDM types: an unfinished move),
+ * CONFLICT when they differ. */
+enum ecw_audit_kind ecw_audit_move_pair(const struct ecw_entity *copy, const struct ecw_entity *target);
+
+/* index, from the source: want is the entry a source computes to, at what
+ * the index holds at want's keys (NULL: nothing). other_holds: at belongs to
+ * another source, which still computes to these keys (the caller reads it
+ * only in that case). MISSING when nothing is there, or another source's
+ * entry that it no longer claims (an orphan of that source, taken over by a
+ * repair); STALE when this source's entry differs; CONFLICT when another
+ * source claims the key too (a unique index), or what is there is no index
+ * entry at all; OK otherwise. */
+enum ecw_audit_kind ecw_audit_index_entry(const struct ecw_entity *want, const struct ecw_entity *at,
+					  bool other_holds);
+
+/* index, the back-reference of a source whose entry is right (found: the
+ * reference exists and is this job's and this source's; cur_pk/cur_rk: the
+ * current location it names, NULL for none; pending: how many locations it
+ * lists besides). OK only when it names want's keys and nothing pending:
+ * what a finished run leaves. Otherwise STALE: the next run after a change
+ * of the indexed value would not find this entry to remove it. */
+enum ecw_audit_kind ecw_audit_index_ref(bool found, const char *cur_pk, const char *cur_rk, size_t pending,
+					const struct ecw_entity *want);
+
+/* index, from the index: entry is an index entry, want the entry its source
+ * computes to now (NULL: the source is gone or computes to nothing). ORPHAN
+ * when want is NULL or at other keys; OK otherwise (an entry at the right
+ * keys with other copies is STALE, judged once, from the source). */
+enum ecw_audit_kind ecw_audit_index_orphan(const struct ecw_entity *entry, const struct ecw_entity *want);
+
+/* The properties an index entry names its source by. */
+#define ECW_AUDIT_INDEX_SRC_PK "SourcePartitionKey"
+#define ECW_AUDIT_INDEX_SRC_RK "SourceRowKey"
+
+#endif

@@ -1,0 +1,288 @@
+/* test_audit.c - `ecworker audit` as a process against Azurite: an index job
+ * converges through a worker (messages), then its tables are changed behind
+ * the worker's back, one change per kind of drift, and a move job's two tables
+ * are given an entity in both; the audit reports each kind (exit 3, the counts
+ * in --json), --repair fixes them (exit 0) and leaves the index equal to a full
+ * recomputation from the source (indexfx.h), and a second audit reports
+ * nothing (exit 0). Conflicts are reported and never repaired; keys are
+ * escaped in the human report; --rate paces; usage errors exit 2. The comparison rules and
+ * the repairs case by case are tests/unit/test_audit.c. */
+#include "indexfx.h"
+#include "itest.h"
+#include "proc.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A source row key with a bidi override, which the human report must show
+ * escaped (keys may not hold control characters, but may hold this). */
+#define RLO_RK "rlo \xe2\x80\xae 009"
+
+struct au {
+	struct wfx x; /* first, for wfx_teardown */
+	const char *from, *to;
+	char config[640];
+};
+
+static int setup(void **state)
+{
+	struct au *a = wfx_new(sizeof(struct au), 0);
+
+	a->from = ix_extra_table(&a->x);
+	a->to = ix_extra_table(&a->x);
+	*state = a;
+	return 0;
+}
+
+/* The index job by-email (the fixture's source and index) and the move
+ * archive (from -> to), as a worker and the audit read them. */
+static void write_config(struct au *a, const char *name)
+{
+	struct wfx_worker w = WFX_WORKER(a->x.t->queue, a->x.poison);
+	char jobs[2048], idx[1024];
+	int k;
+
+	ix_default_job(idx, sizeof(idx), &a->x, IX_JOB, NULL, NULL, "[FirstName, LastName]");
+	k = snprintf(jobs, sizeof(jobs), "%s  archive: {type: move, from: %s, to: %s}\n", idx, a->from,
+	             a->to);
+	assert_true(k > 0 && (size_t)k < sizeof(jobs));
+	w.log_level = "info";
+	w.poll_min = "20ms";
+	w.poll_max = "100ms";
+	w.jobs = jobs;
+	wfx_write_config(a->config, sizeof(a->config), name, &w);
+}
+
+/* Four employees indexed through messages, by a worker that is then stopped. */
+static void converge(struct au *a)
+{
+	struct proc p;
+	static const char *const rks[] = {"001", "002", "003", "004"};
+	char email[64];
+
+	ix_ensure_table(&a->x, a->x.t->table);
+	ix_ensure_table(&a->x, a->from);
+	ix_ensure_table(&a->x, a->to);
+	itest_queue(a->x.t);
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(email, sizeof(email), "e%s@example.com", rks[i]);
+		ix_put_employee(&a->x, "Sales", rks[i], email);
+		ix_enqueue(&a->x, "Sales", rks[i]);
+	}
+	write_config(a, "audit-worker");
+	proc_start_worker(&p, "audit-worker", a->config);
+	ix_wait_outcomes(&p, 1, 4, "succeeded", 30000);
+	ix_finish(&p, 1); /* which also deletes the test's files: the config is written again */
+	assert_int_equal(ix_check_recompute(&a->x, &IX_DEFAULT_SPEC), 4);
+	write_config(a, "audit");
+}
+
+/* Runs `audit -c CONFIG args...`; returns the exit code, stdout in *out. */
+static int audit(struct au *a, char **out, const char *name, const char *a1, const char *a2, const char *a3)
+{
+	const char *args[] = {"audit", "-c", a->config, a1, a2, a3, NULL};
+	char *err = NULL;
+	int code = proc_run(out, &err, name, args, NULL, 60000);
+
+	if (code != 0 && code != 3)
+		print_error("audit %s exited %d; stderr:\n%s\nstdout:\n%s\n", name, code, err ? err : "",
+		            out && *out ? *out : "");
+	free(err);
+	return code;
+}
+
+/* The --json line of job in out, parsed (json_object_put it). */
+static struct json_object *job_line(const char *out, const char *job)
+{
+	char needle[96];
+	const char *at;
+	const char *end;
+	char *line;
+	struct json_object *o;
+
+	snprintf(needle, sizeof(needle), "{\"job\":\"%s\"", job);
+	at = strstr(out, needle);
+	ITEST_CHECK(at != NULL, "no --json line for %s in:\n%s", job, out);
+	end = strchr(at, '\n');
+	line = strndup(at, end ? (size_t)(end - at) : strlen(at));
+	o = json_tokener_parse(line);
+	ITEST_CHECK(o != NULL, "not JSON: %s", line);
+	free(line);
+	return o;
+}
+
+static long long field(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	ITEST_CHECK(json_object_object_get_ex(o, key, &v), "no %s in %s", key, json_object_to_json_string(o));
+	return json_object_get_int64(v);
+}
+
+static void counts_are(const char *out, const char *job, long long missing, long long stale, long long orphan,
+                       long long conflict, long long repaired)
+{
+	struct json_object *o = job_line(out, job);
+
+	if (field(o, "missing") != missing || field(o, "stale") != stale || field(o, "orphan") != orphan ||
+	    field(o, "conflict") != conflict || field(o, "repaired") != repaired)
+		fail_msg("%s: got %s; want missing %lld stale %lld orphan %lld conflict %lld repaired %lld",
+		         job, json_object_to_json_string(o), missing, stale, orphan, conflict, repaired);
+	json_object_put(o);
+}
+
+static void put_copy(struct au *a, const char *table, const char *rk, const char *first)
+{
+	ix_upsert(&a->x, table, ix_employee("Sales", rk, "x@example.com", first, "Lee"));
+}
+
+/* Each kind of drift the index and the move can have, found, repaired, and
+ * gone on a second audit. */
+static void test_audit__finds_repairs_and_converges(void **state)
+{
+	struct au *a = *state;
+	char *out = NULL;
+	char pk[640], rk[80];
+
+	converge(a);
+	/* missing: 001's entry deleted */
+	ECW_ASSERT_OK(
+	    ecw_table_delete(a->x.t->client, a->x.t->table2, "email_Sales", "e001@example.com", "*"));
+	/* stale: 002's copied FirstName changed */
+	struct ecw_entity *e = ix_get(&a->x, a->x.t->table2, "email_Sales", "e002@example.com");
+	ITEST_CHECK(e != NULL, "no entry for 002");
+	ix_set_str(e, "FirstName", "Changed");
+	ix_upsert(&a->x, a->x.t->table2, e);
+	/* orphan: 003 deleted behind the worker's back */
+	ECW_ASSERT_OK(ecw_table_delete(a->x.t->client, a->x.t->table, "Sales", "003", "*"));
+	/* missing, with a key to escape: a source never indexed */
+	ix_put_employee(&a->x, "Sales", RLO_RK, "rlo@example.com");
+	/* move: an entity in both tables, identical (an unfinished move) */
+	put_copy(a, a->from, "m01", "Mo");
+	put_copy(a, a->to, "m01", "Mo");
+	put_copy(a, a->from, "m02", "Only in from");
+
+	assert_int_equal(audit(a, &out, "audit-json", "--json", NULL, NULL), 3);
+	counts_are(out, IX_JOB, 2, 1, 1, 0, 0);
+	counts_are(out, "archive", 0, 1, 0, 0, 0);
+	free(out);
+
+	/* The human report: the table, and the keys escaped. */
+	assert_int_equal(audit(a, &out, "audit-human", NULL, NULL, NULL), 3);
+	ITEST_CHECK(strstr(out, "checked") && strstr(out, "conflict") && strstr(out, "repaired"),
+	            "no header:\n%s", out);
+	ITEST_CHECK(strstr(out, "rlo \\u202e 009") != NULL, "key not escaped:\n%s", out);
+	ITEST_CHECK(strstr(out, "\xe2\x80\xae") == NULL, "a raw bidi override reached the terminal:\n%s",
+	            out);
+	free(out);
+
+	assert_int_equal(audit(a, &out, "audit-repair", "--repair", "--json", NULL), 0);
+	counts_are(out, IX_JOB, 2, 1, 1, 0, 4);
+	counts_are(out, "archive", 0, 1, 0, 0, 1);
+	free(out);
+
+	/* The index is what a recomputation from the source gives, entries and
+	 * back-references; the move was completed in its direction. */
+	assert_int_equal(ix_check_recompute(&a->x, &IX_DEFAULT_SPEC), 4);
+	ix_ref_keys(pk, sizeof(pk), rk, sizeof(rk), IX_JOB, "Sales", "003");
+	ITEST_CHECK(ix_get(&a->x, a->x.t->table2, pk, rk) == NULL, "003's back-reference left behind");
+	ITEST_CHECK(ix_get(&a->x, a->from, "Sales", "m01") == NULL, "the unfinished move was not completed");
+	e = ix_get(&a->x, a->to, "Sales", "m01");
+	ITEST_CHECK(e != NULL, "the moved entity is gone");
+	ecw_entity_free(e);
+	e = ix_get(&a->x, a->from, "Sales", "m02");
+	ITEST_CHECK(e != NULL, "an entity waiting for its move was touched");
+	ecw_entity_free(e);
+
+	assert_int_equal(audit(a, &out, "audit-again", "--json", NULL, NULL), 0);
+	counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
+	counts_are(out, "archive", 0, 0, 0, 0, 0);
+	free(out);
+	proc_assert_logs_clean();
+}
+
+/* Conflicts: two sources claiming one key, a move's two differing copies.
+ * Reported, never repaired: --repair still exits 3 and changes neither. */
+static void test_audit__conflicts_are_never_repaired(void **state)
+{
+	struct au *a = *state;
+	char *out = NULL;
+
+	converge(a);
+	ix_put_employee(&a->x, "Sales", "005", "e004@example.com");
+	put_copy(a, a->from, "m01", "Mo");
+	put_copy(a, a->to, "m01", "Moe");
+
+	assert_int_equal(audit(a, &out, "audit-conflict", "--repair", "--json", NULL), 3);
+	counts_are(out, IX_JOB, 0, 0, 0, 1, 0);
+	counts_are(out, "archive", 0, 0, 0, 1, 0);
+	free(out);
+	struct ecw_entity *e = ix_get(&a->x, a->x.t->table2, "email_Sales", "e004@example.com");
+	ITEST_CHECK(e != NULL && strcmp(ix_strp(e, "SourceRowKey"), "004") == 0, "the entry changed hands");
+	ecw_entity_free(e);
+	e = ix_get(&a->x, a->from, "Sales", "m01");
+	ITEST_CHECK(e != NULL, "a differing copy was deleted");
+	ecw_entity_free(e);
+	/* --partition: only Ops, where nothing is wrong. */
+	assert_int_equal(audit(a, &out, "audit-partition", "--json", "--partition", "Ops"), 0);
+	counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
+	free(out);
+	/* One job named: only its line. */
+	assert_int_equal(audit(a, &out, "audit-one", "--json", "archive", NULL), 3);
+	ITEST_CHECK(strstr(out, IX_JOB) == NULL, "a job not named was audited:\n%s", out);
+	free(out);
+	proc_assert_logs_clean();
+}
+
+/* --rate caps the storage requests: this audit makes about a dozen (two
+ * query pages and four GETs per pass of the index, a page of the move's
+ * table), which at 4 a second cannot take less than about two seconds (one
+ * second's worth may go at once); unpaced it takes a few milliseconds. A lower
+ * bound only: a slow machine cannot fail it. */
+static void test_audit__rate_paces(void **state)
+{
+	struct au *a = *state;
+	char *out = NULL;
+	int64_t t0;
+
+	converge(a);
+	t0 = itest_now_ms();
+	assert_int_equal(audit(a, &out, "audit-rate-paced", "--json", "--rate", "4"), 0);
+	ITEST_CHECK(itest_now_ms() - t0 >= 1500, "11+ requests at 4/s took %lld ms",
+	            (long long)(itest_now_ms() - t0));
+	counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
+	free(out);
+	proc_assert_logs_clean();
+}
+
+static void test_audit__usage_errors_exit_2(void **state)
+{
+	struct au *a = *state;
+	char *out = NULL;
+
+	write_config(a, "audit-usage");
+	assert_int_equal(audit(a, &out, "audit-nojob", "no-such-job", NULL, NULL), 2);
+	free(out);
+	assert_int_equal(audit(a, &out, "audit-rate", "--rate", "0", NULL), 2);
+	free(out);
+	assert_int_equal(audit(a, &out, "audit-rate2", "--rate", "x", NULL), 2);
+	free(out);
+	assert_int_equal(audit(a, &out, "audit-part", "--partition", "a/b", NULL), 2);
+	free(out);
+	assert_int_equal(audit(a, &out, "audit-opt", "--bogus", NULL, NULL), 2);
+	free(out);
+	proc_assert_logs_clean();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_audit__finds_repairs_and_converges, setup, wfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__conflicts_are_never_repaired, setup, wfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__rate_paces, setup, wfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__usage_errors_exit_2, setup, wfx_teardown),
+	};
+	return cmocka_run_group_tests_name("audit", tests, NULL, NULL);
+}

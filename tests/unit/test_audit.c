@@ -1,0 +1,532 @@
+/* test_audit.c - `ecworker audit`'s comparison rules (jobs/audit.c), one case
+ * per rule, and the move and index audits (jobs/move.c, jobs/index.c) run
+ * against the in-memory Table service (table_server.h): each kind of drift
+ * induced behind the job's back is found and counted, --repair fixes what it
+ * may through the job's own run (conflicts never), the state then equals a
+ * recomputation (run for every source changes nothing), and a second audit
+ * finds nothing. The command's exit status rule is here too; the command as
+ * a process is tests/integration/test_audit.c. */
+#include "support.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "ecw_audit.h"
+#include "ecw_config.h"
+#include "ecw_job.h"
+#include "table_server.h"
+
+struct fx {
+	struct ecw_account *acct;
+	struct ecw_client *c;
+	struct table_server *s;
+	struct ecw_config *cfg;
+	/* what the audit reported, by kind: "pk/rk" of the first finding */
+	char first[ECW_AUDIT_KINDS][256];
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	assert_int_equal(ecw_account_parse(&f->acct, "UseDevelopmentStorage=true"), 0);
+	assert_int_equal(ecw_client_new(&f->c, f->acct, NULL), 0);
+	f->s = table_server_new(false);
+	ecw_client_set_transport(f->c, table_server_send, f->s);
+	ecw_error_clear();
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(table_server_unsupported(f->s), 0);
+	ecw_config_free(f->cfg);
+	ecw_client_free(f->c);
+	ecw_account_free(f->acct);
+	table_server_free(f->s);
+	free(f);
+	return 0;
+}
+
+static void ok(int err, const char *what)
+{
+	if (err != 0)
+		fail_msg("%s: %s: %s", what, ecw_err_name(err), ecw_error_last()->message);
+}
+
+static struct ecw_entity *entity(const char *pk, const char *rk)
+{
+	struct ecw_entity *e = NULL;
+
+	ok(ecw_entity_new(&e, pk, rk), "entity");
+	return e;
+}
+
+static void set(struct ecw_entity *e, const char *name, const char *v)
+{
+	ok(ecw_entity_set_string(e, name, v, strlen(v)), "set");
+}
+
+/* An index entry at (pk, rk) naming source (spk, srk), with Name = name. */
+static struct ecw_entity *entry(const char *pk, const char *rk, const char *spk, const char *srk,
+                                const char *name)
+{
+	struct ecw_entity *e = entity(pk, rk);
+
+	if (name)
+		set(e, "Name", name);
+	set(e, ECW_AUDIT_INDEX_SRC_PK, spk);
+	set(e, ECW_AUDIT_INDEX_SRC_RK, srk);
+	return e;
+}
+
+/* ---- the rules, one by one ----------------------------------------------------------------------------- */
+
+static void test_audit__move_pair(void **state)
+{
+	struct ecw_entity *copy = entity("Sales", "001"), *same = entity("Sales", "001"),
+	                  *other = entity("Sales", "001");
+
+	(void)state;
+	set(copy, "Name", "Ann");
+	set(same, "Name", "Ann");
+	set(other, "Name", "Anne");
+	/* Only in the source: the move has not run yet, which is no drift. */
+	assert_int_equal(ecw_audit_move_pair(copy, NULL), ECW_AUDIT_OK);
+	/* In both, identical: an unfinished move. */
+	assert_int_equal(ecw_audit_move_pair(copy, same), ECW_AUDIT_STALE);
+	/* In both, different: a conflict, whichever differs. */
+	assert_int_equal(ecw_audit_move_pair(copy, other), ECW_AUDIT_CONFLICT);
+	/* Types count: the string "1" is not the Int32 1. */
+	ok(ecw_entity_set_int32(same, "N", 1), "int");
+	set(copy, "N", "1");
+	assert_int_equal(ecw_audit_move_pair(copy, same), ECW_AUDIT_CONFLICT);
+	ecw_entity_free(copy);
+	ecw_entity_free(same);
+	ecw_entity_free(other);
+}
+
+static void test_audit__index_entry(void **state)
+{
+	struct ecw_entity *want = entry("email", "ann@x", "Sales", "001", "Ann");
+	struct ecw_entity *same = entry("email", "ann@x", "Sales", "001", "Ann");
+	struct ecw_entity *changed = entry("email", "ann@x", "Sales", "001", "Anne");
+	struct ecw_entity *others = entry("email", "ann@x", "Ops", "002", "Ann");
+	struct ecw_entity *foreign = entity("email", "ann@x");
+
+	(void)state;
+	set(foreign, "Name", "Ann");
+	assert_int_equal(ecw_audit_index_entry(want, NULL, false), ECW_AUDIT_MISSING);
+	assert_int_equal(ecw_audit_index_entry(want, same, false), ECW_AUDIT_OK);
+	/* Its own entry with another copy: stale. */
+	assert_int_equal(ecw_audit_index_entry(want, changed, false), ECW_AUDIT_STALE);
+	/* Another source's entry: a conflict while that source claims the key
+	 * too, else this source's entry is missing (the other is an orphan). */
+	assert_int_equal(ecw_audit_index_entry(want, others, true), ECW_AUDIT_CONFLICT);
+	assert_int_equal(ecw_audit_index_entry(want, others, false), ECW_AUDIT_MISSING);
+	/* Something that is no entry where the entry belongs. */
+	assert_int_equal(ecw_audit_index_entry(want, foreign, false), ECW_AUDIT_CONFLICT);
+	ecw_entity_free(want);
+	ecw_entity_free(same);
+	ecw_entity_free(changed);
+	ecw_entity_free(others);
+	ecw_entity_free(foreign);
+}
+
+static void test_audit__index_orphan(void **state)
+{
+	struct ecw_entity *e = entry("email", "ann@x", "Sales", "001", NULL);
+	struct ecw_entity *here = entry("email", "ann@x", "Sales", "001", "Ann");
+	struct ecw_entity *elsewhere = entry("email", "ann@y", "Sales", "001", "Ann");
+
+	(void)state;
+	/* The source is gone. */
+	assert_int_equal(ecw_audit_index_orphan(e, NULL), ECW_AUDIT_ORPHAN);
+	/* The source computes to another key. */
+	assert_int_equal(ecw_audit_index_orphan(e, elsewhere), ECW_AUDIT_ORPHAN);
+	/* At the right keys: not an orphan (copies are judged from the source). */
+	assert_int_equal(ecw_audit_index_orphan(e, here), ECW_AUDIT_OK);
+	ecw_entity_free(e);
+	ecw_entity_free(here);
+	ecw_entity_free(elsewhere);
+}
+
+static void test_audit__index_ref(void **state)
+{
+	struct ecw_entity *want = entry("email", "ann@x", "Sales", "001", "Ann");
+
+	(void)state;
+	/* What a finished run leaves: the entry as current, nothing pending. */
+	assert_int_equal(ecw_audit_index_ref(true, "email", "ann@x", 0, want), ECW_AUDIT_OK);
+	/* No reference (or another job's or source's entity in its place). */
+	assert_int_equal(ecw_audit_index_ref(false, NULL, NULL, 0, want), ECW_AUDIT_STALE);
+	/* Another current location, none, or pending ones left. */
+	assert_int_equal(ecw_audit_index_ref(true, "email", "ann@old", 0, want), ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_index_ref(true, NULL, NULL, 1, want), ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_index_ref(true, "email", "ann@x", 1, want), ECW_AUDIT_STALE);
+	ecw_entity_free(want);
+}
+
+static void test_audit__exit_status(void **state)
+{
+	struct ecw_audit_counts c = {0};
+
+	(void)state;
+	assert_int_equal(ecw_audit_exit_status(&c, false), 0);
+	assert_int_equal(ecw_audit_exit_status(&c, true), 1);
+	c.found[ECW_AUDIT_ORPHAN] = 2;
+	c.found[ECW_AUDIT_STALE] = 1;
+	assert_int_equal(ecw_audit_exit_status(&c, false), ECW_EXIT_DRIFT);
+	c.repaired = 2;
+	assert_int_equal(ecw_audit_exit_status(&c, false), ECW_EXIT_DRIFT);
+	c.repaired = 3;
+	assert_int_equal(ecw_audit_exit_status(&c, false), 0);
+	/* A failure wins over everything. */
+	assert_int_equal(ecw_audit_exit_status(&c, true), 1);
+	assert_string_equal(ecw_audit_kind_name(ECW_AUDIT_MISSING), "missing");
+	assert_string_equal(ecw_audit_kind_name(ECW_AUDIT_CONFLICT), "conflict");
+	assert_string_equal(ecw_audit_kind_name(ECW_AUDIT_OK), "ok");
+}
+
+/* ---- the audits against the in-memory service --------------------------------------------------------- */
+
+static const struct ecw_job_def *job(struct fx *f, const char *yaml)
+{
+	char text[1024];
+
+	snprintf(text, sizeof(text), "jobs:\n  j:\n%s", yaml);
+	f->cfg = config_parse_ok(text, "t.yaml");
+	return ecw_config_job(f->cfg, "j");
+}
+
+static void run_ok(struct fx *f, const struct ecw_job_def *def, const char *pk, const char *rk)
+{
+	struct ecw_job_ctx ctx;
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.client = f->c;
+	ctx.job = "j";
+	ctx.pk = pk;
+	ctx.rk = rk;
+	ctx.trace_id = ctx.message_id = "m";
+	ok(def->type->run(def->settings, &ctx), "run");
+}
+
+static void remember(const struct ecw_audit_finding *fd, void *payload)
+{
+	struct fx *f = payload;
+
+	if (!f->first[fd->kind][0])
+		snprintf(f->first[fd->kind], sizeof(f->first[fd->kind]), "%s/%s", fd->pk, fd->rk);
+}
+
+static struct ecw_audit_counts audit(struct fx *f, const struct ecw_job_def *def, bool repair,
+                                     const char *partition)
+{
+	struct ecw_audit_ctx ctx = {.client = f->c,
+	                            .job = "j",
+	                            .partition = partition,
+	                            .repair = repair,
+	                            .on_finding = remember,
+	                            .payload = f};
+
+	memset(f->first, 0, sizeof(f->first));
+	ok(def->type->audit(def->settings, &ctx), "audit");
+	return ctx.counts;
+}
+
+static void counts_are(const struct ecw_audit_counts *c, unsigned missing, unsigned stale, unsigned orphan,
+                       unsigned conflict, unsigned repaired)
+{
+	if (c->found[ECW_AUDIT_MISSING] != missing || c->found[ECW_AUDIT_STALE] != stale ||
+	    c->found[ECW_AUDIT_ORPHAN] != orphan || c->found[ECW_AUDIT_CONFLICT] != conflict ||
+	    c->repaired != repaired)
+		fail_msg(
+		    "counts: missing %llu stale %llu orphan %llu conflict %llu repaired %llu; want %u %u %u %u "
+		    "%u",
+		    (unsigned long long)c->found[ECW_AUDIT_MISSING],
+		    (unsigned long long)c->found[ECW_AUDIT_STALE],
+		    (unsigned long long)c->found[ECW_AUDIT_ORPHAN],
+		    (unsigned long long)c->found[ECW_AUDIT_CONFLICT], (unsigned long long)c->repaired,
+		    missing, stale, orphan, conflict, repaired);
+}
+
+static void put(struct fx *f, const char *table, struct ecw_entity *e)
+{
+	table_server_put(f->s, table, e);
+	ecw_entity_free(e);
+}
+
+static struct ecw_entity *employee(const char *pk, const char *rk, const char *name)
+{
+	struct ecw_entity *e = entity(pk, rk);
+
+	set(e, "Name", name);
+	return e;
+}
+
+/* Identical in both tables: completed by deleting the source copy; different:
+ * a conflict left alone; only in the source: no drift. */
+static void test_audit__move_completes_identical_reports_different(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = job(f, "    {type: move, from: Emp, to: Arch}\n");
+	struct ecw_audit_counts c;
+
+	table_server_create_table(f->s, "Emp");
+	table_server_create_table(f->s, "Arch");
+	put(f, "Emp", employee("Sales", "001", "Ann"));
+	put(f, "Arch", employee("Sales", "001", "Ann"));
+	put(f, "Emp", employee("Sales", "002", "Bob"));
+	put(f, "Arch", employee("Sales", "002", "Robert"));
+	put(f, "Emp", employee("Sales", "003", "Cy"));
+	put(f, "Arch", employee("Ops", "004", "Di"));
+
+	c = audit(f, def, false, NULL);
+	assert_int_equal(c.checked, 3);
+	counts_are(&c, 0, 1, 0, 1, 0);
+	assert_string_equal(f->first[ECW_AUDIT_STALE], "Sales/001");
+	assert_string_equal(f->first[ECW_AUDIT_CONFLICT], "Sales/002");
+	/* Read-only without --repair. */
+	assert_non_null(table_server_find(f->s, "Emp", "Sales", "001"));
+
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 1, 0, 1, 1);
+	assert_null(table_server_find(f->s, "Emp", "Sales", "001"));
+	assert_non_null(table_server_find(f->s, "Arch", "Sales", "001"));
+	/* The conflict: both copies kept, as they were. */
+	assert_non_null(table_server_find(f->s, "Emp", "Sales", "002"));
+	assert_non_null(table_server_find(f->s, "Arch", "Sales", "002"));
+	assert_non_null(table_server_find(f->s, "Emp", "Sales", "003"));
+
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 1, 0);
+	/* --partition: only that partition of the source. */
+	c = audit(f, def, false, "Ops");
+	assert_int_equal(c.checked, 0);
+}
+
+/* The index job over Src into Idx, copying Name. */
+static const struct ecw_job_def *index_job(struct fx *f)
+{
+	table_server_create_table(f->s, "Src");
+	table_server_create_table(f->s, "Idx");
+	return job(f, "    type: index\n    source: Src\n    table: Idx\n    partition_key: email\n"
+	              "    row_key: \"{Email}\"\n    properties: [Name]\n");
+}
+
+static void source(struct fx *f, const char *pk, const char *rk, const char *email, const char *name)
+{
+	struct ecw_entity *e = employee(pk, rk, name);
+
+	set(e, "Email", email);
+	put(f, "Src", e);
+}
+
+/* Every entity of Idx, as "pk/rk=SourcePartitionKey/SourceRowKey:Name;" in
+ * key order, references left out: the state to compare. */
+static void index_state(struct fx *f, char *out, size_t cap)
+{
+	struct ecw_query_options qo = {0};
+	struct ecw_table_query *q = NULL;
+	struct ecw_entity *e = NULL;
+	size_t n = 0;
+
+	out[0] = '\0';
+	ok(ecw_table_query_new(&q, f->c, "Idx", &qo), "query");
+	while (ecw_table_query_next(&e, q) == 0 && e) {
+		const struct ecw_prop *spk = ecw_entity_get(e, ECW_AUDIT_INDEX_SRC_PK),
+		                      *srk = ecw_entity_get(e, ECW_AUDIT_INDEX_SRC_RK),
+		                      *nm = ecw_entity_get(e, "Name");
+		if (strncmp(ecw_entity_pk(e), "~ref~", 5) != 0)
+			n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, "%s/%s=%s/%s:%s;",
+			                      ecw_entity_pk(e), ecw_entity_rk(e), spk ? spk->v.s : "-",
+			                      srk ? srk->v.s : "-", nm ? nm->v.s : "-");
+		ecw_entity_free(e);
+	}
+	ecw_table_query_free(q);
+	assert_true(n < cap);
+}
+
+/* Each kind induced behind the job's back after it converged: found,
+ * repaired by run (the conflict excepted), the state then what running the
+ * job for every source gives, and a second audit finds only the conflict. */
+static void test_audit__index_each_kind(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = index_job(f);
+	static const char *const rks[] = {"001", "002", "003", "004", "005"};
+	struct ecw_audit_counts c;
+	char after[4096], recomputed[4096];
+
+	source(f, "Sales", "001", "ann@x", "Ann");
+	source(f, "Sales", "002", "bob@x", "Bob");
+	source(f, "Sales", "003", "cy@x", "Cy");
+	source(f, "Sales", "004", "di@x", "Di");
+	source(f, "Sales", "005", "ed@x", "Ed");
+	for (size_t i = 0; i < 5; i++)
+		run_ok(f, def, "Sales", rks[i]);
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+	assert_int_equal(c.checked, 10); /* 5 sources, 5 entries */
+
+	/* missing: Ann's entry deleted */
+	ok(ecw_table_delete(f->c, "Idx", "email", "ann@x", "*"), "delete entry");
+	/* stale: Bob's copy changed */
+	put(f, "Idx", entry("email", "bob@x", "Sales", "002", "Robert"));
+	/* orphan: Cy deleted behind the job's back */
+	ok(ecw_table_delete(f->c, "Src", "Sales", "003", "*"), "delete source");
+	/* orphan: an entry Di no longer computes to (no reference names it) */
+	put(f, "Idx", entry("email", "di@old", "Sales", "004", "Di"));
+	/* conflict: a sixth source with Ed's e-mail, never indexed */
+	source(f, "Ops", "006", "ed@x", "Eddie");
+
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 1, 1, 2, 1, 0);
+	assert_string_equal(f->first[ECW_AUDIT_MISSING], "email/ann@x");
+	assert_string_equal(f->first[ECW_AUDIT_STALE], "email/bob@x");
+	assert_string_equal(f->first[ECW_AUDIT_CONFLICT], "email/ed@x");
+
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 1, 1, 2, 1, 4);
+
+	/* The state equals a recomputation: running the job for every source
+	 * (the conflicting one fails, as its messages would) changes nothing. */
+	index_state(f, after, sizeof(after));
+	assert_non_null(strstr(after, "email/ann@x=Sales/001:Ann;"));
+	assert_non_null(strstr(after, "email/bob@x=Sales/002:Bob;"));
+	assert_null(strstr(after, "cy@x"));
+	assert_null(strstr(after, "di@old"));
+	for (size_t i = 0; i < 5; i++)
+		if (i != 2)
+			run_ok(f, def, "Sales", rks[i]);
+	index_state(f, recomputed, sizeof(recomputed));
+	assert_string_equal(after, recomputed);
+
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 1, 0);
+	/* With the conflict settled by the operator, nothing is left. */
+	ok(ecw_table_delete(f->c, "Src", "Ops", "006", "*"), "settle");
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+}
+
+/* Why an orphan is registered before the run: run alone, for the source an
+ * entry written behind its back names, does not see that entry (no
+ * back-reference lists it); the audit's repair removes it. */
+static void test_audit__index_orphan_needs_registration(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = index_job(f);
+	struct ecw_audit_counts c;
+
+	source(f, "Sales", "001", "ann@x", "Ann");
+	run_ok(f, def, "Sales", "001");
+	put(f, "Idx", entry("email", "ann@old", "Sales", "001", "Ann"));
+	run_ok(f, def, "Sales", "001");
+	assert_non_null(table_server_find(f->s, "Idx", "email", "ann@old"));
+
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 0, 1, 0, 1);
+	assert_null(table_server_find(f->s, "Idx", "email", "ann@old"));
+	assert_non_null(table_server_find(f->s, "Idx", "email", "ann@x"));
+	/* And an orphan whose source never existed nor left a reference. */
+	put(f, "Idx", entry("email", "ghost@x", "Sales", "999", "Ghost"));
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 0, 1, 0, 1);
+	assert_null(table_server_find(f->s, "Idx", "email", "ghost@x"));
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+}
+
+/* A back-reference deleted or changed behind the job's back: the entry is
+ * right, but a run after the next change of the value would not find it to
+ * remove it. Stale; repaired by the run. */
+static void test_audit__index_reference(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = index_job(f);
+	struct ecw_entity *ref = NULL;
+	struct ecw_table_query *q = NULL;
+	struct ecw_query_options qo = {.filter = "PartitionKey ge '~ref~' and PartitionKey lt '~ref~~'"};
+	struct ecw_audit_counts c;
+	char pk[128], rk[128];
+
+	source(f, "Sales", "001", "ann@x", "Ann");
+	run_ok(f, def, "Sales", "001");
+	ok(ecw_table_query_new(&q, f->c, "Idx", &qo), "query");
+	ok(ecw_table_query_next(&ref, q), "next");
+	assert_non_null(ref);
+	snprintf(pk, sizeof(pk), "%s", ecw_entity_pk(ref));
+	snprintf(rk, sizeof(rk), "%s", ecw_entity_rk(ref));
+	ecw_entity_free(ref);
+	ecw_table_query_free(q);
+
+	ok(ecw_table_delete(f->c, "Idx", pk, rk, "*"), "delete reference");
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 1, 0, 0, 0);
+	assert_string_equal(f->first[ECW_AUDIT_STALE], "email/ann@x");
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 1, 0, 0, 1);
+	assert_non_null(table_server_find(f->s, "Idx", pk, rk));
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+
+	/* Naming another place as current: stale too. */
+	ref = entity(pk, rk);
+	set(ref, "Job", "j");
+	set(ref, ECW_AUDIT_INDEX_SRC_PK, "Sales");
+	set(ref, ECW_AUDIT_INDEX_SRC_RK, "001");
+	set(ref, "IndexPartitionKey", "email");
+	set(ref, "IndexRowKey", "ann@old");
+	put(f, "Idx", ref);
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 1, 0, 0, 1);
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+}
+
+/* --partition: sources of one partition, and entries naming one. */
+static void test_audit__index_partition(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = index_job(f);
+	struct ecw_audit_counts c;
+
+	source(f, "Sales", "001", "ann@x", "Ann");
+	source(f, "Ops", "002", "bob@x", "Bob");
+	c = audit(f, def, false, "Ops");
+	assert_int_equal(c.checked, 1);
+	counts_are(&c, 1, 0, 0, 0, 0);
+	assert_string_equal(f->first[ECW_AUDIT_MISSING], "email/bob@x");
+	c = audit(f, def, true, "Ops");
+	counts_are(&c, 1, 0, 0, 0, 1);
+	assert_null(table_server_find(f->s, "Idx", "email", "ann@x"));
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 1, 0, 0, 0, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_audit__move_pair),
+	    cmocka_unit_test(test_audit__index_entry),
+	    cmocka_unit_test(test_audit__index_orphan),
+	    cmocka_unit_test(test_audit__index_ref),
+	    cmocka_unit_test(test_audit__exit_status),
+	    cmocka_unit_test_setup_teardown(test_audit__move_completes_identical_reports_different, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__index_each_kind, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__index_orphan_needs_registration, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__index_reference, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__index_partition, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("audit", tests, NULL, NULL);
+}

@@ -1,0 +1,489 @@
+/* audit.c - `ecworker audit`: compares each auditable job's derived data with
+ * a recomputation from its source, both directions, and with --repair fixes
+ * what it found through the job's own run (the design is in ecw_audit.h).
+ * This file owns the options, the pacing (--rate caps the storage requests
+ * the audit makes, repairs included: it counts the client's requests and
+ * takes a token of ecw_pace for each), progress, the report (a table and a
+ * few examples per kind, keys escaped for the terminal; or one JSON object
+ * per job per line) and the exit status. The job types own their scans
+ * (jobs/move.c, jobs/index.c). Memory: per job, the counts and at most
+ * AUDIT_EXAMPLES copied examples of each kind, freed before the next job. */
+#include <getopt.h>
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "connect.h"
+#include "ecw_audit.h"
+#include "ecw_buf.h"
+#include "ecw_clock.h"
+#include "ecw_config.h"
+#include "ecw_job.h"
+#include "ecw_log.h"
+#include "ecw_pace.h"
+#include "ecw_progress.h"
+
+#define AUDIT_EXAMPLES 3            /* kept per kind and job */
+#define AUDIT_PROGRESS_LOG_MS 10000 /* a progress log line this often when stderr is no terminal */
+
+static const char help[] =
+	"usage: ecworker audit [-c FILE] [JOB...] [--repair] [--json] [--rate N] [--partition PK]\n\n"
+	"Compares each job's derived data with a recomputation from its source, in both\n"
+	"directions, and reports what differs: missing (a source's derived entity is not\n"
+	"there), stale (it differs; a move: the entity is in both tables, identical),\n"
+	"orphan (its source is gone or no longer gives it), conflict (two claims the audit\n"
+	"will not choose between). Without JOB, every job whose type can be audited (move\n"
+	"and index so far). Read-only unless --repair.\n\n"
+	"  -c, --config FILE    configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
+	"      --repair         fix each finding through the job's own run, as a message\n"
+	"                       would (conflicts are never repaired)\n"
+	"      --json           one JSON object per job per line on stdout\n"
+	"      --rate N         at most N storage requests per second (repairs included)\n"
+	"      --partition PK   only sources of this PartitionKey\n"
+	"  -h, --help           this text\n\n"
+	"Exit status: 0 consistent (with --repair: everything found was repaired),\n"
+	"3 drift found and not all repaired, 1 runtime failure, 2 usage or configuration.\n";
+
+int ecw_audit_exit_status(const struct ecw_audit_counts *total, bool failed)
+{
+	uint64_t found = 0;
+
+	if (failed)
+		return 1;
+	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
+		found += total->found[k];
+	return found > total->repaired ? ECW_EXIT_DRIFT : 0;
+}
+
+/* ---- one job's report ---- */
+
+struct example {
+	enum ecw_audit_kind kind;
+	char *table, *pk, *rk, *source_pk, *source_rk, *error;
+	const char *detail; /* a static phrase */
+	bool repaired;
+};
+
+struct report {
+	const struct ecw_job_def *job;
+	struct example ex[ECW_AUDIT_KINDS][AUDIT_EXAMPLES];
+	size_t nex[ECW_AUDIT_KINDS];
+	bool oom; /* an example could not be copied: the counts stay right */
+	/* pacing and progress */
+	struct ecw_client *client;
+	struct ecw_pace pace;
+	uint64_t paced; /* requests a token was taken for */
+	volatile sig_atomic_t *stop;
+	struct ecw_progress prog;
+	bool log_progress;
+	int64_t last_log_ms;
+};
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+	char *d;
+
+	if (!s)
+		return NULL;
+	if (!(d = strdup(s)))
+		*oom = true;
+	return d;
+}
+
+static void report_dispose(struct report *r)
+{
+	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
+		for (size_t i = 0; i < r->nex[k]; i++) {
+			struct example *x = &r->ex[k][i];
+			free(x->table);
+			free(x->pk);
+			free(x->rk);
+			free(x->source_pk);
+			free(x->source_rk);
+			free(x->error);
+		}
+	memset(r->nex, 0, sizeof(r->nex));
+}
+
+static void on_finding(const struct ecw_audit_finding *f, void *payload)
+{
+	struct report *r = payload;
+	struct example *x;
+
+	if (r->nex[f->kind] >= AUDIT_EXAMPLES)
+		return;
+	x = &r->ex[f->kind][r->nex[f->kind]++];
+	memset(x, 0, sizeof(*x));
+	x->kind = f->kind;
+	x->detail = f->detail;
+	x->repaired = f->repaired;
+	x->table = dup_or_null(f->table, &r->oom);
+	x->pk = dup_or_null(f->pk, &r->oom);
+	x->rk = dup_or_null(f->rk, &r->oom);
+	x->source_pk = dup_or_null(f->source_pk, &r->oom);
+	x->source_rk = dup_or_null(f->source_rk, &r->oom);
+	x->error = dup_or_null(f->error, &r->oom);
+}
+
+static void on_checked(const struct ecw_audit_counts *c, void *payload)
+{
+	struct report *r = payload;
+	uint64_t found = 0;
+	char detail[128];
+
+	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
+		found += c->found[k];
+	snprintf(detail, sizeof(detail), "%llu found, %llu repaired", (unsigned long long)found,
+		 (unsigned long long)c->repaired);
+	ecw_progress_show(&r->prog, c->checked, detail, false);
+	if (r->log_progress && ecw_now_ms() - r->last_log_ms >= AUDIT_PROGRESS_LOG_MS) {
+		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, "audit_progress");
+		r->last_log_ms = ecw_now_ms();
+		ecw_log_str(l, "job", r->job->name);
+		ecw_log_int(l, "checked", (long long)c->checked);
+		ecw_log_int(l, "found", (long long)found);
+		ecw_log_int(l, "repaired", (long long)c->repaired);
+		ecw_log_end(l);
+	}
+}
+
+/* A token for every storage request made since the last call: the
+ * client's own count includes retries and the requests of repairs. */
+static void on_pace(void *payload)
+{
+	struct report *r = payload;
+	struct ecw_client_stats st;
+
+	ecw_client_stats(&st, r->client);
+	while (r->paced < st.requests && !(r->stop && *r->stop)) {
+		ecw_pace_take(&r->pace, r->stop);
+		r->paced++;
+	}
+}
+
+/* ---- output ---- */
+
+static void print_header(void)
+{
+	printf("%-24s %-6s %9s %8s %8s %8s %8s %8s\n", "job", "type", "checked", "missing", "stale", "orphan",
+	       "conflict", "repaired");
+}
+
+static void print_human(const struct report *r, const struct ecw_audit_counts *c, const char *error)
+{
+	struct ecw_buf a, b, s1, s2, e;
+
+	ecw_buf_init(&a, 4 * ECW_KEY_MAX);
+	ecw_buf_init(&b, 4 * ECW_KEY_MAX);
+	ecw_buf_init(&s1, 4 * ECW_KEY_MAX);
+	ecw_buf_init(&s2, 4 * ECW_KEY_MAX);
+	ecw_buf_init(&e, 4096);
+	printf("%-24s %-6s %9llu %8llu %8llu %8llu %8llu %8llu\n", ecw_cli_term(&a, r->job->name),
+	       r->job->type->name, (unsigned long long)c->checked,
+	       (unsigned long long)c->found[ECW_AUDIT_MISSING], (unsigned long long)c->found[ECW_AUDIT_STALE],
+	       (unsigned long long)c->found[ECW_AUDIT_ORPHAN],
+	       (unsigned long long)c->found[ECW_AUDIT_CONFLICT], (unsigned long long)c->repaired);
+	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
+		for (size_t i = 0; i < r->nex[k]; i++) {
+			const struct example *x = &r->ex[k][i];
+			printf("  %-8s %s: %s/%s", ecw_audit_kind_name(x->kind), x->table ? x->table : "?",
+			       ecw_cli_term(&a, x->pk), ecw_cli_term(&b, x->rk));
+			if (x->source_pk && x->source_rk)
+				printf(" (source %s/%s)", ecw_cli_term(&s1, x->source_pk),
+				       ecw_cli_term(&s2, x->source_rk));
+			printf(": %s%s%s%s\n", x->detail ? x->detail : "", x->repaired ? "; repaired" : "",
+			       x->error ? "; repair failed: " : "",
+			       x->error ? ecw_cli_term(&e, x->error) : "");
+		}
+	if (error)
+		printf("  error: %s\n", ecw_cli_term(&e, error));
+	ecw_buf_dispose(&a);
+	ecw_buf_dispose(&b);
+	ecw_buf_dispose(&s1);
+	ecw_buf_dispose(&s2);
+	ecw_buf_dispose(&e);
+}
+
+static void json_add_str(struct json_object *o, const char *key, const char *v)
+{
+	json_object_object_add(o, key, v ? json_object_new_string(v) : NULL);
+}
+
+static void print_json(const struct report *r, const struct ecw_audit_counts *c, const char *error,
+		       bool stopped)
+{
+	struct json_object *o = json_object_new_object(), *ex = json_object_new_array();
+
+	if (!o || !ex) {
+		json_object_put(o);
+		json_object_put(ex);
+		fprintf(stderr, "audit: out of memory\n");
+		return;
+	}
+	json_add_str(o, "job", r->job->name);
+	json_add_str(o, "type", r->job->type->name);
+	json_object_object_add(o, "checked", json_object_new_int64((int64_t)c->checked));
+	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
+		json_object_object_add(o, ecw_audit_kind_name(k),
+				       json_object_new_int64((int64_t)c->found[k]));
+	json_object_object_add(o, "repaired", json_object_new_int64((int64_t)c->repaired));
+	json_object_object_add(o, "complete", json_object_new_boolean(!error && !stopped));
+	if (error)
+		json_add_str(o, "error", error);
+	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
+		for (size_t i = 0; i < r->nex[k]; i++) {
+			const struct example *x = &r->ex[k][i];
+			struct json_object *e = json_object_new_object();
+			if (!e)
+				continue;
+			json_add_str(e, "kind", ecw_audit_kind_name(x->kind));
+			json_add_str(e, "table", x->table);
+			json_add_str(e, "pk", x->pk);
+			json_add_str(e, "rk", x->rk);
+			json_add_str(e, "source_pk", x->source_pk);
+			json_add_str(e, "source_rk", x->source_rk);
+			json_add_str(e, "detail", x->detail);
+			json_object_object_add(e, "repaired", json_object_new_boolean(x->repaired));
+			if (x->error)
+				json_add_str(e, "error", x->error);
+			json_object_array_add(ex, e);
+		}
+	json_object_object_add(o, "examples", ex);
+	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+}
+
+/* ---- choosing the jobs ---- */
+
+static bool auditable(const struct ecw_job_def *j)
+{
+	return j->type->audit != NULL;
+}
+
+/* Two moves of opposite directions (from A to B, from B to A) both find an
+ * entity that is in both tables; repaired, it would be completed in the
+ * direction of whichever ran first, so --repair needs one named. */
+static const struct ecw_job_def *inverse_move(const struct ecw_config *cfg, const struct ecw_job_def *j)
+{
+	const char *from, *to;
+
+	if (strcmp(j->type->name, "move") != 0 || !j->type->source_table || !j->type->target_table)
+		return NULL;
+	from = j->type->source_table(j->settings);
+	to = j->type->target_table(j->settings);
+	for (size_t i = 0; i < cfg->njobs; i++) {
+		const struct ecw_job_def *o = &cfg->jobs[i];
+		if (o == j || o->type != j->type)
+			continue;
+		if (strcmp(o->type->source_table(o->settings), to) == 0 &&
+		    strcmp(o->type->target_table(o->settings), from) == 0)
+			return o;
+	}
+	return NULL;
+}
+
+/* The jobs to audit, in the configuration's order (all auditable ones) or in
+ * the order named; NULL-terminated, heap (free()). Usage problems printed:
+ * returns NULL. */
+static const struct ecw_job_def **choose_jobs(const struct ecw_config *cfg, char **names, int n, bool repair)
+{
+	const struct ecw_job_def **v = calloc((n ? (size_t)n : cfg->njobs) + 1, sizeof(*v));
+	struct ecw_buf b;
+	size_t k = 0;
+	bool bad = false;
+
+	if (!v) {
+		fprintf(stderr, "audit: out of memory\n");
+		return NULL;
+	}
+	ecw_buf_init(&b, 4096);
+	for (int i = 0; i < n; i++) {
+		const struct ecw_job_def *j = ecw_config_job(cfg, names[i]);
+		if (!j) {
+			fprintf(stderr, "audit: no job named '%s' in %s\n", ecw_cli_term(&b, names[i]),
+				cfg->file);
+			bad = true;
+		} else if (!auditable(j)) {
+			fprintf(stderr, "audit: job '%s' is of type %s, which cannot be audited yet\n",
+				j->name, j->type->name);
+			bad = true;
+		} else {
+			v[k++] = j;
+		}
+	}
+	for (size_t i = 0; n == 0 && i < cfg->njobs; i++) {
+		const struct ecw_job_def *j = &cfg->jobs[i], *inv;
+		if (!auditable(j)) {
+			if (j->type->source_table)
+				fprintf(stderr, "audit: skipping job '%s': type %s cannot be audited yet\n",
+					j->name, j->type->name);
+			continue;
+		}
+		if (repair && (inv = inverse_move(cfg, j))) {
+			fprintf(stderr,
+				"audit: --repair: jobs '%s' and '%s' move between the same tables in opposite "
+				"directions; name the one whose direction completes a move found in both\n",
+				j->name, inv->name);
+			bad = true;
+		}
+		v[k++] = j;
+	}
+	ecw_buf_dispose(&b);
+	if (bad) {
+		free(v);
+		return NULL;
+	}
+	return v;
+}
+
+/* ---- the command ---- */
+
+static volatile sig_atomic_t audit_stop;
+
+static void on_interrupt(int sig)
+{
+	(void)sig;
+	audit_stop = 1;
+}
+
+struct audit_opts {
+	const char *config, *partition;
+	bool repair, json;
+	double rate;
+};
+
+/* Audits one job and prints its report; false when it failed. */
+static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const struct audit_opts *o,
+		      struct ecw_audit_counts *total)
+{
+	struct report *r = calloc(1, sizeof(*r));
+	struct ecw_audit_ctx ctx = {.client = c,
+				    .job = job->name,
+				    .partition = o->partition,
+				    .repair = o->repair,
+				    .stop = &audit_stop,
+				    .pace = on_pace,
+				    .on_finding = on_finding,
+				    .on_checked = on_checked};
+	char error[600] = "";
+	int err;
+
+	if (!r) {
+		fprintf(stderr, "audit: out of memory\n");
+		return false;
+	}
+	r->job = job;
+	r->client = c;
+	r->stop = &audit_stop;
+	r->log_progress = !isatty(2);
+	r->last_log_ms = ecw_now_ms();
+	ecw_pace_init(&r->pace, o->rate);
+	{
+		struct ecw_client_stats st;
+		ecw_client_stats(&st, c);
+		r->paced = st.requests; /* earlier jobs' requests were paced already */
+	}
+	ecw_progress_init(&r->prog, job->name, isatty(2) && !o->json, 0);
+	ctx.payload = r;
+	if ((err = job->type->audit(job->settings, &ctx)) < 0)
+		snprintf(error, sizeof(error), "%s",
+			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+	ecw_progress_show(&r->prog, ctx.counts.checked, "done", true);
+	if (o->json)
+		print_json(r, &ctx.counts, err < 0 ? error : NULL, audit_stop != 0);
+	else
+		print_human(r, &ctx.counts, err < 0 ? error : NULL);
+	if (r->oom)
+		fprintf(stderr, "audit: out of memory keeping examples (the counts are right)\n");
+	fflush(stdout);
+	total->checked += ctx.counts.checked;
+	total->repaired += ctx.counts.repaired;
+	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
+		total->found[k] += ctx.counts.found[k];
+	report_dispose(r);
+	free(r);
+	return err == 0 && !audit_stop;
+}
+
+int ecw_cmd_audit(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{"repair", no_argument, NULL, 'R'},
+		{"json", no_argument, NULL, 'j'},
+		{"rate", required_argument, NULL, 'r'},
+		{"partition", required_argument, NULL, 'p'},
+		{NULL, 0, NULL, 0},
+	};
+	struct audit_opts o = {0};
+	struct ecw_audit_counts total = {0};
+	const struct ecw_job_def **jobs = NULL;
+	struct ecw_config *cfg = NULL;
+	struct ecw_account *acct = NULL;
+	struct ecw_client *c = NULL;
+	struct sigaction sa;
+	bool failed = false;
+	char *end;
+	int ch, rc = ECW_EXIT_USAGE;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'c': o.config = optarg; break;
+		case 'R': o.repair = true; break;
+		case 'j': o.json = true; break;
+		case 'p':
+			if (ecw_entity_key_check(optarg, "--partition") < 0) {
+				fprintf(stderr,
+					"audit: --partition is no PartitionKey the service accepts\n");
+				return ECW_EXIT_USAGE;
+			}
+			o.partition = optarg;
+			break;
+		case 'r':
+			o.rate = strtod(optarg, &end);
+			if (end == optarg || *end || !(o.rate > 0)) {
+				fprintf(stderr, "audit: --rate must be a positive number\n");
+				return ECW_EXIT_USAGE;
+			}
+			break;
+		case 'h': fputs(help, stdout); return 0;
+		default: fputs(help, stderr); return ECW_EXIT_USAGE;
+		}
+	}
+	if (!(cfg = ecw_cli_load_config(o.config)))
+		return ECW_EXIT_USAGE;
+	if (!(jobs = choose_jobs(cfg, argv + optind, argc - optind, o.repair)))
+		goto done;
+	ecw_log_setup(cfg->log.level, cfg->log.format);
+	if (!jobs[0]) {
+		fprintf(stderr, "audit: no job to audit in %s\n", cfg->file);
+		goto done;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_interrupt;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	if (ecw_connect(&acct, &c, cfg) < 0) {
+		fprintf(stderr, "audit: %s\n", ecw_error_last()->message);
+		rc = 1;
+		goto done;
+	}
+	if (!o.json)
+		print_header();
+	for (size_t i = 0; jobs[i] && !audit_stop; i++)
+		if (!audit_one(c, jobs[i], &o, &total))
+			failed = true;
+	rc = ecw_audit_exit_status(&total, failed || audit_stop);
+done:
+	free(jobs);
+	ecw_client_free(c);
+	ecw_account_free(acct);
+	ecw_config_free(cfg);
+	return rc;
+}
