@@ -93,10 +93,10 @@ static const struct {
 	const char *op;
 	size_t cap;
 } caps[] = {
-	/* An entity: at most 1 MiB of data on the service. In JSON binary
-     * goes as base64 (4/3) and the service escapes every character from
-     * U+007F up as \uXXXX (6 bytes for 2-3), control characters too (6
-     * for 1): 8 MiB covers the worst of it. Writes may echo the entity. */
+	/* An entity: at most 1 MiB of data on the service. In JSON binary goes
+	 * as base64 (4/3) and the service escapes every character from U+007F
+	 * up as a 6-byte \u escape (for 2-3 bytes), control characters too (6
+	 * for 1): 8 MiB covers the worst of it. Writes may echo the entity. */
 	{"table.get", 8 * MiB},
 	{"table.insert", 8 * MiB},
 	{"table.upsert", 8 * MiB},
