@@ -42,6 +42,9 @@
 #include "ecw_err.h"
 
 struct ecw_client;
+struct ecw_entity;
+struct ecw_job_ctx;
+struct ecw_table_query;
 
 enum ecw_audit_kind {
 	ECW_AUDIT_OK = -1, /* consistent: not a finding */
@@ -92,6 +95,10 @@ struct ecw_audit_ctx {
 	void (*on_finding)(const struct ecw_audit_finding *f, void *payload);
 	/* Called after each entity compared (progress). May be NULL. */
 	void (*on_checked)(const struct ecw_audit_counts *c, void *payload);
+	/* --via-queue: a repair enqueues the job's message for the source's
+	 * keys (pk, rk) instead of running the job in this process; 0 when the
+	 * message is on the queue. NULL: repairs run here. */
+	int (*requeue)(const char *pk, const char *rk, void *payload);
 	void *payload;
 	struct ecw_audit_counts counts; /* kept by ecw_audit_note / _checked */
 };
@@ -102,6 +109,29 @@ void ecw_audit_note(struct ecw_audit_ctx *ctx, const struct ecw_audit_finding *f
 void ecw_audit_checked(struct ecw_audit_ctx *ctx);
 /* For the job's audit: before a storage request; true when it should stop. */
 bool ecw_audit_pace(struct ecw_audit_ctx *ctx);
+
+/* ---- what the jobs' audits share ---- */
+
+/* A streamed query for an audit pass over table, a page (1,000) at a time:
+ * with ctx->partition, only the entities whose partition_prop
+ * (PartitionKey, or a property naming the source's) equals it; select: the
+ * $select list, NULL for every property. */
+int ecw_audit_query(struct ecw_table_query **out, struct ecw_audit_ctx *ctx, const char *table,
+		    const char *partition_prop, const char *select) ECW_MUST_USE;
+/* The next entity of q (caller frees); *out NULL at the end, once the audit
+ * is stopped, or when the table does not exist (nothing to compare). Paced. */
+int ecw_audit_next(struct ecw_entity **out, struct ecw_table_query *q,
+		   struct ecw_audit_ctx *ctx) ECW_MUST_USE;
+/* A paced GET; *out NULL when the entity (or its table) is absent. */
+int ecw_audit_get(struct ecw_entity **out, struct ecw_audit_ctx *ctx, const char *table, const char *pk,
+		  const char *rk) ECW_MUST_USE;
+/* A repair through the job: source (pk, rk) converges as a message for it
+ * would make it, by ctx->requeue when set, else by run(settings, ...) here
+ * with a context of its own (message id "audit"). Sets f->repaired, or
+ * f->error to why it failed (copied into why, cap bytes). Paced. */
+void ecw_audit_converge(struct ecw_audit_ctx *ctx, int (*run)(const void *, struct ecw_job_ctx *),
+			const void *settings, const char *pk, const char *rk, struct ecw_audit_finding *f,
+			char *why, size_t cap);
 
 /* ---- the comparison rules (pure) ---- */
 

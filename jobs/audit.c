@@ -1,11 +1,15 @@
 /* audit.c - what the job types' audits share (ecw_audit.h): counting and
- * handing on findings, pacing, and the pure rules that judge one pair of
- * entities. The scans themselves live with each job (move.c, index.c),
- * because they compute what the job computes; the command that runs them is
- * worker/cmd/audit.c. Nothing here allocates. */
+ * handing on findings, pacing, the paced reads of a pass, the repair
+ * through a job's run (or its message), and the pure rules that judge one
+ * pair of entities. The scans themselves live with each job (move.c,
+ * index.c, ...), because they compute what the job computes; the command
+ * that runs them is worker/cmd/audit.c. */
+#include <stdio.h>
 #include <string.h>
 
 #include "ecw_audit.h"
+#include "ecw_job.h"
+#include "ecw_storage.h"
 
 const char *ecw_audit_kind_name(enum ecw_audit_kind k)
 {
@@ -39,6 +43,81 @@ bool ecw_audit_pace(struct ecw_audit_ctx *ctx)
 	if (ctx->pace)
 		ctx->pace(ctx->payload);
 	return ctx->stop && *ctx->stop;
+}
+
+/* ---- reads and repairs ---- */
+
+int ecw_audit_query(struct ecw_table_query **out, struct ecw_audit_ctx *ctx, const char *table,
+		    const char *partition_prop, const char *select)
+{
+	struct ecw_query_options qo = {.select = select, .top = 1000};
+	struct ecw_buf filter;
+	int err = 0;
+
+	*out = NULL;
+	ecw_buf_init(&filter, 4096);
+	if (ctx->partition &&
+	    ((err = ecw_buf_adds(&filter, partition_prop)) < 0 || (err = ecw_buf_adds(&filter, " eq ")) < 0 ||
+	     (err = ecw_escape_filter_string(&filter, ctx->partition)) < 0))
+		goto done;
+	qo.filter = ctx->partition ? ecw_buf_cstr(&filter) : NULL;
+	err = ecw_table_query_new(out, ctx->client, table, &qo);
+done:
+	ecw_buf_dispose(&filter);
+	return err;
+}
+
+int ecw_audit_next(struct ecw_entity **out, struct ecw_table_query *q, struct ecw_audit_ctx *ctx)
+{
+	int err;
+
+	*out = NULL;
+	if (ecw_audit_pace(ctx))
+		return 0;
+	if ((err = ecw_table_query_next(out, q)) == ECW_ENOTABLE) {
+		ecw_error_clear();
+		return 0;
+	}
+	return err;
+}
+
+int ecw_audit_get(struct ecw_entity **out, struct ecw_audit_ctx *ctx, const char *table, const char *pk,
+		  const char *rk)
+{
+	int err;
+
+	*out = NULL;
+	ecw_audit_pace(ctx);
+	if (ecw_err_is_absent(err = ecw_table_get(out, ctx->client, table, pk, rk))) {
+		ecw_error_clear();
+		*out = NULL;
+		return 0;
+	}
+	return err;
+}
+
+void ecw_audit_converge(struct ecw_audit_ctx *ctx, int (*run)(const void *, struct ecw_job_ctx *),
+			const void *settings, const char *pk, const char *rk, struct ecw_audit_finding *f,
+			char *why, size_t cap)
+{
+	struct ecw_job_ctx jc = {.client = ctx->client,
+				 .job = ctx->job,
+				 .pk = pk,
+				 .rk = rk,
+				 .trace_id = "audit",
+				 .message_id = "audit"};
+	int err;
+
+	ecw_audit_pace(ctx);
+	err = ctx->requeue ? ctx->requeue(pk, rk, ctx->payload) : run(settings, &jc);
+	if (err == 0) {
+		f->repaired = true;
+		return;
+	}
+	snprintf(why, cap, "%s",
+		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+	f->error = why;
+	ecw_error_clear();
 }
 
 /* ---- the rules ---- */

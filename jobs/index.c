@@ -943,70 +943,34 @@ static int orphan_gone(struct run *r, const char *pk, const char *rk)
 
 /* Repairs a finding about source (spk, srk); orphan_pk/rk: the orphan entry
  * to register first, or NULL. Sets f->repaired, or f->error (copied into
- * why, cap bytes). */
+ * why, cap bytes). With --via-queue the registration is made here and the
+ * run is the queued message's. */
 static void audit_repair(const struct index *ix, struct ecw_audit_ctx *actx, struct ecw_audit_finding *f,
 			 const char *spk, const char *srk, const char *orphan_pk, const char *orphan_rk,
 			 char *why, size_t cap)
 {
-	struct ecw_job_ctx jc = {.client = actx->client,
-				 .job = actx->job,
-				 .pk = spk,
-				 .rk = srk,
-				 .trace_id = "audit",
-				 .message_id = "audit"};
+	struct ecw_job_ctx jc = {.client = actx->client, .job = actx->job, .pk = spk, .rk = srk};
 	struct run r = {.ix = ix, .ctx = &jc};
 	int err;
 
-	ecw_audit_pace(actx);
-	if ((err = ref_keys(&r.ref, jc.job, spk, srk)) == 0 && orphan_pk)
-		err = register_location(&r, orphan_pk, orphan_rk);
-	if (err == 0)
-		err = index_run(ix, &jc);
-	if (err == 0 && orphan_pk)
-		err = orphan_gone(&r, orphan_pk, orphan_rk);
-	if (err == 0) {
-		f->repaired = true;
-	} else {
-		snprintf(why, cap, "%s",
-			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+	if (orphan_pk) {
+		ecw_audit_pace(actx);
+		if ((err = ref_keys(&r.ref, jc.job, spk, srk)) == 0)
+			err = register_location(&r, orphan_pk, orphan_rk);
+		if (err < 0) {
+			snprintf(why, cap, "%s", ecw_error_last()->message);
+			f->error = why;
+			ecw_error_clear();
+			return;
+		}
+	}
+	ecw_audit_converge(actx, index_run, ix, spk, srk, f, why, cap);
+	if (f->repaired && orphan_pk && !actx->requeue && (err = orphan_gone(&r, orphan_pk, orphan_rk)) < 0) {
+		f->repaired = false;
+		snprintf(why, cap, "%s", ecw_error_last()->message);
 		f->error = why;
 		ecw_error_clear();
 	}
-}
-
-static int audit_query(struct ecw_table_query **out, struct ecw_audit_ctx *actx, const char *table,
-		       const char *partition_prop, const char *select)
-{
-	struct ecw_query_options qo = {.select = select, .top = 1000};
-	struct ecw_buf filter;
-	int err = 0;
-
-	ecw_buf_init(&filter, 4096);
-	if (actx->partition &&
-	    ((err = ecw_buf_adds(&filter, partition_prop)) < 0 || (err = ecw_buf_adds(&filter, " eq ")) < 0 ||
-	     (err = ecw_escape_filter_string(&filter, actx->partition)) < 0))
-		goto done;
-	qo.filter = actx->partition ? ecw_buf_cstr(&filter) : NULL;
-	err = ecw_table_query_new(out, actx->client, table, &qo);
-done:
-	ecw_buf_dispose(&filter);
-	return err;
-}
-
-/* The next entity of q; *out NULL at the end, or when the table does not
- * exist (nothing to compare). */
-static int audit_next(struct ecw_entity **out, struct ecw_table_query *q, struct ecw_audit_ctx *actx)
-{
-	int err;
-
-	*out = NULL;
-	if (ecw_audit_pace(actx))
-		return 0;
-	if ((err = ecw_table_query_next(out, q)) == ECW_ENOTABLE) {
-		ecw_error_clear();
-		return 0;
-	}
-	return err;
 }
 
 /* Pass 1, for a source whose entry is right: judges its back-reference
@@ -1132,9 +1096,9 @@ static int index_audit(const void *settings, struct ecw_audit_ctx *actx)
 	int err;
 
 	/* 1. from the sources */
-	if ((err = audit_query(&q, actx, ix->source, "PartitionKey", NULL)) < 0)
+	if ((err = ecw_audit_query(&q, actx, ix->source, "PartitionKey", NULL)) < 0)
 		goto done;
-	while ((err = audit_next(&e, q, actx)) == 0 && e) {
+	while ((err = ecw_audit_next(&e, q, actx)) == 0 && e) {
 		if (!(ix->same_table && (is_ref_pk(ecw_entity_pk(e)) || is_index_entry(e)))) {
 			if ((err = audit_source(ix, actx, e)) < 0)
 				goto done;
@@ -1149,10 +1113,10 @@ static int index_audit(const void *settings, struct ecw_audit_ctx *actx)
 	q = NULL;
 
 	/* 2. from the index */
-	if ((err = audit_query(&q, actx, ix->table, P_SRC_PK, "PartitionKey,RowKey," P_SRC_PK "," P_SRC_RK)) <
-	    0)
+	if ((err = ecw_audit_query(&q, actx, ix->table, P_SRC_PK,
+				   "PartitionKey,RowKey," P_SRC_PK "," P_SRC_RK)) < 0)
 		goto done;
-	while ((err = audit_next(&e, q, actx)) == 0 && e) {
+	while ((err = ecw_audit_next(&e, q, actx)) == 0 && e) {
 		if (!is_ref_pk(ecw_entity_pk(e)) && is_index_entry(e)) {
 			if ((err = audit_entry(ix, actx, e)) < 0)
 				goto done;

@@ -477,44 +477,25 @@ done:
 static int move_audit(const void *settings, struct ecw_audit_ctx *ctx)
 {
 	const struct move *m = settings;
-	struct ecw_query_options qo = {.top = 1000};
 	struct ecw_table_query *q = NULL;
-	struct ecw_buf filter;
 	int err;
 
-	ecw_buf_init(&filter, 4096);
-	if (ctx->partition && ((err = ecw_buf_adds(&filter, "PartitionKey eq ")) < 0 ||
-			       (err = ecw_escape_filter_string(&filter, ctx->partition)) < 0))
-		goto done;
-	qo.filter = ctx->partition ? ecw_buf_cstr(&filter) : NULL;
-	if ((err = ecw_table_query_new(&q, ctx->client, m->from, &qo)) < 0)
-		goto done;
+	if ((err = ecw_audit_query(&q, ctx, m->from, "PartitionKey", NULL)) < 0)
+		return err;
 	for (;;) {
 		struct ecw_entity *src = NULL, *copy = NULL, *target = NULL;
 		struct ecw_audit_finding f = {.table = m->from};
+		char why[sizeof(((struct ecw_error *)0)->message)];
 
-		if (ecw_audit_pace(ctx))
-			break;
-		if ((err = ecw_table_query_next(&src, q)) < 0 || !src) {
-			if (err == ECW_ENOTABLE) { /* no source table: nothing to move, no drift */
-				ecw_error_clear();
-				err = 0;
-			}
-			break;
-		}
+		if ((err = ecw_audit_next(&src, q, ctx)) < 0 || !src)
+			break; /* no source table: nothing to move, no drift */
 		if (make_copy(&copy, m, src) < 0) {
 			/* The move would poison its message: nothing derived to compare. */
 			ecw_error_clear();
 		} else if (!(strcmp(m->from, m->to) == 0 &&
 			     strcmp(ecw_entity_pk(copy), ecw_entity_pk(src)) == 0 &&
 			     strcmp(ecw_entity_rk(copy), ecw_entity_rk(src)) == 0)) {
-			ecw_audit_pace(ctx);
-			err = ecw_table_get(&target, ctx->client, m->to, ecw_entity_pk(copy),
-					    ecw_entity_rk(copy));
-			if (ecw_err_is_absent(err)) {
-				ecw_error_clear();
-				err = 0;
-			}
+			err = ecw_audit_get(&target, ctx, m->to, ecw_entity_pk(copy), ecw_entity_rk(copy));
 			if (err == 0 && (f.kind = ecw_audit_move_pair(copy, target)) != ECW_AUDIT_OK) {
 				f.pk = ecw_entity_pk(src);
 				f.rk = ecw_entity_rk(src);
@@ -523,7 +504,13 @@ static int move_audit(const void *settings, struct ecw_audit_ctx *ctx)
 				f.detail = f.kind == ECW_AUDIT_STALE
 						   ? "in both tables, identical: unfinished move"
 						   : "in both tables, different";
-				if (f.kind == ECW_AUDIT_STALE && ctx->repair)
+				/* --via-queue: the message's run does what
+				 * audit_complete does (its copy is there and
+				 * equal: it deletes the source If-Match). */
+				if (f.kind == ECW_AUDIT_STALE && ctx->repair && ctx->requeue)
+					ecw_audit_converge(ctx, move_run, m, f.pk, f.rk, &f, why,
+							   sizeof(why));
+				else if (f.kind == ECW_AUDIT_STALE && ctx->repair)
 					err = audit_complete(m, ctx, f.pk, f.rk, &f.repaired);
 				ecw_audit_note(ctx, &f);
 			}
@@ -536,9 +523,7 @@ static int move_audit(const void *settings, struct ecw_audit_ctx *ctx)
 		if (err < 0)
 			break;
 	}
-done:
 	ecw_table_query_free(q);
-	ecw_buf_dispose(&filter);
 	return err;
 }
 
