@@ -41,6 +41,13 @@ int ecw_template_compile_flags(struct ecw_template **out, const char *text, cons
 			       unsigned flags) ECW_MUST_USE;
 void ecw_template_free(struct ecw_template *t);
 const char *ecw_template_text(const struct ecw_template *t);
+/* Adds to out, a comma-separated $select list, each property t reads
+ * ({Name}, PartitionKey and RowKey included; not {now}) that out does not
+ * hold yet: what a query needs to return for t to render as on the whole
+ * entity. */
+int ecw_template_select(struct ecw_buf *out, const struct ecw_template *t) ECW_MUST_USE;
+/* Adds name to the $select list out unless it holds it already. */
+int ecw_select_add(struct ecw_buf *out, const char *name) ECW_MUST_USE;
 
 enum ecw_template_mode {
 	ECW_TEMPLATE_PLAIN, /* values as they are (keys) */

@@ -1088,15 +1088,39 @@ static int audit_entry(const struct index *ix, struct ecw_audit_ctx *actx, const
 	return 0;
 }
 
+/* The $select of pass 1: what compute_entry reads (and, in a shared table,
+ * what tells an entry apart); empty when the index copies every property. */
+static int source_select(struct ecw_buf *out, const struct index *ix)
+{
+	int err = 0;
+
+	if (!ix->props)
+		return 0;
+	if ((err = ecw_select_add(out, "PartitionKey")) < 0 || (err = ecw_select_add(out, "RowKey")) < 0 ||
+	    (err = ecw_template_select(out, ix->pk)) < 0 || (err = ecw_template_select(out, ix->rk)) < 0)
+		return err;
+	for (size_t i = 0; ix->props[i] && err == 0; i++)
+		err = ecw_select_add(out, ix->props[i]);
+	if (err == 0 && ix->same_table && (err = ecw_select_add(out, P_SRC_PK)) == 0)
+		err = ecw_select_add(out, P_SRC_RK);
+	return err;
+}
+
 static int index_audit(const void *settings, struct ecw_audit_ctx *actx)
 {
 	const struct index *ix = settings;
 	struct ecw_table_query *q = NULL;
 	struct ecw_entity *e = NULL;
+	struct ecw_buf select;
 	int err;
 
-	/* 1. from the sources */
-	if ((err = ecw_audit_query(&q, actx, ix->source, "PartitionKey", NULL)) < 0)
+	ecw_buf_init(&select, 64 * 1024);
+
+	/* 1. from the sources: only the properties an entry is computed from
+	 * (every property when the index copies them all) */
+	if ((err = source_select(&select, ix)) < 0 ||
+	    (err = ecw_audit_query(&q, actx, ix->source, "PartitionKey",
+				   select.len ? ecw_buf_cstr(&select) : NULL)) < 0)
 		goto done;
 	while ((err = ecw_audit_next(&e, q, actx)) == 0 && e) {
 		if (!(ix->same_table && (is_ref_pk(ecw_entity_pk(e)) || is_index_entry(e)))) {
@@ -1128,6 +1152,7 @@ static int index_audit(const void *settings, struct ecw_audit_ctx *actx)
 done:
 	ecw_entity_free(e);
 	ecw_table_query_free(q);
+	ecw_buf_dispose(&select);
 	return err;
 }
 

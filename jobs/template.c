@@ -176,6 +176,33 @@ const char *ecw_template_text(const struct ecw_template *t)
 	return t->source;
 }
 
+int ecw_select_add(struct ecw_buf *out, const char *name)
+{
+	size_t n = strlen(name);
+	int err;
+
+	for (const char *at = ecw_buf_cstr(out); *at;) {
+		const char *comma = strchr(at, ',');
+		size_t len = comma ? (size_t)(comma - at) : strlen(at);
+		if (len == n && memcmp(at, name, n) == 0)
+			return 0;
+		at += len + (comma != NULL);
+	}
+	if (out->len && (err = ecw_buf_addc(out, ',')) < 0)
+		return err;
+	return ecw_buf_adds(out, name);
+}
+
+int ecw_template_select(struct ecw_buf *out, const struct ecw_template *t)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < t->n && err == 0; i++)
+		if (t->parts[i].field && !t->parts[i].now)
+			err = ecw_select_add(out, t->parts[i].text);
+	return err;
+}
+
 static int add_part(struct ecw_template *t, const char *s, size_t n, bool field)
 {
 	struct part *p = realloc(t->parts, (t->n + 1) * sizeof(*p));

@@ -28,6 +28,7 @@ struct table_server {
 	size_t nrows;
 	unsigned long etag_seq;
 	size_t keyed, keyed_pct, unsupported;
+	char last_select[TS_MAX_TABLES][512]; /* per table, the latest query's $select ("": none) */
 };
 
 /* ---- the store --------------------------------------------------------------------------------------- */
@@ -104,6 +105,14 @@ size_t table_server_keyed_requests(const struct table_server *s)
 size_t table_server_keyed_percent_requests(const struct table_server *s)
 {
 	return s->keyed_pct;
+}
+
+const char *table_server_last_select(const struct table_server *s, const char *table)
+{
+	for (size_t t = 0; t < s->ntables; t++)
+		if (strcmp(s->tables[t], table) == 0)
+			return s->last_select[t];
+	return "";
 }
 
 size_t table_server_unsupported(const struct table_server *s)
@@ -595,6 +604,9 @@ static void answer_query(struct table_server *s, struct ecw_response *resp, cons
 	     *nrk = query_param(url, "NextRowKey");
 	size_t n = 0, limit = top ? (size_t)strtoul(top, NULL, 10) : 1000, sent = 0, i = 0;
 
+	for (size_t t = 0; t < s->ntables; t++)
+		if (strcmp(s->tables[t], table) == 0)
+			snprintf(s->last_select[t], sizeof(s->last_select[t]), "%s", select ? select : "");
 	if (!has_table(s, table)) {
 		answer_error(resp, 404, "TableNotFound");
 		goto done;

@@ -42,6 +42,8 @@ size_t table_server_count(const struct table_server *s, const char *table);
  * the ones whose path held an encoded '%' (%25). */
 size_t table_server_keyed_requests(const struct table_server *s);
 size_t table_server_keyed_percent_requests(const struct table_server *s);
+/* The $select of the latest query of table, "" when it had none. */
+const char *table_server_last_select(const struct table_server *s, const char *table);
 /* Requests answered 501: the fake met something it cannot do. */
 size_t table_server_unsupported(const struct table_server *s);
 

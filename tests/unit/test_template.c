@@ -614,6 +614,31 @@ static void test_template__now_refused_in_job_config(void **state)
 	             "(column 1)");
 }
 
+/* A template's properties as a $select list: each once, PartitionKey and
+ * RowKey included, {now} and literal text not. */
+static void test_template__select_lists_what_it_reads(void **state)
+{
+	struct ecw_template *t = NULL, *u = NULL;
+	struct ecw_buf sel;
+
+	(void)state;
+	ecw_buf_init(&sel, 4096);
+	assert_int_equal(ecw_template_compile(&t, "{Region}_{Id:0>4}-{{x}}-{Region}", "t"), 0);
+	assert_int_equal(
+	    ecw_template_compile_flags(&u, "{RowKey}_{now:unix}_{Id}", "u", ECW_TEMPLATE_ALLOW_NOW), 0);
+	assert_int_equal(ecw_select_add(&sel, "PartitionKey"), 0);
+	assert_int_equal(ecw_template_select(&sel, t), 0);
+	assert_int_equal(ecw_template_select(&sel, u), 0);
+	assert_string_equal(ecw_buf_cstr(&sel), "PartitionKey,Region,Id,RowKey");
+	/* A name that is a prefix of one listed is still added. */
+	assert_int_equal(ecw_select_add(&sel, "Reg"), 0);
+	assert_int_equal(ecw_select_add(&sel, "Id"), 0);
+	assert_string_equal(ecw_buf_cstr(&sel), "PartitionKey,Region,Id,RowKey,Reg");
+	ecw_buf_dispose(&sel);
+	ecw_template_free(t);
+	ecw_template_free(u);
+}
+
 static void test_template__formatter_compile_errors(void **state)
 {
 	static const char *const bad[] = {"{When:ticks}",    "{When:Unix}", "{When:hash}",
@@ -652,6 +677,7 @@ int main(void)
 	    cmocka_unit_test(test_template__now_refused_by_default),
 	    cmocka_unit_test(test_template__now_refused_in_job_config),
 	    cmocka_unit_test(test_template__formatter_compile_errors),
+	    cmocka_unit_test(test_template__select_lists_what_it_reads),
 	};
 	return cmocka_run_group_tests_name("template", tests, NULL, NULL);
 }
