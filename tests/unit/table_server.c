@@ -107,6 +107,25 @@ size_t table_server_keyed_percent_requests(const struct table_server *s)
 	return s->keyed_pct;
 }
 
+void table_server_connect(struct ecw_account **acct, struct ecw_client **c, struct table_server **s,
+                          bool decodes_path_twice)
+{
+	assert_int_equal(ecw_account_parse(acct, "UseDevelopmentStorage=true"), 0);
+	assert_int_equal(ecw_client_new(c, *acct, NULL), 0);
+	*s = table_server_new(decodes_path_twice);
+	ecw_client_set_transport(*c, table_server_send, *s);
+	ecw_error_clear();
+}
+
+void table_server_disconnect(struct ecw_account *acct, struct ecw_client *c, struct table_server *s)
+{
+	/* Whatever a test did, it met nothing the fake cannot answer. */
+	assert_int_equal(table_server_unsupported(s), 0);
+	ecw_client_free(c);
+	ecw_account_free(acct);
+	table_server_free(s);
+}
+
 const char *table_server_last_select(const struct table_server *s, const char *table)
 {
 	for (size_t t = 0; t < s->ntables; t++)

@@ -47,6 +47,14 @@ const char *table_server_last_select(const struct table_server *s, const char *t
 /* Requests answered 501: the fake met something it cannot do. */
 size_t table_server_unsupported(const struct table_server *s);
 
+/* The fixture of the unit tests that run jobs and audits against the fake:
+ * a new server (*s) and a client (*c, of a development-storage account
+ * *acct) whose every request it answers; the last error cleared. */
+void table_server_connect(struct ecw_account **acct, struct ecw_client **c, struct table_server **s,
+                          bool decodes_path_twice);
+/* Asserts the server met nothing it cannot answer, then frees all three. */
+void table_server_disconnect(struct ecw_account *acct, struct ecw_client *c, struct table_server *s);
+
 /* The ecw_send_fn to give to ecw_client_set_transport with ctx = s. */
 int table_server_send(void *ctx, struct ecw_response *resp, const char *url, const struct ecw_request *r);
 

@@ -33,11 +33,7 @@ static int setup(void **state)
 	struct fx *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
-	assert_int_equal(ecw_account_parse(&f->acct, "UseDevelopmentStorage=true"), 0);
-	assert_int_equal(ecw_client_new(&f->c, f->acct, NULL), 0);
-	f->s = table_server_new(false);
-	ecw_client_set_transport(f->c, table_server_send, f->s);
-	ecw_error_clear();
+	table_server_connect(&f->acct, &f->c, &f->s, false);
 	*state = f;
 	return 0;
 }
@@ -46,11 +42,8 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 
-	assert_int_equal(table_server_unsupported(f->s), 0);
 	ecw_config_free(f->cfg);
-	ecw_client_free(f->c);
-	ecw_account_free(f->acct);
-	table_server_free(f->s);
+	table_server_disconnect(f->acct, f->c, f->s);
 	free(f);
 	return 0;
 }

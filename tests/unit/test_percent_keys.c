@@ -34,12 +34,8 @@ static int setup(void **state)
 	struct fx *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
-	assert_int_equal(ecw_account_parse(&f->acct, "UseDevelopmentStorage=true"), 0);
-	assert_int_equal(ecw_client_new(&f->c, f->acct, NULL), 0);
-	f->s = table_server_new(true);
-	ecw_client_set_transport(f->c, table_server_send, f->s);
+	table_server_connect(&f->acct, &f->c, &f->s, true);
 	sleeps_reset();
-	ecw_error_clear();
 	*state = f;
 	return 0;
 }
@@ -48,12 +44,8 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 
-	/* Whatever a test did, it met nothing the fake cannot answer. */
-	assert_int_equal(table_server_unsupported(f->s), 0);
 	ecw_config_free(f->cfg);
-	ecw_client_free(f->c);
-	ecw_account_free(f->acct);
-	table_server_free(f->s);
+	table_server_disconnect(f->acct, f->c, f->s);
 	free(f);
 	return 0;
 }
