@@ -6,7 +6,8 @@
 //   BENCH_RUNS=N     counted runs per figure (default 3; the table shows the
 //                    median and the min-max of the runs)
 //   BENCH_QUICK=1    a smaller workload and one run, for development
-//   BENCH_PARTS=...  a comma list of archive, fanout, idle, latency (default all)
+//   BENCH_PARTS=...  a comma list of archive, fanout, idle, latency, audit
+//                    (default all but audit)
 //
 // Parts:
 //   archive  employees moved Employees -> EmployeesArchive, one message each,
@@ -24,6 +25,13 @@
 //            Azurite of its own.
 //   latency  msgs/s through faultproxy (5 ms each way) at concurrency 1 and
 //            64, and directly at 64.
+//   audit    `ecworker audit` of an index over BENCH_AUDIT_SOURCES employees
+//            (default 10,000; 2,000 quick): the index is built through
+//            messages, 1% of its entries deleted behind the worker's back,
+//            then audited (time, storage requests per source, peak RSS),
+//            repaired, and audited again (must find nothing). Not in the
+//            default parts (it is a scale figure, not a ratio): name it in
+//            BENCH_PARTS.
 //
 // Every measured run gets a fresh in-memory Azurite: Azurite 3.37's queue GC
 // freezes the whole emulator for about 20 s every 60 s once thousands of
@@ -83,8 +91,8 @@ const QUICK = process.env.BENCH_QUICK === "1";
 const RUNS = envInt("BENCH_RUNS", QUICK ? 1 : 3, 1);
 const PARTS = (process.env.BENCH_PARTS || "archive,fanout,idle,latency").split(",").map((s) => s.trim());
 for (const p of PARTS)
-	if (!["archive", "fanout", "idle", "latency"].includes(p)) {
-		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency)`);
+	if (!["archive", "fanout", "idle", "latency", "audit"].includes(p)) {
+		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency, audit)`);
 		process.exit(2);
 	}
 
@@ -94,6 +102,7 @@ for (const p of PARTS)
 const SIZE = QUICK
 	? { c1: 100, c16: 400, c64: 400, absent: 400, floor: 2000, lat1: 50, lat64: 400, customers: 10, orders: 1000, windows: 1, windowS: 30 }
 	: { c1: 500, c16: 2000, c64: 2000, absent: 2000, floor: 5000, lat1: 200, lat64: 2000, customers: 10, orders: 1000, windows: 3, windowS: 60 };
+SIZE.auditSources = envInt("BENCH_AUDIT_SOURCES", QUICK ? 2000 : 10000, 100);
 const CONCURRENCY = [1, 16, 64];
 const LATENCY_MS = 5;
 const IDLE_POLL_MAX = "10s";
@@ -609,6 +618,80 @@ async function fanoutRun(tag) {
 	}
 }
 
+// ---- audit ------------------------------------------------------------------------------------
+
+// One `ecworker audit` of the index job as a process: its JSON line, wall
+// seconds and peak RSS (VmHWM, read until it exits).
+async function auditOnce(az, args, tag) {
+	const a = new Child(`ecworker audit ${tag}`, ECWORKER, ["audit", "-c", path.join(__dirname, "bench.yaml"), "--json", ...args,
+		"employee-by-email"], { env: { AZURE_STORAGE_CONNECTION_STRING: az.cs, ECW_BENCH_CONCURRENCY: "1",
+		ECW_BENCH_POLL_MAX: "1s" }, logFile: path.join(WORKDIR, `${tag}.log`) });
+	let line = null;
+	a.onLine = (l) => {
+		if (l.startsWith("{\"job\"")) line = l;
+	};
+	let rssKb = 0;
+	const t0 = process.hrtime.bigint();
+	while (!a.exited) {
+		try {
+			rssKb = Math.max(rssKb, peakRssKb(a.pid));
+		} catch {
+			// gone between the check and the read
+		}
+		await Promise.race([a.exitPromise, sleep(50)]);
+	}
+	const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+	if (a.log) a.log.end();
+	if (!line) throw new Error(`ecworker audit ${tag} printed no result (exit ${a.exited.code}; see ${WORKDIR}/${tag}.log)`);
+	return { exit: a.exited.code, seconds, peakRssMb: rssKb / 1024, ...JSON.parse(line) };
+}
+
+async function auditRun(tag) {
+	const n = SIZE.auditSources;
+	const az = await startAzurite();
+	let w = null;
+	try {
+		const seeded = Array.from({ length: n }, (_, i) => employee(i));
+		const emp = tableClient(az.cs, "Employees");
+		await emp.createTable();
+		await insertAll(emp, seeded);
+		await enqueue(az.cs, seeded.map((e) => JSON.stringify({ job: "employee-by-email", pk: e.partitionKey, rk: e.rowKey })));
+		w = startEcworker(az.cs, 64, "1s", `${tag}-build`);
+		await w.ready();
+		await w.done(n);
+		await w.stop();
+		if (w.failed) throw new Error(`${w.failed} index messages did not succeed (see ${w.log.path})`);
+		// Drift: every 100th entry deleted behind the worker's back.
+		const idx = tableClient(az.cs, "EmployeesByEmail");
+		const dropped = seeded.filter((_, i) => i % 100 === 0);
+		await pool(dropped, 16, (e) => idx.deleteEntity("email", e.Email));
+		const found = await auditOnce(az, [], `${tag}-audit`);
+		if (found.exit !== 3 || found.missing !== dropped.length)
+			throw new Error(`the audit found ${found.missing} missing entries (exit ${found.exit}), not ${dropped.length}`);
+		const repair = await auditOnce(az, ["--repair"], `${tag}-repair`);
+		if (repair.exit !== 0 || repair.repaired !== dropped.length)
+			throw new Error(`--repair repaired ${repair.repaired} (exit ${repair.exit}), not ${dropped.length}`);
+		const clean = await auditOnce(az, [], `${tag}-clean`);
+		if (clean.exit !== 0) throw new Error(`the audit after the repair exited ${clean.exit}`);
+		return { sources: n, drift: dropped.length, found, repair, clean };
+	} finally {
+		if (w) await w.stop();
+		await az.stop();
+	}
+}
+
+async function measureAudit() {
+	const runs = [];
+	for (let r = 1; r <= RUNS; r++) {
+		progress(`audit run ${r}/${RUNS}: an index of ${SIZE.auditSources} employees built, 1% of it deleted, audited, repaired, audited`);
+		const a = await auditRun(`audit-run${r}`);
+		progress(`  audit ${fmt(a.found.seconds, 1)} s, ${fmt(a.found.requests / a.sources, 2)} requests/source, ` +
+			`peak RSS ${fmt(a.found.peakRssMb, 1)} MB; repair ${fmt(a.repair.seconds, 1)} s`);
+		runs.push(a);
+	}
+	return runs;
+}
+
 // ---- idle ------------------------------------------------------------------------------------
 
 async function idleRun() {
@@ -803,6 +886,21 @@ function summarizeFanout(fanouts, t) {
 	return summary;
 }
 
+function summarizeAudit(runs, t) {
+	const n = runs[0].sources;
+	const A = {
+		seconds: stat(runs.map((a) => a.found.seconds)), requestsPerSource: stat(runs.map((a) => a.found.requests / a.sources)),
+		peakRssMb: stat(runs.map((a) => a.found.peakRssMb)), repairSeconds: stat(runs.map((a) => a.repair.seconds)),
+		sourcesPerS: stat(runs.map((a) => a.sources / a.found.seconds)),
+	};
+	t.add(`audit, index of ${n} sources (1% drift): seconds`, fmtStat(A.seconds, 1));
+	t.add("audit: sources/s", fmtStat(A.sourcesPerS, 0));
+	t.add("audit: storage requests/source", fmtStat(A.requestsPerSource, 2), "", "", "<= 3.1", A.requestsPerSource.max <= 3.1);
+	t.add("audit: peak RSS MB", fmtStat(A.peakRssMb, 1), "", "", "<= 20", A.peakRssMb.max <= 20);
+	t.add("audit --repair: seconds", fmtStat(A.repairSeconds, 1));
+	return { sources: n, ...A };
+}
+
 function summarizeIdle(idle, t) {
 	const summary = { requestsPerMinute: stat(idle.requestsPerMinute) };
 	t.add(`idle, poll max ${IDLE_POLL_MAX}: requests/min (${idle.requestsPerMinute.length} x ${idle.windowSeconds} s)`,
@@ -845,6 +943,7 @@ async function main() {
 	if (PARTS.includes("archive")) result.raw.archive = await measureArchive();
 	if (PARTS.includes("fanout")) result.raw.fanout = await measureFanout();
 	if (PARTS.includes("latency")) result.raw.latency = await measureLatency();
+	if (PARTS.includes("audit")) result.raw.audit = await measureAudit();
 	if (idle) {
 		progress("idle: waiting for its windows to end");
 		result.raw.idle = await idle;
@@ -856,6 +955,7 @@ async function main() {
 	if (raw.fanout) summary.fanout = summarizeFanout(raw.fanout, t);
 	if (raw.idle) summary.idle = summarizeIdle(raw.idle, t);
 	if (raw.latency) summary.latency = summarizeLatency(raw.latency, t);
+	if (raw.audit) summary.audit = summarizeAudit(raw.audit, t);
 	result.seconds = (Date.now() - started) / 1000;
 	result.loadavgEnd = os.loadavg().map((x) => x.toFixed(2));
 	fs.mkdirSync(path.dirname(opts.out), { recursive: true });

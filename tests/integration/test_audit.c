@@ -167,6 +167,13 @@ static void test_audit__finds_repairs_and_converges(void **state)
 	assert_int_equal(audit(a, &out, "audit-json", "--json", NULL, NULL), 3);
 	counts_are(out, IX_JOB, 2, 1, 1, 0, 0);
 	counts_are(out, "archive", 0, 1, 0, 0, 0);
+	{
+		/* Its cost: a GET or more per entity compared, and the query pages. */
+		struct json_object *o = job_line(out, IX_JOB);
+		ITEST_CHECK(field(o, "requests") > field(o, "checked"), "requests not counted: %s",
+		            json_object_to_json_string(o));
+		json_object_put(o);
+	}
 	free(out);
 
 	/* The human report: the table, and the keys escaped. */

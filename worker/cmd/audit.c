@@ -214,7 +214,7 @@ static void json_add_str(struct json_object *o, const char *key, const char *v)
 }
 
 static void print_json(const struct report *r, const struct ecw_audit_counts *c, const char *error,
-		       bool stopped)
+		       bool stopped, uint64_t requests)
 {
 	struct json_object *o = json_object_new_object(), *ex = json_object_new_array();
 
@@ -231,6 +231,7 @@ static void print_json(const struct report *r, const struct ecw_audit_counts *c,
 		json_object_object_add(o, ecw_audit_kind_name(k),
 				       json_object_new_int64((int64_t)c->found[k]));
 	json_object_object_add(o, "repaired", json_object_new_int64((int64_t)c->repaired));
+	json_object_object_add(o, "requests", json_object_new_int64((int64_t)requests));
 	json_object_object_add(o, "complete", json_object_new_boolean(!error && !stopped));
 	if (error)
 		json_add_str(o, "error", error);
@@ -370,6 +371,7 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 				    .on_finding = on_finding,
 				    .on_checked = on_checked};
 	char error[600] = "";
+	uint64_t requests_before;
 	int err;
 
 	if (!r) {
@@ -385,7 +387,7 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 	{
 		struct ecw_client_stats st;
 		ecw_client_stats(&st, c);
-		r->paced = st.requests; /* earlier jobs' requests were paced already */
+		r->paced = requests_before = st.requests; /* earlier jobs' requests were paced already */
 	}
 	ecw_progress_init(&r->prog, job->name, isatty(2) && !o->json, 0);
 	ctx.payload = r;
@@ -393,10 +395,14 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 		snprintf(error, sizeof(error), "%s",
 			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
 	ecw_progress_show(&r->prog, ctx.counts.checked, "done", true);
-	if (o->json)
-		print_json(r, &ctx.counts, err < 0 ? error : NULL, audit_stop != 0);
-	else
+	if (o->json) {
+		struct ecw_client_stats st;
+		ecw_client_stats(&st, c);
+		print_json(r, &ctx.counts, err < 0 ? error : NULL, audit_stop != 0,
+			   st.requests - requests_before);
+	} else {
 		print_human(r, &ctx.counts, err < 0 ? error : NULL);
+	}
 	if (r->oom)
 		fprintf(stderr, "audit: out of memory keeping examples (the counts are right)\n");
 	fflush(stdout);
