@@ -5,7 +5,8 @@
  * in --json), --repair fixes them (exit 0) and leaves the index equal to a full
  * recomputation from the source (indexfx.h), and a second audit reports
  * nothing (exit 0). Conflicts are reported and never repaired; keys are
- * escaped in the human report; --rate paces; usage errors exit 2. The comparison rules and
+ * escaped in the human report; --rate paces; --via-queue leaves the repairs to
+ * the workers, through the jobs' messages; usage errors exit 2. The comparison rules and
  * the repairs case by case are tests/unit/test_audit.c. */
 #include "indexfx.h"
 #include "itest.h"
@@ -264,6 +265,52 @@ static void test_audit__rate_paces(void **state)
 	proc_assert_logs_clean();
 }
 
+/* --repair --via-queue: each repair is the job's message for its source,
+ * put on the worker's queue rather than run by the audit. Nothing is repaired
+ * until a worker runs them; then the state equals a recomputation and a
+ * second audit finds nothing. */
+static void test_audit__via_queue_repairs_through_the_workers(void **state)
+{
+	struct au *a = *state;
+	struct proc p;
+	char *out = NULL;
+	struct json_object *o, *v;
+
+	converge(a);
+	ECW_ASSERT_OK(
+	    ecw_table_delete(a->x.t->client, a->x.t->table2, "email_Sales", "e001@example.com", "*"));
+	ECW_ASSERT_OK(ecw_table_delete(a->x.t->client, a->x.t->table, "Sales", "003", "*"));
+	put_copy(a, a->from, "m01", "Mo");
+	put_copy(a, a->to, "m01", "Mo");
+
+	assert_int_equal(audit(a, &out, "audit-via-queue", "--repair", "--via-queue", "--json"), 0);
+	counts_are(out, IX_JOB, 1, 0, 1, 0, 2);
+	counts_are(out, "archive", 0, 1, 0, 0, 1);
+	o = job_line(out, IX_JOB);
+	ITEST_CHECK(json_object_object_get_ex(o, "via_queue", &v) && json_object_get_boolean(v),
+	            "no via_queue in %s", json_object_to_json_string(o));
+	json_object_put(o);
+	free(out);
+	/* Enqueued, not run: the entry is still missing, the move unfinished. */
+	ITEST_CHECK(ix_get(&a->x, a->x.t->table2, "email_Sales", "e001@example.com") == NULL,
+	            "the audit repaired by itself");
+	struct ecw_entity *e = ix_get(&a->x, a->from, "Sales", "m01");
+	ITEST_CHECK(e != NULL, "the audit completed the move by itself");
+	ecw_entity_free(e);
+
+	proc_start_worker(&p, "audit-via-queue-worker", a->config);
+	ix_wait_outcomes(&p, 1, 3, "succeeded", 30000);
+	ix_finish(&p, 1);
+	assert_int_equal(ix_check_recompute(&a->x, &IX_DEFAULT_SPEC), 3);
+	ITEST_CHECK(ix_get(&a->x, a->from, "Sales", "m01") == NULL, "the queued move did not complete");
+	write_config(a, "audit-via-queue-again");
+	assert_int_equal(audit(a, &out, "audit-via-queue-again", "--json", NULL, NULL), 0);
+	counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
+	counts_are(out, "archive", 0, 0, 0, 0, 0);
+	free(out);
+	proc_assert_logs_clean();
+}
+
 static void test_audit__usage_errors_exit_2(void **state)
 {
 	struct au *a = *state;
@@ -280,6 +327,8 @@ static void test_audit__usage_errors_exit_2(void **state)
 	free(out);
 	assert_int_equal(audit(a, &out, "audit-opt", "--bogus", NULL, NULL), 2);
 	free(out);
+	assert_int_equal(audit(a, &out, "audit-vq", "--via-queue", NULL, NULL), 2);
+	free(out);
 	proc_assert_logs_clean();
 }
 
@@ -289,6 +338,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_audit__finds_repairs_and_converges, setup, wfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__conflicts_are_never_repaired, setup, wfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__rate_paces, setup, wfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__via_queue_repairs_through_the_workers, setup,
+	                                    wfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__usage_errors_exit_2, setup, wfx_teardown),
 	};
 	return cmocka_run_group_tests_name("audit", tests, NULL, NULL);

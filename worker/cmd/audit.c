@@ -18,6 +18,7 @@
 
 #include "cmd.h"
 #include "connect.h"
+#include "message.h"
 #include "ecw_audit.h"
 #include "ecw_buf.h"
 #include "ecw_clock.h"
@@ -31,7 +32,8 @@
 #define AUDIT_PROGRESS_LOG_MS 10000 /* a progress log line this often when stderr is no terminal */
 
 static const char help[] =
-	"usage: ecworker audit [-c FILE] [JOB...] [--repair] [--json] [--rate N] [--partition PK]\n\n"
+	"usage: ecworker audit [-c FILE] [JOB...] [--repair [--via-queue]] [--json] [--rate N]\n"
+	"                      [--partition PK]\n\n"
 	"Compares each job's derived data with a recomputation from its source, in both\n"
 	"directions, and reports what differs: missing (a source's derived entity is not\n"
 	"there), stale (it differs; a move: the entity is in both tables, identical),\n"
@@ -41,6 +43,9 @@ static const char help[] =
 	"  -c, --config FILE    configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 	"      --repair         fix each finding through the job's own run, as a message\n"
 	"                       would (conflicts are never repaired)\n"
+	"      --via-queue      with --repair: enqueue the job's message for each source to\n"
+	"                       repair instead of running the job here; the workers repair\n"
+	"                       it (\"repaired\" then counts the messages enqueued)\n"
 	"      --json           one JSON object per job per line on stdout\n"
 	"      --rate N         at most N storage requests per second (repairs included)\n"
 	"      --partition PK   only sources of this PartitionKey\n"
@@ -81,6 +86,9 @@ struct report {
 	struct ecw_progress prog;
 	bool log_progress;
 	int64_t last_log_ms;
+	/* --via-queue: where a repair's message goes */
+	const struct ecw_config *cfg;
+	struct ecw_buf text;
 };
 
 static char *dup_or_null(const char *s, bool *oom)
@@ -165,6 +173,20 @@ static void on_pace(void *payload)
 	}
 }
 
+/* --via-queue: the job's message for the source (pk, rk), as `ecworker
+ * enqueue` would put it, with "audit" as its trace id. */
+static int on_requeue(const char *pk, const char *rk, void *payload)
+{
+	struct report *r = payload;
+	struct ecw_queue_put_options po = {0, r->cfg->worker.message_ttl_s};
+	int err;
+
+	ecw_buf_reset(&r->text);
+	if ((err = ecw_message_encode(&r->text, r->job->name, pk, rk, "audit", NULL, false)) < 0)
+		return err;
+	return ecw_queue_put(NULL, r->client, r->cfg->worker.queue, r->text.ptr, r->text.len, &po);
+}
+
 /* ---- output ---- */
 
 static void print_header(void)
@@ -232,6 +254,8 @@ static void print_json(const struct report *r, const struct ecw_audit_counts *c,
 				       json_object_new_int64((int64_t)c->found[k]));
 	json_object_object_add(o, "repaired", json_object_new_int64((int64_t)c->repaired));
 	json_object_object_add(o, "requests", json_object_new_int64((int64_t)requests));
+	if (r->cfg)
+		json_object_object_add(o, "via_queue", json_object_new_boolean(true));
 	json_object_object_add(o, "complete", json_object_new_boolean(!error && !stopped));
 	if (error)
 		json_add_str(o, "error", error);
@@ -353,8 +377,9 @@ static void on_interrupt(int sig)
 
 struct audit_opts {
 	const char *config, *partition;
-	bool repair, json;
+	bool repair, json, via_queue;
 	double rate;
+	const struct ecw_config *cfg;
 };
 
 /* Audits one job and prints its report; false when it failed. */
@@ -384,6 +409,11 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 	r->log_progress = !isatty(2);
 	r->last_log_ms = ecw_now_ms();
 	ecw_pace_init(&r->pace, o->rate);
+	ecw_buf_init(&r->text, ECW_QUEUE_MAX_TEXT);
+	if (o->via_queue) {
+		r->cfg = o->cfg;
+		ctx.requeue = on_requeue;
+	}
 	{
 		struct ecw_client_stats st;
 		ecw_client_stats(&st, c);
@@ -411,6 +441,7 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
 		total->found[k] += ctx.counts.found[k];
 	report_dispose(r);
+	ecw_buf_dispose(&r->text);
 	free(r);
 	return err == 0 && !audit_stop;
 }
@@ -418,13 +449,10 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 int ecw_cmd_audit(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{"repair", no_argument, NULL, 'R'},
-		{"json", no_argument, NULL, 'j'},
-		{"rate", required_argument, NULL, 'r'},
-		{"partition", required_argument, NULL, 'p'},
-		{NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
+		{"repair", no_argument, NULL, 'R'},       {"json", no_argument, NULL, 'j'},
+		{"rate", required_argument, NULL, 'r'},   {"partition", required_argument, NULL, 'p'},
+		{"via-queue", no_argument, NULL, 'q'},    {NULL, 0, NULL, 0},
 	};
 	struct audit_opts o = {0};
 	struct ecw_audit_counts total = {0};
@@ -443,6 +471,7 @@ int ecw_cmd_audit(int argc, char **argv)
 		case 'c': o.config = optarg; break;
 		case 'R': o.repair = true; break;
 		case 'j': o.json = true; break;
+		case 'q': o.via_queue = true; break;
 		case 'p':
 			if (ecw_entity_key_check(optarg, "--partition") < 0) {
 				fprintf(stderr,
@@ -462,8 +491,13 @@ int ecw_cmd_audit(int argc, char **argv)
 		default: fputs(help, stderr); return ECW_EXIT_USAGE;
 		}
 	}
+	if (o.via_queue && !o.repair) {
+		fprintf(stderr, "audit: --via-queue goes with --repair\n");
+		return ECW_EXIT_USAGE;
+	}
 	if (!(cfg = ecw_cli_load_config(o.config)))
 		return ECW_EXIT_USAGE;
+	o.cfg = cfg;
 	if (!(jobs = choose_jobs(cfg, argv + optind, argc - optind, o.repair)))
 		goto done;
 	ecw_log_setup(cfg->log.level, cfg->log.format);
@@ -475,13 +509,18 @@ int ecw_cmd_audit(int argc, char **argv)
 	sa.sa_handler = on_interrupt;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	if (ecw_connect(&acct, &c, cfg) < 0) {
+	if (ecw_connect(&acct, &c, cfg) < 0 ||
+	    (o.via_queue && cfg->worker.create_missing && ecw_queue_create(NULL, c, cfg->worker.queue) < 0)) {
 		fprintf(stderr, "audit: %s\n", ecw_error_last()->message);
 		rc = 1;
 		goto done;
 	}
-	if (!o.json)
+	if (!o.json) {
+		if (o.via_queue)
+			printf("--via-queue: \"repaired\" counts the messages enqueued; audit again once the "
+			       "workers have run them\n");
 		print_header();
+	}
 	for (size_t i = 0; jobs[i] && !audit_stop; i++)
 		if (!audit_one(c, jobs[i], &o, &total))
 			failed = true;
