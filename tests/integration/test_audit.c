@@ -6,7 +6,8 @@
  * recomputation from the source (indexfx.h), and a second audit reports
  * nothing (exit 0). Conflicts are reported and never repaired; keys are
  * escaped in the human report; --rate paces; --via-queue leaves the repairs to
- * the workers, through the jobs' messages; usage errors exit 2. The comparison rules and
+ * the workers, through the jobs' messages; a repair racing a worker on the same
+ * keys ends consistent; usage errors exit 2. The comparison rules and
  * the repairs case by case are tests/unit/test_audit.c. */
 #include "indexfx.h"
 #include "itest.h"
@@ -311,6 +312,52 @@ static void test_audit__via_queue_repairs_through_the_workers(void **state)
 	proc_assert_logs_clean();
 }
 
+/* A repair racing a worker on the same keys: 30 sources never indexed get
+ * their messages while `audit --repair` repairs them too, then a third of
+ * them change value (messages put) while a second repairing audit runs.
+ * Whatever the interleaving, once the worker is done the index is exactly
+ * what the sources give, and an audit finds nothing: a repair is one more
+ * duplicate message. */
+static void test_audit__repair_racing_a_worker_ends_consistent(void **state)
+{
+	struct au *a = *state;
+	struct proc p;
+	char *out = NULL, rk[16], email[64];
+	int code;
+
+	converge(a);
+	for (int i = 0; i < 30; i++) {
+		snprintf(rk, sizeof(rk), "r%02d", i);
+		snprintf(email, sizeof(email), "r%02d@example.com", i);
+		ix_put_employee(&a->x, "Ops", rk, email);
+	}
+	proc_start_worker(&p, "audit-race-worker", a->config);
+	for (int i = 0; i < 30; i++) {
+		snprintf(rk, sizeof(rk), "r%02d", i);
+		ix_enqueue(&a->x, "Ops", rk);
+	}
+	code = audit(a, &out, "audit-race-1", "--repair", "--json", IX_JOB);
+	ITEST_CHECK(code == 0 || code == 3, "racing audit exited %d", code);
+	free(out);
+	for (int i = 0; i < 30; i += 3) {
+		snprintf(rk, sizeof(rk), "r%02d", i);
+		snprintf(email, sizeof(email), "r%02d-new@example.com", i);
+		ix_put_employee(&a->x, "Ops", rk, email);
+		ix_enqueue(&a->x, "Ops", rk);
+	}
+	code = audit(a, &out, "audit-race-2", "--repair", "--json", IX_JOB);
+	ITEST_CHECK(code == 0 || code == 3, "racing audit exited %d", code);
+	free(out);
+	ix_wait_outcomes(&p, 1, 40, "succeeded", 60000);
+	ix_finish(&p, 1);
+	assert_int_equal(ix_check_recompute(&a->x, &IX_DEFAULT_SPEC), 34);
+	write_config(a, "audit-race-after");
+	assert_int_equal(audit(a, &out, "audit-race-after", "--json", IX_JOB, NULL), 0);
+	counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
+	free(out);
+	proc_assert_logs_clean();
+}
+
 static void test_audit__usage_errors_exit_2(void **state)
 {
 	struct au *a = *state;
@@ -339,6 +386,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_audit__conflicts_are_never_repaired, setup, wfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__rate_paces, setup, wfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__via_queue_repairs_through_the_workers, setup,
+	                                    wfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__repair_racing_a_worker_ends_consistent, setup,
 	                                    wfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__usage_errors_exit_2, setup, wfx_teardown),
 	};
