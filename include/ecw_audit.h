@@ -80,6 +80,7 @@ struct ecw_audit_counts {
 	uint64_t checked; /* entities compared, both directions */
 	uint64_t found[ECW_AUDIT_KINDS];
 	uint64_t repaired;
+	uint64_t repaired_kind[ECW_AUDIT_KINDS]; /* repaired, by kind (they sum to repaired) */
 };
 
 struct ecw_audit_ctx {
@@ -167,6 +168,16 @@ enum ecw_audit_kind ecw_audit_index_ref(bool found, const char *cur_pk, const ch
  * when want is NULL or at other keys; OK otherwise (an entry at the right
  * keys with other copies is STALE, judged once, from the source). */
 enum ecw_audit_kind ecw_audit_index_orphan(const struct ecw_entity *entry, const struct ecw_entity *want);
+
+/* ---- scheduled audits: what a result shows (issue 21, item 5) ---- */
+
+/* The drift of kind k that c leaves behind: found and not repaired, so a
+ * repairing audit that fixed everything shows 0 and a read-only one shows
+ * what it found (ecw_audit_drift{job,kind} on /metrics). 0 for a kind out of
+ * range, or for counts whose repaired exceed found (never made here). */
+uint64_t ecw_audit_drift(const struct ecw_audit_counts *c, enum ecw_audit_kind k);
+
+/* ---- end of scheduled audits ---- */
 
 /* The properties an index entry names its source by. */
 #define ECW_AUDIT_INDEX_SRC_PK "SourcePartitionKey"

@@ -23,8 +23,10 @@ void ecw_audit_note(struct ecw_audit_ctx *ctx, const struct ecw_audit_finding *f
 	if (f->kind < 0 || f->kind >= ECW_AUDIT_KINDS)
 		return;
 	ctx->counts.found[f->kind]++;
-	if (f->repaired)
+	if (f->repaired) {
 		ctx->counts.repaired++;
+		ctx->counts.repaired_kind[f->kind]++;
+	}
 	if (ctx->on_finding)
 		ctx->on_finding(f, ctx->payload);
 }
@@ -176,3 +178,14 @@ enum ecw_audit_kind ecw_audit_index_ref(bool found, const char *cur_pk, const ch
 		       ? ECW_AUDIT_OK
 		       : ECW_AUDIT_STALE;
 }
+
+/* ---- scheduled audits (issue 21, item 5) ---- */
+
+uint64_t ecw_audit_drift(const struct ecw_audit_counts *c, enum ecw_audit_kind k)
+{
+	if (k < 0 || k >= ECW_AUDIT_KINDS || c->repaired_kind[k] > c->found[k])
+		return 0;
+	return c->found[k] - c->repaired_kind[k];
+}
+
+/* ---- end of scheduled audits ---- */

@@ -5,14 +5,19 @@
  * may through the job's own run (conflicts never), the state then equals a
  * recomputation (run for every source changes nothing), and a second audit
  * finds nothing. The command's exit status rule is here too; the command as
- * a process is tests/integration/test_audit.c. */
+ * a process is tests/integration/test_audit.c. At the end: the drift a
+ * scheduled audit shows (found and not repaired, by kind) and the runner
+ * both the command and the schedules use (worker/audit_run.c): its counts by
+ * kind, and its stops. */
 #include "support.h"
 
 #include <json-c/json.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit_run.h"
 #include "cmd.h"
 #include "ecw_audit.h"
 #include "ecw_config.h"
@@ -510,6 +515,110 @@ static void test_audit__index_partition(void **state)
 	counts_are(&c, 1, 0, 0, 0, 0);
 }
 
+/* ---- scheduled audits ---------------------------------------------------------------------------------- */
+
+static void test_audit__drift_is_found_and_not_repaired(void **state)
+{
+	struct ecw_audit_counts c = {0};
+
+	(void)state;
+	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
+		assert_int_equal(ecw_audit_drift(&c, k), 0);
+	/* Read-only: what was found. */
+	c.found[ECW_AUDIT_MISSING] = 3;
+	c.found[ECW_AUDIT_CONFLICT] = 1;
+	assert_int_equal(ecw_audit_drift(&c, ECW_AUDIT_MISSING), 3);
+	assert_int_equal(ecw_audit_drift(&c, ECW_AUDIT_CONFLICT), 1);
+	assert_int_equal(ecw_audit_drift(&c, ECW_AUDIT_STALE), 0);
+	/* Repairing: what is left, per kind (2 of 3 missing fixed); a
+	 * conflict is never repaired and stays. */
+	c.repaired_kind[ECW_AUDIT_MISSING] = 2;
+	c.repaired = 2;
+	assert_int_equal(ecw_audit_drift(&c, ECW_AUDIT_MISSING), 1);
+	c.repaired_kind[ECW_AUDIT_MISSING] = 3;
+	assert_int_equal(ecw_audit_drift(&c, ECW_AUDIT_MISSING), 0);
+	assert_int_equal(ecw_audit_drift(&c, ECW_AUDIT_CONFLICT), 1);
+	/* Nonsense in, nothing out: no kind, or more repaired than found. */
+	assert_int_equal(ecw_audit_drift(&c, ECW_AUDIT_OK), 0);
+	assert_int_equal(ecw_audit_drift(&c, ECW_AUDIT_KINDS), 0);
+	c.repaired_kind[ECW_AUDIT_STALE] = 1;
+	assert_int_equal(ecw_audit_drift(&c, ECW_AUDIT_STALE), 0);
+}
+
+struct calls {
+	struct fx *f;
+	int requests, stop_after; /* on_request says stop once requests reaches stop_after (0: never) */
+};
+
+static bool count_request(void *payload)
+{
+	struct calls *k = payload;
+
+	return ++k->requests != k->stop_after;
+}
+
+static void remember_run(const struct ecw_audit_finding *fd, void *payload)
+{
+	remember(fd, ((struct calls *)payload)->f);
+}
+
+/* The runner: the same counts as the job's audit, repaired ones by kind, the
+ * findings handed on; on_request before every request, and stopping when it
+ * says so or when the stop flag is set. */
+static void test_audit__run_counts_by_kind_and_stops(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = index_job(f);
+	struct calls k = {.f = f};
+	struct ecw_audit_run_opts o = {
+	    .on_request = count_request, .on_finding = remember_run, .payload = &k};
+	struct ecw_audit_counts c;
+	atomic_bool stop = false;
+	bool stopped = true;
+
+	source(f, "Sales", "001", "ann@x", "Ann");
+	source(f, "Sales", "002", "bob@x", "Bob");
+	run_ok(f, def, "Sales", "002");
+	source(f, "Ops", "003", "bob@x", "Bobby");                   /* a conflict with 002 */
+	put(f, "Idx", entry("email", "cy@x", "Sales", "009", "Cy")); /* an orphan */
+
+	memset(f->first, 0, sizeof(f->first));
+	ok(ecw_audit_run(&c, &stopped, f->c, def, &o), "run");
+	assert_false(stopped);
+	counts_are(&c, 1, 0, 1, 1, 0);
+	assert_string_equal(f->first[ECW_AUDIT_ORPHAN], "email/cy@x");
+	assert_true(k.requests >= 5); /* two query pages, a GET or two per entity */
+	assert_int_equal(ecw_audit_drift(&c, ECW_AUDIT_MISSING), 1);
+
+	o.repair = true;
+	ok(ecw_audit_run(&c, &stopped, f->c, def, &o), "repair");
+	counts_are(&c, 1, 0, 1, 1, 2);
+	assert_int_equal(c.repaired_kind[ECW_AUDIT_MISSING], 1);
+	assert_int_equal(c.repaired_kind[ECW_AUDIT_ORPHAN], 1);
+	assert_int_equal(c.repaired_kind[ECW_AUDIT_CONFLICT], 0);
+	for (int kind = 0; kind < ECW_AUDIT_KINDS; kind++)
+		assert_int_equal(ecw_audit_drift(&c, kind), kind == ECW_AUDIT_CONFLICT ? 1 : 0);
+
+	/* on_request says stop at its third call: stopped, fewer compared. */
+	o.repair = false;
+	k.requests = 0;
+	k.stop_after = 3;
+	ok(ecw_audit_run(&c, &stopped, f->c, def, &o), "stopped by on_request");
+	assert_true(stopped);
+	assert_int_equal(k.requests, 3);
+	assert_true(c.checked < 4);
+
+	/* The stop flag set before: nothing is read. */
+	atomic_store(&stop, true);
+	o.stop = &stop;
+	k.requests = 0;
+	k.stop_after = 0;
+	ok(ecw_audit_run(&c, &stopped, f->c, def, &o), "stopped by the flag");
+	assert_true(stopped);
+	assert_int_equal(k.requests, 0);
+	assert_int_equal(c.checked, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -524,6 +633,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_audit__index_orphan_needs_registration, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__index_reference, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__index_partition, setup, teardown),
+	    cmocka_unit_test(test_audit__drift_is_found_and_not_repaired),
+	    cmocka_unit_test_setup_teardown(test_audit__run_counts_by_kind_and_stops, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("audit", tests, NULL, NULL);
 }

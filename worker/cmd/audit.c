@@ -1,21 +1,24 @@
 /* audit.c - `ecworker audit`: compares each auditable job's derived data with
  * a recomputation from its source, both directions, and with --repair fixes
  * what it found through the job's own run (the design is in ecw_audit.h).
- * This file owns the options, the pacing (--rate caps the storage requests
- * the audit makes, repairs included: it counts the client's requests and
- * takes a token of ecw_pace for each), progress, the report (a table and a
- * few examples per kind, keys escaped for the terminal; or one JSON object
- * per job per line) and the exit status. The job types own their scans
- * (jobs/move.c, jobs/index.c). Memory: per job, the counts and at most
- * AUDIT_EXAMPLES copied examples of each kind, freed before the next job. */
+ * This file owns the options, progress, the report (a table and a few
+ * examples per kind, keys escaped for the terminal; or one JSON object per
+ * job per line), --via-queue's messages and the exit status. Running one
+ * job's audit, paced at --rate (storage requests a second, repairs
+ * included), is worker/audit_run.c's, which the scheduled audits share; the
+ * job types own their scans (jobs/move.c, jobs/index.c). Memory: per job,
+ * the counts and at most AUDIT_EXAMPLES copied examples of each kind, freed
+ * before the next job. */
 #include <getopt.h>
 #include <json-c/json.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "audit_run.h"
 #include "cmd.h"
 #include "connect.h"
 #include "message.h"
@@ -25,7 +28,6 @@
 #include "ecw_config.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
-#include "ecw_pace.h"
 #include "ecw_progress.h"
 
 #define AUDIT_EXAMPLES 3            /* kept per kind and job */
@@ -78,16 +80,12 @@ struct report {
 	struct example ex[ECW_AUDIT_KINDS][AUDIT_EXAMPLES];
 	size_t nex[ECW_AUDIT_KINDS];
 	bool oom; /* an example could not be copied: the counts stay right */
-	/* pacing and progress */
-	struct ecw_client *client;
-	struct ecw_pace pace;
-	uint64_t paced; /* requests a token was taken for */
-	volatile sig_atomic_t *stop;
 	struct ecw_progress prog;
 	bool log_progress;
 	int64_t last_log_ms;
-	/* --via-queue: where a repair's message goes */
+	/* --via-queue: where a repair's message goes, and on what */
 	const struct ecw_config *cfg;
+	struct ecw_client *client;
 	struct ecw_buf text;
 };
 
@@ -156,20 +154,6 @@ static void on_checked(const struct ecw_audit_counts *c, void *payload)
 		ecw_log_int(l, "found", (long long)found);
 		ecw_log_int(l, "repaired", (long long)c->repaired);
 		ecw_log_end(l);
-	}
-}
-
-/* A token for every storage request made since the last call: the
- * client's own count includes retries and the requests of repairs. */
-static void on_pace(void *payload)
-{
-	struct report *r = payload;
-	struct ecw_client_stats st;
-
-	ecw_client_stats(&st, r->client);
-	while (r->paced < st.requests && !(r->stop && *r->stop)) {
-		ecw_pace_take(&r->pace, r->stop);
-		r->paced++;
 	}
 }
 
@@ -367,12 +351,12 @@ static const struct ecw_job_def **choose_jobs(const struct ecw_config *cfg, char
 
 /* ---- the command ---- */
 
-static volatile sig_atomic_t audit_stop;
+static atomic_bool audit_stop; /* lock-free (audit_run.c): a signal handler may set it */
 
 static void on_interrupt(int sig)
 {
 	(void)sig;
-	audit_stop = 1;
+	atomic_store(&audit_stop, true);
 }
 
 struct audit_opts {
@@ -387,16 +371,17 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 		      struct ecw_audit_counts *total)
 {
 	struct report *r = calloc(1, sizeof(*r));
-	struct ecw_audit_ctx ctx = {.client = c,
-				    .job = job->name,
-				    .partition = o->partition,
-				    .repair = o->repair,
-				    .stop = &audit_stop,
-				    .pace = on_pace,
-				    .on_finding = on_finding,
-				    .on_checked = on_checked};
+	struct ecw_audit_run_opts ro = {.partition = o->partition,
+					.repair = o->repair,
+					.rate = o->rate,
+					.stop = &audit_stop,
+					.on_finding = on_finding,
+					.on_checked = on_checked};
+	struct ecw_audit_counts counts;
+	struct ecw_client_stats st;
 	char error[600] = "";
 	uint64_t requests_before;
+	bool stopped = false;
 	int err;
 
 	if (!r) {
@@ -405,45 +390,40 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 	}
 	r->job = job;
 	r->client = c;
-	r->stop = &audit_stop;
 	r->log_progress = !isatty(2);
 	r->last_log_ms = ecw_now_ms();
-	ecw_pace_init(&r->pace, o->rate);
 	ecw_buf_init(&r->text, ECW_QUEUE_MAX_TEXT);
 	if (o->via_queue) {
 		r->cfg = o->cfg;
-		ctx.requeue = on_requeue;
+		ro.requeue = on_requeue;
 	}
-	{
-		struct ecw_client_stats st;
-		ecw_client_stats(&st, c);
-		r->paced = requests_before = st.requests; /* earlier jobs' requests were paced already */
-	}
+	ecw_client_stats(&st, c);
+	requests_before = st.requests;
 	ecw_progress_init(&r->prog, job->name, isatty(2) && !o->json, 0);
-	ctx.payload = r;
-	if ((err = job->type->audit(job->settings, &ctx)) < 0)
+	ro.payload = r;
+	if ((err = ecw_audit_run(&counts, &stopped, c, job, &ro)) < 0)
 		snprintf(error, sizeof(error), "%s",
 			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
-	ecw_progress_show(&r->prog, ctx.counts.checked, "done", true);
+	ecw_progress_show(&r->prog, counts.checked, "done", true);
 	if (o->json) {
-		struct ecw_client_stats st;
 		ecw_client_stats(&st, c);
-		print_json(r, &ctx.counts, err < 0 ? error : NULL, audit_stop != 0,
-			   st.requests - requests_before);
+		print_json(r, &counts, err < 0 ? error : NULL, stopped, st.requests - requests_before);
 	} else {
-		print_human(r, &ctx.counts, err < 0 ? error : NULL);
+		print_human(r, &counts, err < 0 ? error : NULL);
 	}
 	if (r->oom)
 		fprintf(stderr, "audit: out of memory keeping examples (the counts are right)\n");
 	fflush(stdout);
-	total->checked += ctx.counts.checked;
-	total->repaired += ctx.counts.repaired;
-	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
-		total->found[k] += ctx.counts.found[k];
+	total->checked += counts.checked;
+	total->repaired += counts.repaired;
+	for (int k = 0; k < ECW_AUDIT_KINDS; k++) {
+		total->found[k] += counts.found[k];
+		total->repaired_kind[k] += counts.repaired_kind[k];
+	}
 	report_dispose(r);
 	ecw_buf_dispose(&r->text);
 	free(r);
-	return err == 0 && !audit_stop;
+	return err == 0 && !stopped;
 }
 
 int ecw_cmd_audit(int argc, char **argv)
@@ -521,10 +501,10 @@ int ecw_cmd_audit(int argc, char **argv)
 			       "workers have run them\n");
 		print_header();
 	}
-	for (size_t i = 0; jobs[i] && !audit_stop; i++)
+	for (size_t i = 0; jobs[i] && !atomic_load(&audit_stop); i++)
 		if (!audit_one(c, jobs[i], &o, &total))
 			failed = true;
-	rc = ecw_audit_exit_status(&total, failed || audit_stop);
+	rc = ecw_audit_exit_status(&total, failed || atomic_load(&audit_stop));
 done:
 	free(jobs);
 	ecw_client_free(c);
