@@ -78,7 +78,7 @@ static const char *const bucket_name[NBUCKETS] = {"0.005", "0.01", "0.025", "0.0
 struct series {
 	uint64_t hash;
 	char *labels[LABELS_MAX];
-	uint64_t count;             /* the counter, or the histogram's _count */
+	uint64_t count;             /* the counter, the gauge, or the histogram's _count */
 	double sum;                 /* histogram */
 	uint64_t buckets[NBUCKETS]; /* histogram, per bucket; rendered cumulative */
 };
@@ -87,6 +87,7 @@ struct family {
 	const char *name;
 	const char *help;
 	bool histogram;
+	bool gauge; /* set, not added to: rendered as a gauge */
 	size_t nlabels;
 	const char *label_names[LABELS_MAX];
 	struct series *series; /* in order of first use */
@@ -126,6 +127,31 @@ static struct family f_scheduled = {
 	.help = "Messages this replica enqueued for schedules, by schedule.",
 	.nlabels = 1,
 	.label_names = {"schedule"},
+};
+
+/* The scheduled audits' latest finished results (schedules: audit:), as
+ * every replica reads them from the markers. Gauges: drift is found and not
+ * repaired (ecw_audit_drift). */
+static struct family f_audit_drift = {
+	.name = "ecw_audit_drift",
+	.help = "Drift the latest finished scheduled audit of a job left: found and not repaired, by kind.",
+	.gauge = true,
+	.nlabels = 2,
+	.label_names = {"job", "kind"},
+};
+static struct family f_audit_last_run = {
+	.name = "ecw_audit_last_run_timestamp_seconds",
+	.help = "Unix time the latest scheduled audit of a job finished (absent: none known yet).",
+	.gauge = true,
+	.nlabels = 1,
+	.label_names = {"job"},
+};
+static struct family f_audit_period = {
+	.name = "ecw_audit_period_seconds",
+	.help = "How often a job is audited on schedule (its shortest schedule's period).",
+	.gauge = true,
+	.nlabels = 1,
+	.label_names = {"job"},
 };
 
 /* Under g_lock. */
@@ -345,6 +371,38 @@ void ecw_metrics_scheduled(const char *schedule, int64_t count)
 	pthread_mutex_unlock(&g_lock);
 }
 
+void ecw_metrics_audit_declare(const char *job, int64_t period_s)
+{
+	struct series *s;
+
+	if (period_s <= 0)
+		return;
+	pthread_mutex_lock(&g_lock);
+	if ((s = series_get(&f_audit_period, job, NULL)) && (s->count == 0 || (uint64_t)period_s < s->count))
+		s->count = (uint64_t)period_s;
+	pthread_mutex_unlock(&g_lock);
+}
+
+void ecw_metrics_audit(const char *job, int64_t finished_s, const char *const *kinds, const uint64_t *drift,
+		       size_t n)
+{
+	struct series *s;
+
+	if (finished_s <= 0)
+		return;
+	pthread_mutex_lock(&g_lock);
+	/* An older result (another schedule's, read late) never hides a newer one. */
+	if ((s = series_get(&f_audit_last_run, job, NULL)) && s->count <= (uint64_t)finished_s) {
+		s->count = (uint64_t)finished_s;
+		for (size_t i = 0; i < n; i++) {
+			struct series *d = series_get(&f_audit_drift, job, kinds[i]);
+			if (d)
+				d->count = drift[i];
+		}
+	}
+	pthread_mutex_unlock(&g_lock);
+}
+
 void ecw_metrics_received(int64_t unix_time, int count)
 {
 	/* Every successful receive counts for the timestamp, an empty one too:
@@ -398,6 +456,9 @@ void ecw_metrics_reset(void)
 	family_clear(&f_storage);
 	family_clear(&f_poisoned);
 	family_clear(&f_scheduled);
+	family_clear(&f_audit_drift);
+	family_clear(&f_audit_last_run);
+	family_clear(&f_audit_period);
 	g_retries = 0;
 	g_in_flight = 0;
 	g_last_receive = 0;
@@ -472,7 +533,10 @@ static int render_family(struct ecw_buf *b, const struct family *f)
 	char num[40];
 	int err;
 
-	if ((err = add_header(b, f->name, f->help, f->histogram ? "histogram" : "counter")) < 0)
+	if ((err = add_header(b, f->name, f->help,
+			      f->histogram ? "histogram"
+			      : f->gauge   ? "gauge"
+					   : "counter")) < 0)
 		return err;
 	for (size_t i = 0; i < f->n; i++) {
 		const struct series *s = &f->series[i];
@@ -515,7 +579,10 @@ char *ecw_metrics_render(void)
 			      "Storage attempts retried after a transient failure.", "counter")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_storage_retries_total %" PRIu64 "\n", g_retries)) < 0)
 		goto unlock;
-	if ((err = render_family(&b, &f_poisoned)) < 0 || (err = render_family(&b, &f_scheduled)) < 0)
+	if ((err = render_family(&b, &f_poisoned)) < 0 || (err = render_family(&b, &f_scheduled)) < 0 ||
+	    (err = render_family(&b, &f_audit_drift)) < 0 ||
+	    (err = render_family(&b, &f_audit_last_run)) < 0 ||
+	    (err = render_family(&b, &f_audit_period)) < 0)
 		goto unlock;
 	if ((err = add_header(&b, "ecw_jobs_in_flight",
 			      "Messages held now: running, or waiting for a job thread (prefetch).",

@@ -23,6 +23,17 @@ void ecw_metrics_inflight_add(int delta);
 void ecw_metrics_poisoned(const char *reason);                   /* "permanent" | "max-dequeue" */
 void ecw_metrics_received(int64_t unix_time, int count);         /* a successful receive, count >= 0 */
 void ecw_metrics_scheduled(const char *schedule, int64_t count); /* messages a schedule's window put */
+/* A job audited on schedule every period_s seconds (gauge
+ * ecw_audit_period_seconds{job}, the shortest when several schedules audit
+ * it): declared at start, so that an alert can tell an audit that never
+ * finished from no audit at all. */
+void ecw_metrics_audit_declare(const char *job, int64_t period_s);
+/* The latest finished audit of job, from the markers: finished_s (Unix
+ * seconds) and its drift per kind (kinds[i], drift[i]: found and not
+ * repaired), gauges ecw_audit_last_run_timestamp_seconds{job} and
+ * ecw_audit_drift{job,kind}. A result older than the one shown is ignored. */
+void ecw_metrics_audit(const char *job, int64_t finished_s, const char *const *kinds, const uint64_t *drift,
+		       size_t n);
 
 /* Puts the series alerts need at 0 before anything happened: each poison
  * reason, and (job not NULL) the job's succeeded, retried and poisoned

@@ -103,6 +103,9 @@ struct runtime {
 	struct ecw_client *probe_client; /* the circuit's probe's: one prober at a time */
 	struct thread_arg *threads;      /* the job threads, for the stall watch */
 	int64_t stall_timeout_ms;
+	/* Runs the audit windows the scheduler claims (schedule.h); NULL when
+	 * no schedule is an audit. Set before the scheduler thread starts. */
+	struct ecw_schedule_audit *auditor;
 };
 
 /* How long the receive loop may still spend giving held messages back after
@@ -768,7 +771,7 @@ static void *sched_thread(void *p)
 	struct runtime *rt = a->rt;
 	struct ecw_scheduler *sched = NULL;
 
-	if (ecw_scheduler_new(&sched, rt->cfg) < 0)
+	if (ecw_scheduler_new(&sched, rt->cfg, rt->auditor) < 0)
 		ecw_log_msg(ECW_LOG_ERROR, "schedule_error", "%s: schedules will not run",
 			    ecw_error_last()->message);
 	while (sched && !atomic_load(&rt->stopping)) {
@@ -1359,7 +1362,8 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	renew_arg.started = pthread_create(&renew_arg.tid, NULL, renew_thread, &renew_arg) == 0;
 	if (ecw_schedules_count(cfg->schedules) > 0) {
 		struct ecw_client_options sched_opts = thread_options(rt, rt->jobs_cancel, NULL);
-		if (ecw_client_new(&sched_arg.client, rt->acct, &sched_opts) < 0) {
+		if (ecw_client_new(&sched_arg.client, rt->acct, &sched_opts) < 0 ||
+		    ecw_schedule_audit_new(&rt->auditor, cfg, rt->acct, &sched_opts, &rt->stopping) < 0) {
 			log_storage_error("client.new");
 			atomic_store(&rt->stopping, true); /* the threads above end with the loop */
 		} else {
@@ -1386,6 +1390,13 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 		if (!joinable)
 			ecw_log_msg(ECW_LOG_WARN, "schedule_error",
 				    "the scheduler was still busy when shutdown_grace ran out");
+	}
+	/* The audit in hand stops before its next request and gives its window
+	 * back: the same grace. */
+	if (joinable && !ecw_schedule_audit_wait(rt->auditor, atomic_load(&rt->force) ? 0 : stop_deadline)) {
+		joinable = false;
+		ecw_log_msg(ECW_LOG_WARN, "schedule_error",
+			    "the audit was still busy when shutdown_grace ran out");
 	}
 	if (joinable) {
 		pthread_mutex_lock(&rt->mu);
@@ -1414,6 +1425,7 @@ done:
 			ecw_client_free(args[i].client);
 	ecw_client_free(renew_arg.client);
 	ecw_client_free(sched_arg.client);
+	ecw_schedule_audit_free(rt->auditor);
 	ecw_client_free(rt->probe_client);
 	ecw_circuit_free(rt->circuit);
 	ecw_account_free(rt->acct);

@@ -29,6 +29,12 @@
  * marker (If-Match) so the window is redone at once instead of after the
  * lease.
  *
+ * An audit schedule (audit: JOB) claims its windows the same way, but puts
+ * no message: the claim goes to this replica's auditor
+ * (worker/schedule_audit.c, where its crash safety is argued), which runs
+ * the audit, renews the claim meanwhile, and marks the window done with its
+ * result; while it runs, this replica claims no other audit window.
+ *
  * Catch-up: a tick looks at the latest catch_up periods whose firing is due,
  * oldest first, and does those without a Done marker; older ones are left
  * for good. Periods known done are remembered so an idle tick sends nothing. */
@@ -49,12 +55,21 @@
 #include "message.h"
 #include "metrics.h"
 #include "schedule.h"
+#include "schedule_private.h"
 
 #define MAX_SCHEDULES 256
 #define MAX_CATCH_UP 1000
 #define DEFAULT_CATCH_UP 7
+/* An audit's storage requests a second: at least 1, so that a pacing wait
+ * (1/rate) never holds up its stop or the renewal of its claim. */
+#define DEFAULT_AUDIT_RATE 100
+#define MAX_AUDIT_RATE 100000
 #define ERROR_WAIT_MS 5000
 #define TICK_MS 1000
+/* How often each replica reads the audits' latest results, and over how many
+ * periods back (at least; catch_up when more). */
+#define AUDIT_SHOW_MS 60000
+#define AUDIT_SHOW_PERIODS 3
 /* Distinct for_each values held while a window is enqueued. */
 #define MAX_VALUES 1000000
 
@@ -142,8 +157,8 @@ int ecw_schedule_marker_key(char *out, size_t cap, int64_t period_ms)
 
 /* ---- the section ------------------------------------------------------------ */
 
-static const char *const schedule_keys[] = {"job",    "every", "at",       "for_each",
-					    "window", "name",  "catch_up", NULL};
+static const char *const schedule_keys[] = {"job",  "audit",    "every",  "at",   "for_each", "window",
+					    "name", "catch_up", "repair", "rate", NULL};
 static const char *const for_each_keys[] = {"table", "field", "as", "filter", NULL};
 
 static bool ident_ok(const char *s, size_t max, bool dash)
@@ -358,6 +373,44 @@ static const struct ecw_job_def *find_job(const struct ecw_job_def *jobs, size_t
 	return NULL;
 }
 
+/* audit: JOB, a configured job whose type can be audited, with repair and
+ * rate; for_each and window mean nothing to an audit. *def: the job. */
+static int parse_audit(struct schedule *s, const struct ecw_node *item, const struct ecw_job_def **def,
+		       const struct ecw_job_def *jobs, size_t njobs, const char *what,
+		       struct ecw_node_errors *errs)
+{
+	static const char *const refused[] = {"job", "for_each", "window", NULL};
+	long long rate = DEFAULT_AUDIT_RATE;
+	int bad = 0;
+
+	s->pub.audit = true;
+	for (size_t i = 0; refused[i]; i++)
+		if (ecw_node_get(item, refused[i])) {
+			ecw_node_error(
+				errs, ecw_node_get(item, refused[i]),
+				i == 0 ? "%s: give job or audit, not both"
+				       : "%s.%s is not for an audit schedule (it audits the whole job)",
+				what, refused[i]);
+			bad = 1;
+		}
+	if (ecw_node_string(&s->job, item, "audit", true, errs) < 0)
+		return -1;
+	if (!(*def = find_job(jobs, njobs, s->job))) {
+		ecw_node_error(errs, ecw_node_get(item, "audit"),
+			       "%s.audit names '%.64s', which is not a configured job", what, s->job);
+		bad = 1;
+	} else if (!(*def)->type->audit) {
+		ecw_node_error(errs, ecw_node_get(item, "audit"),
+			       "%s.audit: job '%s' is of type %s, which cannot be audited", what,
+			       (*def)->name, (*def)->type->name);
+		bad = 1;
+	}
+	bad |= ecw_node_bool(&s->pub.repair, item, "repair", false, errs) < 0;
+	bad |= ecw_node_int(&rate, item, "rate", 1, MAX_AUDIT_RATE, false, errs) < 0;
+	s->pub.rate = (int)rate;
+	return bad ? -1 : 0;
+}
+
 static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx,
 		     const struct ecw_job_def *jobs, size_t njobs, struct ecw_node_errors *errs)
 {
@@ -374,12 +427,26 @@ static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx
 		return -1;
 	}
 	bad |= ecw_node_check_keys(item, schedule_keys, what, errs) > 0;
-	if (ecw_node_string(&s->job, item, "job", true, errs) < 0)
+	if (ecw_node_get(item, "audit")) {
+		bad |= parse_audit(s, item, &def, jobs, njobs, what, errs) < 0;
+	} else if (ecw_node_string(&s->job, item, "job", false, errs) < 0) {
 		bad = 1;
-	else if (!(def = find_job(jobs, njobs, s->job))) {
+	} else if (!s->job) {
+		ecw_node_error(errs, item, "%s: missing required key 'job' (or 'audit')", what);
+		bad = 1;
+	} else if (!(def = find_job(jobs, njobs, s->job))) {
 		ecw_node_error(errs, ecw_node_get(item, "job"),
 			       "%s.job names '%.64s', which is not a configured job", what, s->job);
 		bad = 1;
+	} else {
+		static const char *const audit_only[] = {"repair", "rate", NULL};
+		for (size_t i = 0; audit_only[i]; i++)
+			if (ecw_node_get(item, audit_only[i])) {
+				ecw_node_error(errs, ecw_node_get(item, audit_only[i]),
+					       "%s.%s is for an audit schedule (audit: JOB)", what,
+					       audit_only[i]);
+				bad = 1;
+			}
 	}
 	if (!every) {
 		ecw_node_error(errs, item, "%s: missing required key 'every' (1h, 1d or 1w)", what);
@@ -429,9 +496,9 @@ static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx
 	} else if (!s->name && s->job && !(s->name = strdup(s->job))) {
 		return -1;
 	}
-	if (fe && parse_for_each(s, fe, def, what, errs) < 0)
+	if (fe && !s->pub.audit && parse_for_each(s, fe, def, what, errs) < 0)
 		bad = 1;
-	if (def && !bad && check_job(s, item, def, what, errs) < 0)
+	if (def && !bad && !s->pub.audit && check_job(s, item, def, what, errs) < 0)
 		bad = 1;
 	s->pub.name = s->name;
 	s->pub.job = s->job;
@@ -517,9 +584,12 @@ struct ecw_scheduler {
 	const struct ecw_config *cfg;
 	const struct ecw_schedule_set *set;
 	int64_t **done; /* per schedule: catch_up period starts known done (INT64_MIN: empty) */
+	struct ecw_schedule_audit *auditor;
+	int64_t show_audits_ms; /* when the audits' results are read next (ecw_now_ms) */
 };
 
-int ecw_scheduler_new(struct ecw_scheduler **out, const struct ecw_config *cfg)
+int ecw_scheduler_new(struct ecw_scheduler **out, const struct ecw_config *cfg,
+		      struct ecw_schedule_audit *auditor)
 {
 	struct ecw_scheduler *s = calloc(1, sizeof(*s));
 	size_t n = ecw_schedules_count(cfg->schedules);
@@ -529,6 +599,7 @@ int ecw_scheduler_new(struct ecw_scheduler **out, const struct ecw_config *cfg)
 		goto oom;
 	s->cfg = cfg;
 	s->set = cfg->schedules;
+	s->auditor = auditor;
 	for (size_t i = 0; i < n; i++) {
 		size_t k = (size_t)s->set->v[i].pub.catch_up;
 		if (!(s->done[i] = malloc(k * sizeof(**s->done))))
@@ -574,7 +645,7 @@ static void remember_done(int64_t *done, int k, int64_t p)
 	done[oldest] = p;
 }
 
-static void log_error(const char *op, const struct ecw_schedule *sc, const char *window)
+void ecw_schedule_log_error(const char *op, const struct ecw_schedule *sc, const char *window)
 {
 	const struct ecw_error *e = ecw_error_last();
 	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "schedule_error");
@@ -589,8 +660,8 @@ static void log_error(const char *op, const struct ecw_schedule *sc, const char 
 	ecw_log_end(l);
 }
 
-static void log_window(enum ecw_log_level level, const char *event, const struct ecw_schedule *sc,
-		       const char *window, const char *why)
+void ecw_schedule_log_window(enum ecw_log_level level, const char *event, const struct ecw_schedule *sc,
+			     const char *window, const char *why)
 {
 	struct ecw_log_line *l = ecw_log_begin(level, event);
 
@@ -602,7 +673,7 @@ static void log_window(enum ecw_log_level level, const char *event, const struct
 }
 
 /* The wall clock as an Edm.DateTime. */
-static int iso_time(char *out, size_t cap, int64_t ms)
+int ecw_schedule_iso_time(char *out, size_t cap, int64_t ms)
 {
 	char head[32];
 	int err;
@@ -614,7 +685,7 @@ static int iso_time(char *out, size_t cap, int64_t ms)
 }
 
 /* An Edm.DateTime back to Unix ms; false when it is not one. */
-static bool parse_iso(int64_t *out, const char *s)
+bool ecw_schedule_parse_iso(int64_t *out, const char *s)
 {
 	struct tm tm;
 	int y, mo, d, h, mi, sec, used = 0;
@@ -824,11 +895,11 @@ static int claim(char **etag, bool *takeover, struct ecw_client *c, const struct
 		p = ecw_entity_get(marker, "ClaimedAt");
 		/* An unreadable claim counts as stale: it can only have come from
 		 * a replica that is not this code. */
-		age_real = p && p->type == ECW_EDM_DATETIME && parse_iso(&claimed_ms, p->v.s)
+		age_real = p && p->type == ECW_EDM_DATETIME && ecw_schedule_parse_iso(&claimed_ms, p->v.s)
 				   ? (now - claimed_ms) / ecw_wall_scale()
 				   : INT64_MAX;
 		if (age_real < cfg->worker.schedule_lease_ms) {
-			log_window(ECW_LOG_DEBUG, "schedule_skipped", sc, rk, "claimed");
+			ecw_schedule_log_window(ECW_LOG_DEBUG, "schedule_skipped", sc, rk, "claimed");
 			return 0;
 		}
 		if ((p = ecw_entity_get(marker, "Claims")) && p->type == ECW_EDM_INT32 &&
@@ -837,7 +908,8 @@ static int claim(char **etag, bool *takeover, struct ecw_client *c, const struct
 		else
 			claims = 2;
 	}
-	if ((err = iso_time(at, sizeof(at), now)) < 0 || (err = ecw_entity_new(&e, sc->name, rk)) < 0 ||
+	if ((err = ecw_schedule_iso_time(at, sizeof(at), now)) < 0 ||
+	    (err = ecw_entity_new(&e, sc->name, rk)) < 0 ||
 	    (err = ecw_entity_set_string(e, "ClaimedBy", ecw_worker_id(), strlen(ecw_worker_id()))) < 0 ||
 	    (err = ecw_entity_set_datetime(e, "ClaimedAt", at)) < 0 ||
 	    (err = ecw_entity_set_int32(e, "Claims", claims)) < 0 ||
@@ -849,8 +921,8 @@ static int claim(char **etag, bool *takeover, struct ecw_client *c, const struct
 	else
 		err = ecw_table_write(etag, c, cfg->worker.schedule_table, e, ECW_WRITE_INSERT, NULL);
 	if (err == ECW_ECONFLICT || err == ECW_EPRECONDITION) {
-		log_window(ECW_LOG_DEBUG, "schedule_skipped", sc, rk,
-			   marker ? "taken over elsewhere" : "claimed");
+		ecw_schedule_log_window(ECW_LOG_DEBUG, "schedule_skipped", sc, rk,
+					marker ? "taken over elsewhere" : "claimed");
 		err = 0;
 		goto done;
 	}
@@ -872,6 +944,18 @@ done:
 	return err;
 }
 
+void ecw_schedule_release(struct ecw_client *c, const struct ecw_config *cfg, const struct ecw_schedule *sc,
+			  const char *rk, const char *etag)
+{
+	int err = ecw_table_delete(c, cfg->worker.schedule_table, sc->name, rk, etag);
+
+	if (err < 0 && !ecw_err_is_absent(err) && err != ECW_EPRECONDITION)
+		ecw_schedule_log_error("schedule.release", sc, rk);
+	else
+		ecw_schedule_log_window(ECW_LOG_WARN, "schedule_released", sc, rk,
+					"the window is done again from the start");
+}
+
 /* Marks the window done, or (failed or stopping) gives the claim back. */
 static void finish(struct ecw_client *c, const struct ecw_config *cfg, const struct ecw_schedule *sc,
 		   const char *rk, const char *etag, size_t count, bool ok)
@@ -881,15 +965,10 @@ static void finish(struct ecw_client *c, const struct ecw_config *cfg, const str
 	int err;
 
 	if (!ok) {
-		err = ecw_table_delete(c, cfg->worker.schedule_table, sc->name, rk, etag);
-		if (err < 0 && !ecw_err_is_absent(err) && err != ECW_EPRECONDITION)
-			log_error("schedule.release", sc, rk);
-		else
-			log_window(ECW_LOG_WARN, "schedule_released", sc, rk,
-				   "the window is done again from the start");
+		ecw_schedule_release(c, cfg, sc, rk, etag);
 		return;
 	}
-	if ((err = iso_time(at, sizeof(at), ecw_wall_ms())) < 0 ||
+	if ((err = ecw_schedule_iso_time(at, sizeof(at), ecw_wall_ms())) < 0 ||
 	    (err = ecw_entity_new(&e, sc->name, rk)) < 0 ||
 	    (err = ecw_entity_set_bool(e, "Done", true)) < 0 ||
 	    (err = ecw_entity_set_int64(e, "Enqueued", (int64_t)count)) < 0 ||
@@ -899,9 +978,10 @@ static void finish(struct ecw_client *c, const struct ecw_config *cfg, const str
 	if (err == ECW_EPRECONDITION || ecw_err_is_absent(err))
 		/* Taken over after the lease ran out: the new claimant enqueues
 		 * the window again and marks it done. */
-		log_window(ECW_LOG_WARN, "schedule_lease_lost", sc, rk, "taken over before done");
+		ecw_schedule_log_window(ECW_LOG_WARN, "schedule_lease_lost", sc, rk,
+					"taken over before done");
 	else if (err < 0)
-		log_error("schedule.done", sc, rk);
+		ecw_schedule_log_error("schedule.done", sc, rk);
 done:
 	ecw_entity_free(e);
 }
@@ -911,7 +991,7 @@ done:
  * <0 on a storage error. */
 static int run_window(struct ecw_client *c, const struct ecw_config *cfg, const struct ecw_schedule *sc,
 		      int64_t period, const char *rk, const struct ecw_entity *marker,
-		      const atomic_bool *stopping)
+		      struct ecw_schedule_audit *auditor, const atomic_bool *stopping)
 {
 	const struct ecw_prop *done = marker ? ecw_entity_get(marker, "Done") : NULL;
 	char *etag = NULL;
@@ -920,20 +1000,35 @@ static int run_window(struct ecw_client *c, const struct ecw_config *cfg, const 
 	int r, err;
 
 	if (done && done->type == ECW_EDM_BOOLEAN && done->v.b) {
-		log_window(ECW_LOG_DEBUG, "schedule_skipped", sc, rk, "done");
+		ecw_schedule_log_window(ECW_LOG_DEBUG, "schedule_skipped", sc, rk, "done");
+		if (sc->audit)
+			ecw_schedule_audit_show(sc, marker);
 		return 1;
+	}
+	/* One audit at a time per replica: claim no window it cannot start. */
+	if (sc->audit && !ecw_schedule_audit_idle(auditor)) {
+		ecw_schedule_log_window(ECW_LOG_DEBUG, "schedule_skipped", sc, rk, "an audit runs here");
+		return 0;
 	}
 	if ((r = claim(&etag, &takeover, c, cfg, sc, rk, marker)) <= 0) {
 		if (r < 0)
-			log_error(marker ? "schedule.takeover" : "schedule.claim", sc, rk);
+			ecw_schedule_log_error(marker ? "schedule.takeover" : "schedule.claim", sc, rk);
 		return r;
 	}
 	ecw_crash_point("schedule.claimed");
+	if (sc->audit) {
+		/* The auditor's thread marks it done (or gives it back). */
+		if (!ecw_schedule_audit_take(auditor, sc, rk, etag, takeover)) {
+			ecw_schedule_release(c, cfg, sc, rk, etag);
+			free(etag);
+		}
+		return 0;
+	}
 	err = enqueue_window(&count, c, cfg, sc, period, rk, stopping);
 	if (err == 0)
 		ecw_crash_point("schedule.enqueued");
 	else if (!atomic_load(stopping))
-		log_error("schedule.enqueue", sc, rk);
+		ecw_schedule_log_error("schedule.enqueue", sc, rk);
 	finish(c, cfg, sc, rk, etag, count, err == 0);
 	free(etag);
 	if (err < 0)
@@ -1013,14 +1108,14 @@ static int tick_one(struct ecw_scheduler *s, size_t idx, struct ecw_client *c, c
 	if (!pending)
 		goto done;
 	if ((err = read_markers(markers, c, s->cfg, sc, (const char(*)[32])keys, n)) < 0) {
-		log_error("schedule.read", sc, keys[0]);
+		ecw_schedule_log_error("schedule.read", sc, keys[0]);
 		goto done;
 	}
 	for (size_t i = 0; i < n && !atomic_load(stopping); i++) {
 		int r;
 		if (known_done(s->done[idx], sc->catch_up, due[i]))
 			continue;
-		if ((r = run_window(c, s->cfg, sc, due[i], keys[i], markers[i], stopping)) < 0) {
+		if ((r = run_window(c, s->cfg, sc, due[i], keys[i], markers[i], s->auditor, stopping)) < 0) {
 			err = r;
 			break;
 		}
@@ -1041,6 +1136,18 @@ int64_t ecw_scheduler_tick(struct ecw_scheduler *s, struct ecw_client *c, const 
 	int64_t wait = TICK_MS, now, scale = ecw_wall_scale();
 	bool failed = false;
 
+	/* Every replica shows the audits' latest results, whoever ran them:
+	 * read at start, then about once a minute (one query per audit
+	 * schedule); a window seen done in between shows its own at once. */
+	if (ecw_now_ms() >= s->show_audits_ms) {
+		s->show_audits_ms = ecw_now_ms() + AUDIT_SHOW_MS;
+		for (size_t i = 0; i < ecw_schedules_count(s->set) && !atomic_load(stopping); i++)
+			if (s->set->v[i].pub.audit &&
+			    ecw_schedule_audit_read(c, s->cfg, &s->set->v[i].pub, AUDIT_SHOW_PERIODS) < 0) {
+				ecw_schedule_log_error("schedule.audit_read", &s->set->v[i].pub, NULL);
+				failed = true;
+			}
+	}
 	for (size_t i = 0; i < ecw_schedules_count(s->set) && !atomic_load(stopping); i++)
 		failed |= tick_one(s, i, c, stopping) < 0;
 	if (failed)

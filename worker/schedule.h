@@ -1,8 +1,10 @@
 /* schedule.h - `schedules:` in the configuration: jobs enqueued on a
- * timetable by the worker itself (worker/schedule.c). The parsed set belongs
- * to the configuration (ecw_config_free frees it); the runtime's scheduler
- * (ecw_scheduler_new / _free) keeps what one replica learnt between ticks
- * and reads the set without owning it. The period math is exposed for tests. */
+ * timetable by the worker itself (worker/schedule.c), or audited on one
+ * (worker/schedule_audit.c). The parsed set belongs to the configuration
+ * (ecw_config_free frees it); the runtime's scheduler (ecw_scheduler_new /
+ * _free) keeps what one replica learnt between ticks and reads the set
+ * without owning it, and so does its auditor. The period math is exposed
+ * for tests. */
 #ifndef ECW_SCHEDULE_H
 #define ECW_SCHEDULE_H
 
@@ -31,7 +33,13 @@ enum ecw_schedule_window { ECW_WINDOW_NONE, ECW_WINDOW_PREVIOUS, ECW_WINDOW_CURR
 /* One schedule as configured (a view owned by the set). */
 struct ecw_schedule {
 	const char *name; /* the markers' PartitionKey; default the job's name */
-	const char *job;
+	const char *job;  /* the job enqueued, or (audit) the job audited */
+	/* audit: JOB: the window runs the job's audit in the claimant (no
+	 * message), with repair, at rate storage requests a second; its result
+	 * goes into the marker (worker/schedule_audit.c). */
+	bool audit;
+	bool repair;
+	int rate;
 	int64_t every_ms; /* ECW_SCHEDULE_HOUR_MS, _DAY_MS or _WEEK_MS */
 	int64_t at_ms;    /* offset of the firing into its period */
 	int catch_up;     /* how many of the latest due periods a tick considers */
@@ -66,14 +74,35 @@ int ecw_schedule_marker_key(char *out, size_t cap, int64_t period_ms) ECW_MUST_U
 /* ---- the scheduler (one per replica) ---- */
 
 struct ecw_scheduler;
+struct ecw_schedule_audit;
 
-/* cfg (and its schedules) must outlive the scheduler. */
-int ecw_scheduler_new(struct ecw_scheduler **out, const struct ecw_config *cfg) ECW_MUST_USE;
+/* cfg (and its schedules) must outlive the scheduler; auditor (NULL when no
+ * schedule is an audit) runs the audit windows it claims and must outlive it
+ * too. */
+int ecw_scheduler_new(struct ecw_scheduler **out, const struct ecw_config *cfg,
+		      struct ecw_schedule_audit *auditor) ECW_MUST_USE;
 void ecw_scheduler_free(struct ecw_scheduler *s);
 /* Enqueues every due window not yet done (claiming each in the marker table
  * first), using c; stops between requests once *stopping is set. Returns how
  * many real milliseconds to wait before the next tick (at most 1000; more
  * after a storage error). Logs what it did and what failed. */
 int64_t ecw_scheduler_tick(struct ecw_scheduler *s, struct ecw_client *c, const atomic_bool *stopping);
+
+/* ---- the audits (worker/schedule_audit.c; one auditor per replica) ---- */
+
+/* A thread that runs the audit windows this replica claims, one at a time,
+ * on a client of its own (acct, opts), until *stopping is set; *out NULL
+ * when no schedule is an audit. Declares each audited job's metrics. cfg
+ * and stopping must outlive it. */
+int ecw_schedule_audit_new(struct ecw_schedule_audit **out, const struct ecw_config *cfg,
+			   const struct ecw_account *acct, const struct ecw_client_options *opts,
+			   const atomic_bool *stopping) ECW_MUST_USE;
+/* After *stopping is set: waits until the thread has stopped (the audit in
+ * hand stopped and its window given back) or deadline_ms (ecw_now_ms) has
+ * passed; true when it stopped. NULL: true. */
+bool ecw_schedule_audit_wait(struct ecw_schedule_audit *a, int64_t deadline_ms);
+/* Joins the thread and frees; only once it stopped (or never started).
+ * NULL is fine. */
+void ecw_schedule_audit_free(struct ecw_schedule_audit *a);
 
 #endif

@@ -2,7 +2,8 @@
  * up, cumulative histogram buckets with _sum and _count, label escaping, the
  * cap on label sets) and the HTTP server on a free port, driven with libcurl:
  * /metrics, /healthz with a tiny liveness window, /readyz, 404, 405, and the
- * listen-address errors. */
+ * listen-address errors; and the scheduled audits' gauges (the latest
+ * result per job: drift by kind, its time, the period). */
 #include "support.h"
 
 #include <curl/curl.h>
@@ -623,6 +624,48 @@ static void test_metrics__start_errors(void **state)
 	ecw_metrics_stop(NULL);
 }
 
+/* The scheduled audits' gauges: set, not added up; the newest result per
+ * job wins whatever order they are shown in; labels escaped like the others. */
+static void test_metrics__audit_gauges(void **state)
+{
+	static const char *const kinds[] = {"missing", "stale", "orphan", "conflict"};
+	const uint64_t first[] = {3, 0, 1, 0}, second[] = {0, 0, 0, 2}, older[] = {9, 9, 9, 9};
+	(void)state;
+
+	char *page = render();
+	assert_false(str_contains(page, "ecw_audit_drift{"));
+	assert_false(str_contains(page, "ecw_audit_last_run_timestamp_seconds{"));
+	free(page);
+
+	ecw_metrics_audit_declare("by-email", 86400);
+	ecw_metrics_audit_declare("by-email", 3600); /* the shortest schedule's */
+	ecw_metrics_audit_declare("by-email", 604800);
+	ecw_metrics_audit("by-email", 1700000000, kinds, first, 4);
+	page = render();
+	assert_true(str_contains(page, "# TYPE ecw_audit_drift gauge\n"));
+	assert_true(str_contains(page, "# TYPE ecw_audit_last_run_timestamp_seconds gauge\n"));
+	assert_true(str_contains(page, "# TYPE ecw_audit_period_seconds gauge\n"));
+	has_line(page, "ecw_audit_drift{job=\"by-email\",kind=\"missing\"} 3");
+	has_line(page, "ecw_audit_drift{job=\"by-email\",kind=\"stale\"} 0");
+	has_line(page, "ecw_audit_drift{job=\"by-email\",kind=\"orphan\"} 1");
+	has_line(page, "ecw_audit_drift{job=\"by-email\",kind=\"conflict\"} 0");
+	has_line(page, "ecw_audit_last_run_timestamp_seconds{job=\"by-email\"} 1700000000");
+	has_line(page, "ecw_audit_period_seconds{job=\"by-email\"} 3600");
+	free(page);
+
+	/* A newer result replaces it (a gauge, not a sum); an older one, read
+	 * late from another schedule's marker, does not. */
+	ecw_metrics_audit("by-email", 1700003600, kinds, second, 4);
+	ecw_metrics_audit("by-email", 1699990000, kinds, older, 4);
+	ecw_metrics_audit("a\"b\nc", 1700000000, kinds, first, 4);
+	page = render();
+	has_line(page, "ecw_audit_drift{job=\"by-email\",kind=\"missing\"} 0");
+	has_line(page, "ecw_audit_drift{job=\"by-email\",kind=\"conflict\"} 2");
+	has_line(page, "ecw_audit_last_run_timestamp_seconds{job=\"by-email\"} 1700003600");
+	has_line(page, "ecw_audit_drift{job=\"a\\\"b\\nc\",kind=\"missing\"} 3");
+	free(page);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -640,6 +683,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_metrics__http_404_and_405, reset_setup),
 	    cmocka_unit_test_setup(test_metrics__ipv6, reset_setup),
 	    cmocka_unit_test_setup(test_metrics__start_errors, reset_setup),
+	    cmocka_unit_test_setup(test_metrics__audit_gauges, reset_setup),
 	};
 	return cmocka_run_group_tests_name("metrics", tests, group_setup, group_teardown);
 }

@@ -3,7 +3,8 @@
  * window_start of previous and current windows, the marker keys, the catch-up
  * list, and the section's checks through the real configuration parser and
  * the test-only job types (test-record is keyless and declares its fields and
- * window; test-noop is keyed). */
+ * window; test-noop is keyed); and audit schedules (audit: JOB, over a move
+ * job, which can be audited): their keys, defaults and refusals. */
 #include "support.h"
 
 #include <stdio.h>
@@ -293,6 +294,82 @@ static void test_schedule__config_errors(void **state)
 	one_error("worker: {schedule_lease: 0s}\n", "7:26", "worker.schedule_lease is out of range (1s..1h)");
 }
 
+/* ---- audit schedules ------------------------------------------------------------- */
+
+/* PREFIX and a job that can be audited: the schedules start on line 8. */
+#define AUDIT_PREFIX PREFIX "  archive: {type: move, from: Src, to: Dst}\n"
+
+/* body (after AUDIT_PREFIX) has exactly one error, at LINE:COL, containing needle. */
+static void one_audit_error(const char *body, const char *pos, const char *needle)
+{
+	char text[4096];
+
+	snprintf(text, sizeof(text), "  archive: {type: move, from: Src, to: Dst}\n%s", body);
+	one_error(text, pos, needle);
+}
+
+static void test_schedule__parse_audit(void **state)
+{
+	struct ecw_config *cfg;
+	const struct ecw_schedule *s;
+	(void)state;
+
+	cfg = parse_ok(AUDIT_PREFIX "schedules:\n"
+	                            "  - {audit: archive, every: 1d, at: \"02:30\", repair: true, rate: 20}\n"
+	                            "  - {audit: archive, every: 1w, name: archive-weekly, catch_up: 2}\n"
+	                            "  - {job: purge-logins, every: 1d}\n");
+	assert_int_equal(ecw_schedules_count(cfg->schedules), 3);
+	s = ecw_schedules_get(cfg->schedules, 0);
+	assert_true(s->audit);
+	assert_str(s->job, "archive");
+	assert_str(s->name, "archive"); /* the job's name, as for job: */
+	assert_int_equal(s->every_ms, D);
+	assert_int_equal(s->at_ms, 2 * H + 30 * 60000);
+	assert_true(s->repair);
+	assert_int_equal(s->rate, 20);
+	assert_null(s->table);
+	assert_int_equal(s->window, ECW_WINDOW_NONE);
+	s = ecw_schedules_get(cfg->schedules, 1);
+	assert_true(s->audit);
+	assert_str(s->name, "archive-weekly");
+	assert_false(s->repair); /* read-only unless repair: true */
+	assert_int_equal(s->rate, 100);
+	assert_int_equal(s->catch_up, 2);
+	s = ecw_schedules_get(cfg->schedules, 2);
+	assert_false(s->audit);
+	assert_str(s->job, "purge-logins");
+	ecw_config_free(cfg);
+}
+
+static void test_schedule__audit_config_errors(void **state)
+{
+	(void)state;
+	/* AUDIT_PREFIX is 7 lines: the schedules start on line 8. */
+	one_audit_error("schedules:\n  - {audit: nope, every: 1d}\n", "9:13",
+	                "schedules[0].audit names 'nope', which is not a configured job");
+	one_audit_error(
+	    "schedules:\n  - {audit: purge-logins, every: 1d}\n", "9:13",
+	    "schedules[0].audit: job 'purge-logins' is of type test-record, which cannot be audited");
+	one_audit_error("schedules:\n  - {audit: archive, job: archive, every: 1d}\n", "9:27",
+	                "schedules[0]: give job or audit, not both");
+	one_audit_error(
+	    "schedules:\n  - {audit: archive, every: 1d, for_each: {table: Devices, field: RowKey}}\n",
+	    "9:43", "schedules[0].for_each is not for an audit schedule");
+	one_audit_error("schedules:\n  - {audit: archive, every: 1d, window: previous}\n", "9:41",
+	                "schedules[0].window is not for an audit schedule");
+	one_audit_error("schedules:\n  - {audit: archive, every: 1d, rate: 0}\n", "9:39", "out of range");
+	one_audit_error("schedules:\n  - {audit: archive, every: 1d, rate: fast}\n", "9:39", "rate");
+	one_audit_error("schedules:\n  - {audit: archive, every: 1d, repair: maybe}\n", "9:41", "repair");
+	one_audit_error("schedules:\n  - {audit: archive}\n", "9:5", "missing required key 'every'");
+	one_audit_error("schedules:\n  - {job: purge-logins, every: 1d, repair: true}\n", "9:44",
+	                "schedules[0].repair is for an audit schedule (audit: JOB)");
+	one_audit_error("schedules:\n  - {job: purge-logins, every: 1d, rate: 5}\n", "9:42",
+	                "schedules[0].rate is for an audit schedule");
+	one_audit_error("schedules:\n  - {every: 1d}\n", "9:5", "missing required key 'job' (or 'audit')");
+	one_audit_error("schedules:\n  - {audit: archive, every: 1d}\n  - {audit: archive, every: 1h}\n",
+	                "10:5", "the name 'archive' is taken by schedules[0]");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -301,6 +378,8 @@ int main(void)
 	    cmocka_unit_test(test_schedule__due_and_catch_up),
 	    cmocka_unit_test(test_schedule__parse),
 	    cmocka_unit_test(test_schedule__config_errors),
+	    cmocka_unit_test(test_schedule__parse_audit),
+	    cmocka_unit_test(test_schedule__audit_config_errors),
 	};
 	return cmocka_run_group_tests_name("schedule", tests, NULL, NULL);
 }
