@@ -82,6 +82,8 @@ struct ecw_audit_counts {
 	uint64_t repaired;
 };
 
+#define ECW_AUDIT_LIMITS 4 /* limits kept per job (more are dropped) */
+
 struct ecw_audit_ctx {
 	struct ecw_client *client;
 	const char *job;       /* the configured job name (its run's ctx->job) */
@@ -101,10 +103,22 @@ struct ecw_audit_ctx {
 	int (*requeue)(const char *pk, const char *rk, void *payload);
 	void *payload;
 	struct ecw_audit_counts counts; /* kept by ecw_audit_note / _checked */
+	/* What the scan could not check, in ecw_audit_limit's words (static
+	 * text); the command prints them with the counts. */
+	const char *limits[ECW_AUDIT_LIMITS];
+	size_t nlimits;
 };
 
 /* For the job's audit: counts f (kind and repaired) and hands it on. */
 void ecw_audit_note(struct ecw_audit_ctx *ctx, const struct ecw_audit_finding *f);
+/* The same for n findings alike (n entities of one kind, one source, one
+ * repair): all counted, f handed on once as their example, so that a scan
+ * need not keep each entity's keys. n = 0 notes nothing. */
+void ecw_audit_note_many(struct ecw_audit_ctx *ctx, const struct ecw_audit_finding *f, uint64_t n);
+/* For the job's audit: a part of the comparison it could not make (text: a
+ * static phrase, "orphans not checked: ..."), reported rather than passed
+ * over in silence. A limit is no finding: the exit status is the counts'. */
+void ecw_audit_limit(struct ecw_audit_ctx *ctx, const char *text);
 /* For the job's audit: one more entity compared. */
 void ecw_audit_checked(struct ecw_audit_ctx *ctx);
 /* For the job's audit: before a storage request; true when it should stop. */
@@ -171,5 +185,16 @@ enum ecw_audit_kind ecw_audit_index_orphan(const struct ecw_entity *entry, const
 /* The properties an index entry names its source by. */
 #define ECW_AUDIT_INDEX_SRC_PK "SourcePartitionKey"
 #define ECW_AUDIT_INDEX_SRC_RK "SourceRowKey"
+
+/* ---- fanout (jobs/fanout.c, jobs/fanout_audit.c) ---- */
+
+/* fanout: target's copies against what its source gives: set holds the
+ * target properties the source sets (its keys are not compared), removed
+ * the target properties that must be absent (the source lacks them, or is
+ * gone with on_delete: clear). OK when each of set's properties is in target
+ * with the same EDM type and value (an Int32 5 is no Int64 5) and none of
+ * removed is there; STALE otherwise. The rule run's step 3 writes by. */
+enum ecw_audit_kind ecw_audit_fanout_copies(const struct ecw_entity *set, const char *const *removed,
+					    size_t nremoved, const struct ecw_entity *target);
 
 #endif

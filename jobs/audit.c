@@ -20,13 +20,24 @@ const char *ecw_audit_kind_name(enum ecw_audit_kind k)
 
 void ecw_audit_note(struct ecw_audit_ctx *ctx, const struct ecw_audit_finding *f)
 {
-	if (f->kind < 0 || f->kind >= ECW_AUDIT_KINDS)
+	ecw_audit_note_many(ctx, f, 1);
+}
+
+void ecw_audit_note_many(struct ecw_audit_ctx *ctx, const struct ecw_audit_finding *f, uint64_t n)
+{
+	if (n == 0 || f->kind < 0 || f->kind >= ECW_AUDIT_KINDS)
 		return;
-	ctx->counts.found[f->kind]++;
+	ctx->counts.found[f->kind] += n;
 	if (f->repaired)
-		ctx->counts.repaired++;
+		ctx->counts.repaired += n;
 	if (ctx->on_finding)
 		ctx->on_finding(f, ctx->payload);
+}
+
+void ecw_audit_limit(struct ecw_audit_ctx *ctx, const char *text)
+{
+	if (ctx->nlimits < ECW_AUDIT_LIMITS)
+		ctx->limits[ctx->nlimits++] = text;
 }
 
 void ecw_audit_checked(struct ecw_audit_ctx *ctx)
@@ -175,4 +186,21 @@ enum ecw_audit_kind ecw_audit_index_ref(bool found, const char *cur_pk, const ch
 	return strcmp(cur_pk, ecw_entity_pk(want)) == 0 && strcmp(cur_rk, ecw_entity_rk(want)) == 0
 		       ? ECW_AUDIT_OK
 		       : ECW_AUDIT_STALE;
+}
+
+/* ---- fanout ---- */
+
+enum ecw_audit_kind ecw_audit_fanout_copies(const struct ecw_entity *set, const char *const *removed,
+					    size_t nremoved, const struct ecw_entity *target)
+{
+	for (size_t i = 0; i < ecw_entity_count(set); i++) {
+		const struct ecw_prop *want = ecw_entity_at(set, i),
+				      *have = ecw_entity_get(target, want->name);
+		if (!have || !ecw_entity_prop_equal(want, have))
+			return ECW_AUDIT_STALE;
+	}
+	for (size_t i = 0; i < nremoved; i++)
+		if (ecw_entity_get(target, removed[i]))
+			return ECW_AUDIT_STALE;
+	return ECW_AUDIT_OK;
 }

@@ -4,9 +4,10 @@
  * This file owns the options, the pacing (--rate caps the storage requests
  * the audit makes, repairs included: it counts the client's requests and
  * takes a token of ecw_pace for each), progress, the report (a table and a
- * few examples per kind, keys escaped for the terminal; or one JSON object
- * per job per line) and the exit status. The job types own their scans
- * (jobs/move.c, jobs/index.c). Memory: per job, the counts and at most
+ * few examples per kind, keys escaped for the terminal, and what a job's
+ * audit could not check, its limits; or one JSON object per job per line)
+ * and the exit status. The job types own their scans (jobs/move.c,
+ * jobs/index.c, jobs/fanout_audit.c). Memory: per job, the counts and at most
  * AUDIT_EXAMPLES copied examples of each kind, freed before the next job. */
 #include <getopt.h>
 #include <json-c/json.h>
@@ -36,8 +37,9 @@ static const char help[] =
 	"directions, and reports what differs: missing (a source's derived entity is not\n"
 	"there), stale (it differs; a move: the entity is in both tables, identical),\n"
 	"orphan (its source is gone or no longer gives it), conflict (two claims the audit\n"
-	"will not choose between). Without JOB, every job whose type can be audited (move\n"
-	"and index so far). Read-only unless --repair.\n\n"
+	"will not choose between). Without JOB, every job whose type can be audited (move,\n"
+	"index and fanout so far). A part a job's audit could not check is printed as a\n"
+	"limit (\"limits\" in --json). Read-only unless --repair.\n\n"
 	"  -c, --config FILE    configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 	"      --repair         fix each finding through the job's own run, as a message\n"
 	"                       would (conflicts are never repaired)\n"
@@ -173,8 +175,9 @@ static void print_header(void)
 	       "conflict", "repaired");
 }
 
-static void print_human(const struct report *r, const struct ecw_audit_counts *c, const char *error)
+static void print_human(const struct report *r, const struct ecw_audit_ctx *ctx, const char *error)
 {
+	const struct ecw_audit_counts *c = &ctx->counts;
 	struct ecw_buf a, b, s1, s2, e;
 
 	ecw_buf_init(&a, 4 * ECW_KEY_MAX);
@@ -199,6 +202,8 @@ static void print_human(const struct report *r, const struct ecw_audit_counts *c
 			       x->error ? "; repair failed: " : "",
 			       x->error ? ecw_cli_term(&e, x->error) : "");
 		}
+	for (size_t i = 0; i < ctx->nlimits; i++)
+		printf("  limit: %s\n", ctx->limits[i]);
 	if (error)
 		printf("  error: %s\n", ecw_cli_term(&e, error));
 	ecw_buf_dispose(&a);
@@ -213,14 +218,17 @@ static void json_add_str(struct json_object *o, const char *key, const char *v)
 	json_object_object_add(o, key, v ? json_object_new_string(v) : NULL);
 }
 
-static void print_json(const struct report *r, const struct ecw_audit_counts *c, const char *error,
+static void print_json(const struct report *r, const struct ecw_audit_ctx *ctx, const char *error,
 		       bool stopped)
 {
-	struct json_object *o = json_object_new_object(), *ex = json_object_new_array();
+	const struct ecw_audit_counts *c = &ctx->counts;
+	struct json_object *o = json_object_new_object(), *ex = json_object_new_array(),
+			   *limits = json_object_new_array();
 
-	if (!o || !ex) {
+	if (!o || !ex || !limits) {
 		json_object_put(o);
 		json_object_put(ex);
+		json_object_put(limits);
 		fprintf(stderr, "audit: out of memory\n");
 		return;
 	}
@@ -234,6 +242,9 @@ static void print_json(const struct report *r, const struct ecw_audit_counts *c,
 	json_object_object_add(o, "complete", json_object_new_boolean(!error && !stopped));
 	if (error)
 		json_add_str(o, "error", error);
+	for (size_t i = 0; i < ctx->nlimits; i++)
+		json_object_array_add(limits, json_object_new_string(ctx->limits[i]));
+	json_object_object_add(o, "limits", limits);
 	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
 		for (size_t i = 0; i < r->nex[k]; i++) {
 			const struct example *x = &r->ex[k][i];
@@ -394,9 +405,9 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
 	ecw_progress_show(&r->prog, ctx.counts.checked, "done", true);
 	if (o->json)
-		print_json(r, &ctx.counts, err < 0 ? error : NULL, audit_stop != 0);
+		print_json(r, &ctx, err < 0 ? error : NULL, audit_stop != 0);
 	else
-		print_human(r, &ctx.counts, err < 0 ? error : NULL);
+		print_human(r, &ctx, err < 0 ? error : NULL);
 	if (r->oom)
 		fprintf(stderr, "audit: out of memory keeping examples (the counts are right)\n");
 	fflush(stdout);
