@@ -25,7 +25,8 @@
  *      fields; --partition: the property bound to PartitionKey equals it);
  *      one that carries any copy is checked: its source is read (both keys
  *      bound: a GET; one: a query of the source table for that key, $top 1,
- *      since the other key does not change the filter), and when none is
+ *      since the other key does not change the filter; once for a run of
+ *      consecutive targets naming the same source), and when none is
  *      there, the filter rendered from those keys is asked whether it still
  *      selects this target with copies on it (a query by the target's keys,
  *      built with the escaping helpers: ecw_fanout_select_target) before it
@@ -267,6 +268,11 @@ static int audit_targets(const struct fanout *f, struct ecw_audit_ctx *ctx)
 	struct ecw_table_query *q = NULL;
 	struct ecw_entity *t = NULL;
 	struct ecw_buf select;
+	/* The last source looked up and whether it was there: the targets of
+	 * one source, when they come one after the other (a partition of
+	 * targets per source), cost one lookup. */
+	struct kept_keys *last = malloc(sizeof(*last));
+	bool last_valid = false, exists = false;
 	int err;
 
 	if (ecw_template_filter_keys(&keys, f->filter) < 0) {
@@ -281,6 +287,10 @@ static int audit_targets(const struct fanout *f, struct ecw_audit_ctx *ctx)
 		return 0;
 	}
 	ecw_buf_init(&select, 0);
+	if (!last) {
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+		goto done;
+	}
 	if ((keys.pk[0] && (err = ecw_buf_printf(&select, "%s,", keys.pk)) < 0) ||
 	    (keys.rk[0] && (err = ecw_buf_printf(&select, "%s,", keys.rk)) < 0) ||
 	    (err = ecw_buf_adds(&select, f->select)) < 0 ||
@@ -290,10 +300,15 @@ static int audit_targets(const struct fanout *f, struct ecw_audit_ctx *ctx)
 	while ((err = ecw_audit_next(&t, q, ctx)) == 0 && t) {
 		const char *spk = keys.pk[0] ? bound_value(t, keys.pk) : NULL,
 			   *srk = keys.rk[0] ? bound_value(t, keys.rk) : NULL;
-		bool exists = false;
 		if (carries_copy(f, t) && (spk || !keys.pk[0]) && (srk || !keys.rk[0])) {
-			if ((err = source_exists(&exists, ctx, f, spk, srk)) == 0 && !exists)
-				err = audit_orphan(f, ctx, t, spk ? spk : "", srk ? srk : "");
+			if (!last_valid || strcmp(last->pk, spk ? spk : "") != 0 ||
+			    strcmp(last->rk, srk ? srk : "") != 0) {
+				last_valid = (err = source_exists(&exists, ctx, f, spk, srk)) == 0;
+				snprintf(last->pk, sizeof(last->pk), "%s", spk ? spk : "");
+				snprintf(last->rk, sizeof(last->rk), "%s", srk ? srk : "");
+			}
+			if (err == 0 && !exists)
+				err = audit_orphan(f, ctx, t, last->pk, last->rk);
 			if (err < 0)
 				break;
 			ecw_audit_checked(ctx);
@@ -305,6 +320,7 @@ done:
 	ecw_entity_free(t);
 	ecw_table_query_free(q);
 	ecw_buf_dispose(&select);
+	free(last);
 	return err;
 }
 
