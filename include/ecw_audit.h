@@ -28,6 +28,9 @@
  *     of a run does), then runs. A conflict is never repaired. A repair never
  *     deletes the only copy of an entity, and touches a source table only to
  *     complete a move whose two copies are identical.
+ *   - What a job's audit cannot check (a fanout's orphans, when its filter
+ *     does not name the source) it reports as a limit (ecw_audit_limit),
+ *     never as a clean result.
  *
  * Ownership: the command owns struct ecw_audit_ctx and everything it points
  * to; the job's audit reads the settings and calls the callbacks; a finding

@@ -271,7 +271,7 @@ static int audit_targets(const struct fanout *f, struct ecw_audit_ctx *ctx)
 	/* The last source looked up and whether it was there: the targets of
 	 * one source, when they come one after the other (a partition of
 	 * targets per source), cost one lookup. */
-	struct kept_keys *last = malloc(sizeof(*last));
+	struct kept_keys *last = NULL;
 	bool last_valid = false, exists = false;
 	int err;
 
@@ -287,7 +287,7 @@ static int audit_targets(const struct fanout *f, struct ecw_audit_ctx *ctx)
 		return 0;
 	}
 	ecw_buf_init(&select, 0);
-	if (!last) {
+	if (!(last = malloc(sizeof(*last)))) {
 		err = ecw_error_set(ECW_ENOMEM, "out of memory");
 		goto done;
 	}
