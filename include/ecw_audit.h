@@ -28,6 +28,9 @@
  *     of a run does), then runs. A conflict is never repaired. A repair never
  *     deletes the only copy of an entity, and touches a source table only to
  *     complete a move whose two copies are identical.
+ *   - What a job's audit cannot check (a fanout's orphans, when its filter
+ *     does not name the source) it reports as a limit (ecw_audit_limit),
+ *     never as a clean result.
  *
  * Ownership: the command owns struct ecw_audit_ctx and everything it points
  * to; the job's audit reads the settings and calls the callbacks; a finding
@@ -76,11 +79,18 @@ struct ecw_audit_finding {
 					       * worked); may hold keys: print it escaped */
 };
 
+#define ECW_AUDIT_LIMITS 4 /* limits kept per job (more are dropped) */
+
+/* What one job's audit found (kept by ecw_audit_note, _checked, _limit). */
 struct ecw_audit_counts {
 	uint64_t checked; /* entities compared, both directions */
 	uint64_t found[ECW_AUDIT_KINDS];
 	uint64_t repaired;
 	uint64_t repaired_kind[ECW_AUDIT_KINDS]; /* repaired, by kind (they sum to repaired) */
+	/* What the scan could not check, in ecw_audit_limit's words (static
+	 * text); reports print them with the counts. */
+	const char *limits[ECW_AUDIT_LIMITS];
+	size_t nlimits;
 };
 
 struct ecw_audit_ctx {
@@ -106,6 +116,14 @@ struct ecw_audit_ctx {
 
 /* For the job's audit: counts f (kind and repaired) and hands it on. */
 void ecw_audit_note(struct ecw_audit_ctx *ctx, const struct ecw_audit_finding *f);
+/* The same for n findings alike (n entities of one kind, one source, one
+ * repair): all counted, f handed on once as their example, so that a scan
+ * need not keep each entity's keys. n = 0 notes nothing. */
+void ecw_audit_note_many(struct ecw_audit_ctx *ctx, const struct ecw_audit_finding *f, uint64_t n);
+/* For the job's audit: a part of the comparison it could not make (text: a
+ * static phrase, "orphans not checked: ..."), reported rather than passed
+ * over in silence. A limit is no finding: the exit status is the counts'. */
+void ecw_audit_limit(struct ecw_audit_ctx *ctx, const char *text);
 /* For the job's audit: one more entity compared. */
 void ecw_audit_checked(struct ecw_audit_ctx *ctx);
 /* For the job's audit: before a storage request; true when it should stop. */
@@ -182,5 +200,16 @@ uint64_t ecw_audit_drift(const struct ecw_audit_counts *c, enum ecw_audit_kind k
 /* The properties an index entry names its source by. */
 #define ECW_AUDIT_INDEX_SRC_PK "SourcePartitionKey"
 #define ECW_AUDIT_INDEX_SRC_RK "SourceRowKey"
+
+/* ---- fanout (jobs/fanout.c, jobs/fanout_audit.c) ---- */
+
+/* fanout: target's copies against what its source gives: set holds the
+ * target properties the source sets (its keys are not compared), removed
+ * the target properties that must be absent (the source lacks them, or is
+ * gone with on_delete: clear). OK when each of set's properties is in target
+ * with the same EDM type and value (an Int32 5 is no Int64 5) and none of
+ * removed is there; STALE otherwise. The rule run's step 3 writes by. */
+enum ecw_audit_kind ecw_audit_fanout_copies(const struct ecw_entity *set, const char *const *removed,
+					    size_t nremoved, const struct ecw_entity *target);
 
 #endif

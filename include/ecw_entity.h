@@ -79,6 +79,8 @@ const struct ecw_prop *ecw_entity_at(const struct ecw_entity *e, size_t i);
 /* Same keys and the same properties with the same types and values (bitwise
  * for doubles, so NaN equals NaN); ETag and Timestamp are ignored. */
 bool ecw_entity_equal(const struct ecw_entity *a, const struct ecw_entity *b);
+/* Two values alike by the same rule (the names are not compared). */
+bool ecw_entity_prop_equal(const struct ecw_prop *a, const struct ecw_prop *b);
 
 /* The JSON body the Table service takes: keys, properties, and an
  * "@odata.type" annotation for every type JSON cannot tell apart

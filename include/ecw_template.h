@@ -67,4 +67,25 @@ enum ecw_template_mode {
 int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const struct ecw_entity *e,
 			enum ecw_template_mode mode) ECW_MUST_USE;
 
+/* ---- inverting a filter (pass 2 of the fanout audit) ---- */
+
+/* The properties through which an entity a filter selects names the entity
+ * the filter was rendered from: "" where none does. */
+struct ecw_template_keys {
+	char pk[256]; /* holds the source's PartitionKey */
+	char rk[256]; /* holds the source's RowKey */
+};
+
+/* For a filter template t (ECW_TEMPLATE_FILTER) that uses no property but
+ * PartitionKey and RowKey: finds its top-level `and` terms of the form
+ * `Prop eq {PartitionKey}` or `Prop eq '{RowKey}'` (either side, the key
+ * quoted or not, unformatted; `(a and b) and c` counts as three terms) and
+ * names the Prop each key is bound to (the first term's, if several). Every
+ * entity the filter rendered from keys (pk, rk) selects then holds pk in
+ * out->pk and rk in out->rk, as Strings. ECW_EINVALID with a message saying
+ * why (nothing is bound, a key the filter uses is not, another property is
+ * used, parentheses do not match): terms under `or` or `not`, compared by
+ * ne/gt/..., or a key inside a longer string ('C-{RowKey}') bind nothing. */
+int ecw_template_filter_keys(struct ecw_template_keys *out, const struct ecw_template *t) ECW_MUST_USE;
+
 #endif

@@ -20,15 +20,26 @@ const char *ecw_audit_kind_name(enum ecw_audit_kind k)
 
 void ecw_audit_note(struct ecw_audit_ctx *ctx, const struct ecw_audit_finding *f)
 {
-	if (f->kind < 0 || f->kind >= ECW_AUDIT_KINDS)
+	ecw_audit_note_many(ctx, f, 1);
+}
+
+void ecw_audit_note_many(struct ecw_audit_ctx *ctx, const struct ecw_audit_finding *f, uint64_t n)
+{
+	if (n == 0 || f->kind < 0 || f->kind >= ECW_AUDIT_KINDS)
 		return;
-	ctx->counts.found[f->kind]++;
+	ctx->counts.found[f->kind] += n;
 	if (f->repaired) {
-		ctx->counts.repaired++;
-		ctx->counts.repaired_kind[f->kind]++;
+		ctx->counts.repaired += n;
+		ctx->counts.repaired_kind[f->kind] += n;
 	}
 	if (ctx->on_finding)
 		ctx->on_finding(f, ctx->payload);
+}
+
+void ecw_audit_limit(struct ecw_audit_ctx *ctx, const char *text)
+{
+	if (ctx->counts.nlimits < ECW_AUDIT_LIMITS)
+		ctx->counts.limits[ctx->counts.nlimits++] = text;
 }
 
 void ecw_audit_checked(struct ecw_audit_ctx *ctx)
@@ -189,3 +200,20 @@ uint64_t ecw_audit_drift(const struct ecw_audit_counts *c, enum ecw_audit_kind k
 }
 
 /* ---- end of scheduled audits ---- */
+
+/* ---- fanout ---- */
+
+enum ecw_audit_kind ecw_audit_fanout_copies(const struct ecw_entity *set, const char *const *removed,
+					    size_t nremoved, const struct ecw_entity *target)
+{
+	for (size_t i = 0; i < ecw_entity_count(set); i++) {
+		const struct ecw_prop *want = ecw_entity_at(set, i),
+				      *have = ecw_entity_get(target, want->name);
+		if (!have || !ecw_entity_prop_equal(want, have))
+			return ECW_AUDIT_STALE;
+	}
+	for (size_t i = 0; i < nremoved; i++)
+		if (ecw_entity_get(target, removed[i]))
+			return ECW_AUDIT_STALE;
+	return ECW_AUDIT_OK;
+}

@@ -77,32 +77,24 @@
  * before every write, so a run whose lease is lost stops before its next
  * write (a transient error: the message's new holder runs it again). Memory
  * stays bounded: the query iterator holds one page, and at most one batch
- * of writes is pending. */
+ * of writes is pending.
+ * Its audit (`ecworker audit`) is jobs/fanout_audit.c; what the two share
+ * (the settings, the wanted copies, the filter's rendering, run) is
+ * fanout_private.h, and the rule that judges a target's copies, used by
+ * plan() below as well, is ecw_audit_fanout_copies. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecw_audit.h"
 #include "ecw_job.h"
+#include "fanout_private.h"
 #include "jobs_private.h"
 
 #define MAX_ROUNDS 5
 /* Stay well below the 4 MiB transaction limit: the estimate below counts
  * bodies exactly but sub-request headers only roughly. */
 #define BATCH_BYTE_BUDGET (ECW_BATCH_MAX_BYTES - 512 * 1024)
-
-struct field {
-	char *target; /* property written in the targets */
-	char *source; /* property read from the source (or PartitionKey / RowKey) */
-};
-
-struct fanout {
-	char *source, *table;
-	struct ecw_template *filter;
-	struct field *fields;
-	size_t nfields;
-	bool clear_on_delete;
-	char *select; /* the target fields, comma-separated, for $select */
-};
 
 static void fanout_free(void *p)
 {
@@ -274,13 +266,9 @@ struct op {
 struct run {
 	const struct fanout *f;
 	struct ecw_job_ctx *ctx;
-	const struct ecw_entity *src; /* NULL: the source is gone */
-	const char *filter;           /* rendered */
-	/* The desired copies: patch holds every field to set (keys set per
-	 * target); removed lists the target fields that must be absent. */
-	struct ecw_entity *patch;
-	const char **removed;
-	size_t nremoved;
+	const char *filter; /* rendered */
+	/* The desired copies (the set's keys are set per target). */
+	struct fanout_want want;
 	struct ecw_buf scratch;
 	/* Writes pending for one partition. */
 	struct op ops[ECW_BATCH_MAX_OPS];
@@ -299,85 +287,89 @@ static void run_dispose(struct run *r)
 {
 	for (size_t i = 0; i < r->nops; i++)
 		op_dispose(&r->ops[i]);
-	ecw_entity_free(r->patch);
-	free(r->removed);
+	ecw_fanout_want_dispose(&r->want);
 	ecw_buf_dispose(&r->scratch);
 }
 
-/* Fills r->patch and r->removed from the source (NULL: gone). */
-static int want_from(struct run *r)
+void ecw_fanout_want_dispose(struct fanout_want *w)
 {
-	const struct fanout *f = r->f;
+	ecw_entity_free(w->set);
+	free(w->removed);
+	memset(w, 0, sizeof(*w));
+}
+
+int ecw_fanout_want(struct fanout_want *out, const struct fanout *f, const struct ecw_entity *src,
+		    const char *pk, const char *rk)
+{
 	int err;
 
-	if ((err = ecw_entity_new(&r->patch, r->ctx->pk, r->ctx->rk)) < 0)
-		return err;
-	if (!(r->removed = calloc(f->nfields, sizeof(*r->removed))))
-		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	memset(out, 0, sizeof(*out));
+	if ((err = ecw_entity_new(&out->set, pk, rk)) < 0)
+		goto done;
+	if (!(out->removed = calloc(f->nfields, sizeof(*out->removed)))) {
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+		goto done;
+	}
 	for (size_t i = 0; i < f->nfields; i++) {
 		const char *name = f->fields[i].source;
 		struct ecw_prop p;
-		if (!r->src) {
-			r->removed[r->nremoved++] = f->fields[i].target;
+		if (!src) {
+			out->removed[out->nremoved++] = f->fields[i].target;
 			continue;
 		}
 		if (strcmp(name, "PartitionKey") == 0 || strcmp(name, "RowKey") == 0) {
 			memset(&p, 0, sizeof(p));
 			p.type = ECW_EDM_STRING;
-			p.v.s = name[0] == 'P' ? ecw_entity_pk(r->src) : ecw_entity_rk(r->src);
+			p.v.s = name[0] == 'P' ? ecw_entity_pk(src) : ecw_entity_rk(src);
 			p.len = strlen(p.v.s);
-		} else if (ecw_entity_get(r->src, name)) {
-			p = *ecw_entity_get(r->src, name); /* type and value exactly */
+		} else if (ecw_entity_get(src, name)) {
+			p = *ecw_entity_get(src, name); /* type and value exactly */
 		} else {
-			r->removed[r->nremoved++] = f->fields[i].target;
+			out->removed[out->nremoved++] = f->fields[i].target;
 			continue;
 		}
 		p.name = f->fields[i].target;
-		if ((err = ecw_entity_set_prop(r->patch, &p)) < 0)
-			return err;
+		if ((err = ecw_entity_set_prop(out->set, &p)) < 0)
+			goto done;
 	}
-	return 0;
+done:
+	if (err < 0)
+		ecw_fanout_want_dispose(out);
+	return err;
 }
 
 /* What target t needs: *op->e stays NULL when its copies already match. */
 static int plan(struct op *op, struct run *r, const struct ecw_entity *t)
 {
-	struct ecw_entity *seen = NULL;
+	const struct fanout_want *w = &r->want;
 	bool replace = false;
 	int err;
 
 	memset(op, 0, sizeof(*op));
-	/* The target's copies, as an entity comparable with the patch: same
-	 * keys, the copied fields it has. ecw_entity_equal compares EDM types
-	 * and values exactly, so an Int32 5 never passes for an Int64 5. */
-	if ((err = ecw_entity_new(&seen, ecw_entity_pk(t), ecw_entity_rk(t))) < 0 ||
-	    (err = ecw_entity_set_keys(r->patch, ecw_entity_pk(t), ecw_entity_rk(t))) < 0)
-		goto done;
-	for (size_t i = 0; i < r->f->nfields; i++) {
-		const struct ecw_prop *p = ecw_entity_get(t, r->f->fields[i].target);
-		if (p && (err = ecw_entity_set_prop(seen, p)) < 0)
-			goto done;
-	}
-	if (ecw_entity_equal(seen, r->patch))
+	/* Exact EDM types and values: an Int32 5 never passes for an Int64 5
+	 * (the audit judges a target by the same rule). */
+	if (ecw_audit_fanout_copies(w->set, w->removed, w->nremoved, t) == ECW_AUDIT_OK)
+		return 0;
+	if ((err = ecw_entity_set_keys(w->set, ecw_entity_pk(t), ecw_entity_rk(t))) < 0)
 		goto done;
 	if (!ecw_entity_etag(t)) {
 		err = ecw_error_set(ECW_ERROR, "fanout: target %s/%s came without an ETag", ecw_entity_pk(t),
 				    ecw_entity_rk(t));
 		goto done;
 	}
-	for (size_t i = 0; i < r->nremoved && !replace; i++)
-		replace = ecw_entity_get(t, r->removed[i]) != NULL;
+	for (size_t i = 0; i < w->nremoved && !replace; i++)
+		replace = ecw_entity_get(t, w->removed[i]) != NULL;
 	if (!replace) {
-		err = ecw_entity_clone(&op->e, r->patch);
+		err = ecw_entity_clone(&op->e, w->set);
 	} else {
 		/* MERGE cannot remove a property: replace the entity as read,
 		 * minus the removed fields, plus the set ones. */
 		if ((err = ecw_entity_clone(&op->e, t)) < 0)
 			goto done;
-		for (size_t i = 0; i < r->nremoved; i++)
-			ecw_entity_remove(op->e, r->removed[i]);
-		for (size_t i = 0; i < ecw_entity_count(r->patch) && err == 0; i++)
-			err = ecw_entity_set_prop(op->e, ecw_entity_at(r->patch, i));
+		for (size_t i = 0; i < w->nremoved; i++)
+			ecw_entity_remove(op->e, w->removed[i]);
+		for (size_t i = 0; i < ecw_entity_count(w->set) && err == 0; i++)
+			err = ecw_entity_set_prop(op->e, ecw_entity_at(w->set, i));
 	}
 	if (err < 0)
 		goto done;
@@ -396,7 +388,29 @@ static int plan(struct op *op, struct run *r, const struct ecw_entity *t)
 done:
 	if (err < 0)
 		op_dispose(op);
-	ecw_entity_free(seen);
+	return err;
+}
+
+int ecw_fanout_select_target(struct ecw_entity **out, struct ecw_client *c, const struct fanout *f,
+			     const char *filter, const char *select, const char *pk, const char *rk)
+{
+	struct ecw_table_query *q = NULL;
+	struct ecw_buf text;
+	int err;
+
+	*out = NULL;
+	ecw_buf_init(&text, 0);
+	if ((err = ecw_buf_printf(&text, "(%s) and PartitionKey eq ", filter)) < 0 ||
+	    (err = ecw_escape_filter_string(&text, pk)) < 0 ||
+	    (err = ecw_buf_adds(&text, " and RowKey eq ")) < 0 ||
+	    (err = ecw_escape_filter_string(&text, rk)) < 0)
+		goto done;
+	struct ecw_query_options qo = {.filter = ecw_buf_cstr(&text), .select = select, .limit = 1};
+	if ((err = ecw_table_query_new(&q, c, f->table, &qo)) == 0)
+		err = ecw_table_query_next(out, q);
+done:
+	ecw_table_query_free(q);
+	ecw_buf_dispose(&text);
 	return err;
 }
 
@@ -404,25 +418,8 @@ done:
  * or no longer a target. */
 static int reread(struct ecw_entity **out, struct run *r, const char *pk, const char *rk)
 {
-	struct ecw_table_query *q = NULL;
-	struct ecw_buf filter;
-	int err;
-
-	*out = NULL;
-	ecw_buf_init(&filter, 0);
-	if ((err = ecw_buf_printf(&filter, "(%s) and PartitionKey eq ", r->filter)) < 0 ||
-	    (err = ecw_escape_filter_string(&filter, pk)) < 0 ||
-	    (err = ecw_buf_adds(&filter, " and RowKey eq ")) < 0 ||
-	    (err = ecw_escape_filter_string(&filter, rk)) < 0)
-		goto done;
-	struct ecw_query_options qo = {
-		.filter = ecw_buf_cstr(&filter), .select = r->nremoved ? NULL : r->f->select, .limit = 1};
-	if ((err = ecw_table_query_new(&q, r->ctx->client, r->f->table, &qo)) == 0)
-		err = ecw_table_query_next(out, q);
-done:
-	ecw_table_query_free(q);
-	ecw_buf_dispose(&filter);
-	return err;
+	return ecw_fanout_select_target(out, r->ctx->client, r->f, r->filter,
+					r->want.nremoved ? NULL : r->f->select, pk, rk);
 }
 
 /* One write on its own. A vanished target is skipped; one that changed
@@ -517,7 +514,7 @@ static int fan_out(struct run *r)
 	bool same_table = strcmp(f->source, f->table) == 0;
 
 	struct ecw_query_options qo = {
-		.filter = r->filter, .select = r->nremoved ? NULL : f->select, .top = 1000};
+		.filter = r->filter, .select = r->want.nremoved ? NULL : f->select, .top = 1000};
 	if ((err = ecw_table_query_new(&q, r->ctx->client, f->table, &qo)) < 0)
 		return err;
 	for (;;) {
@@ -581,10 +578,24 @@ static int read_source(struct ecw_entity **out, const struct fanout *f, struct e
 	return err;
 }
 
-static int fanout_run(const void *settings, struct ecw_job_ctx *ctx)
+int ecw_fanout_render_filter(struct ecw_buf *out, const struct fanout *f, const struct ecw_entity *src,
+			     const char *pk, const char *rk)
+{
+	struct ecw_entity *keys = NULL;
+	int err;
+
+	if (src)
+		return ecw_template_render(out, f->filter, src, ECW_TEMPLATE_ODATA);
+	if ((err = ecw_entity_new(&keys, pk, rk)) == 0)
+		err = ecw_template_render(out, f->filter, keys, ECW_TEMPLATE_ODATA);
+	ecw_entity_free(keys);
+	return err;
+}
+
+int ecw_fanout_run(const void *settings, struct ecw_job_ctx *ctx)
 {
 	const struct fanout *f = settings;
-	struct ecw_entity *src = NULL, *again = NULL, *keys = NULL;
+	struct ecw_entity *src = NULL, *again = NULL;
 	struct ecw_buf filter;
 	int err = 0;
 
@@ -603,14 +614,10 @@ static int fanout_run(const void *settings, struct ecw_job_ctx *ctx)
 		memset(&r, 0, sizeof(r));
 		r.f = f;
 		r.ctx = ctx;
-		r.src = src;
 		ecw_buf_init(&r.scratch, 0);
 		ecw_buf_reset(&filter);
-		if (!src && !keys && (err = ecw_entity_new(&keys, ctx->pk, ctx->rk)) < 0)
-			goto done;
-		if ((err = ecw_template_render(&filter, f->filter, src ? src : keys, ECW_TEMPLATE_ODATA)) ==
-			    0 &&
-		    (err = want_from(&r)) == 0) {
+		if ((err = ecw_fanout_render_filter(&filter, f, src, ctx->pk, ctx->rk)) == 0 &&
+		    (err = ecw_fanout_want(&r.want, f, src, ctx->pk, ctx->rk)) == 0) {
 			r.filter = ecw_buf_cstr(&filter);
 			err = fan_out(&r);
 		}
@@ -642,7 +649,6 @@ static int fanout_run(const void *settings, struct ecw_job_ctx *ctx)
 done:
 	ecw_entity_free(src);
 	ecw_entity_free(again);
-	ecw_entity_free(keys);
 	ecw_buf_dispose(&filter);
 	return err;
 }
@@ -651,8 +657,9 @@ const struct ecw_job_type ecw_job_fanout = {
 	.name = "fanout",
 	.parse = fanout_parse,
 	.prepare = fanout_prepare,
-	.run = fanout_run,
+	.run = ecw_fanout_run,
 	.free = fanout_free,
 	.source_table = fanout_source,
 	.target_table = fanout_target,
+	.audit = ecw_fanout_audit,
 };

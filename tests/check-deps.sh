@@ -42,6 +42,7 @@ BASE="include/ecw_buf.h include/ecw_cancel.h include/ecw_clock.h include/ecw_cod
 RULES="
 private worker/migrate_private.h  worker/migrate.c worker/migrate_apply.c
 private worker/schedule_private.h worker/schedule.c worker/schedule_audit.c
+private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c
 
 files $BASE
 may   $BASE

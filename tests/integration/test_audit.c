@@ -9,6 +9,7 @@
  * the workers, through the jobs' messages; a repair racing a worker on the same
  * keys ends consistent; usage errors exit 2. The comparison rules and
  * the repairs case by case are tests/unit/test_audit.c. */
+#include "auditfx.h"
 #include "indexfx.h"
 #include "itest.h"
 #include "proc.h"
@@ -81,55 +82,23 @@ static void converge(struct au *a)
 	write_config(a, "audit");
 }
 
-/* Runs `audit -c CONFIG args...`; returns the exit code, stdout in *out. */
+/* Runs `audit -c CONFIG a1 a2 a3` (up to the first NULL); returns the exit
+ * code, stdout in *out. */
 static int audit(struct au *a, char **out, const char *name, const char *a1, const char *a2, const char *a3)
 {
-	const char *args[] = {"audit", "-c", a->config, a1, a2, a3, NULL};
-	char *err = NULL;
-	int code = proc_run(out, &err, name, args, NULL, 60000);
+	const char *args[] = {a1, a2, a3, NULL};
 
-	if (code != 0 && code != 3)
-		print_error("audit %s exited %d; stderr:\n%s\nstdout:\n%s\n", name, code, err ? err : "",
-		            out && *out ? *out : "");
-	free(err);
-	return code;
-}
-
-/* The --json line of job in out, parsed (json_object_put it). */
-static struct json_object *job_line(const char *out, const char *job)
-{
-	char needle[96];
-	const char *at;
-	const char *end;
-	char *line;
-	struct json_object *o;
-
-	snprintf(needle, sizeof(needle), "{\"job\":\"%s\"", job);
-	at = strstr(out, needle);
-	ITEST_CHECK(at != NULL, "no --json line for %s in:\n%s", job, out);
-	end = strchr(at, '\n');
-	line = strndup(at, end ? (size_t)(end - at) : strlen(at));
-	o = json_tokener_parse(line);
-	ITEST_CHECK(o != NULL, "not JSON: %s", line);
-	free(line);
-	return o;
-}
-
-static long long field(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	ITEST_CHECK(json_object_object_get_ex(o, key, &v), "no %s in %s", key, json_object_to_json_string(o));
-	return json_object_get_int64(v);
+	return auditfx_run(out, a->config, name, args);
 }
 
 static void counts_are(const char *out, const char *job, long long missing, long long stale, long long orphan,
                        long long conflict, long long repaired)
 {
-	struct json_object *o = job_line(out, job);
+	struct json_object *o = auditfx_job_line(out, job);
 
-	if (field(o, "missing") != missing || field(o, "stale") != stale || field(o, "orphan") != orphan ||
-	    field(o, "conflict") != conflict || field(o, "repaired") != repaired)
+	if (auditfx_field(o, "missing") != missing || auditfx_field(o, "stale") != stale ||
+	    auditfx_field(o, "orphan") != orphan || auditfx_field(o, "conflict") != conflict ||
+	    auditfx_field(o, "repaired") != repaired)
 		fail_msg("%s: got %s; want missing %lld stale %lld orphan %lld conflict %lld repaired %lld",
 		         job, json_object_to_json_string(o), missing, stale, orphan, conflict, repaired);
 	json_object_put(o);
@@ -171,9 +140,9 @@ static void test_audit__finds_repairs_and_converges(void **state)
 	counts_are(out, "archive", 0, 1, 0, 0, 0);
 	{
 		/* Its cost: a GET or more per entity compared, and the query pages. */
-		struct json_object *o = job_line(out, IX_JOB);
-		ITEST_CHECK(field(o, "requests") > field(o, "checked"), "requests not counted: %s",
-		            json_object_to_json_string(o));
+		struct json_object *o = auditfx_job_line(out, IX_JOB);
+		ITEST_CHECK(auditfx_field(o, "requests") > auditfx_field(o, "checked"),
+		            "requests not counted: %s", json_object_to_json_string(o));
 		json_object_put(o);
 	}
 	free(out);
@@ -287,7 +256,7 @@ static void test_audit__via_queue_repairs_through_the_workers(void **state)
 	assert_int_equal(audit(a, &out, "audit-via-queue", "--repair", "--via-queue", "--json"), 0);
 	counts_are(out, IX_JOB, 1, 0, 1, 0, 2);
 	counts_are(out, "archive", 0, 1, 0, 0, 1);
-	o = job_line(out, IX_JOB);
+	o = auditfx_job_line(out, IX_JOB);
 	ITEST_CHECK(json_object_object_get_ex(o, "via_queue", &v) && json_object_get_boolean(v),
 	            "no via_queue in %s", json_object_to_json_string(o));
 	json_object_put(o);

@@ -31,6 +31,8 @@ struct fx {
 	struct ecw_config *cfg;
 	/* what the audit reported, by kind: "pk/rk" of the first finding */
 	char first[ECW_AUDIT_KINDS][256];
+	size_t nlimits;    /* what the last audit could not check */
+	const char *limit; /* the first of those (static text), or NULL */
 };
 
 static int setup(void **state)
@@ -237,6 +239,8 @@ static struct ecw_audit_counts audit(struct fx *f, const struct ecw_job_def *def
 
 	memset(f->first, 0, sizeof(f->first));
 	ok(def->type->audit(def->settings, &ctx), "audit");
+	f->nlimits = ctx.counts.nlimits;
+	f->limit = ctx.counts.nlimits ? ctx.counts.limits[0] : NULL;
 	return ctx.counts;
 }
 
@@ -619,6 +623,225 @@ static void test_audit__run_counts_by_kind_and_stops(void **state)
 	assert_int_equal(c.checked, 0);
 }
 
+/* ---- fanout ------------------------------------------------------------------------------------------- */
+
+static void test_audit__fanout_copies(void **state)
+{
+	struct ecw_entity *set_ = entity("C", "c1"), *t = entity("P", "o1"), *none = entity("C", "c1");
+	const char *removed[] = {"CustomerEmail"};
+
+	(void)state;
+	set(set_, "CustomerName", "Ann");
+	set(t, "CustomerName", "Ann");
+	ok(ecw_entity_set_int32(t, "Amount", 5), "int"); /* not a copy: ignored, as are the keys */
+	assert_int_equal(ecw_audit_fanout_copies(set_, removed, 1, t), ECW_AUDIT_OK);
+	/* A field the source lacks must be absent. */
+	set(t, "CustomerEmail", "ann@x");
+	assert_int_equal(ecw_audit_fanout_copies(set_, removed, 1, t), ECW_AUDIT_STALE);
+	ecw_entity_remove(t, "CustomerEmail");
+	/* Another value, or none. */
+	set(t, "CustomerName", "Anne");
+	assert_int_equal(ecw_audit_fanout_copies(set_, removed, 1, t), ECW_AUDIT_STALE);
+	ecw_entity_remove(t, "CustomerName");
+	assert_int_equal(ecw_audit_fanout_copies(set_, removed, 1, t), ECW_AUDIT_STALE);
+	/* Types count: an Int32 5 is no Int64 5, nor the string "5". */
+	ok(ecw_entity_set_int64(set_, "Amount", 5), "int64");
+	set(t, "CustomerName", "Ann");
+	assert_int_equal(ecw_audit_fanout_copies(set_, removed, 1, t), ECW_AUDIT_STALE);
+	ok(ecw_entity_set_int64(t, "Amount", 5), "int64");
+	assert_int_equal(ecw_audit_fanout_copies(set_, removed, 1, t), ECW_AUDIT_OK);
+	/* A source gone (with clear): nothing set, every copy removed. */
+	const char *all[] = {"CustomerName", "CustomerEmail", "Amount"};
+	assert_int_equal(ecw_audit_fanout_copies(none, all, 3, t), ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_fanout_copies(none, all + 1, 1, t), ECW_AUDIT_OK);
+	ecw_entity_free(set_);
+	ecw_entity_free(t);
+	ecw_entity_free(none);
+}
+
+/* A fanout from Cust to Ord copying Name as CustomerName (and Email as
+ * CustomerEmail), with filter and on_delete as given. */
+static const struct ecw_job_def *fanout_job(struct fx *f, const char *filter, const char *on_delete)
+{
+	char yaml[512];
+
+	table_server_create_table(f->s, "Cust");
+	table_server_create_table(f->s, "Ord");
+	snprintf(yaml, sizeof(yaml),
+	         "    type: fanout\n    source: Cust\n    table: Ord\n    filter: \"%s\"\n"
+	         "    fields: {CustomerName: Name, CustomerEmail: Email}\n    on_delete: %s\n",
+	         filter, on_delete);
+	return job(f, yaml);
+}
+
+static void customer(struct fx *f, const char *rk, const char *name)
+{
+	struct ecw_entity *e = employee("C", rk, name);
+
+	put(f, "Cust", e);
+}
+
+static void order(struct fx *f, const char *pk, const char *rk, const char *cust)
+{
+	struct ecw_entity *e = entity(pk, rk);
+
+	set(e, "CustomerId", cust);
+	put(f, "Ord", e);
+}
+
+static const char *copy_of(struct fx *f, const char *pk, const char *rk)
+{
+	const struct ecw_entity *e = table_server_find(f->s, "Ord", pk, rk);
+	const struct ecw_prop *p;
+
+	assert_non_null(e);
+	p = ecw_entity_get(e, "CustomerName");
+	return p ? p->v.s : NULL;
+}
+
+/* Customers c1 (two orders), c2 (one) and c3 (two, in two partitions),
+ * converged by run; then c1 renamed and o3's copy edited behind the job's
+ * back, and c3 deleted. */
+static void fanout_drift(struct fx *f, const struct ecw_job_def *def)
+{
+	struct ecw_entity *e;
+
+	customer(f, "c1", "Ann");
+	customer(f, "c2", "Bob");
+	customer(f, "c3", "Cy");
+	order(f, "P1", "o1", "c1");
+	order(f, "P2", "o2", "c1");
+	order(f, "P1", "o3", "c2");
+	order(f, "P1", "o4", "c3");
+	order(f, "P2", "o5", "c3");
+	order(f, "P2", "o6", "c9"); /* no customer, no copies */
+	run_ok(f, def, "C", "c1");
+	run_ok(f, def, "C", "c2");
+	run_ok(f, def, "C", "c3");
+	assert_string_equal(copy_of(f, "P2", "o5"), "Cy");
+	customer(f, "c1", "Anna");
+	ok(ecw_entity_clone(&e, table_server_find(f->s, "Ord", "P1", "o3")), "clone");
+	set(e, "CustomerName", "Robert");
+	put(f, "Ord", e);
+	ok(ecw_table_delete(f->c, "Cust", "C", "c3", "*"), "delete c3");
+}
+
+/* Stale targets counted one by one and repaired by one run per source; the
+ * copies of a deleted source found from the targets (clear) and cleared. */
+static void test_audit__fanout_stale_and_orphan(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = fanout_job(f, "CustomerId eq '{RowKey}'", "clear");
+	struct ecw_audit_counts c;
+
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+	fanout_drift(f, def);
+
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 3, 2, 0, 0);
+	/* sources c1, c2; their 3 targets; the 5 targets with copies of pass 2 */
+	assert_int_equal(c.checked, 2 + 3 + 5);
+	assert_string_equal(f->first[ECW_AUDIT_STALE], "P1/o1");
+	assert_string_equal(f->first[ECW_AUDIT_ORPHAN], "P1/o4");
+	assert_string_equal(copy_of(f, "P1", "o3"), "Robert"); /* read-only */
+
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 3, 2, 0, 5);
+	assert_string_equal(copy_of(f, "P1", "o1"), "Anna");
+	assert_string_equal(copy_of(f, "P2", "o2"), "Anna");
+	assert_string_equal(copy_of(f, "P1", "o3"), "Bob");
+	assert_null(copy_of(f, "P1", "o4"));
+	assert_null(copy_of(f, "P2", "o5"));
+	assert_null(copy_of(f, "P2", "o6"));
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+	assert_int_equal(f->nlimits, 0);
+}
+
+/* on_delete: keep: a deleted source's copies stay by design, and there is
+ * no pass from the targets. */
+static void test_audit__fanout_keep_has_no_orphans(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = fanout_job(f, "CustomerId eq '{RowKey}'", "keep");
+	struct ecw_audit_counts c;
+
+	fanout_drift(f, def);
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 3, 0, 0, 3);
+	assert_int_equal(c.checked, 2 + 3);
+	assert_string_equal(copy_of(f, "P1", "o4"), "Cy");
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+	assert_int_equal(f->nlimits, 0);
+}
+
+/* Both keys bound (a GET of the source per target), --partition on the
+ * property bound to PartitionKey, and a source whose filter cannot render. */
+static void test_audit__fanout_both_keys_and_partition(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def =
+	    fanout_job(f, "CustomerPk eq '{PartitionKey}' and CustomerId eq '{RowKey}'", "clear");
+	struct ecw_entity *e;
+	struct ecw_audit_counts c;
+
+	customer(f, "c1", "Ann");
+	e = employee("D", "c1", "Dee"); /* same RowKey, another partition */
+	put(f, "Cust", e);
+	for (int i = 0; i < 2; i++) {
+		e = entity("P", i ? "o2" : "o1");
+		set(e, "CustomerPk", i ? "D" : "C");
+		set(e, "CustomerId", "c1");
+		put(f, "Ord", e);
+	}
+	run_ok(f, def, "C", "c1");
+	run_ok(f, def, "D", "c1");
+	ok(ecw_table_delete(f->c, "Cust", "D", "c1", "*"), "delete D/c1");
+	/* Only D's targets: D's copy is an orphan; C/c1 is not looked at. */
+	c = audit(f, def, false, "D");
+	counts_are(&c, 0, 0, 1, 0, 0);
+	assert_int_equal(c.checked, 1);
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 0, 1, 0, 1);
+	assert_null(copy_of(f, "P", "o2"));
+	assert_string_equal(copy_of(f, "P", "o1"), "Ann");
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+}
+
+/* A filter the keys do not invert: orphans not checked, and said so; the
+ * same with --partition when PartitionKey is not bound. A source whose
+ * filter cannot render is counted, not judged. */
+static void test_audit__fanout_limits(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def =
+	    fanout_job(f, "CustomerId eq '{RowKey}' or CustomerId eq 'x-{RowKey}'", "clear");
+	struct ecw_audit_counts c;
+
+	fanout_drift(f, def);
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 3, 0, 0, 0);
+	assert_int_equal(f->nlimits, 1);
+	assert_non_null(strstr(f->limit, "orphans not checked"));
+	ecw_config_free(f->cfg);
+
+	def = fanout_job(f, "CustomerId eq '{RowKey}'", "clear");
+	c = audit(f, def, false, "C");
+	counts_are(&c, 0, 3, 0, 0, 0);
+	assert_int_equal(f->nlimits, 1);
+	assert_non_null(strstr(f->limit, "--partition"));
+	ecw_config_free(f->cfg);
+
+	/* keep allows any property in the filter: Region is one c1 lacks. */
+	def = fanout_job(f, "CustomerId eq '{RowKey}' and Region eq '{Region}'", "keep");
+	c = audit(f, def, false, NULL);
+	assert_int_equal(c.checked, 2);
+	counts_are(&c, 0, 0, 0, 0, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -635,6 +858,11 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_audit__index_partition, setup, teardown),
 	    cmocka_unit_test(test_audit__drift_is_found_and_not_repaired),
 	    cmocka_unit_test_setup_teardown(test_audit__run_counts_by_kind_and_stops, setup, teardown),
+	    cmocka_unit_test(test_audit__fanout_copies),
+	    cmocka_unit_test_setup_teardown(test_audit__fanout_stale_and_orphan, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__fanout_keep_has_no_orphans, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__fanout_both_keys_and_partition, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__fanout_limits, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("audit", tests, NULL, NULL);
 }

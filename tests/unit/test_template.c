@@ -654,6 +654,89 @@ static void test_template__formatter_compile_errors(void **state)
 	}
 }
 
+/* ---- inverting a filter (ecw_template_filter_keys) ---- */
+
+static void keys_are(const char *filter, const char *pk_prop, const char *rk_prop)
+{
+	struct ecw_template *t = NULL;
+	struct ecw_template_keys k;
+
+	assert_int_equal(ecw_template_compile_flags(&t, filter, "filter", ECW_TEMPLATE_FILTER), 0);
+	if (ecw_template_filter_keys(&k, t) != 0)
+		fail_msg("%s: refused: %s", filter, ecw_error_last()->message);
+	if (strcmp(k.pk, pk_prop) != 0 || strcmp(k.rk, rk_prop) != 0)
+		fail_msg("%s: bound pk '%s' rk '%s', want '%s' '%s'", filter, k.pk, k.rk, pk_prop, rk_prop);
+	ecw_template_free(t);
+}
+
+static void refused(const char *filter)
+{
+	struct ecw_template *t = NULL;
+	struct ecw_template_keys k;
+
+	assert_int_equal(ecw_template_compile_flags(&t, filter, "filter", ECW_TEMPLATE_FILTER), 0);
+	if (ecw_template_filter_keys(&k, t) != ECW_EINVALID)
+		fail_msg("%s: inverted (pk '%s', rk '%s'), want refused", filter, k.pk, k.rk);
+	assert_string_equal(k.pk, "");
+	assert_string_equal(k.rk, "");
+	assert_true(ecw_error_last()->message[0] != '\0');
+	ecw_error_clear();
+	ecw_template_free(t);
+}
+
+static void test_template__filter_keys_inverts_equalities(void **state)
+{
+	(void)state;
+	/* Quoted or not, either side. */
+	keys_are("CustomerId eq '{RowKey}'", "", "CustomerId");
+	keys_are("CustomerId eq {RowKey}", "", "CustomerId");
+	keys_are("'{RowKey}' eq CustomerId", "", "CustomerId");
+	keys_are("{PartitionKey} eq Region", "Region", "");
+	keys_are("PartitionKey eq '{RowKey}'", "", "PartitionKey");
+	/* Both, among other terms, parenthesised, nested ands. */
+	keys_are("Region eq '{PartitionKey}' and CustomerId eq '{RowKey}'", "Region", "CustomerId");
+	keys_are("(Region eq {PartitionKey}) and (Status ne 'x' and (CustomerId eq '{RowKey}'))", "Region",
+	         "CustomerId");
+	keys_are("((Region eq {PartitionKey} and CustomerId eq '{RowKey}'))", "Region", "CustomerId");
+	/* An `or` inside another term does not undo the top-level binding. */
+	keys_are("CustomerId eq '{RowKey}' and (Status eq 'a' or Status eq 'b')", "", "CustomerId");
+	/* The first of two bindings; a key also used elsewhere once bound. */
+	keys_are("A eq '{RowKey}' and B eq '{RowKey}'", "", "A");
+	keys_are("A eq '{RowKey}' and B ne 'x-{RowKey}'", "", "A");
+	/* Literals with quotes and typed literals around it. */
+	keys_are("Note eq 'it''s' and A eq '{RowKey}' and At gt datetime'2024-01-01T00:00:00Z'", "", "A");
+}
+
+static void test_template__filter_keys_refusals(void **state)
+{
+	(void)state;
+	/* An or at the top: neither side must hold. */
+	refused("CustomerId eq '{RowKey}' or Status eq 'x'");
+	refused("(CustomerId eq '{RowKey}') or (A eq {PartitionKey})");
+	refused("A eq {PartitionKey} and B eq 'x' OR C eq 'y'");
+	/* not, and comparisons other than eq. */
+	refused("not (CustomerId eq '{RowKey}')");
+	refused("CustomerId ne '{RowKey}'");
+	refused("CustomerId gt '{RowKey}'");
+	refused("CustomerId ge {RowKey} and CustomerId le {RowKey}");
+	/* A placeholder inside a longer string, or formatted. */
+	refused("CustomerId eq 'C-{RowKey}'");
+	refused("CustomerId eq '{RowKey}{RowKey}'");
+	refused("CustomerId eq '{RowKey}''s'");
+	refused("CustomerId eq '{RowKey:0>6}'");
+	refused("Bucket eq '{RowKey:hash4}'");
+	/* A key used but not bound: the other one alone cannot name the source. */
+	refused("A eq '{RowKey}' and B ne '{PartitionKey}'");
+	refused("A eq '{RowKey}' and (B eq '{PartitionKey}' or C eq 'x')");
+	/* No key at all, a keyword as the property, another property used. */
+	refused("Status eq 'x'");
+	refused("true eq {RowKey}");
+	refused("A eq '{RowKey}' and B eq {Name}");
+	/* Parentheses that do not match. */
+	refused("(A eq '{RowKey}'");
+	refused("A eq '{RowKey}')");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -678,6 +761,8 @@ int main(void)
 	    cmocka_unit_test(test_template__now_refused_in_job_config),
 	    cmocka_unit_test(test_template__formatter_compile_errors),
 	    cmocka_unit_test(test_template__select_lists_what_it_reads),
+	    cmocka_unit_test(test_template__filter_keys_inverts_equalities),
+	    cmocka_unit_test(test_template__filter_keys_refusals),
 	};
 	return cmocka_run_group_tests_name("template", tests, NULL, NULL);
 }

@@ -2,13 +2,14 @@
  * a recomputation from its source, both directions, and with --repair fixes
  * what it found through the job's own run (the design is in ecw_audit.h).
  * This file owns the options, progress, the report (a table and a few
- * examples per kind, keys escaped for the terminal; or one JSON object per
- * job per line), --via-queue's messages and the exit status. Running one
- * job's audit, paced at --rate (storage requests a second, repairs
- * included), is worker/audit_run.c's, which the scheduled audits share; the
- * job types own their scans (jobs/move.c, jobs/index.c). Memory: per job,
- * the counts and at most AUDIT_EXAMPLES copied examples of each kind, freed
- * before the next job. */
+ * examples per kind, keys escaped for the terminal, and what a job's audit
+ * could not check, its limits; or one JSON object per job per line),
+ * --via-queue's messages and the exit status. Running one job's audit, paced
+ * at --rate (storage requests a second, repairs included), is
+ * worker/audit_run.c's, which the scheduled audits share; the job types own
+ * their scans (jobs/move.c, jobs/index.c, jobs/fanout_audit.c, ...). Memory:
+ * per job, the counts and at most AUDIT_EXAMPLES copied examples of each
+ * kind, freed before the next job. */
 #include <getopt.h>
 #include <json-c/json.h>
 #include <signal.h>
@@ -40,8 +41,9 @@ static const char help[] =
 	"directions, and reports what differs: missing (a source's derived entity is not\n"
 	"there), stale (it differs; a move: the entity is in both tables, identical),\n"
 	"orphan (its source is gone or no longer gives it), conflict (two claims the audit\n"
-	"will not choose between). Without JOB, every job whose type can be audited (move\n"
-	"and index so far). Read-only unless --repair.\n\n"
+	"will not choose between). Without JOB, every job whose type can be audited (move,\n"
+	"index and fanout so far). A part a job's audit could not check is printed as a\n"
+	"limit (\"limits\" in --json). Read-only unless --repair.\n\n"
 	"  -c, --config FILE    configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 	"      --repair         fix each finding through the job's own run, as a message\n"
 	"                       would (conflicts are never repaired)\n"
@@ -205,6 +207,8 @@ static void print_human(const struct report *r, const struct ecw_audit_counts *c
 			       x->error ? "; repair failed: " : "",
 			       x->error ? ecw_cli_term(&e, x->error) : "");
 		}
+	for (size_t i = 0; i < c->nlimits; i++)
+		printf("  limit: %s\n", c->limits[i]);
 	if (error)
 		printf("  error: %s\n", ecw_cli_term(&e, error));
 	ecw_buf_dispose(&a);
@@ -222,11 +226,13 @@ static void json_add_str(struct json_object *o, const char *key, const char *v)
 static void print_json(const struct report *r, const struct ecw_audit_counts *c, const char *error,
 		       bool stopped, uint64_t requests)
 {
-	struct json_object *o = json_object_new_object(), *ex = json_object_new_array();
+	struct json_object *o = json_object_new_object(), *ex = json_object_new_array(),
+			   *limits = json_object_new_array();
 
-	if (!o || !ex) {
+	if (!o || !ex || !limits) {
 		json_object_put(o);
 		json_object_put(ex);
+		json_object_put(limits);
 		fprintf(stderr, "audit: out of memory\n");
 		return;
 	}
@@ -243,6 +249,9 @@ static void print_json(const struct report *r, const struct ecw_audit_counts *c,
 	json_object_object_add(o, "complete", json_object_new_boolean(!error && !stopped));
 	if (error)
 		json_add_str(o, "error", error);
+	for (size_t i = 0; i < c->nlimits; i++)
+		json_object_array_add(limits, json_object_new_string(c->limits[i]));
+	json_object_object_add(o, "limits", limits);
 	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
 		for (size_t i = 0; i < r->nex[k]; i++) {
 			const struct example *x = &r->ex[k][i];

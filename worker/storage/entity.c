@@ -491,7 +491,7 @@ int ecw_entity_clone(struct ecw_entity **out, const struct ecw_entity *e)
 	return 0;
 }
 
-static bool prop_equal(const struct ecw_prop *a, const struct ecw_prop *b)
+bool ecw_entity_prop_equal(const struct ecw_prop *a, const struct ecw_prop *b)
 {
 	if (a->type != b->type)
 		return false;
@@ -512,7 +512,7 @@ bool ecw_entity_equal(const struct ecw_entity *a, const struct ecw_entity *b)
 		return false;
 	for (size_t i = 0; i < a->n; i++) {
 		const struct ecw_prop *p = find(b, a->props[i].name);
-		if (!p || !prop_equal(&a->props[i], p))
+		if (!p || !ecw_entity_prop_equal(&a->props[i], p))
 			return false;
 	}
 	return true;
