@@ -324,14 +324,33 @@ done:
 	return err;
 }
 
+/* The $select of the sources: what the filter and the copies read. */
+static int source_select(struct ecw_buf *out, const struct fanout *f)
+{
+	int err;
+
+	if ((err = ecw_select_add(out, "PartitionKey")) < 0 || (err = ecw_select_add(out, "RowKey")) < 0 ||
+	    (err = ecw_template_select(out, f->filter)) < 0)
+		return err;
+	for (size_t i = 0; i < f->nfields && err == 0; i++)
+		err = ecw_select_add(out, f->fields[i].source);
+	return err;
+}
+
 int ecw_fanout_audit(const void *settings, struct ecw_audit_ctx *ctx)
 {
 	const struct fanout *f = settings;
 	struct ecw_table_query *q = NULL;
 	struct ecw_entity *src = NULL;
+	struct ecw_buf select;
 	int err;
 
-	if ((err = ecw_audit_query(&q, ctx, f->source, "PartitionKey", NULL)) < 0)
+	ecw_buf_init(&select, 64 * 1024);
+	err = source_select(&select, f);
+	if (err == 0)
+		err = ecw_audit_query(&q, ctx, f->source, "PartitionKey", ecw_buf_cstr(&select));
+	ecw_buf_dispose(&select);
+	if (err < 0)
 		return err;
 	while ((err = ecw_audit_next(&src, q, ctx)) == 0 && src) {
 		err = audit_source(f, ctx, src);
