@@ -40,6 +40,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "ecw_entity.h"
 #include "ecw_err.h"
@@ -141,6 +142,11 @@ int ecw_audit_query(struct ecw_table_query **out, struct ecw_audit_ctx *ctx, con
  * is stopped, or when the table does not exist (nothing to compare). Paced. */
 int ecw_audit_next(struct ecw_entity **out, struct ecw_table_query *q,
 		   struct ecw_audit_ctx *ctx) ECW_MUST_USE;
+/* Streams q to its end (or until the audit is stopped), lending each entity
+ * to each(e, payload); stops at the first error each returns. The caller
+ * keeps q. */
+int ecw_audit_each(struct ecw_table_query *q, struct ecw_audit_ctx *ctx,
+		   int (*each)(const struct ecw_entity *e, void *payload), void *payload) ECW_MUST_USE;
 /* A paced GET; *out NULL when the entity (or its table) is absent. */
 int ecw_audit_get(struct ecw_entity **out, struct ecw_audit_ctx *ctx, const char *table, const char *pk,
 		  const char *rk) ECW_MUST_USE;
@@ -211,5 +217,36 @@ uint64_t ecw_audit_drift(const struct ecw_audit_counts *c, enum ecw_audit_kind k
  * removed is there; STALE otherwise. The rule run's step 3 writes by. */
 enum ecw_audit_kind ecw_audit_fanout_copies(const struct ecw_entity *set, const char *const *removed,
 					    size_t nremoved, const struct ecw_entity *target);
+/* ---- index-list (jobs/index_list_audit.c) ---- */
+
+/* index-list, from a source that computes to a list: list_found, the list
+ * is there (and is a list); holds, it holds the source's key. MISSING
+ * unless both; OK otherwise. */
+enum ecw_audit_kind ecw_audit_index_list_member(bool list_found, bool holds);
+
+/* index-list, the reference of a source whose key is in its list (found:
+ * it exists and is this source's; cur_pk/cur_rk: the list it names as
+ * committed, NULL for none; pending: its intents, SIZE_MAX when
+ * unreadable). OK only when it names (lpk, lrk) with no intents: what a
+ * finished run leaves. Otherwise STALE: the run after the next change of
+ * the value would not find the key to take it out of this list. */
+enum ecw_audit_kind ecw_audit_index_list_ref(bool found, const char *cur_pk, const char *cur_rk,
+					     size_t pending, const char *lpk, const char *lrk);
+
+/* index-list, a list as a whole: nkeys the keys its Keys holds, has_count
+ * and count its Count (an Int32). ORPHAN when it holds no key (an empty
+ * list is deleted by the job, whatever its Count says); STALE when Count is
+ * absent or differs from nkeys (a Count of 0 beside keys is a wrong Count:
+ * deleting that list would lose its keys); OK otherwise. */
+enum ecw_audit_kind ecw_audit_index_list_shape(size_t nkeys, bool has_count, int64_t count);
+
+/* index-list, a key in list (lpk, lrk): source_found, its source exists;
+ * tpk/trk, the list the source computes to. ORPHAN when the source is gone;
+ * STALE when it computes to another list (the key is in the wrong list);
+ * OK otherwise. */
+enum ecw_audit_kind ecw_audit_index_list_key(bool source_found, const char *tpk, const char *trk,
+					     const char *lpk, const char *lrk);
+
+/* ---- end of index-list ---- */
 
 #endif

@@ -94,6 +94,22 @@ int ecw_audit_next(struct ecw_entity **out, struct ecw_table_query *q, struct ec
 	return err;
 }
 
+int ecw_audit_each(struct ecw_table_query *q, struct ecw_audit_ctx *ctx,
+		   int (*each)(const struct ecw_entity *e, void *payload), void *payload)
+{
+	struct ecw_entity *e = NULL;
+	int err;
+
+	while ((err = ecw_audit_next(&e, q, ctx)) == 0 && e) {
+		err = each(e, payload);
+		ecw_entity_free(e);
+		e = NULL;
+		if (err < 0)
+			break;
+	}
+	return err;
+}
+
 int ecw_audit_get(struct ecw_entity **out, struct ecw_audit_ctx *ctx, const char *table, const char *pk,
 		  const char *rk)
 {
@@ -217,3 +233,38 @@ enum ecw_audit_kind ecw_audit_fanout_copies(const struct ecw_entity *set, const 
 			return ECW_AUDIT_STALE;
 	return ECW_AUDIT_OK;
 }
+/* ---- index-list ---- */
+
+enum ecw_audit_kind ecw_audit_index_list_member(bool list_found, bool holds)
+{
+	return list_found && holds ? ECW_AUDIT_OK : ECW_AUDIT_MISSING;
+}
+
+static bool same_str(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+enum ecw_audit_kind ecw_audit_index_list_ref(bool found, const char *cur_pk, const char *cur_rk,
+					     size_t pending, const char *lpk, const char *lrk)
+{
+	return found && pending == 0 && same_str(cur_pk, lpk) && same_str(cur_rk, lrk) ? ECW_AUDIT_OK
+										       : ECW_AUDIT_STALE;
+}
+
+enum ecw_audit_kind ecw_audit_index_list_shape(size_t nkeys, bool has_count, int64_t count)
+{
+	if (nkeys == 0)
+		return ECW_AUDIT_ORPHAN;
+	return has_count && count >= 0 && (uint64_t)count == nkeys ? ECW_AUDIT_OK : ECW_AUDIT_STALE;
+}
+
+enum ecw_audit_kind ecw_audit_index_list_key(bool source_found, const char *tpk, const char *trk,
+					     const char *lpk, const char *lrk)
+{
+	if (!source_found)
+		return ECW_AUDIT_ORPHAN;
+	return same_str(tpk, lpk) && same_str(trk, lrk) ? ECW_AUDIT_OK : ECW_AUDIT_STALE;
+}
+
+/* ---- end of index-list ---- */

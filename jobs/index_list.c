@@ -1,7 +1,8 @@
 /* index_list.c - index lists: for every value, one entity listing the keys of
  * every source entity with that value (every employee whose LastName is
  * "Jones"), kept by optimistic concurrency so that many workers can edit one
- * list at once without losing an entry.
+ * list at once without losing an entry. Its audit (`ecworker audit`) is in
+ * index_list_audit.c; index_list_private.h is what the two files share.
  *
  * The list table holds two kinds of entity:
  *   a list   PartitionKey/RowKey rendered from partition_key/row_key against
@@ -164,6 +165,7 @@
 #include "ecw_clock.h"
 #include "ecw_codec.h"
 #include "ecw_job.h"
+#include "index_list_private.h"
 #include "jobs_private.h"
 
 #define MAX_ROUNDS 8
@@ -171,16 +173,12 @@
 /* The service allows 64 KiB of UTF-16 in one String property (32,768 code
  * units; Azurite refuses more than 32 * 1024). A margin below it. */
 #define KEYS_MAX_UTF16 32000
-#define REF_PREFIX "~ref~"
+#define STRING_MAX_UTF16 32768
+#define REF_PREFIX ECW_IL_REF_PREFIX
 /* The owner of the intents of a poisoned message (il_abandon). Queue message
  * ids are GUIDs: none can be this. */
 #define ABANDONED "~poisoned~"
 #define RESTART 1 /* internal: start a new round */
-
-struct index_list {
-	char *source, *table;
-	struct ecw_template *pk, *rk;
-};
 
 static void il_free(void *p)
 {
@@ -242,31 +240,21 @@ static int il_prepare(const void *settings, struct ecw_client *c)
 
 /* ---- sorted sets of string tuples ---------------------------------------------------- */
 
-/* [pk, rk] pairs (a list's keys, width 2) or [lpk, lrk, owner] triples (a
- * ref's intents, width 3), sorted and unique. Owns its strings. */
-struct tup {
-	char *s[3];
-};
+/* struct tuples (index_list_private.h): a list's keys, a ref's intents. */
 
-struct tuples {
-	struct tup *v;
-	size_t n, cap;
-	int width;
-};
-
-static void tuples_init(struct tuples *t, int width)
+void ecw_il_tuples_init(struct tuples *t, int width)
 {
 	memset(t, 0, sizeof(*t));
 	t->width = width;
 }
 
-static void tuples_dispose(struct tuples *t)
+void ecw_il_tuples_dispose(struct tuples *t)
 {
 	for (size_t i = 0; i < t->n; i++)
 		for (int k = 0; k < t->width; k++)
 			free(t->v[i].s[k]);
 	free(t->v);
-	tuples_init(t, t->width);
+	ecw_il_tuples_init(t, t->width);
 }
 
 static int tup_cmp(const struct tup *a, const char *const *key, int width)
@@ -280,7 +268,7 @@ static int tup_cmp(const struct tup *a, const char *const *key, int width)
 }
 
 /* True when key is in t; *pos is its index or where it would go. */
-static bool tuples_find(const struct tuples *t, const char *const *key, size_t *pos)
+bool ecw_il_tuples_find(const struct tuples *t, const char *const *key, size_t *pos)
 {
 	size_t lo = 0, hi = t->n;
 
@@ -306,7 +294,7 @@ static int tuples_add(struct tuples *t, const char *const *key)
 	struct tup nt = {{NULL, NULL, NULL}};
 	size_t pos;
 
-	if (tuples_find(t, key, &pos))
+	if (ecw_il_tuples_find(t, key, &pos))
 		return 0;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 8;
@@ -340,10 +328,10 @@ static int tuples_copy(struct tuples *out, const struct tuples *t)
 {
 	int err;
 
-	tuples_init(out, t->width);
+	ecw_il_tuples_init(out, t->width);
 	for (size_t i = 0; i < t->n; i++)
 		if ((err = tuples_add(out, (const char *const *)t->v[i].s)) < 0) {
-			tuples_dispose(out);
+			ecw_il_tuples_dispose(out);
 			return err;
 		}
 	return 0;
@@ -351,13 +339,13 @@ static int tuples_copy(struct tuples *out, const struct tuples *t)
 
 /* Parses a JSON array of width-string arrays (what tuples_write wrote, or
  * any order and duplicates). what names the property in errors. */
-static int tuples_parse(struct tuples *out, const char *json, size_t len, int width, const char *what)
+int ecw_il_tuples_parse(struct tuples *out, const char *json, size_t len, int width, const char *what)
 {
 	struct json_tokener *tok = json_tokener_new();
 	struct json_object *arr = NULL;
 	int err = 0;
 
-	tuples_init(out, width);
+	ecw_il_tuples_init(out, width);
 	if (!tok)
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
 	if (len > (size_t)0x7fffffff || !(arr = json_tokener_parse_ex(tok, json, (int)len)) ||
@@ -391,7 +379,7 @@ static int tuples_parse(struct tuples *out, const char *json, size_t len, int wi
 	}
 done:
 	if (err < 0)
-		tuples_dispose(out);
+		ecw_il_tuples_dispose(out);
 	json_object_put(arr);
 	json_tokener_free(tok);
 	return err;
@@ -441,7 +429,7 @@ struct run {
 	const struct index_list *il;
 	struct ecw_job_ctx *ctx;
 	const char *owner; /* this message's id: the owner of its intents */
-	char ref_pk[80];
+	char ref_pk[ECW_IL_REF_PK_SIZE];
 	char ref_rk[65];
 	struct tuples touched; /* width 2: lists this run added the key to */
 	/* this round */
@@ -459,9 +447,9 @@ static void ref_dispose(struct ref *f)
 	free(f->etag);
 	free(f->cpk);
 	free(f->crk);
-	tuples_dispose(&f->pending);
+	ecw_il_tuples_dispose(&f->pending);
 	memset(f, 0, sizeof(*f));
-	tuples_init(&f->pending, 3);
+	ecw_il_tuples_init(&f->pending, 3);
 }
 
 static void round_dispose(struct run *r)
@@ -509,9 +497,16 @@ static bool lost_race(struct run *r, int err)
 	return true;
 }
 
-static int ref_row_key(char out[65], const char *pk, const char *rk)
+int ecw_il_ref_keys(char pk[ECW_IL_REF_PK_SIZE], char rk[65], const char *job, const char *spk,
+		    const char *srk)
 {
-	return ecw_source_key_hash(out, pk, rk);
+	int err;
+
+	if ((err = ecw_source_key_hash(rk, spk, srk)) < 0)
+		return err;
+	if (snprintf(pk, ECW_IL_REF_PK_SIZE, REF_PREFIX "%s~%.2s", job, rk) >= ECW_IL_REF_PK_SIZE)
+		return ecw_error_set(ECW_EINVALID, "index-list: job name too long");
+	return 0;
 }
 
 static const char *prop_string(const struct ecw_entity *e, const char *name)
@@ -520,16 +515,16 @@ static const char *prop_string(const struct ecw_entity *e, const char *name)
 	return p && p->type == ECW_EDM_STRING ? p->v.s : NULL;
 }
 
-/* The target list for the source as read: r->tpk/trk (both NULL when gone). */
-static int compute_target(struct run *r, const struct ecw_entity *src)
+int ecw_il_target(char **lpk, char **lrk, const struct index_list *il, const struct ecw_entity *src)
 {
 	struct ecw_buf pk, rk;
 	int err;
 
+	*lpk = *lrk = NULL;
 	ecw_buf_init(&pk, 0);
 	ecw_buf_init(&rk, 0);
-	if ((err = ecw_template_render(&pk, r->il->pk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
-	    (err = ecw_template_render(&rk, r->il->rk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
+	if ((err = ecw_template_render(&pk, il->pk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
+	    (err = ecw_template_render(&rk, il->rk, src, ECW_TEMPLATE_PLAIN)) < 0 ||
 	    (err = ecw_entity_key_check(ecw_buf_cstr(&pk), "partition_key result")) < 0 ||
 	    (err = ecw_entity_key_check(ecw_buf_cstr(&rk), "row_key result")) < 0)
 		goto done;
@@ -540,10 +535,14 @@ static int compute_target(struct run *r, const struct ecw_entity *src)
 				    ecw_buf_cstr(&pk));
 		goto done;
 	}
-	r->tpk = ecw_buf_take(&pk);
-	r->trk = ecw_buf_take(&rk);
-	if (!r->tpk || !r->trk)
+	*lpk = ecw_buf_take(&pk);
+	*lrk = ecw_buf_take(&rk);
+	if (!*lpk || !*lrk) {
+		free(*lpk);
+		free(*lrk);
+		*lpk = *lrk = NULL;
 		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+	}
 done:
 	ecw_buf_dispose(&pk);
 	ecw_buf_dispose(&rk);
@@ -567,7 +566,8 @@ static int read_source(bool *exists, char **etag, struct run *r, bool want_targe
 	*exists = true;
 	if (!(*etag = strdup(ecw_entity_etag(src) ? ecw_entity_etag(src) : "")))
 		err = ecw_error_set(ECW_ENOMEM, "out of memory");
-	if (err == 0 && want_target && (err = compute_target(r, src)) < 0 && err == ECW_EINVALID) {
+	if (err == 0 && want_target && (err = ecw_il_target(&r->tpk, &r->trk, r->il, src)) < 0 &&
+	    err == ECW_EINVALID) {
 		char msg[400];
 		snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, ecw_error_last()->message);
 		err = ecw_error_set(ECW_EINVALID, "index-list %s: source %s (%.100s, %.100s): %s",
@@ -577,11 +577,29 @@ static int read_source(bool *exists, char **etag, struct run *r, bool want_targe
 	return err;
 }
 
+int ecw_il_ref_view(const char **cpk, const char **crk, const char **pending, const struct ecw_entity *ref,
+		    const char *spk, const char *srk)
+{
+	*cpk = *crk = *pending = NULL;
+	if (!same(prop_string(ref, "SourcePartitionKey"), spk) ||
+	    !same(prop_string(ref, "SourceRowKey"), srk))
+		return ecw_error_set(ECW_EINVALID,
+				     "not for (%.100s, %.100s): edited by hand, or a "
+				     "SHA-256 collision",
+				     spk, srk);
+	*cpk = prop_string(ref, "ListPartitionKey");
+	*crk = prop_string(ref, "ListRowKey");
+	if (!*cpk || !*crk)
+		*cpk = *crk = NULL;
+	*pending = prop_string(ref, "Pending");
+	return 0;
+}
+
 static int ref_read(struct run *r)
 {
 	struct ecw_entity *e = NULL;
 	struct ref *f = &r->ref;
-	const char *spk, *srk, *cpk, *crk, *pending;
+	const char *cpk, *crk, *pending;
 	int err = ecw_table_get(&e, r->ctx->client, r->il->table, r->ref_pk, r->ref_rk);
 
 	ref_dispose(f);
@@ -591,25 +609,19 @@ static int ref_read(struct run *r)
 	}
 	if (err < 0)
 		return err;
-	spk = prop_string(e, "SourcePartitionKey");
-	srk = prop_string(e, "SourceRowKey");
-	if (!same(spk, r->ctx->pk) || !same(srk, r->ctx->rk)) {
-		err = ecw_error_set(ECW_EINVALID,
-				    "index-list %s: the reference %s/%s in %s is not for (%.100s, %.100s): "
-				    "edited by hand, or a SHA-256 collision",
-				    r->ctx->job, r->ref_pk, r->ref_rk, r->il->table, r->ctx->pk, r->ctx->rk);
+	if ((err = ecw_il_ref_view(&cpk, &crk, &pending, e, r->ctx->pk, r->ctx->rk)) < 0) {
+		err = ecw_error_set(ECW_EINVALID, "index-list %s: the reference %s/%s in %s is %s",
+				    r->ctx->job, r->ref_pk, r->ref_rk, r->il->table,
+				    ecw_error_last()->message);
 		goto done;
 	}
 	f->exists = true;
-	cpk = prop_string(e, "ListPartitionKey");
-	crk = prop_string(e, "ListRowKey");
-	pending = prop_string(e, "Pending");
 	if (!(f->etag = strdup(ecw_entity_etag(e) ? ecw_entity_etag(e) : "")) ||
-	    (cpk && crk && (!(f->cpk = strdup(cpk)) || !(f->crk = strdup(crk))))) {
+	    (cpk && (!(f->cpk = strdup(cpk)) || !(f->crk = strdup(crk))))) {
 		err = ecw_error_set(ECW_ENOMEM, "out of memory");
 		goto done;
 	}
-	if (pending && (err = tuples_parse(&f->pending, pending, strlen(pending), 3, "Pending")) < 0) {
+	if (pending && (err = ecw_il_tuples_parse(&f->pending, pending, strlen(pending), 3, "Pending")) < 0) {
 		char msg[300];
 		snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, ecw_error_last()->message);
 		err = ecw_error_set(ECW_EINVALID, "index-list %s: the reference %s/%s in %s: %s", r->ctx->job,
@@ -669,13 +681,13 @@ static int ref_write(struct run *r, const char *cpk, const char *crk, struct tup
 	free(r->ref.etag);
 	free(r->ref.cpk);
 	free(r->ref.crk);
-	tuples_dispose(&r->ref.pending);
+	ecw_il_tuples_dispose(&r->ref.pending);
 	r->ref.exists = true;
 	r->ref.etag = etag;
 	r->ref.cpk = ncpk;
 	r->ref.crk = ncrk;
 	r->ref.pending = *pending;
-	tuples_init(pending, 3);
+	ecw_il_tuples_init(pending, 3);
 	etag = ncpk = ncrk = NULL;
 done:
 	free(etag);
@@ -694,13 +706,13 @@ static int ensure_intent(struct run *r, const char *lpk, const char *lrk)
 	size_t pos;
 	int err;
 
-	if (tuples_find(&r->ref.pending, key, &pos))
+	if (ecw_il_tuples_find(&r->ref.pending, key, &pos))
 		return 0;
 	if ((err = tuples_copy(&p, &r->ref.pending)) < 0)
 		return err;
 	if ((err = tuples_add(&p, key)) == 0 && (err = ref_write(r, r->ref.cpk, r->ref.crk, &p)) == 0)
 		ecw_crash_point("index_list.intent");
-	tuples_dispose(&p);
+	ecw_il_tuples_dispose(&p);
 	return err;
 }
 
@@ -723,14 +735,27 @@ static int others_intents(struct tuples *out, size_t *own, const struct run *r)
 
 /* ---- lists ------------------------------------------------------------------------------ */
 
+int ecw_il_list_keys(struct tuples *out, const struct ecw_entity *list)
+{
+	const char *json = prop_string(list, "Keys");
+
+	ecw_il_tuples_init(out, 2);
+	if (!json)
+		return ecw_error_set(ECW_EINVALID, "no Keys string: is another job or program writing that "
+						   "partition?");
+	/* Nothing the service stores is longer: a bound on what is parsed. */
+	if (utf16_units(json, strlen(json)) > STRING_MAX_UTF16)
+		return ecw_error_set(ECW_EINVALID, "Keys is longer than one String property may be");
+	return ecw_il_tuples_parse(out, json, strlen(json), 2, "Keys");
+}
+
 /* Reads a list: its keys and ETag (*etag NULL when absent). */
 static int list_read(struct tuples *keys, char **etag, struct run *r, const char *lpk, const char *lrk)
 {
 	struct ecw_entity *e = NULL;
-	const char *json;
 	int err = ecw_table_get(&e, r->ctx->client, r->il->table, lpk, lrk);
 
-	tuples_init(keys, 2);
+	ecw_il_tuples_init(keys, 2);
 	*etag = NULL;
 	if (entity_absent(err)) {
 		ecw_error_clear();
@@ -738,28 +763,18 @@ static int list_read(struct tuples *keys, char **etag, struct run *r, const char
 	}
 	if (err < 0)
 		return err;
-	if (!(json = prop_string(e, "Keys"))) {
-		err = ecw_error_set(ECW_EINVALID,
-				    "index-list %s: %s/%.100s/%.100s has no Keys string: is another job or "
-				    "program writing that partition?",
-				    r->ctx->job, r->il->table, lpk, lrk);
-	} else if ((err = tuples_parse(keys, json, strlen(json), 2, "Keys")) < 0) {
-		char msg[300];
-		snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, ecw_error_last()->message);
+	if ((err = ecw_il_list_keys(keys, e)) < 0)
 		err = ecw_error_set(ECW_EINVALID, "index-list %s: list %s/%.100s/%.100s: %s", r->ctx->job,
-				    r->il->table, lpk, lrk, msg);
-	} else if (!(*etag = strdup(ecw_entity_etag(e) ? ecw_entity_etag(e) : ""))) {
+				    r->il->table, lpk, lrk, ecw_error_last()->message);
+	else if (!(*etag = strdup(ecw_entity_etag(e) ? ecw_entity_etag(e) : "")))
 		err = ecw_error_set(ECW_ENOMEM, "out of memory");
-	}
 	if (err < 0)
-		tuples_dispose(keys);
+		ecw_il_tuples_dispose(keys);
 	ecw_entity_free(e);
 	return err;
 }
 
-/* The list entity for keys; checks the size limit. */
-static int list_entity(struct ecw_entity **out, struct run *r, const char *lpk, const char *lrk,
-		       const struct tuples *keys)
+int ecw_il_list_entity(struct ecw_entity **out, const char *lpk, const char *lrk, const struct tuples *keys)
 {
 	struct ecw_buf json;
 	size_t units;
@@ -770,13 +785,10 @@ static int list_entity(struct ecw_entity **out, struct run *r, const char *lpk, 
 	if ((err = tuples_write(&json, keys)) < 0)
 		goto done;
 	if ((units = utf16_units(json.ptr, json.len)) > KEYS_MAX_UTF16) {
-		err = ecw_error_set(
-			ECW_ETOOLARGE,
-			"index-list %s: list %s/%.80s/%.80s is too large: with (%.80s, %.80s) it would "
-			"hold %zu keys, %zu UTF-16 characters of JSON in Keys, over the %d one String "
-			"property may hold (64 KiB); make the lists finer (partition_key, row_key)",
-			r->ctx->job, r->il->table, lpk, lrk, r->ctx->pk, r->ctx->rk, keys->n, units,
-			KEYS_MAX_UTF16);
+		err = ecw_error_set(ECW_ETOOLARGE,
+				    "%.80s/%.80s is too large: it would hold %zu keys, %zu UTF-16 characters "
+				    "of JSON in Keys, over the %d one String property may hold (64 KiB)",
+				    lpk, lrk, keys->n, units, KEYS_MAX_UTF16);
 		goto done;
 	}
 	if ((err = ecw_entity_new(out, lpk, lrk)) < 0 ||
@@ -790,6 +802,21 @@ done:
 	return err;
 }
 
+/* The list entity for keys, for this run's source. */
+static int list_entity(struct ecw_entity **out, struct run *r, const char *lpk, const char *lrk,
+		       const struct tuples *keys)
+{
+	int err = ecw_il_list_entity(out, lpk, lrk, keys);
+
+	if (err == ECW_ETOOLARGE)
+		err = ecw_error_set(ECW_ETOOLARGE,
+				    "index-list %s: list %s/%s with (%.80s, %.80s); make the lists finer "
+				    "(partition_key, row_key)",
+				    r->ctx->job, r->il->table, ecw_error_last()->message, r->ctx->pk,
+				    r->ctx->rk);
+	return err;
+}
+
 /* Best effort, when giving up on adding to (lpk, lrk) for good: our intent
  * for it guards nothing any more. Keeps the error being reported. */
 static void drop_intent(struct run *r, const char *lpk, const char *lrk)
@@ -799,11 +826,11 @@ static void drop_intent(struct run *r, const char *lpk, const char *lrk)
 	struct tuples p;
 	size_t pos;
 
-	if (!tuples_find(&r->ref.pending, key, &pos) || tuples_copy(&p, &r->ref.pending) < 0)
+	if (!ecw_il_tuples_find(&r->ref.pending, key, &pos) || tuples_copy(&p, &r->ref.pending) < 0)
 		return;
 	tuples_remove_at(&p, pos);
 	(void)!ref_write(r, r->ref.cpk, r->ref.crk, &p);
-	tuples_dispose(&p);
+	ecw_il_tuples_dispose(&p);
 	ecw_error_set(saved.code, "%s", saved.message);
 }
 
@@ -824,15 +851,15 @@ static int list_add(struct run *r)
 			backoff(attempt);
 		if ((err = list_read(&keys, &etag, r, lpk, lrk)) < 0)
 			return err;
-		if (tuples_find(&keys, key, &pos)) {
-			tuples_dispose(&keys);
+		if (ecw_il_tuples_find(&keys, key, &pos)) {
+			ecw_il_tuples_dispose(&keys);
 			free(etag);
 			return 0;
 		}
 		if ((err = tuples_add(&keys, key)) == 0 &&
 		    (err = list_entity(&e, r, lpk, lrk, &keys)) == ECW_ETOOLARGE)
 			drop_intent(r, lpk, lrk);
-		tuples_dispose(&keys);
+		ecw_il_tuples_dispose(&keys);
 		const char *list[2] = {lpk, lrk};
 		if (err == 0 && (err = ensure_intent(r, lpk, lrk)) == 0 &&
 		    (err = tuples_add(&r->touched, list)) == 0 && (err = ecw_job_check_lease(r->ctx)) == 0)
@@ -869,8 +896,8 @@ static int list_remove(struct run *r, const char *lpk, const char *lrk)
 			backoff(attempt);
 		if ((err = list_read(&keys, &etag, r, lpk, lrk)) < 0)
 			return err;
-		if (!etag || !tuples_find(&keys, key, &pos)) {
-			tuples_dispose(&keys);
+		if (!etag || !ecw_il_tuples_find(&keys, key, &pos)) {
+			ecw_il_tuples_dispose(&keys);
 			free(etag);
 			return 0;
 		}
@@ -882,7 +909,7 @@ static int list_remove(struct run *r, const char *lpk, const char *lrk)
 				err = ecw_table_write(NULL, r->ctx->client, r->il->table, e, ECW_WRITE_UPDATE,
 						      etag);
 		}
-		tuples_dispose(&keys);
+		ecw_il_tuples_dispose(&keys);
 		ecw_entity_free(e);
 		free(etag);
 		if (err == 0) {
@@ -904,7 +931,7 @@ static int remove_elsewhere(struct run *r)
 	struct tuples lists;
 	int err = 0;
 
-	tuples_init(&lists, 2);
+	ecw_il_tuples_init(&lists, 2);
 	if (r->ref.cpk) {
 		const char *k[2] = {r->ref.cpk, r->ref.crk};
 		err = tuples_add(&lists, k);
@@ -916,7 +943,7 @@ static int remove_elsewhere(struct run *r)
 	for (size_t i = 0; err == 0 && i < lists.n; i++)
 		if (!is_target(r, lists.v[i].s[0], lists.v[i].s[1]))
 			err = list_remove(r, lists.v[i].s[0], lists.v[i].s[1]);
-	tuples_dispose(&lists);
+	ecw_il_tuples_dispose(&lists);
 	return err;
 }
 
@@ -951,7 +978,7 @@ static int commit(struct run *r)
 	if (err == 0)
 		ecw_crash_point("index_list.ref");
 done:
-	tuples_dispose(&others);
+	ecw_il_tuples_dispose(&others);
 	return err;
 }
 
@@ -983,23 +1010,16 @@ static int round_once(struct run *r)
 /* A run (or an abandon) of the message in ctx: the owner, the ref's keys. */
 static int run_init(struct run *r, const void *settings, struct ecw_job_ctx *ctx)
 {
-	int err;
-
 	memset(r, 0, sizeof(*r));
 	r->il = settings;
 	r->ctx = ctx;
 	r->owner = ctx->message_id ? ctx->message_id : ctx->trace_id ? ctx->trace_id : "";
-	tuples_init(&r->touched, 2);
-	tuples_init(&r->ref.pending, 3);
-	if ((err = ref_row_key(r->ref_rk, ctx->pk, ctx->rk)) < 0)
-		return err;
-	if (snprintf(r->ref_pk, sizeof(r->ref_pk), REF_PREFIX "%s~%.2s", ctx->job, r->ref_rk) >=
-	    (int)sizeof(r->ref_pk))
-		return ecw_error_set(ECW_EINVALID, "index-list: job name too long");
-	return 0;
+	ecw_il_tuples_init(&r->touched, 2);
+	ecw_il_tuples_init(&r->ref.pending, 3);
+	return ecw_il_ref_keys(r->ref_pk, r->ref_rk, ctx->job, ctx->pk, ctx->rk);
 }
 
-static int il_run(const void *settings, struct ecw_job_ctx *ctx)
+int ecw_il_run(const void *settings, struct ecw_job_ctx *ctx)
 {
 	struct run r;
 	int err = 0;
@@ -1029,7 +1049,21 @@ static int il_run(const void *settings, struct ecw_job_ctx *ctx)
 			 : r.removed          ? "removed"
 					      : "unchanged",
 			 r.rounds, r.conflicts);
-	tuples_dispose(&r.touched);
+	ecw_il_tuples_dispose(&r.touched);
+	return err;
+}
+
+/* The end of abandon and register_stray: their ref write retried MAX_CAS
+ * times; r disposed. */
+static int ref_writes_done(struct run *r, int err)
+{
+	if (err == RESTART)
+		err = ecw_error_set(ECW_ETRANSIENT,
+				    "index-list %s: the reference of (%.100s, %.100s) changed under us %d "
+				    "times in a row",
+				    r->ctx->job, r->ctx->pk, r->ctx->rk, MAX_CAS);
+	ref_dispose(&r->ref);
+	ecw_il_tuples_dispose(&r->touched);
 	return err;
 }
 
@@ -1052,7 +1086,7 @@ static int il_abandon(const void *settings, struct ecw_job_ctx *ctx)
 			backoff(attempt);
 		if ((err = ref_read(&r)) < 0 || !r.ref.exists)
 			break;
-		tuples_init(&p, 3);
+		ecw_il_tuples_init(&p, 3);
 		for (size_t i = 0; err == 0 && i < r.ref.pending.n; i++) {
 			const char *key[3] = {r.ref.pending.v[i].s[0], r.ref.pending.v[i].s[1],
 					      r.ref.pending.v[i].s[2]};
@@ -1064,18 +1098,34 @@ static int il_abandon(const void *settings, struct ecw_job_ctx *ctx)
 		}
 		if (err == 0 && moved && (err = ref_write(&r, r.ref.cpk, r.ref.crk, &p)) == 0)
 			ecw_crash_point("index_list.abandoned");
-		tuples_dispose(&p);
+		ecw_il_tuples_dispose(&p);
 		if (err != RESTART)
 			break;
 	}
-	if (err == RESTART)
-		err = ecw_error_set(ECW_ETRANSIENT,
-				    "index-list %s: the reference of (%.100s, %.100s) changed under us %d "
-				    "times in a row",
-				    ctx->job, ctx->pk, ctx->rk, MAX_CAS);
-	ref_dispose(&r.ref);
-	tuples_dispose(&r.touched);
-	return err;
+	return ref_writes_done(&r, err);
+}
+
+/* For the audit's repair of a key found in a list its source does not
+ * compute to (index_list_audit.c): that list becomes an intent of ABANDONED
+ * in the source's ref, which the next run cleans and drops (steps 4 and 5).
+ * ensure_intent with that owner: one conditional write, none when the ref
+ * names it already. Safe for the same reason as abandon: an ABANDONED intent
+ * only makes runs remove S from a list S does not belong in. */
+int ecw_il_register_stray(const void *settings, struct ecw_job_ctx *ctx, const char *lpk, const char *lrk)
+{
+	struct run r;
+	int err;
+
+	if ((err = run_init(&r, settings, ctx)) < 0)
+		return err;
+	r.owner = ABANDONED;
+	for (int attempt = 0; attempt < MAX_CAS; attempt++) {
+		if (attempt)
+			backoff(attempt);
+		if ((err = ref_read(&r)) < 0 || (err = ensure_intent(&r, lpk, lrk)) != RESTART)
+			break;
+	}
+	return ref_writes_done(&r, err);
 }
 
 static const char *il_source(const void *settings)
@@ -1092,9 +1142,10 @@ const struct ecw_job_type ecw_job_index_list = {
 	.name = "index-list",
 	.parse = il_parse,
 	.prepare = il_prepare,
-	.run = il_run,
+	.run = ecw_il_run,
 	.abandon = il_abandon,
 	.free = il_free,
 	.source_table = il_source,
 	.target_table = il_target,
+	.audit = ecw_il_audit,
 };

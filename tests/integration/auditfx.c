@@ -51,3 +51,16 @@ long long auditfx_field(struct json_object *o, const char *key)
 	ITEST_CHECK(json_object_object_get_ex(o, key, &v), "no %s in %s", key, json_object_to_json_string(o));
 	return json_object_get_int64(v);
 }
+
+void auditfx_counts_are(const char *out, const char *job, long long missing, long long stale,
+                        long long orphan, long long conflict, long long repaired)
+{
+	struct json_object *o = auditfx_job_line(out, job);
+
+	if (auditfx_field(o, "missing") != missing || auditfx_field(o, "stale") != stale ||
+	    auditfx_field(o, "orphan") != orphan || auditfx_field(o, "conflict") != conflict ||
+	    auditfx_field(o, "repaired") != repaired)
+		fail_msg("%s: got %s; want missing %lld stale %lld orphan %lld conflict %lld repaired %lld",
+		         job, json_object_to_json_string(o), missing, stale, orphan, conflict, repaired);
+	json_object_put(o);
+}

@@ -1,6 +1,7 @@
 /* auditfx.h - `ecworker audit` as a process, for the integration tests of the
- * audit (test_audit.c, test_audit_fanout.c): one run with its exit code and
- * stdout, and the --json line of one job with its counts. */
+ * audit (test_audit.c, test_audit_fanout.c, test_audit_index_list.c): one run
+ * with its exit code and stdout, and the --json line of one job with its
+ * counts. */
 #ifndef ECW_AUDITFX_H
 #define ECW_AUDITFX_H
 
@@ -17,5 +18,9 @@ struct json_object *auditfx_job_line(const char *out, const char *job);
 
 /* The integer o[key]; fails the test when it is absent. */
 long long auditfx_field(struct json_object *o, const char *key);
+
+/* Fails the test unless job's --json line in out has these counts. */
+void auditfx_counts_are(const char *out, const char *job, long long missing, long long stale,
+                        long long orphan, long long conflict, long long repaired);
 
 #endif

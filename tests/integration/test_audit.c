@@ -91,19 +91,6 @@ static int audit(struct au *a, char **out, const char *name, const char *a1, con
 	return auditfx_run(out, a->config, name, args);
 }
 
-static void counts_are(const char *out, const char *job, long long missing, long long stale, long long orphan,
-                       long long conflict, long long repaired)
-{
-	struct json_object *o = auditfx_job_line(out, job);
-
-	if (auditfx_field(o, "missing") != missing || auditfx_field(o, "stale") != stale ||
-	    auditfx_field(o, "orphan") != orphan || auditfx_field(o, "conflict") != conflict ||
-	    auditfx_field(o, "repaired") != repaired)
-		fail_msg("%s: got %s; want missing %lld stale %lld orphan %lld conflict %lld repaired %lld",
-		         job, json_object_to_json_string(o), missing, stale, orphan, conflict, repaired);
-	json_object_put(o);
-}
-
 static void put_copy(struct au *a, const char *table, const char *rk, const char *first)
 {
 	ix_upsert(&a->x, table, ix_employee("Sales", rk, "x@example.com", first, "Lee"));
@@ -136,8 +123,8 @@ static void test_audit__finds_repairs_and_converges(void **state)
 	put_copy(a, a->from, "m02", "Only in from");
 
 	assert_int_equal(audit(a, &out, "audit-json", "--json", NULL, NULL), 3);
-	counts_are(out, IX_JOB, 2, 1, 1, 0, 0);
-	counts_are(out, "archive", 0, 1, 0, 0, 0);
+	auditfx_counts_are(out, IX_JOB, 2, 1, 1, 0, 0);
+	auditfx_counts_are(out, "archive", 0, 1, 0, 0, 0);
 	{
 		/* Its cost: a GET or more per entity compared, and the query pages. */
 		struct json_object *o = auditfx_job_line(out, IX_JOB);
@@ -157,8 +144,8 @@ static void test_audit__finds_repairs_and_converges(void **state)
 	free(out);
 
 	assert_int_equal(audit(a, &out, "audit-repair", "--repair", "--json", NULL), 0);
-	counts_are(out, IX_JOB, 2, 1, 1, 0, 4);
-	counts_are(out, "archive", 0, 1, 0, 0, 1);
+	auditfx_counts_are(out, IX_JOB, 2, 1, 1, 0, 4);
+	auditfx_counts_are(out, "archive", 0, 1, 0, 0, 1);
 	free(out);
 
 	/* The index is what a recomputation from the source gives, entries and
@@ -175,8 +162,8 @@ static void test_audit__finds_repairs_and_converges(void **state)
 	ecw_entity_free(e);
 
 	assert_int_equal(audit(a, &out, "audit-again", "--json", NULL, NULL), 0);
-	counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
-	counts_are(out, "archive", 0, 0, 0, 0, 0);
+	auditfx_counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
+	auditfx_counts_are(out, "archive", 0, 0, 0, 0, 0);
 	free(out);
 	proc_assert_logs_clean();
 }
@@ -194,8 +181,8 @@ static void test_audit__conflicts_are_never_repaired(void **state)
 	put_copy(a, a->to, "m01", "Moe");
 
 	assert_int_equal(audit(a, &out, "audit-conflict", "--repair", "--json", NULL), 3);
-	counts_are(out, IX_JOB, 0, 0, 0, 1, 0);
-	counts_are(out, "archive", 0, 0, 0, 1, 0);
+	auditfx_counts_are(out, IX_JOB, 0, 0, 0, 1, 0);
+	auditfx_counts_are(out, "archive", 0, 0, 0, 1, 0);
 	free(out);
 	struct ecw_entity *e = ix_get(&a->x, a->x.t->table2, "email_Sales", "e004@example.com");
 	ITEST_CHECK(e != NULL && strcmp(ix_strp(e, "SourceRowKey"), "004") == 0, "the entry changed hands");
@@ -205,7 +192,7 @@ static void test_audit__conflicts_are_never_repaired(void **state)
 	ecw_entity_free(e);
 	/* --partition: only Ops, where nothing is wrong. */
 	assert_int_equal(audit(a, &out, "audit-partition", "--json", "--partition", "Ops"), 0);
-	counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
+	auditfx_counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
 	free(out);
 	/* One job named: only its line. */
 	assert_int_equal(audit(a, &out, "audit-one", "--json", "archive", NULL), 3);
@@ -230,7 +217,7 @@ static void test_audit__rate_paces(void **state)
 	assert_int_equal(audit(a, &out, "audit-rate-paced", "--json", "--rate", "4"), 0);
 	ITEST_CHECK(itest_now_ms() - t0 >= 1500, "11+ requests at 4/s took %lld ms",
 	            (long long)(itest_now_ms() - t0));
-	counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
+	auditfx_counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
 	free(out);
 	proc_assert_logs_clean();
 }
@@ -254,8 +241,8 @@ static void test_audit__via_queue_repairs_through_the_workers(void **state)
 	put_copy(a, a->to, "m01", "Mo");
 
 	assert_int_equal(audit(a, &out, "audit-via-queue", "--repair", "--via-queue", "--json"), 0);
-	counts_are(out, IX_JOB, 1, 0, 1, 0, 2);
-	counts_are(out, "archive", 0, 1, 0, 0, 1);
+	auditfx_counts_are(out, IX_JOB, 1, 0, 1, 0, 2);
+	auditfx_counts_are(out, "archive", 0, 1, 0, 0, 1);
 	o = auditfx_job_line(out, IX_JOB);
 	ITEST_CHECK(json_object_object_get_ex(o, "via_queue", &v) && json_object_get_boolean(v),
 	            "no via_queue in %s", json_object_to_json_string(o));
@@ -275,8 +262,8 @@ static void test_audit__via_queue_repairs_through_the_workers(void **state)
 	ITEST_CHECK(ix_get(&a->x, a->from, "Sales", "m01") == NULL, "the queued move did not complete");
 	write_config(a, "audit-via-queue-again");
 	assert_int_equal(audit(a, &out, "audit-via-queue-again", "--json", NULL, NULL), 0);
-	counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
-	counts_are(out, "archive", 0, 0, 0, 0, 0);
+	auditfx_counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
+	auditfx_counts_are(out, "archive", 0, 0, 0, 0, 0);
 	free(out);
 	proc_assert_logs_clean();
 }
@@ -322,7 +309,7 @@ static void test_audit__repair_racing_a_worker_ends_consistent(void **state)
 	assert_int_equal(ix_check_recompute(&a->x, &IX_DEFAULT_SPEC), 34);
 	write_config(a, "audit-race-after");
 	assert_int_equal(audit(a, &out, "audit-race-after", "--json", IX_JOB, NULL), 0);
-	counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
+	auditfx_counts_are(out, IX_JOB, 0, 0, 0, 0, 0);
 	free(out);
 	proc_assert_logs_clean();
 }

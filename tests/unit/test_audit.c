@@ -13,6 +13,7 @@
 
 #include <json-c/json.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -845,6 +846,313 @@ static void test_audit__fanout_limits(void **state)
 	counts_are(&c, 0, 0, 0, 0, 0);
 }
 
+/* ---- index-list ---------------------------------------------------------------------------------------- */
+
+static void test_audit__index_list_member(void **state)
+{
+	(void)state;
+	assert_int_equal(ecw_audit_index_list_member(true, true), ECW_AUDIT_OK);
+	/* The list is there without the source's key, or not there at all. */
+	assert_int_equal(ecw_audit_index_list_member(true, false), ECW_AUDIT_MISSING);
+	assert_int_equal(ecw_audit_index_list_member(false, false), ECW_AUDIT_MISSING);
+}
+
+static void test_audit__index_list_ref(void **state)
+{
+	(void)state;
+	/* What a finished run leaves: the list committed, no intents. */
+	assert_int_equal(ecw_audit_index_list_ref(true, "lastname", "Jones", 0, "lastname", "Jones"),
+	                 ECW_AUDIT_OK);
+	/* No reference (or another source's entity in its place). */
+	assert_int_equal(ecw_audit_index_list_ref(false, NULL, NULL, 0, "lastname", "Jones"),
+	                 ECW_AUDIT_STALE);
+	/* Another list committed, none, or intents left (unreadable ones too). */
+	assert_int_equal(ecw_audit_index_list_ref(true, "lastname", "Smith", 0, "lastname", "Jones"),
+	                 ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_index_list_ref(true, "other", "Jones", 0, "lastname", "Jones"),
+	                 ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_index_list_ref(true, NULL, NULL, 0, "lastname", "Jones"), ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_index_list_ref(true, "lastname", "Jones", 1, "lastname", "Jones"),
+	                 ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_index_list_ref(true, "lastname", "Jones", SIZE_MAX, "lastname", "Jones"),
+	                 ECW_AUDIT_STALE);
+}
+
+static void test_audit__index_list_shape(void **state)
+{
+	(void)state;
+	assert_int_equal(ecw_audit_index_list_shape(2, true, 2), ECW_AUDIT_OK);
+	/* A wrong Count, a missing one; a Count of 0 beside keys is wrong, not empty. */
+	assert_int_equal(ecw_audit_index_list_shape(2, true, 3), ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_index_list_shape(2, false, 0), ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_index_list_shape(2, true, 0), ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_index_list_shape(1, true, -1), ECW_AUDIT_STALE);
+	/* No key: an empty list left behind, whatever its Count says. */
+	assert_int_equal(ecw_audit_index_list_shape(0, true, 0), ECW_AUDIT_ORPHAN);
+	assert_int_equal(ecw_audit_index_list_shape(0, true, 5), ECW_AUDIT_ORPHAN);
+	assert_int_equal(ecw_audit_index_list_shape(0, false, 0), ECW_AUDIT_ORPHAN);
+}
+
+static void test_audit__index_list_key(void **state)
+{
+	(void)state;
+	assert_int_equal(ecw_audit_index_list_key(true, "lastname", "Jones", "lastname", "Jones"),
+	                 ECW_AUDIT_OK);
+	/* The source is gone. */
+	assert_int_equal(ecw_audit_index_list_key(false, NULL, NULL, "lastname", "Jones"), ECW_AUDIT_ORPHAN);
+	/* It computes to another list: the key is in the wrong one. */
+	assert_int_equal(ecw_audit_index_list_key(true, "lastname", "Smith", "lastname", "Jones"),
+	                 ECW_AUDIT_STALE);
+	assert_int_equal(ecw_audit_index_list_key(true, "other", "Jones", "lastname", "Jones"),
+	                 ECW_AUDIT_STALE);
+}
+
+/* The index-list job over Src into Lists, by LastName. */
+static const struct ecw_job_def *index_list_job(struct fx *f)
+{
+	table_server_create_table(f->s, "Src");
+	table_server_create_table(f->s, "Lists");
+	return job(f, "    type: index-list\n    source: Src\n    table: Lists\n    partition_key: lastname\n"
+	              "    row_key: \"{LastName}\"\n");
+}
+
+static void person(struct fx *f, const char *pk, const char *rk, const char *last)
+{
+	struct ecw_entity *e = entity(pk, rk);
+
+	set(e, "LastName", last);
+	put(f, "Src", e);
+}
+
+/* A list entity written behind the job's back. */
+static void list_put(struct fx *f, const char *rk, const char *keys, int32_t count)
+{
+	struct ecw_entity *e = entity("lastname", rk);
+
+	set(e, "Keys", keys);
+	ok(ecw_entity_set_int32(e, "Count", count), "count");
+	put(f, "Lists", e);
+}
+
+/* Every entity of Lists, as "pk/rk=Keys#Count;" (references as
+ * "ref:SourcePartitionKey/SourceRowKey>ListRowKey|Pending;") in key order. */
+static void list_state(struct fx *f, char *out, size_t cap)
+{
+	struct ecw_query_options qo = {0};
+	struct ecw_table_query *q = NULL;
+	struct ecw_entity *e = NULL;
+	size_t n = 0;
+
+	out[0] = '\0';
+	ok(ecw_table_query_new(&q, f->c, "Lists", &qo), "query");
+	while (ecw_table_query_next(&e, q) == 0 && e) {
+		const struct ecw_prop *keys = ecw_entity_get(e, "Keys"), *count = ecw_entity_get(e, "Count"),
+		                      *spk = ecw_entity_get(e, "SourcePartitionKey"),
+		                      *srk = ecw_entity_get(e, "SourceRowKey"),
+		                      *lrk = ecw_entity_get(e, "ListRowKey"),
+		                      *pend = ecw_entity_get(e, "Pending");
+		if (strncmp(ecw_entity_pk(e), "~ref~", 5) == 0)
+			n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, "ref:%s/%s>%s|%s;",
+			                      spk ? spk->v.s : "-", srk ? srk->v.s : "-",
+			                      lrk ? lrk->v.s : "-", pend ? pend->v.s : "");
+		else
+			n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, "%s/%s=%s#%d;",
+			                      ecw_entity_pk(e), ecw_entity_rk(e), keys ? keys->v.s : "-",
+			                      count ? count->v.i32 : -1);
+		ecw_entity_free(e);
+	}
+	ecw_table_query_free(q);
+	assert_true(n < cap);
+}
+
+/* Each kind induced behind the job's back after it converged: found (the
+ * conflict too), repaired (the conflict never), the state then what running
+ * the job for every source gives, and a second audit finds only the
+ * conflict. */
+static void test_audit__index_list_each_kind(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = index_list_job(f);
+	static const char *const rks[] = {"001", "002", "003", "004", "005"};
+	struct ecw_audit_counts c;
+	char after[8192], recomputed[8192];
+
+	person(f, "Sales", "001", "Jones");
+	person(f, "Sales", "002", "Jones");
+	person(f, "Sales", "003", "Smith");
+	person(f, "Ops", "004", "Smith");
+	person(f, "Ops", "005", "Brown");
+	for (size_t i = 0; i < 5; i++)
+		run_ok(f, def, i < 3 ? "Sales" : "Ops", rks[i]);
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+	assert_int_equal(c.checked, 13); /* 5 sources, 3 lists, 5 keys */
+	/* The sources are read with only what the list keys are rendered from. */
+	assert_string_equal(table_server_last_select(f->s, "Src"), "PartitionKey,RowKey,LastName,Timestamp");
+
+	/* missing: 001 taken out of Jones */
+	list_put(f, "Jones", "[[\"Sales\",\"002\"]]", 1);
+	/* orphan: a key whose source never was, in Smith; and Smith's Count wrong (stale) */
+	list_put(f, "Smith", "[[\"Ops\",\"004\"],[\"Ops\",\"999\"],[\"Sales\",\"003\"]]", 7);
+	/* stale: 003 in the wrong list too */
+	list_put(f, "Brown", "[[\"Ops\",\"005\"],[\"Sales\",\"003\"]]", 2);
+	/* orphan: an empty list left behind */
+	list_put(f, "Empty", "[]", 0);
+	/* missing + stale: 004 changes to Green without a message */
+	person(f, "Ops", "004", "Green");
+	/* conflict: an entity that is no list */
+	put(f, "Lists", employee("lastname", "Weird", "no keys"));
+
+	c = audit(f, def, false, NULL);
+	/* missing: 001 (not in Jones), 004 (no Green list); stale: Smith's
+	 * Count, 003 in Brown, 004 in Smith; orphan: Ops/999, Empty. */
+	counts_are(&c, 2, 3, 2, 1, 0);
+	assert_string_equal(f->first[ECW_AUDIT_MISSING], "lastname/Green");
+	assert_string_equal(f->first[ECW_AUDIT_CONFLICT], "lastname/Weird");
+	/* Read-only without --repair. */
+	assert_non_null(table_server_find(f->s, "Lists", "lastname", "Empty"));
+
+	/* Repairs go as the scan goes: 004's run (pass 1) takes it out of Smith
+	 * and rewrites Smith with its Count, so pass 2 finds neither. */
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 2, 1, 2, 1, 5);
+	list_state(f, after, sizeof(after));
+	assert_non_null(strstr(after, "lastname/Jones=[[\"Sales\",\"001\"],[\"Sales\",\"002\"]]#2;"));
+	assert_non_null(strstr(after, "lastname/Smith=[[\"Sales\",\"003\"]]#1;"));
+	assert_non_null(strstr(after, "lastname/Brown=[[\"Ops\",\"005\"]]#1;"));
+	assert_non_null(strstr(after, "lastname/Green=[[\"Ops\",\"004\"]]#1;"));
+	assert_null(strstr(after, "Empty"));
+	assert_null(strstr(after, "999"));
+	assert_non_null(table_server_find(f->s, "Lists", "lastname", "Weird"));
+
+	/* The state equals a recomputation: running the job for every source
+	 * changes nothing. */
+	for (size_t i = 0; i < 5; i++)
+		run_ok(f, def, i < 3 ? "Sales" : "Ops", rks[i]);
+	list_state(f, recomputed, sizeof(recomputed));
+	assert_string_equal(after, recomputed);
+	assert_null(strstr(after, "~poisoned~"));
+
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 1, 0);
+	/* --partition: the sources and keys of Ops only; lists as a whole and
+	 * entities that are no list name no source, so they are left out. */
+	c = audit(f, def, false, "Ops");
+	counts_are(&c, 0, 0, 0, 0, 0);
+	assert_int_equal(c.checked, 4); /* 2 sources, 2 keys */
+}
+
+/* A reference deleted, or naming another list, or holding an intent: the key
+ * is in its list, but the run after the next change would not find it there.
+ * Stale; the run repairs it. And a key written behind the job's back into a
+ * list, with --partition: found, and cleaned only because the audit
+ * registers the list in the source's reference first. */
+static void test_audit__index_list_reference_and_stray(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = index_list_job(f);
+	struct ecw_entity *ref = NULL;
+	struct ecw_table_query *q = NULL;
+	struct ecw_query_options qo = {.filter = "PartitionKey ge '~ref~' and PartitionKey lt '~ref~~'"};
+	struct ecw_audit_counts c;
+	struct ecw_job_ctx jc;
+	char pk[128], rk[128];
+
+	memset(&jc, 0, sizeof(jc));
+	person(f, "Sales", "001", "Jones");
+	person(f, "Ops", "002", "Smith");
+	run_ok(f, def, "Sales", "001");
+	run_ok(f, def, "Ops", "002");
+	ok(ecw_table_query_new(&q, f->c, "Lists", &qo), "query");
+	do {
+		ecw_entity_free(ref);
+		ok(ecw_table_query_next(&ref, q), "next");
+		assert_non_null(ref);
+	} while (strcmp(ecw_entity_get(ref, "SourceRowKey")->v.s, "001") != 0);
+	snprintf(pk, sizeof(pk), "%s", ecw_entity_pk(ref));
+	snprintf(rk, sizeof(rk), "%s", ecw_entity_rk(ref));
+	ecw_entity_free(ref);
+	ecw_table_query_free(q);
+
+	ok(ecw_table_delete(f->c, "Lists", pk, rk, "*"), "delete reference");
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 1, 0, 0, 0);
+	assert_string_equal(f->first[ECW_AUDIT_STALE], "lastname/Jones");
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 1, 0, 0, 1);
+	assert_non_null(table_server_find(f->s, "Lists", pk, rk));
+
+	/* Naming another list, and an intent left behind. */
+	ref = entity(pk, rk);
+	set(ref, "SourcePartitionKey", "Sales");
+	set(ref, "SourceRowKey", "001");
+	set(ref, "ListPartitionKey", "lastname");
+	set(ref, "ListRowKey", "Old");
+	put(f, "Lists", ref);
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 1, 0, 0, 1);
+	ref = entity(pk, rk);
+	set(ref, "SourcePartitionKey", "Sales");
+	set(ref, "SourceRowKey", "001");
+	set(ref, "ListPartitionKey", "lastname");
+	set(ref, "ListRowKey", "Jones");
+	set(ref, "Pending", "[[\"lastname\",\"Jones\",\"m9\"]]");
+	put(f, "Lists", ref);
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 1, 0, 0, 0);
+	/* Only m9's runs may drop its intent (it may be running): not repaired. */
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 1, 0, 0, 0);
+	/* Once m9 is poisoned, its intent is handed over: the run drops it. */
+	jc.client = f->c;
+	jc.job = "j";
+	jc.pk = "Sales";
+	jc.rk = "001";
+	jc.trace_id = jc.message_id = "m9";
+	ok(def->type->abandon(def->settings, &jc), "abandon");
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 1, 0, 0, 1);
+
+	/* A stray key the reference does not name: run alone leaves it. */
+	list_put(f, "Smith", "[[\"Ops\",\"002\"],[\"Sales\",\"001\"]]", 2);
+	run_ok(f, def, "Sales", "001");
+	assert_non_null(strstr(
+	    ecw_entity_get(table_server_find(f->s, "Lists", "lastname", "Smith"), "Keys")->v.s, "001"));
+	/* --partition Ops: 002's source and key only; Sales' key is not looked at. */
+	c = audit(f, def, false, "Ops");
+	counts_are(&c, 0, 0, 0, 0, 0);
+	c = audit(f, def, true, "Sales");
+	counts_are(&c, 0, 1, 0, 0, 1);
+	assert_string_equal(f->first[ECW_AUDIT_STALE], "lastname/Smith");
+	assert_string_equal(
+	    ecw_entity_get(table_server_find(f->s, "Lists", "lastname", "Smith"), "Keys")->v.s,
+	    "[[\"Ops\",\"002\"]]");
+	c = audit(f, def, false, NULL);
+	counts_are(&c, 0, 0, 0, 0, 0);
+}
+
+/* A Keys longer than the service lets one String be is no list the job
+ * wrote: a conflict, and never parsed. */
+static void test_audit__index_list_keys_capped(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = index_list_job(f);
+	struct ecw_audit_counts c;
+	size_t n = 40000;
+	char *big = malloc(n + 1);
+
+	assert_non_null(big);
+	memset(big, ' ', n);
+	big[0] = '[';
+	memcpy(big + n - 1, "]", 2);
+	list_put(f, "Huge", big, 0);
+	free(big);
+	c = audit(f, def, true, NULL);
+	counts_are(&c, 0, 0, 0, 1, 0);
+	assert_string_equal(f->first[ECW_AUDIT_CONFLICT], "lastname/Huge");
+	assert_non_null(table_server_find(f->s, "Lists", "lastname", "Huge"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -866,6 +1174,13 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_audit__fanout_keep_has_no_orphans, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__fanout_both_keys_and_partition, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit__fanout_limits, setup, teardown),
+	    cmocka_unit_test(test_audit__index_list_member),
+	    cmocka_unit_test(test_audit__index_list_ref),
+	    cmocka_unit_test(test_audit__index_list_shape),
+	    cmocka_unit_test(test_audit__index_list_key),
+	    cmocka_unit_test_setup_teardown(test_audit__index_list_each_kind, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__index_list_reference_and_stray, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit__index_list_keys_capped, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("audit", tests, NULL, NULL);
 }

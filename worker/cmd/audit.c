@@ -7,9 +7,9 @@
  * --via-queue's messages and the exit status. Running one job's audit, paced
  * at --rate (storage requests a second, repairs included), is
  * worker/audit_run.c's, which the scheduled audits share; the job types own
- * their scans (jobs/move.c, jobs/index.c, jobs/fanout_audit.c, ...). Memory:
- * per job, the counts and at most AUDIT_EXAMPLES copied examples of each
- * kind, freed before the next job. */
+ * their scans (jobs/move.c, jobs/index.c, jobs/fanout_audit.c,
+ * jobs/index_list_audit.c, ...). Memory: per job, the counts and at most
+ * AUDIT_EXAMPLES copied examples of each kind, freed before the next job. */
 #include <getopt.h>
 #include <json-c/json.h>
 #include <signal.h>
@@ -42,8 +42,9 @@ static const char help[] =
 	"there), stale (it differs; a move: the entity is in both tables, identical),\n"
 	"orphan (its source is gone or no longer gives it), conflict (two claims the audit\n"
 	"will not choose between). Without JOB, every job whose type can be audited (move,\n"
-	"index and fanout so far). A part a job's audit could not check is printed as a\n"
-	"limit (\"limits\" in --json). Read-only unless --repair.\n\n"
+	"will not choose between). Without JOB, every job whose type can be audited (move,\n"
+	"index, index-list and fanout so far). A part a job's audit could not check is\n"
+	"printed as a limit (\"limits\" in --json). Read-only unless --repair.\n\n"
 	"  -c, --config FILE    configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 	"      --repair         fix each finding through the job's own run, as a message\n"
 	"                       would (conflicts are never repaired)\n"

@@ -1,0 +1,105 @@
+/* index_list_private.h - what the index-list job (jobs/index_list.c) shares
+ * with its audit (jobs/index_list_audit.c), and with no one else: the
+ * settings, the target list a source computes to, a list's keys, the sorted
+ * set of string tuples those keys are held in, the keys of a source's
+ * reference, what a reference says, and the job's own steps the audit's
+ * repairs go through (run, registering a stray list, building a list). The
+ * formats (a list's Keys and Count, a reference's properties and intents)
+ * are described at the top of index_list.c. Only those two files include
+ * this header. */
+#ifndef ECW_INDEX_LIST_PRIVATE_H
+#define ECW_INDEX_LIST_PRIVATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ecw_entity.h"
+#include "ecw_err.h"
+#include "ecw_template.h"
+
+struct ecw_audit_ctx;
+struct ecw_job_ctx;
+
+/* The partitions of the references start with it (then "<job>~xx"). */
+#define ECW_IL_REF_PREFIX "~ref~"
+/* A reference's PartitionKey: "~ref~" + the job's name + "~" + 2 hex digits. */
+#define ECW_IL_REF_PK_SIZE 80
+
+/* The settings of one index-list job (the job's parse makes them; the
+ * configuration owns them). */
+struct index_list {
+	char *source, *table;
+	struct ecw_template *pk, *rk;
+};
+
+/* ---- sorted sets of string tuples ---- */
+
+/* [pk, rk] pairs (a list's keys, width 2) or [lpk, lrk, owner] triples (a
+ * reference's intents, width 3), sorted bytewise and unique. A struct the
+ * caller owns (_init / _dispose); it owns its strings. */
+struct tup {
+	char *s[3];
+};
+
+struct tuples {
+	struct tup *v;
+	size_t n, cap;
+	int width;
+};
+
+void ecw_il_tuples_init(struct tuples *t, int width);
+void ecw_il_tuples_dispose(struct tuples *t);
+/* True when key (width strings) is in t; *pos is its index or where it would go. */
+bool ecw_il_tuples_find(const struct tuples *t, const char *const *key, size_t *pos);
+/* Parses a JSON array of width-string arrays (any order, duplicates merged)
+ * into out (initialised here, empty on failure); what names the property in
+ * the ECW_EINVALID message. */
+int ecw_il_tuples_parse(struct tuples *out, const char *json, size_t len, int width,
+			const char *what) ECW_MUST_USE;
+
+/* ---- what the job computes and reads ---- */
+
+/* The list source src computes to, as run computes it (templates rendered,
+ * keys checked, no "~ref~" partition): *lpk, *lrk are the caller's to free.
+ * ECW_EINVALID (with a message) when the source makes no list key: run
+ * fails such a source for good. */
+int ecw_il_target(char **lpk, char **lrk, const struct index_list *il,
+		  const struct ecw_entity *src) ECW_MUST_USE;
+
+/* A list entity's keys (width 2) into out (initialised here). ECW_EINVALID
+ * when it is no list (no Keys string, Keys longer than the service lets one
+ * String be, or not an array of pairs). */
+int ecw_il_list_keys(struct tuples *out, const struct ecw_entity *list) ECW_MUST_USE;
+
+/* The list entity (lpk, lrk) holding keys, with its Count, as run writes it;
+ * ECW_ETOOLARGE when its Keys would not fit one String property. */
+int ecw_il_list_entity(struct ecw_entity **out, const char *lpk, const char *lrk,
+		       const struct tuples *keys) ECW_MUST_USE;
+
+/* The keys of the reference of source (spk, srk) for job. */
+int ecw_il_ref_keys(char pk[ECW_IL_REF_PK_SIZE], char rk[65], const char *job, const char *spk,
+		    const char *srk) ECW_MUST_USE;
+
+/* What reference entity ref says (its strings borrowed from it): *cpk and
+ * *crk the list it names as committed (NULL: none); *pending its intents as
+ * JSON (NULL: none). ECW_EINVALID when it is not the reference of (spk, srk)
+ * (edited by hand, or a SHA-256 collision). */
+int ecw_il_ref_view(const char **cpk, const char **crk, const char **pending, const struct ecw_entity *ref,
+		    const char *spk, const char *srk) ECW_MUST_USE;
+
+/* ---- the job's steps, for the audit's repairs ---- */
+
+/* The job's run (ecw_job_type.run) for ctx->pk, ctx->rk. */
+int ecw_il_run(const void *settings, struct ecw_job_ctx *ctx) ECW_MUST_USE;
+
+/* Registers list (lpk, lrk) in the reference of source (ctx->pk, ctx->rk)
+ * as an intent of the "~poisoned~" owner: step 3a of a run with that owner
+ * (If-Match the reference, or insert it; retried on a lost race), so that
+ * every later run removes the source from that list and drops the intent. */
+int ecw_il_register_stray(const void *settings, struct ecw_job_ctx *ctx, const char *lpk,
+			  const char *lrk) ECW_MUST_USE;
+
+/* The job's audit (ecw_job_type.audit; jobs/index_list_audit.c). */
+int ecw_il_audit(const void *settings, struct ecw_audit_ctx *ctx) ECW_MUST_USE;
+
+#endif
