@@ -26,8 +26,8 @@
 //   latency  msgs/s through faultproxy (5 ms each way) at concurrency 1 and
 //            64, and directly at 64.
 //   audit    `ecworker audit` of an index over BENCH_AUDIT_SOURCES employees
-//            (default 10,000; 2,000 quick): the index is built through
-//            messages, 1% of its entries deleted behind the worker's back,
+//            (default 10,000; 2,000 quick): the index is built by
+//            `audit --repair`, 1% of its entries deleted behind the worker's back,
 //            then audited (time, storage requests per source, peak RSS),
 //            repaired, and audited again (must find nothing). Not in the
 //            default parts (it is a scale figure, not a ratio): name it in
@@ -634,7 +634,8 @@ async function auditOnce(az, args, tag) {
 	const t0 = process.hrtime.bigint();
 	while (!a.exited) {
 		try {
-			rssKb = Math.max(rssKb, peakRssKb(a.pid));
+			const kb = peakRssKb(a.pid); // NaN once it is a zombie: no VmHWM left
+			if (Number.isFinite(kb)) rssKb = Math.max(rssKb, kb);
 		} catch {
 			// gone between the check and the read
 		}
@@ -646,21 +647,22 @@ async function auditOnce(az, args, tag) {
 	return { exit: a.exited.code, seconds, peakRssMb: rssKb / 1024, ...JSON.parse(line) };
 }
 
+// The index is built by the audit itself (--repair over sources with no
+// entries: a run of the job per source, one client), not through messages:
+// ten thousand index messages at concurrency 64 meet Azurite's queue GC
+// stalls (see the top) and take minutes more than the audit measured.
 async function auditRun(tag) {
 	const n = SIZE.auditSources;
 	const az = await startAzurite();
-	let w = null;
 	try {
 		const seeded = Array.from({ length: n }, (_, i) => employee(i));
 		const emp = tableClient(az.cs, "Employees");
 		await emp.createTable();
+		await tableClient(az.cs, "EmployeesByEmail").createTable();
 		await insertAll(emp, seeded);
-		await enqueue(az.cs, seeded.map((e) => JSON.stringify({ job: "employee-by-email", pk: e.partitionKey, rk: e.rowKey })));
-		w = startEcworker(az.cs, 64, "1s", `${tag}-build`);
-		await w.ready();
-		await w.done(n);
-		await w.stop();
-		if (w.failed) throw new Error(`${w.failed} index messages did not succeed (see ${w.log.path})`);
+		const build = await auditOnce(az, ["--repair"], `${tag}-build`);
+		if (build.exit !== 0 || build.missing !== n || build.repaired !== n)
+			throw new Error(`building the index by --repair: ${build.repaired} of ${n} repaired (exit ${build.exit})`);
 		// Drift: every 100th entry deleted behind the worker's back.
 		const idx = tableClient(az.cs, "EmployeesByEmail");
 		const dropped = seeded.filter((_, i) => i % 100 === 0);
@@ -673,9 +675,8 @@ async function auditRun(tag) {
 			throw new Error(`--repair repaired ${repair.repaired} (exit ${repair.exit}), not ${dropped.length}`);
 		const clean = await auditOnce(az, [], `${tag}-clean`);
 		if (clean.exit !== 0) throw new Error(`the audit after the repair exited ${clean.exit}`);
-		return { sources: n, drift: dropped.length, found, repair, clean };
+		return { sources: n, drift: dropped.length, build, found, repair, clean };
 	} finally {
-		if (w) await w.stop();
 		await az.stop();
 	}
 }
@@ -683,9 +684,10 @@ async function auditRun(tag) {
 async function measureAudit() {
 	const runs = [];
 	for (let r = 1; r <= RUNS; r++) {
-		progress(`audit run ${r}/${RUNS}: an index of ${SIZE.auditSources} employees built, 1% of it deleted, audited, repaired, audited`);
+		progress(`audit run ${r}/${RUNS}: an index of ${SIZE.auditSources} employees built by --repair, 1% of it deleted, audited, repaired, audited`);
 		const a = await auditRun(`audit-run${r}`);
-		progress(`  audit ${fmt(a.found.seconds, 1)} s, ${fmt(a.found.requests / a.sources, 2)} requests/source, ` +
+		progress(`  built in ${fmt(a.build.seconds, 1)} s (${fmt(a.build.requests / a.sources, 2)} requests/source); ` +
+			`audit ${fmt(a.found.seconds, 1)} s, ${fmt(a.found.requests / a.sources, 2)} requests/source, ` +
 			`peak RSS ${fmt(a.found.peakRssMb, 1)} MB; repair ${fmt(a.repair.seconds, 1)} s`);
 		runs.push(a);
 	}
@@ -892,12 +894,16 @@ function summarizeAudit(runs, t) {
 		seconds: stat(runs.map((a) => a.found.seconds)), requestsPerSource: stat(runs.map((a) => a.found.requests / a.sources)),
 		peakRssMb: stat(runs.map((a) => a.found.peakRssMb)), repairSeconds: stat(runs.map((a) => a.repair.seconds)),
 		sourcesPerS: stat(runs.map((a) => a.sources / a.found.seconds)),
+		repairRequestsPerFinding: stat(runs.map((a) => (a.repair.requests - a.found.requests) / a.drift)),
+		buildSeconds: stat(runs.map((a) => a.build.seconds)),
 	};
 	t.add(`audit, index of ${n} sources (1% drift): seconds`, fmtStat(A.seconds, 1));
 	t.add("audit: sources/s", fmtStat(A.sourcesPerS, 0));
 	t.add("audit: storage requests/source", fmtStat(A.requestsPerSource, 2), "", "", "<= 3.1", A.requestsPerSource.max <= 3.1);
 	t.add("audit: peak RSS MB", fmtStat(A.peakRssMb, 1), "", "", "<= 20", A.peakRssMb.max <= 20);
 	t.add("audit --repair: seconds", fmtStat(A.repairSeconds, 1));
+	t.add("audit --repair: storage requests per repair", fmtStat(A.repairRequestsPerFinding, 1));
+	t.add(`index built by --repair (${n} runs, one client): seconds`, fmtStat(A.buildSeconds, 1));
 	return { sources: n, ...A };
 }
 
