@@ -6,8 +6,8 @@
 //   BENCH_RUNS=N     counted runs per figure (default 3; the table shows the
 //                    median and the min-max of the runs)
 //   BENCH_QUICK=1    a smaller workload and one run, for development
-//   BENCH_PARTS=...  a comma list of archive, fanout, idle, latency, audit
-//                    (default all but audit)
+//   BENCH_PARTS=...  a comma list of archive, fanout, idle, latency, audit,
+//                    hotlist (default all but audit and hotlist)
 //
 // Parts:
 //   archive  employees moved Employees -> EmployeesArchive, one message each,
@@ -32,6 +32,13 @@
 //            repaired, and audited again (must find nothing). Not in the
 //            default parts (it is a scale figure, not a ratio): name it in
 //            BENCH_PARTS.
+//   hotlist  an index-list by LastName over BENCH_HOT_KEYS employees (default
+//            3,000; 600 quick), one message each, two workers at
+//            concurrency 16: every employee named Jones (one hot list) and
+//            then every name distinct (a list each), side by side: msgs/s,
+//            412 answers and storage requests per message, and the messages
+//            poisoned (a list past one property's size is a permanent error
+//            today: the ceiling issue 22 removes). Not in the default parts.
 //
 // Every measured run gets a fresh in-memory Azurite: Azurite 3.37's queue GC
 // freezes the whole emulator for about 20 s every 60 s once thousands of
@@ -91,8 +98,8 @@ const QUICK = process.env.BENCH_QUICK === "1";
 const RUNS = envInt("BENCH_RUNS", QUICK ? 1 : 3, 1);
 const PARTS = (process.env.BENCH_PARTS || "archive,fanout,idle,latency").split(",").map((s) => s.trim());
 for (const p of PARTS)
-	if (!["archive", "fanout", "idle", "latency", "audit"].includes(p)) {
-		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency, audit)`);
+	if (!["archive", "fanout", "idle", "latency", "audit", "hotlist"].includes(p)) {
+		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency, audit, hotlist)`);
 		process.exit(2);
 	}
 
@@ -102,6 +109,7 @@ for (const p of PARTS)
 const SIZE = QUICK
 	? { c1: 100, c16: 400, c64: 400, absent: 400, floor: 2000, lat1: 50, lat64: 400, customers: 10, orders: 1000, windows: 1, windowS: 30 }
 	: { c1: 500, c16: 2000, c64: 2000, absent: 2000, floor: 5000, lat1: 200, lat64: 2000, customers: 10, orders: 1000, windows: 3, windowS: 60 };
+SIZE.hotKeys = envInt("BENCH_HOT_KEYS", QUICK ? 600 : 3000, 10);
 SIZE.auditSources = envInt("BENCH_AUDIT_SOURCES", QUICK ? 2000 : 10000, 100);
 const CONCURRENCY = [1, 16, 64];
 const LATENCY_MS = 5;
@@ -376,9 +384,13 @@ function startEcworker(cs, concurrency, pollMax, tag) {
 			w.metricsPort = j.metrics_port;
 			return "ready";
 		}
-		if (j.event === "message") return j.outcome === "succeeded" ? "succeeded" : "failed";
+		if (j.event === "message") {
+			w.outcomes[j.outcome] = (w.outcomes[j.outcome] || 0) + 1;
+			return j.outcome === "succeeded" ? "succeeded" : "failed";
+		}
 		return null;
 	});
+	w.outcomes = {};
 	// The storage requests since start, less the start's own (create the
 	// queues and tables); byOp says which.
 	w.requestCounts = async () => {
@@ -694,6 +706,58 @@ async function measureAudit() {
 	return runs;
 }
 
+// ---- hot lists ---------------------------------------------------------------------------------
+
+// n employees indexed by LastName through messages, two workers at
+// concurrency 16; hot: all named Jones. Every message must end succeeded or
+// poisoned (a retried one comes back).
+async function hotlistRun(hot, n, tag) {
+	const az = await startAzurite();
+	const ws = [];
+	try {
+		const seeded = Array.from({ length: n }, (_, i) => ({ ...employee(i), LastName: hot ? "Jones" : `Name${i}` }));
+		const emp = tableClient(az.cs, "Employees");
+		await emp.createTable();
+		await insertAll(emp, seeded);
+		await enqueue(az.cs, seeded.map((e) => JSON.stringify({ job: "employees-by-last-name", pk: e.partitionKey, rk: e.rowKey })));
+		for (let k = 0; k < 2; k++) ws.push(startEcworker(az.cs, 16, "1s", `${tag}-w${k + 1}`));
+		await Promise.all(ws.map((w) => w.ready()));
+		const t0 = process.hrtime.bigint();
+		const ended = () => ws.reduce((a, w) => a + (w.outcomes.succeeded || 0) + (w.outcomes.poisoned || 0), 0);
+		for (const deadline = Date.now() + RUN_TIMEOUT_MS; ended() < n;) {
+			if (Date.now() > deadline) throw new Error(`${ended()} of ${n} index-list messages ended within ${RUN_TIMEOUT_MS / 1000} s`);
+			await sleep(50);
+		}
+		const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+		let requests = 0;
+		let status412 = 0;
+		for (const w of ws)
+			for (const r of await storageRequests(w.metricsPort)) {
+				if (!SETUP_OPS.has(r.op)) requests += r.value;
+				if (r.status === "412") status412 += r.value;
+			}
+		const count = (o) => ws.reduce((a, w) => a + (w.outcomes[o] || 0), 0);
+		return { hot, n, seconds, msgsPerS: n / seconds, requestsPerMsg: requests / n, precondition412PerMsg: status412 / n,
+			poisoned: count("poisoned"), retried: count("retried") };
+	} finally {
+		for (const w of ws) await w.stop();
+		await az.stop();
+	}
+}
+
+async function measureHotlist() {
+	const runs = { hot: [], distinct: [] };
+	for (let r = 1; r <= RUNS; r++)
+		for (const hot of [true, false]) {
+			const what = hot ? "one value (Jones)" : "distinct values";
+			progress(`hot-list run ${r}/${RUNS}: ${SIZE.hotKeys} employees of ${what}, 2 workers x 16`);
+			const res = await hotlistRun(hot, SIZE.hotKeys, `hotlist-${hot ? "hot" : "distinct"}-run${r}`);
+			progress(`  ${fmt(res.msgsPerS, 1)} msgs/s, ${fmt(res.precondition412PerMsg, 2)} 412/msg, ${fmt(res.requestsPerMsg, 2)} requests/msg, ${res.poisoned} poisoned`);
+			runs[hot ? "hot" : "distinct"].push(res);
+		}
+	return runs;
+}
+
 // ---- idle ------------------------------------------------------------------------------------
 
 async function idleRun() {
@@ -907,6 +971,22 @@ function summarizeAudit(runs, t) {
 	return { sources: n, ...A };
 }
 
+function summarizeHotlist(runs, t) {
+	const n = runs.hot[0].n;
+	const S = {};
+	for (const k of ["hot", "distinct"])
+		S[k] = Object.fromEntries(["msgsPerS", "precondition412PerMsg", "requestsPerMsg", "poisoned"].map((f) => [f, stat(runs[k].map((x) => x[f]))]));
+	const ratio = stat(runs.hot.map((x, i) => x.msgsPerS / runs.distinct[i].msgsPerS));
+	t.add(`index-list, ${n} keys of one value, 2 x c16: msgs/s`, fmtStat(S.hot.msgsPerS, 1));
+	t.add(`index-list, ${n} distinct values, 2 x c16: msgs/s`, fmtStat(S.distinct.msgsPerS, 1));
+	t.add("index-list one value / distinct: msgs/s", fmtStat(ratio, 2), "", "", ">= 0.7 (issue 22)", ratio.median >= 0.7);
+	t.add("index-list one value: 412 answers/msg", fmtStat(S.hot.precondition412PerMsg, 2));
+	t.add("index-list one value: requests/msg", fmtStat(S.hot.requestsPerMsg, 2));
+	t.add("index-list distinct: requests/msg", fmtStat(S.distinct.requestsPerMsg, 2));
+	t.add("index-list one value: messages poisoned", fmtStat(S.hot.poisoned, 0), "", "", "0 (issue 22)", S.hot.poisoned.max === 0);
+	return { keys: n, ...S, hotOverDistinct: ratio };
+}
+
 function summarizeIdle(idle, t) {
 	const summary = { requestsPerMinute: stat(idle.requestsPerMinute) };
 	t.add(`idle, poll max ${IDLE_POLL_MAX}: requests/min (${idle.requestsPerMinute.length} x ${idle.windowSeconds} s)`,
@@ -950,6 +1030,7 @@ async function main() {
 	if (PARTS.includes("fanout")) result.raw.fanout = await measureFanout();
 	if (PARTS.includes("latency")) result.raw.latency = await measureLatency();
 	if (PARTS.includes("audit")) result.raw.audit = await measureAudit();
+	if (PARTS.includes("hotlist")) result.raw.hotlist = await measureHotlist();
 	if (idle) {
 		progress("idle: waiting for its windows to end");
 		result.raw.idle = await idle;
@@ -962,6 +1043,7 @@ async function main() {
 	if (raw.idle) summary.idle = summarizeIdle(raw.idle, t);
 	if (raw.latency) summary.latency = summarizeLatency(raw.latency, t);
 	if (raw.audit) summary.audit = summarizeAudit(raw.audit, t);
+	if (raw.hotlist) summary.hotlist = summarizeHotlist(raw.hotlist, t);
 	result.seconds = (Date.now() - started) / 1000;
 	result.loadavgEnd = os.loadavg().map((x) => x.toFixed(2));
 	fs.mkdirSync(path.dirname(opts.out), { recursive: true });
