@@ -337,11 +337,26 @@ static int source_select(struct ecw_buf *out, const struct fanout *f)
 	return err;
 }
 
+struct source_pass {
+	const struct fanout *f;
+	struct ecw_audit_ctx *ctx;
+};
+
+/* Pass 1 for each source. */
+static int each_source(const struct ecw_entity *src, void *payload)
+{
+	struct source_pass *p = payload;
+	int err;
+
+	if ((err = audit_source(p->f, p->ctx, src)) == 0)
+		ecw_audit_checked(p->ctx);
+	return err;
+}
+
 int ecw_fanout_audit(const void *settings, struct ecw_audit_ctx *ctx)
 {
 	const struct fanout *f = settings;
 	struct ecw_table_query *q = NULL;
-	struct ecw_entity *src = NULL;
 	struct ecw_buf select;
 	int err;
 
@@ -352,14 +367,7 @@ int ecw_fanout_audit(const void *settings, struct ecw_audit_ctx *ctx)
 	ecw_buf_dispose(&select);
 	if (err < 0)
 		return err;
-	while ((err = ecw_audit_next(&src, q, ctx)) == 0 && src) {
-		err = audit_source(f, ctx, src);
-		ecw_entity_free(src);
-		src = NULL;
-		if (err < 0)
-			break;
-		ecw_audit_checked(ctx);
-	}
+	err = ecw_audit_each(q, ctx, each_source, &(struct source_pass){f, ctx});
 	ecw_table_query_free(q);
 	if (err == 0 && f->clear_on_delete && !stopped(ctx))
 		err = audit_targets(f, ctx);

@@ -1106,51 +1106,60 @@ static int source_select(struct ecw_buf *out, const struct index *ix)
 	return err;
 }
 
+struct pass {
+	const struct index *ix;
+	struct ecw_audit_ctx *actx;
+};
+
+/* Pass 1 for each entity of the source table (in a shared table, its
+ * entries and references are not sources). */
+static int each_source(const struct ecw_entity *e, void *payload)
+{
+	struct pass *p = payload;
+	int err;
+
+	if (p->ix->same_table && (is_ref_pk(ecw_entity_pk(e)) || is_index_entry(e)))
+		return 0;
+	if ((err = audit_source(p->ix, p->actx, e)) == 0)
+		ecw_audit_checked(p->actx);
+	return err;
+}
+
+/* Pass 2 for each entity of the index table (references skipped). */
+static int each_entry(const struct ecw_entity *e, void *payload)
+{
+	struct pass *p = payload;
+	int err;
+
+	if (is_ref_pk(ecw_entity_pk(e)) || !is_index_entry(e))
+		return 0;
+	if ((err = audit_entry(p->ix, p->actx, e)) == 0)
+		ecw_audit_checked(p->actx);
+	return err;
+}
+
 static int index_audit(const void *settings, struct ecw_audit_ctx *actx)
 {
-	const struct index *ix = settings;
+	struct pass p = {.ix = settings, .actx = actx};
 	struct ecw_table_query *q = NULL;
-	struct ecw_entity *e = NULL;
 	struct ecw_buf select;
 	int err;
 
 	ecw_buf_init(&select, 64 * 1024);
-
 	/* 1. from the sources: only the properties an entry is computed from
 	 * (every property when the index copies them all) */
-	if ((err = source_select(&select, ix)) < 0 ||
-	    (err = ecw_audit_query(&q, actx, ix->source, "PartitionKey",
-				   select.len ? ecw_buf_cstr(&select) : NULL)) < 0)
-		goto done;
-	while ((err = ecw_audit_next(&e, q, actx)) == 0 && e) {
-		if (!(ix->same_table && (is_ref_pk(ecw_entity_pk(e)) || is_index_entry(e)))) {
-			if ((err = audit_source(ix, actx, e)) < 0)
-				goto done;
-			ecw_audit_checked(actx);
-		}
-		ecw_entity_free(e);
-		e = NULL;
-	}
-	if (err < 0)
+	if ((err = source_select(&select, p.ix)) < 0 ||
+	    (err = ecw_audit_query(&q, actx, p.ix->source, "PartitionKey",
+				   select.len ? ecw_buf_cstr(&select) : NULL)) < 0 ||
+	    (err = ecw_audit_each(q, actx, each_source, &p)) < 0)
 		goto done;
 	ecw_table_query_free(q);
 	q = NULL;
-
 	/* 2. from the index */
-	if ((err = ecw_audit_query(&q, actx, ix->table, P_SRC_PK,
-				   "PartitionKey,RowKey," P_SRC_PK "," P_SRC_RK)) < 0)
-		goto done;
-	while ((err = ecw_audit_next(&e, q, actx)) == 0 && e) {
-		if (!is_ref_pk(ecw_entity_pk(e)) && is_index_entry(e)) {
-			if ((err = audit_entry(ix, actx, e)) < 0)
-				goto done;
-			ecw_audit_checked(actx);
-		}
-		ecw_entity_free(e);
-		e = NULL;
-	}
+	if ((err = ecw_audit_query(&q, actx, p.ix->table, P_SRC_PK,
+				   "PartitionKey,RowKey," P_SRC_PK "," P_SRC_RK)) == 0)
+		err = ecw_audit_each(q, actx, each_entry, &p);
 done:
-	ecw_entity_free(e);
 	ecw_table_query_free(q);
 	ecw_buf_dispose(&select);
 	return err;
