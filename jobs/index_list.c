@@ -34,11 +34,10 @@
  * A list changes by read (ETag), change, write with If-Match (or insert when
  * absent, delete when emptied); 412, 409 or 404 means someone else got there
  * first: read again and retry, up to MAX_CAS times with short jittered sleeps,
- * then a transient failure (the message is retried later). A list is one
- * String property, so it must fit the service's 64 KiB (32,768 UTF-16 code
- * units, which is how the service and Azurite count): a list whose JSON would
- * pass KEYS_MAX_UTF16 (32,000, a margin below it) is a permanent error naming
- * the list, raised before anything is written.
+ * then a transient failure (the message is retried later). How a list is
+ * stored, read and written is index_list_store.c's: a list that would grow
+ * past what it can hold is a permanent error naming the list, raised before
+ * anything is written.
  *
  * A run for source S (keys pk, rk), owner m = the message id; a round:
  *   1. GET S: its ETag v and target list T (none when S is gone).
@@ -170,10 +169,9 @@
 
 #define MAX_ROUNDS 8
 #define MAX_CAS 10
-/* The service allows 64 KiB of UTF-16 in one String property (32,768 code
- * units; Azurite refuses more than 32 * 1024). A margin below it. */
-#define KEYS_MAX_UTF16 32000
-#define STRING_MAX_UTF16 32768
+/* A reference's Pending must fit one String property (the service allows
+ * 32,768 UTF-16 code units; a margin below it). */
+#define PENDING_MAX_UTF16 32000
 #define REF_PREFIX ECW_IL_REF_PREFIX
 /* The owner of the intents of a poisoned message (il_abandon). Queue message
  * ids are GUIDs: none can be this. */
@@ -289,7 +287,7 @@ bool ecw_il_tuples_find(const struct tuples *t, const char *const *key, size_t *
 }
 
 /* Adds a copy of key unless present. */
-static int tuples_add(struct tuples *t, const char *const *key)
+int ecw_il_tuples_add(struct tuples *t, const char *const *key)
 {
 	struct tup nt = {{NULL, NULL, NULL}};
 	size_t pos;
@@ -316,7 +314,7 @@ static int tuples_add(struct tuples *t, const char *const *key)
 	return 0;
 }
 
-static void tuples_remove_at(struct tuples *t, size_t pos)
+void ecw_il_tuples_remove_at(struct tuples *t, size_t pos)
 {
 	for (int k = 0; k < t->width; k++)
 		free(t->v[pos].s[k]);
@@ -330,7 +328,7 @@ static int tuples_copy(struct tuples *out, const struct tuples *t)
 
 	ecw_il_tuples_init(out, t->width);
 	for (size_t i = 0; i < t->n; i++)
-		if ((err = tuples_add(out, (const char *const *)t->v[i].s)) < 0) {
+		if ((err = ecw_il_tuples_add(out, (const char *const *)t->v[i].s)) < 0) {
 			ecw_il_tuples_dispose(out);
 			return err;
 		}
@@ -374,7 +372,7 @@ int ecw_il_tuples_parse(struct tuples *out, const char *json, size_t len, int wi
 			}
 			key[k] = json_object_get_string(s);
 		}
-		if ((err = tuples_add(out, key)) < 0)
+		if ((err = ecw_il_tuples_add(out, key)) < 0)
 			goto done;
 	}
 done:
@@ -386,7 +384,7 @@ done:
 }
 
 /* The compact JSON form: [["a","b"],["c","d"]]. */
-static int tuples_write(struct ecw_buf *out, const struct tuples *t)
+int ecw_il_tuples_write(struct ecw_buf *out, const struct tuples *t)
 {
 	int err = ecw_buf_addc(out, '[');
 
@@ -404,7 +402,7 @@ static int tuples_write(struct ecw_buf *out, const struct tuples *t)
 }
 
 /* How the service measures a String: UTF-16 code units. */
-static size_t utf16_units(const char *s, size_t n)
+size_t ecw_il_utf16_units(const char *s, size_t n)
 {
 	size_t units = 0;
 
@@ -650,9 +648,9 @@ static int ref_write(struct run *r, const char *cpk, const char *crk, struct tup
 		    (err = ecw_entity_set_string(e, "ListRowKey", crk, strlen(crk))) < 0))
 		goto done;
 	if (pending->n) {
-		if ((err = tuples_write(&json, pending)) < 0)
+		if ((err = ecw_il_tuples_write(&json, pending)) < 0)
 			goto done;
-		if (utf16_units(json.ptr, json.len) > KEYS_MAX_UTF16) {
+		if (ecw_il_utf16_units(json.ptr, json.len) > PENDING_MAX_UTF16) {
 			err = ecw_error_set(
 				ECW_ETOOLARGE,
 				"index-list %s: the reference of (%.100s, %.100s) would hold %zu pending "
@@ -710,7 +708,7 @@ static int ensure_intent(struct run *r, const char *lpk, const char *lrk)
 		return 0;
 	if ((err = tuples_copy(&p, &r->ref.pending)) < 0)
 		return err;
-	if ((err = tuples_add(&p, key)) == 0 && (err = ref_write(r, r->ref.cpk, r->ref.crk, &p)) == 0)
+	if ((err = ecw_il_tuples_add(&p, key)) == 0 && (err = ref_write(r, r->ref.cpk, r->ref.crk, &p)) == 0)
 		ecw_crash_point("index_list.intent");
 	ecw_il_tuples_dispose(&p);
 	return err;
@@ -727,95 +725,13 @@ static int others_intents(struct tuples *out, size_t *own, const struct run *r)
 		return err;
 	for (size_t i = out->n; i-- > 0;)
 		if (strcmp(out->v[i].s[2], r->owner) == 0 || strcmp(out->v[i].s[2], ABANDONED) == 0) {
-			tuples_remove_at(out, i);
+			ecw_il_tuples_remove_at(out, i);
 			(*own)++;
 		}
 	return 0;
 }
 
 /* ---- lists ------------------------------------------------------------------------------ */
-
-int ecw_il_list_keys(struct tuples *out, const struct ecw_entity *list)
-{
-	const char *json = prop_string(list, "Keys");
-
-	ecw_il_tuples_init(out, 2);
-	if (!json)
-		return ecw_error_set(ECW_EINVALID, "no Keys string: is another job or program writing that "
-						   "partition?");
-	/* Nothing the service stores is longer: a bound on what is parsed. */
-	if (utf16_units(json, strlen(json)) > STRING_MAX_UTF16)
-		return ecw_error_set(ECW_EINVALID, "Keys is longer than one String property may be");
-	return ecw_il_tuples_parse(out, json, strlen(json), 2, "Keys");
-}
-
-/* Reads a list: its keys and ETag (*etag NULL when absent). */
-static int list_read(struct tuples *keys, char **etag, struct run *r, const char *lpk, const char *lrk)
-{
-	struct ecw_entity *e = NULL;
-	int err = ecw_table_get(&e, r->ctx->client, r->il->table, lpk, lrk);
-
-	ecw_il_tuples_init(keys, 2);
-	*etag = NULL;
-	if (entity_absent(err)) {
-		ecw_error_clear();
-		return 0;
-	}
-	if (err < 0)
-		return err;
-	if ((err = ecw_il_list_keys(keys, e)) < 0)
-		err = ecw_error_set(ECW_EINVALID, "index-list %s: list %s/%.100s/%.100s: %s", r->ctx->job,
-				    r->il->table, lpk, lrk, ecw_error_last()->message);
-	else if (!(*etag = strdup(ecw_entity_etag(e) ? ecw_entity_etag(e) : "")))
-		err = ecw_error_set(ECW_ENOMEM, "out of memory");
-	if (err < 0)
-		ecw_il_tuples_dispose(keys);
-	ecw_entity_free(e);
-	return err;
-}
-
-int ecw_il_list_entity(struct ecw_entity **out, const char *lpk, const char *lrk, const struct tuples *keys)
-{
-	struct ecw_buf json;
-	size_t units;
-	int err;
-
-	*out = NULL;
-	ecw_buf_init(&json, 0);
-	if ((err = tuples_write(&json, keys)) < 0)
-		goto done;
-	if ((units = utf16_units(json.ptr, json.len)) > KEYS_MAX_UTF16) {
-		err = ecw_error_set(ECW_ETOOLARGE,
-				    "%.80s/%.80s is too large: it would hold %zu keys, %zu UTF-16 characters "
-				    "of JSON in Keys, over the %d one String property may hold (64 KiB)",
-				    lpk, lrk, keys->n, units, KEYS_MAX_UTF16);
-		goto done;
-	}
-	if ((err = ecw_entity_new(out, lpk, lrk)) < 0 ||
-	    (err = ecw_entity_set_string(*out, "Keys", json.ptr, json.len)) < 0 ||
-	    (err = ecw_entity_set_int32(*out, "Count", (int32_t)keys->n)) < 0) {
-		ecw_entity_free(*out);
-		*out = NULL;
-	}
-done:
-	ecw_buf_dispose(&json);
-	return err;
-}
-
-/* The list entity for keys, for this run's source. */
-static int list_entity(struct ecw_entity **out, struct run *r, const char *lpk, const char *lrk,
-		       const struct tuples *keys)
-{
-	int err = ecw_il_list_entity(out, lpk, lrk, keys);
-
-	if (err == ECW_ETOOLARGE)
-		err = ecw_error_set(ECW_ETOOLARGE,
-				    "index-list %s: list %s/%s with (%.80s, %.80s); make the lists finer "
-				    "(partition_key, row_key)",
-				    r->ctx->job, r->il->table, ecw_error_last()->message, r->ctx->pk,
-				    r->ctx->rk);
-	return err;
-}
 
 /* Best effort, when giving up on adding to (lpk, lrk) for good: our intent
  * for it guards nothing any more. Keeps the error being reported. */
@@ -828,96 +744,77 @@ static void drop_intent(struct run *r, const char *lpk, const char *lrk)
 
 	if (!ecw_il_tuples_find(&r->ref.pending, key, &pos) || tuples_copy(&p, &r->ref.pending) < 0)
 		return;
-	tuples_remove_at(&p, pos);
+	ecw_il_tuples_remove_at(&p, pos);
 	(void)!ref_write(r, r->ref.cpk, r->ref.crk, &p);
 	ecw_il_tuples_dispose(&p);
 	ecw_error_set(saved.code, "%s", saved.message);
 }
 
-/* Step 3: S into the target list (intent first). */
-static int list_add(struct run *r)
+/* A list too large for the design (ecw_il_list_save's ECW_ETOOLARGE), in
+ * the words of this run's source. */
+static int too_large(struct run *r)
 {
-	const char *key[2] = {r->ctx->pk, r->ctx->rk};
-	const char *lpk = r->tpk, *lrk = r->trk;
+	char msg[400];
+
+	snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, ecw_error_last()->message);
+	return ecw_error_set(ECW_ETOOLARGE,
+			     "index-list %s: list %s/%s with (%.80s, %.80s); make the lists finer "
+			     "(partition_key, row_key)",
+			     r->ctx->job, r->il->table, msg, r->ctx->pk, r->ctx->rk);
+}
+
+/* Steps 3 and 4 for one list: S into (add) or out of (lpk, lrk), by read,
+ * change, conditional write (ecw_il_list_save: the list goes when it
+ * empties), again after a lost race. An add records its intent first (step
+ * 3a), unless the list would grow past what the store can hold: a
+ * permanent error, before anything is written. */
+static int list_change(struct run *r, const char *lpk, const char *lrk, bool add)
+{
+	const char *key[2] = {r->ctx->pk, r->ctx->rk}, *list_key[2] = {lpk, lrk};
 	int err = 0;
 
 	for (int attempt = 0; attempt < MAX_CAS; attempt++) {
+		struct il_list list;
 		struct tuples keys;
-		struct ecw_entity *e = NULL;
-		char *etag = NULL;
 		size_t pos;
 
 		if (attempt)
 			backoff(attempt);
-		if ((err = list_read(&keys, &etag, r, lpk, lrk)) < 0)
-			return err;
-		if (ecw_il_tuples_find(&keys, key, &pos)) {
-			ecw_il_tuples_dispose(&keys);
-			free(etag);
+		if ((err = ecw_il_list_load(&list, r->ctx->client, r->il->table, lpk, lrk)) < 0)
+			return err == ECW_EINVALID ? ecw_error_set(ECW_EINVALID, "index-list %s: %s",
+								   r->ctx->job, ecw_error_last()->message)
+						   : err;
+		if (ecw_il_tuples_find(&list.keys, key, &pos) == add) {
+			ecw_il_list_dispose(&list);
 			return 0;
 		}
-		if ((err = tuples_add(&keys, key)) == 0 &&
-		    (err = list_entity(&e, r, lpk, lrk, &keys)) == ECW_ETOOLARGE)
-			drop_intent(r, lpk, lrk);
+		if ((err = tuples_copy(&keys, &list.keys)) == 0) {
+			if (add)
+				err = ecw_il_tuples_add(&keys, key);
+			else
+				ecw_il_tuples_remove_at(&keys, pos);
+		}
+		if (err == 0 && (err = ecw_il_list_check(&list, &keys)) == ECW_ETOOLARGE) {
+			err = too_large(r);
+			drop_intent(r, lpk, lrk); /* an earlier attempt's */
+		}
+		if (err == 0 && add && (err = ensure_intent(r, lpk, lrk)) == 0)
+			err = ecw_il_tuples_add(&r->touched, list_key);
+		if (err == 0 && (err = ecw_job_check_lease(r->ctx)) == 0)
+			err = ecw_il_list_save(r->ctx->client, r->il->table, &list, &keys);
 		ecw_il_tuples_dispose(&keys);
-		const char *list[2] = {lpk, lrk};
-		if (err == 0 && (err = ensure_intent(r, lpk, lrk)) == 0 &&
-		    (err = tuples_add(&r->touched, list)) == 0 && (err = ecw_job_check_lease(r->ctx)) == 0)
-			err = ecw_table_write(NULL, r->ctx->client, r->il->table, e,
-					      etag ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT, etag);
-		ecw_entity_free(e);
-		free(etag);
+		ecw_il_list_dispose(&list);
 		if (err == 0) {
-			r->added = true;
-			ecw_crash_point("index_list.added");
+			if (add) {
+				r->added = true;
+				ecw_crash_point("index_list.added");
+			} else {
+				r->removed = true;
+				ecw_crash_point("index_list.removed");
+			}
 			return 0;
 		}
 		if (err == RESTART || !lost_race(r, err))
-			return err;
-	}
-	return ecw_error_set(ECW_ETRANSIENT,
-			     "index-list %s: list %s/%.100s/%.100s changed under us %d times in a row",
-			     r->ctx->job, r->il->table, lpk, lrk, MAX_CAS);
-}
-
-/* Step 4 for one list: S out of (lpk, lrk); the list goes when it empties. */
-static int list_remove(struct run *r, const char *lpk, const char *lrk)
-{
-	const char *key[2] = {r->ctx->pk, r->ctx->rk};
-	int err = 0;
-
-	for (int attempt = 0; attempt < MAX_CAS; attempt++) {
-		struct tuples keys;
-		struct ecw_entity *e = NULL;
-		char *etag = NULL;
-		size_t pos;
-
-		if (attempt)
-			backoff(attempt);
-		if ((err = list_read(&keys, &etag, r, lpk, lrk)) < 0)
-			return err;
-		if (!etag || !ecw_il_tuples_find(&keys, key, &pos)) {
-			ecw_il_tuples_dispose(&keys);
-			free(etag);
-			return 0;
-		}
-		tuples_remove_at(&keys, pos);
-		if ((err = ecw_job_check_lease(r->ctx)) == 0) {
-			if (keys.n == 0)
-				err = ecw_table_delete(r->ctx->client, r->il->table, lpk, lrk, etag);
-			else if ((err = list_entity(&e, r, lpk, lrk, &keys)) == 0)
-				err = ecw_table_write(NULL, r->ctx->client, r->il->table, e, ECW_WRITE_UPDATE,
-						      etag);
-		}
-		ecw_il_tuples_dispose(&keys);
-		ecw_entity_free(e);
-		free(etag);
-		if (err == 0) {
-			r->removed = true;
-			ecw_crash_point("index_list.removed");
-			return 0;
-		}
-		if (!lost_race(r, err))
 			return err;
 	}
 	return ecw_error_set(ECW_ETRANSIENT,
@@ -934,15 +831,15 @@ static int remove_elsewhere(struct run *r)
 	ecw_il_tuples_init(&lists, 2);
 	if (r->ref.cpk) {
 		const char *k[2] = {r->ref.cpk, r->ref.crk};
-		err = tuples_add(&lists, k);
+		err = ecw_il_tuples_add(&lists, k);
 	}
 	for (size_t i = 0; err == 0 && i < r->ref.pending.n; i++)
-		err = tuples_add(&lists, (const char *const *)r->ref.pending.v[i].s);
+		err = ecw_il_tuples_add(&lists, (const char *const *)r->ref.pending.v[i].s);
 	for (size_t i = 0; err == 0 && i < r->touched.n; i++)
-		err = tuples_add(&lists, (const char *const *)r->touched.v[i].s);
+		err = ecw_il_tuples_add(&lists, (const char *const *)r->touched.v[i].s);
 	for (size_t i = 0; err == 0 && i < lists.n; i++)
 		if (!is_target(r, lists.v[i].s[0], lists.v[i].s[1]))
-			err = list_remove(r, lists.v[i].s[0], lists.v[i].s[1]);
+			err = list_change(r, lists.v[i].s[0], lists.v[i].s[1], false);
 	ecw_il_tuples_dispose(&lists);
 	return err;
 }
@@ -994,7 +891,7 @@ static int round_once(struct run *r)
 	ecw_crash_point("index_list.read");
 	if ((err = ref_read(r)) < 0)
 		return err;
-	if (r->tpk && (err = list_add(r)) != 0)
+	if (r->tpk && (err = list_change(r, r->tpk, r->trk, true)) != 0)
 		return err;
 	if ((err = remove_elsewhere(r)) < 0 || (err = commit(r)) != 0)
 		return err;
@@ -1094,7 +991,7 @@ static int il_abandon(const void *settings, struct ecw_job_ctx *ctx)
 				key[2] = ABANDONED;
 				moved++;
 			}
-			err = tuples_add(&p, key);
+			err = ecw_il_tuples_add(&p, key);
 		}
 		if (err == 0 && moved && (err = ref_write(&r, r.ref.cpk, r.ref.crk, &p)) == 0)
 			ecw_crash_point("index_list.abandoned");

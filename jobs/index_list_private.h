@@ -5,7 +5,8 @@
  * reference, what a reference says, and the job's own steps the audit's
  * repairs go through (run, registering a stray list, building a list). The
  * formats (a list's Keys and Count, a reference's properties and intents)
- * are described at the top of index_list.c. Only those two files include
+ * are described at the top of index_list.c. Only index_list.c,
+ * index_list_audit.c and index_list_store.c (which stores the lists) include
  * this header. */
 #ifndef ECW_INDEX_LIST_PRIVATE_H
 #define ECW_INDEX_LIST_PRIVATE_H
@@ -13,11 +14,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ecw_buf.h"
 #include "ecw_entity.h"
 #include "ecw_err.h"
 #include "ecw_template.h"
 
 struct ecw_audit_ctx;
+struct ecw_client;
 struct ecw_job_ctx;
 
 /* The partitions of the references start with it (then "<job>~xx"). */
@@ -57,6 +60,14 @@ bool ecw_il_tuples_find(const struct tuples *t, const char *const *key, size_t *
 int ecw_il_tuples_parse(struct tuples *out, const char *json, size_t len, int width,
 			const char *what) ECW_MUST_USE;
 
+/* Adds a copy of key unless present. */
+int ecw_il_tuples_add(struct tuples *t, const char *const *key) ECW_MUST_USE;
+void ecw_il_tuples_remove_at(struct tuples *t, size_t pos);
+/* Appends the compact JSON form of t to out: [["a","b"],["c","d"]]. */
+int ecw_il_tuples_write(struct ecw_buf *out, const struct tuples *t) ECW_MUST_USE;
+/* How the service measures a String: UTF-16 code units. */
+size_t ecw_il_utf16_units(const char *s, size_t n);
+
 /* ---- what the job computes and reads ---- */
 
 /* The list source src computes to, as run computes it (templates rendered,
@@ -75,6 +86,36 @@ int ecw_il_list_keys(struct tuples *out, const struct ecw_entity *list) ECW_MUST
  * ECW_ETOOLARGE when its Keys would not fit one String property. */
 int ecw_il_list_entity(struct ecw_entity **out, const char *lpk, const char *lrk,
 		       const struct tuples *keys) ECW_MUST_USE;
+
+/* ---- a list as stored (jobs/index_list_store.c) ---- */
+
+/* One list, read whole by ecw_il_list_load: its keys and what a conditional
+ * write of it needs. The caller owns it (ecw_il_list_dispose frees what it
+ * holds). */
+struct il_list {
+	char *lpk, *lrk;
+	struct tuples keys; /* width 2, sorted; empty when the list is absent */
+	bool exists;
+	char *etag; /* when it exists */
+};
+
+/* Reads list (lpk, lrk) of table into out (initialised here; absent is not
+ * an error: out->exists false). ECW_EINVALID, naming the list, when what is
+ * there is no list. */
+int ecw_il_list_load(struct il_list *out, struct ecw_client *c, const char *table, const char *lpk,
+		     const char *lrk) ECW_MUST_USE;
+/* Writes the list read (as loaded) with keys instead, in one atomic request
+ * conditional on what was read: inserted when it was absent, deleted when
+ * keys is empty. A lost race (someone changed the list since it was read)
+ * is ECW_EPRECONDITION, ECW_ECONFLICT or ECW_ENOTFOUND: load and try again.
+ * ECW_ETOOLARGE, with a message naming the list, when keys would not fit. */
+int ecw_il_list_save(struct ecw_client *c, const char *table, const struct il_list *read,
+		     const struct tuples *keys) ECW_MUST_USE;
+/* ECW_ETOOLARGE (with a message naming the list) when ecw_il_list_save
+ * would refuse keys for the list read because they would not fit; 0 when
+ * they fit. Writes nothing. */
+int ecw_il_list_check(const struct il_list *read, const struct tuples *keys) ECW_MUST_USE;
+void ecw_il_list_dispose(struct il_list *l);
 
 /* The keys of the reference of source (spk, srk) for job. */
 int ecw_il_ref_keys(char pk[ECW_IL_REF_PK_SIZE], char rk[65], const char *job, const char *spk,
