@@ -101,6 +101,14 @@ struct ecw_job_type {
 	 * run. Returns 0 when the scan finished (findings are not errors), or
 	 * an error when it could not. NULL: the type cannot be audited (yet). */
 	int (*audit)(const void *settings, struct ecw_audit_ctx *ctx);
+	/* `ecworker index get`: reads the list the job keeps at (lpk, lrk) of
+	 * its table, whole, and calls each(arg, pk, rk) for every key in order
+	 * (a non-zero return stops the walk and is returned). lpk NULL: the
+	 * job's partition_key, when it has no placeholder (ECW_EINVALID, saying
+	 * so, when it has). *exists is false when there is no such list (no
+	 * source has that value): not an error. NULL: the type keeps no lists. */
+	int (*list_get)(const void *settings, struct ecw_client *c, const char *lpk, const char *lrk,
+			int (*each)(void *arg, const char *pk, const char *rk), void *arg, bool *exists);
 };
 
 /* The registry: NULL when no type has that name. */

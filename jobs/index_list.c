@@ -1035,6 +1035,46 @@ static const char *il_target(const void *settings)
 	return ((const struct index_list *)settings)->table;
 }
 
+/* ecw_job_type.list_get: the list at (lpk, lrk), read through the store. */
+static int il_list_get(const void *settings, struct ecw_client *c, const char *lpk, const char *lrk,
+		       int (*each)(void *arg, const char *pk, const char *rk), void *arg, bool *exists)
+{
+	const struct index_list *il = settings;
+	struct ecw_entity *none = NULL;
+	struct ecw_buf pk, reads;
+	struct il_list list;
+	int err = 0;
+
+	*exists = false;
+	ecw_buf_init(&pk, 0);
+	ecw_buf_init(&reads, 0);
+	if (!lpk) {
+		if ((err = ecw_entity_new(&none, "", "")) < 0 ||
+		    (err = ecw_template_select(&reads, il->pk)) < 0)
+			goto done;
+		if (reads.len > 0 || ecw_template_render(&pk, il->pk, none, ECW_TEMPLATE_PLAIN) < 0) {
+			err = ecw_error_set(
+				ECW_EINVALID,
+				"the lists' partition_key \"%.200s\" depends on the source: name the "
+				"partition",
+				ecw_template_text(il->pk));
+			goto done;
+		}
+		lpk = ecw_buf_cstr(&pk);
+	}
+	if ((err = ecw_il_list_load(&list, c, il->table, lpk, lrk)) < 0)
+		goto done;
+	*exists = list.exists;
+	for (size_t i = 0; err == 0 && i < list.keys.n; i++)
+		err = each(arg, list.keys.v[i].s[0], list.keys.v[i].s[1]);
+	ecw_il_list_dispose(&list);
+done:
+	ecw_entity_free(none);
+	ecw_buf_dispose(&pk);
+	ecw_buf_dispose(&reads);
+	return err;
+}
+
 const struct ecw_job_type ecw_job_index_list = {
 	.name = "index-list",
 	.parse = il_parse,
@@ -1045,4 +1085,5 @@ const struct ecw_job_type ecw_job_index_list = {
 	.source_table = il_source,
 	.target_table = il_target,
 	.audit = ecw_il_audit,
+	.list_get = il_list_get,
 };

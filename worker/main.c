@@ -43,6 +43,7 @@ static const struct command commands[] = {
 	{"poison", ecw_cmd_poison, "list, replay or purge poison messages (poison --help)"},
 	{"status", ecw_cmd_status, "queue depths, poison counts by job and reason, tables"},
 	{"audit", ecw_cmd_audit, "compare derived data with its sources; --repair fixes it"},
+	{"index", ecw_cmd_index, "index get JOB VALUE: print the list an index-list job keeps"},
 	{"migrate", ecw_cmd_migrate, "apply the configured migrations once (migrate status: their state)"},
 	{"version", cmd_version, "print the version"},
 	{"help", cmd_help, "this text"},

@@ -163,7 +163,7 @@ void proc_write_file(char *out, size_t cap, const char *name, const char *text)
 	assert_int_equal(fclose(f), 0);
 }
 
-static char *read_all(const char *path, size_t *len_out)
+char *proc_read_file(const char *path, size_t *len_out)
 {
 	FILE *f = fopen(path, "rb");
 	char *buf = NULL;
@@ -440,9 +440,9 @@ int proc_run(char **out, char **err, const char *name, const char *const *args, 
 		         proc_tail(p.log_path, 20));
 	}
 	if (out)
-		*out = read_all(p.out_path, NULL);
+		*out = proc_read_file(p.out_path, NULL);
 	if (err)
-		*err = read_all(p.log_path, NULL);
+		*err = proc_read_file(p.log_path, NULL);
 	return proc_exit_code(&p);
 }
 
@@ -475,7 +475,7 @@ void proc_log_read(struct proc_log *out, const char *path)
 	char *line;
 
 	memset(out, 0, sizeof(*out));
-	out->text = read_all(path, &len);
+	out->text = proc_read_file(path, &len);
 	line = out->text;
 	while (line < out->text + len) {
 		char *nl = memchr(line, '\n', (size_t)(out->text + len - line));
@@ -654,7 +654,7 @@ bool proc_wait_count(struct proc *p, size_t want, int timeout_ms, const char *ev
 const char *proc_tail(const char *path, int n)
 {
 	static char buf[6000];
-	char *text = read_all(path, NULL);
+	char *text = proc_read_file(path, NULL);
 	size_t len = strlen(text);
 	const char *start = text + len;
 	int lines = 0;
@@ -720,7 +720,7 @@ static void check_file(const char *path)
 {
 	char keys[10][256], escaped[10][512];
 	size_t len, nkeys = 2;
-	char *text = read_all(path, &len);
+	char *text = proc_read_file(path, &len);
 
 	snprintf(keys[0], sizeof(keys[0]), "%s", WELL_KNOWN_KEY);
 	connstr_key(keys[1], sizeof(keys[1]));
@@ -869,7 +869,7 @@ static bool azurite_start(struct proc_azurite *az, const char *name, const struc
 
 	int64_t end = itest_now_ms() + 30000;
 	for (;;) {
-		char *log = read_all(az->log_path, NULL);
+		char *log = proc_read_file(az->log_path, NULL);
 		az->queue_port = listening_port(log, "Queue");
 		az->table_port = listening_port(log, "Table");
 		free(log);
@@ -1103,4 +1103,52 @@ long long proc_table_writes(const char *page)
 	for (int i = 0; ops[i]; i++)
 		n += (long long)proc_metric(page, "ecw_storage_requests_total", NULL, ops[i], NULL);
 	return n;
+}
+
+/* ---- the official Azure SDK for JavaScript ---------------------------------------- */
+
+int proc_sdk(char **out, const char *const *args)
+{
+	const char *argv[16] = {"node", "tests/interop/sdk.js"};
+	char err_path[640];
+	int outp[2], status = -1;
+	posix_spawn_file_actions_t fa;
+	struct ecw_buf b;
+	pid_t pid;
+	size_t n = 2;
+
+	if (access("tests/interop/sdk.js", R_OK) != 0)
+		fail_msg("tests/interop/sdk.js not found: run from the repository root");
+	for (; args[n - 2] && n < 15; n++)
+		argv[n] = args[n - 2];
+	argv[n] = NULL;
+	proc_path(err_path, sizeof(err_path), "sdk.err");
+	assert_int_equal(pipe(outp), 0);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_addclose(&fa, outp[0]);
+	assert_int_equal(posix_spawnp(&pid, "node", &fa, NULL, (char *const *)argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	close(outp[1]);
+	ecw_buf_init(&b, 0);
+	for (;;) {
+		char buf[4096];
+		ssize_t k = read(outp[0], buf, sizeof(buf));
+		if (k <= 0)
+			break;
+		assert_int_equal(ecw_buf_add(&b, buf, (size_t)k), 0);
+	}
+	close(outp[0]);
+	waitpid(pid, &status, 0);
+	status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	if (status != 0)
+		print_error("sdk.js %s %s: exit %d: %s\n", args[0], args[1] ? args[1] : "", status,
+		            proc_tail(err_path, 5));
+	unlink(err_path);
+	if (out)
+		*out = ecw_buf_take(&b);
+	ecw_buf_dispose(&b);
+	return status;
 }

@@ -215,4 +215,15 @@ double proc_metric(const char *page, const char *name, int *found, ...);
  * nor the creation or deletion of tables. */
 long long proc_table_writes(const char *page);
 
+/* A whole file as a string (free() it), its length in *len_out (may be
+ * NULL); "" when it cannot be read. */
+char *proc_read_file(const char *path, size_t *len_out);
+
+/* ---- the official Azure SDK for JavaScript ------------------------------ */
+
+/* Runs `node tests/interop/sdk.js args...` (from the repository root: its
+ * commands are listed at the top of that file); returns its exit status,
+ * with stdout in *out (may be NULL; free() it) and stderr shown on failure. */
+int proc_sdk(char **out, const char *const *args);
+
 #endif

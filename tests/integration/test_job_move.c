@@ -641,54 +641,6 @@ static void test_job_move__failed_follow_up_does_not_undo_the_move(void **state)
 
 /* ---- 6. interop: an application using the official Azure SDK ------------------------------------ */
 
-/* Runs `node tests/interop/sdk.js args...`; returns its exit status, with
- * stdout in *out (may be NULL; free() it) and stderr shown on failure. */
-static int sdk(char **out, const char *const *args)
-{
-	const char *argv[16] = {"node", "tests/interop/sdk.js"};
-	char err_path[640];
-	int outp[2], status = -1;
-	posix_spawn_file_actions_t fa;
-	struct ecw_buf b;
-	pid_t pid;
-	size_t n = 2;
-
-	if (access("tests/interop/sdk.js", R_OK) != 0)
-		fail_msg("tests/interop/sdk.js not found: run from the repository root");
-	for (; args[n - 2] && n < 15; n++)
-		argv[n] = args[n - 2];
-	argv[n] = NULL;
-	proc_path(err_path, sizeof(err_path), "sdk.err");
-	assert_int_equal(pipe(outp), 0);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
-	posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	posix_spawn_file_actions_addclose(&fa, outp[0]);
-	assert_int_equal(posix_spawnp(&pid, "node", &fa, NULL, (char *const *)argv, environ), 0);
-	posix_spawn_file_actions_destroy(&fa);
-	close(outp[1]);
-	ecw_buf_init(&b, 0);
-	for (;;) {
-		char buf[4096];
-		ssize_t k = read(outp[0], buf, sizeof(buf));
-		if (k <= 0)
-			break;
-		assert_int_equal(ecw_buf_add(&b, buf, (size_t)k), 0);
-	}
-	close(outp[0]);
-	waitpid(pid, &status, 0);
-	status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-	if (status != 0)
-		print_error("sdk.js %s %s: exit %d: %s\n", args[0], args[1] ? args[1] : "", status,
-		            proc_tail(err_path, 5));
-	unlink(err_path);
-	if (out)
-		*out = ecw_buf_take(&b);
-	ecw_buf_dispose(&b);
-	return status;
-}
-
 /* The application writes employees and enqueues archive messages with the
  * SDK (plain JSON, and base64 as Azure Functions sends); ecworker archives
  * them; the application reads the archive back with the SDK and finds every
@@ -707,13 +659,13 @@ static void test_job_move__interop_sdk_application(void **state)
 	for (int i = 0; i < 2; i++) {
 		char v[16];
 		snprintf(v, sizeof(v), "%d", i + 3);
-		assert_int_equal(sdk(NULL, (const char *const[]){"upsert-employee", m->emp, keys[i][0],
-		                                                 keys[i][1], v, NULL}),
+		assert_int_equal(proc_sdk(NULL, (const char *const[]){"upsert-employee", m->emp, keys[i][0],
+		                                                      keys[i][1], v, NULL}),
 		                 0);
 		assert_int_equal(
-		    sdk(&msgid[i],
-		        (const char *const[]){"enqueue", m->fx.t->queue, "archive-employee", keys[i][0],
-		                              keys[i][1], "sdk-trace", i ? "--base64" : NULL, NULL}),
+		    proc_sdk(&msgid[i],
+		             (const char *const[]){"enqueue", m->fx.t->queue, "archive-employee", keys[i][0],
+		                                   keys[i][1], "sdk-trace", i ? "--base64" : NULL, NULL}),
 		    0);
 		msgid[i][strcspn(msgid[i], "\n")] = '\0';
 	}
@@ -725,8 +677,8 @@ static void test_job_move__interop_sdk_application(void **state)
 	for (int i = 0; i < 2; i++) {
 		char v[16];
 		snprintf(v, sizeof(v), "%d", i + 3);
-		ITEST_CHECK(sdk(NULL, (const char *const[]){"check-employee", m->arch, keys[i][0], keys[i][1],
-		                                            v, NULL}) == 0,
+		ITEST_CHECK(proc_sdk(NULL, (const char *const[]){"check-employee", m->arch, keys[i][0],
+		                                                 keys[i][1], v, NULL}) == 0,
 		            "the SDK found the archived %s/%s different (see above)", keys[i][0], keys[i][1]);
 		ITEST_CHECK(mv_get_or_null(m, m->emp, keys[i][0], keys[i][1]) == NULL,
 		            "%s/%s is still in Employees", keys[i][0], keys[i][1]);

@@ -11,10 +11,13 @@
 //                                              reads it back; exits 1 naming the first difference
 //   node sdk.js enqueue QUEUE JOB PK RK [ID] [--base64]
 //                                              sends {"job","pk","rk","id"} (JSON.stringify); prints the id
+//   node sdk.js read-list TABLE PK VALUE       prints the index list's keys as JSON, read as the
+//                                              README's reader reads them (index-list-reader.js)
 // The connection string comes from ECW_TEST_CONNECTION_STRING.
 "use strict";
 const { QueueClient } = require("@azure/storage-queue");
 const { TableClient } = require("@azure/data-tables");
+const { readIndexList } = require("./index-list-reader.js");
 
 const cs = process.env.ECW_TEST_CONNECTION_STRING;
 const [cmd, ...args] = process.argv.slice(2);
@@ -180,6 +183,11 @@ async function main() {
 		if (base64) text = Buffer.from(text, "utf8").toString("base64");
 		const r = await q.sendMessage(text);
 		process.stdout.write(r.messageId + "\n");
+		break;
+	}
+	case "read-list": {
+		const t = TableClient.fromConnectionString(cs, args[0], { allowInsecureConnection: true });
+		process.stdout.write(JSON.stringify(await readIndexList(t, args[1], args[2])));
 		break;
 	}
 	default:

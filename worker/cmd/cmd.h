@@ -22,6 +22,7 @@ int ecw_cmd_poison(int argc, char **argv);       /* poison.c */
 int ecw_cmd_status(int argc, char **argv);       /* status.c */
 int ecw_cmd_migrate(int argc, char **argv);      /* migrate.c */
 int ecw_cmd_audit(int argc, char **argv);        /* audit.c */
+int ecw_cmd_index(int argc, char **argv);        /* index.c */
 void ecw_poison_usage(FILE *file);
 
 struct ecw_config;
