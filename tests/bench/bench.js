@@ -7,7 +7,7 @@
 //                    median and the min-max of the runs)
 //   BENCH_QUICK=1    a smaller workload and one run, for development
 //   BENCH_PARTS=...  a comma list of archive, fanout, idle, latency, audit,
-//                    hotlist (default all but audit and hotlist)
+//                    hotlist, perjob (default all but audit, hotlist and perjob)
 //
 // Parts:
 //   archive  employees moved Employees -> EmployeesArchive, one message each,
@@ -37,8 +37,15 @@
 //            concurrency 16: every employee named Jones (one hot list) and
 //            then every name distinct (a list each), side by side: msgs/s,
 //            412 answers and storage requests per message, and the messages
-//            poisoned (a list past one property's size is a permanent error
-//            today: the ceiling issue 22 removes). Not in the default parts.
+//            poisoned; then once BENCH_HOT_KEYS_BIG employees named Jones
+//            (default 20,000; 4,000 quick; 0 skips it). Each hot list must
+//            end holding every key, read as applications read it
+//            (tests/interop/index-list-reader.js). Not in the default parts.
+//   perjob   storage requests per message for each keyed job type, one
+//            worker at concurrency 64 over BENCH_PER_JOB_MSGS messages
+//            (default 2,000; 500 quick) spread over the 10 departments:
+//            move (archive), index (by e-mail), index-list (by last name,
+//            distinct values). Not in the default parts.
 //
 // Every measured run gets a fresh in-memory Azurite: Azurite 3.37's queue GC
 // freezes the whole emulator for about 20 s every 60 s once thousands of
@@ -60,6 +67,7 @@ const path = require("path");
 const readline = require("readline");
 const { QueueClient } = require("@azure/storage-queue");
 const { TableClient } = require("@azure/data-tables");
+const { readIndexList } = require("../interop/index-list-reader.js");
 
 const TESTS = path.resolve(__dirname, "..");
 const ROOT = path.resolve(TESTS, "..");
@@ -98,8 +106,8 @@ const QUICK = process.env.BENCH_QUICK === "1";
 const RUNS = envInt("BENCH_RUNS", QUICK ? 1 : 3, 1);
 const PARTS = (process.env.BENCH_PARTS || "archive,fanout,idle,latency").split(",").map((s) => s.trim());
 for (const p of PARTS)
-	if (!["archive", "fanout", "idle", "latency", "audit", "hotlist"].includes(p)) {
-		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency, audit, hotlist)`);
+	if (!["archive", "fanout", "idle", "latency", "audit", "hotlist", "perjob"].includes(p)) {
+		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency, audit, hotlist, perjob)`);
 		process.exit(2);
 	}
 
@@ -110,6 +118,8 @@ const SIZE = QUICK
 	? { c1: 100, c16: 400, c64: 400, absent: 400, floor: 2000, lat1: 50, lat64: 400, customers: 10, orders: 1000, windows: 1, windowS: 30 }
 	: { c1: 500, c16: 2000, c64: 2000, absent: 2000, floor: 5000, lat1: 200, lat64: 2000, customers: 10, orders: 1000, windows: 3, windowS: 60 };
 SIZE.hotKeys = envInt("BENCH_HOT_KEYS", QUICK ? 600 : 3000, 10);
+SIZE.hotKeysBig = envInt("BENCH_HOT_KEYS_BIG", QUICK ? 4000 : 20000, 0);
+SIZE.perJob = envInt("BENCH_PER_JOB_MSGS", QUICK ? 500 : 2000, 10);
 SIZE.auditSources = envInt("BENCH_AUDIT_SOURCES", QUICK ? 2000 : 10000, 100);
 const CONCURRENCY = [1, 16, 64];
 const LATENCY_MS = 5;
@@ -710,7 +720,8 @@ async function measureAudit() {
 
 // n employees indexed by LastName through messages, two workers at
 // concurrency 16; hot: all named Jones. Every message must end succeeded or
-// poisoned (a retried one comes back).
+// poisoned (a retried one comes back); with nothing poisoned, the hot list
+// must then hold every key, read as an application reads it.
 async function hotlistRun(hot, n, tag) {
 	const az = await startAzurite();
 	const ws = [];
@@ -724,7 +735,7 @@ async function hotlistRun(hot, n, tag) {
 		await Promise.all(ws.map((w) => w.ready()));
 		const t0 = process.hrtime.bigint();
 		const ended = () => ws.reduce((a, w) => a + (w.outcomes.succeeded || 0) + (w.outcomes.poisoned || 0), 0);
-		for (const deadline = Date.now() + RUN_TIMEOUT_MS; ended() < n;) {
+		for (const deadline = Date.now() + RUN_TIMEOUT_MS * (n > 5000 ? 4 : 1); ended() < n;) {
 			if (Date.now() > deadline) throw new Error(`${ended()} of ${n} index-list messages ended within ${RUN_TIMEOUT_MS / 1000} s`);
 			await sleep(50);
 		}
@@ -737,8 +748,13 @@ async function hotlistRun(hot, n, tag) {
 				if (r.status === "412") status412 += r.value;
 			}
 		const count = (o) => ws.reduce((a, w) => a + (w.outcomes[o] || 0), 0);
+		const poisoned = count("poisoned");
+		if (hot && poisoned === 0) {
+			const keys = await readIndexList(tableClient(az.cs, "EmployeesByLastName"), "lastname", "Jones");
+			if (keys.length !== n) throw new Error(`the Jones list holds ${keys.length} keys, not ${n}`);
+		}
 		return { hot, n, seconds, msgsPerS: n / seconds, requestsPerMsg: requests / n, precondition412PerMsg: status412 / n,
-			poisoned: count("poisoned"), retried: count("retried") };
+			poisoned, retried: count("retried") };
 	} finally {
 		for (const w of ws) await w.stop();
 		await az.stop();
@@ -746,15 +762,65 @@ async function hotlistRun(hot, n, tag) {
 }
 
 async function measureHotlist() {
-	const runs = { hot: [], distinct: [] };
-	for (let r = 1; r <= RUNS; r++)
-		for (const hot of [true, false]) {
-			const what = hot ? "one value (Jones)" : "distinct values";
-			progress(`hot-list run ${r}/${RUNS}: ${SIZE.hotKeys} employees of ${what}, 2 workers x 16`);
-			const res = await hotlistRun(hot, SIZE.hotKeys, `hotlist-${hot ? "hot" : "distinct"}-run${r}`);
-			progress(`  ${fmt(res.msgsPerS, 1)} msgs/s, ${fmt(res.precondition412PerMsg, 2)} 412/msg, ${fmt(res.requestsPerMsg, 2)} requests/msg, ${res.poisoned} poisoned`);
-			runs[hot ? "hot" : "distinct"].push(res);
+	const runs = { hot: [], distinct: [], big: [] };
+	const one = async (hot, n, key, r) => {
+		const what = hot ? "one value (Jones)" : "distinct values";
+		progress(`hot-list ${r ? `run ${r}/${RUNS}` : "once"}: ${n} employees of ${what}, 2 workers x 16`);
+		const res = await hotlistRun(hot, n, `hotlist-${key}-${r ? `run${r}` : "once"}`);
+		progress(`  ${fmt(res.msgsPerS, 1)} msgs/s, ${fmt(res.precondition412PerMsg, 2)} 412/msg, ${fmt(res.requestsPerMsg, 2)} requests/msg, ${res.poisoned} poisoned`);
+		runs[key].push(res);
+	};
+	for (let r = 1; r <= RUNS; r++) {
+		await one(true, SIZE.hotKeys, "hot", r);
+		await one(false, SIZE.hotKeys, "distinct", r);
+	}
+	if (SIZE.hotKeysBig > 0) await one(true, SIZE.hotKeysBig, "big", 0);
+	return runs;
+}
+
+// ---- requests per message, per job type ---------------------------------------------------------
+
+// n messages of one job over the seeded employees, one worker at c64: the
+// storage requests it made per message (setup excluded).
+async function perJobRun(job, n, tag) {
+	const az = await startAzurite();
+	let w = null;
+	try {
+		const seeded = Array.from({ length: n }, (_, i) => ({ ...employee(i), LastName: `Name${i}` }));
+		const emp = tableClient(az.cs, "Employees");
+		await emp.createTable();
+		await insertAll(emp, seeded);
+		await enqueue(az.cs, seeded.map((e) => JSON.stringify({ job, pk: e.partitionKey, rk: e.rowKey })));
+		w = startEcworker(az.cs, 64, "1s", tag);
+		await w.ready();
+		const done = () => (w.outcomes.succeeded || 0) + (w.outcomes.poisoned || 0);
+		for (const deadline = Date.now() + RUN_TIMEOUT_MS; done() < n;) {
+			if (Date.now() > deadline) throw new Error(`${done()} of ${n} ${job} messages ended within ${RUN_TIMEOUT_MS / 1000} s`);
+			await sleep(50);
 		}
+		if (w.outcomes.poisoned) throw new Error(`${w.outcomes.poisoned} ${job} messages were poisoned`);
+		let requests = 0;
+		for (const r of await storageRequests(w.metricsPort)) if (!SETUP_OPS.has(r.op)) requests += r.value;
+		return { job, n, requestsPerMsg: requests / n };
+	} finally {
+		if (w) await w.stop();
+		await az.stop();
+	}
+}
+
+const PER_JOB = [["move", "archive-employee"], ["index", "employee-by-email"], ["index-list", "employees-by-last-name"]];
+
+async function measurePerJob() {
+	const runs = {};
+	for (const [type, job] of PER_JOB) {
+		runs[type] = [];
+		for (let r = 1; r <= RUNS; r++) {
+			progress(`per job, ${type} run ${r}/${RUNS}: ${SIZE.perJob} messages, one worker at c64`);
+			const res = await perJobRun(job, SIZE.perJob, `perjob-${type}-run${r}`);
+			progress(`  ${fmt(res.requestsPerMsg, 2)} requests/msg`);
+			runs[type].push(res);
+		}
+	}
 	return runs;
 }
 
@@ -974,17 +1040,37 @@ function summarizeAudit(runs, t) {
 function summarizeHotlist(runs, t) {
 	const n = runs.hot[0].n;
 	const S = {};
-	for (const k of ["hot", "distinct"])
-		S[k] = Object.fromEntries(["msgsPerS", "precondition412PerMsg", "requestsPerMsg", "poisoned"].map((f) => [f, stat(runs[k].map((x) => x[f]))]));
+	for (const k of ["hot", "distinct", "big"])
+		if (runs[k].length)
+			S[k] = Object.fromEntries(["msgsPerS", "precondition412PerMsg", "requestsPerMsg", "poisoned"].map((f) => [f, stat(runs[k].map((x) => x[f]))]));
 	const ratio = stat(runs.hot.map((x, i) => x.msgsPerS / runs.distinct[i].msgsPerS));
 	t.add(`index-list, ${n} keys of one value, 2 x c16: msgs/s`, fmtStat(S.hot.msgsPerS, 1));
 	t.add(`index-list, ${n} distinct values, 2 x c16: msgs/s`, fmtStat(S.distinct.msgsPerS, 1));
 	t.add("index-list one value / distinct: msgs/s", fmtStat(ratio, 2), "", "", ">= 0.7 (issue 22)", ratio.median >= 0.7);
 	t.add("index-list one value: 412 answers/msg", fmtStat(S.hot.precondition412PerMsg, 2));
+	t.add("index-list distinct: 412 answers/msg", fmtStat(S.distinct.precondition412PerMsg, 2));
 	t.add("index-list one value: requests/msg", fmtStat(S.hot.requestsPerMsg, 2));
 	t.add("index-list distinct: requests/msg", fmtStat(S.distinct.requestsPerMsg, 2));
 	t.add("index-list one value: messages poisoned", fmtStat(S.hot.poisoned, 0), "", "", "0 (issue 22)", S.hot.poisoned.max === 0);
+	if (S.big) {
+		const b = runs.big[0].n;
+		t.add(`index-list, ${b} keys of one value, 2 x c16: msgs/s`, fmtStat(S.big.msgsPerS, 1));
+		t.add(`index-list, ${b} keys of one value: 412 answers/msg`, fmtStat(S.big.precondition412PerMsg, 2));
+		t.add(`index-list, ${b} keys of one value: requests/msg`, fmtStat(S.big.requestsPerMsg, 2));
+		t.add(`index-list, ${b} keys of one value: messages poisoned`, fmtStat(S.big.poisoned, 0), "", "", "0 (issue 22)",
+			S.big.poisoned.max === 0);
+	}
 	return { keys: n, ...S, hotOverDistinct: ratio };
+}
+
+function summarizePerJob(runs, t) {
+	const S = {};
+	for (const [type] of PER_JOB) {
+		if (!runs[type]) continue;
+		S[type] = stat(runs[type].map((x) => x.requestsPerMsg));
+		t.add(`${type}, ${runs[type][0].n} msgs, c64: storage requests/msg`, fmtStat(S[type], 2));
+	}
+	return S;
 }
 
 function summarizeIdle(idle, t) {
@@ -1031,6 +1117,7 @@ async function main() {
 	if (PARTS.includes("latency")) result.raw.latency = await measureLatency();
 	if (PARTS.includes("audit")) result.raw.audit = await measureAudit();
 	if (PARTS.includes("hotlist")) result.raw.hotlist = await measureHotlist();
+	if (PARTS.includes("perjob")) result.raw.perjob = await measurePerJob();
 	if (idle) {
 		progress("idle: waiting for its windows to end");
 		result.raw.idle = await idle;
@@ -1044,6 +1131,7 @@ async function main() {
 	if (raw.latency) summary.latency = summarizeLatency(raw.latency, t);
 	if (raw.audit) summary.audit = summarizeAudit(raw.audit, t);
 	if (raw.hotlist) summary.hotlist = summarizeHotlist(raw.hotlist, t);
+	if (raw.perjob) summary.perjob = summarizePerJob(raw.perjob, t);
 	result.seconds = (Date.now() - started) / 1000;
 	result.loadavgEnd = os.loadavg().map((x) => x.toFixed(2));
 	fs.mkdirSync(path.dirname(opts.out), { recursive: true });
