@@ -37,7 +37,10 @@
  * then a transient failure (the message is retried later). How a list is
  * stored, read and written is index_list_store.c's: a list that would grow
  * past what it can hold is a permanent error naming the list, raised before
- * anything is written.
+ * the list is written (the run's intent for it is dropped again). Within one
+ * worker, the changes runs make to one list at the same time are written
+ * together, in one read-modify-write (index_list_combine.c, which argues why
+ * that keeps everything below true).
  *
  * A run for source S (keys pk, rk), owner m = the message id; a round:
  *   1. GET S: its ETag v and target list T (none when S is gone).
@@ -164,6 +167,7 @@
 #include "ecw_clock.h"
 #include "ecw_codec.h"
 #include "ecw_job.h"
+#include "index_list_combine_private.h"
 #include "index_list_private.h"
 #include "jobs_private.h"
 
@@ -188,6 +192,7 @@ static void il_free(void *p)
 	free(il->table);
 	ecw_template_free(il->pk);
 	ecw_template_free(il->rk);
+	ecw_il_combiners_free(il->combiners);
 	free(il);
 }
 
@@ -218,6 +223,8 @@ static int il_parse(void **out, const struct ecw_node *job, struct ecw_node_erro
 			       "table: the lists need a table of their own, not the source table");
 		bad = 1;
 	}
+	if (!bad && ecw_il_combiners_new(&il->combiners, &ecw_il_list_store) < 0)
+		bad = 1;
 	if (bad) {
 		il_free(il);
 		return -1;
@@ -470,13 +477,6 @@ static bool is_target(const struct run *r, const char *lpk, const char *lrk)
 	return r->tpk && same(r->tpk, lpk) && same(r->trk, lrk);
 }
 
-/* A short random sleep after a lost race, growing with the attempt. */
-static void backoff(int attempt)
-{
-	uint32_t span = 10u << (attempt < 5 ? attempt : 5);
-	ecw_sleep_ms(1 + (int64_t)(ecw_random_u32() % span));
-}
-
 /* An entity that is not there, as opposed to a missing table (ECW_ENOTABLE:
  * a deployment problem, left as the error it is: transient, retried, and in
  * the log with the service's error code). */
@@ -696,6 +696,21 @@ done:
 	return err;
 }
 
+/* Deletes the ref read (If-Match): it names no list any more. RESTART when
+ * it changed since read. */
+static int ref_delete(struct run *r)
+{
+	int err;
+
+	if ((err = ecw_job_check_lease(r->ctx)) == 0)
+		err = ecw_table_delete(r->ctx->client, r->il->table, r->ref_pk, r->ref_rk, r->ref.etag);
+	if (lost_race(r, err))
+		err = RESTART;
+	if (err == 0)
+		ref_dispose(&r->ref);
+	return err;
+}
+
 /* Step 3a: records (lpk, lrk, owner) among the ref's intents. */
 static int ensure_intent(struct run *r, const char *lpk, const char *lrk)
 {
@@ -734,7 +749,8 @@ static int others_intents(struct tuples *out, size_t *own, const struct run *r)
 /* ---- lists ------------------------------------------------------------------------------ */
 
 /* Best effort, when giving up on adding to (lpk, lrk) for good: our intent
- * for it guards nothing any more. Keeps the error being reported. */
+ * for it guards nothing any more (a ref left naming nothing goes, as if the
+ * intent had never been written). Keeps the error being reported. */
 static void drop_intent(struct run *r, const char *lpk, const char *lrk)
 {
 	const char *key[3] = {lpk, lrk, r->owner};
@@ -745,7 +761,10 @@ static void drop_intent(struct run *r, const char *lpk, const char *lrk)
 	if (!ecw_il_tuples_find(&r->ref.pending, key, &pos) || tuples_copy(&p, &r->ref.pending) < 0)
 		return;
 	ecw_il_tuples_remove_at(&p, pos);
-	(void)!ref_write(r, r->ref.cpk, r->ref.crk, &p);
+	if (p.n == 0 && !r->ref.cpk)
+		(void)!ref_delete(r);
+	else
+		(void)!ref_write(r, r->ref.cpk, r->ref.crk, &p);
 	ecw_il_tuples_dispose(&p);
 	ecw_error_set(saved.code, "%s", saved.message);
 }
@@ -763,63 +782,78 @@ static int too_large(struct run *r)
 			     r->ctx->job, r->il->table, msg, r->ctx->pk, r->ctx->rk);
 }
 
+/* Step 3a: the intent for ch's list (this run will add S to it). */
+static int intent_write(struct run *r, struct il_change *ch)
+{
+	const char *list_key[2] = {ch->lpk, ch->lrk};
+	int err;
+
+	if ((err = ensure_intent(r, ch->lpk, ch->lrk)) != 0 ||
+	    (err = ecw_il_tuples_add(&r->touched, list_key)) < 0)
+		return err;
+	ch->intent = true;
+	return 0;
+}
+
+/* Step 3a for an add to (lpk, lrk), before the key is handed in: the
+ * intent, unless the ref has it already, or names the list as committed (S
+ * is then most likely in it, and the combiner says whether an intent is
+ * needed after all: a rerun finds S in place without a write). */
+static int intent_first(struct run *r, struct il_change *ch)
+{
+	const char *key[3] = {ch->lpk, ch->lrk, r->owner};
+	size_t pos;
+
+	if (!ecw_il_tuples_find(&r->ref.pending, key, &pos) && same(r->ref.cpk, ch->lpk) &&
+	    same(r->ref.crk, ch->lrk))
+		return 0;
+	return intent_write(r, ch);
+}
+
 /* Steps 3 and 4 for one list: S into (add) or out of (lpk, lrk), by read,
  * change, conditional write (ecw_il_list_save: the list goes when it
- * empties), again after a lost race. An add records its intent first (step
- * 3a), unless the list would grow past what the store can hold: a
- * permanent error, before anything is written. */
+ * empties), again after a lost race; within a worker, together with the
+ * changes other runs make to the same list at the same time
+ * (index_list_combine.c). An add records its intent first (step 3a); one
+ * that would grow the list past what the store can hold is a permanent
+ * error of this run only, its intent dropped again. */
 static int list_change(struct run *r, const char *lpk, const char *lrk, bool add)
 {
-	const char *key[2] = {r->ctx->pk, r->ctx->rk}, *list_key[2] = {lpk, lrk};
-	int err = 0;
+	struct il_change ch = {.ctx = r->ctx,
+			       .table = r->il->table,
+			       .lpk = lpk,
+			       .lrk = lrk,
+			       .key = {r->ctx->pk, r->ctx->rk},
+			       .add = add};
+	int err;
 
-	for (int attempt = 0; attempt < MAX_CAS; attempt++) {
-		struct il_list list;
-		struct tuples keys;
-		size_t pos;
-
-		if (attempt)
-			backoff(attempt);
-		if ((err = ecw_il_list_load(&list, r->ctx->client, r->il->table, lpk, lrk)) < 0)
-			return err == ECW_EINVALID ? ecw_error_set(ECW_EINVALID, "index-list %s: %s",
-								   r->ctx->job, ecw_error_last()->message)
-						   : err;
-		if (ecw_il_tuples_find(&list.keys, key, &pos) == add) {
-			ecw_il_list_dispose(&list);
-			return 0;
-		}
-		if ((err = tuples_copy(&keys, &list.keys)) == 0) {
-			if (add)
-				err = ecw_il_tuples_add(&keys, key);
-			else
-				ecw_il_tuples_remove_at(&keys, pos);
-		}
-		if (err == 0 && (err = ecw_il_list_check(&list, &keys)) == ECW_ETOOLARGE) {
+	if (add && (err = intent_first(r, &ch)) != 0)
+		return err;
+	for (;;) {
+		err = ecw_il_combine(r->il->combiners, &ch);
+		r->conflicts += ch.conflicts;
+		if (err == ECW_EINVALID)
+			return ecw_error_set(ECW_EINVALID, "index-list %s: %s", r->ctx->job,
+					     ecw_error_last()->message);
+		if (err == ECW_ETOOLARGE) {
 			err = too_large(r);
-			drop_intent(r, lpk, lrk); /* an earlier attempt's */
+			drop_intent(r, lpk, lrk);
 		}
-		if (err == 0 && add && (err = ensure_intent(r, lpk, lrk)) == 0)
-			err = ecw_il_tuples_add(&r->touched, list_key);
-		if (err == 0 && (err = ecw_job_check_lease(r->ctx)) == 0)
-			err = ecw_il_list_save(r->ctx->client, r->il->table, &list, &keys);
-		ecw_il_tuples_dispose(&keys);
-		ecw_il_list_dispose(&list);
-		if (err == 0) {
-			if (add) {
-				r->added = true;
-				ecw_crash_point("index_list.added");
-			} else {
-				r->removed = true;
-				ecw_crash_point("index_list.removed");
-			}
-			return 0;
-		}
-		if (err == RESTART || !lost_race(r, err))
+		if (err < 0 || ch.result != IL_NEED_INTENT)
+			break;
+		if ((err = intent_write(r, &ch)) != 0)
 			return err;
 	}
-	return ecw_error_set(ECW_ETRANSIENT,
-			     "index-list %s: list %s/%.100s/%.100s changed under us %d times in a row",
-			     r->ctx->job, r->il->table, lpk, lrk, MAX_CAS);
+	if (err < 0 || ch.result != IL_CHANGED)
+		return err;
+	if (add) {
+		r->added = true;
+		ecw_crash_point("index_list.added");
+	} else {
+		r->removed = true;
+		ecw_crash_point("index_list.removed");
+	}
+	return 0;
 }
 
 /* Step 4: every list the ref or this run knows, but the target. */
@@ -861,13 +895,7 @@ static int commit(struct run *r)
 		if (!r->ref.exists || (others.n > 0 && !r->ref.cpk && own == 0))
 			goto done;
 		if (others.n == 0) {
-			if ((err = ecw_job_check_lease(r->ctx)) == 0)
-				err = ecw_table_delete(r->ctx->client, r->il->table, r->ref_pk, r->ref_rk,
-						       r->ref.etag);
-			if (lost_race(r, err))
-				err = RESTART;
-			if (err == 0)
-				ref_dispose(&r->ref);
+			err = ref_delete(r);
 		} else {
 			err = ref_write(r, NULL, NULL, &others);
 		}
@@ -925,7 +953,7 @@ int ecw_il_run(const void *settings, struct ecw_job_ctx *ctx)
 		return err;
 	for (r.rounds = 1; r.rounds <= MAX_ROUNDS; r.rounds++) {
 		if (r.rounds > 1)
-			backoff(r.rounds);
+			ecw_il_backoff(r.rounds);
 		err = round_once(&r);
 		round_dispose(&r);
 		if (err != RESTART)
@@ -980,7 +1008,7 @@ static int il_abandon(const void *settings, struct ecw_job_ctx *ctx)
 		size_t moved = 0;
 
 		if (attempt)
-			backoff(attempt);
+			ecw_il_backoff(attempt);
 		if ((err = ref_read(&r)) < 0 || !r.ref.exists)
 			break;
 		ecw_il_tuples_init(&p, 3);
@@ -1018,7 +1046,7 @@ int ecw_il_register_stray(const void *settings, struct ecw_job_ctx *ctx, const c
 	r.owner = ABANDONED;
 	for (int attempt = 0; attempt < MAX_CAS; attempt++) {
 		if (attempt)
-			backoff(attempt);
+			ecw_il_backoff(attempt);
 		if ((err = ref_read(&r)) < 0 || (err = ensure_intent(&r, lpk, lrk)) != RESTART)
 			break;
 	}

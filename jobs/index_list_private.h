@@ -6,7 +6,8 @@
  * repairs go through (run, registering a stray list, building a list). The
  * formats (a list's Keys and Count, a reference's properties and intents)
  * are described at the top of index_list.c. Only index_list.c,
- * index_list_audit.c and index_list_store.c (which stores the lists) include
+ * index_list_audit.c, index_list_store.c (which stores the lists) and
+ * index_list_combine.c (which groups a worker's writes of one list) include
  * this header. */
 #ifndef ECW_INDEX_LIST_PRIVATE_H
 #define ECW_INDEX_LIST_PRIVATE_H
@@ -21,6 +22,7 @@
 
 struct ecw_audit_ctx;
 struct ecw_client;
+struct il_combiners;
 struct ecw_job_ctx;
 
 /* The partitions of the references start with it (then "<job>~xx"). */
@@ -33,6 +35,10 @@ struct ecw_job_ctx;
 struct index_list {
 	char *source, *table;
 	struct ecw_template *pk, *rk;
+	/* The job's list writers within this worker (index_list_combine.c):
+	 * mutable behind the const settings, thread-safe. NULL: each run writes
+	 * alone. */
+	struct il_combiners *combiners;
 };
 
 /* ---- sorted sets of string tuples ---- */

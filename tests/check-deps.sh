@@ -43,7 +43,8 @@ RULES="
 private worker/migrate_private.h  worker/migrate.c worker/migrate_apply.c
 private worker/schedule_private.h worker/schedule.c worker/schedule_audit.c
 private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c
-private jobs/index_list_private.h jobs/index_list.c jobs/index_list_audit.c jobs/index_list_store.c
+private jobs/index_list_private.h jobs/index_list.c jobs/index_list_audit.c jobs/index_list_store.c jobs/index_list_combine.c jobs/index_list_combine_private.h
+private jobs/index_list_combine_private.h jobs/index_list.c jobs/index_list_combine.c
 
 files $BASE
 may   $BASE
