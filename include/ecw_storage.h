@@ -204,6 +204,23 @@ int ecw_table_delete(struct ecw_client *c, const char *table, const char *pk, co
 int ecw_table_delete_if_exists(bool *deleted_out, struct ecw_client *c, const char *table, const char *pk,
 			       const char *rk) ECW_MUST_USE;
 
+/* Most RowKeys one query of ecw_table_get_many names: the service refuses a
+ * $filter of more than 15 comparisons, and the PartitionKey's takes one. */
+#define ECW_TABLE_GET_MANY_KEYS 14
+
+/* Reads the entities (pk, rks[i]), i < n, of one partition with one query
+ * per ECW_TABLE_GET_MANY_KEYS distinct RowKeys ("PartitionKey eq .. and
+ * (RowKey eq .. or ..)", keys as literals), following continuations. out is
+ * the caller's array of n: out[i] receives entity i with its ETag (the
+ * caller frees it), or NULL when it does not exist; a RowKey named twice
+ * gets a copy in each place. Keys are checked before any request
+ * (ECW_EINVALID). ECW_ENOTABLE when the table does not exist; on any error
+ * every out[i] is NULL. One request instead of n, but the service serves a
+ * filter OR-ing RowKeys by scanning the partition (its design guide): the
+ * cost grows with the partition's size, not with n. */
+int ecw_table_get_many(struct ecw_entity **out, struct ecw_client *c, const char *table, const char *pk,
+		       const char *const *rks, size_t n) ECW_MUST_USE;
+
 /* Appends 'value' as an OData string literal: quoted, single quotes doubled. */
 int ecw_escape_filter_string(struct ecw_buf *filter, const char *value) ECW_MUST_USE;
 

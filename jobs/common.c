@@ -3,6 +3,7 @@
  * the value's line and column; filters lexed as OData), the lease check before a write, and how the
  * runtime reads a job's error. */
 #include <openssl/evp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,4 +94,11 @@ int ecw_job_check_lease(const struct ecw_job_ctx *ctx)
 bool ecw_job_err_is_permanent(int err)
 {
 	return err == ECW_EINVALID || err == ECW_ETOOLARGE;
+}
+
+void ecw_job_member_fail(struct ecw_job_ctx *ctx, int *err_out, int err)
+{
+	snprintf(ctx->error, sizeof(ctx->error), "%s",
+		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+	*err_out = err;
 }

@@ -528,6 +528,12 @@ static int read_source(struct ecw_entity **out, struct run *r, const char *pk, c
 	return err;
 }
 
+/* Whether now (NULL: absent) is the version etag names (NULL: absent). */
+static bool same_version(const struct ecw_entity *now, const char *etag)
+{
+	return now ? etag && ecw_entity_etag(now) && strcmp(ecw_entity_etag(now), etag) == 0 : !etag;
+}
+
 /* Whether the source is still the version read in step 1 (etag NULL:
  * absent). */
 static int source_unchanged(bool *same, struct run *r, const char *etag)
@@ -537,7 +543,7 @@ static int source_unchanged(bool *same, struct run *r, const char *etag)
 
 	if (err < 0)
 		return err;
-	*same = now ? etag && ecw_entity_etag(now) && strcmp(ecw_entity_etag(now), etag) == 0 : !etag;
+	*same = same_version(now, etag);
 	ecw_entity_free(now);
 	return 0;
 }
@@ -670,166 +676,202 @@ static int clean_location(struct run *r, const struct loc *l)
 			     MAX_TRIES);
 }
 
-/* One round of steps 1-6; 0, RESTART or an error. */
-static int round_run(struct run *r)
+/* ---- one round, step by step (run's, and a group's) ---------------------------------- */
+
+#define DONE 2 /* internal: the round ended early with nothing to do (success) */
+
+/* What a round holds from one step to the next. */
+struct round {
+	struct ecw_entity *src, *want, *ref;
+	struct locs L, need;
+	char *ref_etag, *src_etag;
+	const char *cur_pk, *cur_rk; /* L's current location (in L), or NULL */
+};
+
+static void round_dispose(struct round *w)
+{
+	ecw_entity_free(w->src);
+	ecw_entity_free(w->want);
+	ecw_entity_free(w->ref);
+	locs_dispose(&w->L);
+	locs_dispose(&w->need);
+	free(w->ref_etag);
+	free(w->src_etag);
+	memset(w, 0, sizeof(*w));
+}
+
+/* Step 1 on the source as read (w->src; NULL: absent): computes E. DONE for
+ * an entry or a reference of an index in its source's own table. */
+static int step_source(struct run *r, struct round *w)
 {
 	struct ecw_job_ctx *ctx = r->ctx;
-	const struct index *ix = r->ix;
-	struct ecw_entity *src = NULL, *want = NULL, *ref = NULL, *nref = NULL;
-	struct locs L = {0}, need = {0};
-	char *ref_etag = NULL, *src_etag = NULL;
-	const char *cur_pk = NULL, *cur_rk = NULL;
-	bool has_current = false, same = false;
 	int err;
 
-	/* 1. read */
-	if ((err = read_source(&src, r, ctx->pk, ctx->rk)) < 0)
-		goto done;
-	if (src && ix->same_table && (is_ref_pk(ctx->pk) || is_index_entry(src))) {
-		/* An entry or reference of an index in its source's table. */
+	if (!w->src)
+		return 0;
+	if (r->ix->same_table && (is_ref_pk(ctx->pk) || is_index_entry(w->src))) {
 		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "not-a-source");
-		goto done;
+		return DONE;
 	}
-	if (src) {
-		if ((err = compute_entry(&want, ix, src)) < 0)
-			goto done;
-		if (!ecw_entity_etag(src)) {
-			err = ecw_error_set(ECW_ERROR, "source %s/%s came without an ETag", ctx->pk, ctx->rk);
-			goto done;
-		}
-		if (!(src_etag = strdup(ecw_entity_etag(src))))
-			goto done_nomem;
-	}
-	ecw_crash_point("index.read");
+	if ((err = compute_entry(&w->want, r->ix, w->src)) < 0)
+		return err;
+	if (!ecw_entity_etag(w->src))
+		return ecw_error_set(ECW_ERROR, "source %s/%s came without an ETag", ctx->pk, ctx->rk);
+	if (!(w->src_etag = strdup(ecw_entity_etag(w->src))))
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	return 0;
+}
 
-	/* 2. read the reference, register T and this run's earlier writes */
-	err = ecw_table_get(&ref, ctx->client, ix->table, r->ref.pk, r->ref.rk);
+/* Step 2: reads the reference and registers T and this run's earlier writes
+ * in it. DONE when there is nothing to do: no source, no reference. */
+static int step_register(struct run *r, struct round *w)
+{
+	struct ecw_job_ctx *ctx = r->ctx;
+	struct ecw_entity *nref = NULL;
+	bool has_current = false;
+	char *etag = NULL;
+	int err = ecw_table_get(&w->ref, ctx->client, r->ix->table, r->ref.pk, r->ref.rk);
+
 	if (ecw_err_is_absent(err)) { /* no index table: no reference either */
 		ecw_error_clear();
-		ref = NULL;
+		w->ref = NULL;
 		err = 0;
 	} else if (err < 0) {
-		goto done;
+		return err;
 	} else {
-		if ((err = ref_locations(&L, &has_current, ref, ctx->job, ctx->pk, ctx->rk)) < 0)
-			goto done;
+		if ((err = ref_locations(&w->L, &has_current, w->ref, ctx->job, ctx->pk, ctx->rk)) < 0)
+			return err;
 		if (has_current) {
-			cur_pk = L.v[0].pk;
-			cur_rk = L.v[0].rk;
+			w->cur_pk = w->L.v[0].pk;
+			w->cur_rk = w->L.v[0].rk;
 		}
-		if (!ecw_entity_etag(ref)) {
-			err = ecw_error_set(ECW_ERROR, "back-reference %s/%s came without an ETag", r->ref.pk,
-					    r->ref.rk);
-			goto done;
-		}
-		if (!(ref_etag = strdup(ecw_entity_etag(ref))))
-			goto done_nomem;
+		if (!ecw_entity_etag(w->ref))
+			return ecw_error_set(ECW_ERROR, "back-reference %s/%s came without an ETag",
+					     r->ref.pk, r->ref.rk);
+		if (!(w->ref_etag = strdup(ecw_entity_etag(w->ref))))
+			return ecw_error_set(ECW_ENOMEM, "out of memory");
 	}
-	for (size_t i = 0; i < L.n && err == 0; i++)
-		err = locs_add(&need, L.v[i].pk, L.v[i].rk);
-	if (err == 0 && want)
-		err = locs_add(&need, ecw_entity_pk(want), ecw_entity_rk(want));
+	for (size_t i = 0; i < w->L.n && err == 0; i++)
+		err = locs_add(&w->need, w->L.v[i].pk, w->L.v[i].rk);
+	if (err == 0 && w->want)
+		err = locs_add(&w->need, ecw_entity_pk(w->want), ecw_entity_rk(w->want));
 	for (size_t i = 0; i < r->written.n && err == 0; i++)
-		err = locs_add(&need, r->written.v[i].pk, r->written.v[i].rk);
+		err = locs_add(&w->need, r->written.v[i].pk, r->written.v[i].rk);
 	if (err < 0)
-		goto done;
-	if (need.n > L.n) {
-		char *etag = NULL;
-		if ((err = ref_build(&nref, &r->ref, ctx->job, ctx->pk, ctx->rk, cur_pk, cur_rk, &need)) <
-			    0 ||
-		    (err = ecw_job_check_lease(ctx)) < 0)
-			goto done;
-		err = ref_race(ecw_table_write(&etag, ctx->client, ix->table, nref,
-					       ref ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT,
-					       ref ? ref_etag : NULL));
-		if (err != 0)
-			goto done;
-		free(ref_etag);
-		if (!(ref_etag = etag)) {
-			err = ecw_error_set(ECW_ERROR, "writing back-reference %s/%s returned no ETag",
-					    r->ref.pk, r->ref.rk);
-			goto done;
-		}
-	} else if (!ref) {
-		/* No source, no reference, nothing written: nothing to do. */
+		return err;
+	if (w->need.n == w->L.n) {
+		if (w->ref)
+			return 0;
 		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "missing");
-		goto done;
+		return DONE;
 	}
-	ecw_crash_point("index.registered");
-
-	/* 3. write (remembered first: a write that timed out may still land) */
-	if (want) {
-		if ((err = locs_add(&r->written, ecw_entity_pk(want), ecw_entity_rk(want))) < 0 ||
-		    (err = write_entry(r, want, src_etag)) != 0)
-			goto done;
-		ecw_crash_point("index.written");
+	if ((err = ref_build(&nref, &r->ref, ctx->job, ctx->pk, ctx->rk, w->cur_pk, w->cur_rk, &w->need)) ==
+		    0 &&
+	    (err = ecw_job_check_lease(ctx)) == 0)
+		err = ref_race(ecw_table_write(&etag, ctx->client, r->ix->table, nref,
+					       w->ref ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT,
+					       w->ref ? w->ref_etag : NULL));
+	ecw_entity_free(nref);
+	if (err != 0) {
+		free(etag);
+		return err;
 	}
+	free(w->ref_etag);
+	if (!(w->ref_etag = etag))
+		return ecw_error_set(ECW_ERROR, "writing back-reference %s/%s returned no ETag", r->ref.pk,
+				     r->ref.rk);
+	return 0;
+}
 
-	/* 4. verify */
-	if ((err = source_unchanged(&same, r, src_etag)) < 0)
-		goto done;
-	if (!same) {
-		err = RESTART;
-		goto done;
-	}
-	ecw_crash_point("index.verified");
+/* Step 4 on the source as read again (now; NULL: absent): RESTART unless it
+ * is still the version of step 1. */
+static int step_verify(const struct round *w, const struct ecw_entity *now)
+{
+	return same_version(now, w->src_etag) ? 0 : RESTART;
+}
 
-	/* 5. clean */
-	for (size_t i = 0; i < need.n; i++) {
-		if (want && strcmp(need.v[i].pk, ecw_entity_pk(want)) == 0 &&
-		    strcmp(need.v[i].rk, ecw_entity_rk(want)) == 0)
+/* Steps 5 and 6: cleans every other location, then commits the reference. */
+static int step_finish(struct run *r, struct round *w)
+{
+	struct ecw_job_ctx *ctx = r->ctx;
+	struct ecw_entity *nref = NULL;
+	int err;
+
+	for (size_t i = 0; i < w->need.n; i++) {
+		if (w->want && strcmp(w->need.v[i].pk, ecw_entity_pk(w->want)) == 0 &&
+		    strcmp(w->need.v[i].rk, ecw_entity_rk(w->want)) == 0)
 			continue;
-		if ((err = clean_location(r, &need.v[i])) < 0)
-			goto done;
+		if ((err = clean_location(r, &w->need.v[i])) < 0)
+			return err;
 	}
 	ecw_crash_point("index.cleaned");
 
-	/* 6. commit */
 	if ((err = ecw_job_check_lease(ctx)) < 0)
-		goto done;
-	if (want) {
+		return err;
+	if (w->want) {
+		if ((err = ref_build(&nref, &r->ref, ctx->job, ctx->pk, ctx->rk, ecw_entity_pk(w->want),
+				     ecw_entity_rk(w->want), NULL)) < 0)
+			return err;
+		err = ref_race(ecw_table_write(NULL, ctx->client, r->ix->table, nref, ECW_WRITE_UPDATE,
+					       w->ref_etag));
 		ecw_entity_free(nref);
-		if ((err = ref_build(&nref, &r->ref, ctx->job, ctx->pk, ctx->rk, ecw_entity_pk(want),
-				     ecw_entity_rk(want), NULL)) < 0)
-			goto done;
-		err = ref_race(
-			ecw_table_write(NULL, ctx->client, ix->table, nref, ECW_WRITE_UPDATE, ref_etag));
 	} else {
-		err = ref_race(ecw_table_delete(ctx->client, ix->table, r->ref.pk, r->ref.rk, ref_etag));
+		err = ref_race(
+			ecw_table_delete(ctx->client, r->ix->table, r->ref.pk, r->ref.rk, w->ref_etag));
 	}
 	if (err == 0) {
-		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), want ? "indexed" : "removed");
+		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), w->want ? "indexed" : "removed");
 		ecw_crash_point("index.committed");
 	}
-	goto done;
-done_nomem:
-	if (err == 0)
-		err = ecw_error_set(ECW_ENOMEM, "out of memory");
-done:
-	ecw_entity_free(src);
-	ecw_entity_free(want);
-	ecw_entity_free(ref);
-	ecw_entity_free(nref);
-	locs_dispose(&L);
-	locs_dispose(&need);
-	free(ref_etag);
-	free(src_etag);
 	return err;
 }
 
-static int index_run(const void *settings, struct ecw_job_ctx *ctx)
+/* One round of steps 1-6; 0, RESTART or an error. */
+static int round_run(struct run *r)
 {
-	struct run r = {.ix = settings, .ctx = ctx};
-	int err, round;
+	struct round w = {0};
+	struct ecw_entity *now = NULL;
+	int err;
 
-	if ((err = ref_keys(&r.ref, ctx->job, ctx->pk, ctx->rk)) < 0)
-		return err;
+	/* 1. read */
+	if ((err = read_source(&w.src, r, r->ctx->pk, r->ctx->rk)) < 0 || (err = step_source(r, &w)) != 0)
+		goto done;
+	ecw_crash_point("index.read");
+	/* 2. register */
+	if ((err = step_register(r, &w)) != 0)
+		goto done;
+	ecw_crash_point("index.registered");
+	/* 3. write (remembered first: a write that timed out may still land) */
+	if (w.want) {
+		if ((err = locs_add(&r->written, ecw_entity_pk(w.want), ecw_entity_rk(w.want))) < 0 ||
+		    (err = write_entry(r, w.want, w.src_etag)) != 0)
+			goto done;
+		ecw_crash_point("index.written");
+	}
+	/* 4. verify */
+	if ((err = read_source(&now, r, r->ctx->pk, r->ctx->rk)) < 0 || (err = step_verify(&w, now)) != 0)
+		goto done;
+	ecw_crash_point("index.verified");
+	/* 5. clean, 6. commit */
+	err = step_finish(r, &w);
+done:
+	ecw_entity_free(now);
+	round_dispose(&w);
+	return err == DONE ? 0 : err;
+}
+
+/* Rounds of r's message from step 1 until one ends, keeping what earlier
+ * rounds (or the group it left) wrote in r->written. */
+static int run_rounds(struct run *r)
+{
+	struct ecw_job_ctx *ctx = r->ctx;
+	int err = 0, round;
+
 	for (round = 1; round <= MAX_ROUNDS; round++) {
 		ctx->outcome_detail[0] = '\0';
-		if ((err = round_run(&r)) != RESTART)
+		if ((err = round_run(r)) != RESTART)
 			break;
 	}
-	locs_dispose(&r.written);
 	if (err == 0 && round > 1) {
 		/* The log says when a run had to start over (a race it lost). */
 		size_t n = strlen(ctx->outcome_detail);
@@ -841,6 +883,264 @@ static int index_run(const void *settings, struct ecw_job_ctx *ctx)
 			"index of %s/%s: the source or its back-reference kept changing (%d rounds)", ctx->pk,
 			ctx->rk, MAX_ROUNDS);
 	return err;
+}
+
+static int index_run(const void *settings, struct ecw_job_ctx *ctx)
+{
+	struct run r = {.ix = settings, .ctx = ctx};
+	int err;
+
+	if ((err = ref_keys(&r.ref, ctx->job, ctx->pk, ctx->rk)) == 0)
+		err = run_rounds(&r);
+	locs_dispose(&r.written);
+	return err;
+}
+
+/* ---- groups (ecw_job.h run_group) ---------------------------------------------------
+ *
+ * Messages on sources of one partition, run together: the reads of the
+ * sources and of the entries' places become one query per 14 members, and
+ * the entries of one index partition are written in one entity group
+ * transaction. The references live in 256 partitions (see above), so each
+ * member still reads, registers and commits its own.
+ *
+ *   1. "index.group.read"        the sources, one query (ecw_table_get_many);
+ *                                each member's step 1 on its own. A key
+ *                                twice, an absent source (a removal), or a
+ *                                failed query: the member runs alone. A
+ *                                permanent error (step 1's): that member
+ *                                fails, alone.
+ *   2. "index.group.registered"  run's step 2, member by member.
+ *   3. "index.group.written"     per index partition, one query reads what
+ *                                is at the members' keys T, and one
+ *                                transaction writes what run's step 3 writes
+ *                                without a second read: an insert where
+ *                                nothing is, a replace If-Match of this
+ *                                source's own entry as read; nothing where
+ *                                that entry is already E. Another source's
+ *                                entry, something that is no entry, a T
+ *                                two members compute, or a transaction that
+ *                                did not apply: that member runs alone.
+ *   4. "index.group.verified"    the sources again, one query: a member
+ *                                whose source is not the version of step 1
+ *                                runs alone (run's "start over").
+ *   5-6.                         run's steps 5 and 6, member by member.
+ * Running alone means run's rounds from step 1, keeping what the member
+ * wrote in the group (its `written`), exactly as run's next round would.
+ *
+ * Crash safety: every member's writes in a group are those of one round of
+ * run, in run's order (reference registered, entry, cleaning, commit) and
+ * under run's conditions; only their instants, and whose writes come
+ * between them, differ, as they would between messages run by several
+ * threads. A query returns, for each key, what a GET would at that moment,
+ * with the same ETag, so steps 1, 3 and 4 read what run's reads could. The
+ * transaction of step 3 holds, per member, the write run's step 3 makes,
+ * each at a T already registered in that member's reference (step 2 ends
+ * for every member before step 3 starts) and added to its `written` before
+ * the transaction is sent (a timed-out transaction may have applied), and
+ * it applies all or nothing. So whenever the process dies, each member is
+ * where a run that died right after one of its own steps leaves it (after
+ * 1: nothing written; after 2: registered; after 3: E written, registered;
+ * after 5 or 6: cleaned, committed), and the redelivered messages converge
+ * from there as run's argument above says; the concurrency argument holds
+ * member by member, since each member's reference window is run's. */
+
+struct gmember {
+	struct run r;
+	struct round w;
+	bool alone;   /* leaves the group: run's rounds from step 1 */
+	bool settled; /* errs[] holds its result */
+	bool placed;  /* step 3 took care of its entry */
+};
+
+static bool in_group(const struct gmember *m)
+{
+	return !m->alone && !m->settled;
+}
+
+/* The sources of the members still in the group, one query per 14:
+ * got[i] for member i (NULL: absent, or not asked). false when the query
+ * failed: the caller sends them alone. */
+static bool read_group_sources(struct ecw_entity **got, const struct index *ix, struct ecw_job_ctx *ctxs,
+			       const struct gmember *g, size_t n)
+{
+	const char **rks = calloc(n, sizeof(*rks));
+	struct ecw_entity **tmp = calloc(n, sizeof(*tmp));
+	size_t k = 0;
+	bool ok = false;
+
+	if (rks && tmp) {
+		for (size_t i = 0; i < n; i++)
+			if (in_group(&g[i]))
+				rks[k++] = ctxs[i].rk;
+		ok = ecw_table_get_many(tmp, ctxs[0].client, ix->source, ctxs[0].pk, rks, k) == 0;
+	}
+	for (size_t i = 0, j = 0; i < n; i++)
+		got[i] = ok && in_group(&g[i]) ? tmp[j++] : NULL;
+	ecw_error_clear();
+	free(rks);
+	free(tmp);
+	return ok;
+}
+
+/* Step 3 for the members whose entries go to index partition pk. */
+static void write_group_entries(const struct index *ix, struct ecw_job_ctx *ctxs, struct gmember *g, size_t n,
+				const char *pk, int *errs)
+{
+	size_t *in = calloc(n, sizeof(*in)), k = 0, added = 0;
+	const char **rks = calloc(n, sizeof(*rks));
+	struct ecw_entity **cur = calloc(n, sizeof(*cur));
+	struct ecw_batch *b = NULL;
+	bool read = false, applied = false;
+	int err;
+
+	for (size_t i = 0; i < n; i++) {
+		struct gmember *m = &g[i];
+		if (!in_group(m) || m->placed || strcmp(ecw_entity_pk(m->w.want), pk) != 0)
+			continue;
+		m->placed = true;
+		for (size_t j = 0; j < k; j++)
+			if (strcmp(rks[j], ecw_entity_rk(m->w.want)) == 0)
+				m->alone = true; /* two sources, one key: run's careful path */
+		if (!in || !rks || !cur)
+			m->alone = true; /* out of memory: each by itself */
+		if (!m->alone) {
+			in[k] = i;
+			rks[k++] = ecw_entity_rk(m->w.want);
+		}
+	}
+	read = k > 0 && ecw_table_get_many(cur, ctxs[0].client, ix->table, pk, rks, k) == 0 &&
+	       ecw_batch_new(&b, ix->table) == 0;
+	for (size_t j = 0; j < k; j++) {
+		struct gmember *m = &g[in[j]];
+		struct ecw_job_ctx *x = &ctxs[in[j]];
+		const struct ecw_entity *at = cur[j];
+		if (!read || (at && !owned_by(at, x->pk, x->rk))) {
+			m->alone = true; /* another source's entry, or no entry: write_entry decides */
+		} else if (locs_add(&m->r.written, pk, rks[j]) < 0) {
+			m->alone = true;
+		} else if (at && ecw_entity_equal(at, m->w.want)) {
+			continue; /* in place already */
+		} else if ((err = ecw_job_check_lease(x)) < 0) {
+			ecw_job_member_fail(x, &errs[in[j]], err);
+			m->settled = true;
+		} else if (ecw_batch_add_borrowed(b, at ? ECW_BATCH_UPDATE : ECW_BATCH_INSERT, m->w.want,
+						  at ? ecw_entity_etag(at) : NULL) < 0) {
+			m->alone = true;
+		} else {
+			added++;
+		}
+	}
+	ecw_error_clear();
+	applied = added == 0 || ecw_batch_submit(ctxs[0].client, b) == 0;
+	for (size_t j = 0; j < k && !applied; j++)
+		if (in_group(&g[in[j]]))
+			g[in[j]].alone = true; /* its write may have landed: it is in `written` */
+	ecw_error_clear();
+	ecw_batch_free(b);
+	for (size_t j = 0; cur && j < k; j++)
+		ecw_entity_free(cur[j]);
+	free(in);
+	free(rks);
+	free(cur);
+}
+
+static void index_run_group(const void *settings, struct ecw_job_ctx *ctxs, size_t n, int *errs)
+{
+	const struct index *ix = settings;
+	struct gmember *g = calloc(n, sizeof(*g));
+	struct ecw_entity **got = calloc(n, sizeof(*got));
+	int err;
+
+	if (!g || !got) {
+		for (size_t i = 0; i < n; i++)
+			ecw_job_member_fail(&ctxs[i], &errs[i], ecw_error_set(ECW_ENOMEM, "out of memory"));
+		free(g);
+		free(got);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		g[i].r = (struct run){.ix = ix, .ctx = &ctxs[i]};
+		ctxs[i].outcome_detail[0] = '\0';
+		errs[i] = 0;
+		if ((err = ref_keys(&g[i].r.ref, ctxs[i].job, ctxs[i].pk, ctxs[i].rk)) < 0) {
+			ecw_job_member_fail(&ctxs[i], &errs[i], err);
+			g[i].settled = true;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(ctxs[j].rk, ctxs[i].rk) == 0)
+				g[i].alone = true; /* a duplicate: after the first, it finds the work done */
+	}
+
+	/* 1. read */
+	if (!read_group_sources(got, ix, ctxs, g, n))
+		for (size_t i = 0; i < n; i++)
+			g[i].alone = true;
+	for (size_t i = 0; i < n; i++) {
+		if (!in_group(&g[i]))
+			continue;
+		if (!(g[i].w.src = got[i])) {
+			g[i].alone = true; /* a removal: nothing to share */
+		} else if ((err = step_source(&g[i].r, &g[i].w)) != 0) {
+			if (err < 0)
+				ecw_job_member_fail(&ctxs[i], &errs[i], err);
+			g[i].settled = true; /* a permanent error, or not a source */
+		}
+	}
+	ecw_error_clear();
+	ecw_crash_point("index.group.read");
+
+	/* 2. register */
+	for (size_t i = 0; i < n; i++) {
+		if (!in_group(&g[i]))
+			continue;
+		if ((err = step_register(&g[i].r, &g[i].w)) == RESTART) {
+			g[i].alone = true;
+		} else if (err < 0) {
+			ecw_job_member_fail(&ctxs[i], &errs[i], err);
+			g[i].settled = true;
+		}
+		ecw_error_clear();
+	}
+	ecw_crash_point("index.group.registered");
+
+	/* 3. write, a transaction per index partition */
+	for (size_t i = 0; i < n; i++)
+		if (in_group(&g[i]) && !g[i].placed)
+			write_group_entries(ix, ctxs, g, n, ecw_entity_pk(g[i].w.want), errs);
+	ecw_crash_point("index.group.written");
+
+	/* 4. verify */
+	if (!read_group_sources(got, ix, ctxs, g, n))
+		for (size_t i = 0; i < n; i++)
+			g[i].alone = g[i].alone || !g[i].settled;
+	for (size_t i = 0; i < n; i++) {
+		if (in_group(&g[i]) && step_verify(&g[i].w, got[i]) == RESTART)
+			g[i].alone = true;
+		ecw_entity_free(got[i]);
+	}
+	ecw_crash_point("index.group.verified");
+
+	/* 5. clean, 6. commit; then what the group could not do, alone */
+	for (size_t i = 0; i < n; i++) {
+		if (in_group(&g[i])) {
+			if ((err = step_finish(&g[i].r, &g[i].w)) == RESTART)
+				g[i].alone = true;
+			else if (err < 0)
+				ecw_job_member_fail(&ctxs[i], &errs[i], err);
+			g[i].settled = !g[i].alone;
+			ecw_error_clear();
+		}
+		round_dispose(&g[i].w);
+		if (!g[i].settled) {
+			ecw_error_clear();
+			if ((err = run_rounds(&g[i].r)) < 0)
+				ecw_job_member_fail(&ctxs[i], &errs[i], err);
+		}
+		locs_dispose(&g[i].r.written);
+	}
+	free(g);
+	free(got);
 }
 
 /* ---- audit (ecw_audit.h) -------------------------------------------------------------
@@ -1170,6 +1470,9 @@ const struct ecw_job_type ecw_job_index = {
 	.parse = index_parse,
 	.prepare = index_prepare,
 	.run = index_run,
+	/* 14: one query reads a whole group's sources (ecw_table_get_many). */
+	.run_group = index_run_group,
+	.group_max = ECW_TABLE_GET_MANY_KEYS,
 	.free = index_free,
 	.source_table = index_source,
 	.target_table = index_target,

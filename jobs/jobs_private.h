@@ -50,4 +50,10 @@ bool ecw_purge_expired(int64_t start_ms, int64_t span_ms, int64_t now_ms, int64_
  * for a source entity, whatever its keys hold (back-references use it). */
 int ecw_source_key_hash(char out[65], const char *pk, const char *rk) ECW_MUST_USE;
 
+/* ---- groups (ecw_job.h run_group; jobs/common.c) ---- */
+
+/* Member ctx of a group failed with err: errs[i] (*err_out) takes it, and
+ * ctx->error the last error's message (or err's name). */
+void ecw_job_member_fail(struct ecw_job_ctx *ctx, int *err_out, int err);
+
 #endif

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecw_clock.h"
+
 /* ---- groups: messages of one partition run together ---------------------------------------- */
 
 /* The largest "group" among p's message lines (0: none ran in one), and in
@@ -146,6 +148,17 @@ static void test_job_move_groups__group_moves_a_receive_together(void **state)
 	ITEST_CHECK(largest >= 2, "no message ran in a group (no \"group\" in any message line); log %s",
 	            p.log_path);
 	ITEST_CHECK(largest <= 16, "a group of %lld, over move's group_max of 16", largest);
+	/* Step 1 of a group reads its sources with a query per 14 members: far
+	 * fewer GETs than entities (the single paths, the ghost's and the
+	 * duplicate's reads are what is left). */
+	long long gets = (long long)proc_metric(page, "ecw_storage_requests_total", NULL, "op=\"table.get\"",
+	                                        NULL),
+	          queries = (long long)proc_metric(page, "ecw_storage_requests_total", NULL,
+	                                           "op=\"table.query\"", NULL);
+	print_message("  %lld table GETs and %lld queries for %d entities\n", gets, queries, N);
+	ITEST_CHECK(queries >= 2 && gets < N / 2,
+	            "%lld GETs and %lld queries for %d entities: the group read its sources one by one", gets,
+	            queries, N);
 	/* South's members took the single path: the stale copy was replaced by
 	 * an update If-Match the copy as read, never written over blindly. */
 	long long updates =
@@ -297,10 +310,65 @@ static void test_job_move_groups__group_member_changed_before_delete(void **stat
 	ecw_entity_free(v2);
 }
 
+/* 200 archive messages over 2 partitions, every one enqueued before the
+ * worker starts: one by one a move costs 3 table requests (GET, insert,
+ * delete); a group of 14 costs a query, a transaction of copies and one of
+ * deletes. Prints the requests per message (ecw_storage_requests_total). */
+static void test_job_move_groups__requests_per_message(void **state)
+{
+	enum { N = 200 };
+	struct mv *m = *state;
+	struct mv_wopts o = MV_WOPTS_DEFAULT;
+	char jobs[512], rk[32], id[64], *page = NULL;
+	struct proc p;
+
+	for (int i = 0; i < N; i++) {
+		const char *pk = i % 2 ? "East" : "West";
+		struct ecw_entity *e;
+		snprintf(rk, sizeof(rk), "emp '%03d", i);
+		e = mv_employee(pk, rk, i % 5 + 1);
+		mv_write_entity(m, m->emp, e);
+		ecw_entity_free(e);
+		mv_put_job(m, "archive-employee", pk, rk, NULL, false, id);
+	}
+	o.batch_size = 32;
+	o.metrics_port = proc_free_port();
+	int64_t t0 = ecw_now_ms();
+	mv_start_worker(&p, m, "move-group-requests", mv_std_jobs(jobs, sizeof(jobs), m), &o);
+	PROC_EXPECT_LOG(&p, N, 60000, "message", "outcome", "succeeded");
+	long long ms = (long long)(ecw_now_ms() - t0);
+	assert_int_equal(proc_http_get(&page, o.metrics_port, "/metrics"), 200);
+	double all = proc_metric(page, "ecw_storage_requests_total", NULL, NULL), table = 0;
+	static const char *const tops[] = {"op=\"table.get\"",
+	                                   "op=\"table.query\"",
+	                                   "op=\"table.batch\"",
+	                                   "op=\"table.insert\"",
+	                                   "op=\"table.delete\"",
+	                                   "op=\"table.update\"",
+	                                   NULL};
+	for (size_t i = 0; tops[i]; i++)
+		table += proc_metric(page, "ecw_storage_requests_total", NULL, tops[i], NULL);
+	size_t grouped = 0;
+	long long largest = largest_group(&p, &grouped);
+	print_message("  %d move messages over 2 partitions in %lld ms: %.2f table requests per message, "
+	              "%.2f storage requests per message in all; %zu ran in groups (largest %lld)\n",
+	              N, ms, table / N, all / N, grouped, largest);
+	assert_int_equal(mv_table_rows(m, m->arch), N);
+	assert_int_equal(mv_table_rows(m, m->emp), 0);
+	ITEST_CHECK(table / N <= 0.6,
+	            "%.2f table requests per move message: the groups did not read with queries (one GET "
+	            "each makes it over 1)",
+	            table / N);
+	free(page);
+	mv_finish(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_job_move_groups__group_moves_a_receive_together, mv_setup,
+	                                    mv_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_move_groups__requests_per_message, mv_setup,
 	                                    mv_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_move_groups__group_crash_after_each_step, mv_setup,
 	                                    mv_teardown),

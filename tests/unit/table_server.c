@@ -28,6 +28,7 @@ struct table_server {
 	size_t nrows;
 	unsigned long etag_seq;
 	size_t keyed, keyed_pct, unsupported;
+	size_t page_max;                      /* entities a query page holds at most; 0: the service's 1000 */
 	char last_select[TS_MAX_TABLES][512]; /* per table, the latest query's $select ("": none) */
 };
 
@@ -416,6 +417,7 @@ struct filter_reader {
 	const char *p;
 	const struct ecw_entity *e;
 	bool bad;
+	int comparisons;
 };
 
 static void skip_ws(struct filter_reader *f)
@@ -466,6 +468,7 @@ static bool read_comparison(struct filter_reader *f)
 	bool is_string = false, is_bool = false, result;
 	double num = 0;
 
+	f->comparisons++;
 	skip_ws(f);
 	while ((f->p[n] >= 'A' && f->p[n] <= 'Z') || (f->p[n] >= 'a' && f->p[n] <= 'z') ||
 	       (f->p[n] >= '0' && f->p[n] <= '9') || f->p[n] == '_')
@@ -554,13 +557,32 @@ static bool read_or(struct filter_reader *f)
 }
 
 /* 1 when e matches, 0 when not, -1 when the filter is beyond the reader. */
-static int filter_matches(const char *filter, const struct ecw_entity *e)
+static int filter_matches(const char *filter, const struct ecw_entity *e, int *comparisons)
 {
 	struct filter_reader f = {.p = filter, .e = e};
 	bool v = read_or(&f);
 
 	skip_ws(&f);
+	if (comparisons)
+		*comparisons = f.comparisons;
 	return f.bad || *f.p ? -1 : v;
+}
+
+/* The service refuses a $filter of more than 15 comparisons (InvalidInput). */
+static bool too_many_comparisons(const char *filter)
+{
+	struct ecw_entity *probe = NULL;
+	int n = 0;
+
+	assert_int_equal(ecw_entity_new(&probe, "probe", "probe"), 0);
+	(void)filter_matches(filter, probe, &n);
+	ecw_entity_free(probe);
+	return n > 15;
+}
+
+void table_server_set_page_max(struct table_server *s, size_t n)
+{
+	s->page_max = n;
 }
 
 /* The query parameter name's decoded value, or NULL. */
@@ -630,11 +652,17 @@ static void answer_query(struct table_server *s, struct ecw_response *resp, cons
 		answer_error(resp, 404, "TableNotFound");
 		goto done;
 	}
+	if (filter && too_many_comparisons(filter)) {
+		answer_error(resp, 400, "InvalidInput");
+		goto done;
+	}
+	if (s->page_max && limit > s->page_max)
+		limit = s->page_max;
 	for (size_t r = 0; r < s->nrows; r++) {
 		int m;
 		if (strcmp(s->rows[r].table, table) != 0)
 			continue;
-		if (filter && (m = filter_matches(filter, s->rows[r].e)) < 0) {
+		if (filter && (m = filter_matches(filter, s->rows[r].e, NULL)) < 0) {
 			unsupported(s, resp, filter);
 			goto done;
 		}

@@ -44,6 +44,10 @@ size_t table_server_keyed_requests(const struct table_server *s);
 size_t table_server_keyed_percent_requests(const struct table_server *s);
 /* The $select of the latest query of table, "" when it had none. */
 const char *table_server_last_select(const struct table_server *s, const char *table);
+/* Query pages hold at most n entities from now on (0: the service's 1000),
+ * so that tests meet continuations with few entities. A $filter of more
+ * than 15 comparisons is always refused, as the service refuses it. */
+void table_server_set_page_max(struct table_server *s, size_t n);
 /* Requests answered 501: the fake met something it cannot do. */
 size_t table_server_unsupported(const struct table_server *s);
 

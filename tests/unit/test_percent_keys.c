@@ -337,6 +337,57 @@ static void test_percent_keys__index(void **state)
 	assert_int_equal(table_server_keyed_percent_requests(f->s), 0);
 }
 
+/* index's run_group on members of one partition whose keys hold '%': the
+ * sources and the entries' places read by queries, the entries written in
+ * one transaction, each member's outcome its own (one without an Email fails
+ * alone, a duplicate finds the work done), and no keyed request on a '%'. */
+static void test_percent_keys__index_group(void **state)
+{
+	struct fx *f = *state;
+	const struct ecw_job_def *def = job(f, "    type: index\n    source: Src\n    table: Idx\n"
+	                                       "    partition_key: email\n    row_key: \"{Email}\"\n");
+	const char *rks[] = {KEY, "k2%", "k3", "k2%", "k4"};
+	atomic_bool lost = false, stopping = false;
+	struct ecw_job_ctx ctxs[5];
+	int errs[5];
+
+	table_server_create_table(f->s, "Idx");
+	seed(f, "Src", "p%", "k2%", "Email", "old%25@x");
+	seed(f, "Src", "p%", DECOY, "Email", "decoy@x");
+	run_ok(f, def, "p%", "k2%", NULL);
+	seed(f, "Src", "p%", KEY, "Email", "a%41@x");
+	seed(f, "Src", "p%", "k2%", "Email", "new%25@x");
+	seed(f, "Src", "p%", "k3", "Other", "no email");
+	seed(f, "Src", "p%", "k4", "Email", "d%@x");
+	memset(ctxs, 0, sizeof(ctxs));
+	for (int i = 0; i < 5; i++) {
+		ctxs[i].client = f->c;
+		ctxs[i].job = "j";
+		ctxs[i].pk = "p%";
+		ctxs[i].rk = rks[i];
+		ctxs[i].trace_id = ctxs[i].message_id = "m";
+		ctxs[i].dequeue_count = 1;
+		ctxs[i].lease_lost = &lost;
+		ctxs[i].stopping = &stopping;
+		errs[i] = -1;
+	}
+	def->type->run_group(def->settings, ctxs, 5, errs);
+	assert_int_equal(errs[0], 0);
+	assert_int_equal(errs[1], 0);
+	assert_int_equal(errs[2], ECW_EINVALID);
+	assert_true(ctxs[2].error[0] != '\0');
+	assert_int_equal(errs[3], 0);
+	assert_int_equal(errs[4], 0);
+	assert_str(ctxs[0].outcome_detail, "indexed");
+	assert_str(stored(f, "Idx", "email", "a%41@x", "SourceRowKey"), KEY);
+	assert_str(stored(f, "Idx", "email", "new%25@x", "SourceRowKey"), "k2%");
+	assert_str(stored(f, "Idx", "email", "d%@x", "SourceRowKey"), "k4");
+	assert_null(table_server_find(f->s, "Idx", "email", "old%25@x"));
+	/* Three entries, three references: nothing of k3's, nothing of the decoy's. */
+	assert_int_equal(table_server_count(f->s, "Idx"), 6);
+	assert_int_equal(table_server_keyed_percent_requests(f->s), 0);
+}
+
 static void test_percent_keys__index_list(void **state)
 {
 	struct fx *f = *state;
@@ -435,6 +486,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_percent_keys__delete, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_percent_keys__move, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_percent_keys__index, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_percent_keys__index_group, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_percent_keys__index_list, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_percent_keys__fanout, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_percent_keys__rollup, setup, teardown),
