@@ -35,6 +35,10 @@ struct delivery {
 	char error[512];               /* the failure's text, for the log and the envelope */
 	int64_t t0;
 	size_t group; /* members run together with it (1: alone) */
+	/* Duplicates riding with its run (its slot's riders); for a rider,
+	 * the message id whose run it rode with. */
+	size_t duplicates;
+	const char *ran_with;
 };
 
 /* outage: the storage circuit is open (circuit.h), for this delivery. */
@@ -271,6 +275,9 @@ static void log_message(const struct delivery *d)
 	ecw_log_int(l, "duration_ms", ecw_now_ms() - d->t0);
 	if (d->group > 1)
 		ecw_log_int(l, "group", (int64_t)d->group);
+	if (d->duplicates > 0)
+		ecw_log_int(l, "duplicates", (int64_t)d->duplicates);
+	ecw_log_str(l, "ran_with", d->ran_with);
 	ecw_log_str(l, "reason", ecw_outcome_reason_name(d->reason));
 	if (d->ctx.outcome_detail[0])
 		ecw_log_str(l, "detail", d->ctx.outcome_detail);
@@ -298,9 +305,26 @@ static void conclude(struct runtime *rt, struct ecw_client *c, struct delivery *
 	log_message(d);
 }
 
-/* After the job returned err: its follow-ups when it succeeded, then the
- * circuit hears of it (an outage's failure is then the service's), then
- * the rules, then the rest. */
+/* The duplicates that rode with run's message (job_thread says why that is
+ * safe), concluded after it with its result err: deleted only when it
+ * succeeded (and after its follow-ups are put), else each by the rules with
+ * its own facts (its dequeue count, its lease) and the run's error. */
+static void conclude_riders(struct runtime *rt, struct ecw_client *c, const struct delivery *run, int err,
+			    bool outage)
+{
+	for (struct slot *r = run->s->riders; r; r = r->next_rider) {
+		struct delivery d = {.s = r, .ctx = run->ctx, .t0 = run->t0, .group = run->group};
+		d.ran_with = run->s->msg.id;
+		memcpy(d.error, run->error, sizeof(d.error));
+		decide(rt, &d, ECW_STAGE_RAN, true, err, outage);
+		conclude(rt, c, &d);
+	}
+	ecw_metrics_deduplicated(run->s->def->name, (int64_t)run->duplicates);
+}
+
+/* After the job returned err: its follow-ups when it succeeded (once for the
+ * run, its riders' too), then the circuit hears of it (an outage's failure
+ * is then the service's), then the rules, then the rest, then its riders. */
 static void finish(struct runtime *rt, struct ecw_client *c, struct delivery *d, int err)
 {
 	bool outage;
@@ -309,7 +333,11 @@ static void finish(struct runtime *rt, struct ecw_client *c, struct delivery *d,
 		snprintf(d->error, sizeof(d->error), "%s", ecw_error_last()->message);
 	outage = ecw_circuit_note(rt->circuit, err);
 	decide(rt, d, ECW_STAGE_RAN, true, err, outage);
+	for (const struct slot *r = d->s->riders; r; r = r->next_rider)
+		d->duplicates++;
 	conclude(rt, c, d);
+	if (d->duplicates > 0)
+		conclude_riders(rt, c, d, err, outage);
 }
 
 /* Whether the message can run at all, with the reason in d->error when it
@@ -347,6 +375,9 @@ void ecw_deliver_one(struct runtime *rt, struct ecw_client *c, struct slot *s)
 				"delivered %ld times (max_dequeue_count %d): the worker holding it stopped each time",
 				s->msg.dequeue_count, rt->cfg->worker.max_dequeue_count);
 		conclude(rt, c, &d);
+		/* Nothing ran for its duplicates to ride with: each goes alone. */
+		for (struct slot *r = s->riders; r; r = r->next_rider)
+			ecw_deliver_one(rt, c, r);
 		return;
 	}
 	d.ctx = job_ctx(rt, c, s);

@@ -110,7 +110,7 @@ static void dispose_slot(struct slot *s)
 	memset(&s->m, 0, sizeof(s->m));
 	s->decoded = false;
 	s->def = NULL;
-	s->groupable = false;
+	s->groupable = s->keyed = false;
 	free(s->msg.text);
 	memset(&s->msg, 0, sizeof(s->msg));
 	s->stale = false;
@@ -146,36 +146,138 @@ static bool receiver_should_wake(const struct runtime *rt)
 	return may_receive(rt) || rt->inflight == 0;
 }
 
+/* Whether a and b are messages of one job on one entity, both keyed. */
+static bool same_keys(const struct slot *a, const struct slot *b)
+{
+	return a->keyed && b->keyed && a->def == b->def && strcmp(a->m.pk, b->m.pk) == 0 &&
+	       strcmp(a->m.rk, b->m.rk) == 0;
+}
+
+/* Whether a job thread holds a message of s's job and keys (under rt->mu). */
+static bool keys_running(const struct runtime *rt, const struct slot *s)
+{
+	if (!s->keyed)
+		return false;
+	for (int i = 0; i < rt->nslots; i++)
+		if (rt->slots[i].running && same_keys(&rt->slots[i], s))
+			return true;
+	return false;
+}
+
+/* The member of group[0..n) whose job and keys t has, or NULL. */
+static struct slot *twin_in(struct slot **group, size_t n, const struct slot *t)
+{
+	for (size_t i = 0; i < n; i++)
+		if (same_keys(group[i], t))
+			return group[i];
+	return NULL;
+}
+
+/* Takes the next work off the waiting list, under rt->mu: the oldest
+ * waiting message whose job and keys no job thread holds, with every other
+ * waiting one of the same job on the same partition that its type can take
+ * in one group (what receives bring together runs together), and, riding
+ * with each member, its waiting duplicates (same job, pk and rk). Returns
+ * the members (0: nothing can be taken now).
+ *
+ * Why a duplicate may ride, concluded with its twin's result instead of
+ * running: each rider was received before the run starts, so whatever
+ * change it announces was made before the run's first read, and the run
+ * computes from a state that includes it: running it again would compute
+ * the same. A message that arrives while its twin already runs may not
+ * ride (the run may have read before its change): it waits, and no other
+ * thread takes it until that run is settled (keys_running), so one
+ * worker never runs one entity twice at once (no 412 against itself). It
+ * cannot starve: the thread that settles the run looks at the waiting list
+ * again at once, and shutdown's drain gives waiting messages back as ever. */
+static size_t take_work(struct runtime *rt, struct slot **group)
+{
+	size_t n = 0, max = 1;
+	int i = 0;
+
+	while (i < rt->ready_n && keys_running(rt, &rt->slots[rt->ready[i]]))
+		i++;
+	if (i == rt->ready_n)
+		return 0;
+	group[n++] = take_ready(rt, i);
+	const struct ecw_job_def *def = group[0]->def;
+	if (group[0]->groupable)
+		max = def->type->group_max < GROUP_CAP ? def->type->group_max : GROUP_CAP;
+	for (i = 0; i < rt->ready_n;) {
+		struct slot *t = &rt->slots[rt->ready[i]], *twin = twin_in(group, n, t);
+		if (twin) {
+			take_ready(rt, i);
+			t->next_rider = twin->riders;
+			twin->riders = t;
+			t->running = true;
+		} else if (n < max && t->groupable && t->def == def && strcmp(t->m.pk, group[0]->m.pk) == 0 &&
+			   !keys_running(rt, t)) {
+			group[n++] = take_ready(rt, i);
+		} else {
+			i++;
+		}
+	}
+	for (size_t k = 0; k < n; k++)
+		group[k]->running = true;
+	return n;
+}
+
+/* Runs what take_work took: members and riders alike are concluded on
+ * return. */
+static void deliver_work(struct runtime *rt, struct ecw_client *c, struct slot **group, size_t n)
+{
+	if (n == 1) {
+		ecw_deliver_one(rt, c, group[0]);
+	} else if (ecw_circuit_is_open(rt->circuit)) {
+		/* None runs while storage does not answer: each waits alone. */
+		for (size_t i = 0; i < n; i++)
+			ecw_deliver_one(rt, c, group[i]);
+	} else {
+		ecw_deliver_group(rt, c, group, n);
+	}
+}
+
+/* Gives back the slots of what take_work took, riders included, once all
+ * are settled; returns how many. Their keys may run again from here. */
+static int give_back_work(struct runtime *rt, struct slot **group, size_t n)
+{
+	int count = 0;
+
+	pthread_mutex_lock(&rt->mu);
+	for (size_t i = 0; i < n; i++)
+		for (struct slot *s = group[i]; s; s = s == group[i] ? s->riders : s->next_rider)
+			s->running = false;
+	pthread_mutex_unlock(&rt->mu);
+	for (size_t i = 0; i < n; i++) {
+		struct slot *rider = group[i]->riders;
+		return_slot(group[i]);
+		count++;
+		while (rider) {
+			struct slot *next = rider->next_rider; /* read before the slot is free */
+			return_slot(rider);
+			count++;
+			rider = next;
+		}
+	}
+	return count;
+}
+
 static void *job_thread(void *p)
 {
-	struct runtime *rt = ((struct thread_arg *)p)->rt;
-	struct ecw_client *c = ((struct thread_arg *)p)->client;
+	struct thread_arg *self = p;
+	struct runtime *rt = self->rt;
+	struct ecw_client *c = self->client;
 
 	for (;;) {
 		struct slot *group[GROUP_CAP];
-		size_t n = 0;
+		size_t n;
 
 		pthread_mutex_lock(&rt->mu);
-		while (rt->ready_n == 0 && !rt->workers_exit)
+		while ((n = take_work(rt, group)) == 0 && !rt->workers_exit)
 			pthread_cond_wait(&rt->work_cv, &rt->mu);
-		if (rt->ready_n == 0) {
+		if (n == 0) {
 			pthread_mutex_unlock(&rt->mu);
 			break;
-		}
-		group[n++] = take_ready(rt, 0);
-		/* The oldest waiting message, and with it every other waiting one
-		 * of the same job on the same partition that its type can take
-		 * in one group: what a receive brings together runs together. */
-		const struct ecw_job_def *def = group[0]->def;
-		if (group[0]->groupable) {
-			size_t max = def->type->group_max < GROUP_CAP ? def->type->group_max : GROUP_CAP;
-			for (int i = 0; i < rt->ready_n && n < max;) {
-				struct slot *t = &rt->slots[rt->ready[i]];
-				if (t->groupable && t->def == def && strcmp(t->m.pk, group[0]->m.pk) == 0)
-					group[n++] = take_ready(rt, i);
-				else
-					i++;
-			}
 		}
 		bool more = rt->ready_n > 0, wake = receiver_should_wake(rt);
 		pthread_mutex_unlock(&rt->mu);
@@ -184,28 +286,18 @@ static void *job_thread(void *p)
 		if (wake)
 			pthread_cond_signal(&rt->main_cv); /* it may fetch more */
 
-		struct thread_arg *self = p;
 		atomic_store(&self->running, group[0]);
 		atomic_store(&self->busy_since_ms, ecw_now_ms());
-		if (n == 1) {
-			ecw_deliver_one(rt, c, group[0]);
-		} else if (ecw_circuit_is_open(rt->circuit)) {
-			/* None runs while storage does not answer: each waits alone. */
-			for (size_t i = 0; i < n; i++)
-				ecw_deliver_one(rt, c, group[i]);
-		} else {
-			ecw_deliver_group(rt, c, group, n);
-		}
+		deliver_work(rt, c, group, n);
 		atomic_store(&self->busy_since_ms, 0);
 		atomic_store(&self->running, NULL);
 
-		for (size_t i = 0; i < n; i++)
-			return_slot(group[i]);
+		int held = give_back_work(rt, group, n);
 		pthread_mutex_lock(&rt->mu);
-		rt->inflight -= (int)n;
+		rt->inflight -= held;
 		wake = receiver_should_wake(rt);
 		pthread_mutex_unlock(&rt->mu);
-		ecw_metrics_inflight_add(-(int)n);
+		ecw_metrics_inflight_add(-held);
 		if (wake)
 			pthread_cond_signal(&rt->main_cv);
 	}
@@ -410,15 +502,16 @@ static int place(struct runtime *rt, struct ecw_queue_msg *msg)
 	struct ecw_message m;
 	const struct ecw_job_def *def;
 	int64_t now = ecw_now_ms();
-	bool decoded, groupable;
+	bool decoded, groupable, keyed;
 	char decode_error[512] = "";
 
 	decoded = ecw_message_decode(&m, msg->text, msg->text_len) == 0;
 	if (!decoded)
 		snprintf(decode_error, sizeof(decode_error), "%s", ecw_error_last()->message);
 	def = decoded ? ecw_config_job(cfg, m.job) : NULL;
-	groupable = def && def->type->run_group && !def->type->keyless && m.pk &&
-		    msg->dequeue_count <= cfg->worker.max_dequeue_count;
+	keyed = def && !def->type->keyless && m.pk && m.rk &&
+		msg->dequeue_count <= cfg->worker.max_dequeue_count;
+	groupable = keyed && def->type->run_group;
 
 	for (int i = 0; i < rt->nslots; i++) {
 		struct slot *s = &rt->slots[i];
@@ -439,6 +532,8 @@ static int place(struct runtime *rt, struct ecw_queue_msg *msg)
 		memcpy(s->decode_error, decode_error, sizeof(decode_error));
 		s->def = def;
 		s->groupable = groupable;
+		s->keyed = keyed;
+		s->riders = s->next_rider = NULL;
 		s->received_ms = now;
 		s->renew_at_ms = now + (int64_t)rt->vis_s * 500;
 		pthread_mutex_unlock(&s->mu);

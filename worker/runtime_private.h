@@ -39,6 +39,18 @@ struct slot {
 	 * keyed message of a job whose type has run_group, not yet over
 	 * max_dequeue_count. Read by job threads under rt->mu. */
 	bool groupable;
+	/* Set on receipt when the message names one entity of a configured
+	 * job and may run (decoded, keyed, not over max_dequeue_count): then
+	 * its duplicates in flight with it ride with its run, and no two
+	 * runs of its job and keys overlap in this worker (job_thread). */
+	bool keyed;
+	/* Under rt->mu: a job thread holds it, running or riding. */
+	bool running;
+	/* The duplicates riding with this message's run, a list through
+	 * next_rider (job_thread links them under rt->mu; from then on only
+	 * the thread that runs this message reads them). */
+	struct slot *riders;
+	struct slot *next_rider;
 	int64_t received_ms;
 	int64_t renew_at_ms;
 };
