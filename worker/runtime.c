@@ -36,6 +36,9 @@
 #include "runtime_private.h"
 #include "schedule.h"
 
+/* The most messages one dispatch hands over (receive_deeper). */
+#define DISPATCH_MAX 256
+
 static struct runtime *the_runtime; /* kept for the detached signal thread */
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -129,7 +132,8 @@ static void return_slot(struct slot *s)
 /* The receive loop's condition (under rt->mu): see receive_loop. */
 static bool may_receive(const struct runtime *rt)
 {
-	return rt->nslots - rt->inflight >= rt->want && rt->ready_n <= rt->prefetch / 2;
+	return rt->nslots - rt->inflight >= (rt->deep ? rt->deep_want : rt->want) &&
+	       rt->ready_n <= rt->prefetch / 2;
 }
 
 /* Whether the receive loop should be woken (under rt->mu): only when it can
@@ -548,7 +552,7 @@ static int place(struct runtime *rt, struct ecw_queue_msg *msg)
  * thread: it takes its group and wakes the next (job_thread). */
 static void dispatch(struct runtime *rt, struct ecw_queue_msg *msgs, size_t count)
 {
-	int idx[256 + 32];
+	int idx[DISPATCH_MAX];
 	int n = 0;
 
 	for (size_t i = 0; i < count && n < (int)(sizeof(idx) / sizeof(idx[0])); i++) {
@@ -627,6 +631,65 @@ static void wait_out_outage(struct runtime *rt)
 	ecw_metrics_heartbeat();
 }
 
+/* One receive of up to max messages, with what it tells: a failure counts
+ * towards an outage (a good one says nothing of the table service, so only
+ * the jobs' results end a streak) and /readyz follows it. */
+static int receive_once(struct runtime *rt, struct ecw_client *c, struct ecw_queue_msg **msgs, size_t *count,
+			int max)
+{
+	int err = ecw_queue_receive(msgs, count, c, rt->cfg->worker.queue, max, rt->vis_s);
+
+	if (err < 0) {
+		(void)ecw_circuit_note(rt->circuit, err);
+		ecw_runtime_log_storage_error("queue.receive");
+		ecw_metrics_set_ready(false);
+	} else {
+		ecw_metrics_set_ready(true);
+		ecw_metrics_received((int64_t)time(NULL), (int)*count);
+	}
+	return err;
+}
+
+/* A receive that came back with a whole batch says the queue is deep: more
+ * whole batches are received at once, while they fit in the free slots (up
+ * to DISPATCH_MAX), and all are dispatched together, so that the job
+ * threads see them all and form groups over several receives (a receive of
+ * 32 over 10 partitions gave groups of about 3; with deep_want's room for
+ * two batches, about 7 on the archive bench at concurrency 64). Only a full
+ * batch leads to another receive: a lone message is dispatched at once, and
+ * an idle worker still makes one receive per poll. A failed or short
+ * receive ends it. */
+static void receive_deeper(struct runtime *rt, struct ecw_client *c, struct ecw_queue_msg **msgs,
+			   size_t *count)
+{
+	const int batch = rt->cfg->worker.batch_size;
+	size_t got = *count;
+
+	while (got == (size_t)batch && *count + (size_t)batch <= DISPATCH_MAX &&
+	       !atomic_load(&rt->stopping)) {
+		struct ecw_queue_msg *more = NULL, *all;
+		int free_slots;
+
+		pthread_mutex_lock(&rt->mu);
+		free_slots = rt->nslots - rt->inflight - (int)*count;
+		pthread_mutex_unlock(&rt->mu);
+		got = 0;
+		if (free_slots < batch || receive_once(rt, c, &more, &got, batch) < 0 || got == 0) {
+			ecw_queue_msgs_free(more, got);
+			return;
+		}
+		if (!(all = realloc(*msgs, (*count + got) * sizeof(**msgs)))) {
+			/* They come back when their visibility timeout ends. */
+			ecw_queue_msgs_free(more, got);
+			return;
+		}
+		memcpy(&all[*count], more, got * sizeof(*more));
+		free(more); /* the texts moved to all */
+		*msgs = all;
+		*count += got;
+	}
+}
+
 static void receive_loop(struct runtime *rt, struct ecw_client *c)
 {
 	const struct ecw_config *cfg = rt->cfg;
@@ -635,7 +698,7 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 	while (!atomic_load(&rt->stopping)) {
 		struct ecw_queue_msg *msgs = NULL;
 		size_t count = 0;
-		int room, err;
+		int room;
 
 		if (ecw_circuit_is_open(rt->circuit)) {
 			wait_out_outage(rt);
@@ -647,7 +710,8 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		 * full rather than a few messages at a time, and the messages of
 		 * one receive can run in groups (half batches of an interleaved
 		 * workload made groups half as big). Without one, receive
-		 * whenever a slot is free and nothing waits. */
+		 * whenever a slot is free and nothing waits. While the queue is
+		 * deep, wait for room for several batches (deep_want). */
 		pthread_mutex_lock(&rt->mu);
 		while (!may_receive(rt) && !atomic_load(&rt->stopping)) {
 			timed_wait(&rt->main_cv, &rt->mu, 1000);
@@ -661,19 +725,10 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		if (room > cfg->worker.batch_size)
 			room = cfg->worker.batch_size;
 
-		err = ecw_queue_receive(&msgs, &count, c, cfg->worker.queue, room, rt->vis_s);
-		/* A failed receive counts towards an outage; a good one says
-		 * nothing of the table service, so only the jobs' results end a
-		 * streak. */
-		if (err < 0)
-			(void)ecw_circuit_note(rt->circuit, err);
-		if (err < 0) {
-			ecw_runtime_log_storage_error("queue.receive");
-			ecw_metrics_set_ready(false);
-		} else {
-			ecw_metrics_set_ready(true);
-			ecw_metrics_received((int64_t)time(NULL), (int)count);
-		}
+		(void)receive_once(rt, c, &msgs, &count, room);
+		pthread_mutex_lock(&rt->mu);
+		rt->deep = count == (size_t)cfg->worker.batch_size;
+		pthread_mutex_unlock(&rt->mu);
 		if (count == 0) {
 			/* Empty (or failing): back off exponentially. While the pause
 			 * grows it is jittered (half to all of it), so replicas started
@@ -690,6 +745,7 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 			continue;
 		}
 		poll_ms = cfg->worker.poll_min_ms;
+		receive_deeper(rt, c, &msgs, &count);
 		dispatch(rt, msgs, count);
 		ecw_queue_msgs_free(msgs, count);
 	}
@@ -790,6 +846,9 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 							 : rt->nslots;
 	if (rt->want < 1)
 		rt->want = 1;
+	rt->deep_want = rt->prefetch > 0 ? rt->nslots * 2 / 3 / rt->want * rt->want : rt->want;
+	if (rt->deep_want < rt->want)
+		rt->deep_want = rt->want;
 	rt->vis_s = (int)(cfg->worker.visibility_timeout_ms / 1000);
 	rt->limits = (struct ecw_outcome_limits){
 		.max_dequeue_count = cfg->worker.max_dequeue_count,

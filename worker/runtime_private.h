@@ -70,6 +70,13 @@ struct runtime {
 	int nthreads; /* concurrency: job threads */
 	int prefetch;
 	int want; /* messages a receive asks for */
+	/* The free slots the receive loop waits for while the queue is deep
+	 * (its last receive came back full: deep, under mu), so that it
+	 * receives several batches at once (receive_deeper) and groups form
+	 * over them: about two thirds of the slots, whole batches, at least
+	 * want. */
+	int deep_want;
+	bool deep;
 
 	pthread_mutex_t mu;      /* guards everything below */
 	pthread_cond_t work_cv;  /* job threads: a slot is ready */

@@ -4,7 +4,8 @@
  * run, keyed by the message's rk, id and dequeue count; test-flaky: one per attempt), by its JSON log lines
  * and by its metrics. Duplicates received together run once and each is concluded with that run; a
  * duplicate arriving while its twin runs waits and runs after it, never beside it; a failing run gives
- * each rider its own outcome from its own dequeue count and deletes none of them. */
+ * each rider its own outcome from its own dequeue count and deletes none of them; and a deep queue is
+ * received several batches at a time, so that groups form over more than one receive. */
 #include "itest.h"
 #include "proc.h"
 #include "runtimefx.h"
@@ -244,6 +245,57 @@ static void test_runtime_duplicates__failed_run_each_own_outcome(void **state)
 	rtfx_finish(&p);
 }
 
+/* ---- 4. a deep queue forms groups over several receives -------------------------------------------- */
+
+/* 96 move messages over 6 partitions, interleaved (a receive of 32 holds
+ * about 5 of each), all enqueued before the worker starts, with room for
+ * all (prefetch 96). Received a batch at a time the job threads took groups
+ * of about 5; received together they form groups of up to move's
+ * group_max. The mean of the "group" field over the message lines must be
+ * above what one receive can give. */
+#define DEEP_PARTS 6
+#define DEEP_EACH 16
+
+static void test_runtime_duplicates__groups_span_receives(void **state)
+{
+	struct rtfx *r = *state;
+	struct itest *t = r->fx.t;
+	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
+	char jobs[256], msg[128];
+	struct proc p;
+	struct proc_log log;
+
+	itest_queue(t);
+	t->table_used = t->table2_used = true;
+	snprintf(jobs, sizeof(jobs), "  archive: {type: move, from: %s, to: %s}\n", t->table, t->table2);
+	o.jobs = jobs;
+	o.batch_size = 32;
+	o.concurrency = 8;
+	o.worker_extra = "  prefetch: 96\n";
+	for (int i = 0; i < DEEP_EACH; i++)
+		for (int k = 0; k < DEEP_PARTS; k++) {
+			snprintf(msg, sizeof(msg),
+			         "{\"job\":\"archive\",\"pk\":\"part-%d\",\"rk\":\"e-%02d\"}", k, i);
+			rtfx_put(r, msg, NULL);
+		}
+	rtfx_start_worker(&p, r, "dups-deep", &o);
+	PROC_EXPECT_LOG(&p, DEEP_PARTS * DEEP_EACH, 30000, "message", "outcome", "succeeded");
+
+	proc_log_read(&log, p.log_path);
+	size_t n = proc_log_count(&log, "message", NULL);
+	long long sum = 0;
+	for (size_t i = 0; i < n; i++)
+		sum += proc_field_int(proc_log_find(&log, i, "message", NULL), "group", 1);
+	double mean = n ? (double)sum / (double)n : 0;
+	ITEST_CHECK(mean >= 10.0,
+	            "mean group %.2f over %zu messages: groups did not span receives (one receive "
+	            "of 32 over %d partitions gives about %d)",
+	            mean, n, DEEP_PARTS, 32 / DEEP_PARTS);
+	proc_log_dispose(&log);
+	assert_int_equal(rtfx_queue_count(r, t->queue), 0);
+	rtfx_finish(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -251,6 +303,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_runtime_duplicates__twin_in_flight_runs_after, rtfx_setup,
 	                                    rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime_duplicates__failed_run_each_own_outcome, rtfx_setup,
+	                                    rtfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_runtime_duplicates__groups_span_receives, rtfx_setup,
 	                                    rtfx_teardown),
 	};
 	if (getenv("ECW_TEST_FILTER"))
