@@ -42,6 +42,7 @@ BASE="include/ecw_buf.h include/ecw_cancel.h include/ecw_clock.h include/ecw_cod
 RULES="
 private worker/migrate_private.h  worker/migrate.c worker/migrate_apply.c
 private worker/schedule_private.h worker/schedule.c worker/schedule_audit.c
+private worker/runtime_private.h  worker/runtime.c worker/deliver.c worker/shutdown.c
 private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c
 private jobs/index_list_private.h jobs/index_list.c jobs/index_list_audit.c jobs/index_list_store.c jobs/index_list_combine.c jobs/index_list_combine_private.h
 private jobs/index_list_combine_private.h jobs/index_list.c jobs/index_list_combine.c

@@ -122,6 +122,16 @@ static struct family f_poisoned = {
 	.label_names = {"reason"},
 };
 
+/* Duplicates that rode with a run of the same job and keys (deliver.c)
+ * instead of running again. */
+static struct family f_deduplicated = {
+	.name = "ecw_messages_deduplicated_total",
+	.help = "Messages concluded with the run of a duplicate in flight with them (same job and keys), "
+		"by job.",
+	.nlabels = 1,
+	.label_names = {"job"},
+};
+
 static struct family f_scheduled = {
 	.name = "ecw_scheduled_messages_total",
 	.help = "Messages this replica enqueued for schedules, by schedule.",
@@ -342,6 +352,16 @@ void ecw_metrics_poisoned(const char *reason)
 	pthread_mutex_unlock(&g_lock);
 }
 
+void ecw_metrics_deduplicated(const char *job, int64_t count)
+{
+	struct series *s;
+
+	pthread_mutex_lock(&g_lock);
+	if ((s = series_get(&f_deduplicated, job, NULL)))
+		s->count += (uint64_t)count;
+	pthread_mutex_unlock(&g_lock);
+}
+
 /* Series an alert computes increase() or rate() over must exist before their
  * first event: Prometheus cannot tell how a counter that appears already at
  * 1 got there, so it sees no increase, and the first poisoned message would
@@ -455,6 +475,7 @@ void ecw_metrics_reset(void)
 	family_clear(&f_duration);
 	family_clear(&f_storage);
 	family_clear(&f_poisoned);
+	family_clear(&f_deduplicated);
 	family_clear(&f_scheduled);
 	family_clear(&f_audit_drift);
 	family_clear(&f_audit_last_run);
@@ -579,8 +600,8 @@ char *ecw_metrics_render(void)
 			      "Storage attempts retried after a transient failure.", "counter")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_storage_retries_total %" PRIu64 "\n", g_retries)) < 0)
 		goto unlock;
-	if ((err = render_family(&b, &f_poisoned)) < 0 || (err = render_family(&b, &f_scheduled)) < 0 ||
-	    (err = render_family(&b, &f_audit_drift)) < 0 ||
+	if ((err = render_family(&b, &f_poisoned)) < 0 || (err = render_family(&b, &f_deduplicated)) < 0 ||
+	    (err = render_family(&b, &f_scheduled)) < 0 || (err = render_family(&b, &f_audit_drift)) < 0 ||
 	    (err = render_family(&b, &f_audit_last_run)) < 0 ||
 	    (err = render_family(&b, &f_audit_period)) < 0)
 		goto unlock;

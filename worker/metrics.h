@@ -20,8 +20,11 @@ void ecw_metrics_message(const char *job, const char *outcome, double seconds);
 void ecw_metrics_storage(const char *op, int status);
 void ecw_metrics_retry(void);
 void ecw_metrics_inflight_add(int delta);
-void ecw_metrics_poisoned(const char *reason);                   /* "permanent" | "max-dequeue" */
-void ecw_metrics_received(int64_t unix_time, int count);         /* a successful receive, count >= 0 */
+void ecw_metrics_poisoned(const char *reason);           /* "permanent" | "max-dequeue" */
+void ecw_metrics_received(int64_t unix_time, int count); /* a successful receive, count >= 0 */
+/* count messages of job concluded with the run of a duplicate in flight
+ * with them instead of running again (ecw_messages_deduplicated_total). */
+void ecw_metrics_deduplicated(const char *job, int64_t count);
 void ecw_metrics_scheduled(const char *schedule, int64_t count); /* messages a schedule's window put */
 /* A job audited on schedule every period_s seconds (gauge
  * ecw_audit_period_seconds{job}, the shortest when several schedules audit

@@ -1,14 +1,11 @@
 /* runtime.c - the worker: one receive loop (this thread), a pool of job
- * threads each with its own storage connection, a lease renewer, and a
- * signal thread. Data flows one way: receive -> slot -> job thread -> decode
- * -> job -> outcome.
+ * threads each with its own storage connection, a lease renewer, a
+ * scheduler and a signal thread. Data flows one way: receive -> slot -> job
+ * thread -> decode -> job -> outcome.
  *
- * The outcome rules (the heart of the product) are a pure function, in
- * outcome.c: this file gathers the facts of each delivery, asks it, and
- * carries the answer out. Poisoning lets the job hand over what the
- * message's id holds (its abandon: that id never runs again), puts the
- * envelope on the poison queue, THEN deletes the original: a crash in
- * between leaves a duplicate envelope, never a lost message.
+ * This file holds the threads, the receive loop, dispatch, start and stop;
+ * carrying out one delivery is deliver.c's, shutdown's clock, the signal
+ * thread and the stall watch are shutdown.c's (runtime_private.h).
  *
  * Every final call on a message (delete, hide, release) happens under the
  * message's slot lock with the pop receipt the renewer last obtained, so a
@@ -36,81 +33,11 @@
 #include "outcome.h"
 #include "poison.h"
 #include "runtime.h"
+#include "runtime_private.h"
 #include "schedule.h"
 
-struct slot {
-	pthread_mutex_t mu;
-	bool busy;      /* holds a received message */
-	bool done;      /* its job thread settled it: renewer keeps off */
-	bool abandoned; /* shutdown released it: nobody may settle it */
-	bool stale;     /* not busy, but still holds its last message's memory */
-	atomic_bool lease_lost;
-	struct ecw_queue_msg msg; /* owns msg.text; pop_receipt updated by renewals */
-	struct ecw_message m;     /* decoded on receipt (m.job, m.pk, m.rk point into it,
-				     * also after a failed decode: for the log) */
-	bool decoded;
-	char decode_error[512];
-	/* The job the message names, resolved once on receipt; NULL when it
-	 * did not decode or names no configured job. */
-	const struct ecw_job_def *def;
-	/* Set on receipt when the message may run in a group: a decoded,
-	 * keyed message of a job whose type has run_group, not yet over
-	 * max_dequeue_count. Read by job threads under rt->mu. */
-	bool groupable;
-	int64_t received_ms;
-	int64_t renew_at_ms;
-};
-
-/* The most messages one job thread runs as a group. */
-#define GROUP_CAP 32
-
-struct runtime {
-	const struct ecw_config *cfg;
-	struct ecw_account *acct;
-	struct ecw_client_options copts;
-	struct ecw_outcome_limits limits;
-	int vis_s;
-
-	struct slot *slots;
-	int nslots;   /* concurrency + prefetch: messages held at most */
-	int nthreads; /* concurrency: job threads */
-	int prefetch;
-	int want; /* messages a receive asks for */
-
-	pthread_mutex_t mu;      /* guards everything below */
-	pthread_cond_t work_cv;  /* job threads: a slot is ready */
-	pthread_cond_t main_cv;  /* receive loop: a slot freed, or a signal */
-	pthread_cond_t renew_cv; /* renewer: a signal */
-	pthread_cond_t sched_cv; /* scheduler: a signal */
-	bool sched_exited;       /* the scheduler thread left its loop */
-	int *ready;              /* slot indexes waiting for a job thread, oldest first */
-	int ready_n;
-	int inflight; /* slots held: waiting or running */
-	bool workers_exit;
-	atomic_bool stopping; /* first signal */
-	atomic_bool force;    /* second signal */
-
-	/* Shutdown's clock. From the first signal the job threads, the
-	 * renewer and the scheduler have shutdown_grace (their storage waits
-	 * end then: jobs_cancel), and the receive loop a little more to give
-	 * back what is still held (final_cancel); the second signal ends
-	 * every wait at once. */
-	_Atomic int64_t stop_deadline_ms;
-	struct ecw_cancel *jobs_cancel;
-	struct ecw_cancel *final_cancel;
-
-	struct ecw_circuit *circuit;
-	struct ecw_client *probe_client; /* the circuit's probe's: one prober at a time */
-	struct thread_arg *threads;      /* the job threads, for the stall watch */
-	int64_t stall_timeout_ms;
-	/* Runs the audit windows the scheduler claims (schedule.h); NULL when
-	 * no schedule is an audit. Set before the scheduler thread starts. */
-	struct ecw_schedule_audit *auditor;
-};
-
-/* How long the receive loop may still spend giving held messages back after
- * shutdown_grace ran out; the worker exits within grace + this + a moment. */
-#define RELEASE_GRACE_MS 1500
+/* The most messages one dispatch hands over (receive_deeper). */
+#define DISPATCH_MAX 256
 
 static struct runtime *the_runtime; /* kept for the detached signal thread */
 
@@ -140,16 +67,6 @@ static void init_cond(pthread_cond_t *cv)
 	pthread_condattr_destroy(&a);
 }
 
-static void wake_all(struct runtime *rt)
-{
-	pthread_mutex_lock(&rt->mu);
-	pthread_cond_broadcast(&rt->main_cv);
-	pthread_cond_broadcast(&rt->work_cv);
-	pthread_cond_broadcast(&rt->renew_cv);
-	pthread_cond_broadcast(&rt->sched_cv);
-	pthread_mutex_unlock(&rt->mu);
-}
-
 /* payload: the job thread's last_storage_ms (the stall watch's), or NULL. */
 static void on_attempt(void *payload, const char *op, int status, int attempt)
 {
@@ -160,7 +77,7 @@ static void on_attempt(void *payload, const char *op, int status, int attempt)
 		ecw_metrics_retry();
 }
 
-static void log_storage_error(const char *what)
+void ecw_runtime_log_storage_error(const char *what)
 {
 	const struct ecw_error *e = ecw_error_last();
 	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "storage_error");
@@ -174,383 +91,7 @@ static void log_storage_error(const char *what)
 	ecw_log_end(l);
 }
 
-/* ---- one delivery ------------------------------------------------------------------ */
-
-/* One message on its way through a job thread: what the steps after the job
- * need, gathered once (its job was resolved on receipt, in slot->def). */
-struct delivery {
-	struct slot *s;
-	struct ecw_job_ctx ctx;        /* what the job ran with; .outcome_detail for the log */
-	struct ecw_outcome o;          /* the rules' answer, then what settling made of it */
-	enum ecw_poison_reason reason; /* why it is poisoned, kept when the envelope fails */
-	char error[512];               /* the failure's text, for the log and the envelope */
-	int64_t t0;
-	size_t group; /* members run together with it (1: alone) */
-};
-
-/* outage: the storage circuit is open (circuit.h), for this delivery. */
-static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stage stage, bool runnable,
-		   int err, bool outage)
-{
-	struct slot *s = d->s;
-	struct ecw_outcome_facts facts = {
-		.stage = stage,
-		.decoded = s->decoded,
-		.runnable = runnable,
-		.err = err,
-		.dequeue_count = s->msg.dequeue_count,
-		.lease_lost = atomic_load(&s->lease_lost),
-		.outage = outage,
-	};
-
-	ecw_outcome_decide(&d->o, &facts, &rt->limits, ecw_random_u32);
-	if (d->o.reason != ECW_REASON_NONE)
-		d->reason = d->o.reason;
-}
-
-/* The one final storage call on a message, under its slot lock, with the
- * newest pop receipt: delete (succeeded, or poisoned once the envelope is
- * put) or hide (retried). The lease and a shutdown's release are looked at
- * again here, at the moment of the call (ecw_outcome_guard). */
-static void settle(struct runtime *rt, struct ecw_client *c, struct delivery *d)
-{
-	struct slot *s = d->s;
-	enum ecw_outcome_action action;
-	int err;
-
-	pthread_mutex_lock(&s->mu);
-	s->done = true;
-	ecw_outcome_guard(&d->o, atomic_load(&s->lease_lost), s->abandoned);
-	action = d->o.action;
-	if (action == ECW_ACTION_DELETE || action == ECW_ACTION_POISON || action == ECW_ACTION_REQUEUE ||
-	    action == ECW_ACTION_RETRY) {
-		err = action == ECW_ACTION_RETRY
-			      ? ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, d->o.hide_s, NULL, 0)
-			      : ecw_queue_delete(c, rt->cfg->worker.queue, s->msg.id, s->msg.pop_receipt);
-		if (err == ECW_ENOTFOUND) {
-			atomic_store(&s->lease_lost, true);
-			d->o.action = ECW_ACTION_LEAVE;
-			d->o.word = "lease-lost";
-		} else if (err < 0) {
-			/* The message stays as it is: it reappears when its
-			 * lease runs out and is tried again. */
-			log_storage_error(action == ECW_ACTION_RETRY ? "queue.update" : "queue.delete");
-			d->o.word = "settle-failed";
-		}
-	}
-	pthread_mutex_unlock(&s->mu);
-}
-
-/* After a job with `then:` succeeded: one message per follow-up job for the
- * same keys, put BEFORE the original is deleted. A crash in between puts them
- * again on the next delivery; the jobs converge, so duplicates are harmless. */
-static int enqueue_then(struct runtime *rt, struct ecw_client *c, const struct slot *s)
-{
-	struct ecw_queue_put_options po = {0, rt->cfg->worker.message_ttl_s};
-	const struct ecw_message *m = &s->m;
-	char **then = s->def->then;
-	struct ecw_buf text;
-	int err = 0;
-
-	ecw_buf_init(&text, 0);
-	for (size_t i = 0; then[i] && err == 0; i++) {
-		ecw_buf_reset(&text);
-		if (atomic_load(&s->lease_lost)) {
-			err = ecw_error_set(ECW_ETRANSIENT, "lease lost before enqueueing '%s'", then[i]);
-			break;
-		}
-		if ((err = ecw_message_encode(&text, then[i], m->pk, m->rk, m->id ? m->id : s->msg.id, NULL,
-					      false)) == 0)
-			err = ecw_queue_put(NULL, c, rt->cfg->worker.queue, text.ptr, text.len, &po);
-	}
-	ecw_buf_dispose(&text);
-	if (err < 0 && ecw_job_err_is_permanent(err))
-		err = ECW_ETRANSIENT; /* the job's work is done: never poison it for the follow-up */
-	return err;
-}
-
-static struct ecw_job_ctx job_ctx(struct runtime *rt, struct ecw_client *c, struct slot *s)
-{
-	const struct ecw_message *m = &s->m;
-
-	return (struct ecw_job_ctx){
-		.client = c,
-		.job = s->def->name,
-		.pk = m->pk,
-		.rk = m->rk,
-		.trace_id = m->id ? m->id : s->msg.id,
-		.message_id = s->msg.id,
-		.dequeue_count = s->msg.dequeue_count,
-		.message = m->obj,
-		.lease_lost = &s->lease_lost,
-		.stopping = &rt->stopping,
-	};
-}
-
-/* Before a decoded message of a configured job is poisoned: its id will never
- * run again (a replay runs under a new id), so the job hands over what the id
- * holds (ecw_job.h). Not when the lease is gone: then another worker holds the
- * message and this one neither poisons it nor may write. A failure leaves what
- * the id holds with it (each job's header says what that costs); the envelope
- * matters more, so the poisoning goes on. */
-static void abandon(struct runtime *rt, struct ecw_client *c, struct slot *s)
-{
-	const struct ecw_job_def *def = s->def;
-	int err;
-
-	if (!def || !def->type->abandon || atomic_load(&s->lease_lost))
-		return;
-	struct ecw_job_ctx ctx = job_ctx(rt, c, s);
-	ecw_error_clear();
-	if ((err = def->type->abandon(def->settings, &ctx)) < 0) {
-		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "abandon_failed");
-		ecw_log_str(l, "job", s->m.job);
-		ecw_log_str(l, "pk", s->m.pk);
-		ecw_log_str(l, "rk", s->m.rk);
-		ecw_log_str(l, "message_id", s->msg.id);
-		ecw_log_str(l, "error",
-			    ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
-		ecw_log_end(l);
-	}
-}
-
-/* Puts the envelope (or, when it would not fit in a message, the original
- * text unchanged, which replay also accepts), then deletes the original. */
-static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
-{
-	struct slot *s = d->s;
-	const struct ecw_message *m = &s->m;
-	const char *reason = ecw_outcome_reason_name(d->reason);
-	struct ecw_queue_put_options po = {0, rt->cfg->worker.message_ttl_s};
-	struct ecw_poison_info info = {
-		.original = s->msg.text,
-		.original_len = s->msg.text_len,
-		.queue = rt->cfg->worker.queue,
-		.message_id = s->msg.id,
-		.inserted_at = s->msg.insertion_time,
-		.dequeue_count = s->msg.dequeue_count,
-		.failed_at = time(NULL),
-		.reason = reason,
-		.error = d->error,
-		.job = m->job,
-		.pk = m->pk,
-		.rk = m->rk,
-		.worker = ecw_worker_id(),
-	};
-	struct ecw_buf env;
-	int err;
-
-	if (s->decoded)
-		abandon(rt, c, s);
-	if (atomic_load(&s->lease_lost)) {
-		settle(rt, c, d); /* guarded: leaves it */
-		return;
-	}
-	ecw_buf_init(&env, 0);
-	if ((err = ecw_poison_envelope(&env, &info)) == 0) {
-		if (env.len <= ECW_QUEUE_MAX_TEXT)
-			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, env.ptr, env.len, &po);
-		else
-			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, s->msg.text,
-					    s->msg.text_len, &po);
-	}
-	ecw_buf_dispose(&env);
-	if (err < 0) {
-		/* Without an envelope the original must stay: back off and try again. */
-		log_storage_error("poison.put");
-		decide(rt, d, ECW_STAGE_POISON_FAILED, false, err, false);
-	} else {
-		ecw_metrics_poisoned(reason);
-	}
-	settle(rt, c, d);
-}
-
-/* An outage held the message at its last allowed delivery (outcome.h,
- * ECW_ACTION_REQUEUE): its text goes back on the work queue as a new
- * message, hidden for hide_s, THEN the original is deleted, so its next
- * delivery counts from 1. A crash in between leaves both: the copy runs as
- * a duplicate would, and the original, over its limit on its next receipt,
- * is poisoned with an envelope (replaying that converges too). The id never
- * runs again, so the job first hands over what it holds, as for poisoning.
- * A failed put leaves the original hidden as a retry would. */
-static void requeue(struct runtime *rt, struct ecw_client *c, struct delivery *d)
-{
-	struct slot *s = d->s;
-	struct ecw_queue_put_options po = {d->o.hide_s, rt->cfg->worker.message_ttl_s};
-
-	if (s->decoded)
-		abandon(rt, c, s);
-	if (!atomic_load(&s->lease_lost) &&
-	    ecw_queue_put(NULL, c, rt->cfg->worker.queue, s->msg.text, s->msg.text_len, &po) < 0) {
-		log_storage_error("requeue.put");
-		d->o.action = ECW_ACTION_RETRY;
-		d->o.word = "retried";
-	}
-	settle(rt, c, d); /* guarded: leaves it when the lease is gone */
-}
-
-/* A keyless message names no entity: its line names what it ran on with the
- * fields its job reads (ecw_message_log_fields). A keyed message (every one a
- * move or an index sends) has its keys logged instead. */
-static void log_keyless_fields(struct ecw_log_line *l, const struct slot *s)
-{
-	const struct ecw_job_def *def = s->def;
-
-	if (!l || !def || !def->type->keyless || s->m.pk)
-		return;
-	ecw_message_log_fields(l, &s->m,
-			       def->type->message_fields ? def->type->message_fields(def->settings) : NULL);
-}
-
-static void log_message(const struct delivery *d)
-{
-	const struct slot *s = d->s;
-	const struct ecw_message *m = &s->m;
-	const char *outcome = d->o.word;
-	struct ecw_log_line *l =
-		ecw_log_begin(strcmp(outcome, "succeeded") == 0 ? ECW_LOG_INFO : ECW_LOG_WARN, "message");
-
-	ecw_log_str(l, "outcome", outcome);
-	ecw_log_str(l, "job", m->job);
-	ecw_log_str(l, "pk", m->pk);
-	ecw_log_str(l, "rk", m->rk);
-	log_keyless_fields(l, s);
-	ecw_log_str(l, "id", m->id);
-	ecw_log_str(l, "message_id", s->msg.id);
-	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
-	ecw_log_int(l, "duration_ms", ecw_now_ms() - d->t0);
-	if (d->group > 1)
-		ecw_log_int(l, "group", (int64_t)d->group);
-	ecw_log_str(l, "reason", ecw_outcome_reason_name(d->reason));
-	if (d->ctx.outcome_detail[0])
-		ecw_log_str(l, "detail", d->ctx.outcome_detail);
-	if (d->o.action == ECW_ACTION_RETRY || d->o.action == ECW_ACTION_REQUEUE)
-		ecw_log_int(l, "hidden_s", d->o.hide_s);
-	if (d->error[0])
-		ecw_log_str(l, "error", d->error);
-	ecw_log_end(l);
-}
-
-/* Carries the rules' answer out (the final call on the message, the
- * poisoning), then counts and logs it. */
-static void conclude(struct runtime *rt, struct ecw_client *c, struct delivery *d)
-{
-	if (d->o.action == ECW_ACTION_POISON)
-		poison(rt, c, d);
-	else if (d->o.action == ECW_ACTION_REQUEUE)
-		requeue(rt, c, d);
-	else
-		settle(rt, c, d);
-	if (strcmp(d->o.word, "released") == 0)
-		return; /* shutdown released it and logged it already */
-	ecw_metrics_message(d->s->def ? d->s->def->name : "", d->o.word,
-			    (double)(ecw_now_ms() - d->t0) / 1000.0);
-	log_message(d);
-}
-
-/* After the job returned err: its follow-ups when it succeeded, then the
- * circuit hears of it (an outage's failure is then the service's), then
- * the rules, then the rest. */
-static void finish(struct runtime *rt, struct ecw_client *c, struct delivery *d, int err)
-{
-	bool outage;
-
-	if (err == 0 && d->s->def->then && (err = enqueue_then(rt, c, d->s)) < 0)
-		snprintf(d->error, sizeof(d->error), "%s", ecw_error_last()->message);
-	outage = ecw_circuit_note(rt->circuit, err);
-	decide(rt, d, ECW_STAGE_RAN, true, err, outage);
-	conclude(rt, c, d);
-}
-
-/* Whether the message can run at all, with the reason in d->error when it
- * cannot: it decoded, names a configured job, and names an entity when the
- * job's type needs one. */
-static bool runnable(struct delivery *d)
-{
-	const struct slot *s = d->s;
-
-	if (!s->decoded) {
-		snprintf(d->error, sizeof(d->error), "%s", s->decode_error);
-		return false;
-	}
-	if (!s->def) {
-		snprintf(d->error, sizeof(d->error), "unknown job '%.100s'", s->m.job);
-		return false;
-	}
-	if (!s->def->type->keyless && ecw_message_require_keys(&s->m) < 0) {
-		snprintf(d->error, sizeof(d->error), "%s", ecw_error_last()->message);
-		return false;
-	}
-	return true;
-}
-
-static void process(struct runtime *rt, struct ecw_client *c, struct slot *s)
-{
-	struct delivery d = {.s = s, .ctx = {.client = c}, .t0 = ecw_now_ms(), .group = 1};
-	int err;
-
-	decide(rt, &d, ECW_STAGE_RECEIVED, runnable(&d), 0, ecw_circuit_is_open(rt->circuit));
-	if (d.o.action != ECW_ACTION_RUN) {
-		if (d.reason == ECW_REASON_MAX_DEQUEUE)
-			snprintf(
-				d.error, sizeof(d.error),
-				"delivered %ld times (max_dequeue_count %d): the worker holding it stopped each time",
-				s->msg.dequeue_count, rt->cfg->worker.max_dequeue_count);
-		conclude(rt, c, &d);
-		return;
-	}
-	d.ctx = job_ctx(rt, c, s);
-	ecw_error_clear();
-	if ((err = s->def->type->run(s->def->settings, &d.ctx)) < 0)
-		snprintf(d.error, sizeof(d.error), "%s",
-			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
-	finish(rt, c, &d, err);
-}
-
-/* Messages of one job on entities of one partition, taken together from the
- * waiting ones (job_thread): the job type runs them at once and each is then
- * concluded as if it had run alone. Every member passed process()'s checks
- * on receipt (place sets groupable only then). */
-static void process_group(struct runtime *rt, struct ecw_client *c, struct slot **group, size_t n)
-{
-	const struct ecw_job_def *def = group[0]->def;
-	struct ecw_job_ctx ctxs[GROUP_CAP];
-	int errs[GROUP_CAP];
-	int64_t t0 = ecw_now_ms();
-
-	for (size_t i = 0; i < n; i++) {
-		ctxs[i] = job_ctx(rt, c, group[i]);
-		errs[i] = 0;
-	}
-	ecw_error_clear();
-	def->type->run_group(def->settings, ctxs, n, errs);
-	for (size_t i = 0; i < n; i++) {
-		struct delivery d = {.s = group[i], .ctx = ctxs[i], .t0 = t0, .group = n};
-		if (errs[i] < 0)
-			snprintf(d.error, sizeof(d.error), "%s",
-				 ctxs[i].error[0] ? ctxs[i].error : ecw_err_name(errs[i]));
-		finish(rt, c, &d, errs[i]);
-	}
-}
-
 /* ---- threads -------------------------------------------------------------------------- */
-
-/* A job or renewer thread: its own storage connection, made before it starts
- * (so a failure stops start-up instead of silently shrinking the pool) and
- * freed after it is joined. */
-struct thread_arg {
-	struct runtime *rt;
-	struct ecw_client *client;
-	pthread_t tid;
-	bool started;
-	/* A job thread's, for the stall watch (watch_stalls): when it took
-	 * its message (0: idle), the message, and when its last storage call
-	 * completed (on_attempt). */
-	_Atomic int64_t busy_since_ms;
-	struct slot *_Atomic running;
-	_Atomic int64_t last_storage_ms;
-	int64_t stall_logged_for; /* the busy_since_ms whose stall was logged; the watcher's */
-};
 
 /* Takes the waiting message at index i off the list; under rt->mu. */
 static struct slot *take_ready(struct runtime *rt, int i)
@@ -572,7 +113,7 @@ static void dispose_slot(struct slot *s)
 	memset(&s->m, 0, sizeof(s->m));
 	s->decoded = false;
 	s->def = NULL;
-	s->groupable = false;
+	s->groupable = s->keyed = false;
 	free(s->msg.text);
 	memset(&s->msg, 0, sizeof(s->msg));
 	s->stale = false;
@@ -591,7 +132,8 @@ static void return_slot(struct slot *s)
 /* The receive loop's condition (under rt->mu): see receive_loop. */
 static bool may_receive(const struct runtime *rt)
 {
-	return rt->nslots - rt->inflight >= rt->want && rt->ready_n <= rt->prefetch / 2;
+	return rt->nslots - rt->inflight >= (rt->deep ? rt->deep_want : rt->want) &&
+	       rt->ready_n <= rt->prefetch / 2;
 }
 
 /* Whether the receive loop should be woken (under rt->mu): only when it can
@@ -608,36 +150,138 @@ static bool receiver_should_wake(const struct runtime *rt)
 	return may_receive(rt) || rt->inflight == 0;
 }
 
+/* Whether a and b are messages of one job on one entity, both keyed. */
+static bool same_keys(const struct slot *a, const struct slot *b)
+{
+	return a->keyed && b->keyed && a->def == b->def && strcmp(a->m.pk, b->m.pk) == 0 &&
+	       strcmp(a->m.rk, b->m.rk) == 0;
+}
+
+/* Whether a job thread holds a message of s's job and keys (under rt->mu). */
+static bool keys_running(const struct runtime *rt, const struct slot *s)
+{
+	if (!s->keyed)
+		return false;
+	for (int i = 0; i < rt->nslots; i++)
+		if (rt->slots[i].running && same_keys(&rt->slots[i], s))
+			return true;
+	return false;
+}
+
+/* The member of group[0..n) whose job and keys t has, or NULL. */
+static struct slot *twin_in(struct slot **group, size_t n, const struct slot *t)
+{
+	for (size_t i = 0; i < n; i++)
+		if (same_keys(group[i], t))
+			return group[i];
+	return NULL;
+}
+
+/* Takes the next work off the waiting list, under rt->mu: the oldest
+ * waiting message whose job and keys no job thread holds, with every other
+ * waiting one of the same job on the same partition that its type can take
+ * in one group (what receives bring together runs together), and, riding
+ * with each member, its waiting duplicates (same job, pk and rk). Returns
+ * the members (0: nothing can be taken now).
+ *
+ * Why a duplicate may ride, concluded with its twin's result instead of
+ * running: each rider was received before the run starts, so whatever
+ * change it announces was made before the run's first read, and the run
+ * computes from a state that includes it: running it again would compute
+ * the same. A message that arrives while its twin already runs may not
+ * ride (the run may have read before its change): it waits, and no other
+ * thread takes it until that run is settled (keys_running), so one
+ * worker never runs one entity twice at once (no 412 against itself). It
+ * cannot starve: the thread that settles the run looks at the waiting list
+ * again at once, and shutdown's drain gives waiting messages back as ever. */
+static size_t take_work(struct runtime *rt, struct slot **group)
+{
+	size_t n = 0, max = 1;
+	int i = 0;
+
+	while (i < rt->ready_n && keys_running(rt, &rt->slots[rt->ready[i]]))
+		i++;
+	if (i == rt->ready_n)
+		return 0;
+	group[n++] = take_ready(rt, i);
+	const struct ecw_job_def *def = group[0]->def;
+	if (group[0]->groupable)
+		max = def->type->group_max < GROUP_CAP ? def->type->group_max : GROUP_CAP;
+	for (i = 0; i < rt->ready_n;) {
+		struct slot *t = &rt->slots[rt->ready[i]], *twin = twin_in(group, n, t);
+		if (twin) {
+			take_ready(rt, i);
+			t->next_rider = twin->riders;
+			twin->riders = t;
+			t->running = true;
+		} else if (n < max && t->groupable && t->def == def && strcmp(t->m.pk, group[0]->m.pk) == 0 &&
+			   !keys_running(rt, t)) {
+			group[n++] = take_ready(rt, i);
+		} else {
+			i++;
+		}
+	}
+	for (size_t k = 0; k < n; k++)
+		group[k]->running = true;
+	return n;
+}
+
+/* Runs what take_work took: members and riders alike are concluded on
+ * return. */
+static void deliver_work(struct runtime *rt, struct ecw_client *c, struct slot **group, size_t n)
+{
+	if (n == 1) {
+		ecw_deliver_one(rt, c, group[0]);
+	} else if (ecw_circuit_is_open(rt->circuit)) {
+		/* None runs while storage does not answer: each waits alone. */
+		for (size_t i = 0; i < n; i++)
+			ecw_deliver_one(rt, c, group[i]);
+	} else {
+		ecw_deliver_group(rt, c, group, n);
+	}
+}
+
+/* Gives back the slots of what take_work took, riders included, once all
+ * are settled; returns how many. Their keys may run again from here. */
+static int give_back_work(struct runtime *rt, struct slot **group, size_t n)
+{
+	int count = 0;
+
+	pthread_mutex_lock(&rt->mu);
+	for (size_t i = 0; i < n; i++)
+		for (struct slot *s = group[i]; s; s = s == group[i] ? s->riders : s->next_rider)
+			s->running = false;
+	pthread_mutex_unlock(&rt->mu);
+	for (size_t i = 0; i < n; i++) {
+		struct slot *rider = group[i]->riders;
+		return_slot(group[i]);
+		count++;
+		while (rider) {
+			struct slot *next = rider->next_rider; /* read before the slot is free */
+			return_slot(rider);
+			count++;
+			rider = next;
+		}
+	}
+	return count;
+}
+
 static void *job_thread(void *p)
 {
-	struct runtime *rt = ((struct thread_arg *)p)->rt;
-	struct ecw_client *c = ((struct thread_arg *)p)->client;
+	struct thread_arg *self = p;
+	struct runtime *rt = self->rt;
+	struct ecw_client *c = self->client;
 
 	for (;;) {
 		struct slot *group[GROUP_CAP];
-		size_t n = 0;
+		size_t n;
 
 		pthread_mutex_lock(&rt->mu);
-		while (rt->ready_n == 0 && !rt->workers_exit)
+		while ((n = take_work(rt, group)) == 0 && !rt->workers_exit)
 			pthread_cond_wait(&rt->work_cv, &rt->mu);
-		if (rt->ready_n == 0) {
+		if (n == 0) {
 			pthread_mutex_unlock(&rt->mu);
 			break;
-		}
-		group[n++] = take_ready(rt, 0);
-		/* The oldest waiting message, and with it every other waiting one
-		 * of the same job on the same partition that its type can take
-		 * in one group: what a receive brings together runs together. */
-		const struct ecw_job_def *def = group[0]->def;
-		if (group[0]->groupable) {
-			size_t max = def->type->group_max < GROUP_CAP ? def->type->group_max : GROUP_CAP;
-			for (int i = 0; i < rt->ready_n && n < max;) {
-				struct slot *t = &rt->slots[rt->ready[i]];
-				if (t->groupable && t->def == def && strcmp(t->m.pk, group[0]->m.pk) == 0)
-					group[n++] = take_ready(rt, i);
-				else
-					i++;
-			}
 		}
 		bool more = rt->ready_n > 0, wake = receiver_should_wake(rt);
 		pthread_mutex_unlock(&rt->mu);
@@ -646,68 +290,22 @@ static void *job_thread(void *p)
 		if (wake)
 			pthread_cond_signal(&rt->main_cv); /* it may fetch more */
 
-		struct thread_arg *self = p;
 		atomic_store(&self->running, group[0]);
 		atomic_store(&self->busy_since_ms, ecw_now_ms());
-		if (n == 1) {
-			process(rt, c, group[0]);
-		} else if (ecw_circuit_is_open(rt->circuit)) {
-			/* None runs while storage does not answer: each waits alone. */
-			for (size_t i = 0; i < n; i++)
-				process(rt, c, group[i]);
-		} else {
-			process_group(rt, c, group, n);
-		}
+		deliver_work(rt, c, group, n);
 		atomic_store(&self->busy_since_ms, 0);
 		atomic_store(&self->running, NULL);
 
-		for (size_t i = 0; i < n; i++)
-			return_slot(group[i]);
+		int held = give_back_work(rt, group, n);
 		pthread_mutex_lock(&rt->mu);
-		rt->inflight -= (int)n;
+		rt->inflight -= held;
 		wake = receiver_should_wake(rt);
 		pthread_mutex_unlock(&rt->mu);
-		ecw_metrics_inflight_add(-(int)n);
+		ecw_metrics_inflight_add(-held);
 		if (wake)
 			pthread_cond_signal(&rt->main_cv);
 	}
 	return NULL;
-}
-
-/* A job thread is stalled when no storage call of its job completed for
- * stall_timeout (counted from when it took the message). Logs each stall
- * once, with the job and the message, and publishes how many there are:
- * /healthz fails while any is, so the orchestrator restarts the process and
- * the message comes back through its lease. The renewer calls it. */
-static void watch_stalls(struct runtime *rt)
-{
-	int64_t now = ecw_now_ms();
-	int stalled = 0;
-
-	for (int i = 0; i < rt->nthreads; i++) {
-		struct thread_arg *t = &rt->threads[i];
-		int64_t since = atomic_load(&t->busy_since_ms), last = atomic_load(&t->last_storage_ms);
-		if (since == 0 || now - (last > since ? last : since) < rt->stall_timeout_ms)
-			continue;
-		stalled++;
-		if (t->stall_logged_for == since)
-			continue;
-		t->stall_logged_for = since;
-		struct slot *s = atomic_load(&t->running);
-		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_ERROR, "job_stalled");
-		if (s) {
-			pthread_mutex_lock(&s->mu);
-			ecw_log_str(l, "job", s->def ? s->def->name : s->m.job);
-			ecw_log_str(l, "message_id", s->msg.id);
-			pthread_mutex_unlock(&s->mu);
-		}
-		ecw_log_int(l, "running_ms", now - since);
-		ecw_log_int(l, "stall_timeout_ms", rt->stall_timeout_ms);
-		ecw_log_str(l, "error",
-			    "no storage call completed within worker.stall_timeout: /healthz fails");
-		ecw_log_end(l);
-	}
-	ecw_metrics_set_stalled(stalled);
 }
 
 /* Extends the lease of every message whose job has run past half the
@@ -726,7 +324,7 @@ static void *renew_thread(void *p)
 		}
 		timed_wait(&rt->renew_cv, &rt->mu, 250);
 		pthread_mutex_unlock(&rt->mu);
-		watch_stalls(rt);
+		ecw_shutdown_watch_stalls(rt);
 		for (int i = 0; i < rt->nslots; i++) {
 			struct slot *s = &rt->slots[i];
 			int64_t now = ecw_now_ms();
@@ -750,7 +348,7 @@ static void *renew_thread(void *p)
 					ecw_log_str(l, "error", ecw_error_last()->message);
 					ecw_log_end(l);
 				} else {
-					log_storage_error("lease.renew");
+					ecw_runtime_log_storage_error("lease.renew");
 					s->renew_at_ms = now + 1000;
 				}
 			}
@@ -786,79 +384,6 @@ static void *sched_thread(void *p)
 	rt->sched_exited = true;
 	pthread_cond_broadcast(&rt->main_cv);
 	pthread_mutex_unlock(&rt->mu);
-	return NULL;
-}
-
-/* The first signal (or a failed start of a thread) starts shutdown_grace:
- * its end is when every storage wait of the jobs ends (once). */
-static int64_t start_stop_clock(struct runtime *rt)
-{
-	int64_t deadline = ecw_now_ms() + rt->cfg->worker.shutdown_grace_ms, unset = 0;
-
-	if (!atomic_compare_exchange_strong(&rt->stop_deadline_ms, &unset, deadline))
-		return unset; /* started already: its deadline */
-	ecw_cancel_set_deadline(rt->jobs_cancel, deadline);
-	ecw_cancel_set_deadline(rt->final_cancel, deadline + RELEASE_GRACE_MS);
-	return deadline;
-}
-
-/* Waits for SIGTERM or SIGINT up to ms (-1: for ever); the signal, or 0
- * when the time ran out. */
-static int wait_signal(const sigset_t *set, int64_t ms)
-{
-	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-	int sig;
-
-	if (ms < 0)
-		return sigwait(set, &sig) == 0 ? sig : 0;
-	sig = sigtimedwait(set, NULL, &ts);
-	return sig > 0 ? sig : 0;
-}
-
-/* The signals, and shutdown's clock: the first signal starts
- * shutdown_grace, at whose end the jobs' storage waits are cut
- * (jobs_cancel), and RELEASE_GRACE_MS later the receive loop's
- * (final_cancel). A deadline only bounds the waits that start after it;
- * firing the cancellation wakes those already waiting. The second signal
- * cuts every wait at once. */
-static void *signal_thread(void *p)
-{
-	struct runtime *rt = p;
-	sigset_t set;
-	bool all_fired = false;
-	int n = 0;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	while (n < 2) {
-		int64_t deadline = atomic_load(&rt->stop_deadline_ms), now = ecw_now_ms(), wait = -1;
-		if (deadline != 0 && !all_fired) {
-			if (now >= deadline)
-				ecw_cancel_fire(rt->jobs_cancel);
-			if (now >= deadline + RELEASE_GRACE_MS) {
-				ecw_cancel_fire(rt->final_cancel);
-				all_fired = true;
-			} else {
-				wait = (now < deadline ? deadline : deadline + RELEASE_GRACE_MS) - now;
-			}
-		}
-		int sig = wait_signal(&set, wait);
-		if (sig == 0)
-			continue;
-		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, n == 0 ? "stopping" : "stopping_now");
-		ecw_log_str(l, "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-		ecw_log_end(l);
-		if (n == 0) {
-			start_stop_clock(rt);
-		} else {
-			ecw_cancel_fire(rt->jobs_cancel);
-			ecw_cancel_fire(rt->final_cancel);
-		}
-		atomic_store(n == 0 ? &rt->stopping : &rt->force, true);
-		wake_all(rt);
-		n++;
-	}
 	return NULL;
 }
 
@@ -924,19 +449,19 @@ static int prepare(struct runtime *rt, struct ecw_client *c)
 		return 0;
 	if ((err = ecw_queue_create(NULL, c, cfg->worker.queue)) < 0 ||
 	    (err = ecw_queue_create(NULL, c, cfg->worker.poison_queue)) < 0) {
-		log_storage_error("queue.create");
+		ecw_runtime_log_storage_error("queue.create");
 		return err;
 	}
 	for (size_t i = 0; i < cfg->njobs; i++) {
 		const struct ecw_job_def *d = &cfg->jobs[i];
 		if (d->type->prepare && (err = d->type->prepare(d->settings, c)) < 0) {
-			log_storage_error("job.prepare");
+			ecw_runtime_log_storage_error("job.prepare");
 			return err;
 		}
 	}
 	if (ecw_schedules_count(cfg->schedules) > 0 &&
 	    (err = ecw_table_create(NULL, c, cfg->worker.schedule_table)) < 0) {
-		log_storage_error("schedule.prepare");
+		ecw_runtime_log_storage_error("schedule.prepare");
 		return err;
 	}
 	return 0;
@@ -981,15 +506,16 @@ static int place(struct runtime *rt, struct ecw_queue_msg *msg)
 	struct ecw_message m;
 	const struct ecw_job_def *def;
 	int64_t now = ecw_now_ms();
-	bool decoded, groupable;
+	bool decoded, groupable, keyed;
 	char decode_error[512] = "";
 
 	decoded = ecw_message_decode(&m, msg->text, msg->text_len) == 0;
 	if (!decoded)
 		snprintf(decode_error, sizeof(decode_error), "%s", ecw_error_last()->message);
 	def = decoded ? ecw_config_job(cfg, m.job) : NULL;
-	groupable = def && def->type->run_group && !def->type->keyless && m.pk &&
-		    msg->dequeue_count <= cfg->worker.max_dequeue_count;
+	keyed = def && !def->type->keyless && m.pk && m.rk &&
+		msg->dequeue_count <= cfg->worker.max_dequeue_count;
+	groupable = keyed && def->type->run_group;
 
 	for (int i = 0; i < rt->nslots; i++) {
 		struct slot *s = &rt->slots[i];
@@ -1010,6 +536,8 @@ static int place(struct runtime *rt, struct ecw_queue_msg *msg)
 		memcpy(s->decode_error, decode_error, sizeof(decode_error));
 		s->def = def;
 		s->groupable = groupable;
+		s->keyed = keyed;
+		s->riders = s->next_rider = NULL;
 		s->received_ms = now;
 		s->renew_at_ms = now + (int64_t)rt->vis_s * 500;
 		pthread_mutex_unlock(&s->mu);
@@ -1024,7 +552,7 @@ static int place(struct runtime *rt, struct ecw_queue_msg *msg)
  * thread: it takes its group and wakes the next (job_thread). */
 static void dispatch(struct runtime *rt, struct ecw_queue_msg *msgs, size_t count)
 {
-	int idx[256 + 32];
+	int idx[DISPATCH_MAX];
 	int n = 0;
 
 	for (size_t i = 0; i < count && n < (int)(sizeof(idx) / sizeof(idx[0])); i++) {
@@ -1103,6 +631,65 @@ static void wait_out_outage(struct runtime *rt)
 	ecw_metrics_heartbeat();
 }
 
+/* One receive of up to max messages, with what it tells: a failure counts
+ * towards an outage (a good one says nothing of the table service, so only
+ * the jobs' results end a streak) and /readyz follows it. */
+static int receive_once(struct runtime *rt, struct ecw_client *c, struct ecw_queue_msg **msgs, size_t *count,
+			int max)
+{
+	int err = ecw_queue_receive(msgs, count, c, rt->cfg->worker.queue, max, rt->vis_s);
+
+	if (err < 0) {
+		(void)ecw_circuit_note(rt->circuit, err);
+		ecw_runtime_log_storage_error("queue.receive");
+		ecw_metrics_set_ready(false);
+	} else {
+		ecw_metrics_set_ready(true);
+		ecw_metrics_received((int64_t)time(NULL), (int)*count);
+	}
+	return err;
+}
+
+/* A receive that came back with a whole batch says the queue is deep: more
+ * whole batches are received at once, while they fit in the free slots (up
+ * to DISPATCH_MAX), and all are dispatched together, so that the job
+ * threads see them all and form groups over several receives (a receive of
+ * 32 over 10 partitions gave groups of about 3; with deep_want's room for
+ * two batches, about 7 on the archive bench at concurrency 64). Only a full
+ * batch leads to another receive: a lone message is dispatched at once, and
+ * an idle worker still makes one receive per poll. A failed or short
+ * receive ends it. */
+static void receive_deeper(struct runtime *rt, struct ecw_client *c, struct ecw_queue_msg **msgs,
+			   size_t *count)
+{
+	const int batch = rt->cfg->worker.batch_size;
+	size_t got = *count;
+
+	while (got == (size_t)batch && *count + (size_t)batch <= DISPATCH_MAX &&
+	       !atomic_load(&rt->stopping)) {
+		struct ecw_queue_msg *more = NULL, *all;
+		int free_slots;
+
+		pthread_mutex_lock(&rt->mu);
+		free_slots = rt->nslots - rt->inflight - (int)*count;
+		pthread_mutex_unlock(&rt->mu);
+		got = 0;
+		if (free_slots < batch || receive_once(rt, c, &more, &got, batch) < 0 || got == 0) {
+			ecw_queue_msgs_free(more, got);
+			return;
+		}
+		if (!(all = realloc(*msgs, (*count + got) * sizeof(**msgs)))) {
+			/* They come back when their visibility timeout ends. */
+			ecw_queue_msgs_free(more, got);
+			return;
+		}
+		memcpy(&all[*count], more, got * sizeof(*more));
+		free(more); /* the texts moved to all */
+		*msgs = all;
+		*count += got;
+	}
+}
+
 static void receive_loop(struct runtime *rt, struct ecw_client *c)
 {
 	const struct ecw_config *cfg = rt->cfg;
@@ -1111,7 +698,7 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 	while (!atomic_load(&rt->stopping)) {
 		struct ecw_queue_msg *msgs = NULL;
 		size_t count = 0;
-		int room, err;
+		int room;
 
 		if (ecw_circuit_is_open(rt->circuit)) {
 			wait_out_outage(rt);
@@ -1123,7 +710,8 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		 * full rather than a few messages at a time, and the messages of
 		 * one receive can run in groups (half batches of an interleaved
 		 * workload made groups half as big). Without one, receive
-		 * whenever a slot is free and nothing waits. */
+		 * whenever a slot is free and nothing waits. While the queue is
+		 * deep, wait for room for several batches (deep_want). */
 		pthread_mutex_lock(&rt->mu);
 		while (!may_receive(rt) && !atomic_load(&rt->stopping)) {
 			timed_wait(&rt->main_cv, &rt->mu, 1000);
@@ -1137,19 +725,10 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		if (room > cfg->worker.batch_size)
 			room = cfg->worker.batch_size;
 
-		err = ecw_queue_receive(&msgs, &count, c, cfg->worker.queue, room, rt->vis_s);
-		/* A failed receive counts towards an outage; a good one says
-		 * nothing of the table service, so only the jobs' results end a
-		 * streak. */
-		if (err < 0)
-			(void)ecw_circuit_note(rt->circuit, err);
-		if (err < 0) {
-			log_storage_error("queue.receive");
-			ecw_metrics_set_ready(false);
-		} else {
-			ecw_metrics_set_ready(true);
-			ecw_metrics_received((int64_t)time(NULL), (int)count);
-		}
+		(void)receive_once(rt, c, &msgs, &count, room);
+		pthread_mutex_lock(&rt->mu);
+		rt->deep = count == (size_t)cfg->worker.batch_size;
+		pthread_mutex_unlock(&rt->mu);
 		if (count == 0) {
 			/* Empty (or failing): back off exponentially. While the pause
 			 * grows it is jittered (half to all of it), so replicas started
@@ -1166,6 +745,7 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 			continue;
 		}
 		poll_ms = cfg->worker.poll_min_ms;
+		receive_deeper(rt, c, &msgs, &count);
 		dispatch(rt, msgs, count);
 		ecw_queue_msgs_free(msgs, count);
 	}
@@ -1181,7 +761,7 @@ static void release(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	ecw_log_str(l, "job", s->m.job);
 	ecw_log_str(l, "pk", s->m.pk);
 	ecw_log_str(l, "rk", s->m.rk);
-	log_keyless_fields(l, s);
+	ecw_deliver_log_keyless_fields(l, s);
 	ecw_log_str(l, "message_id", s->msg.id);
 	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
 	ecw_log_int(l, "duration_ms", ecw_now_ms() - s->received_ms);
@@ -1198,7 +778,7 @@ static void release(struct runtime *rt, struct ecw_client *c, struct slot *s)
  * threads can be joined). */
 static bool drain(struct runtime *rt, struct ecw_client *c)
 {
-	int64_t deadline = start_stop_clock(rt);
+	int64_t deadline = ecw_shutdown_start_clock(rt);
 	int left;
 
 	for (;;) {
@@ -1266,6 +846,9 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 							 : rt->nslots;
 	if (rt->want < 1)
 		rt->want = 1;
+	rt->deep_want = rt->prefetch > 0 ? rt->nslots * 2 / 3 / rt->want * rt->want : rt->want;
+	if (rt->deep_want < rt->want)
+		rt->deep_want = rt->want;
 	rt->vis_s = (int)(cfg->worker.visibility_timeout_ms / 1000);
 	rt->limits = (struct ecw_outcome_limits){
 		.max_dequeue_count = cfg->worker.max_dequeue_count,
@@ -1300,7 +883,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	 * still hold rt when the process exits): it gets rt itself, which stays
 	 * allocated and reachable from here. */
 	the_runtime = rt;
-	if (pthread_create(&sig_tid, NULL, signal_thread, rt) == 0)
+	if (pthread_create(&sig_tid, NULL, ecw_shutdown_signal_thread, rt) == 0)
 		pthread_detach(sig_tid);
 
 	if (ecw_connect_account(&rt->acct, cfg) < 0) {
@@ -1309,7 +892,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	}
 	struct ecw_client_options main_opts = thread_options(rt, rt->final_cancel, NULL);
 	if (ecw_client_new(&c, rt->acct, &main_opts) < 0 || start_circuit(rt) < 0) {
-		log_storage_error("client.new");
+		ecw_runtime_log_storage_error("client.new");
 		goto done;
 	}
 	ecw_metrics_set_liveness_window(cfg->worker.poll_max_ms + 30000);
@@ -1345,13 +928,13 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	for (int i = 0; i < rt->nthreads; i++) {
 		struct ecw_client_options o = thread_options(rt, rt->jobs_cancel, &args[i].last_storage_ms);
 		if (ecw_client_new(&args[i].client, rt->acct, &o) < 0) {
-			log_storage_error("client.new");
+			ecw_runtime_log_storage_error("client.new");
 			goto done;
 		}
 	}
 	struct ecw_client_options renew_opts = thread_options(rt, rt->jobs_cancel, NULL);
 	if (ecw_client_new(&renew_arg.client, rt->acct, &renew_opts) < 0) {
-		log_storage_error("client.new");
+		ecw_runtime_log_storage_error("client.new");
 		goto done;
 	}
 	for (int i = 0; i < rt->nthreads; i++) {
@@ -1364,7 +947,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 		struct ecw_client_options sched_opts = thread_options(rt, rt->jobs_cancel, NULL);
 		if (ecw_client_new(&sched_arg.client, rt->acct, &sched_opts) < 0 ||
 		    ecw_schedule_audit_new(&rt->auditor, cfg, rt->acct, &sched_opts, &rt->stopping) < 0) {
-			log_storage_error("client.new");
+			ecw_runtime_log_storage_error("client.new");
 			atomic_store(&rt->stopping, true); /* the threads above end with the loop */
 		} else {
 			sched_arg.rt = rt;
@@ -1375,7 +958,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 
 	receive_loop(rt, c);
 
-	int64_t stop_deadline = start_stop_clock(rt);
+	int64_t stop_deadline = ecw_shutdown_start_clock(rt);
 	joinable = drain(rt, c);
 	/* The scheduler gets the same grace as the jobs: it stops between two
 	 * requests, so only a storage call stuck past the grace keeps it. */

@@ -7,7 +7,9 @@
  *   test-sleep  sleeps `duration` (or the message's "sleep_ms"), then, with
  *               `table`, checks the lease and writes a marker entity
  *   test-count  inserts one entity per run into `table`, keyed by the
- *               message's rk, id and dequeue count, so tests can count runs
+ *               message's rk, id and dequeue count, so tests can count runs;
+ *               the message's "sleep_ms" holds the run first (tests stage
+ *               overlapping runs with it)
  *   test-record keyless: inserts one entity per message into `table`,
  *               PartitionKey the message's window_start ("none" without),
  *               RowKey the values of its `fields` joined by ',' then '~' and
@@ -159,7 +161,11 @@ static int run_sleep(const void *settings, struct ecw_job_ctx *ctx)
 
 static int run_count(const void *settings, struct ecw_job_ctx *ctx)
 {
+	struct json_object *v;
 	char rk[256];
+
+	if (json_object_object_get_ex(ctx->message, "sleep_ms", &v))
+		ecw_sleep_ms(json_object_get_int64(v));
 
 	snprintf(rk, sizeof(rk), "%s~%ld", ctx->message_id, ctx->dequeue_count);
 	return record(settings, ctx, rk);

@@ -1,0 +1,415 @@
+/* deliver.c - carrying out one delivery: the facts of a message gathered,
+ * the outcome rules (a pure function, in outcome.c) asked, and their answer
+ * carried out; or a group of messages run together, each then concluded as
+ * if it had run alone. Poisoning lets the job hand over what the message's
+ * id holds (its abandon: that id never runs again), puts the envelope on
+ * the poison queue, THEN deletes the original: a crash in between leaves a
+ * duplicate envelope, never a lost message.
+ *
+ * Every final call on a message (delete, hide) happens under the message's
+ * slot lock with the pop receipt the renewer last obtained, so a renewal can
+ * never invalidate the receipt a delete is about to use. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "circuit.h"
+#include "ecw_clock.h"
+#include "ecw_job.h"
+#include "ecw_log.h"
+#include "ecw_storage.h"
+#include "ecw_version.h"
+#include "message.h"
+#include "metrics.h"
+#include "outcome.h"
+#include "poison.h"
+#include "runtime_private.h"
+
+/* One message on its way through a job thread: what the steps after the job
+ * need, gathered once (its job was resolved on receipt, in slot->def). */
+struct delivery {
+	struct slot *s;
+	struct ecw_job_ctx ctx;        /* what the job ran with; .outcome_detail for the log */
+	struct ecw_outcome o;          /* the rules' answer, then what settling made of it */
+	enum ecw_poison_reason reason; /* why it is poisoned, kept when the envelope fails */
+	char error[512];               /* the failure's text, for the log and the envelope */
+	int64_t t0;
+	size_t group; /* members run together with it (1: alone) */
+	/* Duplicates riding with its run (its slot's riders); for a rider,
+	 * the message id whose run it rode with. */
+	size_t duplicates;
+	const char *ran_with;
+};
+
+/* outage: the storage circuit is open (circuit.h), for this delivery. */
+static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stage stage, bool runnable,
+		   int err, bool outage)
+{
+	struct slot *s = d->s;
+	struct ecw_outcome_facts facts = {
+		.stage = stage,
+		.decoded = s->decoded,
+		.runnable = runnable,
+		.err = err,
+		.dequeue_count = s->msg.dequeue_count,
+		.lease_lost = atomic_load(&s->lease_lost),
+		.outage = outage,
+	};
+
+	ecw_outcome_decide(&d->o, &facts, &rt->limits, ecw_random_u32);
+	if (d->o.reason != ECW_REASON_NONE)
+		d->reason = d->o.reason;
+}
+
+/* The one final storage call on a message, under its slot lock, with the
+ * newest pop receipt: delete (succeeded, or poisoned once the envelope is
+ * put) or hide (retried). The lease and a shutdown's release are looked at
+ * again here, at the moment of the call (ecw_outcome_guard). */
+static void settle(struct runtime *rt, struct ecw_client *c, struct delivery *d)
+{
+	struct slot *s = d->s;
+	enum ecw_outcome_action action;
+	int err;
+
+	pthread_mutex_lock(&s->mu);
+	s->done = true;
+	ecw_outcome_guard(&d->o, atomic_load(&s->lease_lost), s->abandoned);
+	action = d->o.action;
+	if (action == ECW_ACTION_DELETE || action == ECW_ACTION_POISON || action == ECW_ACTION_REQUEUE ||
+	    action == ECW_ACTION_RETRY) {
+		err = action == ECW_ACTION_RETRY
+			      ? ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, d->o.hide_s, NULL, 0)
+			      : ecw_queue_delete(c, rt->cfg->worker.queue, s->msg.id, s->msg.pop_receipt);
+		if (err == ECW_ENOTFOUND) {
+			atomic_store(&s->lease_lost, true);
+			d->o.action = ECW_ACTION_LEAVE;
+			d->o.word = "lease-lost";
+		} else if (err < 0) {
+			/* The message stays as it is: it reappears when its
+			 * lease runs out and is tried again. */
+			ecw_runtime_log_storage_error(action == ECW_ACTION_RETRY ? "queue.update"
+										 : "queue.delete");
+			d->o.word = "settle-failed";
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* After a job with `then:` succeeded: one message per follow-up job for the
+ * same keys, put BEFORE the original is deleted. A crash in between puts them
+ * again on the next delivery; the jobs converge, so duplicates are harmless. */
+static int enqueue_then(struct runtime *rt, struct ecw_client *c, const struct slot *s)
+{
+	struct ecw_queue_put_options po = {0, rt->cfg->worker.message_ttl_s};
+	const struct ecw_message *m = &s->m;
+	char **then = s->def->then;
+	struct ecw_buf text;
+	int err = 0;
+
+	ecw_buf_init(&text, 0);
+	for (size_t i = 0; then[i] && err == 0; i++) {
+		ecw_buf_reset(&text);
+		if (atomic_load(&s->lease_lost)) {
+			err = ecw_error_set(ECW_ETRANSIENT, "lease lost before enqueueing '%s'", then[i]);
+			break;
+		}
+		if ((err = ecw_message_encode(&text, then[i], m->pk, m->rk, m->id ? m->id : s->msg.id, NULL,
+					      false)) == 0)
+			err = ecw_queue_put(NULL, c, rt->cfg->worker.queue, text.ptr, text.len, &po);
+	}
+	ecw_buf_dispose(&text);
+	if (err < 0 && ecw_job_err_is_permanent(err))
+		err = ECW_ETRANSIENT; /* the job's work is done: never poison it for the follow-up */
+	return err;
+}
+
+static struct ecw_job_ctx job_ctx(struct runtime *rt, struct ecw_client *c, struct slot *s)
+{
+	const struct ecw_message *m = &s->m;
+
+	return (struct ecw_job_ctx){
+		.client = c,
+		.job = s->def->name,
+		.pk = m->pk,
+		.rk = m->rk,
+		.trace_id = m->id ? m->id : s->msg.id,
+		.message_id = s->msg.id,
+		.dequeue_count = s->msg.dequeue_count,
+		.message = m->obj,
+		.lease_lost = &s->lease_lost,
+		.stopping = &rt->stopping,
+	};
+}
+
+/* Before a decoded message of a configured job is poisoned: its id will never
+ * run again (a replay runs under a new id), so the job hands over what the id
+ * holds (ecw_job.h). Not when the lease is gone: then another worker holds the
+ * message and this one neither poisons it nor may write. A failure leaves what
+ * the id holds with it (each job's header says what that costs); the envelope
+ * matters more, so the poisoning goes on. */
+static void abandon(struct runtime *rt, struct ecw_client *c, struct slot *s)
+{
+	const struct ecw_job_def *def = s->def;
+	int err;
+
+	if (!def || !def->type->abandon || atomic_load(&s->lease_lost))
+		return;
+	struct ecw_job_ctx ctx = job_ctx(rt, c, s);
+	ecw_error_clear();
+	if ((err = def->type->abandon(def->settings, &ctx)) < 0) {
+		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "abandon_failed");
+		ecw_log_str(l, "job", s->m.job);
+		ecw_log_str(l, "pk", s->m.pk);
+		ecw_log_str(l, "rk", s->m.rk);
+		ecw_log_str(l, "message_id", s->msg.id);
+		ecw_log_str(l, "error",
+			    ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+		ecw_log_end(l);
+	}
+}
+
+/* Puts the envelope (or, when it would not fit in a message, the original
+ * text unchanged, which replay also accepts), then deletes the original. */
+static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
+{
+	struct slot *s = d->s;
+	const struct ecw_message *m = &s->m;
+	const char *reason = ecw_outcome_reason_name(d->reason);
+	struct ecw_queue_put_options po = {0, rt->cfg->worker.message_ttl_s};
+	struct ecw_poison_info info = {
+		.original = s->msg.text,
+		.original_len = s->msg.text_len,
+		.queue = rt->cfg->worker.queue,
+		.message_id = s->msg.id,
+		.inserted_at = s->msg.insertion_time,
+		.dequeue_count = s->msg.dequeue_count,
+		.failed_at = time(NULL),
+		.reason = reason,
+		.error = d->error,
+		.job = m->job,
+		.pk = m->pk,
+		.rk = m->rk,
+		.worker = ecw_worker_id(),
+	};
+	struct ecw_buf env;
+	int err;
+
+	if (s->decoded)
+		abandon(rt, c, s);
+	if (atomic_load(&s->lease_lost)) {
+		settle(rt, c, d); /* guarded: leaves it */
+		return;
+	}
+	ecw_buf_init(&env, 0);
+	if ((err = ecw_poison_envelope(&env, &info)) == 0) {
+		if (env.len <= ECW_QUEUE_MAX_TEXT)
+			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, env.ptr, env.len, &po);
+		else
+			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, s->msg.text,
+					    s->msg.text_len, &po);
+	}
+	ecw_buf_dispose(&env);
+	if (err < 0) {
+		/* Without an envelope the original must stay: back off and try again. */
+		ecw_runtime_log_storage_error("poison.put");
+		decide(rt, d, ECW_STAGE_POISON_FAILED, false, err, false);
+	} else {
+		ecw_metrics_poisoned(reason);
+	}
+	settle(rt, c, d);
+}
+
+/* An outage held the message at its last allowed delivery (outcome.h,
+ * ECW_ACTION_REQUEUE): its text goes back on the work queue as a new
+ * message, hidden for hide_s, THEN the original is deleted, so its next
+ * delivery counts from 1. A crash in between leaves both: the copy runs as
+ * a duplicate would, and the original, over its limit on its next receipt,
+ * is poisoned with an envelope (replaying that converges too). The id never
+ * runs again, so the job first hands over what it holds, as for poisoning.
+ * A failed put leaves the original hidden as a retry would. */
+static void requeue(struct runtime *rt, struct ecw_client *c, struct delivery *d)
+{
+	struct slot *s = d->s;
+	struct ecw_queue_put_options po = {d->o.hide_s, rt->cfg->worker.message_ttl_s};
+
+	if (s->decoded)
+		abandon(rt, c, s);
+	if (!atomic_load(&s->lease_lost) &&
+	    ecw_queue_put(NULL, c, rt->cfg->worker.queue, s->msg.text, s->msg.text_len, &po) < 0) {
+		ecw_runtime_log_storage_error("requeue.put");
+		d->o.action = ECW_ACTION_RETRY;
+		d->o.word = "retried";
+	}
+	settle(rt, c, d); /* guarded: leaves it when the lease is gone */
+}
+
+/* A keyless message names no entity: its line names what it ran on with the
+ * fields its job reads (ecw_message_log_fields). A keyed message (every one a
+ * move or an index sends) has its keys logged instead. */
+void ecw_deliver_log_keyless_fields(struct ecw_log_line *l, const struct slot *s)
+{
+	const struct ecw_job_def *def = s->def;
+
+	if (!l || !def || !def->type->keyless || s->m.pk)
+		return;
+	ecw_message_log_fields(l, &s->m,
+			       def->type->message_fields ? def->type->message_fields(def->settings) : NULL);
+}
+
+static void log_message(const struct delivery *d)
+{
+	const struct slot *s = d->s;
+	const struct ecw_message *m = &s->m;
+	const char *outcome = d->o.word;
+	struct ecw_log_line *l =
+		ecw_log_begin(strcmp(outcome, "succeeded") == 0 ? ECW_LOG_INFO : ECW_LOG_WARN, "message");
+
+	ecw_log_str(l, "outcome", outcome);
+	ecw_log_str(l, "job", m->job);
+	ecw_log_str(l, "pk", m->pk);
+	ecw_log_str(l, "rk", m->rk);
+	ecw_deliver_log_keyless_fields(l, s);
+	ecw_log_str(l, "id", m->id);
+	ecw_log_str(l, "message_id", s->msg.id);
+	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
+	ecw_log_int(l, "duration_ms", ecw_now_ms() - d->t0);
+	if (d->group > 1)
+		ecw_log_int(l, "group", (int64_t)d->group);
+	if (d->duplicates > 0)
+		ecw_log_int(l, "duplicates", (int64_t)d->duplicates);
+	ecw_log_str(l, "ran_with", d->ran_with);
+	ecw_log_str(l, "reason", ecw_outcome_reason_name(d->reason));
+	if (d->ctx.outcome_detail[0])
+		ecw_log_str(l, "detail", d->ctx.outcome_detail);
+	if (d->o.action == ECW_ACTION_RETRY || d->o.action == ECW_ACTION_REQUEUE)
+		ecw_log_int(l, "hidden_s", d->o.hide_s);
+	if (d->error[0])
+		ecw_log_str(l, "error", d->error);
+	ecw_log_end(l);
+}
+
+/* Carries the rules' answer out (the final call on the message, the
+ * poisoning), then counts and logs it. */
+static void conclude(struct runtime *rt, struct ecw_client *c, struct delivery *d)
+{
+	if (d->o.action == ECW_ACTION_POISON)
+		poison(rt, c, d);
+	else if (d->o.action == ECW_ACTION_REQUEUE)
+		requeue(rt, c, d);
+	else
+		settle(rt, c, d);
+	if (strcmp(d->o.word, "released") == 0)
+		return; /* shutdown released it and logged it already */
+	ecw_metrics_message(d->s->def ? d->s->def->name : "", d->o.word,
+			    (double)(ecw_now_ms() - d->t0) / 1000.0);
+	log_message(d);
+}
+
+/* The duplicates that rode with run's message (job_thread says why that is
+ * safe), concluded after it with its result err: deleted only when it
+ * succeeded (and after its follow-ups are put), else each by the rules with
+ * its own facts (its dequeue count, its lease) and the run's error. */
+static void conclude_riders(struct runtime *rt, struct ecw_client *c, const struct delivery *run, int err,
+			    bool outage)
+{
+	for (struct slot *r = run->s->riders; r; r = r->next_rider) {
+		struct delivery d = {.s = r, .ctx = run->ctx, .t0 = run->t0, .group = run->group};
+		d.ran_with = run->s->msg.id;
+		memcpy(d.error, run->error, sizeof(d.error));
+		decide(rt, &d, ECW_STAGE_RAN, true, err, outage);
+		conclude(rt, c, &d);
+	}
+	ecw_metrics_deduplicated(run->s->def->name, (int64_t)run->duplicates);
+}
+
+/* After the job returned err: its follow-ups when it succeeded (once for the
+ * run, its riders' too), then the circuit hears of it (an outage's failure
+ * is then the service's), then the rules, then the rest, then its riders. */
+static void finish(struct runtime *rt, struct ecw_client *c, struct delivery *d, int err)
+{
+	bool outage;
+
+	if (err == 0 && d->s->def->then && (err = enqueue_then(rt, c, d->s)) < 0)
+		snprintf(d->error, sizeof(d->error), "%s", ecw_error_last()->message);
+	outage = ecw_circuit_note(rt->circuit, err);
+	decide(rt, d, ECW_STAGE_RAN, true, err, outage);
+	for (const struct slot *r = d->s->riders; r; r = r->next_rider)
+		d->duplicates++;
+	conclude(rt, c, d);
+	if (d->duplicates > 0)
+		conclude_riders(rt, c, d, err, outage);
+}
+
+/* Whether the message can run at all, with the reason in d->error when it
+ * cannot: it decoded, names a configured job, and names an entity when the
+ * job's type needs one. */
+static bool runnable(struct delivery *d)
+{
+	const struct slot *s = d->s;
+
+	if (!s->decoded) {
+		snprintf(d->error, sizeof(d->error), "%s", s->decode_error);
+		return false;
+	}
+	if (!s->def) {
+		snprintf(d->error, sizeof(d->error), "unknown job '%.100s'", s->m.job);
+		return false;
+	}
+	if (!s->def->type->keyless && ecw_message_require_keys(&s->m) < 0) {
+		snprintf(d->error, sizeof(d->error), "%s", ecw_error_last()->message);
+		return false;
+	}
+	return true;
+}
+
+void ecw_deliver_one(struct runtime *rt, struct ecw_client *c, struct slot *s)
+{
+	struct delivery d = {.s = s, .ctx = {.client = c}, .t0 = ecw_now_ms(), .group = 1};
+	int err;
+
+	decide(rt, &d, ECW_STAGE_RECEIVED, runnable(&d), 0, ecw_circuit_is_open(rt->circuit));
+	if (d.o.action != ECW_ACTION_RUN) {
+		if (d.reason == ECW_REASON_MAX_DEQUEUE)
+			snprintf(
+				d.error, sizeof(d.error),
+				"delivered %ld times (max_dequeue_count %d): the worker holding it stopped each time",
+				s->msg.dequeue_count, rt->cfg->worker.max_dequeue_count);
+		conclude(rt, c, &d);
+		/* Nothing ran for its duplicates to ride with: each goes alone. */
+		for (struct slot *r = s->riders; r; r = r->next_rider)
+			ecw_deliver_one(rt, c, r);
+		return;
+	}
+	d.ctx = job_ctx(rt, c, s);
+	ecw_error_clear();
+	if ((err = s->def->type->run(s->def->settings, &d.ctx)) < 0)
+		snprintf(d.error, sizeof(d.error), "%s",
+			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+	finish(rt, c, &d, err);
+}
+
+/* Messages of one job on entities of one partition, taken together from the
+ * waiting ones (job_thread): the job type runs them at once and each is then
+ * concluded as if it had run alone. Every member passed ecw_deliver_one()'s checks
+ * on receipt (place sets groupable only then). */
+void ecw_deliver_group(struct runtime *rt, struct ecw_client *c, struct slot **group, size_t n)
+{
+	const struct ecw_job_def *def = group[0]->def;
+	struct ecw_job_ctx ctxs[GROUP_CAP];
+	int errs[GROUP_CAP];
+	int64_t t0 = ecw_now_ms();
+
+	for (size_t i = 0; i < n; i++) {
+		ctxs[i] = job_ctx(rt, c, group[i]);
+		errs[i] = 0;
+	}
+	ecw_error_clear();
+	def->type->run_group(def->settings, ctxs, n, errs);
+	for (size_t i = 0; i < n; i++) {
+		struct delivery d = {.s = group[i], .ctx = ctxs[i], .t0 = t0, .group = n};
+		if (errs[i] < 0)
+			snprintf(d.error, sizeof(d.error), "%s",
+				 ctxs[i].error[0] ? ctxs[i].error : ecw_err_name(errs[i]));
+		finish(rt, c, &d, errs[i]);
+	}
+}
