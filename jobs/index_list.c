@@ -6,9 +6,21 @@
  *
  * The list table holds two kinds of entity:
  *   a list   PartitionKey/RowKey rendered from partition_key/row_key against
- *            the source entity. Keys (String): a JSON array of
+ *            the source entity (the head). Keys (String): a JSON array of
  *            [PartitionKey, RowKey] pairs, sorted by PartitionKey then RowKey
- *            bytewise (= code point order), no duplicates; Count (Int32).
+ *            bytewise (= code point order), no duplicates; Count (Int32): the
+ *            number of keys of the whole list. Past one property (32,000
+ *            UTF-16 units) the head holds Keys, Keys2, ... KeysN, the
+ *            concatenation in order being the sorted list; past one entity
+ *            (1 MiB), pages follow in the same partition: RowKey lrk + "~~" +
+ *            n, ListRowKey (String) = lrk, their own Keys, Keys2, ...; the
+ *            head's Pages (String, "[1,3,2]") lists them in key order and
+ *            LastPage (Int32) is the highest number used (never reused while
+ *            the head lives). The whole list = the head's chunks, then each
+ *            page's in Pages order. A small list is exactly the one-entity
+ *            Keys + Count format. index_list_store.c reads and writes them,
+ *            and says the limits (at most 15,360,000 units of JSON in 255
+ *            pages; past it a permanent error naming the list).
  *            An emptied list is deleted, so every list has at least one key.
  *            Pairs rather than one encoded string per key: readers parse
  *            plain JSON, and any character a key may hold survives it.
@@ -32,7 +44,11 @@
  * is a configuration error, a rendered one a permanent error.
  *
  * A list changes by read (ETag), change, write with If-Match (or insert when
- * absent, delete when emptied); 412, 409 or 404 means someone else got there
+ * absent, delete when emptied): one request whatever the list's size, a
+ * plain write for a one-entity list, else one entity group transaction over
+ * the head and the entities the change touches, If-Match on each, so a crash
+ * can never leave a list half written (steps 3b and 4 below are each one
+ * atomic write); 412, 409 or 404 means someone else got there
  * first: read again and retry, up to MAX_CAS times with short jittered sleeps,
  * then a transient failure (the message is retried later). How a list is
  * stored, read and written is index_list_store.c's: a list that would grow

@@ -3,9 +3,10 @@
  * their intents). What a job must compute exactly as run does comes from
  * index_list_private.h; the rules that judge are in jobs/audit.c.
  *
- * Two streamed passes, bounded memory (a page, and the keys of one list:
- * a list's Keys is one String property, at most 64 KiB), then repairs made
- * through the job's own steps:
+ * Two streamed passes, bounded memory (a page of 100 entities, and the keys
+ * of one list, read whole through the store: at most what
+ * index_list_store.c lets a list hold), then repairs made through the job's
+ * own steps:
  *   1. from the sources (their partition with --partition; only the
  *      properties the templates read): each source computes its list L as
  *      run does (ecw_il_target; a source that makes
@@ -18,7 +19,8 @@
  *      the key in L only through it. An entity at L that is no list is
  *      judged once, in pass 2.
  *   2. from the lists (the list table, "~ref~" partitions skipped: every
- *      job's references): an entity that is no list (no Keys string, or not
+ *      job's references; a list's pages, which hold ListRowKey, are read
+ *      with their head, never judged alone): an entity that is no list (no Keys string, or not
  *      an array of pairs) is a CONFLICT; a list is judged as a whole by
  *      ecw_audit_index_list_shape (ORPHAN "empty list" when it holds no key,
  *      STALE when Count differs); these name no source, so they are made
@@ -46,9 +48,9 @@
  *     run cleans the list; in process, the list is read again afterwards
  *     (stray_gone), so that "repaired" means the key is out of it.
  *   a wrong Count, an empty list: the list is read again and, still wrong,
- *     rewritten with the Count of its keys (the job's list entity) or,
- *     still empty, deleted as the job deletes an emptied list; If-Match the
- *     ETag read, again on a lost race (repair_list). Made here, --via-queue
+ *     rewritten with the Count of its keys or, still empty, deleted with all
+ *     its entities, through the store's one atomic conditional write
+ *     (ecw_il_list_save), again on a lost race (repair_list). Made here, --via-queue
  *     or not: no message names a list.
  *   CONFLICT: never (the operator decides what that entity is). */
 #include <stdint.h>
@@ -83,6 +85,14 @@ static void repair_failed(struct ecw_audit_finding *f, char *why, size_t cap)
 	ecw_error_clear();
 }
 
+/* List (lpk, lrk) read whole through the store (absent: no keys), paced. */
+static int load_list(struct il_list *out, struct ecw_audit_ctx *actx, const char *table, const char *lpk,
+		     const char *lrk)
+{
+	ecw_audit_pace(actx);
+	return ecw_il_list_load(out, actx->client, table, lpk, lrk);
+}
+
 /* ---- repairs ---- */
 
 /* After the run that should have cleaned it: the key (spk, srk) is out of
@@ -91,22 +101,19 @@ static void repair_failed(struct ecw_audit_finding *f, char *why, size_t cap)
 static int stray_gone(const struct index_list *il, struct ecw_audit_ctx *actx, const char *lpk,
 		      const char *lrk, const char *spk, const char *srk)
 {
-	struct ecw_entity *list = NULL, *src = NULL;
-	struct tuples keys;
+	struct ecw_entity *src = NULL;
+	struct il_list list;
 	char *tpk = NULL, *trk = NULL;
 	int err;
 
-	ecw_il_tuples_init(&keys, 2);
-	if ((err = ecw_audit_get(&list, actx, il->table, lpk, lrk)) < 0 || !list ||
-	    (err = ecw_il_list_keys(&keys, list)) < 0 || !holds_key(&keys, spk, srk))
+	if ((err = load_list(&list, actx, il->table, lpk, lrk)) < 0 || !holds_key(&list.keys, spk, srk))
 		goto done;
 	if ((err = ecw_audit_get(&src, actx, il->source, spk, srk)) < 0)
 		goto done;
 	if (!src || ecw_il_target(&tpk, &trk, il, src) < 0 || strcmp(tpk, lpk) != 0 || strcmp(trk, lrk) != 0)
 		err = ecw_error_set(ECW_ETRANSIENT, "the key is still in the list after the run");
 done:
-	ecw_il_tuples_dispose(&keys);
-	ecw_entity_free(list);
+	ecw_il_list_dispose(&list);
 	ecw_entity_free(src);
 	free(tpk);
 	free(trk);
@@ -145,33 +152,22 @@ static int repair_list(const struct index_list *il, struct ecw_audit_ctx *actx, 
 	int err = 0;
 
 	for (int tries = 0; tries < REPAIR_TRIES; tries++) {
-		struct ecw_entity *list = NULL, *fixed = NULL;
-		const struct ecw_prop *count;
-		struct tuples keys;
+		struct il_list list;
+		struct tuples none;
 		enum ecw_audit_kind kind = ECW_AUDIT_OK;
 
-		ecw_il_tuples_init(&keys, 2);
-		if ((err = ecw_audit_get(&list, actx, il->table, lpk, lrk)) == 0 && list &&
-		    (err = ecw_il_list_keys(&keys, list)) == 0) {
-			count = ecw_entity_get(list, "Count");
-			kind = ecw_audit_index_list_shape(keys.n, count && count->type == ECW_EDM_INT32,
-							  count && count->type == ECW_EDM_INT32 ? count->v.i32
-												: 0);
-		}
-		if (kind != ECW_AUDIT_OK && !ecw_entity_etag(list))
-			err = ecw_error_set(ECW_EINVALID, "the list was read without an ETag");
-		else if (kind == ECW_AUDIT_ORPHAN) {
+		ecw_il_tuples_init(&none, 2);
+		if ((err = load_list(&list, actx, il->table, lpk, lrk)) == 0 && list.exists)
+			kind = ecw_audit_index_list_shape(list.keys.n, list.has_count, list.count);
+		if (kind != ECW_AUDIT_OK)
 			ecw_audit_pace(actx);
-			err = ecw_table_delete(actx->client, il->table, lpk, lrk, ecw_entity_etag(list));
-		} else if (kind == ECW_AUDIT_STALE &&
-			   (err = ecw_il_list_entity(&fixed, lpk, lrk, &keys)) == 0) {
-			ecw_audit_pace(actx);
-			err = ecw_table_write(NULL, actx->client, il->table, fixed, ECW_WRITE_UPDATE,
-					      ecw_entity_etag(list));
-		}
-		ecw_il_tuples_dispose(&keys);
-		ecw_entity_free(list);
-		ecw_entity_free(fixed);
+		/* the store's one atomic write: every entity of an empty list goes;
+		 * the same keys rewrite Count (the head alone) */
+		if (kind == ECW_AUDIT_ORPHAN)
+			err = ecw_il_list_save(actx->client, il->table, &list, &none);
+		else if (kind == ECW_AUDIT_STALE)
+			err = ecw_il_list_save(actx->client, il->table, &list, &list.keys);
+		ecw_il_list_dispose(&list);
 		if (err != ECW_EPRECONDITION && err != ECW_ECONFLICT && !ecw_err_is_absent(err))
 			return err;
 		ecw_error_clear(); /* a run wrote the list meanwhile: read it again */
@@ -239,25 +235,26 @@ static int audit_source(const struct index_list *il, struct ecw_audit_ctx *actx,
 {
 	const char *spk = ecw_entity_pk(src), *srk = ecw_entity_rk(src);
 	struct ecw_audit_finding f = {.table = il->table, .source_pk = spk, .source_rk = srk};
-	struct ecw_entity *list = NULL;
-	struct tuples keys;
+	struct il_list list;
 	char *lpk = NULL, *lrk = NULL;
 	why_buf why;
 	int err = 0;
 
-	ecw_il_tuples_init(&keys, 2);
+	memset(&list, 0, sizeof(list));
+	ecw_il_tuples_init(&list.keys, 2);
 	if (ecw_il_target(&lpk, &lrk, il, src) < 0) {
 		ecw_error_clear(); /* run fails such a source for good: nothing derived to compare */
 		return 0;
 	}
-	if ((err = ecw_audit_get(&list, actx, il->table, lpk, lrk)) < 0)
-		goto done;
-	if (list && ecw_il_list_keys(&keys, list) < 0) {
+	if ((err = load_list(&list, actx, il->table, lpk, lrk)) == ECW_EINVALID) {
 		ecw_error_clear(); /* no list: a conflict, judged once, in pass 2 */
+		err = 0;
 		goto done;
 	}
-	f.kind = ecw_audit_index_list_member(list != NULL, holds_key(&keys, spk, srk));
-	f.detail = list ? "the source's key is not in its list" : "the source's list is not there";
+	if (err < 0)
+		goto done;
+	f.kind = ecw_audit_index_list_member(list.exists, holds_key(&list.keys, spk, srk));
+	f.detail = list.exists ? "the source's key is not in its list" : "the source's list is not there";
 	if (f.kind == ECW_AUDIT_OK) {
 		err = audit_ref(&f.kind, actx, il, spk, srk, lpk, lrk);
 		f.detail = "its reference does not name its list alone";
@@ -272,8 +269,7 @@ static int audit_source(const struct index_list *il, struct ecw_audit_ctx *actx,
 		ecw_audit_note(actx, &f);
 	}
 done:
-	ecw_il_tuples_dispose(&keys);
-	ecw_entity_free(list);
+	ecw_il_list_dispose(&list);
 	free(lpk);
 	free(lrk);
 	return err;
@@ -317,17 +313,15 @@ done:
 
 /* A list (or an entity where lists are) as a whole: not under --partition. */
 static void audit_shape(const struct index_list *il, struct ecw_audit_ctx *actx, const struct ecw_entity *e,
-			const struct tuples *keys, bool is_list)
+			const struct il_list *list, bool is_list)
 {
-	const struct ecw_prop *count = ecw_entity_get(e, "Count");
-	bool has_count = count && count->type == ECW_EDM_INT32;
 	struct ecw_audit_finding f = {.table = il->table, .pk = ecw_entity_pk(e), .rk = ecw_entity_rk(e)};
 	why_buf why;
 
 	if (!is_list) {
 		f.kind = ECW_AUDIT_CONFLICT;
 		f.detail = "an entity that is no list is where lists are";
-	} else if ((f.kind = ecw_audit_index_list_shape(keys->n, has_count, has_count ? count->v.i32 : 0)) ==
+	} else if ((f.kind = ecw_audit_index_list_shape(list->keys.n, list->has_count, list->count)) ==
 		   ECW_AUDIT_OK) {
 		ecw_audit_checked(actx);
 		return;
@@ -344,24 +338,32 @@ static void audit_shape(const struct index_list *il, struct ecw_audit_ctx *actx,
 
 static int audit_list(const struct index_list *il, struct ecw_audit_ctx *actx, const struct ecw_entity *e)
 {
-	struct tuples keys;
+	struct il_list list;
+	const struct tuples *keys = &list.keys;
 	bool is_list;
 	int err = 0;
 
-	is_list = ecw_il_list_keys(&keys, e) == 0;
+	/* a page is read with its head, never judged alone */
+	if (ecw_entity_get(e, "ListRowKey") && ecw_entity_get(e, "ListRowKey")->type == ECW_EDM_STRING)
+		return 0;
+	ecw_audit_pace(actx);
+	if ((err = ecw_il_list_load_head(&list, actx->client, il->table, e)) < 0 && err != ECW_EINVALID)
+		return err;
+	is_list = err == 0;
+	err = 0;
 	ecw_error_clear();
 	if (!actx->partition)
-		audit_shape(il, actx, e, &keys, is_list);
-	for (size_t i = 0; is_list && err == 0 && i < keys.n; i++) {
+		audit_shape(il, actx, e, &list, is_list);
+	for (size_t i = 0; is_list && err == 0 && i < keys->n; i++) {
 		if (actx->stop && *actx->stop)
 			break;
-		if (actx->partition && strcmp(keys.v[i].s[0], actx->partition) != 0)
+		if (actx->partition && strcmp(keys->v[i].s[0], actx->partition) != 0)
 			continue;
-		if ((err = audit_key(il, actx, ecw_entity_pk(e), ecw_entity_rk(e), keys.v[i].s[0],
-				     keys.v[i].s[1])) == 0)
+		if ((err = audit_key(il, actx, ecw_entity_pk(e), ecw_entity_rk(e), keys->v[i].s[0],
+				     keys->v[i].s[1])) == 0)
 			ecw_audit_checked(actx);
 	}
-	ecw_il_tuples_dispose(&keys);
+	ecw_il_list_dispose(&list);
 	return err;
 }
 
@@ -392,7 +394,9 @@ static int each_list(const struct ecw_entity *e, void *payload)
 int ecw_il_audit(const void *settings, struct ecw_audit_ctx *actx)
 {
 	struct pass p = {.il = settings, .actx = actx};
-	struct ecw_query_options lists = {.select = "PartitionKey,RowKey,Keys,Count", .top = 1000};
+	/* every property: a list's chunks are Keys, Keys2, ... and a page says
+	 * whose it is (ListRowKey) */
+	struct ecw_query_options lists = {.top = 100};
 	struct ecw_table_query *q = NULL;
 	struct ecw_buf select;
 	int err;

@@ -183,6 +183,8 @@ static int apply(struct tuples *keys, size_t *changes, const struct batch *b, co
 			ecw_il_tuples_dispose(keys);
 			continue;
 		}
+		if (err == ECW_IL_TOO_MANY_CHANGES)
+			err = 0; /* they fit the list, not one transaction: save says so, and fewer go */
 		break;
 	}
 	if (err < 0)

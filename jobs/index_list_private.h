@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ecw_buf.h"
 #include "ecw_entity.h"
@@ -98,11 +99,16 @@ int ecw_il_list_entity(struct ecw_entity **out, const char *lpk, const char *lrk
 /* One list, read whole by ecw_il_list_load: its keys and what a conditional
  * write of it needs. The caller owns it (ecw_il_list_dispose frees what it
  * holds). */
+struct il_layout;
+
 struct il_list {
 	char *lpk, *lrk;
 	struct tuples keys; /* width 2, sorted; empty when the list is absent */
 	bool exists;
-	char *etag; /* when it exists */
+	char *etag;               /* the head entity's, when it exists */
+	bool has_count;           /* the head holds an Int32 Count ... */
+	int32_t count;            /* ... this one, as read (the audit judges it) */
+	struct il_layout *layout; /* how the keys are stored: index_list_store.c's */
 };
 
 /* Reads list (lpk, lrk) of table into out (initialised here; absent is not
@@ -110,16 +116,24 @@ struct il_list {
  * there is no list. */
 int ecw_il_list_load(struct il_list *out, struct ecw_client *c, const char *table, const char *lpk,
 		     const char *lrk) ECW_MUST_USE;
+/* As ecw_il_list_load, for the list whose head entity was read already (a
+ * query's row): reads only its pages (none for a one-entity list). */
+int ecw_il_list_load_head(struct il_list *out, struct ecw_client *c, const char *table,
+			  const struct ecw_entity *head) ECW_MUST_USE;
 /* Writes the list read (as loaded) with keys instead, in one atomic request
  * conditional on what was read: inserted when it was absent, deleted when
  * keys is empty. A lost race (someone changed the list since it was read)
  * is ECW_EPRECONDITION, ECW_ECONFLICT or ECW_ENOTFOUND: load and try again.
- * ECW_ETOOLARGE, with a message naming the list, when keys would not fit. */
+ * ECW_ETOOLARGE, with a message naming the list, when keys would not fit.
+ * ECW_IL_TOO_MANY_CHANGES (positive, nothing written) when the changes from
+ * read to keys touch more of the list than one transaction may carry: apply
+ * fewer keys at once (a change of one key always fits). */
 int ecw_il_list_save(struct ecw_client *c, const char *table, const struct il_list *read,
 		     const struct tuples *keys) ECW_MUST_USE;
-/* ECW_ETOOLARGE (with a message naming the list) when ecw_il_list_save
- * would refuse keys for the list read because they would not fit; 0 when
- * they fit. Writes nothing. */
+#define ECW_IL_TOO_MANY_CHANGES 1
+/* What ecw_il_list_save would answer without writing anything: 0 when keys
+ * fit, ECW_ETOOLARGE (with a message naming the list) when they never will,
+ * ECW_IL_TOO_MANY_CHANGES when they must be applied fewer at a time. */
 int ecw_il_list_check(const struct il_list *read, const struct tuples *keys) ECW_MUST_USE;
 void ecw_il_list_dispose(struct il_list *l);
 

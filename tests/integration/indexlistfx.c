@@ -335,11 +335,69 @@ static void keys_to_rows(struct rows *out, const char *lpk, const char *lrk, con
 	json_object_put(arr);
 }
 
+/* The Keys of a list as the README's reader reads it: the head ents[head]'s
+ * Keys, Keys2, ..., then each page of its Pages in order (RowKey head~~n,
+ * ListRowKey = head's RowKey), the chunks' arrays joined into one (heap
+ * copy); the pages found are marked in used. */
+static void add_chunks(struct ecw_buf *b, const struct ecw_entity *e, const char *lpk, const char *lrk)
+{
+	for (int i = 1; i <= 64; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), i == 1 ? "Keys" : "Keys%d", i);
+		const char *k = il_str_prop(e, name);
+		if (!k)
+			break;
+		size_t n = strlen(k);
+		ITEST_CHECK(n >= 2 && k[0] == '[' && k[n - 1] == ']', "list %s/%s: %s is no array", lpk, lrk,
+		            name);
+		if (n > 2)
+			ECW_ASSERT_OK(
+			    ecw_buf_printf(b, "%s%.*s", b->len > 1 ? "," : "", (int)(n - 2), k + 1));
+	}
+}
+
+static char *il_whole_list(struct ecw_entity **ents, size_t n, bool *used, size_t head)
+{
+	const char *lpk = ecw_entity_pk(ents[head]), *lrk = ecw_entity_rk(ents[head]);
+	const char *pages = il_str_prop(ents[head], "Pages");
+	struct ecw_buf b;
+
+	ecw_buf_init(&b, 0);
+	ECW_ASSERT_OK(ecw_buf_adds(&b, "["));
+	ITEST_CHECK(il_str_prop(ents[head], "Keys"), "list %s/%s has no Keys", lpk, lrk);
+	add_chunks(&b, ents[head], lpk, lrk);
+	struct json_object *arr = pages ? json_tokener_parse(pages) : NULL;
+	ITEST_CHECK(!pages || (arr && json_object_is_type(arr, json_type_array)), "list %s/%s: Pages %s", lpk,
+	            lrk, pages);
+	for (size_t p = 0; arr && p < json_object_array_length(arr); p++) {
+		char rk[2048];
+		size_t i;
+		snprintf(rk, sizeof(rk), "%s~~%d", lrk,
+		         json_object_get_int(json_object_array_get_idx(arr, p)));
+		for (i = 0; i < n; i++)
+			if (strcmp(ecw_entity_pk(ents[i]), lpk) == 0 &&
+			    strcmp(ecw_entity_rk(ents[i]), rk) == 0)
+				break;
+		ITEST_CHECK(i < n && il_str_prop(ents[i], "ListRowKey") &&
+		                strcmp(il_str_prop(ents[i], "ListRowKey"), lrk) == 0,
+		            "list %s/%s: its page %s is missing or another list's", lpk, lrk, rk);
+		used[i] = true;
+		add_chunks(&b, ents[i], lpk, lrk);
+	}
+	json_object_put(arr);
+	ECW_ASSERT_OK(ecw_buf_adds(&b, "]"));
+	return ecw_buf_take(&b);
+}
+
 size_t il_check_index(struct wfx *x)
 {
 	struct rows want_lists = {0}, got_lists = {0}, want_refs = {0}, got_refs = {0};
 	struct ecw_table_query *q = NULL;
-	size_t nlists = 0;
+	static struct ecw_entity *ents[4096];
+	static bool used[4096];
+	size_t nlists = 0, nents = 0;
+
+	memset(used, 0, sizeof(used));
 
 	ECW_ASSERT_OK(ecw_table_query_new(&q, x->t->client, x->t->table, NULL));
 	for (;;) {
@@ -381,16 +439,30 @@ size_t il_check_index(struct wfx *x)
 			rows_add(&got_refs, lpk ? lpk : "(none)", lrk ? lrk : "(none)", spk, srk);
 		} else {
 			ITEST_CHECK(strncmp(pk, "~ref~", 5) != 0, "a ref partition %s of another job", pk);
-			const struct ecw_prop *count = ecw_entity_get(e, "Count");
-			ITEST_CHECK(count && count->type == ECW_EDM_INT32, "list %s/%s has no Int32 Count",
-			            pk, rk);
-			ITEST_CHECK(il_str_prop(e, "Keys"), "list %s/%s has no Keys", pk, rk);
-			keys_to_rows(&got_lists, pk, rk, il_str_prop(e, "Keys"), count->v.i32);
-			nlists++;
+			ITEST_CHECK(nents < sizeof(ents) / sizeof(*ents), "too many list entities");
+			ents[nents++] = e; /* read as a whole list below */
+			continue;
 		}
 		ecw_entity_free(e);
 	}
 	ecw_table_query_free(q);
+	for (size_t i = 0; i < nents; i++) {
+		if (il_str_prop(ents[i], "ListRowKey"))
+			continue; /* a page: read with its head */
+		const char *pk = ecw_entity_pk(ents[i]), *rk = ecw_entity_rk(ents[i]);
+		const struct ecw_prop *count = ecw_entity_get(ents[i], "Count");
+		ITEST_CHECK(count && count->type == ECW_EDM_INT32, "list %s/%s has no Int32 Count", pk, rk);
+		char *keys = il_whole_list(ents, nents, used, i);
+		keys_to_rows(&got_lists, pk, rk, keys, count->v.i32);
+		free(keys);
+		nlists++;
+	}
+	for (size_t i = 0; i < nents; i++) {
+		ITEST_CHECK(!il_str_prop(ents[i], "ListRowKey") || used[i],
+		            "page %s/%s is in no list's Pages", ecw_entity_pk(ents[i]),
+		            ecw_entity_rk(ents[i]));
+		ecw_entity_free(ents[i]);
+	}
 	rows_compare(&want_lists, &got_lists, "the lists");
 	rows_compare(&want_refs, &got_refs, "the references");
 	rows_free(&want_lists);

@@ -8,6 +8,7 @@
  * and configuration errors. A crash after every step, races staged between two workers and competing
  * workers are in test_job_index_list_races.c; poisoned messages handing their intents over (abandon) in
  * test_job_index_list_poison.c. */
+#include "index_list_private.h"
 #include "indexlistfx.h"
 #include "itest.h"
 #include "proc.h"
@@ -15,8 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define KEYS_MAX_UTF16 32000
 
 /* ---- 1. happy path ------------------------------------------------------------------------ */
 
@@ -282,76 +281,89 @@ static void test_job_index_list__reordered(void **state)
 
 /* ---- 7. a list over the size limit ------------------------------------------------------------ */
 
-/* UTF-16 code units of a UTF-8 string. */
-static size_t u16(const char *s)
+/* A copy of t (keys in order: appended). */
+static int tuples_copy_for_test(struct tuples *out, const struct tuples *t)
 {
-	size_t n = 0;
-	for (; *s; s++)
-		if (((unsigned char)*s & 0xC0) != 0x80)
-			n += (unsigned char)*s >= 0xF0 ? 2 : 1;
-	return n;
+	ecw_il_tuples_init(out, 2);
+	for (size_t i = 0; i < t->n; i++)
+		ECW_ASSERT_OK(ecw_il_tuples_add(out, (const char *const *)t->v[i].s));
+	return 0;
+}
+
+/* Adds key (pk, rk) to t. */
+static void key_add(struct tuples *t, const char *pk, const char *rk)
+{
+	const char *key[2] = {pk, rk};
+	ECW_ASSERT_OK(ecw_il_tuples_add(t, key));
+}
+
+/* ecw_il_list_check of list read with keys plus (pk, rk). */
+static int check_with(const struct il_list *read, struct tuples *keys, const char *pk, const char *rk)
+{
+	const char *key[2] = {pk, rk};
+	size_t pos;
+	int err;
+
+	key_add(keys, pk, rk);
+	err = ecw_il_list_check(read, keys);
+	ITEST_CHECK(ecw_il_tuples_find(keys, key, &pos), "the key went");
+	ecw_il_tuples_remove_at(keys, pos);
+	return err;
 }
 
 static void test_job_index_list__list_too_large(void **state)
 {
 	struct wfx *x = *state;
-	/* A's RowKey: an emoji (2 UTF-16 units) and 'ë's (1 unit, 2 bytes). */
-	char rk_a[512] = "A-\xf0\x9f\x98\x80", rk_b[8] = "B";
-	struct ecw_buf keys;
-	char *etag_before, *etag_after, *after;
-	int i;
+	char pk_b[1001], rk[1100], *etag_before = NULL, *etag_after = NULL;
+	struct il_list big;
+	struct tuples cur;
+	size_t n = 0;
+	int err;
 
-	for (i = 0; i < 100; i++)
-		strcat(rk_a, "\xc3\xab");
-	/* Seed list Big with made-up keys so that adding A makes its Keys
-	 * exactly KEYS_MAX_UTF16 units long. Each pair ["Seed","k"] is
-	 * len(k) + 11 units plus a comma; the seeds are mostly 'ë' too, so
-	 * the list is ~60,000 bytes of UTF-8 and still within the limit. */
-	size_t a_units = 1 + strlen("[\"Emp\",\"\"]") + u16(rk_a);
-	size_t target = KEYS_MAX_UTF16 - a_units; /* Keys of the seed */
-	ecw_buf_init(&keys, 0);
-	ECW_ASSERT_OK(ecw_buf_adds(&keys, "["));
-	size_t units = 2;
-	int nseed = 0;
-	while (units < target) {
-		char k[1200];
-		size_t left = target - units - (nseed ? 1 : 0) - strlen("[\"Seed\",\"\"]");
-		/* 400 units a seed; the last two share what is left. */
-		size_t body = left > 800 ? 400 : left > 400 ? left - 300 : left;
-		int off = snprintf(k, sizeof(k), "s%03d-", nseed);
-		ITEST_CHECK(body >= (size_t)off, "the seed arithmetic went wrong");
-		for (size_t j = (size_t)off; j < body; j++) {
-			memcpy(k + off, "\xc3\xab", 2);
-			off += 2;
+	/* Seed list Big, in parts of at most one transaction, with 1,000-unit
+	 * keys up to about 150,000 units short of the largest list the store
+	 * takes (15,360,000 UTF-16 units of JSON, in a head and pages). */
+	while (n < 15030) {
+		ECW_ASSERT_OK(ecw_il_list_load(&big, x->t->client, x->t->table2, IL_LIST_PK, "Big"));
+		ECW_ASSERT_OK(tuples_copy_for_test(&cur, &big.keys));
+		for (size_t end = n + 3000; n < end && n < 15030; n++) {
+			snprintf(rk, sizeof(rk), "s%05zu-%0988d", n, 0);
+			key_add(&cur, "Seed", rk);
 		}
-		k[off] = '\0';
-		ECW_ASSERT_OK(ecw_buf_printf(&keys, "%s[\"Seed\",\"%s\"]", nseed ? "," : "", k));
-		units += (nseed ? 1 : 0) + strlen("[\"Seed\",\"\"]") + u16(k);
-		nseed++;
+		ECW_ASSERT_OK(ecw_il_list_save(x->t->client, x->t->table2, &big, &cur));
+		ecw_il_tuples_dispose(&cur);
+		ecw_il_list_dispose(&big);
 	}
-	ECW_ASSERT_OK(ecw_buf_adds(&keys, "]"));
-	ITEST_CHECK(u16(keys.ptr) == target, "seed is %zu units, wanted %zu", u16(keys.ptr), target);
-	struct ecw_entity *list = NULL;
-	ECW_ASSERT_OK(ecw_entity_new(&list, IL_LIST_PK, "Big"));
-	ECW_ASSERT_OK(ecw_entity_set_string(list, "Keys", keys.ptr, keys.len));
-	ECW_ASSERT_OK(ecw_entity_set_int32(list, "Count", nseed));
-	ECW_ASSERT_OK(ecw_table_write(NULL, x->t->client, x->t->table2, list, ECW_WRITE_INSERT, NULL));
-	ecw_entity_free(list);
+	/* Then 200-unit keys until B (a 520-unit key) no longer fits, while A
+	 * (a short one) still does: computed here, written in one change. */
+	memset(pk_b, 'q', 500); /* Azurite takes keys up to 512 characters */
+	pk_b[500] = '\0';
+	ECW_ASSERT_OK(ecw_il_list_load(&big, x->t->client, x->t->table2, IL_LIST_PK, "Big"));
+	ECW_ASSERT_OK(tuples_copy_for_test(&cur, &big.keys));
+	while ((err = check_with(&big, &cur, pk_b, "B")) == 0) {
+		snprintf(rk, sizeof(rk), "t%05zu-%0188d", n++, 0);
+		key_add(&cur, "Seed", rk);
+	}
+	assert_int_equal(err, ECW_ETOOLARGE);
+	assert_int_equal(check_with(&big, &cur, "Emp", "A"), 0);
+	ECW_ASSERT_OK(ecw_il_list_save(x->t->client, x->t->table2, &big, &cur));
+	ecw_il_list_dispose(&big);
 
-	/* A fits exactly (32,000 units: the emoji counted twice). */
-	il_change(x, "Emp", rk_a, "Big");
+	/* A fits. */
+	il_change(x, "Emp", "A", "Big");
 	il_run_worker(x, "il-large-1", 1, 1);
-	after = il_list_keys(x, "Big", &etag_before);
-	ITEST_CHECK(after && u16(after) == KEYS_MAX_UTF16 && strstr(after, rk_a),
-	            "A should be in Big, now %zu units long", after ? u16(after) : 0);
-	free(after);
+	ECW_ASSERT_OK(ecw_il_list_load(&big, x->t->client, x->t->table2, IL_LIST_PK, "Big"));
+	assert_int_equal(big.keys.n, cur.n + 1);
+	assert_int_equal(big.count, (int32_t)cur.n + 1);
+	etag_before = strdup(big.etag);
+	ecw_il_list_dispose(&big);
 
 	/* B does not: poisoned at once, with a message naming the list. */
-	il_change(x, "Emp", rk_b, "Big");
+	il_change(x, pk_b, "B", "Big");
 	struct il_wopts o = IL_WOPTS_DEFAULT;
 	struct proc p;
 	il_start_worker(&p, x, "il-large-2", &o, NULL);
-	ITEST_CHECK(proc_wait_count(&p, 1, 20000, "message", NULL), "no outcome for B:\n%s",
+	ITEST_CHECK(proc_wait_count(&p, 1, 60000, "message", NULL), "no outcome for B:\n%s",
 	            proc_tail(p.log_path, 20));
 	struct proc_log log;
 	proc_log_read(&log, p.log_path);
@@ -359,23 +371,26 @@ static void test_job_index_list__list_too_large(void **state)
 	assert_string_equal(proc_field(line, "outcome"), "poisoned");
 	assert_string_equal(proc_field(line, "reason"), "permanent");
 	assert_int_equal(proc_field_int(line, "dequeue_count", -1), 1);
-	const char *err = proc_field(line, "error");
-	ITEST_CHECK(strstr(err, "lastname/Big is too large") && strstr(err, "32012 UTF-16") &&
-	                strstr(err, IL_JOB) && strstr(err, "(Emp, B)"),
-	            "error: %s", err);
+	const char *msg = proc_field(line, "error");
+	ITEST_CHECK(strstr(msg, "lastname/Big is too large") && strstr(msg, "15360000") &&
+	                strstr(msg, IL_JOB) && strstr(msg, ", B)"),
+	            "error: %s", msg);
 	proc_log_dispose(&log);
 	il_wait_drained(x, x->t->queue, &p, 1, 10000);
 	assert_int_equal(il_queue_count(x, x->poison), 1);
 	proc_stop(&p, 10000);
 
 	/* Nothing was written for B: the list as it was, no ref. */
-	free(il_list_keys(x, "Big", &etag_after));
+	ECW_ASSERT_OK(ecw_il_list_load(&big, x->t->client, x->t->table2, IL_LIST_PK, "Big"));
+	etag_after = strdup(big.etag);
 	assert_string_equal(etag_before, etag_after);
-	struct ecw_entity *ref = il_get_ref(x, "Emp", rk_b);
+	assert_int_equal(big.keys.n, cur.n + 1);
+	ecw_il_list_dispose(&big);
+	struct ecw_entity *ref = il_get_ref(x, pk_b, "B");
 	ITEST_CHECK(ref == NULL, "B has a ref: %s", il_str_prop(ref, "Pending"));
 	free(etag_before);
 	free(etag_after);
-	ecw_buf_dispose(&keys);
+	ecw_il_tuples_dispose(&cur);
 	proc_assert_logs_clean();
 }
 
