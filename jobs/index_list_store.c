@@ -58,18 +58,34 @@
 
 /* The service allows 64 KiB of UTF-16 in one String property (32,768 code
  * units; Azurite refuses more than 32 * 1024). A margin below it. */
-#define KEYS_MAX_UTF16 32000
 #define STRING_MAX_UTF16 32768
 /* An entity: 1 MiB as the service counts it, less a margin for what it
  * adds (Timestamp); chunks per entity well under the 252 properties. */
 #define ENTITY_BUDGET (1024 * 1024 - 16 * 1024)
-#define ENTITY_MAX_CHUNKS 15
+#ifdef ECW_TESTING
+/* Test builds may make chunks and entities smaller (never larger), so that a
+ * list of a few hundred short keys spans properties and pages and the tests
+ * of large lists move kilobytes, not megabytes: ECW_TEST_IL_CHUNK_UNITS,
+ * ECW_TEST_IL_ENTITY_CHUNKS. */
+static size_t test_limit(const char *name, size_t limit)
+{
+	const char *v = getenv(name);
+	long n = v ? atol(v) : 0;
+
+	return n > 0 && (size_t)n < limit ? (size_t)n : limit;
+}
+#define KEYS_MAX_UTF16 test_limit("ECW_TEST_IL_CHUNK_UNITS", 32000)
+#define ENTITY_MAX_CHUNKS test_limit("ECW_TEST_IL_ENTITY_CHUNKS", 15)
+#else
+#define KEYS_MAX_UTF16 ((size_t)32000)
+#define ENTITY_MAX_CHUNKS ((size_t)15)
+#endif
 /* What one entity may take of a transaction's body (JSON, as sent): three
  * such entities (the head, and a page split in two) fit in 4 MiB. */
 #define ENTITY_BODY_BUDGET (1200 * 1024)
 #define HEAD_RESERVE 4096 /* Count, Pages, LastPage */
 #define MAX_PAGES 255
-#define LIST_MAX_UTF16 (64LL * ENTITY_MAX_CHUNKS * KEYS_MAX_UTF16 / 2)
+#define LIST_MAX_UTF16 ((long long)(64 * ENTITY_MAX_CHUNKS * KEYS_MAX_UTF16 / 2))
 #define PAGE_SEP "~~"
 #define LOAD_TRIES 8 /* reads of a list that kept changing as it was read */
 #define RETRY 2      /* a read saw two versions: read again */
@@ -153,7 +169,7 @@ int ecw_il_list_entity(struct ecw_entity **out, const char *lpk, const char *lrk
 	if ((units = ecw_il_utf16_units(json.ptr, json.len)) > KEYS_MAX_UTF16) {
 		err = ecw_error_set(ECW_ETOOLARGE,
 				    "%.80s/%.80s is too large: it would hold %zu keys, %zu UTF-16 characters "
-				    "of JSON in Keys, over the %d one String property may hold (64 KiB)",
+				    "of JSON in Keys, over the %zu one String property may hold (64 KiB)",
 				    lpk, lrk, keys->n, units, KEYS_MAX_UTF16);
 		goto done;
 	}
