@@ -180,6 +180,65 @@ static void test_index_get__usage_errors(void **state)
 	}
 }
 
+/* A list across a head and pages, built by a worker: `index get --json` and
+ * the SDK reader read every key, in order. The workers and the command run
+ * with small chunks and entities (ECW_TEST_IL_CHUNK_UNITS, _ENTITY_CHUNKS:
+ * 1,000 units, 2 per entity), so 300 keys span pages. */
+static void test_index_get__a_list_across_entities(void **state)
+{
+	struct wfx *x = *state;
+	struct il_wopts o = IL_WOPTS_DEFAULT;
+	char config[640], pk[32], rk[32], *out = NULL, *err = NULL, *js = NULL;
+	enum { N = 300 };
+
+	setenv("ECW_TEST_IL_CHUNK_UNITS", "1000", 1);
+	setenv("ECW_TEST_IL_ENTITY_CHUNKS", "2", 1);
+	for (int i = 0; i < N; i++) {
+		snprintf(pk, sizeof(pk), "Dept %d", i % 7);
+		snprintf(rk, sizeof(rk), "jones %06d", i);
+		il_change(x, pk, rk, "Jones");
+	}
+	il_run_worker(x, "ig-pages", N, 8);
+	il_write_config(config, sizeof(config), x, "ig-pages-get", &o);
+	struct ecw_entity *head = il_get_or_null(x, x->t->table2, IL_LIST_PK, "Jones");
+	ITEST_CHECK(head && il_str_prop(head, "Pages"), "300 keys should span pages");
+	ecw_entity_free(head);
+
+	assert_int_equal(
+	    index_get(&out, &err, config, (const char *const[]){IL_JOB, "Jones", "--json", NULL}), 0);
+	assert_int_equal(
+	    proc_sdk(&js, (const char *const[]){"read-list", x->t->table2, IL_LIST_PK, "Jones", NULL}), 0);
+	struct json_object *o1 = json_tokener_parse(out), *keys = NULL, *o2 = json_tokener_parse(js);
+	ITEST_CHECK(o1 && json_object_object_get_ex(o1, "keys", &keys), "--json:\n%.300s", out);
+	ITEST_CHECK(json_object_array_length(keys) == N && o2 && json_object_array_length(o2) == N,
+	            "index get read %zu keys, the SDK reader %zu", json_object_array_length(keys),
+	            o2 ? json_object_array_length(o2) : 0);
+	for (size_t i = 0; i < N; i++) {
+		struct json_object *a = json_object_array_get_idx(keys, i),
+		                   *b = json_object_array_get_idx(o2, i);
+		for (size_t k = 0; k < 2; k++)
+			assert_string_equal(json_object_get_string(json_object_array_get_idx(a, k)),
+			                    json_object_get_string(json_object_array_get_idx(b, k)));
+		if (i > 0) { /* sorted: PartitionKey, then RowKey */
+			struct json_object *p = json_object_array_get_idx(keys, i - 1);
+			int c = strcmp(json_object_get_string(json_object_array_get_idx(p, 0)),
+			               json_object_get_string(json_object_array_get_idx(a, 0)));
+			if (c == 0)
+				c = strcmp(json_object_get_string(json_object_array_get_idx(p, 1)),
+				           json_object_get_string(json_object_array_get_idx(a, 1)));
+			assert_true(c < 0);
+		}
+	}
+	json_object_put(o1);
+	json_object_put(o2);
+	unsetenv("ECW_TEST_IL_CHUNK_UNITS");
+	unsetenv("ECW_TEST_IL_ENTITY_CHUNKS");
+	free(js);
+	free(out);
+	free(err);
+	proc_assert_logs_clean();
+}
+
 /* The text of the function that starts with sig in the file's text: up to
  * its closing brace at the start of a line; NULL when absent. */
 static char *function_text(const char *text, const char *sig)
@@ -222,6 +281,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_index_get__a_value_without_a_list_is_empty, il_setup,
 	                                    il_teardown),
 	    cmocka_unit_test_setup_teardown(test_index_get__usage_errors, il_setup, il_teardown),
+	    cmocka_unit_test_setup_teardown(test_index_get__a_list_across_entities, il_setup, il_teardown),
 	    cmocka_unit_test(test_index_get__the_readme_shows_the_tested_reader),
 	};
 	return cmocka_run_group_tests_name("index_get", tests, NULL, NULL);
