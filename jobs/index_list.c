@@ -74,6 +74,10 @@
  *                                                         crash point .ref
  *   6. GET S again: unchanged ETag (or still gone) = done; otherwise the
  *      round worked from a stale value: start a new round.
+ * The GETs of S in steps 1 and 6 go through shared_reads.c: the runs of one
+ * worker reading sources of one partition at the same time share one query
+ * (a read is served by a request sent after it was asked for, so step 6
+ * still sees everything written before it).
  * A 412/409/404 on the ref (3a, 5) also starts a new round. Rounds are
  * bounded (MAX_ROUNDS), then a transient failure. The log line's detail says
  * what the run did ("moved rounds=2 conflicts=3": added, moved, removed or
@@ -186,6 +190,7 @@
 #include "index_list_combine_private.h"
 #include "index_list_private.h"
 #include "jobs_private.h"
+#include "shared_reads_private.h"
 
 #define MAX_ROUNDS 8
 #define MAX_CAS 10
@@ -209,6 +214,7 @@ static void il_free(void *p)
 	ecw_template_free(il->pk);
 	ecw_template_free(il->rk);
 	ecw_il_combiners_free(il->combiners);
+	ecw_shared_reads_free(il->reads);
 	free(il);
 }
 
@@ -239,7 +245,8 @@ static int il_parse(void **out, const struct ecw_node *job, struct ecw_node_erro
 			       "table: the lists need a table of their own, not the source table");
 		bad = 1;
 	}
-	if (!bad && ecw_il_combiners_new(&il->combiners, &ecw_il_list_store) < 0)
+	if (!bad && (ecw_il_combiners_new(&il->combiners, &ecw_il_list_store) < 0 ||
+		     ecw_shared_reads_new(&il->reads, &ecw_shared_reads_storage) < 0))
 		bad = 1;
 	if (bad) {
 		il_free(il);
@@ -567,7 +574,7 @@ done:
 static int read_source(bool *exists, char **etag, struct run *r, bool want_target)
 {
 	struct ecw_entity *src = NULL;
-	int err = ecw_table_get(&src, r->ctx->client, r->il->source, r->ctx->pk, r->ctx->rk);
+	int err = ecw_shared_read(r->il->reads, &src, r->ctx->client, r->il->source, r->ctx->pk, r->ctx->rk);
 
 	*exists = false;
 	*etag = NULL;

@@ -24,6 +24,7 @@
 struct ecw_audit_ctx;
 struct ecw_client;
 struct il_combiners;
+struct ecw_shared_reads;
 struct ecw_job_ctx;
 
 /* The partitions of the references start with it (then "<job>~xx"). */
@@ -40,6 +41,9 @@ struct index_list {
 	 * mutable behind the const settings, thread-safe. NULL: each run writes
 	 * alone. */
 	struct il_combiners *combiners;
+	/* Reads of sources that runs ask for together, as one query
+	 * (shared_reads.c); like combiners. NULL: each run reads alone. */
+	struct ecw_shared_reads *reads;
 };
 
 /* ---- sorted sets of string tuples ---- */

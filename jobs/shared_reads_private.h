@@ -1,0 +1,49 @@
+/* shared_reads_private.h - reads of single entities that runs of one worker
+ * ask for at the same time, served together (jobs/shared_reads.c): the
+ * reads of one table and partition that wait while a read of that partition
+ * is in flight go out next as one query (ecw_table_get_many) instead of a
+ * GET each. A job's settings own one set (_new in parse, _free in free);
+ * only job types include this header. */
+#ifndef ECW_SHARED_READS_PRIVATE_H
+#define ECW_SHARED_READS_PRIVATE_H
+
+#include <stddef.h>
+
+#include "ecw_err.h"
+
+struct ecw_client;
+struct ecw_entity;
+
+/* How the reads reach storage: ecw_table_get and ecw_table_get_many
+ * (ecw_shared_reads_storage); a unit test passes fakes. */
+struct shared_reads_store {
+	int (*get)(struct ecw_entity **out, struct ecw_client *c, const char *table, const char *pk,
+		   const char *rk);
+	int (*get_many)(struct ecw_entity **out, struct ecw_client *c, const char *table, const char *pk,
+			const char *const *rks, size_t n);
+};
+
+extern const struct shared_reads_store ecw_shared_reads_storage;
+
+/* The partitions with reads waiting or in flight: a bounded map, an entry
+ * per (table, pk) while it is in use. Thread-safe; the owner frees it once
+ * no read is in flight. */
+struct ecw_shared_reads;
+
+int ecw_shared_reads_new(struct ecw_shared_reads **out, const struct shared_reads_store *store) ECW_MUST_USE;
+void ecw_shared_reads_free(struct ecw_shared_reads *sr);
+/* How many reads wait now for a query to take them, and how many
+ * partitions are in use (what tests and bounds look at). */
+size_t ecw_shared_reads_waiting(struct ecw_shared_reads *sr, size_t *parts);
+
+/* Reads entity (pk, rk) of table as ecw_table_get does: *out the entity
+ * with its ETag (the caller frees it), ECW_ENOTFOUND when it does not exist,
+ * or the read's error. When other threads read the same table and partition
+ * at the same time, one query may serve several of them; whatever serves
+ * this read is sent after it was asked for, so it sees every write that
+ * ended before the call. c is the caller's client (used when this thread
+ * sends the query). sr NULL: a GET of its own. */
+int ecw_shared_read(struct ecw_shared_reads *sr, struct ecw_entity **out, struct ecw_client *c,
+		    const char *table, const char *pk, const char *rk) ECW_MUST_USE;
+
+#endif
