@@ -17,6 +17,11 @@
 struct json_object;
 struct ecw_audit_ctx;
 
+/* The most peers (ecw_job_ctx) a run is told of, and the bytes of their
+ * RowKeys together: one query names them with the run's own key. */
+#define ECW_JOB_PEERS_MAX (ECW_TABLE_GET_MANY_KEYS - 1)
+#define ECW_JOB_PEERS_BYTES 4096
+
 struct ecw_job_ctx {
 	struct ecw_client *client; /* this thread's connection */
 	const char *job;           /* the configured job name */
@@ -28,8 +33,15 @@ struct ecw_job_ctx {
 	const struct json_object *message; /* the whole decoded message, for extra fields */
 	const atomic_bool *lease_lost;     /* set by the runtime when the lease is gone */
 	const atomic_bool *stopping;       /* set at shutdown: finish soon if you can */
-	char outcome_detail[64];           /* optional word for the log ("missing", ...) */
-	char error[512];                   /* run_group: why this member failed */
+	/* For a type with reads_ahead: the RowKeys of other messages of this
+	 * job on the same pk that wait in this worker, received and not yet
+	 * running, when this run was taken (at most ECW_JOB_PEERS_MAX): runs
+	 * about to start, whose entities the job may read with its own. Valid
+	 * during run; NULL and 0 when none. */
+	const char *const *peers;
+	size_t npeers;
+	char outcome_detail[64]; /* optional word for the log ("missing", ...) */
+	char error[512];         /* run_group: why this member failed */
 };
 
 /* Jobs call this before each write: once the lease is lost another worker may
@@ -70,6 +82,9 @@ struct ecw_job_type {
 	 * in ctxs[i].error) and each member's outcome_detail. May be NULL. */
 	void (*run_group)(const void *settings, struct ecw_job_ctx *ctxs, size_t n, int *errs);
 	size_t group_max; /* most members run_group takes, >= 2 */
+	/* run reads its source ahead for the messages waiting behind it
+	 * (ctx->peers): the runtime fills peers only for such a type. */
+	bool reads_ahead;
 	/* The message ctx->message_id will never run again: it is being
 	 * poisoned (a permanent failure, or more deliveries than
 	 * max_dequeue_count), and a replay puts its text back under a new id.

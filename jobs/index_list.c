@@ -77,7 +77,11 @@
  * The GETs of S in steps 1 and 6 go through shared_reads.c: the runs of one
  * worker reading sources of one partition at the same time share one query
  * (a read is served by a request sent after it was asked for, so step 6
- * still sees everything written before it).
+ * still sees everything written before it); and a first round's step 1
+ * reads, in the same query, the sources of the messages of the same job and
+ * partition waiting behind it in the worker (ecw_job_ctx peers), whose own
+ * step 1 then takes that answer: read after their messages were received,
+ * so it holds their changes, and step 6 checks it like any step 1.
  * A 412/409/404 on the ref (3a, 5) also starts a new round. Rounds are
  * bounded (MAX_ROUNDS), then a transient failure. The log line's detail says
  * what the run did ("moved rounds=2 conflicts=3": added, moved, removed or
@@ -570,11 +574,31 @@ done:
 	return err;
 }
 
-/* Reads the source: existence and ETag; with want_target also the target. */
+/* Step 1's read of the source: in the first round, the answer a run before
+ * read ahead for it, or its own with those of the messages waiting behind
+ * it (shared_reads.c); a kept answer is older than the round, which step 6
+ * checks as it checks any step 1. */
+static int read_source_first(struct ecw_entity **src, struct run *r)
+{
+	const struct index_list *il = r->il;
+	const struct ecw_job_ctx *x = r->ctx;
+
+	if (r->rounds > 1)
+		return ecw_shared_read(il->reads, src, x->client, il->source, x->pk, x->rk);
+	if (ecw_shared_read_kept(il->reads, src, il->source, x->pk, x->rk))
+		return *src ? 0 : ECW_ENOTFOUND;
+	return ecw_shared_read_ahead(il->reads, src, x->client, il->source, x->pk, x->rk, x->peers,
+				     x->npeers);
+}
+
+/* Reads the source: existence and ETag; with want_target (step 1) also the
+ * target. Step 6's read is always made now. */
 static int read_source(bool *exists, char **etag, struct run *r, bool want_target)
 {
 	struct ecw_entity *src = NULL;
-	int err = ecw_shared_read(r->il->reads, &src, r->ctx->client, r->il->source, r->ctx->pk, r->ctx->rk);
+	int err = want_target ? read_source_first(&src, r)
+			      : ecw_shared_read(r->il->reads, &src, r->ctx->client, r->il->source, r->ctx->pk,
+						r->ctx->rk);
 
 	*exists = false;
 	*etag = NULL;
@@ -1131,6 +1155,7 @@ const struct ecw_job_type ecw_job_index_list = {
 	.parse = il_parse,
 	.prepare = il_prepare,
 	.run = ecw_il_run,
+	.reads_ahead = true,
 	.abandon = il_abandon,
 	.free = il_free,
 	.source_table = il_source,

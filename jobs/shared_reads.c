@@ -21,6 +21,13 @@
  * own GET, so every error is the caller's own, with its own message (errors
  * are per thread: ecw_error_last).
  *
+ * Reads ahead: a run that knows the messages waiting behind it for the
+ * same partition (ecw_job_ctx peers) reads their entities with its own, in
+ * one query, and the answers are kept (KEPT_MAX, KEPT_TTL_MS) for the first
+ * read of each (ecw_shared_read_kept), which then costs no request. A kept
+ * answer is older than its reader's call: it is only for a read whose
+ * result a later read of the same entity confirms (see the header).
+ *
  * Bounds: at most PARTS_MAX partitions shared at a time per set (past that
  * a read goes alone); a query holds at most ECW_TABLE_GET_MANY_KEYS keys; a
  * waiting reader waits only for a request in flight (the client's timeouts
@@ -30,10 +37,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecw_clock.h"
 #include "ecw_storage.h"
 #include "shared_reads_private.h"
 
 #define PARTS_MAX 256
+#define KEPT_MAX 256       /* answers read ahead, kept per set */
+#define KEPT_TTL_MS 3000   /* a kept answer older than this is not handed over */
 #define KEY_BYTES_MAX 4096 /* RowKey bytes one query names (one key may pass it alone) */
 
 enum read_state {
@@ -60,12 +70,22 @@ struct part {
 	struct part *next;
 };
 
+/* An answer read ahead, newest first in the set's list. */
+struct kept {
+	char *table, *pk, *rk;
+	struct ecw_entity *e; /* NULL: did not exist */
+	int64_t at_ms;
+	struct kept *next;
+};
+
 struct ecw_shared_reads {
 	pthread_mutex_t mu;
 	pthread_cond_t changed; /* a query ended: answers, or a free partition */
 	const struct shared_reads_store *store;
 	struct part *parts;
 	size_t nparts;
+	struct kept *kept;
+	size_t nkept;
 };
 
 const struct shared_reads_store ecw_shared_reads_storage = {ecw_table_get, ecw_table_get_many};
@@ -91,10 +111,23 @@ static void part_free(struct part *p)
 	free(p);
 }
 
+static void kept_free(struct kept *k)
+{
+	free(k->table);
+	free(k->pk);
+	free(k->rk);
+	ecw_entity_free(k->e);
+	free(k);
+}
+
 void ecw_shared_reads_free(struct ecw_shared_reads *sr)
 {
 	if (!sr)
 		return;
+	for (struct kept *k = sr->kept, *next; k; k = next) {
+		next = k->next;
+		kept_free(k);
+	}
 	for (struct part *p = sr->parts, *next; p; p = next) {
 		next = p->next;
 		part_free(p);
@@ -227,13 +260,19 @@ static void lead(struct ecw_shared_reads *sr, struct ecw_client *c, struct part 
 	pthread_cond_broadcast(&sr->changed);
 }
 
+/* An absence learnt from a query, as ecw_table_get reports one. */
+static int absent(const char *table, const char *pk, const char *rk)
+{
+	return ecw_error_set(ECW_ENOTFOUND, "no entity (PartitionKey='%.80s',RowKey='%.80s') in %s", pk, rk,
+			     table);
+}
+
 /* What a read answered for another thread is, to its caller. */
 static int answer(struct ecw_entity **out, const struct read *r, const char *table, const char *pk)
 {
 	if ((*out = r->got))
 		return 0;
-	return ecw_error_set(ECW_ENOTFOUND, "no entity (PartitionKey='%.80s',RowKey='%.80s') in %s", pk,
-			     r->rk, table);
+	return absent(table, pk, r->rk);
 }
 
 int ecw_shared_read(struct ecw_shared_reads *sr, struct ecw_entity **out, struct ecw_client *c,
@@ -270,4 +309,103 @@ int ecw_shared_read(struct ecw_shared_reads *sr, struct ecw_entity **out, struct
 	if (mine.state == READ_ALONE)
 		return sr->store->get(out, c, table, pk, rk);
 	return answer(out, &mine, table, pk);
+}
+
+/* ---- reads ahead ---------------------------------------------------------------------- */
+
+/* Takes the kept answer of (table, pk, rk) out of the list, or NULL. Under mu. */
+static struct kept *kept_take(struct ecw_shared_reads *sr, const char *table, const char *pk, const char *rk)
+{
+	for (struct kept **kp = &sr->kept; *kp; kp = &(*kp)->next) {
+		struct kept *k = *kp;
+		if (strcmp(k->rk, rk) == 0 && strcmp(k->pk, pk) == 0 && strcmp(k->table, table) == 0) {
+			*kp = k->next;
+			sr->nkept--;
+			return k;
+		}
+	}
+	return NULL;
+}
+
+/* Keeps e (owned; NULL: absent) as the answer of (table, pk, rk), in place
+ * of any older one; past KEPT_MAX the oldest goes. */
+static void keep(struct ecw_shared_reads *sr, const char *table, const char *pk, const char *rk,
+		 struct ecw_entity *e, int64_t now)
+{
+	struct kept *k = calloc(1, sizeof(*k)), *old = NULL, *drop = NULL;
+
+	if (!k) {
+		ecw_entity_free(e);
+		return;
+	}
+	k->e = e;
+	if (!(k->table = strdup(table)) || !(k->pk = strdup(pk)) || !(k->rk = strdup(rk))) {
+		kept_free(k); /* short of memory: that run reads for itself */
+		return;
+	}
+	k->at_ms = now;
+	pthread_mutex_lock(&sr->mu);
+	old = kept_take(sr, table, pk, rk);
+	k->next = sr->kept;
+	sr->kept = k;
+	if (++sr->nkept > KEPT_MAX) {
+		struct kept **kp = &sr->kept;
+		while ((*kp)->next)
+			kp = &(*kp)->next;
+		drop = *kp;
+		*kp = NULL;
+		sr->nkept--;
+	}
+	pthread_mutex_unlock(&sr->mu);
+	if (old)
+		kept_free(old);
+	if (drop)
+		kept_free(drop);
+}
+
+int ecw_shared_read_ahead(struct ecw_shared_reads *sr, struct ecw_entity **out, struct ecw_client *c,
+			  const char *table, const char *pk, const char *rk, const char *const *ahead,
+			  size_t nahead)
+{
+	struct ecw_entity *got[ECW_TABLE_GET_MANY_KEYS] = {NULL};
+	const char *rks[ECW_TABLE_GET_MANY_KEYS] = {rk};
+	size_t n = 1;
+
+	*out = NULL;
+	if (!sr || nahead == 0)
+		return ecw_shared_read(sr, out, c, table, pk, rk);
+	for (size_t i = 0; i < nahead && n < ECW_TABLE_GET_MANY_KEYS; i++)
+		rks[n++] = ahead[i];
+	if (sr->store->get_many(got, c, table, pk, rks, n) < 0) {
+		ecw_error_clear(); /* the run's own read says what is wrong */
+		return ecw_shared_read(sr, out, c, table, pk, rk);
+	}
+	int64_t now = ecw_now_ms();
+	for (size_t i = 1; i < n; i++)
+		keep(sr, table, pk, rks[i], got[i], now);
+	if ((*out = got[0]))
+		return 0;
+	return absent(table, pk, rk);
+}
+
+int ecw_shared_read_kept(struct ecw_shared_reads *sr, struct ecw_entity **out, const char *table,
+			 const char *pk, const char *rk)
+{
+	struct kept *k;
+	int found = 0;
+
+	*out = NULL;
+	if (!sr)
+		return 0;
+	pthread_mutex_lock(&sr->mu);
+	k = kept_take(sr, table, pk, rk);
+	pthread_mutex_unlock(&sr->mu);
+	if (k && ecw_now_ms() - k->at_ms <= KEPT_TTL_MS) {
+		*out = k->e;
+		k->e = NULL;
+		found = 1;
+	}
+	if (k)
+		kept_free(k);
+	return found;
 }

@@ -138,6 +138,8 @@ static struct ecw_job_ctx job_ctx(struct runtime *rt, struct ecw_client *c, stru
 		.message = m->obj,
 		.lease_lost = &s->lease_lost,
 		.stopping = &rt->stopping,
+		.peers = s->peers && s->peers->n ? s->peers->rk : NULL,
+		.npeers = s->peers ? s->peers->n : 0,
 	};
 }
 

@@ -226,6 +226,34 @@ static size_t take_work(struct runtime *rt, struct slot **group)
 	return n;
 }
 
+/* Under rt->mu, for a message s taken to run alone: the RowKeys of the
+ * other messages of its job and partition that wait (received, not
+ * running), into out, when its type reads ahead (ecw_job.h). Copied: the
+ * waiting slots may be taken and refilled while s runs. */
+static void take_peers(const struct runtime *rt, const struct slot *s, struct peers *out)
+{
+	size_t used = 0;
+
+	out->n = 0;
+	if (!s->keyed || !s->def->type->reads_ahead)
+		return;
+	for (int i = 0; i < rt->ready_n && out->n < ECW_JOB_PEERS_MAX; i++) {
+		const struct slot *t = &rt->slots[rt->ready[i]];
+		size_t len = t->keyed ? strlen(t->m.rk) + 1 : 0;
+		bool twice = false;
+		if (!t->keyed || t->running || t->def != s->def || strcmp(t->m.pk, s->m.pk) != 0 ||
+		    strcmp(t->m.rk, s->m.rk) == 0 || used + len > sizeof(out->buf))
+			continue;
+		for (size_t k = 0; k < out->n && !twice; k++)
+			twice = strcmp(out->rk[k], t->m.rk) == 0;
+		if (twice)
+			continue;
+		memcpy(out->buf + used, t->m.rk, len);
+		out->rk[out->n++] = out->buf + used;
+		used += len;
+	}
+}
+
 /* Runs what take_work took: members and riders alike are concluded on
  * return. */
 static void deliver_work(struct runtime *rt, struct ecw_client *c, struct slot **group, size_t n)
@@ -283,6 +311,10 @@ static void *job_thread(void *p)
 			pthread_mutex_unlock(&rt->mu);
 			break;
 		}
+		if (n == 1) {
+			take_peers(rt, group[0], &self->peers);
+			group[0]->peers = &self->peers;
+		}
 		bool more = rt->ready_n > 0, wake = receiver_should_wake(rt);
 		pthread_mutex_unlock(&rt->mu);
 		if (more)
@@ -295,6 +327,7 @@ static void *job_thread(void *p)
 		deliver_work(rt, c, group, n);
 		atomic_store(&self->busy_since_ms, 0);
 		atomic_store(&self->running, NULL);
+		group[0]->peers = NULL;
 
 		int held = give_back_work(rt, group, n);
 		pthread_mutex_lock(&rt->mu);

@@ -14,11 +14,20 @@
 
 #include "ecw_cancel.h"
 #include "ecw_config.h"
+#include "ecw_job.h"
 #include "ecw_log.h"
 #include "ecw_storage.h"
 #include "message.h"
 #include "outcome.h"
 #include "schedule.h"
+
+/* The peers of a run (ecw_job_ctx): copied under rt->mu when the run is
+ * taken, into the job thread's own memory. */
+struct peers {
+	const char *rk[ECW_JOB_PEERS_MAX];
+	size_t n;
+	char buf[ECW_JOB_PEERS_BYTES];
+};
 
 struct slot {
 	pthread_mutex_t mu;
@@ -53,6 +62,8 @@ struct slot {
 	struct slot *next_rider;
 	int64_t received_ms;
 	int64_t renew_at_ms;
+	/* While its job thread runs it alone: its peers, or NULL. */
+	const struct peers *peers;
 };
 
 /* The most messages one job thread runs as a group. */
@@ -128,6 +139,7 @@ struct thread_arg {
 	struct slot *_Atomic running;
 	_Atomic int64_t last_storage_ms;
 	int64_t stall_logged_for; /* the busy_since_ms whose stall was logged; the watcher's */
+	struct peers peers;       /* a job thread's: those of the message it runs alone */
 };
 
 /* ---- runtime.c ---- */

@@ -37,7 +37,7 @@ int il_write_config(char *path, size_t cap, struct wfx *x, const char *name, con
 	                 o->source ? o->source : x->t->table, x->t->table2);
 
 	assert_true(k > 0 && (size_t)k < sizeof(jobs));
-	w.batch_size = o->concurrency;
+	w.batch_size = o->batch_size ? o->batch_size : o->concurrency;
 	w.concurrency = o->concurrency;
 	w.visibility_s = o->visibility_s;
 	w.max_dequeue = o->max_dequeue;

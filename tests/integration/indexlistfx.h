@@ -42,6 +42,7 @@ struct il_wopts {
 	const char *source;   /* NULL: the fixture's table */
 	const char *poison;   /* NULL: the fixture's poison queue */
 	bool no_create;       /* create_missing: false */
+	int batch_size;       /* 0: concurrency */
 };
 
 /* clang-format 14 and 19 lay a braced macro out differently: */

@@ -115,6 +115,45 @@ static void test_job_index_list_hot__one_worker_combines(void **state)
 	proc_assert_logs_clean();
 }
 
+/* ---- 1b. reads ahead: one job thread, the messages waiting behind it -------------------------- */
+
+#define AHEAD_N 200
+
+static void test_job_index_list_hot__reads_ahead(void **state)
+{
+	struct wfx *x = *state;
+	struct il_wopts o = IL_WOPTS_DEFAULT;
+	struct proc p;
+	long long gets, queries;
+
+	/* Distinct values in one partition, one job thread: no two reads ever
+	 * meet, so any query is a read ahead, made by a run for the messages
+	 * waiting behind it (its peers) and taken by their step 1. */
+	for (int i = 0; i < AHEAD_N; i++) {
+		char rk[16], last[16];
+		snprintf(rk, sizeof(rk), "a%04d", i);
+		snprintf(last, sizeof(last), "Name%04d", i);
+		il_change(x, "Staff", rk, last);
+	}
+	o.concurrency = 1;
+	o.batch_size = 32; /* and as many waiting (prefetch) */
+	int port = il_start_worker(&p, x, "il-ahead", &o, NULL);
+	PROC_EXPECT_LOG(&p, AHEAD_N, 60000, "message", "outcome", "succeeded");
+	drain(x, &p, 1, 10000);
+	worker_reads(&gets, &queries, port);
+	proc_stop(&p, 10000);
+	assert_int_equal(il_check_index(x), AHEAD_N);
+	print_message("reads ahead, one worker x 1: %lld GETs, %lld queries (%.2f reads per message)\n", gets,
+	              queries, (double)(gets + queries) / AHEAD_N);
+	/* Each message reads its source twice, its ref and its (new) list
+	 * once: 4 GETs without reading ahead. With it, most first reads of
+	 * the source come from a query made for up to 14 messages. */
+	ITEST_CHECK(queries > 0 && gets + queries <= AHEAD_N * 35 / 10,
+	            "%lld GETs and %lld queries for %d messages: no source was read ahead", gets, queries,
+	            AHEAD_N);
+	proc_assert_logs_clean();
+}
+
 /* ---- 2. two workers x 16 on one value ---------------------------------------------------------- */
 
 #define TWO_N 600
@@ -203,6 +242,7 @@ static void test_job_index_list_hot__crash_after_combined_save(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_job_index_list_hot__reads_ahead, il_setup, il_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_index_list_hot__one_worker_combines, il_setup,
 	                                    il_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_index_list_hot__two_workers_converge, il_setup,

@@ -5,7 +5,9 @@
  * failure for keys starting "fail". Reads that meet share one query; a read
  * that meets none is a plain GET; another partition never waits; a failed
  * query sends each reader to its own GET and its own error; a query names
- * at most 14 keys and a bounded number of key bytes. */
+ * at most 14 keys and a bounded number of key bytes. A read ahead takes the
+ * keys of the runs waiting behind it into its query and keeps their
+ * answers, each handed over once, for a few seconds. */
 #include "support.h"
 
 #include <pthread.h>
@@ -391,6 +393,103 @@ static void test_shared_reads__many_threads(void **state)
 	ecw_shared_reads_free(sr);
 }
 
+static void expect_kept(struct ecw_shared_reads *sr, const char *rk, bool kept, bool exists)
+{
+	struct ecw_entity *e = NULL;
+
+	assert_int_equal(ecw_shared_read_kept(sr, &e, TABLE, "Sales", rk), kept ? 1 : 0);
+	if (kept && exists) {
+		assert_non_null(e);
+		assert_string_equal(ecw_entity_rk(e), rk);
+	} else {
+		assert_null(e);
+	}
+	ecw_entity_free(e);
+}
+
+static void test_shared_reads__read_ahead_keeps_answers(void **state)
+{
+	static const char *const ahead[] = {"smith 2", "absent 3", "lee 4"};
+	struct ecw_shared_reads *sr = NULL;
+	struct ecw_entity *e = NULL;
+
+	(void)state;
+	fake_reset();
+	clock_fake_set(1000000);
+	assert_int_equal(ecw_shared_reads_new(&sr, &fake_store), 0);
+	assert_int_equal(ecw_shared_read_ahead(sr, &e, NULL, TABLE, "Sales", "jones 1", ahead, 3), 0);
+	assert_string_equal(ecw_entity_rk(e), "jones 1");
+	ecw_entity_free(e);
+	assert_int_equal(fk.queries, 1);
+	assert_int_equal(fk.keys_queried, 4);
+	assert_int_equal(fk.gets, 0);
+	expect_kept(sr, "smith 2", true, true);
+	expect_kept(sr, "smith 2", false, false); /* once */
+	expect_kept(sr, "absent 3", true, false); /* a sure absence */
+	expect_kept(sr, "jones 1", false, false); /* the reader's own is not kept */
+	clock_fake_advance(3001);
+	expect_kept(sr, "lee 4", false, false); /* too old */
+	/* Read ahead of nothing: a plain read. */
+	assert_int_equal(ecw_shared_read_ahead(sr, &e, NULL, TABLE, "Sales", "absent 9", NULL, 0),
+	                 ECW_ENOTFOUND);
+	assert_null(e);
+	assert_int_equal(fk.gets, 1);
+	assert_int_equal(fk.queries, 1);
+	ecw_shared_reads_free(sr);
+	clock_real();
+}
+
+static void test_shared_reads__read_ahead_failed_reads_alone(void **state)
+{
+	static const char *const ahead[] = {"smith 2"};
+	struct ecw_shared_reads *sr = NULL;
+	struct ecw_entity *e = NULL;
+
+	(void)state;
+	fake_reset();
+	fk.fail_queries = true;
+	assert_int_equal(ecw_shared_reads_new(&sr, &fake_store), 0);
+	assert_int_equal(ecw_shared_read_ahead(sr, &e, NULL, TABLE, "Sales", "fail 1", ahead, 1),
+	                 ECW_ETRANSIENT);
+	assert_non_null(strstr(ecw_error_last()->message, "for fail 1")); /* its own GET's error */
+	assert_null(e);
+	assert_int_equal(fk.queries, 1);
+	assert_int_equal(fk.gets, 1);
+	expect_kept(sr, "smith 2", false, false);
+	ecw_shared_reads_free(sr);
+}
+
+static void test_shared_reads__kept_answers_are_bounded(void **state)
+{
+	struct ecw_shared_reads *sr = NULL;
+	char names[300][16];
+	const char *ahead[13];
+	struct ecw_entity *e = NULL;
+
+	(void)state;
+	fake_reset();
+	assert_int_equal(ecw_shared_reads_new(&sr, &fake_store), 0);
+	for (int i = 0; i < 300; i++)
+		snprintf(names[i], sizeof(names[i]), "k %03d", i);
+	/* 23 reads ahead of 13 each: 299 answers for at most 256 places. */
+	for (int q = 0; q < 23; q++) {
+		for (int j = 0; j < 13; j++)
+			ahead[j] = names[q * 13 + j];
+		assert_int_equal(ecw_shared_read_ahead(sr, &e, NULL, TABLE, "Sales", "own", ahead, 13), 0);
+		ecw_entity_free(e);
+	}
+	expect_kept(sr, names[0], false, false); /* the oldest went */
+	expect_kept(sr, names[298], true, true);
+	int kept = 1;
+	for (int i = 0; i < 298; i++) {
+		if (ecw_shared_read_kept(sr, &e, TABLE, "Sales", names[i]) == 1)
+			kept++;
+		ecw_entity_free(e);
+	}
+	assert_int_equal(kept, 256);
+	ecw_shared_reads_free(sr);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -402,6 +501,9 @@ int main(void)
 	    cmocka_unit_test(test_shared_reads__at_most_14_keys_a_query),
 	    cmocka_unit_test(test_shared_reads__long_keys_split_queries),
 	    cmocka_unit_test(test_shared_reads__many_threads),
+	    cmocka_unit_test(test_shared_reads__read_ahead_keeps_answers),
+	    cmocka_unit_test(test_shared_reads__read_ahead_failed_reads_alone),
+	    cmocka_unit_test(test_shared_reads__kept_answers_are_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
