@@ -88,16 +88,6 @@ size_t ecw_il_utf16_units(const char *s, size_t n);
 int ecw_il_target(char **lpk, char **lrk, const struct index_list *il,
 		  const struct ecw_entity *src) ECW_MUST_USE;
 
-/* A list entity's keys (width 2) into out (initialised here). ECW_EINVALID
- * when it is no list (no Keys string, Keys longer than the service lets one
- * String be, or not an array of pairs). */
-int ecw_il_list_keys(struct tuples *out, const struct ecw_entity *list) ECW_MUST_USE;
-
-/* The list entity (lpk, lrk) holding keys, with its Count, as run writes it;
- * ECW_ETOOLARGE when its Keys would not fit one String property. */
-int ecw_il_list_entity(struct ecw_entity **out, const char *lpk, const char *lrk,
-		       const struct tuples *keys) ECW_MUST_USE;
-
 /* ---- a list as stored (jobs/index_list_store.c) ---- */
 
 /* One list, read whole by ecw_il_list_load: its keys and what a conditional

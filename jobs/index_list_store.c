@@ -142,48 +142,6 @@ static struct tuples view(const struct tuples *keys, size_t start, size_t end)
 	return t;
 }
 
-int ecw_il_list_keys(struct tuples *out, const struct ecw_entity *list)
-{
-	const char *json = prop_string(list, "Keys");
-
-	ecw_il_tuples_init(out, 2);
-	if (!json)
-		return ecw_error_set(ECW_EINVALID, "no Keys string: is another job or program writing that "
-						   "partition?");
-	/* Nothing the service stores is longer: a bound on what is parsed. */
-	if (ecw_il_utf16_units(json, strlen(json)) > STRING_MAX_UTF16)
-		return ecw_error_set(ECW_EINVALID, "Keys is longer than one String property may be");
-	return ecw_il_tuples_parse(out, json, strlen(json), 2, "Keys");
-}
-
-int ecw_il_list_entity(struct ecw_entity **out, const char *lpk, const char *lrk, const struct tuples *keys)
-{
-	struct ecw_buf json;
-	size_t units;
-	int err;
-
-	*out = NULL;
-	ecw_buf_init(&json, 0);
-	if ((err = ecw_il_tuples_write(&json, keys)) < 0)
-		goto done;
-	if ((units = ecw_il_utf16_units(json.ptr, json.len)) > KEYS_MAX_UTF16) {
-		err = ecw_error_set(ECW_ETOOLARGE,
-				    "%.80s/%.80s is too large: it would hold %zu keys, %zu UTF-16 characters "
-				    "of JSON in Keys, over the %zu one String property may hold (64 KiB)",
-				    lpk, lrk, keys->n, units, KEYS_MAX_UTF16);
-		goto done;
-	}
-	if ((err = ecw_entity_new(out, lpk, lrk)) < 0 ||
-	    (err = ecw_entity_set_string(*out, "Keys", json.ptr, json.len)) < 0 ||
-	    (err = ecw_entity_set_int32(*out, "Count", (int32_t)keys->n)) < 0) {
-		ecw_entity_free(*out);
-		*out = NULL;
-	}
-done:
-	ecw_buf_dispose(&json);
-	return err;
-}
-
 /* ---- the layout ---- */
 
 static void layout_free(struct il_layout *l)
