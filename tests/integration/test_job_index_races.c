@@ -129,6 +129,10 @@ static void test_job_index_races__stale_round_finishes_last(void **state)
 	ix_wait_outcomes(&b, 1, 1, "succeeded", 20000);
 	oa.queue = qa;
 	oa.concurrency = 1;
+	/* A's run must keep its lease through its pause and B's whole run:
+	 * a lost lease (say, Azurite's queue clean-up freezing it for seconds
+	 * under make test) would redeliver A's message and unstage the race. */
+	oa.visibility_s = 30;
 
 	/* 1. */
 	ix_start_worker(&a, x, "index-race-a1", &oa, "ECW_TEST_PAUSE_AT=index.read:2500");
