@@ -376,6 +376,8 @@ void ecw_metrics_declare(const char *job)
 		(void)series_get(&f_poisoned, reasons[i], NULL);
 	for (size_t i = 0; job && i < sizeof(outcomes) / sizeof(outcomes[0]); i++)
 		(void)series_get(&f_messages, job, outcomes[i]);
+	if (job)
+		(void)series_get(&f_deduplicated, job, NULL);
 	pthread_mutex_unlock(&g_lock);
 }
 

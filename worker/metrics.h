@@ -40,7 +40,7 @@ void ecw_metrics_audit(const char *job, int64_t finished_s, const char *const *k
 
 /* Puts the series alerts need at 0 before anything happened: each poison
  * reason, and (job not NULL) the job's succeeded, retried and poisoned
- * outcomes. Declaring again changes nothing. */
+ * outcomes and its deduplicated messages. Declaring again changes nothing. */
 void ecw_metrics_declare(const char *job);
 
 /* Liveness and readiness, set by the runtime. */

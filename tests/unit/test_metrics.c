@@ -217,6 +217,8 @@ static void test_metrics__declared_series_start_at_zero(void **state)
 			         jobs[j], (const char *[]){"succeeded", "retried", "poisoned"}[o]);
 			has_line(page, want);
 		}
+	has_line(page, "ecw_messages_deduplicated_total{job=\"archive\"} 0");
+	has_line(page, "ecw_messages_deduplicated_total{job=\"index-by-email\"} 0");
 	assert_false(str_contains(page, "ecw_job_duration_seconds_count{"));
 	free(page);
 
