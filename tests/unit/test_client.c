@@ -1024,6 +1024,41 @@ static void test_client__table_query_pages(void **state)
 	assert_false(str_contains(fx->fake.reqs[2].url, "NextRowKey"));
 }
 
+/* A page is read whole before its first entity is handed out: the common
+ * form entity by entity (the flat reader), any other form through json-c;
+ * one bad entity fails the page, never a part of it. */
+static void test_client__table_query_page_read_whole(void **state)
+{
+	struct client_fixture *fx = *state;
+	struct ecw_table_query *tq = NULL;
+	struct ecw_entity *e = NULL;
+	const struct ecw_query_options qo = {.filter = "PartitionKey eq 'p'"};
+
+	/* Not the common form (a \u escape in a member): json-c reads it. */
+	fake_respond(
+	    &fx->fake, 200, NULL,
+	    "{\"odata.metadata\":\"\\u0078\",\"value\":[{\"PartitionKey\":\"p\",\"RowKey\":\"r\\u00e9\","
+	    "\"n\":7}]}");
+	assert_int_equal(ecw_table_query_new(&tq, fx->c, "jobs", &qo), 0);
+	assert_int_equal(ecw_table_query_next(&e, tq), 0);
+	assert_non_null(e);
+	assert_str(ecw_entity_rk(e), "r\xc3\xa9");
+	assert_int_equal(ecw_entity_get(e, "n")->v.i32, 7);
+	ecw_entity_free(e);
+	ecw_table_query_free(tq);
+
+	/* The common form, its second entity without a RowKey: no entity. */
+	tq = NULL;
+	fake_respond(&fx->fake, 200, NULL,
+	             "{\"odata.metadata\":\"x\",\"value\":[{\"PartitionKey\":\"p\",\"RowKey\":\"r1\"},"
+	             "{\"PartitionKey\":\"p\",\"n\":2}]}");
+	assert_int_equal(ecw_table_query_new(&tq, fx->c, "jobs", &qo), 0);
+	e = (struct ecw_entity *)&e;
+	assert_true(ecw_table_query_next(&e, tq) < 0);
+	assert_null(e);
+	ecw_table_query_free(tq);
+}
+
 /* A page over the answer cap for table.query (a thousand large entities) is
  * asked for again with a tenth of the entities, from the same continuation,
  * down to one; the smaller $top stays for the rest of the query. A single
@@ -1147,6 +1182,7 @@ int main(void)
 	    T(test_client__table_invalid_key_sends_nothing),
 	    T(test_client__table_create),
 	    T(test_client__table_query_pages),
+	    T(test_client__table_query_page_read_whole),
 	    T(test_client__table_query_page_over_the_cap_shrinks),
 	    T(test_client__table_query_limit),
 	};

@@ -405,10 +405,62 @@ struct ecw_table_query {
 	long long limit, returned;
 	char *next_pk, *next_rk; /* continuation; NULL when none */
 	bool started;
-	struct json_object *page; /* the current page's "value" array holder */
+	struct ecw_entity **page; /* the current page's entities; handed out ones are NULL */
 	size_t page_len, page_pos;
 	int pages;
 };
+
+static void page_free(struct ecw_table_query *q)
+{
+	for (size_t i = 0; q->page && i < q->page_len; i++)
+		ecw_entity_free(q->page[i]);
+	free(q->page);
+	q->page = NULL;
+	q->page_len = q->page_pos = 0;
+}
+
+/* A page's entities, read from its body: each entity of the common form
+ * ({"odata.metadata":..,"value":[..]}) by the entity reader, which reads a
+ * flat entity without building a json-c tree (ecw_entity_from_json); any
+ * other form through json-c as a whole. Either way every entity is read
+ * before the page is taken, so a bad one fails the page. */
+static int page_read(struct ecw_entity ***out, size_t *n, const char *body, size_t len)
+{
+	struct ecw_json_span *spans = NULL;
+	struct json_object *root = NULL, *value = NULL;
+	struct ecw_entity **v = NULL;
+	int err = ecw_jsonparse_object_array(&spans, n, body, len, "value");
+
+	*out = NULL;
+	if (err < 0)
+		return err;
+	if (err == 1) {
+		if (!(root = ecw_jsonparse_value(body, len)) ||
+		    !json_object_object_get_ex(root, "value", &value) ||
+		    !json_object_is_type(value, json_type_array)) {
+			json_object_put(root);
+			return ecw_error_set(ECW_ERROR, "table query: answer without a \"value\" array");
+		}
+		*n = json_object_array_length(value);
+	}
+	err = 0;
+	if (*n && !(v = calloc(*n, sizeof(*v))))
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+	for (size_t i = 0; err == 0 && i < *n; i++)
+		err = root ? ecw_entity_from_json_object(&v[i], json_object_array_get_idx(value, i))
+			   : ecw_entity_from_json(&v[i], spans[i].ptr, spans[i].len);
+	if (err < 0) {
+		for (size_t i = 0; v && i < *n; i++)
+			ecw_entity_free(v[i]);
+		free(v);
+		v = NULL;
+		*n = 0;
+	}
+	json_object_put(root);
+	free(spans);
+	*out = v;
+	return err;
+}
 
 void ecw_table_query_free(struct ecw_table_query *q)
 {
@@ -419,7 +471,7 @@ void ecw_table_query_free(struct ecw_table_query *q)
 	free(q->select);
 	free(q->next_pk);
 	free(q->next_rk);
-	json_object_put(q->page);
+	page_free(q);
 	free(q);
 }
 
@@ -540,7 +592,8 @@ static int fetch_page_once(struct ecw_table_query *q)
 {
 	struct ecw_request r;
 	struct ecw_response resp;
-	struct json_object *root = NULL, *value;
+	struct ecw_entity **page = NULL;
+	size_t page_len = 0;
 	const char *reqid;
 	char top[16];
 	int err;
@@ -565,12 +618,8 @@ static int fetch_page_once(struct ecw_table_query *q)
 		goto done;
 	if ((err = ecw_client_send(&resp, q->client, &r)) < 0)
 		goto done;
-	if (!(root = ecw_jsonparse_value(resp.body.ptr, resp.body.len)) ||
-	    !json_object_object_get_ex(root, "value", &value) ||
-	    !json_object_is_type(value, json_type_array)) {
-		err = ecw_error_set(ECW_ERROR, "table query: answer without a \"value\" array");
+	if ((err = page_read(&page, &page_len, resp.body.ptr, resp.body.len)) < 0)
 		goto done;
-	}
 	reqid = ecw_response_header(&resp, "x-ms-request-id");
 	snprintf(q->request_id, sizeof(q->request_id), "%s", reqid ? reqid : "");
 	if ((err = set_continuation(&q->next_pk,
@@ -578,15 +627,17 @@ static int fetch_page_once(struct ecw_table_query *q)
 	    (err = set_continuation(&q->next_rk,
 				    ecw_response_header(&resp, "x-ms-continuation-NextRowKey"))) < 0)
 		goto done;
-	json_object_put(q->page);
-	q->page = root;
-	root = NULL;
-	q->page_len = json_object_array_length(value);
-	q->page_pos = 0;
+	page_free(q);
+	q->page = page;
+	q->page_len = page_len;
+	page = NULL;
+	page_len = 0;
 	q->pages++;
 	q->started = true;
 done:
-	json_object_put(root);
+	for (size_t i = 0; i < page_len; i++)
+		ecw_entity_free(page[i]);
+	free(page);
 	ecw_request_dispose(&r);
 	ecw_response_dispose(&resp);
 	return err;
@@ -594,21 +645,19 @@ done:
 
 int ecw_table_query_next(struct ecw_entity **out, struct ecw_table_query *q)
 {
-	struct json_object *value;
 	int err;
 
 	*out = NULL;
 	if (q->limit && q->returned >= q->limit)
 		return 0;
-	while (!q->page || q->page_pos >= q->page_len) {
+	while (q->page_pos >= q->page_len) {
 		if (q->started && !q->next_pk)
 			return 0;
 		if ((err = fetch_page(q)) < 0)
 			return err;
 	}
-	json_object_object_get_ex(q->page, "value", &value);
-	if ((err = ecw_entity_from_json_object(out, json_object_array_get_idx(value, q->page_pos++))) < 0)
-		return err;
+	*out = q->page[q->page_pos];
+	q->page[q->page_pos++] = NULL;
 	q->returned++;
 	return 0;
 }
