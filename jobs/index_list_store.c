@@ -70,9 +70,13 @@
 static size_t test_limit(const char *name, size_t limit)
 {
 	const char *v = getenv(name);
-	long n = v ? atol(v) : 0;
+	char *end = NULL;
+	long n = v ? strtol(v, &end, 10) : 0;
 
-	return n > 0 && (size_t)n < limit ? (size_t)n : limit;
+	/* Only a whole positive number below the limit counts. */
+	if (!v || end == v || *end != '\0' || n <= 0 || (size_t)n >= limit)
+		return limit;
+	return (size_t)n;
 }
 #define KEYS_MAX_UTF16 test_limit("ECW_TEST_IL_CHUNK_UNITS", 32000)
 #define ENTITY_MAX_CHUNKS test_limit("ECW_TEST_IL_ENTITY_CHUNKS", 15)
