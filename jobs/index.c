@@ -115,12 +115,15 @@
  *     these (ECW_TEST_PAUSE_AT), and fails without the corresponding rule.
  *   - Deletes touch only this source's entries, with If-Match: two sources
  *     that swap values never delete each other's entry.
+ *   A run that ends in an error after writing (a later round's permanent
+ *   error, or MAX_ROUNDS lost races) registers the places it wrote in its
+ *   reference again before it returns (hand_over_written), so the next run
+ *   of its message finds them.
  *   What is not covered, honestly: a round that writes an entry inside
  *   another round's window after that round cleaned the location, and whose
  *   message then never commits (the process killed right after that write,
  *   after a pause as long as another worker's whole round; or its lease lost
- *   with the write in flight; or a later round's permanent error), leaves an
- *   entry no ref names. It is stale and stays until the index is rebuilt.
+ *   with the write in flight), leaves an entry no ref names. It is stale and stays until the index is rebuilt.
  *   The lease check before each write and the runtime's lease renewal make
  *   that need several unlikely events at once.
  *
@@ -860,6 +863,24 @@ done:
 	return err == DONE ? 0 : err;
 }
 
+static int register_location(struct run *r, const char *lpk, const char *lrk);
+
+/* A run that ends in an error after writing entries hands the places it
+ * wrote to its reference (a step 2 for each, best effort, the error kept):
+ * its next run, in any process, does not know r->written, and a place that
+ * another round cleaned and committed away before this run wrote there
+ * would otherwise be named by no reference. Registering is always safe (see
+ * the audit's repairs). Not when the lease is lost: another worker holds
+ * the message and this one does not write. */
+static void hand_over_written(struct run *r)
+{
+	struct ecw_error saved = *ecw_error_last();
+
+	for (size_t i = 0; i < r->written.n && ecw_job_check_lease(r->ctx) == 0; i++)
+		(void)!register_location(r, r->written.v[i].pk, r->written.v[i].rk);
+	ecw_error_set(saved.code, "%s", saved.message);
+}
+
 /* Rounds of r's message from step 1 until one ends, keeping what earlier
  * rounds (or the group it left) wrote in r->written. */
 static int run_rounds(struct run *r)
@@ -882,6 +903,8 @@ static int run_rounds(struct run *r)
 			ECW_ETRANSIENT,
 			"index of %s/%s: the source or its back-reference kept changing (%d rounds)", ctx->pk,
 			ctx->rk, MAX_ROUNDS);
+	if (err < 0 && r->written.n > 0)
+		hand_over_written(r);
 	return err;
 }
 
