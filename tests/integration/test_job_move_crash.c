@@ -134,7 +134,7 @@ static void test_job_move_crash__source_changed_during_move_is_never_lost(void *
 {
 	struct mv *m = *state;
 	struct mv_wopts o = MV_WOPTS_DEFAULT;
-	char jobs[512], pk[RACERS][16], rk[RACERS][32], id[RACERS][64], *page = NULL;
+	char jobs[512], pk[RACERS][24], rk[RACERS][32], id[RACERS][64], *page = NULL;
 	struct proc p;
 	long long conflicts = 0;
 	int round;

@@ -310,7 +310,7 @@ static void test_shared_reads__failed_gets_are_each_readers_own(void **state)
 
 static void test_shared_reads__at_most_14_keys_a_query(void **state)
 {
-	char names[20][16];
+	char names[20][24];
 	const char *rks[20];
 	struct ecw_shared_reads *sr = NULL;
 	struct reader first, rs[20];
