@@ -68,6 +68,7 @@ struct conn {
 	char *in;         /* bytes read and not yet taken */
 	size_t in_len, in_cap;
 	uint64_t used; /* for choosing which to close */
+	bool sent;     /* a request just went out: its answer cannot be there yet */
 };
 
 struct ecw_http {
@@ -611,6 +612,14 @@ static ssize_t conn_read(struct ecw_http *h, struct conn *k, int64_t deadline)
 			if (!(want = ssl_want(k, r)))
 				return errno ? -1 : 0;
 		} else {
+			/* Right after a request the answer cannot have come
+			 * yet: wait first rather than spend a system call on
+			 * a recv that says EAGAIN. */
+			if (k->sent) {
+				k->sent = false;
+				if (wait_ready(k->fd, POLLIN, deadline, cancel) < 0)
+					return -1;
+			}
 			/* MSG_DONTWAIT: ecw_http_read_fd's descriptor may be
 			 * blocking. */
 			n = recv(k->fd, k->in + k->in_len, k->in_cap - k->in_len, MSG_DONTWAIT);
@@ -1133,6 +1142,7 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 		if (!reused && (err = conn_open(h, k, &t, deadline, why, why_len)) < 0)
 			return err;
 		k->in_len = 0;
+		k->sent = false;
 		if (conn_write(h, k, iov, 2, deadline) < 0) {
 			int saved = errno;
 			bool timed_out = saved == EAGAIN || saved == EWOULDBLOCK;
@@ -1147,6 +1157,7 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 			err = saved == ECANCELED ? ECW_ECANCELED : timed_out ? ECW_ETIMEOUT : ECW_ETRANSIENT;
 			none = !timed_out && saved != ECANCELED;
 		} else {
+			k->sent = !k->ssl;
 			err = read_answer(h, k, resp, head_only, deadline, &f, &none, why, why_len);
 		}
 		if (err == 0) {
