@@ -1,8 +1,9 @@
 /* outcome.c - the outcome rules (outcome.h), as the README's table states
  * them:
  *   success            delete the message, only after the job returned 0;
- *   transient failure  keep it, hidden for base * 2^(dequeue_count-1), capped
- *                      at max and jittered down by up to 20%;
+ *   transient failure  keep it, hidden for a random whole number of seconds
+ *                      from 1 to base * 2^(dequeue_count-1) capped at max
+ *                      ("full jitter");
  *   permanent failure  poison at once (undecodable text, unknown job, missing
  *                      keys, ECW_EINVALID or ECW_ETOOLARGE from the job);
  *   dequeue_count > max_dequeue_count on receipt: poison before running
@@ -30,15 +31,19 @@
 #include "ecw_job.h"
 #include "outcome.h"
 
+/* Full jitter (as AWS's "Exponential Backoff And Jitter" names it): a burst
+ * of messages that failed together spreads over the whole window rather
+ * than coming back together a fifth apart. The window is whole seconds (a
+ * queue's visibility timeout is), from 1 to the backoff rounded up, within
+ * the service's 7 days; random 0 draws the longest. */
 int ecw_outcome_retry_hide_s(const struct ecw_outcome_limits *limits, long dequeue_count, uint32_t random)
 {
 	int64_t ms =
 		ecw_backoff_ms(limits->retry_backoff_base_ms, limits->retry_backoff_max_ms, dequeue_count);
+	int64_t ceiling = (ms + 999) / 1000;
 
-	/* Jitter downwards by up to 20% so a burst of failures spreads out. */
-	ms -= (int64_t)(random % (uint32_t)(ms / 5 + 1));
-	ms = (ms + 999) / 1000;
-	return ms < 1 ? 1 : ms > 604800 ? 604800 : (int)ms;
+	ceiling = ceiling < 1 ? 1 : ceiling > 604800 ? 604800 : ceiling;
+	return (int)(ceiling - (int64_t)(random % (uint32_t)ceiling));
 }
 
 const char *ecw_outcome_reason_name(enum ecw_poison_reason reason)

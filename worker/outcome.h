@@ -87,8 +87,9 @@ void ecw_outcome_decide(struct ecw_outcome *out, const struct ecw_outcome_facts 
 void ecw_outcome_guard(struct ecw_outcome *o, bool lease_lost, bool released);
 
 /* How long a message that failed transiently on delivery dequeue_count stays
- * hidden: base * 2^(dequeue_count-1), capped at max, minus up to 20% jitter
- * (chosen by random), in whole seconds, at least 1 and at most 7 days. */
+ * hidden: a whole number of seconds drawn uniformly by random from 1 to
+ * base * 2^(dequeue_count-1) capped at max (rounded up, at most 7 days);
+ * random 0 gives the ceiling itself. */
 int ecw_outcome_retry_hide_s(const struct ecw_outcome_limits *limits, long dequeue_count, uint32_t random);
 
 /* "permanent", "max-dequeue" (the envelope's and the metric's words); NULL for NONE. */

@@ -8,9 +8,11 @@
 
 #include <stdint.h>
 
+#include "ecw_clock.h"
 #include "outcome.h"
 
-/* The draw a retry's jitter gets: 0, so a hidden time is the backoff itself. */
+/* The draw a retry's jitter gets: 0, so a hidden time is the backoff's
+ * ceiling itself. */
 static uint32_t no_jitter(void)
 {
 	return 0;
@@ -86,8 +88,9 @@ static void test_outcome__transient_failure_retries(void **state)
 	assert_int_equal(o.hide_s, 16);
 }
 
-/* The backoff: doubling, capped at max, jittered down by up to 20% (never
- * up), rounded up to whole seconds, 1 s at least, 7 days at most. */
+/* The backoff: a ceiling doubling from base, capped at max, in whole
+ * seconds rounded up, 1 s at least, 7 days at most; the hidden time is drawn
+ * from 1 s to the ceiling (full jitter), every value as likely. */
 static void test_outcome__backoff_cap_and_jitter(void **state)
 {
 	struct ecw_outcome_limits l = {
@@ -98,18 +101,21 @@ static void test_outcome__backoff_cap_and_jitter(void **state)
 	assert_int_equal(ecw_outcome_retry_hide_s(&l, 5, 0), 30); /* 32 s capped at 30 */
 	assert_int_equal(ecw_outcome_retry_hide_s(&l, 99, 0), 30);
 	assert_int_equal(ecw_outcome_retry_hide_s(&l, 0, 0), 2); /* never below base */
-	/* 30 s less up to a fifth: 24..30 s, and every value of random lands there. */
-	int lo = 30, hi = 0;
-	for (uint32_t r = 0; r < 20000; r += 7) {
+	/* The window's ends: draw ceiling - 1 gives 1 s, draw ceiling wraps to
+	 * the ceiling again. */
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 10, 29), 1);
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 10, 30), 30);
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 1, 1), 1); /* a first retry: 1 or 2 s */
+	/* 30,000 draws over a 30 s window: each second 1..30 drawn about 1,000
+	 * times, none outside it. */
+	int seen[32] = {0};
+	for (uint32_t r = 0; r < 30000; r++) {
 		int s = ecw_outcome_retry_hide_s(&l, 10, r * 2654435761u);
-		lo = s < lo ? s : lo;
-		hi = s > hi ? s : hi;
+		assert_in_range(s, 1, 30);
+		seen[s]++;
 	}
-	assert_int_equal(lo, 24);
-	assert_int_equal(hi, 30);
-	/* The largest jitter: 6,000 ms off 30,000. */
-	assert_int_equal(ecw_outcome_retry_hide_s(&l, 10, 6000), 24);
-	assert_int_equal(ecw_outcome_retry_hide_s(&l, 10, 6001), 30); /* 6001 % 6001 = 0 */
+	for (int s = 1; s <= 30; s++)
+		assert_in_range(seen[s], 800, 1200);
 	/* Bounds: a 100 ms base still hides a whole second; 8 days are cut to 7. */
 	l = (struct ecw_outcome_limits){
 	    .max_dequeue_count = 5, .retry_backoff_base_ms = 100, .retry_backoff_max_ms = 100};
@@ -118,9 +124,35 @@ static void test_outcome__backoff_cap_and_jitter(void **state)
 	                                .retry_backoff_base_ms = 8LL * 86400000,
 	                                .retry_backoff_max_ms = 8LL * 86400000};
 	assert_int_equal(ecw_outcome_retry_hide_s(&l, 1, 0), 604800);
+	assert_int_equal(ecw_outcome_retry_hide_s(&l, 1, 604799), 1);
 	/* Equal facts, equal answers: the rules keep no state. */
 	assert_int_equal(ecw_outcome_retry_hide_s(&defaults, 7, 12345),
 	                 ecw_outcome_retry_hide_s(&defaults, 7, 12345));
+}
+
+/* A burst that failed together does not come back together: 100 messages
+ * failing on their second delivery (a 4 s window) with the worker's own
+ * random draws are hidden for every second of the window, and no second
+ * holds more than half of them. Before full jitter all 100 were hidden 4 s. */
+static void test_outcome__a_burst_spreads_over_the_window(void **state)
+{
+	int seen[5] = {0};
+	(void)state;
+	for (int i = 0; i < 100; i++) {
+		struct ecw_outcome o;
+		struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN,
+		                              .decoded = true,
+		                              .runnable = true,
+		                              .err = ECW_ETRANSIENT,
+		                              .dequeue_count = 2};
+		ecw_outcome_decide(&o, &f, &defaults, ecw_random_u32);
+		assert_in_range(o.hide_s, 1, 4);
+		seen[o.hide_s]++;
+	}
+	for (int s = 1; s <= 4; s++) {
+		assert_true(seen[s] > 0);
+		assert_true(seen[s] <= 50);
+	}
 }
 
 /* Row 3: a permanent failure poisons at once, on the first delivery. */
@@ -400,6 +432,7 @@ int main(void)
 	    cmocka_unit_test(test_outcome__success_deletes),
 	    cmocka_unit_test(test_outcome__transient_failure_retries),
 	    cmocka_unit_test(test_outcome__backoff_cap_and_jitter),
+	    cmocka_unit_test(test_outcome__a_burst_spreads_over_the_window),
 	    cmocka_unit_test(test_outcome__permanent_failure_poisons_at_once),
 	    cmocka_unit_test(test_outcome__refused_before_running),
 	    cmocka_unit_test(test_outcome__over_max_on_receipt_poisons_without_running),
