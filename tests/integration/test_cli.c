@@ -416,6 +416,88 @@ static void test_cli__enqueue_refuses_bad_input(void **state)
 	proc_assert_logs_clean();
 }
 
+/* --delay hides the message for that long after the put (the service
+ * counts it, nobody sees it); --ttl sets its expiry, -1 never; without
+ * --ttl the configuration's message_ttl applies. */
+static void test_cli__enqueue_delay_and_ttl(void **state)
+{
+	struct itest *t = *state;
+	char path[640];
+	struct ecw_queue_msg *m = NULL;
+	size_t n = 0;
+	long long count = -1;
+
+	t->queue_used = true;
+	valid_config(path, sizeof(path), t, "cli-enqueue-ttl");
+	const char *delayed[] = {"enqueue", "-c", path,    "greet", "p", "delayed",
+	                         "--delay", "1h", "--ttl", "2h",    NULL};
+	run_expect(NULL, NULL, "cli-enqueue-delayed", delayed, NULL, 0);
+	ECW_ASSERT_OK(ecw_queue_count(&count, t->client, t->queue));
+	assert_int_equal(count, 1);
+	ECW_ASSERT_OK(ecw_queue_peek(&m, &n, t->client, t->queue, 32));
+	ITEST_CHECK(n == 0, "a message delayed 1h is visible at once (%zu peeked)", n);
+	ecw_queue_msgs_free(m, n);
+
+	const char *ttl[] = {"enqueue", "-c", path, "greet", "p", "short-lived", "--ttl", "90m", NULL};
+	run_expect(NULL, NULL, "cli-enqueue-ttl", ttl, NULL, 0);
+	const char *forever[] = {"enqueue", "-c", path, "greet", "p", "forever", "--ttl", "-1", NULL};
+	run_expect(NULL, NULL, "cli-enqueue-forever", forever, NULL, 0);
+	const char *plain[] = {"enqueue", "-c", path, "greet", "p", "plain", NULL};
+	run_expect(NULL, NULL, "cli-enqueue-default-ttl", plain, NULL, 0);
+	ECW_ASSERT_OK(ecw_queue_peek(&m, &n, t->client, t->queue, 32));
+	assert_int_equal(n, 3);
+	for (size_t i = 0; i < n; i++) {
+		long long life =
+		    m[i].expiration_time ? (long long)(m[i].expiration_time - m[i].insertion_time) : -1;
+		if (strstr(m[i].text, "short-lived"))
+			ITEST_CHECK(life == 5400, "--ttl 90m: the message lives %lld s", life);
+		else if (strstr(m[i].text, "forever"))
+			ITEST_CHECK(life == -1, "--ttl -1: the message expires after %lld s", life);
+		else /* worker.message_ttl, whose default is -1 (never) */
+			ITEST_CHECK(life == -1, "no --ttl: the message expires after %lld s", life);
+	}
+	ecw_queue_msgs_free(m, n);
+	proc_assert_logs_clean();
+}
+
+/* Durations the service would refuse, or that are not durations, are usage
+ * errors naming the option; nothing is put. */
+static void test_cli__enqueue_refuses_bad_delay_and_ttl(void **state)
+{
+	static const struct {
+		const char *opt, *value, *says;
+	} bad[] = {
+	    {"--delay", "8d", "--delay is out of range"},     {"--delay", "-5s", "--delay must be"},
+	    {"--delay", "1500ms", "whole number of seconds"}, {"--delay", "soon", "--delay must be"},
+	    {"--ttl", "0", "--ttl is out of range"},          {"--ttl", "-2", "--ttl must be"},
+	    {"--ttl", "100000w", "--ttl is out of range"},
+	};
+	struct itest *t = *state;
+	char path[640];
+	char *err = NULL;
+	long long count = -1;
+
+	valid_config(path, sizeof(path), t, "cli-enqueue-bad-ttl");
+	itest_queue(t);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *args[] = {"enqueue", "-c",       path,         "greet", "p",
+		                      "r",       bad[i].opt, bad[i].value, NULL};
+		run_expect(NULL, &err, "cli-enqueue-bad-duration", args, NULL, 2);
+		ITEST_CHECK(strstr(err, bad[i].says) != NULL, "%s %s: stderr does not say \"%s\":\n%s",
+		            bad[i].opt, bad[i].value, bad[i].says, err);
+		free(err);
+	}
+	/* Expiring before it could be seen. */
+	const char *late[] = {"enqueue", "-c", path,    "greet", "p", "r",
+	                      "--delay", "1h", "--ttl", "30m",   NULL};
+	run_expect(NULL, &err, "cli-enqueue-expires-first", late, NULL, 2);
+	ITEST_CHECK(strstr(err, "expire") != NULL, "stderr does not say it would expire:\n%s", err);
+	free(err);
+	ECW_ASSERT_OK(ecw_queue_count(&count, t->client, t->queue));
+	assert_int_equal(count, 0);
+	proc_assert_logs_clean();
+}
+
 /* ---- help and dispatch ------------------------------------------------------------------- */
 
 static void test_cli__help_exits_0(void **state)
@@ -475,6 +557,9 @@ int main(void)
 	                                    cli_teardown),
 	    cmocka_unit_test_setup_teardown(test_cli__enqueue_plain_with_fields, cli_setup, cli_teardown),
 	    cmocka_unit_test_setup_teardown(test_cli__enqueue_base64, cli_setup, cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__enqueue_delay_and_ttl, cli_setup, cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__enqueue_refuses_bad_delay_and_ttl, cli_setup,
+	                                    cli_teardown),
 	    cmocka_unit_test_setup_teardown(test_cli__enqueue_refuses_bad_input, cli_setup, cli_teardown),
 	    cmocka_unit_test_setup_teardown(test_cli__help_exits_0, cli_setup, cli_teardown),
 	    cmocka_unit_test_setup_teardown(test_cli__unknown_command_exits_2, cli_setup, cli_teardown),
