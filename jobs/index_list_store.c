@@ -290,7 +290,8 @@ static int load_chunk(struct il_list *out, struct il_ent *e, const char *json, c
 		out->keys.v = v;
 		out->keys.cap = out->keys.n + t.n;
 	}
-	memcpy(out->keys.v + out->keys.n, t.v, t.n * sizeof(*t.v)); /* the strings move */
+	if (t.n) /* an empty chunk ("[]") has no array to copy from, nor may have one to copy to */
+		memcpy(out->keys.v + out->keys.n, t.v, t.n * sizeof(*t.v)); /* the strings move */
 	out->keys.n += t.n;
 	free(t.v);
 	c.end = out->keys.n;

@@ -143,6 +143,7 @@ static void test_index_get__a_value_without_a_list_is_empty(void **state)
 	    index_get(&out, &err, config, (const char *const[]){IL_JOB, "Nobody", "--json", NULL}), 0);
 	ITEST_CHECK(strstr(out, "\"keys\":[],\"exists\":false,\"count\":0}") != NULL, "%s", out);
 	free(out);
+	free(err);
 	assert_int_equal(index_get(&out, &err, config, (const char *const[]){IL_JOB, "Nobody", NULL}), 0);
 	ITEST_CHECK(strstr(out, "# 0 keys (no list: no source has that value)\n") != NULL, "%s", out);
 	assert_int_equal(
