@@ -68,6 +68,9 @@ struct ecw_config {
 		bool create_missing;       /* default true */
 		char *schedule_table;      /* schedules' markers; default EcwSchedules */
 		int64_t schedule_lease_ms; /* a claim on a schedule's window; 1s..1h, default 2m */
+		/* How often a working worker looks whether its queue was paused
+		 * (`ecworker pause`); 1s..10m, default 10s. */
+		int64_t control_poll_ms;
 	} worker;
 	struct {
 		enum ecw_log_level level;   /* debug|info|warn|error, default info */
@@ -75,6 +78,10 @@ struct ecw_config {
 	} log;
 	struct {
 		char *listen; /* "host:port"; "" disables; default "127.0.0.1:9464" */
+		/* How often the queue gauges (approximate messages, oldest
+		 * message's age) are read while the worker works; 1s..10m,
+		 * default 15s. */
+		int64_t queue_refresh_ms;
 	} metrics;
 	struct ecw_job_def *jobs;
 	size_t njobs;

@@ -152,6 +152,36 @@ int ecw_queue_clear(struct ecw_client *c, const char *queue) ECW_MUST_USE;
 /* Approximate: includes invisible messages. */
 int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue) ECW_MUST_USE;
 
+/* A queue's metadata (Get Queue Metadata): the approximate number of
+ * messages, visible or not, and its name-value pairs (x-ms-meta-NAME).
+ * Fixed arrays, no pointers: a caller-owned value. Only what fits is kept;
+ * `partial` says something did not (more than ECW_QUEUE_META_MAX pairs, a
+ * longer name or value, or more headers than the transport keeps), and then
+ * the pairs may not be written back (ecw_queue_meta_set refuses): Set Queue
+ * Metadata replaces them all, and would lose what was not kept. */
+#define ECW_QUEUE_META_MAX 16
+#define ECW_QUEUE_META_NAME_MAX 63
+#define ECW_QUEUE_META_VALUE_MAX 1023
+struct ecw_queue_meta {
+	long long approximate_messages;
+	size_t n;
+	bool partial;
+	struct {
+		char name[ECW_QUEUE_META_NAME_MAX + 1];   /* as the service gave it */
+		char value[ECW_QUEUE_META_VALUE_MAX + 1]; /* printable ASCII */
+	} pairs[ECW_QUEUE_META_MAX];
+};
+int ecw_queue_meta_get(struct ecw_queue_meta *out, struct ecw_client *c, const char *queue) ECW_MUST_USE;
+/* Replaces the queue's metadata with m's pairs. ECW_EINVALID when m is
+ * partial, or a name is not a C identifier or a value not printable ASCII
+ * (checked before any request). */
+int ecw_queue_meta_set(struct ecw_client *c, const char *queue, const struct ecw_queue_meta *m) ECW_MUST_USE;
+/* The value named name (case-insensitive, as metadata names are), or NULL. */
+const char *ecw_queue_meta_value(const struct ecw_queue_meta *m, const char *name);
+/* Sets name to value, replacing any; value NULL removes it. ECW_ETOOLARGE
+ * when m is full or the value too long. */
+int ecw_queue_meta_put(struct ecw_queue_meta *m, const char *name, const char *value) ECW_MUST_USE;
+
 /* ---- tables -------------------------------------------------------------- */
 
 /* A call on a table that does not exist returns ECW_ENOTABLE, one on an

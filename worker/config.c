@@ -61,12 +61,13 @@ static const char *const worker_keys[] = {"queue",
 					  "create_missing",
 					  "schedule_table",
 					  "schedule_lease",
+					  "control_poll",
 					  NULL};
 static const char *const backoff_keys[] = {"base", "max", NULL};
 static const char *const poll_keys[] = {"min", "max", NULL};
 static const char *const circuit_keys[] = {"failures", "probe_min", "probe_max", NULL};
 static const char *const log_keys[] = {"level", "format", NULL};
-static const char *const metrics_keys[] = {"listen", NULL};
+static const char *const metrics_keys[] = {"listen", "queue_refresh", NULL};
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const log_formats[] = {"json", "text", NULL};
 
@@ -334,6 +335,8 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 	parse_circuit(cfg, sec, errs);
 	ecw_node_read_duration(&cfg->worker.stall_timeout_ms, sec, "stall_timeout", MIN, DAY, false, false,
 			       "worker", errs);
+	ecw_node_read_duration(&cfg->worker.control_poll_ms, sec, "control_poll", SEC, 10 * MIN, false, false,
+			       "worker", errs);
 
 	if (ecw_node_read_scalar(&ttl, sec, "message_ttl", false, "worker", TTL_EXPECT, errs) > 0) {
 		int64_t ms = 0;
@@ -422,6 +425,8 @@ static void check_metrics(struct ecw_config *cfg, const struct ecw_node *root, s
 	const struct ecw_node *sec = ecw_node_section(root, "metrics", NULL, errs);
 
 	ecw_node_check_keys(sec, metrics_keys, "metrics", errs);
+	ecw_node_read_duration(&cfg->metrics.queue_refresh_ms, sec, "queue_refresh", SEC, 10 * MIN, false,
+			       false, "metrics", errs);
 	if (ecw_node_read_string(&cfg->metrics.listen, sec, "listen", false, "metrics", errs) > 0 &&
 	    !listen_ok(cfg->metrics.listen))
 		ecw_node_error(errs, ecw_node_get(sec, "listen"),
@@ -594,6 +599,8 @@ static void set_defaults(struct ecw_config *cfg)
 	cfg->worker.circuit_probe_min_ms = SEC;
 	cfg->worker.circuit_probe_max_ms = 30 * SEC;
 	cfg->worker.stall_timeout_ms = 10 * MIN;
+	cfg->worker.control_poll_ms = 10 * SEC;
+	cfg->metrics.queue_refresh_ms = 15 * SEC;
 	cfg->worker.message_ttl_s = -1;
 	cfg->worker.create_missing = true;
 	cfg->worker.schedule_lease_ms = 2 * MIN;

@@ -164,6 +164,31 @@ static struct family f_audit_period = {
 	.label_names = {"job"},
 };
 
+/* The queues as the workers last looked at them (queue_watch.c): one Get
+ * Queue Metadata, and a peek for the oldest message's age when there are
+ * messages. */
+static struct family f_queue_messages = {
+	.name = "ecw_queue_approximate_messages",
+	.help = "Messages on the queue, visible or not, as the service last counted them (approximate).",
+	.gauge = true,
+	.nlabels = 1,
+	.label_names = {"queue"},
+};
+static struct family f_queue_age = {
+	.name = "ecw_queue_oldest_message_age_seconds",
+	.help = "Age of the queue's oldest visible message when last looked at (0: none visible).",
+	.gauge = true,
+	.nlabels = 1,
+	.label_names = {"queue"},
+};
+static struct family f_paused = {
+	.name = "ecw_paused",
+	.help = "1 while the queue is paused for the fleet (ecworker pause): nothing is received from it.",
+	.gauge = true,
+	.nlabels = 1,
+	.label_names = {"queue"},
+};
+
 /* Under g_lock. */
 static uint64_t g_retries;
 static int64_t g_in_flight;
@@ -405,6 +430,28 @@ void ecw_metrics_audit_declare(const char *job, int64_t period_s)
 	pthread_mutex_unlock(&g_lock);
 }
 
+void ecw_metrics_queue(const char *queue, long long approximate, int64_t oldest_age_s)
+{
+	struct series *s;
+
+	pthread_mutex_lock(&g_lock);
+	if ((s = series_get(&f_queue_messages, queue, NULL)))
+		s->count = approximate > 0 ? (uint64_t)approximate : 0;
+	if ((s = series_get(&f_queue_age, queue, NULL)))
+		s->count = oldest_age_s > 0 ? (uint64_t)oldest_age_s : 0;
+	pthread_mutex_unlock(&g_lock);
+}
+
+void ecw_metrics_paused(const char *queue, bool paused)
+{
+	struct series *s;
+
+	pthread_mutex_lock(&g_lock);
+	if ((s = series_get(&f_paused, queue, NULL)))
+		s->count = paused;
+	pthread_mutex_unlock(&g_lock);
+}
+
 void ecw_metrics_audit(const char *job, int64_t finished_s, const char *const *kinds, const uint64_t *drift,
 		       size_t n)
 {
@@ -482,6 +529,9 @@ void ecw_metrics_reset(void)
 	family_clear(&f_audit_drift);
 	family_clear(&f_audit_last_run);
 	family_clear(&f_audit_period);
+	family_clear(&f_queue_messages);
+	family_clear(&f_queue_age);
+	family_clear(&f_paused);
 	g_retries = 0;
 	g_in_flight = 0;
 	g_last_receive = 0;
@@ -605,7 +655,9 @@ char *ecw_metrics_render(void)
 	if ((err = render_family(&b, &f_poisoned)) < 0 || (err = render_family(&b, &f_deduplicated)) < 0 ||
 	    (err = render_family(&b, &f_scheduled)) < 0 || (err = render_family(&b, &f_audit_drift)) < 0 ||
 	    (err = render_family(&b, &f_audit_last_run)) < 0 ||
-	    (err = render_family(&b, &f_audit_period)) < 0)
+	    (err = render_family(&b, &f_audit_period)) < 0 ||
+	    (err = render_family(&b, &f_queue_messages)) < 0 || (err = render_family(&b, &f_queue_age)) < 0 ||
+	    (err = render_family(&b, &f_paused)) < 0)
 		goto unlock;
 	if ((err = add_header(&b, "ecw_jobs_in_flight",
 			      "Messages held now: running, or waiting for a job thread (prefetch).",
@@ -614,9 +666,10 @@ char *ecw_metrics_render(void)
 	    (err = add_header(&b, "ecw_messages_received_total", "Messages received from the queue.",
 			      "counter")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_messages_received_total %" PRIu64 "\n", g_received)) < 0 ||
-	    (err = add_header(&b, "ecw_last_receive_timestamp_seconds",
-			      "Unix time of the last successful receive, empty or not (0: none yet).",
-			      "gauge")) < 0 ||
+	    (err = add_header(
+		     &b, "ecw_last_receive_timestamp_seconds",
+		     "Unix time of the last successful receive, empty or not, or look at the queue (0: none yet).",
+		     "gauge")) < 0 ||
 	    (err = ecw_buf_printf(&b, "ecw_last_receive_timestamp_seconds %" PRId64 "\n", g_last_receive)) <
 		    0 ||
 	    (err = add_header(&b, "ecw_storage_circuit_open",

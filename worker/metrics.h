@@ -26,6 +26,10 @@ void ecw_metrics_received(int64_t unix_time, int count); /* a successful receive
  * with them instead of running again (ecw_messages_deduplicated_total). */
 void ecw_metrics_deduplicated(const char *job, int64_t count);
 void ecw_metrics_scheduled(const char *schedule, int64_t count); /* messages a schedule's window put */
+/* A queue as last looked at: its approximate messages and the age of its
+ * oldest visible message (0: none); and whether it is paused. */
+void ecw_metrics_queue(const char *queue, long long approximate, int64_t oldest_age_s);
+void ecw_metrics_paused(const char *queue, bool paused);
 /* A job audited on schedule every period_s seconds (gauge
  * ecw_audit_period_seconds{job}, the shortest when several schedules audit
  * it): declared at start, so that an alert can tell an audit that never

@@ -31,6 +31,7 @@
 #include "message.h"
 #include "metrics.h"
 #include "outcome.h"
+#include "queue_watch.h"
 #include "poison.h"
 #include "runtime.h"
 #include "runtime_private.h"
@@ -723,11 +724,75 @@ static void receive_deeper(struct runtime *rt, struct ecw_client *c, struct ecw_
 	}
 }
 
+/* One look at a queue (queue_watch.h), with what it tells, as a receive's:
+ * a good look is a good sight of the queue for /readyz and the
+ * not-receiving alert; a failure counts towards an outage. */
+static int look(struct runtime *rt, struct ecw_queue_watch *w, struct ecw_queue_seen *q, struct ecw_client *c)
+{
+	int err = ecw_queue_watch_look(w, q, c);
+
+	if (err < 0) {
+		(void)ecw_circuit_note(rt->circuit, err);
+		ecw_runtime_log_storage_error("queue.metadata");
+		ecw_metrics_set_ready(false);
+	} else if (q == &w->jobs) {
+		ecw_metrics_set_ready(true);
+		ecw_metrics_received((int64_t)time(NULL), 0);
+	}
+	return err;
+}
+
+enum before_receive { RECEIVE, PAUSED, NOTHING_THERE };
+
+/* What the loop does before a receive; queue_watch.h says when it looks and
+ * why. resting: the last receive or look found nothing. A look that fails
+ * leaves what was known: a paused queue stays paused, anything else is
+ * received from as if there were no watch. */
+static enum before_receive look_first(struct runtime *rt, struct ecw_client *c, struct ecw_queue_watch *w,
+				      bool resting)
+{
+	int64_t now = ecw_now_ms();
+
+	resting = resting || w->pause.paused;
+	if (resting && ecw_queue_watch_poison_due_at_rest(w, now)) {
+		(void)look(rt, w, &w->poison, c); /* this poll is the poison queue's */
+		return w->pause.paused ? PAUSED : NOTHING_THERE;
+	}
+	if (!resting && ecw_queue_watch_due(&w->poison, now))
+		(void)look(rt, w, &w->poison, c);
+	if (resting || ecw_queue_watch_due(&w->jobs, now)) {
+		if (look(rt, w, &w->jobs, c) < 0)
+			return w->pause.paused ? PAUSED : RECEIVE;
+		if (w->pause.paused)
+			return PAUSED;
+		if (resting && w->jobs.approximate == 0)
+			return NOTHING_THERE;
+	}
+	return RECEIVE;
+}
+
+/* The pause after a poll that found nothing: it grows exponentially, and
+ * while it grows it is jittered (half to all of it), so replicas started
+ * together drift apart; at the cap it is poll_interval.max exactly, so an
+ * idle worker costs at most one request per max (6 a minute at 10 s: jitter
+ * below the cap would add a third). */
+static void rest(struct runtime *rt, int64_t *poll_ms)
+{
+	int64_t max = rt->cfg->worker.poll_max_ms, ms = *poll_ms;
+
+	nap(rt, ms >= max ? ms : ms / 2 + (int64_t)(ecw_random_u32() % (uint32_t)(ms / 2 + 1)));
+	*poll_ms = ms * 2 > max ? max : ms * 2;
+}
+
 static void receive_loop(struct runtime *rt, struct ecw_client *c)
 {
 	const struct ecw_config *cfg = rt->cfg;
 	int64_t poll_ms = cfg->worker.poll_min_ms;
+	struct ecw_queue_watch watch;
+	bool resting = false;
 
+	ecw_queue_watch_init(&watch, cfg->worker.queue, cfg->worker.poison_queue, cfg->worker.control_poll_ms,
+			     cfg->metrics.queue_refresh_ms);
 	while (!atomic_load(&rt->stopping)) {
 		struct ecw_queue_msg *msgs = NULL;
 		size_t count = 0;
@@ -736,6 +801,11 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		if (ecw_circuit_is_open(rt->circuit)) {
 			wait_out_outage(rt);
 			continue;
+		}
+		switch (look_first(rt, c, &watch, resting)) {
+		case PAUSED: nap(rt, cfg->worker.control_poll_ms); continue;
+		case NOTHING_THERE: rest(rt, &poll_ms); continue;
+		case RECEIVE: break;
 		}
 
 		/* With a prefetch, receive when at most half of it still waits
@@ -763,20 +833,13 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		rt->deep = count == (size_t)cfg->worker.batch_size;
 		pthread_mutex_unlock(&rt->mu);
 		if (count == 0) {
-			/* Empty (or failing): back off exponentially. While the pause
-			 * grows it is jittered (half to all of it), so replicas started
-			 * together drift apart; at the cap it is poll_interval.max
-			 * exactly, so an idle worker costs at most one receive per max
-			 * (6 a minute at 10 s: jitter below the cap would add a third). */
-			nap(rt, poll_ms >= cfg->worker.poll_max_ms
-					? poll_ms
-					: poll_ms / 2 +
-						  (int64_t)(ecw_random_u32() % (uint32_t)(poll_ms / 2 + 1)));
-			poll_ms =
-				poll_ms * 2 > cfg->worker.poll_max_ms ? cfg->worker.poll_max_ms : poll_ms * 2;
+			/* Empty (or failing): rest; the next poll is a look. */
+			resting = true;
+			rest(rt, &poll_ms);
 			ecw_queue_msgs_free(msgs, count);
 			continue;
 		}
+		resting = false;
 		poll_ms = cfg->worker.poll_min_ms;
 		receive_deeper(rt, c, &msgs, &count);
 		dispatch(rt, msgs, count);

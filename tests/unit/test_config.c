@@ -37,6 +37,8 @@ static void assert_defaults(const struct ecw_config *cfg)
 	assert_int_equal(cfg->worker.circuit_probe_min_ms, 1000);
 	assert_int_equal(cfg->worker.circuit_probe_max_ms, 30000);
 	assert_int_equal(cfg->worker.stall_timeout_ms, 600000);
+	assert_int_equal(cfg->worker.control_poll_ms, 10000);
+	assert_int_equal(cfg->metrics.queue_refresh_ms, 15000);
 	assert_int_equal(cfg->worker.message_ttl_s, -1);
 	assert_true(cfg->worker.create_missing);
 	assert_int_equal(cfg->log.level, ECW_LOG_INFO);
@@ -206,7 +208,7 @@ static void test_config__unknown_key_nested(void **state)
 	    "unknown key 'bacth_size' in worker (expected one of: queue, poison_queue, batch_size, "
 	    "concurrency, prefetch, visibility_timeout, max_dequeue_count, retry_backoff, poll_interval, "
 	    "shutdown_grace, circuit, stall_timeout, message_ttl, create_missing, schedule_table, "
-	    "schedule_lease)");
+	    "schedule_lease, control_poll)");
 	one_error("worker:\n  retry_backoff: {base: 1s, min: 2s}\n", "2:29",
 	          "unknown key 'min' in worker.retry_backoff (expected one of: base, max)");
 	one_error("worker:\n  poll_interval: {mn: 1s}\n", "2:19",
@@ -214,7 +216,7 @@ static void test_config__unknown_key_nested(void **state)
 	one_error("log: {level: info, colour: true}\n", "1:20",
 	          "unknown key 'colour' in log (expected one of: level, format)");
 	one_error("metrics:\n  port: 9464\n", "2:3",
-	          "unknown key 'port' in metrics (expected one of: listen)");
+	          "unknown key 'port' in metrics (expected one of: listen, queue_refresh)");
 	one_error(
 	    "storage:\n  acount: x\n", "2:3",
 	    "unknown key 'acount' in storage (expected one of: connection_string, auth, account, ca_file, "
@@ -367,6 +369,22 @@ static void test_config__circuit_and_stall_timeout(void **state)
 	          "unknown key 'probes' in worker.circuit (expected one of: failures, probe_min, probe_max)");
 	one_error("worker:\n  stall_timeout: 30s\n", "2:18", "worker.stall_timeout");
 	one_error("worker:\n  stall_timeout: 25h\n", "2:18", "worker.stall_timeout");
+}
+
+/* worker.control_poll and metrics.queue_refresh: read, 1s..10m. */
+static void test_config__control_poll_and_queue_refresh(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = parse_ok("worker:\n  control_poll: 3s\nmetrics:\n  queue_refresh: 1m\n");
+	assert_int_equal(cfg->worker.control_poll_ms, 3000);
+	assert_int_equal(cfg->metrics.queue_refresh_ms, 60000);
+	ecw_config_free(cfg);
+	one_error("worker:\n  control_poll: 500ms\n", "2:17", "worker.control_poll");
+	one_error("worker:\n  control_poll: 11m\n", "2:17", "worker.control_poll");
+	one_error("metrics:\n  queue_refresh: 0\n", "2:18", "metrics.queue_refresh");
+	one_error("metrics:\n  queue_refresh: 1h\n", "2:18", "metrics.queue_refresh");
+	one_error("metrics:\n  refresh: 1m\n", "2:3",
+	          "unknown key 'refresh' in metrics (expected one of: listen, queue_refresh)");
 }
 
 static void test_config__bad_queue_name(void **state)
@@ -1049,6 +1067,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_config__bad_durations, setup),
 	    cmocka_unit_test_setup(test_config__max_less_than_base, setup),
 	    cmocka_unit_test_setup(test_config__circuit_and_stall_timeout, setup),
+	    cmocka_unit_test_setup(test_config__control_poll_and_queue_refresh, setup),
 	    cmocka_unit_test_setup(test_config__bad_queue_name, setup),
 	    cmocka_unit_test_setup(test_config__poison_equals_queue, setup),
 	    cmocka_unit_test_setup(test_config__bad_listen, setup),

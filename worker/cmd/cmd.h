@@ -23,6 +23,8 @@ int ecw_cmd_status(int argc, char **argv);       /* status.c */
 int ecw_cmd_migrate(int argc, char **argv);      /* migrate.c */
 int ecw_cmd_audit(int argc, char **argv);        /* audit.c */
 int ecw_cmd_index(int argc, char **argv);        /* index.c */
+int ecw_cmd_pause(int argc, char **argv);        /* pause.c */
+int ecw_cmd_resume(int argc, char **argv);       /* pause.c */
 void ecw_poison_usage(FILE *file);
 
 struct ecw_config;

@@ -15,14 +15,16 @@
 #include "ecw_buf.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
+#include "pause.h"
 #include "poison_scan.h"
 
 struct queue_state {
 	const char *name;
 	long long depth;
-	time_t oldest;   /* 0 when no visible message */
-	bool missing;    /* the queue does not exist */
-	char error[512]; /* "" when read */
+	struct ecw_pause pause; /* `ecworker pause`, from the queue's metadata */
+	time_t oldest;          /* 0 when no visible message */
+	bool missing;           /* the queue does not exist */
+	char error[512];        /* "" when read */
 };
 
 struct tally {
@@ -55,12 +57,19 @@ static enum ecw_scan_verdict tally_visit(void *payload, struct ecw_client *c, co
 static void read_queue(struct queue_state *q, struct ecw_client *c)
 {
 	struct ecw_queue_msg *m = NULL;
+	struct ecw_queue_meta *meta = calloc(1, sizeof(*meta));
 	size_t n = 0;
-
 	int err;
 
-	if ((err = ecw_queue_count(&q->depth, c, q->name)) < 0 ||
-	    (err = ecw_queue_peek(&m, &n, c, q->name, 1)) < 0) {
+	if (!meta) {
+		snprintf(q->error, sizeof(q->error), "out of memory");
+		return;
+	}
+	err = ecw_queue_meta_get(meta, c, q->name);
+	q->depth = meta->approximate_messages;
+	ecw_pause_from_meta(&q->pause, meta);
+	free(meta);
+	if (err < 0 || (err = ecw_queue_peek(&m, &n, c, q->name, 1)) < 0) {
 		if (err == ECW_ENOTFOUND)
 			q->missing = true; /* not created yet: the worker creates it at start */
 		else
@@ -136,6 +145,15 @@ static struct json_object *queue_json(const struct queue_state *q, time_t now)
 		return o;
 	}
 	json_object_object_add(o, "approximate_messages", json_object_new_int64(q->depth));
+	if (q->pause.paused) {
+		struct json_object *p = json_object_new_object();
+		json_object_object_add(p, "at", json_object_new_string(q->pause.at));
+		json_object_object_add(p, "by", json_object_new_string(q->pause.by));
+		json_object_object_add(p, "reason", json_object_new_string(q->pause.reason));
+		json_object_object_add(o, "paused", p);
+	} else {
+		json_object_object_add(o, "paused", json_object_new_boolean(false));
+	}
 	json_object_object_add(
 		o, "oldest_visible_age_s",
 		q->oldest ? json_object_new_int64(now > q->oldest ? (int64_t)(now - q->oldest) : 0) : NULL);
@@ -272,6 +290,16 @@ int ecw_cmd_status(int argc, char **argv)
 			}
 			age(when, sizeof(when), qs[i]->oldest, now);
 			printf("%-13s %-24s ~%lld messages, %s\n", label[i], qs[i]->name, qs[i]->depth, when);
+			if (qs[i]->pause.paused) {
+				struct ecw_buf safe;
+				ecw_buf_init(&safe, 0);
+				printf("%-13s %-24s PAUSED since %s by %s", "", "",
+				       qs[i]->pause.at[0] ? qs[i]->pause.at : "(unknown)",
+				       qs[i]->pause.by[0] ? qs[i]->pause.by : "(unknown)");
+				printf("%s%s\n", qs[i]->pause.reason[0] ? ": " : "",
+				       ecw_cli_term(&safe, qs[i]->pause.reason));
+				ecw_buf_dispose(&safe);
+			}
 		}
 		if (!pq.error[0] && sr.seen) {
 			struct ecw_buf safe;

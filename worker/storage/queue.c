@@ -1,9 +1,11 @@
 /* queue.c - the Queue service operations. Messages travel as
  * <QueueMessage><MessageText>escaped text</MessageText></QueueMessage>; the
  * text is sent as given (no base64: decoding is the caller's business). */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "client.h"
 #include "date.h"
@@ -353,6 +355,146 @@ done:
 	ecw_request_dispose(&r);
 	ecw_response_dispose(&resp);
 	return err;
+}
+
+/* ---- metadata -------------------------------------------------------------------------------- */
+
+#define META_PREFIX "x-ms-meta-"
+
+static bool printable_ascii(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+			return false;
+	return true;
+}
+
+/* Metadata names are C# identifiers: a letter or '_', then letters, digits
+ * and '_'. */
+static bool meta_name_ok(const char *s)
+{
+	if (!*s || strlen(s) > ECW_QUEUE_META_NAME_MAX || !(isalpha((unsigned char)*s) || *s == '_'))
+		return false;
+	for (; *s; s++)
+		if (!(isalnum((unsigned char)*s) || *s == '_'))
+			return false;
+	return true;
+}
+
+/* Keeps one x-ms-meta-* header, or marks out partial. The answer is the
+ * service's, so untrusted: what does not fit or is not printable ASCII is
+ * not kept. */
+static void meta_keep(struct ecw_queue_meta *out, const char *name, const char *value)
+{
+	size_t nl = strlen(name), vl = strlen(value);
+
+	if (out->n == ECW_QUEUE_META_MAX || nl > ECW_QUEUE_META_NAME_MAX || vl > ECW_QUEUE_META_VALUE_MAX ||
+	    !meta_name_ok(name) || !printable_ascii(value)) {
+		out->partial = true;
+		return;
+	}
+	memcpy(out->pairs[out->n].name, name, nl + 1);
+	memcpy(out->pairs[out->n].value, value, vl + 1);
+	out->n++;
+}
+
+int ecw_queue_meta_get(struct ecw_queue_meta *out, struct ecw_client *c, const char *queue)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	const char *v;
+	char *end;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	ecw_response_init(&resp);
+	if ((err = queue_request(&r, "queue.metadata", "GET", queue, NULL)) < 0 ||
+	    (err = ecw_request_add_query(&r, "comp", "metadata")) < 0 ||
+	    (err = ecw_client_send(&resp, c, &r)) < 0)
+		goto done;
+	v = ecw_response_header(&resp, "x-ms-approximate-messages-count");
+	if (!v || !*v || (out->approximate_messages = strtoll(v, &end, 10), *end) ||
+	    out->approximate_messages < 0) {
+		err = ecw_error_set(ECW_ERROR, "queue: metadata answer without a message count");
+		goto done;
+	}
+	for (size_t i = 0; i < resp.nheaders; i++) {
+		const char *name, *value;
+
+		ecw_response_header_at(&resp, i, &name, &value);
+		if (strncasecmp(name, META_PREFIX, strlen(META_PREFIX)) == 0)
+			meta_keep(out, name + strlen(META_PREFIX), value);
+	}
+	/* The transport keeps so many headers: at the limit, some may be gone. */
+	if (resp.nheaders == ECW_RESP_MAX_HEADERS)
+		out->partial = true;
+done:
+	ecw_request_dispose(&r);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+int ecw_queue_meta_set(struct ecw_client *c, const char *queue, const struct ecw_queue_meta *m)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	char header[sizeof(META_PREFIX) + ECW_QUEUE_META_NAME_MAX];
+	int err;
+
+	if (m->partial)
+		return ecw_error_set(
+			ECW_EINVALID,
+			"queue %s has metadata that ecworker could not keep whole (over %d pairs or "
+			"%d bytes a value): not rewritten",
+			queue, ECW_QUEUE_META_MAX, ECW_QUEUE_META_VALUE_MAX);
+	for (size_t i = 0; i < m->n; i++)
+		if (!meta_name_ok(m->pairs[i].name) || !printable_ascii(m->pairs[i].value))
+			return ecw_error_set(ECW_EINVALID,
+					     "queue metadata: a name that is not an identifier, "
+					     "or a value that is not printable ASCII");
+	ecw_response_init(&resp);
+	if ((err = queue_request(&r, "queue.metadata_set", "PUT", queue, NULL)) < 0 ||
+	    (err = ecw_request_add_query(&r, "comp", "metadata")) < 0)
+		goto done;
+	for (size_t i = 0; i < m->n && err == 0; i++) {
+		snprintf(header, sizeof(header), META_PREFIX "%s", m->pairs[i].name);
+		err = ecw_request_set_header(&r, header, m->pairs[i].value);
+	}
+	if (err == 0)
+		err = ecw_client_send(&resp, c, &r);
+done:
+	ecw_request_dispose(&r);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+const char *ecw_queue_meta_value(const struct ecw_queue_meta *m, const char *name)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (strcasecmp(m->pairs[i].name, name) == 0)
+			return m->pairs[i].value;
+	return NULL;
+}
+
+int ecw_queue_meta_put(struct ecw_queue_meta *m, const char *name, const char *value)
+{
+	size_t i;
+
+	for (i = 0; i < m->n && strcasecmp(m->pairs[i].name, name) != 0; i++)
+		;
+	if (!value) {
+		if (i < m->n)
+			memmove(&m->pairs[i], &m->pairs[i + 1], (m->n - i - 1) * sizeof(m->pairs[0]));
+		m->n -= i < m->n;
+		return 0;
+	}
+	if (strlen(name) > ECW_QUEUE_META_NAME_MAX || strlen(value) > ECW_QUEUE_META_VALUE_MAX ||
+	    (i == m->n && m->n == ECW_QUEUE_META_MAX))
+		return ecw_error_set(ECW_ETOOLARGE, "queue metadata: no room for %s", name);
+	snprintf(m->pairs[i].name, sizeof(m->pairs[i].name), "%s", name);
+	snprintf(m->pairs[i].value, sizeof(m->pairs[i].value), "%s", value);
+	m->n += i == m->n;
+	return 0;
 }
 
 bool ecw_queue_err_received_again(const struct ecw_error *e)

@@ -79,6 +79,12 @@ const char *ecw_response_header(const struct ecw_response *resp, const char *nam
 	return NULL;
 }
 
+void ecw_response_header_at(const struct ecw_response *resp, size_t i, const char **name, const char **value)
+{
+	*name = resp->hdrs.ptr + resp->hat[i];
+	*value = *name + strlen(*name) + 1;
+}
+
 /* ---- caps by kind ------------------------------------------------------------------------ */
 
 #define KiB ((size_t)1024)

@@ -35,6 +35,8 @@ int ecw_response_add_header(struct ecw_response *resp, const char *name, size_t 
 			    size_t vlen) ECW_MUST_USE;
 /* Case-insensitive; NULL when absent. */
 const char *ecw_response_header(const struct ecw_response *resp, const char *name);
+/* Header i (0 .. nheaders-1) as kept: *name and *value point into resp. */
+void ecw_response_header_at(const struct ecw_response *resp, size_t i, const char **name, const char **value);
 
 /* The most an answer's body to a request of kind op ("table.get",
  * "queue.receive", ...; NULL or unknown: a small answer) may hold: the

@@ -1,0 +1,115 @@
+/* test_queue_watch.c - the worker's look at its queues (worker/queue_watch.h)
+ * on a real Azurite, judged by its /metrics: the backlog gauges of the job
+ * and poison queues, and the idle budget - an idle worker makes one request
+ * a poll (the look, in place of the empty receive it made before), and no
+ * receive at all while the queue is empty. */
+#include "runtimefx.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecw_storage.h"
+
+/* The sum of metric's samples carrying label (NULL: all); -1 while the
+ * endpoint does not answer yet. */
+static double metric(int port, const char *name, const char *label, int *found)
+{
+	char *page = NULL;
+	double v;
+
+	if (proc_http_get(&page, port, "/metrics") != 200) {
+		free(page);
+		*found = 0;
+		return -1;
+	}
+	v = label ? proc_metric(page, name, found, label, NULL) : proc_metric(page, name, found, NULL);
+	free(page);
+	return v;
+}
+
+static double requests(int port, const char *op)
+{
+	char label[64];
+	int found = 0;
+
+	snprintf(label, sizeof(label), "op=\"%s\"", op);
+	return metric(port, "ecw_storage_requests_total", label, &found);
+}
+
+/* Both queues' gauges from the first look: the poison queue holds 3
+ * messages, the oldest put before the worker started; the job queue none. */
+static void test_queue_watch__backlog_gauges(void **state)
+{
+	struct rtfx *r = *state;
+	struct itest *t = r->fx.t;
+	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
+	struct ecw_queue_msg put;
+	char label[160];
+	struct proc p;
+	int found = 0;
+
+	itest_queue(t);
+	ECW_ASSERT_OK(ecw_queue_create(NULL, r->client, r->fx.poison));
+	for (int i = 0; i < 3; i++)
+		ECW_ASSERT_OK(ecw_queue_put(&put, r->client, r->fx.poison, "{\"x\":1}", 7, NULL));
+	itest_sleep_ms(2100); /* the oldest is 2 s old at least */
+	int port = rtfx_start_worker(&p, r, "watch-gauges", &o);
+	snprintf(label, sizeof(label), "queue=\"%s\"", r->fx.poison);
+	double n = -1;
+	for (int i = 0; i < 100 && (n = metric(port, "ecw_queue_approximate_messages", label, &found)) < 0;
+	     i++)
+		itest_sleep_ms(50);
+	ITEST_CHECK(n == 3.0 && found == 1, "poison queue gauge %g (%d samples)", n, found);
+	double age = metric(port, "ecw_queue_oldest_message_age_seconds", label, &found);
+	ITEST_CHECK(age >= 2.0 && age < 60.0 && found == 1, "poison queue oldest age %g", age);
+	snprintf(label, sizeof(label), "queue=\"%s\"", t->queue);
+	ITEST_CHECK(metric(port, "ecw_queue_approximate_messages", label, &found) == 0.0 && found == 1,
+	            "job queue gauge");
+	ITEST_CHECK(metric(port, "ecw_queue_oldest_message_age_seconds", label, &found) == 0.0 && found == 1,
+	            "job queue age");
+	ITEST_CHECK(metric(port, "ecw_paused", label, &found) == 0.0 && found == 1, "ecw_paused");
+	rtfx_finish(&p);
+}
+
+/* Idle at poll_interval.max 200ms for 4 s: about 20 looks and not one
+ * receive (before the watch: about 20 empty receives); then a message put
+ * is seen by the next look and received. */
+static void test_queue_watch__idle_costs_one_look_a_poll(void **state)
+{
+	struct rtfx *r = *state;
+	struct itest *t = r->fx.t;
+	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
+	struct proc p;
+	char id[64];
+	int found = 0;
+
+	itest_queue(t);
+	int port = rtfx_start_worker(&p, r, "watch-idle", &o);
+	for (int i = 0; i < 100 && metric(port, "ecw_storage_requests_total", NULL, &found) < 0; i++)
+		itest_sleep_ms(50);
+	itest_sleep_ms(1500); /* the poll has grown to its max */
+	double looks0 = requests(port, "queue.metadata"), receives0 = requests(port, "queue.receive");
+	double all0 = metric(port, "ecw_storage_requests_total", NULL, &found);
+	itest_sleep_ms(4000);
+	double looks = requests(port, "queue.metadata") - looks0;
+	double receives = requests(port, "queue.receive") - receives0;
+	double all = metric(port, "ecw_storage_requests_total", NULL, &found) - all0;
+	ITEST_CHECK(receives == 0, "%g receives from an empty queue in 4 s", receives);
+	ITEST_CHECK(looks >= 12 && looks <= 21, "%g looks in 4 s at one per 200 ms", looks);
+	ITEST_CHECK(all == looks, "%g requests in 4 s, of which %g looks", all, looks);
+
+	rtfx_put(r, "{\"job\":\"noop\",\"pk\":\"p\",\"rk\":\"after-rest\"}", id);
+	PROC_EXPECT_LOG(&p, 1, 5000, "message", "message_id", id, "outcome", "succeeded");
+	rtfx_finish(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_queue_watch__backlog_gauges, rtfx_setup, rtfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_queue_watch__idle_costs_one_look_a_poll, rtfx_setup,
+	                                    rtfx_teardown),
+	};
+	return cmocka_run_group_tests_name("queue_watch", tests, NULL, NULL);
+}
