@@ -126,11 +126,12 @@ void ecw_pause_whoami(char *out, size_t n)
 	const char *user = getenv("USER");
 	char host[256] = "";
 	size_t k = 0;
-	char who[ECW_PAUSE_BY_MAX * 2 + 2];
+	char who[400];
 
 	if (gethostname(host, sizeof(host) - 1) != 0)
 		host[0] = '\0';
-	snprintf(who, sizeof(who), "%s@%s", user && *user ? user : "unknown", host[0] ? host : "unknown");
+	snprintf(who, sizeof(who), "%.128s@%.255s", user && *user ? user : "unknown",
+		 host[0] ? host : "unknown");
 	/* Only what `by` may hold: anything else becomes '_'. */
 	for (size_t i = 0; who[i] && k + 1 < n && k < ECW_PAUSE_BY_MAX; i++)
 		out[k++] = by_char(who[i]) ? who[i] : '_';
