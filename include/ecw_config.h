@@ -42,10 +42,14 @@ struct ecw_config {
 		int64_t request_timeout_ms;       /* one HTTP request, whole; 1s..10m, default 30s */
 	} storage;
 	struct {
-		char *queue;                   /* default ecw-jobs */
-		char *poison_queue;            /* default <queue>-poison */
-		int batch_size;                /* 1..32, default 16 */
-		int concurrency;               /* 1..256, default 16 */
+		char *queue;        /* default ecw-jobs */
+		char *poison_queue; /* default <queue>-poison */
+		int batch_size;     /* 1..32, default 16 */
+		int concurrency;    /* 1..256, default 16 */
+		/* The adaptive limit's floor (worker/limiter.h): while storage
+		 * throttles, fewer jobs run, not fewer than this; 1..concurrency,
+		 * default 1; = concurrency: a fixed number. */
+		int concurrency_min;
 		int prefetch;                  /* 0..256, default batch_size: messages held
 		                               * waiting for a job thread */
 		int64_t visibility_timeout_ms; /* 1s..7d, whole seconds, default 60s */

@@ -49,6 +49,7 @@ static const char *const worker_keys[] = {"queue",
 					  "poison_queue",
 					  "batch_size",
 					  "concurrency",
+					  "concurrency_min",
 					  "prefetch",
 					  "visibility_timeout",
 					  "max_dequeue_count",
@@ -308,6 +309,13 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 		cfg->worker.batch_size = (int)x;
 	if (ecw_node_read_int(&x, sec, "concurrency", 1, 256, false, "worker", errs) > 0)
 		cfg->worker.concurrency = (int)x;
+	if (ecw_node_read_int(&x, sec, "concurrency_min", 1, 256, false, "worker", errs) > 0) {
+		cfg->worker.concurrency_min = (int)x;
+		if (x > cfg->worker.concurrency)
+			ecw_node_error(errs, ecw_node_get(sec, "concurrency_min"),
+				       "worker.concurrency_min must not be more than worker.concurrency (%d)",
+				       cfg->worker.concurrency);
+	}
 	if (ecw_node_read_int(&x, sec, "prefetch", 0, 256, false, "worker", errs) > 0)
 		cfg->worker.prefetch = (int)x;
 	ecw_node_read_duration(&cfg->worker.visibility_timeout_ms, sec, "visibility_timeout", SEC, 7 * DAY,
@@ -587,6 +595,7 @@ static void set_defaults(struct ecw_config *cfg)
 	cfg->storage.request_timeout_ms = 30 * SEC;
 	cfg->worker.batch_size = 16;
 	cfg->worker.concurrency = 16;
+	cfg->worker.concurrency_min = 1;
 	cfg->worker.prefetch = -1; /* batch_size, once that is read */
 	cfg->worker.visibility_timeout_ms = 60 * SEC;
 	cfg->worker.max_dequeue_count = 5;

@@ -198,8 +198,10 @@ static uint64_t g_received;
 static _Atomic int64_t g_heartbeat_ms = HEARTBEAT_NEVER;
 static _Atomic int64_t g_window_ms = LIVENESS_DEFAULT_MS;
 static atomic_bool g_ready;
-static atomic_bool g_circuit_open; /* circuit.h: /readyz says not ready while it is */
-static atomic_int g_stalled;       /* job threads stalled: /healthz fails while any is */
+static atomic_bool g_circuit_open;     /* circuit.h: /readyz says not ready while it is */
+static atomic_int g_stalled;           /* job threads stalled: /healthz fails while any is */
+static atomic_int g_concurrency_limit; /* the adaptive limit; 0 before the runtime sets it */
+static atomic_ullong g_limit_cuts;     /* times it was lowered */
 
 /* ---- recording --------------------------------------------------------- */
 
@@ -499,6 +501,13 @@ void ecw_metrics_set_circuit_open(bool open)
 	atomic_store(&g_circuit_open, open);
 }
 
+void ecw_metrics_set_concurrency_limit(int limit, bool cut)
+{
+	atomic_store(&g_concurrency_limit, limit);
+	if (cut)
+		atomic_fetch_add(&g_limit_cuts, 1);
+}
+
 void ecw_metrics_set_stalled(int jobs)
 {
 	atomic_store(&g_stalled, jobs > 0 ? jobs : 0);
@@ -542,6 +551,8 @@ void ecw_metrics_reset(void)
 	atomic_store(&g_ready, false);
 	atomic_store(&g_circuit_open, false);
 	atomic_store(&g_stalled, 0);
+	atomic_store(&g_concurrency_limit, 0);
+	atomic_store(&g_limit_cuts, 0);
 }
 
 /* ---- the page ------------------------------------------------------------ */
@@ -681,6 +692,18 @@ char *ecw_metrics_render(void)
 			      "Jobs that completed no storage call for worker.stall_timeout.", "gauge")) <
 		    0 ||
 	    (err = ecw_buf_printf(&b, "ecw_jobs_stalled %d\n", atomic_load(&g_stalled))) < 0)
+		goto unlock;
+	if (atomic_load(&g_concurrency_limit) > 0 &&
+	    ((err = add_header(&b, "ecw_concurrency_limit",
+			       "Jobs that may run at once now: worker.concurrency, lowered while storage "
+			       "throttles (not below worker.concurrency_min).",
+			       "gauge")) < 0 ||
+	     (err = ecw_buf_printf(&b, "ecw_concurrency_limit %d\n", atomic_load(&g_concurrency_limit))) <
+		     0 ||
+	     (err = add_header(&b, "ecw_concurrency_limit_cuts_total",
+			       "Times storage throttling lowered the concurrency limit.", "counter")) < 0 ||
+	     (err = ecw_buf_printf(&b, "ecw_concurrency_limit_cuts_total %llu\n",
+				   (unsigned long long)atomic_load(&g_limit_cuts))) < 0))
 		goto unlock;
 unlock:
 	pthread_mutex_unlock(&g_lock);

@@ -57,6 +57,10 @@ void ecw_metrics_set_circuit_open(bool open);
  * /healthz fails while any is (the orchestrator restarts the process; the
  * messages come back through their leases); gauge ecw_jobs_stalled. */
 void ecw_metrics_set_stalled(int jobs);
+/* The adaptive concurrency limit now (ecw_concurrency_limit; not shown
+ * before it is first set); cut: it was lowered (counted in
+ * ecw_concurrency_limit_cuts_total). */
+void ecw_metrics_set_concurrency_limit(int limit, bool cut);
 /* Alive when the loop went round within max_silence_ms. */
 void ecw_metrics_set_liveness_window(int64_t max_silence_ms);
 

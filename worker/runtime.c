@@ -68,14 +68,55 @@ static void init_cond(pthread_cond_t *cv)
 	pthread_condattr_destroy(&a);
 }
 
-/* payload: the job thread's last_storage_ms (the stall watch's), or NULL. */
+/* A change of the adaptive limit, for the threads (under rt->mu), the
+ * gauge and, when cut (a line each 5 s at most: throttling can cut it many
+ * times a second) or back at its top, the log. */
+static void limit_changed(struct runtime *rt, int change, int status)
+{
+	static _Atomic int64_t logged_cut_ms = INT64_MIN / 2;
+	int limit = ecw_limiter_limit(&rt->limiter);
+	int64_t now = ecw_now_ms(), last = atomic_load(&logged_cut_ms);
+
+	pthread_mutex_lock(&rt->mu);
+	rt->limit_now = limit;
+	pthread_mutex_unlock(&rt->mu);
+	ecw_metrics_set_concurrency_limit(limit, change < 0);
+	if (change > 0) {
+		pthread_cond_broadcast(&rt->work_cv); /* waiting work may start */
+		pthread_cond_signal(&rt->main_cv);    /* and more be received */
+	}
+	if (change < 0 && (now - last < 5000 || !atomic_compare_exchange_strong(&logged_cut_ms, &last, now)))
+		return;
+	if (change < 0 || limit == rt->limiter.max) {
+		struct ecw_log_line *l =
+			ecw_log_begin(change < 0 ? ECW_LOG_WARN : ECW_LOG_INFO, "concurrency_limit");
+		ecw_log_int(l, "limit", limit);
+		ecw_log_int(l, "max", rt->limiter.max);
+		if (change < 0) {
+			ecw_log_int(l, "status", status);
+			ecw_log_int(l, "cuts", (int64_t)rt->limiter.cuts); /* since the start */
+		}
+		ecw_log_str(l, "msg",
+			    change < 0 ? "storage is throttling: fewer jobs run at once"
+				       : "back to the configured concurrency");
+		ecw_log_end(l);
+	}
+}
+
+/* payload: the job thread's last_storage_ms (the stall watch's), or NULL.
+ * Every attempt's answer also tells the adaptive limit (limiter.h). */
 static void on_attempt(void *payload, const char *op, int status, int attempt)
 {
+	struct runtime *rt = the_runtime;
+	int change;
+
 	if (payload)
 		atomic_store((_Atomic int64_t *)payload, ecw_now_ms());
 	ecw_metrics_storage(op, status);
 	if (attempt > 1)
 		ecw_metrics_retry();
+	if (rt && (change = ecw_limiter_note(&rt->limiter, status)) != 0)
+		limit_changed(rt, change, status);
 }
 
 void ecw_runtime_log_storage_error(const char *what)
@@ -130,11 +171,21 @@ static void return_slot(struct slot *s)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* How many messages may be held now (under rt->mu): a job for each thread
+ * the limit lets run, and the prefetch. */
+static int holding_cap(const struct runtime *rt)
+{
+	int cap = rt->limit_now + rt->prefetch;
+
+	return cap < rt->nslots ? cap : rt->nslots;
+}
+
 /* The receive loop's condition (under rt->mu): see receive_loop. */
 static bool may_receive(const struct runtime *rt)
 {
-	return rt->nslots - rt->inflight >= (rt->deep ? rt->deep_want : rt->want) &&
-	       rt->ready_n <= rt->prefetch / 2;
+	int cap = holding_cap(rt), need = rt->deep ? rt->deep_want : rt->want;
+
+	return cap - rt->inflight >= (need < cap ? need : cap) && rt->ready_n <= rt->prefetch / 2;
 }
 
 /* Whether the receive loop should be woken (under rt->mu): only when it can
@@ -306,12 +357,15 @@ static void *job_thread(void *p)
 		size_t n;
 
 		pthread_mutex_lock(&rt->mu);
-		while ((n = take_work(rt, group)) == 0 && !rt->workers_exit)
-			pthread_cond_wait(&rt->work_cv, &rt->mu);
+		/* Work is taken only while fewer than the limit run. */
+		for (n = 0; !rt->workers_exit; pthread_cond_wait(&rt->work_cv, &rt->mu))
+			if (rt->running < rt->limit_now && (n = take_work(rt, group)) > 0)
+				break;
 		if (n == 0) {
 			pthread_mutex_unlock(&rt->mu);
 			break;
 		}
+		rt->running++;
 		if (n == 1) {
 			take_peers(rt, group[0], &self->peers);
 			group[0]->peers = &self->peers;
@@ -333,6 +387,7 @@ static void *job_thread(void *p)
 		int held = give_back_work(rt, group, n);
 		pthread_mutex_lock(&rt->mu);
 		rt->inflight -= held;
+		rt->running--; /* this thread looks for work again at once */
 		wake = receiver_should_wake(rt);
 		pthread_mutex_unlock(&rt->mu);
 		ecw_metrics_inflight_add(-held);
@@ -705,7 +760,7 @@ static void receive_deeper(struct runtime *rt, struct ecw_client *c, struct ecw_
 		int free_slots;
 
 		pthread_mutex_lock(&rt->mu);
-		free_slots = rt->nslots - rt->inflight - (int)*count;
+		free_slots = holding_cap(rt) - rt->inflight - (int)*count;
 		pthread_mutex_unlock(&rt->mu);
 		got = 0;
 		if (free_slots < batch || receive_once(rt, c, &more, &got, batch) < 0 || got == 0) {
@@ -820,7 +875,7 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 			timed_wait(&rt->main_cv, &rt->mu, 1000);
 			ecw_metrics_heartbeat();
 		}
-		room = rt->nslots - rt->inflight;
+		room = holding_cap(rt) - rt->inflight;
 		pthread_mutex_unlock(&rt->mu);
 		if (atomic_load(&rt->stopping))
 			break;
@@ -946,6 +1001,9 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	if (rt->deep_want < rt->want)
 		rt->deep_want = rt->want;
 	rt->vis_s = (int)(cfg->worker.visibility_timeout_ms / 1000);
+	ecw_limiter_init(&rt->limiter, cfg->worker.concurrency_min, cfg->worker.concurrency);
+	rt->limit_now = cfg->worker.concurrency;
+	ecw_metrics_set_concurrency_limit(rt->limit_now, false);
 	rt->limits = (struct ecw_outcome_limits){
 		.max_dequeue_count = cfg->worker.max_dequeue_count,
 		.retry_backoff_base_ms = cfg->worker.retry_backoff_base_ms,

@@ -17,6 +17,7 @@
 #include "ecw_job.h"
 #include "ecw_log.h"
 #include "ecw_storage.h"
+#include "limiter.h"
 #include "message.h"
 #include "outcome.h"
 #include "schedule.h"
@@ -98,6 +99,12 @@ struct runtime {
 	int *ready;              /* slot indexes waiting for a job thread, oldest first */
 	int ready_n;
 	int inflight; /* slots held: waiting or running */
+	int running;  /* job threads running work */
+	/* The adaptive concurrency limit (limiter.h) as the threads obey it:
+	 * copied from the limiter under mu when it changes. Job threads take
+	 * work while running < limit_now; the receive loop holds at most
+	 * limit_now + prefetch messages. */
+	int limit_now;
 	bool workers_exit;
 	atomic_bool stopping; /* first signal */
 	atomic_bool force;    /* second signal */
@@ -111,6 +118,7 @@ struct runtime {
 	struct ecw_cancel *jobs_cancel;
 	struct ecw_cancel *final_cancel;
 
+	struct ecw_limiter limiter;
 	struct ecw_circuit *circuit;
 	struct ecw_client *probe_client; /* the circuit's probe's: one prober at a time */
 	struct thread_arg *threads;      /* the job threads, for the stall watch */

@@ -5,7 +5,8 @@
  *
  *   faultproxy --map LISTEN_PORT:TARGET_HOST:TARGET_PORT [--map ...]
  *              [--latency-ms N] [--p503 F] [--preset F] [--pstall F]
- *              [--stall-ms N] [--seed N] [--stats FILE] [--ready-file FILE]
+ *              [--stall-ms N] [--rate-limit N] [--seed N] [--stats FILE]
+ *              [--ready-file FILE]
  *
  * The command line is a contract other tests rely on:
  * - --map: listen on 127.0.0.1:LISTEN_PORT (0: a free port) and forward each
@@ -26,6 +27,10 @@
  *   --pstall F  forward the request and hold the response for --stall-ms
  *               (default 60000) or until the client gives up, whichever
  *               comes first (a response still wanted is then forwarded).
+ *   Before those draws, --rate-limit N throttles as a storage partition
+ *   does: a token bucket of N requests, refilled at N a second, shared by
+ *   every map; a request that finds it empty is answered 503 ServerBusy here
+ *   (counted as "throttled", apart from --p503's).
  * - --seed N: the random draws' seed (default 1). Threads interleave, so a
  *   seed fixes the rates, not which request gets which fault.
  * - --ready-file FILE: written (atomically, by rename) once every listener is
@@ -34,7 +39,7 @@
  *   it now; SIGUSR2 turns faults off for good (latency stays) and writes it.
  * - --stats FILE: one JSON object, {"connections":N,"requests":N,
  *   "bytes_up":N,"bytes_down":N,"faults":{"503":N,"reset_before":N,
- *   "reset_after":N,"stall":N},"faults_on":true}.
+ *   "reset_after":N,"stall":N,"throttled":N},"faults_on":true}.
  *
  * Limits: plain TCP (it reads the HTTP request only to choose the 503's body
  * type, so https passes through but the 503 is then garbage to the client);
@@ -79,6 +84,7 @@ static int nmaps;
 static long latency_ms;
 static long stall_ms = 60000;
 static double p503, preset, pstall;
+static long rate_limit; /* requests a second; 0: none */
 static const char *stats_path;
 
 /* Everything below is guarded by g_lock. */
@@ -86,7 +92,9 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t rng_state = 1;
 static bool faults_on = true;
 static unsigned long long n_conns, n_requests, bytes_up, bytes_down;
-static unsigned long long n_503, n_reset_before, n_reset_after, n_stall;
+static unsigned long long n_503, n_reset_before, n_reset_after, n_stall, n_throttled;
+static double bucket;        /* --rate-limit's tokens */
+static int64_t bucket_at_ms; /* when they were counted */
 
 /* One proxied connection: two threads (client->server "up", server->client
  * "down") share it; the last one out closes both sockets and frees it, so a
@@ -139,6 +147,19 @@ static enum fault draw_fault(void)
 	enum fault f = F_NONE;
 	pthread_mutex_lock(&g_lock);
 	n_requests++;
+	if (faults_on && rate_limit > 0) {
+		int64_t now = now_ms();
+		bucket += (double)(now - bucket_at_ms) * (double)rate_limit / 1000.0;
+		if (bucket > (double)rate_limit)
+			bucket = (double)rate_limit;
+		bucket_at_ms = now;
+		if (bucket < 1.0) {
+			n_throttled++;
+			pthread_mutex_unlock(&g_lock);
+			return F_503;
+		}
+		bucket -= 1.0;
+	}
 	if (faults_on) {
 		double r = rnd_locked();
 		if (r < p503) {
@@ -540,13 +561,12 @@ static void write_stats(void)
 	if (!stats_path)
 		return;
 	pthread_mutex_lock(&g_lock);
-	int n =
-	    snprintf(text, sizeof(text),
-	             "{\"connections\":%llu,\"requests\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu,"
-	             "\"faults\":{\"503\":%llu,\"reset_before\":%llu,\"reset_after\":%llu,\"stall\":%llu},"
-	             "\"faults_on\":%s}\n",
-	             n_conns, n_requests, bytes_up, bytes_down, n_503, n_reset_before, n_reset_after, n_stall,
-	             faults_on ? "true" : "false");
+	int n = snprintf(text, sizeof(text),
+	                 "{\"connections\":%llu,\"requests\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu,"
+	                 "\"faults\":{\"503\":%llu,\"reset_before\":%llu,\"reset_after\":%llu,\"stall\":%llu,"
+	                 "\"throttled\":%llu},\"faults_on\":%s}\n",
+	                 n_conns, n_requests, bytes_up, bytes_down, n_503, n_reset_before, n_reset_after,
+	                 n_stall, n_throttled, faults_on ? "true" : "false");
 	pthread_mutex_unlock(&g_lock);
 	if (n > 0 && (size_t)n < sizeof(text))
 		write_atomic(stats_path, text);
@@ -638,7 +658,7 @@ static void usage(void)
 	fprintf(stderr,
 	        "usage: faultproxy --map LISTEN_PORT:TARGET_HOST:TARGET_PORT [--map ...]\n"
 	        "                  [--latency-ms N] [--p503 F] [--preset F] [--pstall F] [--stall-ms N]\n"
-	        "                  [--seed N] [--stats FILE] [--ready-file FILE]\n");
+	        "                  [--rate-limit N] [--seed N] [--stats FILE] [--ready-file FILE]\n");
 	exit(2);
 }
 
@@ -662,6 +682,8 @@ int main(int argc, char **argv)
 			preset = parse_prob(o, v);
 		else if (strcmp(o, "--pstall") == 0)
 			pstall = parse_prob(o, v);
+		else if (strcmp(o, "--rate-limit") == 0)
+			rate_limit = parse_long(o, v, 1, 1000000);
 		else if (strcmp(o, "--stall-ms") == 0)
 			stall_ms = parse_long(o, v, 0, 3600000);
 		else if (strcmp(o, "--seed") == 0)
@@ -676,6 +698,8 @@ int main(int argc, char **argv)
 	}
 	if (nmaps == 0)
 		usage();
+	bucket = (double)rate_limit;
+	bucket_at_ms = now_ms();
 	if (p503 + preset + pstall > 1.0) {
 		fprintf(stderr, "faultproxy: --p503 + --preset + --pstall must not exceed 1\n");
 		exit(2);

@@ -25,6 +25,7 @@ static void assert_defaults(const struct ecw_config *cfg)
 	assert_str(cfg->worker.poison_queue, "ecw-jobs-poison");
 	assert_int_equal(cfg->worker.batch_size, 16);
 	assert_int_equal(cfg->worker.concurrency, 16);
+	assert_int_equal(cfg->worker.concurrency_min, 1);
 	assert_int_equal(cfg->worker.prefetch, 16); /* the batch_size */
 	assert_int_equal(cfg->worker.visibility_timeout_ms, 60000);
 	assert_int_equal(cfg->worker.max_dequeue_count, 5);
@@ -206,7 +207,7 @@ static void test_config__unknown_key_nested(void **state)
 	one_error(
 	    "worker:\n  queue: abc\n  bacth_size: 4\n", "3:3",
 	    "unknown key 'bacth_size' in worker (expected one of: queue, poison_queue, batch_size, "
-	    "concurrency, prefetch, visibility_timeout, max_dequeue_count, retry_backoff, poll_interval, "
+	    "concurrency, concurrency_min, prefetch, visibility_timeout, max_dequeue_count, retry_backoff, poll_interval, "
 	    "shutdown_grace, circuit, stall_timeout, message_ttl, create_missing, schedule_table, "
 	    "schedule_lease, control_poll)");
 	one_error("worker:\n  retry_backoff: {base: 1s, min: 2s}\n", "2:29",
@@ -369,6 +370,18 @@ static void test_config__circuit_and_stall_timeout(void **state)
 	          "unknown key 'probes' in worker.circuit (expected one of: failures, probe_min, probe_max)");
 	one_error("worker:\n  stall_timeout: 30s\n", "2:18", "worker.stall_timeout");
 	one_error("worker:\n  stall_timeout: 25h\n", "2:18", "worker.stall_timeout");
+}
+
+/* worker.concurrency_min: 1..concurrency. */
+static void test_config__concurrency_min(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = parse_ok("worker:\n  concurrency: 32\n  concurrency_min: 32\n");
+	assert_int_equal(cfg->worker.concurrency_min, 32);
+	ecw_config_free(cfg);
+	one_error("worker:\n  concurrency: 8\n  concurrency_min: 9\n", "3:20",
+	          "worker.concurrency_min must not be more than worker.concurrency (8)");
+	one_error("worker:\n  concurrency_min: 0\n", "2:20", "worker.concurrency_min");
 }
 
 /* worker.control_poll and metrics.queue_refresh: read, 1s..10m. */
@@ -1068,6 +1081,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_config__max_less_than_base, setup),
 	    cmocka_unit_test_setup(test_config__circuit_and_stall_timeout, setup),
 	    cmocka_unit_test_setup(test_config__control_poll_and_queue_refresh, setup),
+	    cmocka_unit_test_setup(test_config__concurrency_min, setup),
 	    cmocka_unit_test_setup(test_config__bad_queue_name, setup),
 	    cmocka_unit_test_setup(test_config__poison_equals_queue, setup),
 	    cmocka_unit_test_setup(test_config__bad_listen, setup),
