@@ -22,6 +22,15 @@ struct ecw_job_type;
 struct ecw_schedule_set;
 struct ecw_migration_set;
 
+#define ECW_CONFIG_QUEUES_MAX 8
+
+/* One job queue of worker.queues. */
+struct ecw_queue_def {
+	char *name;
+	char *poison; /* default <name>-poison */
+	int weight;   /* 1..100, default 1: its share of the receives while several have work */
+};
+
 struct ecw_job_def {
 	char *name;                      /* the key under jobs: */
 	const struct ecw_job_type *type; /* from the registry, by `type:` */
@@ -42,6 +51,11 @@ struct ecw_config {
 		int64_t request_timeout_ms;       /* one HTTP request, whole; 1s..10m, default 30s */
 	} storage;
 	struct {
+		/* The job queues: worker.queues, or the one worker.queue with
+		 * weight 1. Never empty once loaded; queue and poison_queue
+		 * below name the first. */
+		struct ecw_queue_def *queues;
+		size_t nqueues;
 		char *queue;        /* default ecw-jobs */
 		char *poison_queue; /* default <queue>-poison */
 		int batch_size;     /* 1..32, default 16 */

@@ -47,6 +47,7 @@ static const char *const storage_keys[] = {
 static const char *const storage_auths[] = {"key", "workload-identity", "managed-identity", NULL};
 static const char *const worker_keys[] = {"queue",
 					  "poison_queue",
+					  "queues",
 					  "batch_size",
 					  "concurrency",
 					  "concurrency_min",
@@ -267,6 +268,122 @@ static void parse_circuit(struct ecw_config *cfg, const struct ecw_node *worker,
 		      errs);
 }
 
+static const char *const queue_def_keys[] = {"name", "weight", "poison_queue", NULL};
+
+/* One item of worker.queues into d: 0, or -1 with the error recorded. */
+static int parse_queue_def(struct ecw_queue_def *d, const struct ecw_node *item, size_t i,
+			   struct ecw_node_errors *errs)
+{
+	char what[48];
+	long long w = 1;
+
+	snprintf(what, sizeof(what), "worker.queues[%zu]", i);
+	if (!item || item->kind != ECW_NODE_MAP) {
+		ecw_node_error(errs, item, "%s must be a map {name, weight, poison_queue}", what);
+		return -1;
+	}
+	ecw_node_check_keys(item, queue_def_keys, what, errs);
+	if (ecw_node_read_string(&d->name, item, "name", true, what, errs) < 0)
+		return -1;
+	if (!queue_name_ok(d->name)) {
+		ecw_node_error(errs, ecw_node_get(item, "name"), "%s.name is not a valid queue name (%s)",
+			       what, QUEUE_RULE);
+		return -1;
+	}
+	if (ecw_node_read_int(&w, item, "weight", 1, 100, false, what, errs) < 0)
+		return -1;
+	d->weight = (int)w;
+	int rp = ecw_node_read_string(&d->poison, item, "poison_queue", false, what, errs);
+	if (rp < 0)
+		return -1;
+	if (rp == 0) {
+		struct ecw_buf b;
+		ecw_buf_init(&b, 128);
+		if (ecw_buf_printf(&b, "%s-poison", d->name) == 0)
+			d->poison = ecw_buf_take(&b);
+		ecw_buf_dispose(&b);
+		if (!d->poison)
+			return errs->lost++, -1;
+	}
+	if (!queue_name_ok(d->poison)) {
+		ecw_node_error(errs, rp ? ecw_node_get(item, "poison_queue") : ecw_node_get(item, "name"),
+			       rp ? "%s.poison_queue is not a valid queue name (%s)"
+				  : "%s.name is too long for the default poison queue <name>-poison: set "
+				    "poison_queue (%s)",
+			       what, QUEUE_RULE);
+		return -1;
+	}
+	return 0;
+}
+
+/* Whether name is used twice among the queues and their poison queues. */
+static bool queue_name_twice(const struct ecw_queue_def *q, size_t n, const char *name)
+{
+	int seen = 0;
+
+	for (size_t i = 0; i < n; i++)
+		seen += (q[i].name && strcmp(q[i].name, name) == 0) +
+			(q[i].poison && strcmp(q[i].poison, name) == 0);
+	return seen > 1;
+}
+
+/* worker.queues: 1..ECW_CONFIG_QUEUES_MAX queues with weights, each with its
+ * poison queue, every name different; or, without it, the one worker.queue
+ * and worker.poison_queue with weight 1. worker.queue and poison_queue then
+ * name the first (the default of the commands). */
+static void parse_queues(struct ecw_config *cfg, const struct ecw_node *sec, struct ecw_node_errors *errs)
+{
+	const struct ecw_node *list = ecw_node_get(sec, "queues");
+	size_t n = list ? list->n : 1;
+
+	if (list && (ecw_node_get(sec, "queue") || ecw_node_get(sec, "poison_queue"))) {
+		ecw_node_error(
+			errs, list,
+			"worker.queues replaces worker.queue and worker.poison_queue: give one or the other");
+		return;
+	}
+	if (list && (list->kind != ECW_NODE_SEQ || list->n < 1 || list->n > ECW_CONFIG_QUEUES_MAX)) {
+		ecw_node_error(errs, list, "worker.queues must be a list of 1 to %d queues",
+			       ECW_CONFIG_QUEUES_MAX);
+		return;
+	}
+	if (!(cfg->worker.queues = calloc(n, sizeof(*cfg->worker.queues)))) {
+		errs->lost++;
+		return;
+	}
+	cfg->worker.nqueues = n;
+	if (!list) {
+		struct ecw_queue_def *d = &cfg->worker.queues[0];
+		d->name = strdup(cfg->worker.queue);
+		d->poison = strdup(cfg->worker.poison_queue ? cfg->worker.poison_queue : "");
+		d->weight = 1;
+		if (!d->name || !d->poison)
+			errs->lost++;
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (parse_queue_def(&cfg->worker.queues[i], list->items[i], i, errs) < 0)
+			return;
+	for (size_t i = 0; i < n; i++) {
+		const struct ecw_queue_def *d = &cfg->worker.queues[i];
+		if (queue_name_twice(cfg->worker.queues, n, d->name) ||
+		    queue_name_twice(cfg->worker.queues, n, d->poison)) {
+			ecw_node_error(
+				errs, list->items[i],
+				"worker.queues[%zu]: its name or its poison queue's is used twice (every queue "
+				"and poison queue must differ)",
+				i);
+			return;
+		}
+	}
+	free(cfg->worker.queue);
+	free(cfg->worker.poison_queue);
+	cfg->worker.queue = strdup(cfg->worker.queues[0].name);
+	cfg->worker.poison_queue = strdup(cfg->worker.queues[0].poison);
+	if (!cfg->worker.queue || !cfg->worker.poison_queue)
+		errs->lost++;
+}
+
 static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, struct ecw_node_errors *errs)
 {
 	const struct ecw_node *sec = ecw_node_section(root, "worker", NULL, errs);
@@ -304,6 +421,7 @@ static void check_worker(struct ecw_config *cfg, const struct ecw_node *root, st
 		ecw_node_error(errs, ecw_node_get(sec, "poison_queue"),
 			       "worker.poison_queue must differ from worker.queue");
 	}
+	parse_queues(cfg, sec, errs);
 
 	if (ecw_node_read_int(&x, sec, "batch_size", 1, 32, false, "worker", errs) > 0)
 		cfg->worker.batch_size = (int)x;
@@ -744,6 +862,11 @@ void ecw_config_free(struct ecw_config *cfg)
 	free(cfg->storage.managed_identity_client_id);
 	free(cfg->worker.queue);
 	free(cfg->worker.poison_queue);
+	for (size_t i = 0; i < cfg->worker.nqueues; i++) {
+		free(cfg->worker.queues[i].name);
+		free(cfg->worker.queues[i].poison);
+	}
+	free(cfg->worker.queues);
 	free(cfg->worker.schedule_table);
 	free(cfg->metrics.listen);
 	for (size_t i = 0; i < cfg->njobs; i++) {

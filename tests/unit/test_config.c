@@ -206,7 +206,7 @@ static void test_config__unknown_key_nested(void **state)
 	(void)state;
 	one_error(
 	    "worker:\n  queue: abc\n  bacth_size: 4\n", "3:3",
-	    "unknown key 'bacth_size' in worker (expected one of: queue, poison_queue, batch_size, "
+	    "unknown key 'bacth_size' in worker (expected one of: queue, poison_queue, queues, batch_size, "
 	    "concurrency, concurrency_min, prefetch, visibility_timeout, max_dequeue_count, retry_backoff, poll_interval, "
 	    "shutdown_grace, circuit, stall_timeout, message_ttl, create_missing, schedule_table, "
 	    "schedule_lease, control_poll)");
@@ -398,6 +398,50 @@ static void test_config__control_poll_and_queue_refresh(void **state)
 	one_error("metrics:\n  queue_refresh: 1h\n", "2:18", "metrics.queue_refresh");
 	one_error("metrics:\n  refresh: 1m\n", "2:3",
 	          "unknown key 'refresh' in metrics (expected one of: listen, queue_refresh)");
+}
+
+/* worker.queues: weights and poison queues, or the one worker.queue. */
+static void test_config__queues(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = parse_ok("worker:\n  queues:\n    - {name: ecw-jobs, weight: 4}\n"
+	                                  "    - {name: ecw-bulk, poison_queue: bulk-dead}\n");
+	assert_int_equal(cfg->worker.nqueues, 2);
+	assert_str(cfg->worker.queues[0].name, "ecw-jobs");
+	assert_str(cfg->worker.queues[0].poison, "ecw-jobs-poison");
+	assert_int_equal(cfg->worker.queues[0].weight, 4);
+	assert_str(cfg->worker.queues[1].name, "ecw-bulk");
+	assert_str(cfg->worker.queues[1].poison, "bulk-dead");
+	assert_int_equal(cfg->worker.queues[1].weight, 1);
+	assert_str(cfg->worker.queue, "ecw-jobs"); /* the first, for the commands */
+	assert_str(cfg->worker.poison_queue, "ecw-jobs-poison");
+	ecw_config_free(cfg);
+	cfg = parse_ok("worker:\n  queue: only-one\n");
+	assert_int_equal(cfg->worker.nqueues, 1);
+	assert_str(cfg->worker.queues[0].name, "only-one");
+	assert_str(cfg->worker.queues[0].poison, "only-one-poison");
+	assert_int_equal(cfg->worker.queues[0].weight, 1);
+	ecw_config_free(cfg);
+
+	one_error("worker:\n  queue: a-b\n  queues: [{name: c-d}]\n", "3:11",
+	          "worker.queues replaces worker.queue and worker.poison_queue");
+	one_error("worker:\n  queues: []\n", "2:11", "worker.queues must be a list of 1 to 8 queues");
+	one_error("worker:\n  queues: {name: a-b}\n", "2:11", "worker.queues must be a list");
+	one_error("worker:\n  queues: [q-1, q-2]\n", "2:12", "worker.queues[0] must be a map");
+	one_error("worker:\n  queues: [{weight: 2}]\n", "2:12", "name");
+	one_error("worker:\n  queues: [{name: Bad_Name}]\n", "2:19",
+	          "worker.queues[0].name is not a valid queue name");
+	one_error("worker:\n  queues: [{name: a-b, weight: 0}]\n", "2:32", "worker.queues[0].weight");
+	one_error("worker:\n  queues: [{name: a-b, weight: 101}]\n", "2:32", "worker.queues[0].weight");
+	one_error("worker:\n  queues: [{name: a-b, priority: 1}]\n", "2:24",
+	          "unknown key 'priority' in worker.queues[0]");
+	one_error("worker:\n  queues: [{name: a-b}, {name: a-b}]\n", "2:12", "is used twice");
+	one_error("worker:\n  queues: [{name: a-b}, {name: c-d, poison_queue: a-b}]\n", "2:12",
+	          "is used twice");
+	one_error("worker:\n  queues: [{name: a-b, poison_queue: a-b}]\n", "2:12", "is used twice");
+	one_error("worker:\n  queues: [{name: a}, {name: b}, {name: c}, {name: d}, {name: e}, {name: f}, "
+	          "{name: g}, {name: h}, {name: i}]\n",
+	          "2:11", "worker.queues must be a list of 1 to 8 queues");
 }
 
 static void test_config__bad_queue_name(void **state)
@@ -1081,6 +1125,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_config__max_less_than_base, setup),
 	    cmocka_unit_test_setup(test_config__circuit_and_stall_timeout, setup),
 	    cmocka_unit_test_setup(test_config__control_poll_and_queue_refresh, setup),
+	    cmocka_unit_test_setup(test_config__queues, setup),
 	    cmocka_unit_test_setup(test_config__concurrency_min, setup),
 	    cmocka_unit_test_setup(test_config__bad_queue_name, setup),
 	    cmocka_unit_test_setup(test_config__poison_equals_queue, setup),
