@@ -42,6 +42,8 @@ struct ecw_job_ctx {
 	size_t npeers;
 	char outcome_detail[64]; /* optional word for the log ("missing", ...) */
 	char error[512];         /* run_group: why this member failed */
+	int error_status;        /* run_group: the storage answer's HTTP status behind error, 0 if none */
+	char error_code[64];     /* run_group: its x-ms-error-code, "" if none */
 };
 
 /* Jobs call this before each write: once the lease is lost another worker may

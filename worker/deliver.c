@@ -33,6 +33,8 @@ struct delivery {
 	struct ecw_outcome o;          /* the rules' answer, then what settling made of it */
 	enum ecw_poison_reason reason; /* why it is poisoned, kept when the envelope fails */
 	char error[512];               /* the failure's text, for the log and the envelope */
+	int http_status;               /* the storage answer behind it, for the envelope: 0 if none */
+	char error_code[64];           /* its x-ms-error-code, "" if none */
 	int64_t t0;
 	size_t group; /* members run together with it (1: alone) */
 	/* Duplicates riding with its run (its slot's riders); for a rider,
@@ -40,6 +42,18 @@ struct delivery {
 	size_t duplicates;
 	const char *ran_with;
 };
+
+/* The failure err in d->error (the last error's text, else err's name) and
+ * the storage answer behind it, which the envelope records apart so
+ * `poison list --group-by status` need not read the text. */
+static void note_failure(struct delivery *d, int err)
+{
+	const struct ecw_error *e = ecw_error_last();
+
+	snprintf(d->error, sizeof(d->error), "%s", e->message[0] ? e->message : ecw_err_name(err));
+	d->http_status = e->http_status;
+	snprintf(d->error_code, sizeof(d->error_code), "%s", e->service_code);
+}
 
 /* outage: the storage circuit is open (circuit.h), for this delivery. */
 static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stage stage, bool runnable,
@@ -188,6 +202,8 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 		.failed_at = time(NULL),
 		.reason = reason,
 		.error = d->error,
+		.http_status = d->http_status,
+		.error_code = d->error_code,
 		.job = m->job,
 		.pk = m->pk,
 		.rk = m->rk,
@@ -318,6 +334,8 @@ static void conclude_riders(struct runtime *rt, struct ecw_client *c, const stru
 		struct delivery d = {.s = r, .ctx = run->ctx, .t0 = run->t0, .group = run->group};
 		d.ran_with = run->s->msg.id;
 		memcpy(d.error, run->error, sizeof(d.error));
+		d.http_status = run->http_status;
+		memcpy(d.error_code, run->error_code, sizeof(d.error_code));
 		decide(rt, &d, ECW_STAGE_RAN, true, err, outage);
 		conclude(rt, c, &d);
 	}
@@ -332,7 +350,7 @@ static void finish(struct runtime *rt, struct ecw_client *c, struct delivery *d,
 	bool outage;
 
 	if (err == 0 && d->s->def->then && (err = enqueue_then(rt, c, d->s)) < 0)
-		snprintf(d->error, sizeof(d->error), "%s", ecw_error_last()->message);
+		note_failure(d, err);
 	outage = ecw_circuit_note(rt->circuit, err);
 	decide(rt, d, ECW_STAGE_RAN, true, err, outage);
 	for (const struct slot *r = d->s->riders; r; r = r->next_rider)
@@ -358,7 +376,7 @@ static bool runnable(struct delivery *d)
 		return false;
 	}
 	if (!s->def->type->keyless && ecw_message_require_keys(&s->m) < 0) {
-		snprintf(d->error, sizeof(d->error), "%s", ecw_error_last()->message);
+		note_failure(d, ECW_EINVALID);
 		return false;
 	}
 	return true;
@@ -385,8 +403,7 @@ void ecw_deliver_one(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	d.ctx = job_ctx(rt, c, s);
 	ecw_error_clear();
 	if ((err = s->def->type->run(s->def->settings, &d.ctx)) < 0)
-		snprintf(d.error, sizeof(d.error), "%s",
-			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+		note_failure(&d, err);
 	finish(rt, c, &d, err);
 }
 
@@ -409,9 +426,12 @@ void ecw_deliver_group(struct runtime *rt, struct ecw_client *c, struct slot **g
 	def->type->run_group(def->settings, ctxs, n, errs);
 	for (size_t i = 0; i < n; i++) {
 		struct delivery d = {.s = group[i], .ctx = ctxs[i], .t0 = t0, .group = n};
-		if (errs[i] < 0)
+		if (errs[i] < 0) {
 			snprintf(d.error, sizeof(d.error), "%s",
 				 ctxs[i].error[0] ? ctxs[i].error : ecw_err_name(errs[i]));
+			d.http_status = ctxs[i].error_status;
+			memcpy(d.error_code, ctxs[i].error_code, sizeof(d.error_code));
+		}
 		finish(rt, c, &d, errs[i]);
 	}
 }
