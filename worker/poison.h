@@ -25,11 +25,14 @@ struct ecw_poison_info {
 	const char *error;         /* one line */
 	const char *job, *pk, *rk; /* NULL when not decodable */
 	const char *worker;        /* "<host> ecworker/<version>" */
+	const char *traceparent;   /* the failed run's trace context (trace.h), or NULL */
 };
 
 /* {"ecw_poison":1,"original":...,"queue":...,"message_id":...,"inserted_at":...,
  *  "dequeue_count":...,"failed_at":...,"reason":...,"error":...,"job":...,
- *  "pk":...,"rk":...,"worker":...} on one line. */
+ *  "pk":...,"rk":...,"worker":...,"traceparent":...} on one line (traceparent:
+ * the failed run's span as the parent, for a reader; replay puts back
+ * `original`, whose own traceparent keeps the trace). */
 int ecw_poison_envelope(struct ecw_buf *out, const struct ecw_poison_info *info) ECW_MUST_USE;
 
 /* A poison message read back. A message that is not an ecworker envelope (a
@@ -42,6 +45,7 @@ struct ecw_poison_view {
 	char *job, *pk, *rk;  /* NULL when absent */
 	char *reason, *error; /* NULL when absent */
 	char *queue, *message_id, *worker;
+	char *traceparent;  /* NULL when absent */
 	long dequeue_count; /* -1 when absent */
 	time_t failed_at;   /* 0 when absent or unreadable */
 	time_t inserted_at;

@@ -18,6 +18,7 @@
 #include "ecw_log.h"
 #include "ecw_storage.h"
 #include "message.h"
+#include "otlp.h"
 #include "outcome.h"
 #include "schedule.h"
 
@@ -118,6 +119,9 @@ struct runtime {
 	/* Runs the audit windows the scheduler claims (schedule.h); NULL when
 	 * no schedule is an audit. Set before the scheduler thread starts. */
 	struct ecw_schedule_audit *auditor;
+	/* Exports one span per run (otlp.h); NULL when no collector is
+	 * configured. Set before the job threads start. */
+	struct ecw_otlp_exporter *otlp;
 };
 
 /* How long the receive loop may still spend giving held messages back after
@@ -144,6 +148,9 @@ struct thread_arg {
 
 /* ---- runtime.c ---- */
 
+/* Storage HTTP attempts the calling thread has made so far (its client's
+ * on_attempt counts them): a run's requests are the difference. */
+int64_t ecw_runtime_thread_attempts(void);
 /* A storage_error line with the last error; what names the step. */
 void ecw_runtime_log_storage_error(const char *what);
 

@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cmd.h"
 #include "connect.h"
@@ -10,26 +11,36 @@
 #include "ecw_job.h"
 #include "ecw_storage.h"
 #include "message.h"
+#include "trace.h"
 
 int ecw_cmd_enqueue(int argc, char **argv)
 {
 	static const char help[] =
-		"usage: ecworker enqueue [-c FILE] JOB PK RK [--base64] [--id ID] [--field KEY=VALUE ...]\n"
+		"usage: ecworker enqueue [-c FILE] JOB PK RK [--base64] [--id ID] [--traceparent TP]\n"
+		"                         [--field KEY=VALUE ...]\n"
 		"       ecworker enqueue [-c FILE] JOB --field KEY=VALUE ...   (a keyless job: rollup, purge-tables)\n\n"
 		"Puts {\"job\":JOB,\"pk\":PK,\"rk\":RK,...} on the job queue, for operators and demos\n"
 		"(applications use their own SDK). JOB must be configured.\n\n"
 		"  -c, --config FILE   configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 		"      --base64        send the text base64-encoded (as Azure Functions expect)\n"
 		"      --id ID         a trace id carried in the message as \"id\"\n"
+		"      --traceparent TP  a W3C trace context (00-<32 hex>-<16 hex>-<2 hex>): the run\n"
+		"                      joins that trace (README: Trace context and OTLP)\n"
 		"      --field K=V     an extra string field for the job (repeatable)\n"
 		"  -h, --help          this text\n";
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-		{"base64", no_argument, NULL, 'b'},       {"id", required_argument, NULL, 'i'},
-		{"field", required_argument, NULL, 'f'},  {NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{"base64", no_argument, NULL, 'b'},
+		{"id", required_argument, NULL, 'i'},
+		{"field", required_argument, NULL, 'f'},
+		{"traceparent", required_argument, NULL, 't'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *path = NULL, *id = NULL;
-	char **fields = calloc((size_t)argc + 1, sizeof(char *));
+	char **fields = calloc((size_t)argc + 2, sizeof(char *));
+	char traceparent[sizeof("traceparent=") + ECW_TRACEPARENT_LEN];
+	struct ecw_trace_ctx tc;
 	size_t nfields = 0;
 	bool base64 = false;
 	struct ecw_config *cfg = NULL;
@@ -51,6 +62,16 @@ int ecw_cmd_enqueue(int argc, char **argv)
 		case 'b': base64 = true; break;
 		case 'i': id = optarg; break;
 		case 'f': fields[nfields++] = optarg; break;
+		case 't':
+			/* Written back as version 00, as the worker writes it. */
+			if (ecw_traceparent_parse(&tc, optarg, strlen(optarg)) < 0) {
+				fprintf(stderr, "enqueue: --traceparent: %s\n", ecw_error_last()->message);
+				goto done;
+			}
+			memcpy(traceparent, "traceparent=", sizeof("traceparent=") - 1);
+			ecw_traceparent_format(traceparent + sizeof("traceparent=") - 1, &tc);
+			fields[nfields++] = traceparent;
+			break;
 		case 'h':
 			fputs(help, stdout);
 			rc = 0;
