@@ -361,6 +361,11 @@ static void log_message(const struct delivery *d)
 	ecw_deliver_log_keyless_fields(l, s);
 	ecw_log_str(l, "id", m->id);
 	ecw_log_str(l, "message_id", s->msg.id);
+	if (d->span.has_parent) {
+		char parent[17];
+		ecw_trace_hex(parent, d->span.parent_id, sizeof(d->span.parent_id));
+		ecw_log_str(l, "parent_span_id", parent);
+	}
 	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
 	ecw_log_int(l, "duration_ms", ecw_now_ms() - d->t0);
 	if (d->group > 1)

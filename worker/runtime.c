@@ -917,8 +917,6 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	ecw_cond_init_monotonic(&rt->renew_cv);
 	ecw_cond_init_monotonic(&rt->sched_cv);
 	ecw_connect_register_secrets(cfg);
-	if (start_otlp(rt) < 0)
-		return 1;
 
 	/* Signals go to the signal thread only: block them before any thread
 	 * (libmicrohttpd's included) exists, so all inherit the mask. */
@@ -926,6 +924,9 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	/* Its thread inherits the mask: a SIGTERM is the signal thread's. */
+	if (start_otlp(rt) < 0)
+		return 1;
 	/* The signal thread outlives this function (it is detached and may
 	 * still hold rt when the process exits): it gets rt itself, which stays
 	 * allocated and reachable from here. */
