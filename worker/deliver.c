@@ -77,6 +77,10 @@ static void open_span(struct delivery *d, int64_t start_ns)
 	ecw_span_start(&d->span, valid ? &parent : NULL, s->msg.id[0] ? s->msg.id : NULL);
 	d->start_ns = start_ns;
 	d->attempts0 = ecw_runtime_thread_attempts();
+	pthread_mutex_lock(&d->s->mu);
+	memcpy(d->s->trace_hex, d->span.trace_hex, sizeof(d->s->trace_hex));
+	memcpy(d->s->span_hex, d->span.span_hex, sizeof(d->s->span_hex));
+	pthread_mutex_unlock(&d->s->mu);
 	ecw_log_set_trace(d->span.trace_hex, d->span.span_hex);
 	if (why[0]) {
 		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "traceparent_invalid");
@@ -84,6 +88,21 @@ static void open_span(struct delivery *d, int64_t start_ns)
 		ecw_log_str(l, "message_id", s->msg.id);
 		ecw_log_str(l, "error", why);
 		ecw_log_end(l);
+	}
+}
+
+void ecw_deliver_log_trace(struct ecw_log_line *l, const struct slot *s)
+{
+	struct ecw_trace_ctx c;
+	char hex[33];
+
+	if (s->trace_hex[0]) {
+		ecw_log_str(l, "trace_id", s->trace_hex);
+		ecw_log_str(l, "span_id", s->span_hex);
+	} else if (s->m.traceparent &&
+		   ecw_traceparent_parse(&c, s->m.traceparent, s->m.traceparent_len) == 0) {
+		ecw_trace_hex(hex, c.trace_id, sizeof(c.trace_id));
+		ecw_log_str(l, "trace_id", hex);
 	}
 }
 

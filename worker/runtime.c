@@ -102,6 +102,7 @@ static void dispose_slot(struct slot *s)
 	s->decoded = false;
 	s->def = NULL;
 	s->groupable = s->keyed = false;
+	s->trace_hex[0] = s->span_hex[0] = '\0';
 	free(s->msg.text);
 	memset(&s->msg, 0, sizeof(s->msg));
 	s->stale = false;
@@ -802,6 +803,7 @@ static void release(struct runtime *rt, struct ecw_client *c, struct slot *s)
 {
 	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "message");
 
+	ecw_deliver_log_trace(l, s);
 	ecw_log_str(l, "outcome", "released");
 	ecw_log_str(l, "job", s->m.job);
 	ecw_log_str(l, "pk", s->m.pk);

@@ -65,6 +65,11 @@ struct slot {
 	int64_t renew_at_ms;
 	/* While its job thread runs it alone: its peers, or NULL. */
 	const struct peers *peers;
+	/* Its run's span ids once a job thread opened them (deliver.c), for
+	 * the lines other threads write about it (released, stalled); "" until
+	 * then. Under mu. */
+	char trace_hex[33];
+	char span_hex[17];
 };
 
 /* The most messages one job thread runs as a group. */
@@ -162,6 +167,10 @@ void ecw_deliver_one(struct runtime *rt, struct ecw_client *c, struct slot *s);
 /* Runs n messages of one job on one partition as a group (their type's
  * run_group); each is then concluded as if it had run alone. */
 void ecw_deliver_group(struct runtime *rt, struct ecw_client *c, struct slot **group, size_t n);
+/* The trace fields of a line about s that another thread writes (s->mu
+ * held): its run's trace_id and span_id, or before any run the trace_id of
+ * a valid traceparent it carries (l NULL: nothing). */
+void ecw_deliver_log_trace(struct ecw_log_line *l, const struct slot *s);
 /* A keyless message's fields its job reads, on its log line l (NULL: none). */
 void ecw_deliver_log_keyless_fields(struct ecw_log_line *l, const struct slot *s);
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -137,6 +138,31 @@ static void test_trace__invalid_traceparent(void **state)
 	assert_int_equal(proc_count(&p, "message", "parent_span_id", PROC_ANY, NULL), 0);
 	assert_int_equal(proc_count(&p, NULL, "level", "error", NULL), 0);
 	rtfx_finish(&p);
+}
+
+/* A run that outlives shutdown_grace is released by another thread: its
+ * line carries the run's ids all the same. */
+static void test_trace__released_line(void **state)
+{
+	struct rtfx *r = *state;
+	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
+	struct proc p;
+	char path[640];
+
+	o.jobs = "  slow: {type: test-sleep, duration: 60s}\n";
+	o.shutdown_grace = "1s";
+	rtfx_write_config(path, sizeof(path), r, "trace_released", &o);
+	proc_start(&p, "trace_released", (const char *const[]){"run", "-c", path, NULL}, NULL);
+	rtfx_put(r, "{\"job\":\"slow\",\"pk\":\"p\",\"rk\":\"r\",\"traceparent\":\"" TP "\"}", NULL);
+	for (int i = 0; i < 100 && rtfx_peek_count(r, r->fx.t->queue) != 0; i++)
+		itest_sleep_ms(50);
+	itest_sleep_ms(500); /* a job thread has it */
+	proc_signal(&p, SIGTERM);
+	ITEST_CHECK(proc_wait(&p, 10000), "still running; log:\n%s", proc_tail(p.log_path, 20));
+	assert_int_equal(
+	    proc_count(&p, "message", "outcome", "released", "trace_id", TRACE, "span_id", PROC_ANY, NULL),
+	    1);
+	proc_assert_logs_clean();
 }
 
 /* ---- enqueue --traceparent ------------------------------------------------------------- */
@@ -537,6 +563,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_trace__log_lines_and_follow_up, setup, rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_trace__invalid_traceparent, setup, rtfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_trace__released_line, setup, rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_trace__enqueue_traceparent, setup, rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_trace__poison_replay_keeps_the_trace, setup, rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_trace__otlp_export, setup, rtfx_teardown),
