@@ -500,6 +500,40 @@ static void test_trace__otlp_export(void **state)
 	stub_stop(&g_stub, true);
 }
 
+/* An OTEL_* variable the worker cannot honour stops it at start, with a
+ * line naming the variable, never a header's value. */
+static void test_trace__otel_errors_stop_the_start(void **state)
+{
+	struct rtfx *r = *state;
+	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
+	char path[640], *out = NULL, *err = NULL;
+	static const struct {
+		const char *var, *says;
+	} cases[] = {
+	    {"OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' is not supported"},
+	    {"OTEL_BSP_MAX_QUEUE_SIZE=lots", "OTEL_BSP_MAX_QUEUE_SIZE: 'lots' is not a whole number"},
+	    {"OTEL_EXPORTER_OTLP_HEADERS=itest-header-secret-77",
+	     "OTEL_EXPORTER_OTLP_HEADERS: entry 1 is not"},
+	};
+
+	o.jobs = JOBS;
+	rtfx_write_config(path, sizeof(path), r, "trace_otel_bad", &o);
+	proc_add_secret("itest-header-secret-77");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int code =
+		    proc_run(&out, &err, "trace_otel_bad", (const char *const[]){"run", "-c", path, NULL},
+		             (const char *const[]){"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9",
+		                                   cases[i].var, NULL},
+		             20000);
+		ITEST_CHECK(code == 1, "%s: exit %d; stderr:\n%s", cases[i].var, code, err);
+		ITEST_CHECK(strstr(err, "\"event\":\"start_failed\"") && strstr(err, cases[i].says),
+		            "%s: stderr:\n%s", cases[i].var, err);
+		free(out);
+		free(err);
+	}
+	proc_assert_logs_clean();
+}
+
 /* 20 messages with a collector that is down (refused) or never answers:
  * all succeed as fast as without one, the worker stops within its flush
  * deadline, and the spans are counted as dropped. */
@@ -567,6 +601,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_trace__enqueue_traceparent, setup, rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_trace__poison_replay_keeps_the_trace, setup, rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_trace__otlp_export, setup, rtfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_trace__otel_errors_stop_the_start, setup, rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_trace__collector_refuses, setup, rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_trace__collector_never_answers, setup, rtfx_teardown),
 	};
