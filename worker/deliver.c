@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "circuit.h"
+#include "ecw_buf.h"
 #include "ecw_clock.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
@@ -130,7 +131,17 @@ static void close_span(struct runtime *rt, const struct delivery *d)
 	snprintf(sp.outcome, sizeof(sp.outcome), "%s", d->o.word ? d->o.word : "");
 	snprintf(sp.message_id, sizeof(sp.message_id), "%.95s", s->msg.id);
 	snprintf(sp.queue, sizeof(sp.queue), "%s", rt->cfg->worker.queue);
-	snprintf(sp.status_message, sizeof(sp.status_message), "%.255s", d->error);
+	/* Redacted before it is cut: a secret cut in half would not be
+	 * recognised when the batch is redacted again. */
+	if (d->error[0]) {
+		struct ecw_buf red;
+		ecw_buf_init(&red, 0);
+		snprintf(sp.status_message, sizeof(sp.status_message), "%.255s",
+			 ecw_log_redact(&red, d->error, strlen(d->error)) == 0
+				 ? ecw_buf_cstr(&red)
+				 : "(the error could not be redacted)");
+		ecw_buf_dispose(&red);
+	}
 	ecw_otlp_submit(rt->otlp, &sp);
 }
 

@@ -262,8 +262,9 @@ void ecw_otlp_submit(struct ecw_otlp_exporter *e, const struct ecw_otlp_span *sp
 		return;
 	pthread_mutex_lock(&e->mu);
 	if (e->stop || e->count == e->cfg.max_queue) {
+		bool stopping = e->stop;
 		pthread_mutex_unlock(&e->mu);
-		ecw_metrics_otlp_dropped("queue_full", 1);
+		ecw_metrics_otlp_dropped(stopping ? "shutdown" : "queue_full", 1);
 		return;
 	}
 	e->ring[(e->head + e->count) % e->cfg.max_queue] = *span;
