@@ -926,9 +926,6 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	/* Its thread inherits the mask: a SIGTERM is the signal thread's. */
-	if (start_otlp(rt) < 0)
-		return 1;
 	/* The signal thread outlives this function (it is detached and may
 	 * still hold rt when the process exits): it gets rt itself, which stays
 	 * allocated and reachable from here. */
@@ -936,6 +933,10 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	if (pthread_create(&sig_tid, NULL, ecw_shutdown_signal_thread, rt) == 0)
 		pthread_detach(sig_tid);
 
+	/* After the mask, which its thread inherits: a SIGTERM is the signal
+	 * thread's. */
+	if (start_otlp(rt) < 0)
+		goto done;
 	if (ecw_connect_account(&rt->acct, cfg) < 0) {
 		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "%s", ecw_error_last()->message);
 		goto done;
