@@ -27,7 +27,9 @@ struct ecw_job_ctx {
 	const char *job;           /* the configured job name */
 	const char *pk, *rk;       /* the changed entity's keys (checked);
 					   * NULL for a keyless type */
-	const char *trace_id;      /* "id" from the message, or the message id */
+	const char *trace_id;      /* "id" from the message, or the message id (a
+				    * correlation id, not the W3C trace context's
+				    * trace id, which the runtime keeps to itself) */
 	const char *message_id;
 	long dequeue_count;
 	const struct json_object *message; /* the whole decoded message, for extra fields */

@@ -57,6 +57,7 @@ int ecw_poison_envelope(struct ecw_buf *out, const struct ecw_poison_info *in)
 	add_str(obj, "pk", in->pk);
 	add_str(obj, "rk", in->rk);
 	add_str(obj, "worker", in->worker);
+	add_str(obj, "traceparent", in->traceparent);
 	json = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 	err = json ? ecw_buf_adds(out, json) : ecw_error_set(ECW_ENOMEM, "out of memory");
 	json_object_put(obj);
@@ -160,7 +161,8 @@ int ecw_poison_parse(struct ecw_poison_view *out, const char *text, size_t len)
 	    (err = dup_field(&out->error_code, obj, "error_code")) < 0 ||
 	    (err = dup_field(&out->queue, obj, "queue")) < 0 ||
 	    (err = dup_field(&out->message_id, obj, "message_id")) < 0 ||
-	    (err = dup_field(&out->worker, obj, "worker")) < 0) {
+	    (err = dup_field(&out->worker, obj, "worker")) < 0 ||
+	    (err = dup_field(&out->traceparent, obj, "traceparent")) < 0) {
 		json_object_put(obj);
 		return err;
 	}
@@ -187,6 +189,7 @@ void ecw_poison_view_dispose(struct ecw_poison_view *v)
 	free(v->queue);
 	free(v->message_id);
 	free(v->worker);
+	free(v->traceparent);
 	memset(v, 0, sizeof(*v));
 }
 
@@ -277,6 +280,7 @@ struct json_object *ecw_poison_view_json(const struct ecw_poison_view *v, const 
 	add_str(obj, "queue", v->queue);
 	add_str(obj, "message_id", v->message_id);
 	add_str(obj, "worker", v->worker);
+	add_str(obj, "traceparent", v->traceparent);
 	json_object_object_add(obj, "original",
 			       json_object_new_string_len(v->original, (int)v->original_len));
 	return obj;
