@@ -74,7 +74,8 @@ static void test_queue_watch__backlog_gauges(void **state)
 
 /* Idle at poll_interval.max 200ms for 4 s, with the features that could
  * cost requests at rest turned on at their busiest (the pause checked every
- * second, the gauges refreshed every second, adaptive concurrency): about 20
+ * second, the gauges refreshed every second, adaptive concurrency, spans
+ * exported over OTLP): about 20
  * looks and not one receive (before the watch: about 20 empty receives),
  * nothing else; then a message put is seen by the next look and received. */
 static void test_queue_watch__idle_costs_one_look_a_poll(void **state)
@@ -93,7 +94,10 @@ static void test_queue_watch__idle_costs_one_look_a_poll(void **state)
 	w.jobs = "  noop: {type: test-noop}\n";
 	wfx_write_config(path, sizeof(path), "watch-idle", &w);
 	const char *args[] = {"run", "-c", path, NULL};
-	proc_start(&p, "watch-idle", args, NULL);
+	char otlp[96];
+	snprintf(otlp, sizeof(otlp), "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", itest_closed_port());
+	const char *env[] = {otlp, NULL};
+	proc_start(&p, "watch-idle", args, env);
 	for (int i = 0; i < 100 && metric(port, "ecw_storage_requests_total", NULL, &found) < 0; i++)
 		itest_sleep_ms(50);
 	itest_sleep_ms(1500); /* the poll has grown to its max */
