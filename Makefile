@@ -209,13 +209,17 @@ test-build: $(BUILD)/ecworker $(BUILD)/ecworker-test $(UNIT_BINS) $(INTEG_BINS) 
 
 # The Prometheus alerting rules shipped in deploy/prometheus: promtool's
 # check, and their unit tests (each alert raised where it must be, and only
-# there).
+# there). Then the Grafana dashboard in deploy/grafana: its queries name only
+# metrics and labels worker/metrics.c exports and parse, its ids are unique
+# and its variables defined (tests/check-dashboard.js).
 rules-test:
 	@test -x $(PROMTOOL) || { echo "rules-test: $(PROMTOOL) is missing: run make deps" >&2; exit 1; }
 	@$(PROMTOOL) check rules deploy/prometheus/ecworker-alerts.yaml >/dev/null
 	@cd deploy/prometheus && { out="$$($(abspath $(PROMTOOL)) test rules ecworker-alerts.test.yaml 2>&1)" || \
 		{ echo "$$out" >&2; exit 1; }; }
 	@echo "==== rules: deploy/prometheus/ecworker-alerts.yaml checked, its unit tests passed (promtool)"
+	@node tests/check-dashboard.js deploy/grafana/ecworker-dashboard.json worker/metrics.c $(PROMTOOL) >/dev/null
+	@echo "==== dashboard: deploy/grafana/ecworker-dashboard.json names only the worker's metrics, parses (promtool)"
 
 # Memcheck on the unit tests (the integration tests run under ASan instead:
 # valgrind's slowdown would turn their timeouts into failures). Any error, and

@@ -4,6 +4,7 @@
 #ifndef ECW_CLOCK_H
 #define ECW_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 int64_t ecw_now_ms(void); /* monotonic milliseconds */
@@ -32,5 +33,11 @@ void ecw_sleep_ms(int64_t ms); /* returns early only on a signal */
  * worker's retried messages both wait this long, less their own jitter. */
 int64_t ecw_backoff_ms(int64_t base_ms, int64_t max_ms, long attempt);
 uint32_t ecw_random_u32(void); /* uniform, thread-safe; not for secrets */
+
+/* A condition variable whose timed waits run on the monotonic clock (a
+ * wall-clock step neither shortens nor stretches them), and such a wait of
+ * at most ms milliseconds on it (mu held). */
+void ecw_cond_init_monotonic(pthread_cond_t *cv);
+void ecw_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms);
 
 #endif

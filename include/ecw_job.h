@@ -27,7 +27,9 @@ struct ecw_job_ctx {
 	const char *job;           /* the configured job name */
 	const char *pk, *rk;       /* the changed entity's keys (checked);
 					   * NULL for a keyless type */
-	const char *trace_id;      /* "id" from the message, or the message id */
+	const char *trace_id;      /* "id" from the message, or the message id (a
+				    * correlation id, not the W3C trace context's
+				    * trace id, which the runtime keeps to itself) */
 	const char *message_id;
 	long dequeue_count;
 	const struct json_object *message; /* the whole decoded message, for extra fields */
@@ -42,6 +44,8 @@ struct ecw_job_ctx {
 	size_t npeers;
 	char outcome_detail[64]; /* optional word for the log ("missing", ...) */
 	char error[512];         /* run_group: why this member failed */
+	int error_status;        /* run_group: the storage answer's HTTP status behind error, 0 if none */
+	char error_code[64];     /* run_group: its x-ms-error-code, "" if none */
 };
 
 /* Jobs call this before each write: once the lease is lost another worker may

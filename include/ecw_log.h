@@ -9,7 +9,10 @@
 
 #include <stdint.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include "ecw_err.h"
+
+struct ecw_buf;
 
 enum ecw_log_level { ECW_LOG_DEBUG, ECW_LOG_INFO, ECW_LOG_WARN, ECW_LOG_ERROR };
 enum ecw_log_format { ECW_LOG_JSON, ECW_LOG_TEXT };
@@ -30,6 +33,17 @@ void ecw_log_double(struct ecw_log_line *l, const char *key, double value);
 void ecw_log_bool(struct ecw_log_line *l, const char *key, bool value);
 /* Writes the line and frees l. */
 void ecw_log_end(struct ecw_log_line *l);
+
+/* The calling thread's trace fields: every line it begins until the next
+ * call carries "trace_id" and "span_id" right after "event" (copied, each at
+ * most 32 characters; NULL or "" clears them). The runtime sets them around
+ * the run of one message. */
+void ecw_log_set_trace(const char *trace_id, const char *span_id);
+
+/* Copies s (n bytes) to out with every registered secret, JWT and sig= /
+ * AccountKey= value replaced by [REDACTED], as a log line is: for text
+ * that leaves the process another way (the OTLP export). */
+int ecw_log_redact(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE;
 
 /* One-call form for a plain message: {"event":event,"msg":...}. */
 void ecw_log_msg(enum ecw_log_level level, const char *event, const char *fmt, ...) ECW_PRINTF(3, 4);

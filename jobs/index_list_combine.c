@@ -93,14 +93,14 @@ struct member {
 	enum decision dec;
 	bool answered;
 	int err;
-	char msg[sizeof(((struct ecw_error *)0)->message)];
+	struct ecw_error error; /* FAILED: the leader's last error, storage answer included */
 };
 
 static void member_fail(struct member *m, int err)
 {
 	m->dec = FAILED;
 	m->err = err;
-	snprintf(m->msg, sizeof(m->msg), "%s", ecw_error_last()->message);
+	m->error = *ecw_error_last();
 }
 
 /* ---- the leader's work ---------------------------------------------------------------- */
@@ -564,7 +564,8 @@ int ecw_il_combine(struct il_combiners *cs, struct il_change *ch)
 		lead_alone(cs->store, &m);
 answer:
 	if (m.dec == FAILED)
-		return ecw_error_set(m.err, "%s", m.msg);
+		return ecw_error_set_http(m.err, m.error.http_status, m.error.service_code,
+					  m.error.request_id, "%s", m.error.message);
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "circuit.h"
+#include "ecw_buf.h"
 #include "ecw_clock.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
@@ -21,9 +22,11 @@
 #include "ecw_version.h"
 #include "message.h"
 #include "metrics.h"
+#include "otlp.h"
 #include "outcome.h"
 #include "poison.h"
 #include "runtime_private.h"
+#include "trace.h"
 
 /* One message on its way through a job thread: what the steps after the job
  * need, gathered once (its job was resolved on receipt, in slot->def). */
@@ -33,13 +36,128 @@ struct delivery {
 	struct ecw_outcome o;          /* the rules' answer, then what settling made of it */
 	enum ecw_poison_reason reason; /* why it is poisoned, kept when the envelope fails */
 	char error[512];               /* the failure's text, for the log and the envelope */
+	int http_status;               /* the storage answer behind it, for the envelope: 0 if none */
+	char error_code[64];           /* its x-ms-error-code, "" if none */
 	int64_t t0;
 	size_t group; /* members run together with it (1: alone) */
 	/* Duplicates riding with its run (its slot's riders); for a rider,
 	 * the message id whose run it rode with. */
 	size_t duplicates;
 	const char *ran_with;
+	/* This run's span (trace.h): every log line about the message
+	 * carries its ids, its follow-ups and envelope its context, and the
+	 * exporter gets it when it ends (close_span). */
+	struct ecw_span_ids span;
+	int64_t start_ns;  /* Unix time, for the export */
+	int64_t attempts0; /* the thread's storage attempts when it began */
 };
+
+/* The failure err in d->error (the last error's text, else err's name) and
+ * the storage answer behind it, which the envelope records apart so
+ * `poison list --group-by status` need not read the text. */
+static void note_failure(struct delivery *d, int err)
+{
+	const struct ecw_error *e = ecw_error_last();
+
+	snprintf(d->error, sizeof(d->error), "%s", e->message[0] ? e->message : ecw_err_name(err));
+	d->http_status = e->http_status;
+	snprintf(d->error_code, sizeof(d->error_code), "%s", e->service_code);
+}
+
+static int64_t unix_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Opens d's span in the trace its message carries, or in a new one
+ * (trace.h), and makes its ids the thread's log fields. An invalid
+ * traceparent is ignored with one warning: it never changes the outcome. */
+static void open_span(struct delivery *d, int64_t start_ns)
+{
+	const struct slot *s = d->s;
+	const struct ecw_message *m = &s->m;
+	struct ecw_trace_ctx parent;
+	bool valid = false;
+	char why[160] = "";
+
+	if (m->traceparent && ecw_traceparent_parse(&parent, m->traceparent, m->traceparent_len) == 0)
+		valid = true;
+	else if (m->traceparent)
+		snprintf(why, sizeof(why), "%.159s", ecw_error_last()->message);
+	else if (m->traceparent_present)
+		snprintf(why, sizeof(why), "traceparent: not a string");
+	ecw_span_start(&d->span, valid ? &parent : NULL, s->msg.id[0] ? s->msg.id : NULL);
+	d->start_ns = start_ns;
+	d->attempts0 = ecw_runtime_thread_attempts();
+	pthread_mutex_lock(&d->s->mu);
+	memcpy(d->s->trace_hex, d->span.trace_hex, sizeof(d->s->trace_hex));
+	memcpy(d->s->span_hex, d->span.span_hex, sizeof(d->s->span_hex));
+	pthread_mutex_unlock(&d->s->mu);
+	ecw_log_set_trace(d->span.trace_hex, d->span.span_hex);
+	if (why[0]) {
+		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "traceparent_invalid");
+		ecw_log_str(l, "job", m->job);
+		ecw_log_str(l, "message_id", s->msg.id);
+		ecw_log_str(l, "error", why);
+		ecw_log_end(l);
+	}
+}
+
+void ecw_deliver_log_trace(struct ecw_log_line *l, const struct slot *s)
+{
+	struct ecw_trace_ctx c;
+	char hex[33];
+
+	if (s->trace_hex[0]) {
+		ecw_log_str(l, "trace_id", s->trace_hex);
+		ecw_log_str(l, "span_id", s->span_hex);
+	} else if (s->m.traceparent &&
+		   ecw_traceparent_parse(&c, s->m.traceparent, s->m.traceparent_len) == 0) {
+		ecw_trace_hex(hex, c.trace_id, sizeof(c.trace_id));
+		ecw_log_str(l, "trace_id", hex);
+	}
+}
+
+/* Ends d's span: hands it to the exporter (when one is configured and the
+ * trace is sampled) and clears the thread's log fields. */
+static void close_span(struct runtime *rt, const struct delivery *d)
+{
+	const struct slot *s = d->s;
+	struct ecw_otlp_span sp = {
+		.ids = d->span,
+		.dequeue_count = s->msg.dequeue_count,
+		.storage_requests = ecw_runtime_thread_attempts() - d->attempts0,
+		.group = (int64_t)d->group,
+		.start_unix_ns = d->start_ns,
+		.end_unix_ns = unix_ns(),
+		.error = d->error[0] != '\0',
+	};
+	const char *job = s->def ? s->def->name : s->m.job;
+
+	ecw_log_set_trace(NULL, NULL);
+	if (!rt->otlp || !(d->span.flags & ECW_TRACE_FLAG_SAMPLED))
+		return;
+	snprintf(sp.name, sizeof(sp.name), "%s", job ? job : "message");
+	snprintf(sp.job, sizeof(sp.job), "%s", job ? job : "");
+	snprintf(sp.outcome, sizeof(sp.outcome), "%s", d->o.word ? d->o.word : "");
+	snprintf(sp.message_id, sizeof(sp.message_id), "%.95s", s->msg.id);
+	snprintf(sp.queue, sizeof(sp.queue), "%s", rt->cfg->worker.queue);
+	/* Redacted before it is cut: a secret cut in half would not be
+	 * recognised when the batch is redacted again. */
+	if (d->error[0]) {
+		struct ecw_buf red;
+		ecw_buf_init(&red, 0);
+		snprintf(sp.status_message, sizeof(sp.status_message), "%.255s",
+			 ecw_log_redact(&red, d->error, strlen(d->error)) == 0
+				 ? ecw_buf_cstr(&red)
+				 : "(the error could not be redacted)");
+		ecw_buf_dispose(&red);
+	}
+	ecw_otlp_submit(rt->otlp, &sp);
+}
 
 /* outage: the storage circuit is open (circuit.h), for this delivery. */
 static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stage stage, bool runnable,
@@ -97,15 +215,24 @@ static void settle(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 
 /* After a job with `then:` succeeded: one message per follow-up job for the
  * same keys, put BEFORE the original is deleted. A crash in between puts them
- * again on the next delivery; the jobs converge, so duplicates are harmless. */
-static int enqueue_then(struct runtime *rt, struct ecw_client *c, const struct slot *s)
+ * again on the next delivery; the jobs converge, so duplicates are harmless.
+ * Each carries the run's trace context: same trace, this run's span as the
+ * parent. */
+static int enqueue_then(struct runtime *rt, struct ecw_client *c, const struct delivery *d)
 {
+	const struct slot *s = d->s;
 	struct ecw_queue_put_options po = {0, rt->cfg->worker.message_ttl_s};
 	const struct ecw_message *m = &s->m;
 	char **then = s->def->then;
+	struct ecw_trace_ctx child;
+	char field[sizeof("traceparent=") + ECW_TRACEPARENT_LEN];
+	char *fields[] = {field, NULL};
 	struct ecw_buf text;
 	int err = 0;
 
+	ecw_trace_child_context(&child, &d->span);
+	memcpy(field, "traceparent=", sizeof("traceparent=") - 1);
+	ecw_traceparent_format(field + sizeof("traceparent=") - 1, &child);
 	ecw_buf_init(&text, 0);
 	for (size_t i = 0; then[i] && err == 0; i++) {
 		ecw_buf_reset(&text);
@@ -113,7 +240,7 @@ static int enqueue_then(struct runtime *rt, struct ecw_client *c, const struct s
 			err = ecw_error_set(ECW_ETRANSIENT, "lease lost before enqueueing '%s'", then[i]);
 			break;
 		}
-		if ((err = ecw_message_encode(&text, then[i], m->pk, m->rk, m->id ? m->id : s->msg.id, NULL,
+		if ((err = ecw_message_encode(&text, then[i], m->pk, m->rk, m->id ? m->id : s->msg.id, fields,
 					      false)) == 0)
 			err = ecw_queue_put(NULL, c, rt->cfg->worker.queue, text.ptr, text.len, &po);
 	}
@@ -188,14 +315,21 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 		.failed_at = time(NULL),
 		.reason = reason,
 		.error = d->error,
+		.http_status = d->http_status,
+		.error_code = d->error_code,
 		.job = m->job,
 		.pk = m->pk,
 		.rk = m->rk,
 		.worker = ecw_worker_id(),
 	};
+	struct ecw_trace_ctx ctx;
+	char traceparent[ECW_TRACEPARENT_LEN + 1];
 	struct ecw_buf env;
 	int err;
 
+	ecw_trace_child_context(&ctx, &d->span);
+	ecw_traceparent_format(traceparent, &ctx);
+	info.traceparent = traceparent;
 	if (s->decoded)
 		abandon(rt, c, s);
 	if (atomic_load(&s->lease_lost)) {
@@ -273,6 +407,11 @@ static void log_message(const struct delivery *d)
 	ecw_deliver_log_keyless_fields(l, s);
 	ecw_log_str(l, "id", m->id);
 	ecw_log_str(l, "message_id", s->msg.id);
+	if (d->span.has_parent) {
+		char parent[17];
+		ecw_trace_hex(parent, d->span.parent_id, sizeof(d->span.parent_id));
+		ecw_log_str(l, "parent_span_id", parent);
+	}
 	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
 	ecw_log_int(l, "duration_ms", ecw_now_ms() - d->t0);
 	if (d->group > 1)
@@ -300,11 +439,14 @@ static void conclude(struct runtime *rt, struct ecw_client *c, struct delivery *
 		requeue(rt, c, d);
 	else
 		settle(rt, c, d);
-	if (strcmp(d->o.word, "released") == 0)
+	if (strcmp(d->o.word, "released") == 0) {
+		ecw_log_set_trace(NULL, NULL);
 		return; /* shutdown released it and logged it already */
+	}
 	ecw_metrics_message(d->s->def ? d->s->def->name : "", d->o.word,
 			    (double)(ecw_now_ms() - d->t0) / 1000.0);
 	log_message(d);
+	close_span(rt, d);
 }
 
 /* The duplicates that rode with run's message (job_thread says why that is
@@ -317,7 +459,10 @@ static void conclude_riders(struct runtime *rt, struct ecw_client *c, const stru
 	for (struct slot *r = run->s->riders; r; r = r->next_rider) {
 		struct delivery d = {.s = r, .ctx = run->ctx, .t0 = run->t0, .group = run->group};
 		d.ran_with = run->s->msg.id;
+		open_span(&d, run->start_ns);
 		memcpy(d.error, run->error, sizeof(d.error));
+		d.http_status = run->http_status;
+		memcpy(d.error_code, run->error_code, sizeof(d.error_code));
 		decide(rt, &d, ECW_STAGE_RAN, true, err, outage);
 		conclude(rt, c, &d);
 	}
@@ -331,8 +476,8 @@ static void finish(struct runtime *rt, struct ecw_client *c, struct delivery *d,
 {
 	bool outage;
 
-	if (err == 0 && d->s->def->then && (err = enqueue_then(rt, c, d->s)) < 0)
-		snprintf(d->error, sizeof(d->error), "%s", ecw_error_last()->message);
+	if (err == 0 && d->s->def->then && (err = enqueue_then(rt, c, d)) < 0)
+		note_failure(d, err);
 	outage = ecw_circuit_note(rt->circuit, err);
 	decide(rt, d, ECW_STAGE_RAN, true, err, outage);
 	for (const struct slot *r = d->s->riders; r; r = r->next_rider)
@@ -358,7 +503,7 @@ static bool runnable(struct delivery *d)
 		return false;
 	}
 	if (!s->def->type->keyless && ecw_message_require_keys(&s->m) < 0) {
-		snprintf(d->error, sizeof(d->error), "%s", ecw_error_last()->message);
+		note_failure(d, ECW_EINVALID);
 		return false;
 	}
 	return true;
@@ -369,6 +514,7 @@ void ecw_deliver_one(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	struct delivery d = {.s = s, .ctx = {.client = c}, .t0 = ecw_now_ms(), .group = 1};
 	int err;
 
+	open_span(&d, unix_ns());
 	decide(rt, &d, ECW_STAGE_RECEIVED, runnable(&d), 0, ecw_circuit_is_open(rt->circuit));
 	if (d.o.action != ECW_ACTION_RUN) {
 		if (d.reason == ECW_REASON_MAX_DEQUEUE)
@@ -385,8 +531,7 @@ void ecw_deliver_one(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	d.ctx = job_ctx(rt, c, s);
 	ecw_error_clear();
 	if ((err = s->def->type->run(s->def->settings, &d.ctx)) < 0)
-		snprintf(d.error, sizeof(d.error), "%s",
-			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+		note_failure(&d, err);
 	finish(rt, c, &d, err);
 }
 
@@ -399,19 +544,35 @@ void ecw_deliver_group(struct runtime *rt, struct ecw_client *c, struct slot **g
 	const struct ecw_job_def *def = group[0]->def;
 	struct ecw_job_ctx ctxs[GROUP_CAP];
 	int errs[GROUP_CAP];
-	int64_t t0 = ecw_now_ms();
+	struct ecw_span_ids spans[GROUP_CAP];
+	int64_t t0 = ecw_now_ms(), start_ns = unix_ns(), attempts0 = ecw_runtime_thread_attempts(), ran;
 
+	/* Each member has its own span; the lines of the group's run are
+	 * about all of them, so they carry none. */
 	for (size_t i = 0; i < n; i++) {
+		struct delivery d = {.s = group[i]};
+		open_span(&d, start_ns);
+		spans[i] = d.span;
 		ctxs[i] = job_ctx(rt, c, group[i]);
 		errs[i] = 0;
 	}
+	ecw_log_set_trace(NULL, NULL);
 	ecw_error_clear();
 	def->type->run_group(def->settings, ctxs, n, errs);
+	ran = ecw_runtime_thread_attempts() - attempts0;
 	for (size_t i = 0; i < n; i++) {
 		struct delivery d = {.s = group[i], .ctx = ctxs[i], .t0 = t0, .group = n};
-		if (errs[i] < 0)
+		/* The group's requests are each member's, with its own settling. */
+		d.span = spans[i];
+		d.start_ns = start_ns;
+		d.attempts0 = ecw_runtime_thread_attempts() - ran;
+		ecw_log_set_trace(d.span.trace_hex, d.span.span_hex);
+		if (errs[i] < 0) {
 			snprintf(d.error, sizeof(d.error), "%s",
 				 ctxs[i].error[0] ? ctxs[i].error : ecw_err_name(errs[i]));
+			d.http_status = ctxs[i].error_status;
+			memcpy(d.error_code, ctxs[i].error_code, sizeof(d.error_code));
+		}
 		finish(rt, c, &d, errs[i]);
 	}
 }

@@ -61,6 +61,20 @@ static int string_field(const char **out, struct json_object *obj, const char *n
 	return 0;
 }
 
+/* Never an error: a bad traceparent is ignored (with a warning, deliver.c). */
+static void read_traceparent(struct ecw_message *out)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(out->obj, "traceparent", &v) || json_object_is_type(v, json_type_null))
+		return;
+	out->traceparent_present = true;
+	if (json_object_is_type(v, json_type_string)) {
+		out->traceparent = json_object_get_string(v);
+		out->traceparent_len = (size_t)json_object_get_string_len(v);
+	}
+}
+
 int ecw_message_decode(struct ecw_message *out, const char *text, size_t len)
 {
 	struct ecw_buf raw;
@@ -95,6 +109,7 @@ int ecw_message_decode(struct ecw_message *out, const char *text, size_t len)
 	}
 	if (err < 0)
 		goto done;
+	read_traceparent(out);
 	/* Keep whatever decodes, for the poison envelope, then judge. */
 	const char *job, *pk, *rk, *id;
 	int ej = string_field(&job, out->obj, "job", true);
@@ -197,9 +212,10 @@ done:
 #define LOG_FIELD_MAX 256
 
 static const char *const message_line_keys[] = {
-	"time",     "level",      "event",         "outcome",        "job",   "pk",     "rk",
-	"id",       "message_id", "dequeue_count", "duration_ms",    "group", "reason", "detail",
-	"hidden_s", "error",      "truncated",     "fields_omitted", NULL};
+	"time",     "level",      "event",         "outcome",        "job",      "pk",      "rk",
+	"id",       "message_id", "dequeue_count", "duration_ms",    "group",    "reason",  "detail",
+	"hidden_s", "error",      "truncated",     "fields_omitted", "trace_id", "span_id", "traceparent",
+	NULL};
 
 static bool log_one_field(struct ecw_log_line *l, const char *name, struct json_object *v)
 {

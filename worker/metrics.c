@@ -132,6 +132,19 @@ static struct family f_deduplicated = {
 	.label_names = {"job"},
 };
 
+static struct family f_otlp_exported = {
+	.name = "ecw_otlp_spans_exported_total",
+	.help = "Spans the OTLP collector accepted.",
+	.nlabels = 0,
+};
+static struct family f_otlp_dropped = {
+	.name = "ecw_otlp_spans_dropped_total",
+	.help = "Spans not exported, by reason: queue_full (the export queue was full), export_failed (the "
+		"collector did not take the batch), shutdown (left at the flush deadline).",
+	.nlabels = 1,
+	.label_names = {"reason"},
+};
+
 static struct family f_scheduled = {
 	.name = "ecw_scheduled_messages_total",
 	.help = "Messages this replica enqueued for schedules, by schedule.",
@@ -408,6 +421,37 @@ void ecw_metrics_declare(const char *job)
 	pthread_mutex_unlock(&g_lock);
 }
 
+void ecw_metrics_otlp_exported(int64_t spans)
+{
+	struct series *s;
+
+	pthread_mutex_lock(&g_lock);
+	if ((s = series_get(&f_otlp_exported, NULL, NULL)))
+		s->count += (uint64_t)spans;
+	pthread_mutex_unlock(&g_lock);
+}
+
+void ecw_metrics_otlp_dropped(const char *reason, int64_t spans)
+{
+	struct series *s;
+
+	pthread_mutex_lock(&g_lock);
+	if ((s = series_get(&f_otlp_dropped, reason, NULL)))
+		s->count += (uint64_t)spans;
+	pthread_mutex_unlock(&g_lock);
+}
+
+void ecw_metrics_otlp_declare(void)
+{
+	static const char *const reasons[] = {"queue_full", "export_failed", "shutdown"};
+
+	pthread_mutex_lock(&g_lock);
+	(void)series_get(&f_otlp_exported, NULL, NULL);
+	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
+		(void)series_get(&f_otlp_dropped, reasons[i], NULL);
+	pthread_mutex_unlock(&g_lock);
+}
+
 void ecw_metrics_scheduled(const char *schedule, int64_t count)
 {
 	struct series *s;
@@ -535,6 +579,8 @@ void ecw_metrics_reset(void)
 	family_clear(&f_poisoned);
 	family_clear(&f_deduplicated);
 	family_clear(&f_scheduled);
+	family_clear(&f_otlp_exported);
+	family_clear(&f_otlp_dropped);
 	family_clear(&f_audit_drift);
 	family_clear(&f_audit_last_run);
 	family_clear(&f_audit_period);
@@ -668,7 +714,8 @@ char *ecw_metrics_render(void)
 	    (err = render_family(&b, &f_audit_last_run)) < 0 ||
 	    (err = render_family(&b, &f_audit_period)) < 0 ||
 	    (err = render_family(&b, &f_queue_messages)) < 0 || (err = render_family(&b, &f_queue_age)) < 0 ||
-	    (err = render_family(&b, &f_paused)) < 0)
+	    (err = render_family(&b, &f_paused)) < 0 || (err = render_family(&b, &f_otlp_exported)) < 0 ||
+	    (err = render_family(&b, &f_otlp_dropped)) < 0)
 		goto unlock;
 	if ((err = add_header(&b, "ecw_jobs_in_flight",
 			      "Messages held now: running, or waiting for a job thread (prefetch).",

@@ -42,6 +42,14 @@ void ecw_metrics_audit_declare(const char *job, int64_t period_s);
 void ecw_metrics_audit(const char *job, int64_t finished_s, const char *const *kinds, const uint64_t *drift,
 		       size_t n);
 
+/* The OTLP export (otlp.h): spans the collector took
+ * (ecw_otlp_spans_exported_total), and spans dropped by reason
+ * (ecw_otlp_spans_dropped_total{reason}: "queue_full", "export_failed",
+ * "shutdown"). Declared (at 0) when the exporter starts. */
+void ecw_metrics_otlp_exported(int64_t spans);
+void ecw_metrics_otlp_dropped(const char *reason, int64_t spans);
+void ecw_metrics_otlp_declare(void);
+
 /* Puts the series alerts need at 0 before anything happened: each poison
  * reason, and (job not NULL) the job's succeeded, retried and poisoned
  * outcomes and its deduplicated messages. Declaring again changes nothing. */

@@ -49,10 +49,15 @@ int ecw_poison_envelope(struct ecw_buf *out, const struct ecw_poison_info *in)
 	add_time(obj, "failed_at", in->failed_at);
 	add_str(obj, "reason", in->reason);
 	add_str(obj, "error", in->error);
+	if (in->http_status > 0)
+		json_object_object_add(obj, "http_status", json_object_new_int(in->http_status));
+	if (in->error_code && *in->error_code)
+		add_str(obj, "error_code", in->error_code);
 	add_str(obj, "job", in->job);
 	add_str(obj, "pk", in->pk);
 	add_str(obj, "rk", in->rk);
 	add_str(obj, "worker", in->worker);
+	add_str(obj, "traceparent", in->traceparent);
 	json = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 	err = json ? ecw_buf_adds(out, json) : ecw_error_set(ECW_ENOMEM, "out of memory");
 	json_object_put(obj);
@@ -153,14 +158,19 @@ int ecw_poison_parse(struct ecw_poison_view *out, const char *text, size_t len)
 	    (err = dup_field(&out->rk, obj, "rk")) < 0 ||
 	    (err = dup_field(&out->reason, obj, "reason")) < 0 ||
 	    (err = dup_field(&out->error, obj, "error")) < 0 ||
+	    (err = dup_field(&out->error_code, obj, "error_code")) < 0 ||
 	    (err = dup_field(&out->queue, obj, "queue")) < 0 ||
 	    (err = dup_field(&out->message_id, obj, "message_id")) < 0 ||
-	    (err = dup_field(&out->worker, obj, "worker")) < 0) {
+	    (err = dup_field(&out->worker, obj, "worker")) < 0 ||
+	    (err = dup_field(&out->traceparent, obj, "traceparent")) < 0) {
 		json_object_put(obj);
 		return err;
 	}
 	if (json_object_object_get_ex(obj, "dequeue_count", &v) && json_object_is_type(v, json_type_int))
 		out->dequeue_count = (long)json_object_get_int64(v);
+	if (json_object_object_get_ex(obj, "http_status", &v) && json_object_is_type(v, json_type_int) &&
+	    json_object_get_int64(v) > 0 && json_object_get_int64(v) < 1000)
+		out->http_status = (int)json_object_get_int64(v);
 	out->failed_at = field_time(obj, "failed_at");
 	out->inserted_at = field_time(obj, "inserted_at");
 	json_object_put(obj);
@@ -175,9 +185,11 @@ void ecw_poison_view_dispose(struct ecw_poison_view *v)
 	free(v->rk);
 	free(v->reason);
 	free(v->error);
+	free(v->error_code);
 	free(v->queue);
 	free(v->message_id);
 	free(v->worker);
+	free(v->traceparent);
 	memset(v, 0, sizeof(*v));
 }
 
@@ -258,6 +270,9 @@ struct json_object *ecw_poison_view_json(const struct ecw_poison_view *v, const 
 	add_str(obj, "rk", v->rk);
 	add_str(obj, "reason", v->reason);
 	add_str(obj, "error", v->error);
+	if (v->http_status > 0)
+		json_object_object_add(obj, "http_status", json_object_new_int(v->http_status));
+	add_str(obj, "error_code", v->error_code);
 	if (v->dequeue_count >= 0)
 		json_object_object_add(obj, "dequeue_count", json_object_new_int64(v->dequeue_count));
 	add_time(obj, "failed_at", v->failed_at);
@@ -265,6 +280,7 @@ struct json_object *ecw_poison_view_json(const struct ecw_poison_view *v, const 
 	add_str(obj, "queue", v->queue);
 	add_str(obj, "message_id", v->message_id);
 	add_str(obj, "worker", v->worker);
+	add_str(obj, "traceparent", v->traceparent);
 	json_object_object_add(obj, "original",
 			       json_object_new_string_len(v->original, (int)v->original_len));
 	return obj;

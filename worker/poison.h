@@ -23,13 +23,19 @@ struct ecw_poison_info {
 	time_t failed_at;
 	const char *reason;        /* "permanent" | "max-dequeue" */
 	const char *error;         /* one line */
+	int http_status;           /* the storage answer behind error: 0 when none */
+	const char *error_code;    /* its x-ms-error-code: NULL or "" when none */
 	const char *job, *pk, *rk; /* NULL when not decodable */
 	const char *worker;        /* "<host> ecworker/<version>" */
+	const char *traceparent;   /* the failed run's trace context (trace.h), or NULL */
 };
 
 /* {"ecw_poison":1,"original":...,"queue":...,"message_id":...,"inserted_at":...,
- *  "dequeue_count":...,"failed_at":...,"reason":...,"error":...,"job":...,
- *  "pk":...,"rk":...,"worker":...} on one line. */
+ *  "dequeue_count":...,"failed_at":...,"reason":...,"error":...,"http_status":...,
+ *  "error_code":...,"job":...,"pk":...,"rk":...,"worker":...,"traceparent":...} on one
+ *  line; http_status and error_code only when the failure was a storage answer;
+ *  traceparent: the failed run's span as the parent, for a reader (replay puts
+ *  back `original`, whose own traceparent keeps the trace). */
 int ecw_poison_envelope(struct ecw_buf *out, const struct ecw_poison_info *info) ECW_MUST_USE;
 
 /* A poison message read back. A message that is not an ecworker envelope (a
@@ -41,7 +47,10 @@ struct ecw_poison_view {
 	size_t original_len;
 	char *job, *pk, *rk;  /* NULL when absent */
 	char *reason, *error; /* NULL when absent */
+	int http_status;      /* 0 when absent (older envelopes, failures without a storage answer) */
+	char *error_code;     /* NULL when absent */
 	char *queue, *message_id, *worker;
+	char *traceparent;  /* NULL when absent */
 	long dequeue_count; /* -1 when absent */
 	time_t failed_at;   /* 0 when absent or unreadable */
 	time_t inserted_at;

@@ -30,6 +30,7 @@
 #include "ecw_version.h"
 #include "message.h"
 #include "metrics.h"
+#include "otlp.h"
 #include "outcome.h"
 #include "queue_watch.h"
 #include "poison.h"
@@ -39,33 +40,19 @@
 
 /* The most messages one dispatch hands over (receive_deeper). */
 #define DISPATCH_MAX 256
+/* At shutdown the spans still queued have this long to reach the collector. */
+#define OTLP_FLUSH_MS 2000
 
 static struct runtime *the_runtime; /* kept for the detached signal thread */
 
 /* ---- small helpers ------------------------------------------------------------ */
 
-static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
+/* The attempts of this thread (ecw_runtime_thread_attempts). */
+static _Thread_local int64_t t_attempts;
+
+int64_t ecw_runtime_thread_attempts(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(cv, mu, &ts);
-}
-
-static void init_cond(pthread_cond_t *cv)
-{
-	pthread_condattr_t a;
-
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(cv, &a);
-	pthread_condattr_destroy(&a);
+	return t_attempts;
 }
 
 /* A change of the adaptive limit, for the threads (under rt->mu), the
@@ -110,6 +97,7 @@ static void on_attempt(void *payload, const char *op, int status, int attempt)
 	struct runtime *rt = the_runtime;
 	int change;
 
+	t_attempts++;
 	if (payload)
 		atomic_store((_Atomic int64_t *)payload, ecw_now_ms());
 	ecw_metrics_storage(op, status);
@@ -156,6 +144,7 @@ static void dispose_slot(struct slot *s)
 	s->decoded = false;
 	s->def = NULL;
 	s->groupable = s->keyed = false;
+	s->trace_hex[0] = s->span_hex[0] = '\0';
 	free(s->msg.text);
 	memset(&s->msg, 0, sizeof(s->msg));
 	s->stale = false;
@@ -411,7 +400,7 @@ static void *renew_thread(void *p)
 			pthread_mutex_unlock(&rt->mu);
 			break;
 		}
-		timed_wait(&rt->renew_cv, &rt->mu, 250);
+		ecw_cond_wait_ms(&rt->renew_cv, &rt->mu, 250);
 		pthread_mutex_unlock(&rt->mu);
 		ecw_shutdown_watch_stalls(rt);
 		for (int i = 0; i < rt->nslots; i++) {
@@ -465,7 +454,7 @@ static void *sched_thread(void *p)
 		int64_t wait = ecw_scheduler_tick(sched, a->client, &rt->stopping);
 		pthread_mutex_lock(&rt->mu);
 		if (!atomic_load(&rt->stopping))
-			timed_wait(&rt->sched_cv, &rt->mu, wait);
+			ecw_cond_wait_ms(&rt->sched_cv, &rt->mu, wait);
 		pthread_mutex_unlock(&rt->mu);
 	}
 	ecw_scheduler_free(sched);
@@ -585,6 +574,30 @@ static void log_start(const struct runtime *rt, const struct ecw_metrics_server 
 		ecw_log_msg(ECW_LOG_WARN, "config", "no jobs configured: every message will be poisoned");
 }
 
+static const char *env_lookup(const char *name)
+{
+	return getenv(name);
+}
+
+/* The OTLP exporter, when the OTEL_* variables name a collector; an invalid
+ * variable stops the start (its message names it, never a header's value). */
+static int start_otlp(struct runtime *rt)
+{
+	struct ecw_otlp_config *oc = calloc(1, sizeof(*oc)); /* ~70 KiB: not on the stack */
+	int err;
+
+	if (!oc)
+		return ECW_ENOMEM;
+	if ((err = ecw_otlp_config_read(oc, env_lookup)) < 0 ||
+	    (oc->enabled && (err = ecw_otlp_exporter_new(&rt->otlp, oc)) < 0))
+		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "%s", ecw_error_last()->message);
+	else if (oc->enabled)
+		ecw_log_msg(ECW_LOG_INFO, "otlp_export", "exporting a span per message run (OTLP/HTTP JSON)");
+	memset(oc, 0, sizeof(*oc)); /* the header values */
+	free(oc);
+	return err;
+}
+
 /* Puts a received message in a free slot, decoded (here, so that job threads
  * can see which waiting messages may run as a group), and returns the slot's
  * index; the caller made sure one is free, and hands the slot to the job
@@ -666,7 +679,7 @@ static void nap(struct runtime *rt, int64_t ms)
 	pthread_mutex_lock(&rt->mu);
 	while (!atomic_load(&rt->stopping) && ecw_now_ms() < end) {
 		int64_t left = end - ecw_now_ms();
-		timed_wait(&rt->main_cv, &rt->mu, left > 1000 ? 1000 : left);
+		ecw_cond_wait_ms(&rt->main_cv, &rt->mu, left > 1000 ? 1000 : left);
 		ecw_metrics_heartbeat();
 	}
 	pthread_mutex_unlock(&rt->mu);
@@ -872,7 +885,7 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		 * deep, wait for room for several batches (deep_want). */
 		pthread_mutex_lock(&rt->mu);
 		while (!may_receive(rt) && !atomic_load(&rt->stopping)) {
-			timed_wait(&rt->main_cv, &rt->mu, 1000);
+			ecw_cond_wait_ms(&rt->main_cv, &rt->mu, 1000);
 			ecw_metrics_heartbeat();
 		}
 		room = holding_cap(rt) - rt->inflight;
@@ -908,6 +921,7 @@ static void release(struct runtime *rt, struct ecw_client *c, struct slot *s)
 {
 	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "message");
 
+	ecw_deliver_log_trace(l, s);
 	ecw_log_str(l, "outcome", "released");
 	ecw_log_str(l, "job", s->m.job);
 	ecw_log_str(l, "pk", s->m.pk);
@@ -952,7 +966,7 @@ static bool drain(struct runtime *rt, struct ecw_client *c)
 	pthread_mutex_lock(&rt->mu);
 	while (rt->inflight > 0 && ecw_now_ms() < deadline && !atomic_load(&rt->force)) {
 		int64_t ms = deadline - ecw_now_ms();
-		timed_wait(&rt->main_cv, &rt->mu, ms > 1000 ? 1000 : ms);
+		ecw_cond_wait_ms(&rt->main_cv, &rt->mu, ms > 1000 ? 1000 : ms);
 		ecw_metrics_heartbeat();
 	}
 	left = rt->inflight;
@@ -1021,10 +1035,10 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	if (ecw_cancel_new(&rt->jobs_cancel) < 0 || ecw_cancel_new(&rt->final_cancel) < 0)
 		return 1;
 	pthread_mutex_init(&rt->mu, NULL);
-	init_cond(&rt->work_cv);
-	init_cond(&rt->main_cv);
-	init_cond(&rt->renew_cv);
-	init_cond(&rt->sched_cv);
+	ecw_cond_init_monotonic(&rt->work_cv);
+	ecw_cond_init_monotonic(&rt->main_cv);
+	ecw_cond_init_monotonic(&rt->renew_cv);
+	ecw_cond_init_monotonic(&rt->sched_cv);
 	ecw_connect_register_secrets(cfg);
 
 	/* Signals go to the signal thread only: block them before any thread
@@ -1040,6 +1054,10 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	if (pthread_create(&sig_tid, NULL, ecw_shutdown_signal_thread, rt) == 0)
 		pthread_detach(sig_tid);
 
+	/* After the mask, which its thread inherits: a SIGTERM is the signal
+	 * thread's. */
+	if (start_otlp(rt) < 0)
+		goto done;
 	if (ecw_connect_account(&rt->acct, cfg) < 0) {
 		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "%s", ecw_error_last()->message);
 		goto done;
@@ -1120,7 +1138,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 		pthread_mutex_lock(&rt->mu);
 		while (!rt->sched_exited && ecw_now_ms() < stop_deadline && !atomic_load(&rt->force)) {
 			int64_t ms = stop_deadline - ecw_now_ms();
-			timed_wait(&rt->main_cv, &rt->mu, ms > 1000 ? 1000 : ms);
+			ecw_cond_wait_ms(&rt->main_cv, &rt->mu, ms > 1000 ? 1000 : ms);
 		}
 		joinable = rt->sched_exited;
 		pthread_mutex_unlock(&rt->mu);
@@ -1148,6 +1166,9 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 			pthread_join(renew_arg.tid, NULL);
 		if (sched_arg.started)
 			pthread_join(sched_arg.tid, NULL);
+		/* Every span is in: what is queued goes out, briefly. */
+		ecw_otlp_exporter_free(rt->otlp, OTLP_FLUSH_MS);
+		rt->otlp = NULL;
 	}
 	rc = atomic_load(&rt->force) ? 130 : 0;
 	ecw_log_msg(ECW_LOG_INFO, "stop", "%s", rc == 0 ? "stopped cleanly" : "stopped by a second signal");
@@ -1155,6 +1176,8 @@ done:
 	ecw_metrics_stop(metrics);
 	ecw_client_free(c); /* the receive loop's own: no job thread uses it */
 	*threads_done = joinable;
+	if (joinable)
+		ecw_otlp_exporter_free(rt->otlp, OTLP_FLUSH_MS); /* a start that failed after it began */
 	if (!joinable)
 		return rc; /* job threads still run: the process ends now, freeing nothing they use */
 	if (args)

@@ -19,6 +19,7 @@
 #include "ecw_storage.h"
 #include "limiter.h"
 #include "message.h"
+#include "otlp.h"
 #include "outcome.h"
 #include "schedule.h"
 
@@ -65,6 +66,11 @@ struct slot {
 	int64_t renew_at_ms;
 	/* While its job thread runs it alone: its peers, or NULL. */
 	const struct peers *peers;
+	/* Its run's span ids once a job thread opened them (deliver.c), for
+	 * the lines other threads write about it (released, stalled); "" until
+	 * then. Under mu. */
+	char trace_hex[33];
+	char span_hex[17];
 };
 
 /* The most messages one job thread runs as a group. */
@@ -126,6 +132,9 @@ struct runtime {
 	/* Runs the audit windows the scheduler claims (schedule.h); NULL when
 	 * no schedule is an audit. Set before the scheduler thread starts. */
 	struct ecw_schedule_audit *auditor;
+	/* Exports one span per run (otlp.h); NULL when no collector is
+	 * configured. Set before the job threads start. */
+	struct ecw_otlp_exporter *otlp;
 };
 
 /* How long the receive loop may still spend giving held messages back after
@@ -152,6 +161,9 @@ struct thread_arg {
 
 /* ---- runtime.c ---- */
 
+/* Storage HTTP attempts the calling thread has made so far (its client's
+ * on_attempt counts them): a run's requests are the difference. */
+int64_t ecw_runtime_thread_attempts(void);
 /* A storage_error line with the last error; what names the step. */
 void ecw_runtime_log_storage_error(const char *what);
 
@@ -163,6 +175,10 @@ void ecw_deliver_one(struct runtime *rt, struct ecw_client *c, struct slot *s);
 /* Runs n messages of one job on one partition as a group (their type's
  * run_group); each is then concluded as if it had run alone. */
 void ecw_deliver_group(struct runtime *rt, struct ecw_client *c, struct slot **group, size_t n);
+/* The trace fields of a line about s that another thread writes (s->mu
+ * held): its run's trace_id and span_id, or before any run the trace_id of
+ * a valid traceparent it carries (l NULL: nothing). */
+void ecw_deliver_log_trace(struct ecw_log_line *l, const struct slot *s);
 /* A keyless message's fields its job reads, on its log line l (NULL: none). */
 void ecw_deliver_log_keyless_fields(struct ecw_log_line *l, const struct slot *s);
 

@@ -47,6 +47,7 @@ void ecw_shutdown_watch_stalls(struct runtime *rt)
 		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_ERROR, "job_stalled");
 		if (s) {
 			pthread_mutex_lock(&s->mu);
+			ecw_deliver_log_trace(l, s);
 			ecw_log_str(l, "job", s->def ? s->def->name : s->m.job);
 			ecw_log_str(l, "message_id", s->msg.id);
 			pthread_mutex_unlock(&s->mu);

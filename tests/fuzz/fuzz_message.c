@@ -1,4 +1,5 @@
-/* fuzz_message.c - the job message decoder (worker/message.c), fed whatever a
+/* fuzz_message.c - the job message decoder (worker/message.c) and its
+ * traceparent (worker/trace.c), fed whatever a
  * queue message may hold: JSON, base64 of JSON, or anything else.
  * Invariants for a message that decodes: it has no NUL byte (neither JSON
  * nor base64 has one), job is non-empty, pk and rk pass the
@@ -10,6 +11,7 @@
 #include "ecw_entity.h"
 #include "fuzz.h"
 #include "message.h"
+#include "trace.h"
 
 /* f is exactly the string field name of m's object. */
 static void same_as_json(const struct ecw_message *m, const char *name, const char *f)
@@ -27,6 +29,23 @@ static void same(const char *a, const char *b)
 {
 	FUZZ_CHECK((a == NULL) == (b == NULL));
 	FUZZ_CHECK(!a || strcmp(a, b) == 0);
+}
+
+/* A traceparent never fails the decoding; one that reads back is written
+ * as version 00 and reads back to the same context (the same text when it
+ * was version 00). */
+static void check_traceparent(const struct ecw_message *m)
+{
+	struct ecw_trace_ctx c, again;
+	char out[ECW_TRACEPARENT_LEN + 1];
+
+	FUZZ_CHECK(!m->traceparent || m->traceparent_present);
+	if (!m->traceparent || ecw_traceparent_parse(&c, m->traceparent, m->traceparent_len) < 0)
+		return;
+	ecw_traceparent_format(out, &c);
+	FUZZ_CHECK(ecw_traceparent_parse(&again, out, strlen(out)) == 0);
+	FUZZ_CHECK(memcmp(&c, &again, sizeof(c)) == 0);
+	FUZZ_CHECK(m->traceparent[0] != '0' || m->traceparent[1] != '0' || strcmp(out, m->traceparent) == 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -48,6 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		same_as_json(&m, "pk", m.pk);
 		same_as_json(&m, "rk", m.rk);
 		same_as_json(&m, "id", m.id);
+		check_traceparent(&m);
 		for (int b64 = 0; b64 < 2; b64++) {
 			struct ecw_buf out;
 			struct ecw_message again;

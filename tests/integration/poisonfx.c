@@ -154,8 +154,8 @@ void px_put_text(char *id, struct px *x, const char *queue, const char *text, si
 
 /* An envelope as the worker writes it (ecw_poison_envelope), as a heap string. */
 static char *envelope(const char *job, const char *reason, time_t failed_at, const char *error,
-                      const char *original, size_t original_len, const char *pk, const char *rk,
-                      const char *queue)
+                      const struct px_answer *answer, const char *original, size_t original_len,
+                      const char *pk, const char *rk, const char *queue)
 {
 	struct ecw_buf b;
 	struct ecw_poison_info info = {
@@ -168,6 +168,8 @@ static char *envelope(const char *job, const char *reason, time_t failed_at, con
 	    .failed_at = failed_at,
 	    .reason = reason,
 	    .error = error,
+	    .http_status = answer ? answer->http_status : 0,
+	    .error_code = answer ? answer->error_code : NULL,
 	    .job = job,
 	    .pk = pk,
 	    .rk = rk,
@@ -319,11 +321,11 @@ void px_puts_free(struct px_put *p, size_t n)
 	free(p);
 }
 
-void px_put_envelope(struct px_put *p, struct px *x, const char *job, const char *reason, time_t failed_at,
-                     const char *error, const char *original, size_t original_len, const char *pk,
-                     const char *rk)
+static void put_envelope(struct px_put *p, struct px *x, const char *job, const char *reason,
+                         time_t failed_at, const char *error, const struct px_answer *answer,
+                         const char *original, size_t original_len, const char *pk, const char *rk)
 {
-	p->text = envelope(job, reason, failed_at, error, original, original_len, pk, rk, x->queue);
+	p->text = envelope(job, reason, failed_at, error, answer, original, original_len, pk, rk, x->queue);
 	p->len = strlen(p->text);
 	p->original = malloc(original_len + 1);
 	assert_non_null(p->original);
@@ -333,12 +335,32 @@ void px_put_envelope(struct px_put *p, struct px *x, const char *job, const char
 	px_put_text(p->id, x, x->poison, p->text, p->len);
 }
 
+void px_put_envelope(struct px_put *p, struct px *x, const char *job, const char *reason, time_t failed_at,
+                     const char *error, const char *original, size_t original_len, const char *pk,
+                     const char *rk)
+{
+	put_envelope(p, x, job, reason, failed_at, error, NULL, original, original_len, pk, rk);
+}
+
+static void put_job(struct px_put *p, struct px *x, const char *job, const char *reason, time_t failed_at,
+                    const char *error, const struct px_answer *answer, const char *pk, const char *rk,
+                    const char *extra)
+{
+	char *orig = px_job_message(job, pk, rk, extra);
+	put_envelope(p, x, job, reason, failed_at, error, answer, orig, strlen(orig), pk, rk);
+	free(orig);
+}
+
 void px_put_job(struct px_put *p, struct px *x, const char *job, const char *reason, time_t failed_at,
                 const char *error, const char *pk, const char *rk, const char *extra)
 {
-	char *orig = px_job_message(job, pk, rk, extra);
-	px_put_envelope(p, x, job, reason, failed_at, error, orig, strlen(orig), pk, rk);
-	free(orig);
+	put_job(p, x, job, reason, failed_at, error, NULL, pk, rk, extra);
+}
+
+void px_put_job_answer(struct px_put *p, struct px *x, const char *job, const char *reason, time_t failed_at,
+                       const char *error, const struct px_answer *answer, const char *pk, const char *rk)
+{
+	put_job(p, x, job, reason, failed_at, error, answer, pk, rk, "");
 }
 
 /* ---- listing ------------------------------------------------------------------------- */

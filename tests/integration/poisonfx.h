@@ -2,7 +2,8 @@
  * test_poison_replay.c), run as an operator runs them: cmocka's state owns a struct px (a job queue and
  * its poison queue, created, on the shared Azurite or on one of the test's own, and a client for them),
  * the config the command reads (px_write_config), the command run as a process (px_cmdv, px_cmd_expect),
- * poison envelopes built and put as the worker writes them (px_put_envelope, px_put_job), a queue read
+ * poison envelopes built and put as the worker writes them (px_put_envelope, px_put_job,
+ * px_put_job_answer), a queue read
  * back in full (px_read_queue) and compared with what was put (px_expect_poison_exactly), and the ids
  * `poison list --json` prints (px_list_ids). */
 #ifndef ECW_POISONFX_H
@@ -110,6 +111,17 @@ void px_put_envelope(struct px_put *p, struct px *x, const char *job, const char
 /* px_put_envelope for the job message {"job":job,"pk":pk,"rk":rk,extra}. */
 void px_put_job(struct px_put *p, struct px *x, const char *job, const char *reason, time_t failed_at,
                 const char *error, const char *pk, const char *rk, const char *extra);
+
+/* The storage answer an envelope records (http_status, error_code; NULL: none). */
+struct px_answer {
+	int http_status;
+	const char *error_code;
+};
+
+/* px_put_job without extra members, for a failure that had the storage answer
+ * answer (NULL: none). */
+void px_put_job_answer(struct px_put *p, struct px *x, const char *job, const char *reason, time_t failed_at,
+                       const char *error, const struct px_answer *answer, const char *pk, const char *rk);
 
 /* ---- listing ------------------------------------------------------------------------- */
 

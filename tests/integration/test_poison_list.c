@@ -343,13 +343,13 @@ static void test_poison_list__dry_run_and_purge(void **state)
 static void test_poison_list__help_names_every_option(void **state)
 {
 	(void)state;
-	static const char *const filters[] = {"--job",   "--reason", "--since",  "--grep", "--id",
+	static const char *const filters[] = {"--job",   "--reason", "--since",  "--grep", "--id", "--group",
 	                                      "--limit", "--hold",   "--config", "--help", NULL};
 	static const struct {
 		const char *sub;
 		const char *opts[8];
 	} subs[] = {
-	    {"list", {"--json", NULL}},
+	    {"list", {"--json", "--group-by", NULL}},
 	    {"replay", {"--to", "--rate", "--dry-run", "--canary", "--canary-wait", NULL}},
 	    {"purge", {"--yes", NULL}},
 	};

@@ -72,20 +72,32 @@ static void test_queue_watch__backlog_gauges(void **state)
 	rtfx_finish(&p);
 }
 
-/* Idle at poll_interval.max 200ms for 4 s: about 20 looks and not one
- * receive (before the watch: about 20 empty receives); then a message put
- * is seen by the next look and received. */
+/* Idle at poll_interval.max 200ms for 4 s, with the features that could
+ * cost requests at rest turned on at their busiest (the pause checked every
+ * second, the gauges refreshed every second, adaptive concurrency, spans
+ * exported over OTLP): about 20
+ * looks and not one receive (before the watch: about 20 empty receives),
+ * nothing else; then a message put is seen by the next look and received. */
 static void test_queue_watch__idle_costs_one_look_a_poll(void **state)
 {
 	struct rtfx *r = *state;
 	struct itest *t = r->fx.t;
-	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
+	struct wfx_worker w = WFX_WORKER(t->queue, r->fx.poison);
 	struct proc p;
-	char id[64];
-	int found = 0;
+	char id[64], path[640];
+	int found = 0, port = proc_free_port();
 
 	itest_queue(t);
-	int port = rtfx_start_worker(&p, r, "watch-idle", &o);
+	w.metrics_port = port;
+	w.queue_refresh = "1s";
+	w.worker_extra = "  control_poll: 1s\n  concurrency_min: 1\n";
+	w.jobs = "  noop: {type: test-noop}\n";
+	wfx_write_config(path, sizeof(path), "watch-idle", &w);
+	const char *args[] = {"run", "-c", path, NULL};
+	char otlp[96];
+	snprintf(otlp, sizeof(otlp), "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", itest_closed_port());
+	const char *env[] = {otlp, NULL};
+	proc_start(&p, "watch-idle", args, env);
 	for (int i = 0; i < 100 && metric(port, "ecw_storage_requests_total", NULL, &found) < 0; i++)
 		itest_sleep_ms(50);
 	itest_sleep_ms(1500); /* the poll has grown to its max */

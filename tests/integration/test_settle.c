@@ -252,6 +252,9 @@ static void test_settle__permanent_failure_poisoned_at_once(void **state)
 	ITEST_CHECK((s = env_str(e, "error")) && strstr(s, "can never succeed"), "error: %s",
 	            s ? s : "(none)");
 	ITEST_CHECK((s = env_str(e, "worker")) && *s, "worker: %s", s ? s : "(none)");
+	/* the job's own error, no storage answer: neither field */
+	assert_int_equal(env_int(e, "http_status"), -999);
+	ITEST_CHECK(env_str(e, "error_code") == NULL, "error_code: %s", env_str(e, "error_code"));
 	ITEST_CHECK((s = env_str(e, "inserted_at")) && strlen(s) == 20 && s[19] == 'Z', "inserted_at: %s",
 	            s ? s : "(none)");
 	ITEST_CHECK((s = env_str(e, "failed_at")) && strlen(s) == 20 && s[19] == 'Z', "failed_at: %s",
@@ -269,6 +272,47 @@ static void test_settle__permanent_failure_poisoned_at_once(void **state)
 
 	assert_int_equal(rtfx_queue_count(r, t->queue), 0);
 	assert_int_equal(rtfx_queue_count(r, r->fx.poison), 1);
+	rtfx_finish(&p);
+}
+
+/* A failure that was a storage answer: the envelope records its status and
+ * error code apart from the text (what `poison list --group-by status`
+ * groups by). The job's table is deleted once the worker has prepared it,
+ * so the run's insert gets 404 TableNotFound; max_dequeue_count 1 poisons it
+ * on that first delivery. */
+static void test_settle__storage_answer_recorded_in_envelope(void **state)
+{
+	struct rtfx *r = *state;
+	struct itest *t = r->fx.t;
+	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
+	char jobs[256], id[64];
+	struct proc p;
+	const char *text = "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"no-table\"}";
+	const char *s;
+
+	itest_queue(t);
+	itest_table(t); /* so the teardown deletes it too */
+	snprintf(jobs, sizeof(jobs), "  count: {type: test-count, table: %s}\n", t->table);
+	o.jobs = jobs;
+	o.max_dequeue = 1;
+	int port = rtfx_start_worker(&p, r, "runtime-answer", &o);
+	for (int64_t end = itest_now_ms() + 20000; proc_http_get(NULL, port, "/readyz") != 200;) {
+		ITEST_CHECK(itest_now_ms() < end, "the worker is not ready after 20 s:\n%s",
+		            proc_tail(p.log_path, 20));
+		itest_sleep_ms(100);
+	}
+	ECW_ASSERT_OK(ecw_table_delete_table(t->client, t->table));
+	rtfx_put(r, text, id);
+
+	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "poisoned");
+	struct json_object **env = poison_envelopes(r, 1, 5000);
+	ITEST_CHECK(envelope_for(env, text, strlen(text)) == env[0], "original differs");
+	ITEST_CHECK((s = env_str(env[0], "error")) && strstr(s, "TableNotFound"), "error: %s",
+	            s ? s : "(none)");
+	assert_int_equal(env_int(env[0], "http_status"), 404);
+	ITEST_CHECK((s = env_str(env[0], "error_code")) && strcmp(s, "TableNotFound") == 0, "error_code: %s",
+	            s ? s : "(none)");
+	envelopes_free(env);
 	rtfx_finish(&p);
 }
 
@@ -615,6 +659,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_settle__transient_twice_then_success, rtfx_setup,
 	                                    rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_settle__permanent_failure_poisoned_at_once, rtfx_setup,
+	                                    rtfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_settle__storage_answer_recorded_in_envelope, rtfx_setup,
 	                                    rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_settle__max_dequeue_poisoned_without_running, rtfx_setup,
 	                                    rtfx_teardown),

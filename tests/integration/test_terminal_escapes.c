@@ -133,6 +133,63 @@ static void test_terminal_escapes__poison_commands(void **state)
 	px_puts_clear(p, 3);
 }
 
+/* `poison list --group-by` prints group keys escaped (keys are what --group
+ * takes, so they hold the escaped text itself), --json the same keys, and
+ * replay --group with a printed key moves exactly that message. */
+static void test_terminal_escapes__poison_groups(void **state)
+{
+	struct px *x = *state;
+	struct px_put p[3];
+	char *out = NULL;
+	static const struct {
+		const char *dim, *key;
+	} shown[] = {
+	    {"job", "job:" JOB_SHOWN},
+	    {"job", "job:a\\tb"},
+	    {"reason", "reason:" REASON_SHOWN},
+	    {"error", "error:err\\e[#\\e[# line\\n"}, /* "2Kfake" holds a digit: # */
+	    {"status", "status:(not an envelope)"},
+	};
+
+	memset(p, 0, sizeof(p));
+	px_write_config(x, "  archive: {type: test-noop}\n");
+	put_hostile(p, x);
+	p[2].text = strdup(FOREIGN); /* for px_expect_poison_exactly */
+	p[2].len = strlen(FOREIGN);
+	for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++) {
+		char want[256];
+		run(&out, x, 0, "list", (const char *const[]){"--group-by", shown[i].dim, NULL});
+		expect_terminal_safe(out, "poison list --group-by");
+		snprintf(want, sizeof(want), "  %s\n", shown[i].key);
+		expect_has(out, want, "poison list --group-by");
+		free(out);
+		run(&out, x, 0, "list", (const char *const[]){"--group-by", shown[i].dim, "--json", NULL});
+		expect_terminal_safe(out, "poison list --group-by --json");
+		struct json_object *j = NULL;
+		bool found = false;
+		for (char *line = out, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+			*nl = '\0';
+			assert_non_null(j = json_tokener_parse(line));
+			found = found || strcmp(json_object_get_string(json_object_object_get(j, "key")),
+			                        shown[i].key) == 0;
+			json_object_put(j);
+		}
+		ITEST_CHECK(found, "poison list --group-by %s --json has no key [%s]", shown[i].dim,
+		            shown[i].key);
+		free(out);
+	}
+
+	run(&out, x, 0, "replay", (const char *const[]){"--group", "job:" JOB_SHOWN, NULL});
+	free(out);
+	px_expect_poison_exactly(x, p, 3, (const bool[]){false, true, true}, true);
+	struct px_qset q;
+	px_read_queue(&q, x, x->queue, true);
+	assert_int_equal(q.n, 1);
+	assert_int_equal(px_qset_count_text(&q, p[0].original, p[0].original_len), 1);
+	px_qset_free(&q);
+	px_puts_clear(p, 3);
+}
+
 /* `status` counts poison messages by job and reason: the table shows them
  * escaped; --json has them exact, a job with a tab in it too. */
 static void test_terminal_escapes__status(void **state)
@@ -185,6 +242,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_terminal_escapes__poison_commands, px_setup, px_teardown),
 	    cmocka_unit_test_setup_teardown(test_terminal_escapes__status, px_setup, px_teardown),
+	    cmocka_unit_test_setup_teardown(test_terminal_escapes__poison_groups, px_setup, px_teardown),
 	};
 	return cmocka_run_group_tests_name("terminal_escapes", tests, NULL, NULL);
 }

@@ -71,9 +71,12 @@ void wfx_write_config(char *path, size_t cap, const char *name, const struct wfx
 	    w->shutdown_grace, w->worker_extra ? w->worker_extra : "");
 	ADD(&b, "log: {level: %s, format: json}\n", w->log_level);
 	if (w->metrics_port > 0)
-		ADD(&b, "metrics: {listen: \"127.0.0.1:%d\"}\n", w->metrics_port);
+		ADD(&b, "metrics: {listen: \"127.0.0.1:%d\"", w->metrics_port);
 	else
-		ADD(&b, "metrics: {listen: \"%s\"}\n", w->metrics_listen ? w->metrics_listen : "");
+		ADD(&b, "metrics: {listen: \"%s\"", w->metrics_listen ? w->metrics_listen : "");
+	if (w->queue_refresh)
+		ADD(&b, ", queue_refresh: %s", w->queue_refresh);
+	ADD(&b, "}\n");
 	ADD(&b, "jobs:\n%s", w->jobs);
 	k = snprintf(file, sizeof(file), "%s.yaml", name);
 	assert_true(k > 0 && (size_t)k < sizeof(file));

@@ -48,6 +48,7 @@ struct wfx_worker {
 	const char *log_level;      /* the log is JSON */
 	int metrics_port;           /* > 0: metrics on 127.0.0.1:metrics_port ... */
 	const char *metrics_listen; /* ... else on this address (NULL or "": no endpoint) */
+	const char *queue_refresh;  /* metrics.queue_refresh; NULL: none written */
 	/* What follows "jobs:": the job lines (indented two spaces), and
 	 * whatever top-level sections a test adds after them (schedules:). */
 	const char *jobs;

@@ -88,7 +88,8 @@ static int fake_check(const struct il_list *read, const struct tuples *keys)
 {
 	(void)read;
 	if (fk.cap && keys->n > fk.cap)
-		return ecw_error_set(ECW_ETOOLARGE, "%s/%s is too large: %zu keys", LPK, LRK, keys->n);
+		return ecw_error_set_http(ECW_ETOOLARGE, 413, "RequestBodyTooLarge", "req-1",
+		                          "%s/%s is too large: %zu keys", LPK, LRK, keys->n);
 	return 0;
 }
 
@@ -168,6 +169,8 @@ struct run {
 	int err, conflicts;
 	enum il_change_result result;
 	char msg[512];
+	int http_status; /* the storage answer behind err, as its thread's last error has it */
+	char service_code[64];
 };
 
 static void *run_main(void *p)
@@ -192,6 +195,8 @@ static void *run_main(void *p)
 		r->conflicts += ch.conflicts;
 		r->result = ch.result;
 		snprintf(r->msg, sizeof(r->msg), "%s", ecw_error_last()->message);
+		r->http_status = ecw_error_last()->http_status;
+		snprintf(r->service_code, sizeof(r->service_code), "%s", ecw_error_last()->service_code);
 		if (r->err < 0)
 			break;
 	}
@@ -351,7 +356,8 @@ static void behind_a_blocker(struct run *blocker, struct run *runs, size_t n)
 }
 
 /* Adds past the list's cap in one batch: only the adds that do not fit
- * fail, with the store's message; the others are saved in the same write. */
+ * fail, with the store's error (its storage answer too, which the poison
+ * envelope records); the others are saved in the same write. */
 static void test_index_list_combine__too_large_fails_only_it(void **state)
 {
 	struct il_combiners *cs = combiners();
@@ -376,6 +382,8 @@ static void test_index_list_combine__too_large_fails_only_it(void **state)
 		if (runs[i].err == ECW_ETOOLARGE) {
 			failed++;
 			assert_non_null(strstr(runs[i].msg, "too large"));
+			assert_int_equal(runs[i].http_status, 413);
+			assert_string_equal(runs[i].service_code, "RequestBodyTooLarge");
 			assert_false(fake_has("emp", runs[i].rk));
 		} else {
 			assert_int_equal(runs[i].err, 0);

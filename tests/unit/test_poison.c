@@ -25,6 +25,8 @@ static struct ecw_poison_info info(void)
 	    .failed_at = 1763700000,
 	    .reason = "max-dequeue",
 	    .error = "TableNotFound: Employees",
+	    .http_status = 404,
+	    .error_code = "TableNotFound",
 	    .job = "archive",
 	    .pk = "Sales",
 	    .rk = "0001",
@@ -57,6 +59,8 @@ static void test_poison__envelope_reads_back_every_field(void **state)
 	assert_string_equal(v.rk, "0001");
 	assert_string_equal(v.reason, "max-dequeue");
 	assert_string_equal(v.error, "TableNotFound: Employees");
+	assert_int_equal(v.http_status, 404);
+	assert_string_equal(v.error_code, "TableNotFound");
 	assert_string_equal(v.queue, "jobs");
 	assert_string_equal(v.message_id, "m-1");
 	assert_string_equal(v.worker, "host ecworker/0.2.0");
@@ -76,6 +80,8 @@ static void test_poison__undecodable_message_keeps_absent_fields_absent(void **s
 	(void)state;
 	in.job = in.pk = in.rk = NULL;
 	in.reason = "permanent";
+	in.http_status = 0; /* a failure with no storage answer */
+	in.error_code = "";
 	ecw_buf_init(&b, 0);
 	assert_int_equal(ecw_poison_envelope(&b, &in), 0);
 	parse(&v, b.ptr, b.len);
@@ -84,6 +90,10 @@ static void test_poison__undecodable_message_keeps_absent_fields_absent(void **s
 	assert_null(v.pk);
 	assert_null(v.rk);
 	assert_string_equal(v.reason, "permanent");
+	assert_int_equal(v.http_status, 0);
+	assert_null(v.error_code);
+	assert_null(strstr(b.ptr, "http_status"));
+	assert_null(strstr(b.ptr, "error_code"));
 	ecw_poison_view_dispose(&v);
 	ecw_buf_dispose(&b);
 }

@@ -71,7 +71,7 @@ struct secret {
 static pthread_rwlock_t g_secrets_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct secret g_secrets[SECRET_PATTERNS_MAX];
 static size_t g_nsecrets;
-/* The bytes a secret starts with (under g_secrets_lock): redact() looks at
+/* The bytes a secret starts with (under g_secrets_lock): ecw_log_redact() looks at
  * the secrets only where one of these stands, so a line costs one table
  * lookup a byte rather than a compare with every secret. */
 static bool g_secret_first[256];
@@ -83,6 +83,10 @@ struct ecw_log_line {
 	struct ecw_buf kscratch; /* a key made valid UTF-8 */
 	struct ecw_buf vscratch; /* a value (or the event) made valid UTF-8 */
 };
+
+/* The thread's trace fields (ecw_log_set_trace): "" when none. */
+static _Thread_local char t_trace_id[33];
+static _Thread_local char t_span_id[33];
 
 static const char *const level_json[] = {"debug", "info", "warn", "error"};
 static const char *const level_text[] = {"DEBUG", "INFO", "WARN", "ERROR"};
@@ -97,6 +101,16 @@ void ecw_log_set_fd(int fd)
 {
 	atomic_store(&g_fd, fd >= 0 ? fd : 2);
 	atomic_store(&g_fd_atomic, -1);
+}
+
+void ecw_log_set_trace(const char *trace_id, const char *span_id)
+{
+	if (!trace_id || !*trace_id || !span_id || !*span_id) {
+		t_trace_id[0] = t_span_id[0] = '\0';
+		return;
+	}
+	snprintf(t_trace_id, sizeof(t_trace_id), "%.32s", trace_id);
+	snprintf(t_span_id, sizeof(t_span_id), "%.32s", span_id);
 }
 
 /* ---- strings ------------------------------------------------------------ */
@@ -352,7 +366,7 @@ static void param_first_init(void)
  * sig%3D / AccountKey= / client_assertion= value replaced by [REDACTED].
  * One pass, left to right. A byte that starts no secret, no JWT ('e') and no
  * parameter name is passed over at the cost of a table lookup. */
-static int redact(struct ecw_buf *out, const char *s, size_t n)
+int ecw_log_redact(struct ecw_buf *out, const char *s, size_t n)
 {
 	size_t i = 0, run = 0, j, k;
 	int err = 0;
@@ -476,6 +490,10 @@ done:
 		l = NULL;
 	}
 	errno = saved_errno;
+	if (l && t_trace_id[0]) {
+		ecw_log_str(l, "trace_id", t_trace_id);
+		ecw_log_str(l, "span_id", t_span_id);
+	}
 	return l;
 }
 
@@ -620,7 +638,7 @@ void ecw_log_end(struct ecw_log_line *l)
 		err = ecw_buf_adds(&l->buf, l->truncated ? " truncated=true\n" : "\n");
 	/* Nothing unredacted is ever written: a line that cannot be finished or
 	 * redacted (out of memory) is dropped. */
-	if (err < 0 || redact(&out, l->buf.ptr, l->buf.len) < 0)
+	if (err < 0 || ecw_log_redact(&out, l->buf.ptr, l->buf.len) < 0)
 		goto done;
 	write_line(out.ptr, out.len);
 done:

@@ -12,6 +12,7 @@
 #include "ecw_job.h"
 #include "ecw_storage.h"
 #include "message.h"
+#include "trace.h"
 
 #define WEEK_S (7 * 86400)
 #define MAX_TTL_S (596523LL * 3600) /* the largest the service takes short of -1 */
@@ -65,14 +66,16 @@ static int parse_ttl(long long *out_s, const char *s)
 int ecw_cmd_enqueue(int argc, char **argv)
 {
 	static const char help[] =
-		"usage: ecworker enqueue [-c FILE] JOB PK RK [--base64] [--id ID] [--field KEY=VALUE ...]\n"
-		"                        [--delay DURATION] [--ttl DURATION]\n"
+		"usage: ecworker enqueue [-c FILE] JOB PK RK [--base64] [--id ID] [--traceparent TP]\n"
+		"                        [--field KEY=VALUE ...] [--delay DURATION] [--ttl DURATION]\n"
 		"       ecworker enqueue [-c FILE] JOB --field KEY=VALUE ...   (a keyless job: rollup, purge-tables)\n\n"
 		"Puts {\"job\":JOB,\"pk\":PK,\"rk\":RK,...} on the job queue, for operators and demos\n"
 		"(applications use their own SDK). JOB must be configured.\n\n"
 		"  -c, --config FILE   configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 		"      --base64        send the text base64-encoded (as Azure Functions expect)\n"
 		"      --id ID         a trace id carried in the message as \"id\"\n"
+		"      --traceparent TP  a W3C trace context (00-<32 hex>-<16 hex>-<2 hex>): the run\n"
+		"                      joins that trace (README: Trace context and OTLP)\n"
 		"      --field K=V     an extra string field for the job (repeatable)\n"
 		"      --delay D       the message stays invisible for D after it is put (30s, 5m,\n"
 		"                      2h, 7d; at most 7d, whole seconds; default 0)\n"
@@ -81,15 +84,22 @@ int ecw_cmd_enqueue(int argc, char **argv)
 		"                      worker.message_ttl\n"
 		"  -h, --help          this text\n";
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-		{"base64", no_argument, NULL, 'b'},       {"id", required_argument, NULL, 'i'},
-		{"field", required_argument, NULL, 'f'},  {"delay", required_argument, NULL, 'd'},
-		{"ttl", required_argument, NULL, 't'},    {NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{"base64", no_argument, NULL, 'b'},
+		{"id", required_argument, NULL, 'i'},
+		{"field", required_argument, NULL, 'f'},
+		{"traceparent", required_argument, NULL, 'p'},
+		{"delay", required_argument, NULL, 'd'},
+		{"ttl", required_argument, NULL, 't'},
+		{NULL, 0, NULL, 0},
 	};
 	struct ecw_queue_put_options put_opts = {0, 0};
 	bool ttl_given = false;
 	const char *path = NULL, *id = NULL;
-	char **fields = calloc((size_t)argc + 1, sizeof(char *));
+	char **fields = calloc((size_t)argc + 2, sizeof(char *));
+	char traceparent[sizeof("traceparent=") + ECW_TRACEPARENT_LEN];
+	struct ecw_trace_ctx tc;
 	size_t nfields = 0;
 	bool base64 = false;
 	struct ecw_config *cfg = NULL;
@@ -119,6 +129,16 @@ int ecw_cmd_enqueue(int argc, char **argv)
 			if (parse_ttl(&put_opts.ttl_s, optarg) < 0)
 				goto done;
 			ttl_given = true;
+			break;
+		case 'p':
+			/* Written back as version 00, as the worker writes it. */
+			if (ecw_traceparent_parse(&tc, optarg, strlen(optarg)) < 0) {
+				fprintf(stderr, "enqueue: --traceparent: %s\n", ecw_error_last()->message);
+				goto done;
+			}
+			memcpy(traceparent, "traceparent=", sizeof("traceparent=") - 1);
+			ecw_traceparent_format(traceparent + sizeof("traceparent=") - 1, &tc);
+			fields[nfields++] = traceparent;
 			break;
 		case 'h':
 			fputs(help, stdout);

@@ -20,6 +20,7 @@
 #include "ecw_duration.h"
 #include "ecw_log.h"
 #include "ecw_pace.h"
+#include "poison_group.h"
 #include "poison_scan.h"
 
 static volatile sig_atomic_t interrupted;
@@ -39,6 +40,8 @@ static const char filter_help[] =
 	"      --grep TEXT       TEXT occurs in the error, the original message, the job or\n"
 	"                        the keys (case-sensitive)\n"
 	"      --id ID           this poison message id (repeatable)\n"
+	"      --group KEY       the messages of this group, KEY as `poison list --group-by`\n"
+	"                        prints it (DIM:VALUE, below)\n"
 	"      --limit N         at most N messages\n"
 	"      --hold DURATION   how long scanned messages stay hidden between renewals\n"
 	"                        (default 60s; after a crash they reappear within this time)\n"
@@ -46,8 +49,24 @@ static const char filter_help[] =
 	"  -h, --help            this text\n\n"
 	"A message that is not an ecworker envelope (written by another tool, e.g. an\n"
 	"Azure Functions poison queue) has no job or reason: --job and --reason never\n"
-	"select it, --since uses the time it was put on the poison queue, and replay\n"
-	"puts its text back unchanged.\n\n"
+	"select it (--group \"job:(not an envelope)\" does), --since uses the time it\n"
+	"was put on the poison queue, and replay puts its text back unchanged.\n\n"
+	"Groups: a key is DIM:VALUE, printed by `poison list --group-by DIM` exactly as\n"
+	"--group takes it (quote it for the shell):\n"
+	"  reason:VALUE   permanent or max-dequeue\n"
+	"  job:VALUE      the job the message named\n"
+	"  error:VALUE    the error with its variable parts replaced: text in double\n"
+	"                 quotes, or in single quotes opening after anything but a letter\n"
+	"                 or digit, becomes \"*\" or '*'; a word (letters, digits, _ and -)\n"
+	"                 holding a digit becomes # (keys, numbers, ETags, request ids,\n"
+	"                 times), so failures that differ only in those share a group\n"
+	"  status:VALUE   the storage answer behind the error as the envelope records\n"
+	"                 it: \"409 EntityAlreadyExists\", or \"503\" without an error code\n"
+	"VALUE is - when the envelope lacks the field (status: envelopes of failures\n"
+	"that had no storage answer, and those of workers older than the field) and\n"
+	"(not an envelope) for a message that is not one. Control characters in VALUE\n"
+	"are escaped (\\e, \\xNN, \\uNNNN, \\\\), and a VALUE over 200 bytes is cut to\n"
+	"end in \"...\".\n\n"
 	"How the queue is read: peek shows only the first 32 messages, so when there are\n"
 	"more the command receives them (hidden from other readers while it runs, renewed\n"
 	"as needed) and releases each one it did not act on, unchanged, when it ends. The\n"
@@ -57,12 +76,20 @@ static const char filter_help[] =
 static void help(FILE *f, const char *cmd)
 {
 	if (strcmp(cmd, "list") == 0)
-		fputs("usage: ecworker poison list [-c FILE] [FILTERS] [--json]\n\n"
+		fputs("usage: ecworker poison list [-c FILE] [FILTERS] [--group-by DIM] [--json]\n\n"
 		      "Shows the poison messages: id, age (since it failed), job, keys, reason, the\n"
 		      "dequeue count it had on the job queue, and the error (cut to the terminal width).\n\n"
 		      "      --json            one JSON object per line: the envelope's fields plus \"id\"\n"
 		      "                        (the poison message id) and \"envelope\" (false for a\n"
-		      "                        message that is not an ecworker envelope, with \"text\")\n",
+		      "                        message that is not an ecworker envelope, with \"text\")\n"
+		      "      --group-by DIM    count the selected messages per group instead: DIM is\n"
+		      "                        reason, job, error or status. A table by count (most\n"
+		      "                        first, ties by key): COUNT, OLDEST and NEWEST failure\n"
+		      "                        (UTC) and the group's KEY, which --group takes; with\n"
+		      "                        --json one object per group {\"key\",\"count\",\"oldest\",\n"
+		      "                        \"newest\"}. At most 10000 groups are kept: the messages\n"
+		      "                        of any further group are counted in one row, (other\n"
+		      "                        groups) ({\"other_groups\":true} in JSON), and said so.\n",
 		      f);
 	else if (strcmp(cmd, "replay") == 0)
 		fputs("usage: ecworker poison replay [-c FILE] [FILTERS] [--to QUEUE] [--rate N]\n"
@@ -100,7 +127,9 @@ void ecw_poison_usage(FILE *file)
 	      "  list     show poison messages (never changes the queue)\n"
 	      "  replay   put selected messages back on the job queue\n"
 	      "  purge    delete selected messages (needs --yes)\n\n"
-	      "`ecworker poison COMMAND --help` explains each; all take the same filters.\n",
+	      "`ecworker poison COMMAND --help` explains each; all take the same filters.\n"
+	      "`poison list --group-by reason|job|error|status` counts them per group, and\n"
+	      "`--group KEY` selects one group for any of the three.\n",
 	      file);
 }
 
@@ -110,6 +139,9 @@ struct opts {
 	const char *cmd;
 	const char *config;
 	struct ecw_poison_filter filter;
+	const char *group;            /* --group KEY */
+	enum ecw_group_dim group_dim; /* the dimension KEY names */
+	enum ecw_group_dim group_by;  /* list --group-by; ECW_GROUP_NONE: list the messages */
 	uint64_t limit;
 	int hold_s;
 	bool json, dry_run, yes;
@@ -173,6 +205,8 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 		{"canary", required_argument, NULL, 'C'},
 		{"canary-wait", required_argument, NULL, 'W'},
 		{"yes", no_argument, NULL, 'y'},
+		{"group-by", required_argument, NULL, 'B'},
+		{"group", required_argument, NULL, 'G'},
 		{NULL, 0, NULL, 0},
 	};
 	bool list = strcmp(o->cmd, "list") == 0, replay = strcmp(o->cmd, "replay") == 0;
@@ -211,6 +245,23 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 				return usage_error(
 					o->cmd, "--hold must be a duration from 1s to 7d, not '%s'", optarg);
 			o->hold_s = (int)(ms / 1000);
+			break;
+		case 'B':
+			if (!list)
+				return usage_error(
+					o->cmd,
+					"--group-by is for `poison list`; `poison %s` takes --group "
+					"KEY, a key as `poison list --group-by` prints it",
+					o->cmd);
+			if (ecw_group_dim_parse(&o->group_by, optarg) < 0)
+				return usage_error(o->cmd, "%s", ecw_error_last()->message);
+			break;
+		case 'G':
+			if (o->group)
+				return usage_error(o->cmd, "%s", "--group selects one group: give it once");
+			if (ecw_group_key_dim(&o->group_dim, optarg) < 0)
+				return usage_error(o->cmd, "%s", ecw_error_last()->message);
+			o->group = optarg;
 			break;
 		case 'J':
 			if (!list)
@@ -412,6 +463,129 @@ static enum ecw_scan_verdict list_visit(void *payload, struct ecw_client *c, con
 	}
 	L->shown++;
 	return ECW_SCAN_KEEP;
+}
+
+/* ---- list --group-by ------------------------------------------------------- */
+
+#define GROUPS_MAX 10000
+
+/* How many groups list keeps. Test builds may lower it (never raise it) with
+ * ECW_TEST_POISON_GROUPS_MAX, so that a test meets the cap with a few messages. */
+static size_t groups_max(void)
+{
+#ifdef ECW_TESTING
+	const char *v = getenv("ECW_TEST_POISON_GROUPS_MAX");
+	char *end = NULL;
+	long n = v ? strtol(v, &end, 10) : 0;
+
+	if (v && end != v && *end == '\0' && n > 0 && n < GROUPS_MAX)
+		return (size_t)n;
+#endif
+	return GROUPS_MAX;
+}
+
+struct grouper {
+	enum ecw_group_dim dim;
+	struct ecw_group_table *table;
+	struct ecw_buf key;
+	int err; /* out of memory: the scan stopped */
+};
+
+static enum ecw_scan_verdict group_visit(void *payload, struct ecw_client *c, const struct ecw_scan_item *it)
+{
+	struct grouper *g = payload;
+	const struct ecw_poison_view *v = it->view;
+	/* The failure time, as --since and the age column take it. */
+	time_t when = v->envelope && v->failed_at ? v->failed_at : it->msg->insertion_time;
+
+	(void)c;
+	if ((g->err = ecw_group_key(&g->key, g->dim, v)) < 0 ||
+	    (g->err = ecw_group_table_add(g->table, ecw_buf_cstr(&g->key), when)) < 0)
+		return ECW_SCAN_STOP;
+	return ECW_SCAN_KEEP;
+}
+
+/* "2026-11-20T10:00:00Z", or "-" when unknown. */
+static const char *utc(char out[32], time_t t)
+{
+	struct tm tm;
+
+	if (!t || !gmtime_r(&t, &tm) || !strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(out, 32, "-");
+	return out;
+}
+
+/* The key is safe to print as it is (poison_group.h), and must be: it is
+ * what --group takes. */
+static void print_group(const struct ecw_group *g, bool json)
+{
+	char oldest[32], newest[32];
+
+	utc(oldest, g->oldest);
+	utc(newest, g->newest);
+	if (!json) {
+		printf("%7llu  %-20s  %-20s  %s\n", (unsigned long long)g->count, oldest, newest,
+		       g->key ? g->key : "(other groups)");
+		return;
+	}
+	struct json_object *obj = json_object_new_object();
+	if (!obj)
+		return;
+	if (g->key)
+		json_object_object_add(obj, "key", json_object_new_string(g->key));
+	else
+		json_object_object_add(obj, "other_groups", json_object_new_boolean(1));
+	json_object_object_add(obj, "count", json_object_new_int64((int64_t)g->count));
+	if (g->oldest)
+		json_object_object_add(obj, "oldest", json_object_new_string(oldest));
+	if (g->newest)
+		json_object_object_add(obj, "newest", json_object_new_string(newest));
+	puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(obj);
+}
+
+/* Returns the exit status. */
+static int list_groups(const struct opts *o, struct ecw_client *c, const struct ecw_scan_options *so)
+{
+	size_t max = groups_max();
+	struct grouper g = {.dim = o->group_by, .table = ecw_group_table_new(max)};
+	struct ecw_scan_result r = {0};
+	const struct ecw_group *v, *other;
+	size_t n;
+	int rc = 1;
+
+	ecw_buf_init(&g.key, 0);
+	if (!g.table) {
+		fprintf(stderr, "poison list: out of memory\n");
+		goto done;
+	}
+	if (ecw_poison_scan(&r, c, so, group_visit, &g) < 0 || g.err < 0) {
+		fprintf(stderr, "poison list: %s\n", ecw_error_last()->message);
+		goto done;
+	}
+	v = ecw_group_table_sorted(&n, g.table);
+	other = ecw_group_table_other(g.table);
+	if (!o->json && (n || other->count))
+		printf("%7s  %-20s  %-20s  %s\n", "COUNT", "OLDEST", "NEWEST", "KEY");
+	for (size_t i = 0; i < n; i++)
+		print_group(&v[i], o->json);
+	if (other->count)
+		print_group(other, o->json);
+	fflush(stdout);
+	if (other->count)
+		fprintf(stderr,
+			"more than %zu groups: the %llu messages of the groups beyond them are counted "
+			"together as (other groups); narrow the selection to see them\n",
+			max, (unsigned long long)other->count);
+	if (!o->json)
+		fprintf(stderr, "%zu groups of %llu selected poison messages (of %llu)%s\n", n,
+			(unsigned long long)r.matched, (unsigned long long)r.seen,
+			r.complete || o->limit ? "" : " (scan stopped early)");
+	rc = 0;
+done:
+	ecw_buf_dispose(&g.key);
+	ecw_group_table_free(g.table);
+	return rc;
 }
 
 /* ---- replay and purge ------------------------------------------------------ */
@@ -635,6 +809,7 @@ static int canary_wait(struct actor *a, struct ecw_client *c, const struct ecw_s
 			struct ecw_scan_result r;
 
 			so.filter = NULL;
+			so.group = NULL;
 			so.limit = 0;
 			so.peek_ok = true;
 			so.progress = NULL;
@@ -748,6 +923,8 @@ static int run(struct opts *o)
 	ecw_progress_init(&prog, o->cmd, isatty(2) && !o->json, (uint64_t)(depth > 0 ? depth : 0));
 	so.queue = cfg->worker.poison_queue;
 	so.filter = &o->filter;
+	so.group = o->group;
+	so.group_dim = o->group_dim;
 	so.limit = o->limit;
 	so.hold_s = o->hold_s;
 	so.stop = &interrupted;
@@ -762,6 +939,10 @@ static int run(struct opts *o)
 		L.width = terminal_width();
 		L.now = time(NULL);
 		so.peek_ok = true;
+		if (o->group_by != ECW_GROUP_NONE) {
+			rc = list_groups(o, c, &so);
+			goto done;
+		}
 		if (ecw_poison_scan(&r, c, &so, list_visit, &L) < 0) {
 			fprintf(stderr, "poison list: %s\n", ecw_error_last()->message);
 			goto done;

@@ -118,6 +118,7 @@ static int consider(struct scan *s, const struct ecw_queue_msg *m, bool peeked, 
 		return err;
 	}
 	if ((!s->o->filter || ecw_poison_filter_match(s->o->filter, m->id, m->insertion_time, &v)) &&
+	    (!s->o->group || ecw_group_match(s->o->group_dim, s->o->group, &v)) &&
 	    (!s->o->limit || s->r->matched < s->o->limit)) {
 		struct ecw_scan_item it = {m, &v, peeked};
 		s->r->matched++;

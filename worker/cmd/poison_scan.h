@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include "ecw_storage.h"
 #include "poison.h"
+#include "poison_group.h"
 #include "ecw_progress.h"
 
 struct ecw_scan_item {
@@ -38,9 +39,11 @@ typedef enum ecw_scan_verdict (*ecw_scan_visit)(void *payload, struct ecw_client
 struct ecw_scan_options {
 	const char *queue;
 	const struct ecw_poison_filter *filter; /* NULL: every message */
-	uint64_t limit;                         /* visit at most this many; 0 = no limit */
-	uint64_t max_seen;                      /* look at most at this many (a bounded scan); 0 = all */
-	bool peek_ok;                           /* the visitor only reads: peek when it sees everything */
+	const char *group;             /* --group KEY (poison_group.h): only its messages; NULL: any */
+	enum ecw_group_dim group_dim;  /* the dimension group names */
+	uint64_t limit;                /* visit at most this many; 0 = no limit */
+	uint64_t max_seen;             /* look at most at this many (a bounded scan); 0 = all */
+	bool peek_ok;                  /* the visitor only reads: peek when it sees everything */
 	int hold_s;                    /* hide received messages this long between renewals (default 60) */
 	volatile sig_atomic_t *stop;   /* set by a signal: end after the message in hand */
 	struct ecw_progress *progress; /* may be NULL */
