@@ -114,6 +114,8 @@ int ecw_config_load(struct ecw_config **out, const char *path, struct ecw_node_e
 int ecw_config_parse(struct ecw_config **out, const char *text, size_t len, const char *file,
 		     struct ecw_node_errors *errs) ECW_MUST_USE;
 void ecw_config_free(struct ecw_config *cfg);
+/* The job queue named name (worker.queues), or NULL. */
+const struct ecw_queue_def *ecw_config_queue(const struct ecw_config *cfg, const char *name);
 /* The job named name, or NULL. */
 const struct ecw_job_def *ecw_config_job(const struct ecw_config *cfg, const char *name);
 /* The file to read when -c is not given: $ECW_CONFIG, else "./ecworker.yaml". */

@@ -882,6 +882,14 @@ void ecw_config_free(struct ecw_config *cfg)
 	free(cfg);
 }
 
+const struct ecw_queue_def *ecw_config_queue(const struct ecw_config *cfg, const char *name)
+{
+	for (size_t i = 0; i < cfg->worker.nqueues; i++)
+		if (strcmp(cfg->worker.queues[i].name, name) == 0)
+			return &cfg->worker.queues[i];
+	return NULL;
+}
+
 const struct ecw_job_def *ecw_config_job(const struct ecw_config *cfg, const char *name)
 {
 	if (!cfg || !name)

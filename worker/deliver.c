@@ -144,7 +144,7 @@ static void close_span(struct runtime *rt, const struct delivery *d)
 	snprintf(sp.job, sizeof(sp.job), "%s", job ? job : "");
 	snprintf(sp.outcome, sizeof(sp.outcome), "%s", d->o.word ? d->o.word : "");
 	snprintf(sp.message_id, sizeof(sp.message_id), "%.95s", s->msg.id);
-	snprintf(sp.queue, sizeof(sp.queue), "%s", rt->cfg->worker.queue);
+	snprintf(sp.queue, sizeof(sp.queue), "%s", s->queue->name);
 	/* Redacted before it is cut: a secret cut in half would not be
 	 * recognised when the batch is redacted again. */
 	if (d->error[0]) {
@@ -183,7 +183,7 @@ static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stag
  * newest pop receipt: delete (succeeded, or poisoned once the envelope is
  * put) or hide (retried). The lease and a shutdown's release are looked at
  * again here, at the moment of the call (ecw_outcome_guard). */
-static void settle(struct runtime *rt, struct ecw_client *c, struct delivery *d)
+static void settle(struct ecw_client *c, struct delivery *d)
 {
 	struct slot *s = d->s;
 	enum ecw_outcome_action action;
@@ -196,8 +196,8 @@ static void settle(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 	if (action == ECW_ACTION_DELETE || action == ECW_ACTION_POISON || action == ECW_ACTION_REQUEUE ||
 	    action == ECW_ACTION_RETRY) {
 		err = action == ECW_ACTION_RETRY
-			      ? ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, d->o.hide_s, NULL, 0)
-			      : ecw_queue_delete(c, rt->cfg->worker.queue, s->msg.id, s->msg.pop_receipt);
+			      ? ecw_queue_update(&s->msg, c, s->queue->name, d->o.hide_s, NULL, 0)
+			      : ecw_queue_delete(c, s->queue->name, s->msg.id, s->msg.pop_receipt);
 		if (err == ECW_ENOTFOUND) {
 			atomic_store(&s->lease_lost, true);
 			d->o.action = ECW_ACTION_LEAVE;
@@ -242,7 +242,8 @@ static int enqueue_then(struct runtime *rt, struct ecw_client *c, const struct d
 		}
 		if ((err = ecw_message_encode(&text, then[i], m->pk, m->rk, m->id ? m->id : s->msg.id, fields,
 					      false)) == 0)
-			err = ecw_queue_put(NULL, c, rt->cfg->worker.queue, text.ptr, text.len, &po);
+			err = ecw_queue_put(NULL, c, s->queue->name, text.ptr, text.len,
+					    &po); /* its own queue */
 	}
 	ecw_buf_dispose(&text);
 	if (err < 0 && ecw_job_err_is_permanent(err))
@@ -308,7 +309,7 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 	struct ecw_poison_info info = {
 		.original = s->msg.text,
 		.original_len = s->msg.text_len,
-		.queue = rt->cfg->worker.queue,
+		.queue = s->queue->name,
 		.message_id = s->msg.id,
 		.inserted_at = s->msg.insertion_time,
 		.dequeue_count = s->msg.dequeue_count,
@@ -333,16 +334,15 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 	if (s->decoded)
 		abandon(rt, c, s);
 	if (atomic_load(&s->lease_lost)) {
-		settle(rt, c, d); /* guarded: leaves it */
+		settle(c, d); /* guarded: leaves it */
 		return;
 	}
 	ecw_buf_init(&env, 0);
 	if ((err = ecw_poison_envelope(&env, &info)) == 0) {
 		if (env.len <= ECW_QUEUE_MAX_TEXT)
-			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, env.ptr, env.len, &po);
+			err = ecw_queue_put(NULL, c, s->queue->poison, env.ptr, env.len, &po);
 		else
-			err = ecw_queue_put(NULL, c, rt->cfg->worker.poison_queue, s->msg.text,
-					    s->msg.text_len, &po);
+			err = ecw_queue_put(NULL, c, s->queue->poison, s->msg.text, s->msg.text_len, &po);
 	}
 	ecw_buf_dispose(&env);
 	if (err < 0) {
@@ -352,7 +352,7 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 	} else {
 		ecw_metrics_poisoned(reason);
 	}
-	settle(rt, c, d);
+	settle(c, d);
 }
 
 /* An outage held the message at its last allowed delivery (outcome.h,
@@ -371,12 +371,12 @@ static void requeue(struct runtime *rt, struct ecw_client *c, struct delivery *d
 	if (s->decoded)
 		abandon(rt, c, s);
 	if (!atomic_load(&s->lease_lost) &&
-	    ecw_queue_put(NULL, c, rt->cfg->worker.queue, s->msg.text, s->msg.text_len, &po) < 0) {
+	    ecw_queue_put(NULL, c, s->queue->name, s->msg.text, s->msg.text_len, &po) < 0) {
 		ecw_runtime_log_storage_error("requeue.put");
 		d->o.action = ECW_ACTION_RETRY;
 		d->o.word = "retried";
 	}
-	settle(rt, c, d); /* guarded: leaves it when the lease is gone */
+	settle(c, d); /* guarded: leaves it when the lease is gone */
 }
 
 /* A keyless message names no entity: its line names what it ran on with the
@@ -438,7 +438,7 @@ static void conclude(struct runtime *rt, struct ecw_client *c, struct delivery *
 	else if (d->o.action == ECW_ACTION_REQUEUE)
 		requeue(rt, c, d);
 	else
-		settle(rt, c, d);
+		settle(c, d);
 	if (strcmp(d->o.word, "released") == 0) {
 		ecw_log_set_trace(NULL, NULL);
 		return; /* shutdown released it and logged it already */

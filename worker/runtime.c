@@ -32,6 +32,7 @@
 #include "metrics.h"
 #include "otlp.h"
 #include "outcome.h"
+#include "queue_pick.h"
 #include "queue_watch.h"
 #include "poison.h"
 #include "runtime.h"
@@ -411,7 +412,7 @@ static void *renew_thread(void *p)
 			pthread_mutex_lock(&s->mu);
 			if (s->busy && !s->done && !s->abandoned && !atomic_load(&s->lease_lost) &&
 			    now >= s->renew_at_ms) {
-				err = ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, rt->vis_s, NULL, 0);
+				err = ecw_queue_update(&s->msg, c, s->queue->name, rt->vis_s, NULL, 0);
 				if (err == 0) {
 					s->renew_at_ms = now + (int64_t)rt->vis_s * 500;
 					struct ecw_log_line *l =
@@ -525,11 +526,12 @@ static int prepare(struct runtime *rt, struct ecw_client *c)
 
 	if (!cfg->worker.create_missing)
 		return 0;
-	if ((err = ecw_queue_create(NULL, c, cfg->worker.queue)) < 0 ||
-	    (err = ecw_queue_create(NULL, c, cfg->worker.poison_queue)) < 0) {
-		ecw_runtime_log_storage_error("queue.create");
-		return err;
-	}
+	for (size_t i = 0; i < cfg->worker.nqueues; i++)
+		if ((err = ecw_queue_create(NULL, c, cfg->worker.queues[i].name)) < 0 ||
+		    (err = ecw_queue_create(NULL, c, cfg->worker.queues[i].poison)) < 0) {
+			ecw_runtime_log_storage_error("queue.create");
+			return err;
+		}
 	for (size_t i = 0; i < cfg->njobs; i++) {
 		const struct ecw_job_def *d = &cfg->jobs[i];
 		if (d->type->prepare && (err = d->type->prepare(d->settings, c)) < 0) {
@@ -558,6 +560,7 @@ static void log_start(const struct runtime *rt, const struct ecw_metrics_server 
 	ecw_log_str(l, "auth", ecw_account_auth_name(rt->acct));
 	ecw_log_str(l, "queue", cfg->worker.queue);
 	ecw_log_str(l, "poison_queue", cfg->worker.poison_queue);
+	ecw_log_int(l, "queues", (int64_t)cfg->worker.nqueues);
 	ecw_log_int(l, "concurrency", cfg->worker.concurrency);
 	ecw_log_int(l, "batch_size", cfg->worker.batch_size);
 	ecw_log_int(l, "prefetch", cfg->worker.prefetch);
@@ -602,7 +605,7 @@ static int start_otlp(struct runtime *rt)
  * can see which waiting messages may run as a group), and returns the slot's
  * index; the caller made sure one is free, and hands the slot to the job
  * threads (dispatch). */
-static int place(struct runtime *rt, struct ecw_queue_msg *msg)
+static int place(struct runtime *rt, const struct ecw_queue_def *queue, struct ecw_queue_msg *msg)
 {
 	const struct ecw_config *cfg = rt->cfg;
 	struct ecw_message m;
@@ -631,6 +634,7 @@ static int place(struct runtime *rt, struct ecw_queue_msg *msg)
 		s->busy = true;
 		s->done = s->abandoned = false;
 		atomic_store(&s->lease_lost, false);
+		s->queue = queue;
 		s->msg = *msg;
 		msg->text = NULL; /* the slot owns it now */
 		s->m = m;
@@ -652,13 +656,14 @@ static int place(struct runtime *rt, struct ecw_queue_msg *msg)
 /* Hands a whole receive to the job threads at once, so that none starts on
  * part of it before the rest is there to join its group, and wakes one
  * thread: it takes its group and wakes the next (job_thread). */
-static void dispatch(struct runtime *rt, struct ecw_queue_msg *msgs, size_t count)
+static void dispatch(struct runtime *rt, const struct ecw_queue_def *queue, struct ecw_queue_msg *msgs,
+		     size_t count)
 {
 	int idx[DISPATCH_MAX];
 	int n = 0;
 
 	for (size_t i = 0; i < count && n < (int)(sizeof(idx) / sizeof(idx[0])); i++) {
-		int k = place(rt, &msgs[i]);
+		int k = place(rt, queue, &msgs[i]);
 		if (k >= 0)
 			idx[n++] = k;
 	}
@@ -736,10 +741,10 @@ static void wait_out_outage(struct runtime *rt)
 /* One receive of up to max messages, with what it tells: a failure counts
  * towards an outage (a good one says nothing of the table service, so only
  * the jobs' results end a streak) and /readyz follows it. */
-static int receive_once(struct runtime *rt, struct ecw_client *c, struct ecw_queue_msg **msgs, size_t *count,
-			int max)
+static int receive_once(struct runtime *rt, struct ecw_client *c, const char *queue,
+			struct ecw_queue_msg **msgs, size_t *count, int max)
 {
-	int err = ecw_queue_receive(msgs, count, c, rt->cfg->worker.queue, max, rt->vis_s);
+	int err = ecw_queue_receive(msgs, count, c, queue, max, rt->vis_s);
 
 	if (err < 0) {
 		(void)ecw_circuit_note(rt->circuit, err);
@@ -761,8 +766,8 @@ static int receive_once(struct runtime *rt, struct ecw_client *c, struct ecw_que
  * batch leads to another receive: a lone message is dispatched at once, and
  * an idle worker still makes one receive per poll. A failed or short
  * receive ends it. */
-static void receive_deeper(struct runtime *rt, struct ecw_client *c, struct ecw_queue_msg **msgs,
-			   size_t *count)
+static void receive_deeper(struct runtime *rt, struct ecw_client *c, const char *queue,
+			   struct ecw_queue_msg **msgs, size_t *count)
 {
 	const int batch = rt->cfg->worker.batch_size;
 	size_t got = *count;
@@ -776,7 +781,7 @@ static void receive_deeper(struct runtime *rt, struct ecw_client *c, struct ecw_
 		free_slots = holding_cap(rt) - rt->inflight - (int)*count;
 		pthread_mutex_unlock(&rt->mu);
 		got = 0;
-		if (free_slots < batch || receive_once(rt, c, &more, &got, batch) < 0 || got == 0) {
+		if (free_slots < batch || receive_once(rt, c, queue, &more, &got, batch) < 0 || got == 0) {
 			ecw_queue_msgs_free(more, got);
 			return;
 		}
@@ -839,41 +844,102 @@ static enum before_receive look_first(struct runtime *rt, struct ecw_client *c, 
 	return RECEIVE;
 }
 
-/* The pause after a poll that found nothing: it grows exponentially, and
- * while it grows it is jittered (half to all of it), so replicas started
- * together drift apart; at the cap it is poll_interval.max exactly, so an
- * idle worker costs at most one request per max (6 a minute at 10 s: jitter
- * below the cap would add a third). */
-static void rest(struct runtime *rt, int64_t *poll_ms)
+/* The pause after a poll of a queue that found nothing: it grows
+ * exponentially, and while it grows it is jittered (half to all of it), so
+ * replicas started together drift apart; at the cap it is
+ * poll_interval.max exactly, so an idle queue costs at most one request per
+ * max (6 a minute at 10 s: jitter below the cap would add a third). Returns
+ * it and grows *poll_ms. */
+static int64_t rest_ms(const struct runtime *rt, int64_t *poll_ms)
 {
 	int64_t max = rt->cfg->worker.poll_max_ms, ms = *poll_ms;
 
-	nap(rt, ms >= max ? ms : ms / 2 + (int64_t)(ecw_random_u32() % (uint32_t)(ms / 2 + 1)));
 	*poll_ms = ms * 2 > max ? max : ms * 2;
+	return ms >= max ? ms : ms / 2 + (int64_t)(ecw_random_u32() % (uint32_t)(ms / 2 + 1));
 }
 
+/* One job queue (worker.queues) as the receive loop keeps it. */
+struct qloop {
+	const struct ecw_queue_def *def;
+	struct ecw_queue_watch watch;
+	int64_t poll_ms; /* its next pause after a poll that found nothing */
+	int64_t due_ms;  /* resting or paused: when it is looked at next */
+	bool resting;    /* its last receive or look found nothing, or it is paused */
+};
+
+/* Looks at each queue that is due for it (queue_watch.h) and tells the
+ * picker which have work: a resting or paused queue when its poll comes,
+ * a working one every refresh. */
+static void look_at_queues(struct runtime *rt, struct ecw_client *c, struct qloop *qs, size_t n,
+			   struct ecw_queue_pick *pick)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct qloop *q = &qs[i];
+		int64_t now = ecw_now_ms();
+
+		if (q->resting && now < q->due_ms)
+			continue;
+		switch (look_first(rt, c, &q->watch, q->resting)) {
+		case PAUSED:
+			q->resting = true;
+			q->due_ms = now + rt->cfg->worker.control_poll_ms;
+			break;
+		case NOTHING_THERE:
+			q->resting = true;
+			q->due_ms = now + rest_ms(rt, &q->poll_ms);
+			break;
+		case RECEIVE: q->resting = false; break;
+		}
+		ecw_queue_pick_set_ready(pick, i, !q->resting);
+	}
+}
+
+/* Naps until the first resting queue's poll is due (a second at most: the
+ * loop looks at its heartbeat and signals in between). */
+static void nap_until_due(struct runtime *rt, const struct qloop *qs, size_t n)
+{
+	int64_t first = INT64_MAX, now = ecw_now_ms();
+
+	for (size_t i = 0; i < n; i++)
+		if (qs[i].due_ms < first)
+			first = qs[i].due_ms;
+	nap(rt, first <= now ? 1 : first - now > 1000 ? 1000 : first - now);
+}
+
+/* Receives from the queues in turn, each while it has work, shared by
+ * weight among those that have (queue_pick.h); a queue that has none costs
+ * only its polls. */
 static void receive_loop(struct runtime *rt, struct ecw_client *c)
 {
 	const struct ecw_config *cfg = rt->cfg;
-	int64_t poll_ms = cfg->worker.poll_min_ms;
-	struct ecw_queue_watch watch;
-	bool resting = false;
+	size_t nq = cfg->worker.nqueues;
+	struct qloop qs[ECW_CONFIG_QUEUES_MAX];
+	struct ecw_queue_pick pick;
+	int weights[ECW_CONFIG_QUEUES_MAX];
 
-	ecw_queue_watch_init(&watch, cfg->worker.queue, cfg->worker.poison_queue, cfg->worker.control_poll_ms,
-			     cfg->metrics.queue_refresh_ms);
+	for (size_t i = 0; i < nq; i++) {
+		const struct ecw_queue_def *d = &cfg->worker.queues[i];
+		qs[i] = (struct qloop){.def = d, .poll_ms = cfg->worker.poll_min_ms};
+		ecw_queue_watch_init(&qs[i].watch, d->name, d->poison, cfg->worker.control_poll_ms,
+				     cfg->metrics.queue_refresh_ms);
+		weights[i] = d->weight;
+	}
+	ecw_queue_pick_init(&pick, weights, nq);
+	for (size_t i = 0; i < nq; i++)
+		ecw_queue_pick_set_ready(&pick, i, true);
 	while (!atomic_load(&rt->stopping)) {
 		struct ecw_queue_msg *msgs = NULL;
 		size_t count = 0;
-		int room;
+		int room, i;
 
 		if (ecw_circuit_is_open(rt->circuit)) {
 			wait_out_outage(rt);
 			continue;
 		}
-		switch (look_first(rt, c, &watch, resting)) {
-		case PAUSED: nap(rt, cfg->worker.control_poll_ms); continue;
-		case NOTHING_THERE: rest(rt, &poll_ms); continue;
-		case RECEIVE: break;
+		look_at_queues(rt, c, qs, nq, &pick);
+		if ((i = ecw_queue_pick_next(&pick)) < 0) {
+			nap_until_due(rt, qs, nq);
+			continue;
 		}
 
 		/* With a prefetch, receive when at most half of it still waits
@@ -896,28 +962,35 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		if (room > cfg->worker.batch_size)
 			room = cfg->worker.batch_size;
 
-		(void)receive_once(rt, c, &msgs, &count, room);
+		struct qloop *q = &qs[i];
+		(void)receive_once(rt, c, q->def->name, &msgs, &count, room);
 		pthread_mutex_lock(&rt->mu);
 		rt->deep = count == (size_t)cfg->worker.batch_size;
 		pthread_mutex_unlock(&rt->mu);
 		if (count == 0) {
-			/* Empty (or failing): rest; the next poll is a look. */
-			resting = true;
-			rest(rt, &poll_ms);
+			/* Empty (or failing): it rests; its next poll is a look. */
+			q->resting = true;
+			q->due_ms = ecw_now_ms() + rest_ms(rt, &q->poll_ms);
+			ecw_queue_pick_set_ready(&pick, (size_t)i, false);
 			ecw_queue_msgs_free(msgs, count);
 			continue;
 		}
-		resting = false;
-		poll_ms = cfg->worker.poll_min_ms;
-		receive_deeper(rt, c, &msgs, &count);
-		dispatch(rt, msgs, count);
+		q->poll_ms = cfg->worker.poll_min_ms;
+		/* More batches at once only while no other queue waits for its
+		 * share: they would be more than this queue's turn. */
+		size_t others = 0;
+		for (size_t k = 0; k < nq; k++)
+			others += k != (size_t)i && !qs[k].resting;
+		if (others == 0)
+			receive_deeper(rt, c, q->def->name, &msgs, &count);
+		dispatch(rt, q->def, msgs, count);
 		ecw_queue_msgs_free(msgs, count);
 	}
 }
 
 /* Gives a held message back at once (visible again) so that another replica
  * can take it, with its log line. Under the slot's lock. */
-static void release(struct runtime *rt, struct ecw_client *c, struct slot *s)
+static void release(struct ecw_client *c, struct slot *s)
 {
 	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "message");
 
@@ -930,7 +1003,7 @@ static void release(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	ecw_log_str(l, "message_id", s->msg.id);
 	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
 	ecw_log_int(l, "duration_ms", ecw_now_ms() - s->received_ms);
-	if (ecw_queue_update(&s->msg, c, rt->cfg->worker.queue, 0, NULL, 0) < 0)
+	if (ecw_queue_update(&s->msg, c, s->queue->name, 0, NULL, 0) < 0)
 		ecw_log_str(l, "error", ecw_error_last()->message);
 	ecw_log_end(l);
 	ecw_metrics_message(s->def ? s->def->name : "", "released",
@@ -954,7 +1027,7 @@ static bool drain(struct runtime *rt, struct ecw_client *c)
 			break;
 		pthread_mutex_lock(&s->mu);
 		s->done = true;
-		release(rt, c, s);
+		release(c, s);
 		pthread_mutex_unlock(&s->mu);
 		return_slot(s);
 		pthread_mutex_lock(&rt->mu);
@@ -982,7 +1055,7 @@ static bool drain(struct runtime *rt, struct ecw_client *c)
 			/* From here the job may not write, and nobody settles it. */
 			s->abandoned = true;
 			atomic_store(&s->lease_lost, true);
-			release(rt, c, s);
+			release(c, s);
 		}
 		pthread_mutex_unlock(&s->mu);
 	}

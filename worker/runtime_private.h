@@ -38,8 +38,9 @@ struct slot {
 	bool abandoned; /* shutdown released it: nobody may settle it */
 	bool stale;     /* not busy, but still holds its last message's memory */
 	atomic_bool lease_lost;
-	struct ecw_queue_msg msg; /* owns msg.text; pop_receipt updated by renewals */
-	struct ecw_message m;     /* decoded on receipt (m.job, m.pk, m.rk point into it,
+	const struct ecw_queue_def *queue; /* the queue it came from (worker.queues) */
+	struct ecw_queue_msg msg;          /* owns msg.text; pop_receipt updated by renewals */
+	struct ecw_message m;              /* decoded on receipt (m.job, m.pk, m.rk point into it,
 				     * also after a failed decode: for the log) */
 	bool decoded;
 	char decode_error[512];

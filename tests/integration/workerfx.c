@@ -59,7 +59,9 @@ void wfx_write_config(char *path, size_t cap, const char *name, const struct wfx
 	ecw_buf_init(&b, 1024 * 1024);
 	ADD(&b, "storage:\n  connection_string: ${ECW_TEST_CONNECTION_STRING}\n%s",
 	    w->storage_extra ? w->storage_extra : "");
-	ADD(&b, "worker:\n  queue: %s\n  poison_queue: %s\n", w->queue, w->poison);
+	ADD(&b, "worker:\n");
+	if (w->queue) /* NULL: the test gives worker.queues in worker_extra */
+		ADD(&b, "  queue: %s\n  poison_queue: %s\n", w->queue, w->poison);
 	if (w->batch_size)
 		ADD(&b, "  batch_size: %d\n", w->batch_size);
 	ADD(&b, "  concurrency: %d\n  visibility_timeout: %ds\n", w->concurrency, w->visibility_s);

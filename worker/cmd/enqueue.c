@@ -67,7 +67,7 @@ int ecw_cmd_enqueue(int argc, char **argv)
 {
 	static const char help[] =
 		"usage: ecworker enqueue [-c FILE] JOB PK RK [--base64] [--id ID] [--traceparent TP]\n"
-		"                        [--field KEY=VALUE ...] [--delay DURATION] [--ttl DURATION]\n"
+		"                        [--field KEY=VALUE ...] [--queue NAME] [--delay DURATION] [--ttl DURATION]\n"
 		"       ecworker enqueue [-c FILE] JOB --field KEY=VALUE ...   (a keyless job: rollup, purge-tables)\n\n"
 		"Puts {\"job\":JOB,\"pk\":PK,\"rk\":RK,...} on the job queue, for operators and demos\n"
 		"(applications use their own SDK). JOB must be configured.\n\n"
@@ -79,24 +79,21 @@ int ecw_cmd_enqueue(int argc, char **argv)
 		"      --field K=V     an extra string field for the job (repeatable)\n"
 		"      --delay D       the message stays invisible for D after it is put (30s, 5m,\n"
 		"                      2h, 7d; at most 7d, whole seconds; default 0)\n"
+		"      --queue NAME    put it on NAME, one of worker.queues (default: the first)\n"
 		"      --ttl D         the message expires D after it is put (whole seconds, at\n"
 		"                      least 1s and longer than --delay), or -1: never; default\n"
 		"                      worker.message_ttl\n"
 		"  -h, --help          this text\n";
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{"base64", no_argument, NULL, 'b'},
-		{"id", required_argument, NULL, 'i'},
-		{"field", required_argument, NULL, 'f'},
-		{"traceparent", required_argument, NULL, 'p'},
-		{"delay", required_argument, NULL, 'd'},
-		{"ttl", required_argument, NULL, 't'},
-		{NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
+		{"base64", no_argument, NULL, 'b'},       {"id", required_argument, NULL, 'i'},
+		{"field", required_argument, NULL, 'f'},  {"traceparent", required_argument, NULL, 'p'},
+		{"delay", required_argument, NULL, 'd'},  {"ttl", required_argument, NULL, 't'},
+		{"queue", required_argument, NULL, 'q'},  {NULL, 0, NULL, 0},
 	};
 	struct ecw_queue_put_options put_opts = {0, 0};
 	bool ttl_given = false;
-	const char *path = NULL, *id = NULL;
+	const char *path = NULL, *id = NULL, *queue = NULL;
 	char **fields = calloc((size_t)argc + 2, sizeof(char *));
 	char traceparent[sizeof("traceparent=") + ECW_TRACEPARENT_LEN];
 	struct ecw_trace_ctx tc;
@@ -121,6 +118,7 @@ int ecw_cmd_enqueue(int argc, char **argv)
 		case 'b': base64 = true; break;
 		case 'i': id = optarg; break;
 		case 'f': fields[nfields++] = optarg; break;
+		case 'q': queue = optarg; break;
 		case 'd':
 			if (parse_delay(&put_opts.visibility_delay_s, optarg) < 0)
 				goto done;
@@ -154,6 +152,16 @@ int ecw_cmd_enqueue(int argc, char **argv)
 	}
 	if (!(cfg = ecw_cli_load_config(path)))
 		goto done;
+	if (!queue)
+		queue = cfg->worker.queue;
+	if (!ecw_config_queue(cfg, queue)) {
+		struct ecw_buf safe;
+		ecw_buf_init(&safe, 0);
+		fprintf(stderr, "enqueue: '%s' is not a job queue of %s (worker.queue or worker.queues)\n",
+			ecw_cli_term(&safe, queue), cfg->file);
+		ecw_buf_dispose(&safe);
+		goto done;
+	}
 	if (!ttl_given)
 		put_opts.ttl_s = cfg->worker.message_ttl_s;
 	/* The service refuses a message that would expire before it is seen. */
@@ -190,8 +198,8 @@ int ecw_cmd_enqueue(int argc, char **argv)
 	}
 	rc = 1;
 	if (ecw_connect(&acct, &c, cfg) < 0 ||
-	    (cfg->worker.create_missing && ecw_queue_create(NULL, c, cfg->worker.queue) < 0) ||
-	    ecw_queue_put(&put, c, cfg->worker.queue, text.ptr, text.len, &put_opts) < 0) {
+	    (cfg->worker.create_missing && ecw_queue_create(NULL, c, queue) < 0) ||
+	    ecw_queue_put(&put, c, queue, text.ptr, text.len, &put_opts) < 0) {
 		fprintf(stderr, "enqueue: %s\n", ecw_error_last()->message);
 		goto done;
 	}

@@ -29,7 +29,7 @@ static const char pause_help[] =
 	"and show ecw_paused{queue} 1; `ecworker status` shows who paused, when and why.\n"
 	"Messages stay on the queue; their dequeue counts do not grow.\n\n"
 	"  -c, --config FILE   configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
-	"      --queue NAME    the queue (default worker.queue)\n"
+	"      --queue NAME    the queue, one of worker.queues (default: the first)\n"
 	"      --reason TEXT   why, shown by status and in the workers' logs (at most 256 bytes)\n"
 	"  -h, --help          this text\n";
 
@@ -38,7 +38,7 @@ static const char resume_help[] =
 	"Lets the fleet receive from the job queue (or NAME) again: workers start within\n"
 	"worker.control_poll (default 10s).\n\n"
 	"  -c, --config FILE   configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
-	"      --queue NAME    the queue (default worker.queue)\n"
+	"      --queue NAME    the queue, one of worker.queues (default: the first)\n"
 	"  -h, --help          this text\n";
 
 /* Reads the queue's metadata, applies p, writes it back: 0, or 1 after
@@ -119,9 +119,9 @@ static int pause_or_resume(int argc, char **argv, bool pausing)
 		goto done;
 	if (!queue)
 		queue = cfg->worker.queue;
-	if (strcmp(queue, cfg->worker.queue) != 0) {
-		fprintf(stderr, "%s: '%s' is not a job queue of %s (worker.queue is %s)\n", cmd,
-			ecw_cli_term(&safe, queue), cfg->file, cfg->worker.queue);
+	if (!ecw_config_queue(cfg, queue)) {
+		fprintf(stderr, "%s: '%s' is not a job queue of %s (worker.queue or worker.queues)\n", cmd,
+			ecw_cli_term(&safe, queue), cfg->file);
 		goto done;
 	}
 	p.paused = pausing;
