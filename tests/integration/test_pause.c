@@ -132,6 +132,41 @@ static void test_pause__the_fleet_stops_receiving_until_resume(void **state)
 	rtfx_finish(&p);
 }
 
+/* A queue paused before a worker starts: the worker starts (creating a
+ * queue that exists with metadata answers 409 QueueAlreadyExists, which is
+ * "it exists"), receives nothing, and runs the message once resumed;
+ * enqueue (which creates the queue too) works on a paused queue. */
+static void test_pause__a_worker_starts_on_a_paused_queue(void **state)
+{
+	struct rtfx *r = *state;
+	struct itest *t = r->fx.t;
+	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
+	char path[640], id[64];
+	struct proc p;
+
+	itest_queue(t);
+	o.worker_extra = "  control_poll: 1s\n";
+	rtfx_write_config(path, sizeof(path), r, "pause-first", &o);
+	const char *pause[] = {"pause", "-c", path, NULL};
+	free(run_cli("pause-first", pause, 0));
+	const char *enq[] = {"enqueue", "-c", path, "noop", "p", "while-paused", NULL};
+	char *out = run_cli("pause-enqueue", enq, 0);
+	snprintf(id, sizeof(id), "%s", out);
+	id[strcspn(id, "\n")] = '\0';
+	free(out);
+	int port = rtfx_start_worker(&p, r, "pause-first-worker", &o);
+	PROC_EXPECT_LOG(&p, 1, 10000, "queue_paused", "queue", t->queue);
+	assert_int_equal(proc_count(&p, "start_retry", NULL), 0);
+	itest_sleep_ms(1500);
+	assert_int_equal(proc_count(&p, "message", "message_id", id, NULL), 0);
+	assert_int_equal(dequeue_count_of(r, id), 0);
+	(void)port;
+	const char *resume[] = {"resume", "-c", path, NULL};
+	free(run_cli("resume-first", resume, 0));
+	PROC_EXPECT_LOG(&p, 1, 10000, "message", "message_id", id, "outcome", "succeeded");
+	rtfx_finish(&p);
+}
+
 /* Set Queue Metadata replaces all of it: pause and resume keep what other
  * tools put there. */
 static void test_pause__other_metadata_survives(void **state)
@@ -196,6 +231,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_pause__the_fleet_stops_receiving_until_resume, rtfx_setup,
+	                                    rtfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_pause__a_worker_starts_on_a_paused_queue, rtfx_setup,
 	                                    rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_pause__other_metadata_survives, rtfx_setup, rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_pause__usage_errors_change_nothing, rtfx_setup,

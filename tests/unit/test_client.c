@@ -550,6 +550,16 @@ static void test_client__queue_create(void **state)
 	assert_string_equal(fx->fake.reqs[0].method, "PUT");
 	assert_string_equal(fx->fake.reqs[0].path, QPATH);
 	assert_int_equal(url_nparams(fx->fake.reqs[0].url), 0);
+	/* A queue that exists with metadata (a pause) answers 409
+	 * QueueAlreadyExists: it exists, so that is success too; a queue still
+	 * being deleted is not. */
+	fake_respond(&fx->fake, 409, "x-ms-error-code: QueueAlreadyExists\n", NULL);
+	fake_respond(&fx->fake, 409, "x-ms-error-code: QueueBeingDeleted\n", NULL);
+	created = true;
+	assert_int_equal(ecw_queue_create(&created, fx->c, "jobs"), 0);
+	assert_false(created);
+	assert_int_equal(ecw_queue_create(&created, fx->c, "jobs"), ECW_ECONFLICT);
+	assert_string_equal(ecw_error_last()->service_code, "QueueBeingDeleted");
 }
 
 static void test_client__queue_receive(void **state)

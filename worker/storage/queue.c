@@ -122,8 +122,16 @@ int ecw_queue_create(bool *created_out, struct ecw_client *c, const char *queue)
 	long status = 0;
 	int err = bodyless_call_status(&status, c, "queue.create", "PUT", queue, NULL);
 
+	/* 204: it already existed. 409 QueueAlreadyExists: it exists with
+	 * metadata other than this request's (none), e.g. an `ecworker pause`:
+	 * it exists all the same (QueueBeingDeleted stays an error). */
+	if (err == ECW_ECONFLICT && strcmp(ecw_error_last()->service_code, "QueueAlreadyExists") == 0) {
+		ecw_error_clear();
+		err = 0;
+		status = 204;
+	}
 	if (err == 0 && created_out)
-		*created_out = status == 201; /* 204: it already existed */
+		*created_out = status == 201;
 	return err;
 }
 
