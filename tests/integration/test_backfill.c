@@ -141,6 +141,54 @@ static void test_backfill__filter_selects(void **state)
 	assert_int_equal(drain_messages(t, "Ops"), N_ENTITIES / 2);
 }
 
+/* --queue NAME puts the messages on that one of worker.queues (a bulk
+ * queue), none on the first; a queue the configuration does not name is a
+ * usage error. */
+static void test_backfill__to_a_named_queue(void **state)
+{
+	struct itest *t = *state;
+	char cfg[640], text[1024], *out = NULL;
+	const char *bulk = itest_extra_queue(t, "bulk");
+	char bulk_poison[96];
+	long long n = -1;
+
+	fill_source(t);
+	snprintf(bulk_poison, sizeof(bulk_poison), "%s-p", bulk);
+	itest_queue(t);
+	int k = snprintf(text, sizeof(text),
+	                 "storage:\n"
+	                 "  connection_string: ${ECW_TEST_CONNECTION_STRING}\n"
+	                 "worker:\n"
+	                 "  create_missing: false\n"
+	                 "  queues:\n"
+	                 "    - {name: %s, weight: 4, poison_queue: %s}\n"
+	                 "    - {name: %s, poison_queue: %s}\n"
+	                 "log: {level: info, format: json}\n"
+	                 "metrics: {listen: \"\"}\n"
+	                 "jobs:\n"
+	                 "  archive: {type: move, from: %s, to: %s}\n",
+	                 t->queue, t->poison, bulk, bulk_poison, t->table, t->table2);
+	assert_true(k > 0 && (size_t)k < sizeof(text));
+	proc_write_file(cfg, sizeof(cfg), "backfill-queues.yaml", text);
+	ECW_ASSERT_OK(ecw_queue_create(NULL, t->client, bulk));
+	int code = proc_run(&out, NULL, "backfill-bulk",
+	                    (const char *const[]){"backfill", "-c", cfg, "archive", "--filter",
+	                                          "PartitionKey eq 'Ops'", "--queue", bulk, NULL},
+	                    NULL, 60000);
+	assert_int_equal(code, 0);
+	ITEST_CHECK(strstr(out, "60 scanned, 60 enqueued") != NULL, "summary: %s", out);
+	free(out);
+	ECW_ASSERT_OK(ecw_queue_count(&n, t->client, bulk));
+	assert_int_equal(n, N_ENTITIES / 2);
+	ECW_ASSERT_OK(ecw_queue_count(&n, t->client, t->queue));
+	assert_int_equal(n, 0);
+	assert_int_equal(proc_run(NULL, NULL, "backfill-noqueue",
+	                          (const char *const[]){"backfill", "-c", cfg, "archive", "--queue",
+	                                                "no-such-queue", NULL},
+	                          NULL, 60000),
+	                 2);
+}
+
 /* --rate paces: 120 messages at 40/s cannot take less than ~2 s (one
  * second's worth may go at once). A lower bound only: a slow machine can't
  * fail it. */
@@ -217,6 +265,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_backfill__one_message_per_entity, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_backfill__filter_selects, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_backfill__to_a_named_queue, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_backfill__rate_paces, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_backfill__bad_input_exits_2, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_backfill__worker_builds_from_backfill, setup, teardown),

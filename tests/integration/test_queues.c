@@ -140,6 +140,26 @@ static void test_queues__own_poison_and_pause(void **state)
 	assert_int_equal(proc_count(&p, "message", "job", "b-noop", NULL), 0); /* b is paused */
 	const char *bad[] = {"enqueue", "-c", x->path, "--queue", "not-configured", "a-noop", "p", "r", NULL};
 	assert_int_equal(proc_run(NULL, NULL, "queues-enqueue-bad", bad, NULL, 20000), 2);
+
+	/* The operator's commands take --queue: b's poison queue holds the
+	 * envelope, a's none; status shows b paused and lists both queues. */
+	const char *list_b[] = {"poison", "list", "-c", x->path, "--queue", x->b, "--json", NULL};
+	const char *list_a[] = {"poison", "list", "-c", x->path, "--queue", x->a, "--json", NULL};
+	out = NULL;
+	assert_int_equal(proc_run(&out, NULL, "queues-poison-b", list_b, NULL, 20000), 0);
+	ITEST_CHECK(out && strstr(out, "b-fail") && strchr(out, '\n') == strrchr(out, '\n'),
+	            "poison list --queue b:\n%s", out ? out : "");
+	free(out);
+	out = NULL;
+	assert_int_equal(proc_run(&out, NULL, "queues-poison-a", list_a, NULL, 20000), 0);
+	ITEST_CHECK(!out || !strstr(out, "b-fail"), "poison list --queue a shows b's envelope:\n%s", out);
+	free(out);
+	const char *status_b[] = {"status", "-c", x->path, "--queue", x->b, NULL};
+	out = NULL;
+	assert_int_equal(proc_run(&out, NULL, "queues-status-b", status_b, NULL, 20000), 0);
+	ITEST_CHECK(out && strstr(out, "PAUSED") && strstr(out, "(weight 2)"), "status --queue b:\n%s",
+	            out ? out : "");
+	free(out);
 	proc_stop(&p, 10000);
 }
 

@@ -35,13 +35,12 @@
 #define AUDIT_PROGRESS_LOG_MS 10000 /* a progress log line this often when stderr is no terminal */
 
 static const char help[] =
-	"usage: ecworker audit [-c FILE] [JOB...] [--repair [--via-queue]] [--json] [--rate N]\n"
-	"                      [--partition PK]\n\n"
+	"usage: ecworker audit [-c FILE] [JOB...] [--repair [--via-queue [--queue NAME]]] [--json]\n"
+	"                      [--rate N] [--partition PK]\n\n"
 	"Compares each job's derived data with a recomputation from its source, in both\n"
 	"directions, and reports what differs: missing (a source's derived entity is not\n"
 	"there), stale (it differs; a move: the entity is in both tables, identical),\n"
 	"orphan (its source is gone or no longer gives it), conflict (two claims the audit\n"
-	"will not choose between). Without JOB, every job whose type can be audited (move,\n"
 	"will not choose between). Without JOB, every job whose type can be audited (move,\n"
 	"index, index-list and fanout so far). A part a job's audit could not check is\n"
 	"printed as a limit (\"limits\" in --json). Read-only unless --repair.\n\n"
@@ -51,6 +50,7 @@ static const char help[] =
 	"      --via-queue      with --repair: enqueue the job's message for each source to\n"
 	"                       repair instead of running the job here; the workers repair\n"
 	"                       it (\"repaired\" then counts the messages enqueued)\n"
+	"      --queue NAME     with --via-queue: put them on NAME, one of worker.queues\n"
 	"      --json           one JSON object per job per line on stdout\n"
 	"      --rate N         at most N storage requests per second (repairs included)\n"
 	"      --partition PK   only sources of this PartitionKey\n"
@@ -88,6 +88,7 @@ struct report {
 	int64_t last_log_ms;
 	/* --via-queue: where a repair's message goes, and on what */
 	const struct ecw_config *cfg;
+	const char *queue;
 	struct ecw_client *client;
 	struct ecw_buf text;
 };
@@ -171,7 +172,7 @@ static int on_requeue(const char *pk, const char *rk, void *payload)
 	ecw_buf_reset(&r->text);
 	if ((err = ecw_message_encode(&r->text, r->job->name, pk, rk, "audit", NULL, false)) < 0)
 		return err;
-	return ecw_queue_put(NULL, r->client, r->cfg->worker.queue, r->text.ptr, r->text.len, &po);
+	return ecw_queue_put(NULL, r->client, r->queue, r->text.ptr, r->text.len, &po);
 }
 
 /* ---- output ---- */
@@ -371,6 +372,7 @@ static void on_interrupt(int sig)
 
 struct audit_opts {
 	const char *config, *partition;
+	const char *queue; /* --via-queue's; NULL: worker.queue */
 	bool repair, json, via_queue;
 	double rate;
 	const struct ecw_config *cfg;
@@ -405,6 +407,7 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 	ecw_buf_init(&r->text, ECW_QUEUE_MAX_TEXT);
 	if (o->via_queue) {
 		r->cfg = o->cfg;
+		r->queue = o->queue ? o->queue : o->cfg->worker.queue;
 		ro.requeue = on_requeue;
 	}
 	ecw_client_stats(&st, c);
@@ -439,10 +442,15 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 int ecw_cmd_audit(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
-		{"repair", no_argument, NULL, 'R'},       {"json", no_argument, NULL, 'j'},
-		{"rate", required_argument, NULL, 'r'},   {"partition", required_argument, NULL, 'p'},
-		{"via-queue", no_argument, NULL, 'q'},    {NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{"repair", no_argument, NULL, 'R'},
+		{"json", no_argument, NULL, 'j'},
+		{"rate", required_argument, NULL, 'r'},
+		{"partition", required_argument, NULL, 'p'},
+		{"via-queue", no_argument, NULL, 'q'},
+		{"queue", required_argument, NULL, 'Q'},
+		{NULL, 0, NULL, 0},
 	};
 	struct audit_opts o = {0};
 	struct ecw_audit_counts total = {0};
@@ -462,6 +470,7 @@ int ecw_cmd_audit(int argc, char **argv)
 		case 'R': o.repair = true; break;
 		case 'j': o.json = true; break;
 		case 'q': o.via_queue = true; break;
+		case 'Q': o.queue = optarg; break;
 		case 'p':
 			if (ecw_entity_key_check(optarg, "--partition") < 0) {
 				fprintf(stderr,
@@ -485,8 +494,14 @@ int ecw_cmd_audit(int argc, char **argv)
 		fprintf(stderr, "audit: --via-queue goes with --repair\n");
 		return ECW_EXIT_USAGE;
 	}
+	if (o.queue && !o.via_queue) {
+		fprintf(stderr, "audit: --queue goes with --via-queue\n");
+		return ECW_EXIT_USAGE;
+	}
 	if (!(cfg = ecw_cli_load_config(o.config)))
 		return ECW_EXIT_USAGE;
+	if (o.queue && !ecw_cli_queue(cfg, "audit", o.queue))
+		goto done;
 	o.cfg = cfg;
 	if (!(jobs = choose_jobs(cfg, argv + optind, argc - optind, o.repair)))
 		goto done;
@@ -500,7 +515,8 @@ int ecw_cmd_audit(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	if (ecw_connect(&acct, &c, cfg) < 0 ||
-	    (o.via_queue && cfg->worker.create_missing && ecw_queue_create(NULL, c, cfg->worker.queue) < 0)) {
+	    (o.via_queue && cfg->worker.create_missing &&
+	     ecw_queue_create(NULL, c, o.queue ? o.queue : cfg->worker.queue) < 0)) {
 		fprintf(stderr, "audit: %s\n", ecw_error_last()->message);
 		rc = 1;
 		goto done;

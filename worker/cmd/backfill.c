@@ -55,7 +55,8 @@ int ecw_backfill(struct ecw_backfill_result *r, const struct ecw_config *cfg, co
 		goto done;
 	}
 	if ((err = ecw_connect(&acct, &c, cfg)) < 0 ||
-	    (cfg->worker.create_missing && (err = ecw_queue_create(NULL, c, cfg->worker.queue)) < 0) ||
+	    (cfg->worker.create_missing &&
+	     (err = ecw_queue_create(NULL, c, opts->queue ? opts->queue : cfg->worker.queue)) < 0) ||
 	    (err = ecw_table_query_new(&q, c, table, &qo)) < 0)
 		goto done;
 	for (;;) {
@@ -74,7 +75,8 @@ int ecw_backfill(struct ecw_backfill_result *r, const struct ecw_config *cfg, co
 		ecw_buf_reset(&text);
 		if (ecw_message_encode(&text, job->name, ecw_entity_pk(e), ecw_entity_rk(e), NULL, NULL,
 				       false) < 0 ||
-		    ecw_queue_put(NULL, c, cfg->worker.queue, text.ptr, text.len, &po) < 0) {
+		    ecw_queue_put(NULL, c, opts->queue ? opts->queue : cfg->worker.queue, text.ptr, text.len,
+				  &po) < 0) {
 			r->failed++;
 			struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "backfill_put_failed");
 			ecw_log_str(l, "pk", ecw_entity_pk(e));
@@ -109,7 +111,7 @@ static void on_interrupt(int sig)
 int ecw_cmd_backfill(int argc, char **argv)
 {
 	static const char help[] =
-		"usage: ecworker backfill [-c FILE] JOB [--filter ODATA] [--rate N]\n\n"
+		"usage: ecworker backfill [-c FILE] JOB [--filter ODATA] [--rate N] [--queue NAME]\n\n"
 		"Scans JOB's source table and enqueues one message per entity, so derived data\n"
 		"(a new index, say) is built over what already exists. The worker then processes\n"
 		"them like any other message. Progress goes to stderr when it is a terminal; a\n"
@@ -117,14 +119,14 @@ int ecw_cmd_backfill(int argc, char **argv)
 		"  -c, --config FILE   configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 		"      --filter ODATA  only entities matching this $filter, e.g. \"PartitionKey eq 'Sales'\"\n"
 		"      --rate N        at most N messages per second (default: as fast as storage allows)\n"
+		"      --queue NAME    put them on NAME, one of worker.queues (a low-weight bulk queue,\n"
+		"                      so that a big backfill does not starve other messages)\n"
 		"  -h, --help          this text\n\n"
 		"Exit status: 0 all enqueued, 1 some puts failed or the scan failed, 2 usage.\n";
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{"filter", required_argument, NULL, 'f'},
-		{"rate", required_argument, NULL, 'r'},
-		{NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
+		{"filter", required_argument, NULL, 'f'}, {"rate", required_argument, NULL, 'r'},
+		{"queue", required_argument, NULL, 'q'},  {NULL, 0, NULL, 0},
 	};
 	struct ecw_backfill_options bo = {.stop = &backfill_stop};
 	struct ecw_backfill_result res;
@@ -140,6 +142,7 @@ int ecw_cmd_backfill(int argc, char **argv)
 		switch (ch) {
 		case 'c': path = optarg; break;
 		case 'f': bo.filter = optarg; break;
+		case 'q': bo.queue = optarg; break;
 		case 'r':
 			bo.rate = strtod(optarg, &end);
 			if (end == optarg || *end || bo.rate <= 0) {
@@ -158,6 +161,8 @@ int ecw_cmd_backfill(int argc, char **argv)
 	}
 	if (!(cfg = ecw_cli_load_config(path)))
 		return ECW_EXIT_USAGE;
+	if (bo.queue && !ecw_cli_queue(cfg, "backfill", bo.queue))
+		goto done;
 	if (!(job = ecw_config_job(cfg, argv[optind]))) {
 		fprintf(stderr, "backfill: no job named '%s' in %s\n", argv[optind], cfg->file);
 		goto done;

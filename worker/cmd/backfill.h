@@ -11,6 +11,7 @@
 
 struct ecw_backfill_options {
 	const char *filter;          /* OData $filter on the source, NULL for all */
+	const char *queue;           /* the job queue to put on; NULL: the first (worker.queue) */
 	double rate;                 /* messages per second, 0 = as fast as storage allows */
 	bool progress;               /* count, rate and elapsed time on stderr each second */
 	volatile sig_atomic_t *stop; /* set (by a signal) to stop after the message in hand */

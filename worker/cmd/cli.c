@@ -61,3 +61,17 @@ int ecw_cli_load_config_only(struct ecw_config **out, int argc, char **argv, con
 	}
 	return (*out = ecw_cli_load_config(path)) ? -1 : ECW_EXIT_USAGE;
 }
+
+const struct ecw_queue_def *ecw_cli_queue(const struct ecw_config *cfg, const char *cmd, const char *name)
+{
+	const struct ecw_queue_def *q = ecw_config_queue(cfg, name ? name : cfg->worker.queue);
+	struct ecw_buf safe;
+
+	if (q)
+		return q;
+	ecw_buf_init(&safe, 0);
+	fprintf(stderr, "%s: '%s' is not a job queue of %s (worker.queue or worker.queues)\n", cmd,
+		ecw_cli_term(&safe, name), cfg->file);
+	ecw_buf_dispose(&safe);
+	return NULL;
+}

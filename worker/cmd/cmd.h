@@ -42,6 +42,11 @@ struct ecw_audit_counts;
  * else 0. */
 int ecw_audit_exit_status(const struct ecw_audit_counts *total, bool failed);
 
+struct ecw_queue_def;
+/* The job queue named name (NULL: the first) of cfg, or NULL after saying on
+ * stderr, as "CMD: 'name' is not a job queue of FILE", that there is none. */
+const struct ecw_queue_def *ecw_cli_queue(const struct ecw_config *cfg, const char *cmd, const char *name);
+
 struct ecw_buf;
 /* s (NULL: "") escaped for the operator's terminal (ecw_term_escape) into b,
  * which is emptied first: what a command prints of a message's text, keys,

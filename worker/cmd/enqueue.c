@@ -154,14 +154,8 @@ int ecw_cmd_enqueue(int argc, char **argv)
 		goto done;
 	if (!queue)
 		queue = cfg->worker.queue;
-	if (!ecw_config_queue(cfg, queue)) {
-		struct ecw_buf safe;
-		ecw_buf_init(&safe, 0);
-		fprintf(stderr, "enqueue: '%s' is not a job queue of %s (worker.queue or worker.queues)\n",
-			ecw_cli_term(&safe, queue), cfg->file);
-		ecw_buf_dispose(&safe);
+	if (!ecw_cli_queue(cfg, "enqueue", queue))
 		goto done;
-	}
 	if (!ttl_given)
 		put_opts.ttl_s = cfg->worker.message_ttl_s;
 	/* The service refuses a message that would expire before it is seen. */

@@ -119,11 +119,8 @@ static int pause_or_resume(int argc, char **argv, bool pausing)
 		goto done;
 	if (!queue)
 		queue = cfg->worker.queue;
-	if (!ecw_config_queue(cfg, queue)) {
-		fprintf(stderr, "%s: '%s' is not a job queue of %s (worker.queue or worker.queues)\n", cmd,
-			ecw_cli_term(&safe, queue), cfg->file);
+	if (!ecw_cli_queue(cfg, cmd, queue))
 		goto done;
-	}
 	p.paused = pausing;
 	if (pausing) {
 		time_t now = time(NULL);

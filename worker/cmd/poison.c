@@ -43,6 +43,8 @@ static const char filter_help[] =
 	"      --group KEY       the messages of this group, KEY as `poison list --group-by`\n"
 	"                        prints it (DIM:VALUE, below)\n"
 	"      --limit N         at most N messages\n"
+	"      --queue NAME      the poison queue of job queue NAME (worker.queues; default:\n"
+	"                        the first), and where replay puts the messages back\n"
 	"      --hold DURATION   how long scanned messages stay hidden between renewals\n"
 	"                        (default 60s; after a crash they reappear within this time)\n"
 	"  -c, --config FILE     configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
@@ -146,6 +148,7 @@ struct opts {
 	int hold_s;
 	bool json, dry_run, yes;
 	const char *to;
+	const char *queue; /* --queue: the job queue whose poison queue this is */
 	double rate;
 	uint64_t canary;
 	int64_t canary_wait_ms;
@@ -189,25 +192,16 @@ static int usage_error(const char *cmd, const char *fmt, ...)
 static int parse_opts(struct opts *o, int argc, char **argv)
 {
 	static const struct option lopts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{"job", required_argument, NULL, 'j'},
-		{"reason", required_argument, NULL, 'R'},
-		{"since", required_argument, NULL, 's'},
-		{"grep", required_argument, NULL, 'g'},
-		{"id", required_argument, NULL, 'i'},
-		{"limit", required_argument, NULL, 'l'},
-		{"hold", required_argument, NULL, 'H'},
-		{"json", no_argument, NULL, 'J'},
-		{"to", required_argument, NULL, 't'},
-		{"rate", required_argument, NULL, 'r'},
-		{"dry-run", no_argument, NULL, 'n'},
-		{"canary", required_argument, NULL, 'C'},
-		{"canary-wait", required_argument, NULL, 'W'},
-		{"yes", no_argument, NULL, 'y'},
-		{"group-by", required_argument, NULL, 'B'},
-		{"group", required_argument, NULL, 'G'},
-		{NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'},      {"help", no_argument, NULL, 'h'},
+		{"job", required_argument, NULL, 'j'},         {"reason", required_argument, NULL, 'R'},
+		{"since", required_argument, NULL, 's'},       {"grep", required_argument, NULL, 'g'},
+		{"id", required_argument, NULL, 'i'},          {"limit", required_argument, NULL, 'l'},
+		{"hold", required_argument, NULL, 'H'},        {"json", no_argument, NULL, 'J'},
+		{"to", required_argument, NULL, 't'},          {"rate", required_argument, NULL, 'r'},
+		{"dry-run", no_argument, NULL, 'n'},           {"canary", required_argument, NULL, 'C'},
+		{"canary-wait", required_argument, NULL, 'W'}, {"yes", no_argument, NULL, 'y'},
+		{"group-by", required_argument, NULL, 'B'},    {"group", required_argument, NULL, 'G'},
+		{"queue", required_argument, NULL, 'q'},       {NULL, 0, NULL, 0},
 	};
 	bool list = strcmp(o->cmd, "list") == 0, replay = strcmp(o->cmd, "replay") == 0;
 	int ch;
@@ -222,6 +216,7 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 		case 'c': o->config = optarg; break;
 		case 'h': help(stdout, o->cmd); return 0;
 		case 'j': o->filter.job = optarg; break;
+		case 'q': o->queue = optarg; break;
 		case 'R':
 			if (strcmp(optarg, "permanent") != 0 && strcmp(optarg, "max-dequeue") != 0)
 				return usage_error(o->cmd,
@@ -911,17 +906,24 @@ static int run(struct opts *o)
 
 	if (!cfg)
 		return 2;
+	char cmd[32];
+	snprintf(cmd, sizeof(cmd), "poison %s", o->cmd);
+	const struct ecw_queue_def *q = ecw_cli_queue(cfg, cmd, o->queue);
+	if (!q) {
+		ecw_config_free(cfg);
+		return 2;
+	}
 	ecw_log_setup(cfg->log.level, cfg->log.format);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_interrupt;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	if (ecw_connect(&acct, &c, cfg) < 0 || ecw_queue_count(&depth, c, cfg->worker.poison_queue) < 0) {
+	if (ecw_connect(&acct, &c, cfg) < 0 || ecw_queue_count(&depth, c, q->poison) < 0) {
 		fprintf(stderr, "poison %s: %s\n", o->cmd, ecw_error_last()->message);
 		goto done;
 	}
 	ecw_progress_init(&prog, o->cmd, isatty(2) && !o->json, (uint64_t)(depth > 0 ? depth : 0));
-	so.queue = cfg->worker.poison_queue;
+	so.queue = q->poison;
 	so.filter = &o->filter;
 	so.group = o->group;
 	so.group_dim = o->group_dim;
@@ -930,8 +932,8 @@ static int run(struct opts *o)
 	so.stop = &interrupted;
 	so.progress = &prog;
 	a.o = o;
-	a.queue = cfg->worker.poison_queue;
-	a.target = o->to ? o->to : cfg->worker.queue;
+	a.queue = q->poison;
+	a.target = o->to ? o->to : q->name;
 	a.po = (struct ecw_queue_put_options){0, cfg->worker.message_ttl_s};
 	ecw_pace_init(&a.pace, o->rate);
 	if (list) {

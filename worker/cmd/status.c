@@ -163,7 +163,7 @@ static struct json_object *queue_json(const struct queue_state *q, time_t now)
 int ecw_cmd_status(int argc, char **argv)
 {
 	static const char help[] =
-		"usage: ecworker status [-c FILE] [--json] [--scan N]\n\n"
+		"usage: ecworker status [-c FILE] [--json] [--scan N] [--queue NAME]\n\n"
 		"Shows the job queue's and the poison queue's approximate depth (it includes\n"
 		"messages in flight) and the age of their oldest visible message; the poison\n"
 		"messages counted by job and reason; and whether each table the jobs read or\n"
@@ -176,13 +176,11 @@ int ecw_cmd_status(int argc, char **argv)
 		"  -h, --help          this text\n\n"
 		"Exit status: 0 shown, 1 storage could not be read, 2 usage.\n";
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{"json", no_argument, NULL, 'j'},
-		{"scan", required_argument, NULL, 's'},
-		{NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'},
+		{"json", no_argument, NULL, 'j'},         {"scan", required_argument, NULL, 's'},
+		{"queue", required_argument, NULL, 'q'},  {NULL, 0, NULL, 0},
 	};
-	const char *path = NULL, *tables[512];
+	const char *path = NULL, *tables[512], *queue = NULL;
 	struct ecw_config *cfg = NULL;
 	struct ecw_account *acct = NULL;
 	struct ecw_client *c = NULL;
@@ -203,6 +201,7 @@ int ecw_cmd_status(int argc, char **argv)
 		switch (ch) {
 		case 'c': path = optarg; break;
 		case 'j': json = true; break;
+		case 'q': queue = optarg; break;
 		case 's':
 			scan = strtoll(optarg, &end, 10);
 			if (end == optarg || *end || scan < 1) {
@@ -227,8 +226,13 @@ int ecw_cmd_status(int argc, char **argv)
 		fprintf(stderr, "status: %s\n", ecw_error_last()->message);
 		goto done;
 	}
-	jq.name = cfg->worker.queue;
-	pq.name = cfg->worker.poison_queue;
+	const struct ecw_queue_def *qd = ecw_cli_queue(cfg, "status", queue);
+	if (!qd) {
+		rc = 2;
+		goto done;
+	}
+	jq.name = qd->name;
+	pq.name = qd->poison;
 	read_queue(&jq, c);
 	read_queue(&pq, c);
 	t.counts = json_object_new_object();
@@ -245,6 +249,17 @@ int ecw_cmd_status(int argc, char **argv)
 	out = json_object_new_object();
 	json_object_object_add(out, "queue", queue_json(&jq, now));
 	json_object_object_add(out, "poison_queue", queue_json(&pq, now));
+	/* Every job queue, by name and weight: --queue NAME shows one. */
+	struct json_object *all = json_object_new_array();
+	for (size_t i = 0; i < cfg->worker.nqueues; i++) {
+		struct json_object *q = json_object_new_object();
+		json_object_object_add(q, "name", json_object_new_string(cfg->worker.queues[i].name));
+		json_object_object_add(q, "weight", json_object_new_int(cfg->worker.queues[i].weight));
+		json_object_object_add(q, "poison_queue",
+				       json_object_new_string(cfg->worker.queues[i].poison));
+		json_object_array_add(all, q);
+	}
+	json_object_object_add(out, "queues", all);
 	arr = json_object_new_array();
 	json_object_object_foreach(t.counts, key, val) {
 		struct json_object *row = json_object_new_object();
@@ -281,6 +296,13 @@ int ecw_cmd_status(int argc, char **argv)
 	} else {
 		const struct queue_state *qs[2] = {&jq, &pq};
 		const char *label[2] = {"queue", "poison queue"};
+		if (cfg->worker.nqueues > 1) {
+			printf("%-13s", "queues");
+			for (size_t i = 0; i < cfg->worker.nqueues; i++)
+				printf(" %s (weight %d)%s", cfg->worker.queues[i].name,
+				       cfg->worker.queues[i].weight, i + 1 < cfg->worker.nqueues ? "," : "");
+			printf("; below: %s (status --queue NAME for another)\n", jq.name);
+		}
 		for (int i = 0; i < 2; i++) {
 			if (qs[i]->error[0] || qs[i]->missing) {
 				printf("%-13s %-24s %s%s\n", label[i], qs[i]->name,
