@@ -251,6 +251,15 @@ static size_t take_work(struct runtime *rt, struct slot **group)
 		max = def->type->group_max < GROUP_CAP ? def->type->group_max : GROUP_CAP;
 	for (i = 0; i < rt->ready_n;) {
 		struct slot *t = &rt->slots[rt->ready[i]], *twin = twin_in(group, n, t);
+		/* Only a first delivery rides: an earlier delivery of t may have
+		 * left state that only t's own run cleans (an index-list
+		 * reference's intent, named by t's message id), and a ride would
+		 * delete t without it. A redelivered duplicate waits and runs
+		 * after the twin (keys_running). */
+		if (twin && t->msg.dequeue_count > 1) {
+			i++;
+			continue;
+		}
 		if (twin) {
 			take_ready(rt, i);
 			t->next_rider = twin->riders;

@@ -131,6 +131,47 @@ static void test_runtime_duplicates__run_once(void **state)
 	rtfx_finish(&p);
 }
 
+/* A redelivered duplicate does not ride: its earlier delivery may have left
+ * state only its own run cleans (chaos: an index-list reference kept the
+ * intent of a message that rode on its second delivery). Three copies, one
+ * received once by the test and visible again after the other two (dequeue
+ * count 2, last in line): the two first deliveries run once together, the
+ * redelivered one runs on its own, after them. (A redelivered copy that
+ * leads may take first deliveries along: they left nothing.) */
+static void test_runtime_duplicates__redelivered_copy_runs_itself(void **state)
+{
+	struct rtfx *r = *state;
+	struct itest *t = r->fx.t;
+	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
+	struct ecw_entity *rows[4];
+	char jobs[256], first[64], ids[2][64];
+	struct proc p;
+	struct proc_log log;
+	size_t got = 0;
+
+	o.jobs = use_job(jobs, sizeof(jobs), t, "count: {type: test-count");
+	o.batch_size = 32;
+	rtfx_put(r, "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"again\"}", first);
+	struct ecw_queue_msg *m = rtfx_receive_n(&got, r, t->queue, 1, 3, 5000);
+	assert_int_equal(got, 1);
+	ecw_queue_msgs_free(m, got);
+	rtfx_put(r, "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"again\"}", ids[0]);
+	rtfx_put(r, "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"again\"}", ids[1]);
+	itest_sleep_ms(3300); /* the received copy is visible again, behind the other two */
+	rtfx_start_worker(&p, r, "dups-redelivered", &o);
+	PROC_EXPECT_LOG(&p, 3, 20000, "message", "outcome", "succeeded");
+	proc_log_read(&log, p.log_path);
+	struct json_object *l = proc_log_find(&log, 0, "message", "message_id", first, NULL);
+	assert_int_equal(proc_field_int(l, "dequeue_count", -1), 2);
+	ITEST_CHECK(proc_field(l, "ran_with")[0] == '\0', "the redelivered copy rode with %s",
+	            proc_field(l, "ran_with"));
+	proc_log_dispose(&log);
+	size_t nrows = rtfx_rows_with_pk(r, t->table, "again", rows, 4);
+	ITEST_CHECK(nrows == 2, "%zu runs for three copies, one redelivered: expected 2", nrows);
+	rows_free(rows, nrows < 4 ? nrows : 4);
+	rtfx_finish(&p);
+}
+
 /* ---- 2. a duplicate arriving while its twin runs waits for it --------------------------------------- */
 
 /* The first message runs for 2 s; its twin is put once the worker holds the
@@ -213,8 +254,10 @@ static void test_runtime_duplicates__failed_run_each_own_outcome(void **state)
 	struct ecw_queue_msg *m = rtfx_receive_n(&got, r, t->queue, 1, 1, 5000);
 	assert_int_equal(got, 1);
 	ecw_queue_msgs_free(m, got);
-	rtfx_put(r, text, late);
 	itest_sleep_ms(1300); /* the received copy is visible again, delivered once */
+	/* Put after it is visible again, so the redelivered copy comes first
+	 * and leads: only a first delivery may ride. */
+	rtfx_put(r, text, late);
 	rtfx_start_worker(&p, r, "dups-failed", &o);
 	PROC_EXPECT_LOG(&p, 1, 15000, "message", "outcome", "retried");
 	PROC_EXPECT_LOG(&p, 1, 15000, "message", "outcome", "poisoned");
@@ -300,6 +343,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_runtime_duplicates__run_once, rtfx_setup, rtfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_runtime_duplicates__redelivered_copy_runs_itself, rtfx_setup,
+	                                    rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime_duplicates__twin_in_flight_runs_after, rtfx_setup,
 	                                    rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime_duplicates__failed_run_each_own_outcome, rtfx_setup,
