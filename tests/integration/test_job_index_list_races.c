@@ -254,7 +254,7 @@ static void test_job_index_list_races__staged_races(void **state)
 	            proc_tail(b.log_path, 20));
 	ITEST_CHECK(proc_count(&a, "message", NULL) == 0, "A finished before B: the race was not staged");
 	il_expect_list(x, "Brown", "[[\"Race\",\"r1\"]]");
-	ITEST_CHECK(proc_wait_count(&a, 1, 10000, "message", "outcome", "succeeded", NULL), "A:\n%s",
+	ITEST_CHECK(proc_wait_count(&a, 1, 30000, "message", "outcome", "succeeded", NULL), "A:\n%s",
 	            proc_tail(a.log_path, 20));
 	struct proc_log log;
 	proc_log_read(&log, a.log_path);
