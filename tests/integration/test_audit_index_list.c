@@ -175,6 +175,46 @@ static void test_audit_index_list__via_queue_repairs_through_the_worker(void **s
 	proc_assert_logs_clean();
 }
 
+/* --via-queue --queue NAME: the repairs' messages go to that one of
+ * worker.queues, none to the first. The config is the fixture's with its one
+ * queue made the first of two. */
+static void test_audit_index_list__via_queue_to_a_named_queue(void **state)
+{
+	struct wfx *x = *state;
+	char config[640], text[8192], with_queues[8192], *out = NULL, line[512];
+	const char *bulk = itest_extra_queue(x->t, "bulk");
+	char bulk_poison[96];
+	long long n = -1;
+	FILE *f;
+	size_t len;
+
+	converge(x, "ail-vqn", config);
+	list_put(x, "Jones", "[[\"Sales\",\"002\"]]", 1);
+	list_put(x, "Brown", "[[\"Ops\",\"005\"],[\"Sales\",\"003\"]]", 2);
+	assert_non_null(f = fopen(config, "r"));
+	len = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[len] = '\0';
+	snprintf(line, sizeof(line), "  queue: %s\n  poison_queue: %s\n", x->t->queue, x->poison);
+	char *at = strstr(text, line);
+	assert_non_null(at);
+	snprintf(bulk_poison, sizeof(bulk_poison), "%s-p", bulk);
+	snprintf(with_queues, sizeof(with_queues),
+	         "%.*s  queues:\n    - {name: %s, poison_queue: %s}\n    - {name: %s, poison_queue: %s}\n%s",
+	         (int)(at - text), text, x->t->queue, x->poison, bulk, bulk_poison, at + strlen(line));
+	proc_write_file(config, sizeof(config), "ail-vqn-queues.yaml", with_queues);
+
+	const char *args[] = {"--repair", "--via-queue", "--queue", bulk, NULL};
+	assert_int_equal(auditfx_run(&out, config, "ail-vqn", args), 0);
+	free(out);
+	ECW_ASSERT_OK(ecw_queue_count(&n, x->t->client, bulk));
+	ITEST_CHECK(n >= 2, "%lld repair messages on %s, expected those of 002 and 003", n, bulk);
+	ECW_ASSERT_OK(ecw_queue_count(&n, x->t->client, x->t->queue));
+	assert_int_equal(n, 0);
+	const char *alone[] = {"--queue", bulk, NULL};
+	assert_int_equal(auditfx_run(NULL, config, "ail-vqn-alone", alone), 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -184,6 +224,8 @@ int main(void)
 	                                    il_teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_index_list__via_queue_repairs_through_the_worker,
 	                                    il_setup, il_teardown),
+	    cmocka_unit_test_setup_teardown(test_audit_index_list__via_queue_to_a_named_queue, il_setup,
+	                                    il_teardown),
 	};
 	return cmocka_run_group_tests_name("audit_index_list", tests, NULL, NULL);
 }
