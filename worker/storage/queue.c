@@ -345,23 +345,14 @@ int ecw_queue_clear(struct ecw_client *c, const char *queue)
 
 int ecw_queue_count(long long *out, struct ecw_client *c, const char *queue)
 {
-	struct ecw_request r;
-	struct ecw_response resp;
-	const char *v;
-	char *end;
+	struct ecw_queue_meta *m = malloc(sizeof(*m)); /* ~17 KiB: not on the stack */
 	int err;
 
-	ecw_response_init(&resp);
-	if ((err = queue_request(&r, "queue.count", "GET", queue, NULL)) < 0 ||
-	    (err = ecw_request_add_query(&r, "comp", "metadata")) < 0 ||
-	    (err = ecw_client_send(&resp, c, &r)) < 0)
-		goto done;
-	v = ecw_response_header(&resp, "x-ms-approximate-messages-count");
-	if (!v || !*v || (*out = strtoll(v, &end, 10), *end) || *out < 0)
-		err = ecw_error_set(ECW_ERROR, "queue: metadata answer without a message count");
-done:
-	ecw_request_dispose(&r);
-	ecw_response_dispose(&resp);
+	if (!m)
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	if ((err = ecw_queue_meta_get(m, c, queue)) == 0)
+		*out = m->approximate_messages;
+	free(m);
 	return err;
 }
 
