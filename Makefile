@@ -19,6 +19,9 @@
 #                   below, CONTRIBUTING.md)
 
 CC      ?= cc
+# The one version number: include/ecw_version.h. The image's label, the Debian
+# package and `ecworker --version` all read it from there.
+VERSION := $(shell sed -n 's/^\#define ECW_VERSION "\(.*\)"$$/\1/p' include/ecw_version.h)
 PREFIX  ?= /usr/local
 DESTDIR ?=
 PKGS    := libcurl libssl libcrypto json-c yaml-0.1 expat libmicrohttpd
@@ -344,7 +347,10 @@ IMAGE_CONTEXT ?= .
 # hosts where the OCI runtime cannot make containers (see deploy/README.md).
 IMAGE_BUILD_FLAGS ?= --isolation=chroot --format docker --layers
 
-.PHONY: image image-bases image-test
+.PHONY: image image-bases image-test print-version
+
+print-version:
+	@echo $(VERSION)
 
 image:
 	@command -v podman >/dev/null || { echo "make image: podman is not installed (apt-get install podman buildah)" >&2; exit 1; }

@@ -3,7 +3,7 @@
 #ifndef ECW_VERSION_H
 #define ECW_VERSION_H
 
-#define ECW_VERSION "0.2.0"
+#define ECW_VERSION "0.3.0"
 
 /* "<host> ecworker/<version>", made once; the string is static. */
 const char *ecw_worker_id(void);

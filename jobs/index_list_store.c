@@ -125,13 +125,15 @@ static int oom(void)
 	return ecw_error_set(ECW_ENOMEM, "out of memory");
 }
 
-/* "Keys", "Keys2", ... for chunk i of an entity. */
-static void chunk_name(char name[16], size_t i)
+/* "Keys", "Keys2", ... for chunk i of an entity (room for any size_t). */
+#define CHUNK_NAME_CAP 32
+
+static void chunk_name(char name[CHUNK_NAME_CAP], size_t i)
 {
 	if (i == 0)
-		snprintf(name, 16, "Keys");
+		snprintf(name, CHUNK_NAME_CAP, "Keys");
 	else
-		snprintf(name, 16, "Keys%zu", i + 1);
+		snprintf(name, CHUNK_NAME_CAP, "Keys%zu", i + 1);
 }
 
 static void page_rk(char *out, size_t cap, const char *lrk, unsigned page)
@@ -305,7 +307,7 @@ static int load_entity(struct il_list *out, const struct ecw_entity *en, unsigne
 	struct il_layout *l = out->layout;
 	struct il_ent *e;
 	const char *json;
-	char name[16];
+	char name[CHUNK_NAME_CAP];
 	int err;
 
 	if ((err = layout_insert(&e, l, l->n, page, ecw_entity_etag(en) ? ecw_entity_etag(en) : "")) < 0)
@@ -795,7 +797,7 @@ done:
 static int build(struct ecw_entity **out, const struct il_list *read, const struct il_layout *l,
 		 const struct il_ent *e, const struct tuples *keys, bool chunks)
 {
-	char rk[ECW_KEY_MAX + 32], name[16];
+	char rk[ECW_KEY_MAX + 32], name[CHUNK_NAME_CAP];
 	struct ecw_buf json;
 	int err;
 
