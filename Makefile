@@ -57,25 +57,29 @@ endif
 # _FORTIFY_SOURCE does nothing but warn. tests/check-hardening.sh reads these
 # properties back from the binary (make check-hardening, in make test).
 ifeq ($(SANITIZE)$(findstring -O0,$(CFLAGS)),)
-# The level is probed once: a compiler or libc that cannot do 3 warns (glibc:
-# "treated like 2"), which -Werror turns into the fallback.
-FORTIFY_LEVEL := $(shell printf '\043include <string.h>\nint main(void) { return 0; }\n' | \
-	$(CC) -O2 -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3 -Werror -x c -o /dev/null - 2>/dev/null && echo 3 || echo 2)
-HARDEN_CFLAGS  := -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=$(FORTIFY_LEVEL) -fstack-protector-strong \
+# The level is probed once, when first used (not when the Makefile is read:
+# on a fresh machine `make deps` runs before there is a compiler): a compiler
+# or libc that cannot do 3 warns (glibc: "treated like 2"), which -Werror
+# turns into the fallback.
+FORTIFY_LEVEL = $(eval FORTIFY_LEVEL := $(shell printf '\043include <string.h>\nint main(void) { return 0; }\n' | \
+	$(CC) -O2 -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3 -Werror -x c -o /dev/null - 2>/dev/null && echo 3 || echo 2))$(FORTIFY_LEVEL)
+HARDEN_CFLAGS  = -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=$(FORTIFY_LEVEL) -fstack-protector-strong \
 	-fstack-clash-protection -fPIE
 HARDEN_LDFLAGS := -pie -Wl,-z,relro,-z,now -Wl,-z,noexecstack
-ifneq ($(filter x86_64-%,$(shell $(CC) -dumpmachine)),)
+HARDENED := yes
+ifneq ($(filter x86_64-%,$(shell $(CC) -dumpmachine 2>/dev/null || uname -m | sed 's/$$/-linux/')),)
 HARDEN_CFLAGS  += -fcf-protection
 endif
 else
 HARDEN_CFLAGS  :=
 HARDEN_LDFLAGS :=
+HARDENED :=
 endif
 
 # Recursive (=) so pkg-config runs when used: `make test` installs first, in a
 # sub-make, and only then asks pkg-config.
 ECW_CFLAGS = -std=c11 -Wall -Wextra -Werror -Wformat=2 -D_DEFAULT_SOURCE $(HARDEN_CFLAGS) \
-	-Iinclude $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
+	-Iinclude -I$(BUILD)/gen $(SANFLAGS) $(shell pkg-config --cflags $(PKGS))
 ECW_LIBS   = $(shell pkg-config --libs $(PKGS)) -lpthread -lm
 TEST_LIBS  = $(shell pkg-config --libs cmocka)
 
@@ -125,6 +129,34 @@ TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
 all: $(BUILD)/ecworker
 
+# ---- the build's identity (ecworker version) ----------------------------------
+# The git commit (12 digits, "-dirty" when tracked files differ from it;
+# "unknown" outside a clone; ECW_COMMIT=... overrides, as the image build
+# does), the compiler and the libraries' versions from pkg-config, in a
+# generated header that only worker/cmd/version.c includes. It is rewritten
+# only when a value changes, so a build without changes rebuilds nothing.
+ECW_COMMIT ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && \
+	{ git diff --quiet HEAD 2>/dev/null || c=$$c-dirty; }; echo $${c:-unknown})
+BUILD_INFO := $(BUILD)/gen/ecw_build_info.h
+# Only these characters reach the header, whatever a variable holds.
+safe_str = $(shell printf '%s' '$(subst ','',$1)' | tr -cd 'A-Za-z0-9 ._+~:()/-' | cut -c1-80)
+
+.PHONY: FORCE
+$(BUILD_INFO): FORCE
+	@mkdir -p $(dir $@)
+	@{ echo '/* Written by the Makefile: the build'"'"'s identity (worker/cmd/version.c). */'; \
+	  echo '#define ECW_BUILD_COMMIT "$(call safe_str,$(ECW_COMMIT))"'; \
+	  echo '#define ECW_BUILD_COMPILER "$(call safe_str,$(shell $(CC) --version 2>/dev/null | head -n1))"'; \
+	  echo '#define ECW_BUILT_WITH_LIBCURL "$(call safe_str,$(shell pkg-config --modversion libcurl))"'; \
+	  echo '#define ECW_BUILT_WITH_OPENSSL "$(call safe_str,$(shell pkg-config --modversion openssl))"'; \
+	  echo '#define ECW_BUILT_WITH_JSON_C "$(call safe_str,$(shell pkg-config --modversion json-c))"'; \
+	  echo '#define ECW_BUILT_WITH_YAML "$(call safe_str,$(shell pkg-config --modversion yaml-0.1))"'; \
+	  echo '#define ECW_BUILT_WITH_EXPAT "$(call safe_str,$(shell pkg-config --modversion expat))"'; \
+	  echo '#define ECW_BUILT_WITH_LIBMICROHTTPD "$(call safe_str,$(shell pkg-config --modversion libmicrohttpd))"'; \
+	} >$@.tmp && { cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@; }
+
+$(BUILD)/obj/worker/cmd/version.o $(BUILD)/tobj/worker/cmd/version.o: $(BUILD_INFO)
+
 # The same program with the test-only seams and job types (tests/support/test_jobs.c),
 # for the runtime's process-level tests. Never installed.
 $(BUILD)/ecworker-test: $(BUILD)/tobj/worker/main.o $(TOBJS)
@@ -155,7 +187,8 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_SUPPORT) $(TOBJS) $(HDRS) $(wildcar
 	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING $(TEST_INCS) -Itests/unit -o $@ $< $(UNIT_SUPPORT) $(TOBJS) \
 		-Wl,--wrap=ecw_sleep_ms -Wl,--wrap=ecw_now_ms -Wl,--wrap=ecw_wall_ms $(TEST_LIBS) $(ECW_LIBS)
 
-$(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/integration/*.h)
+$(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/integration/*.h) \
+		$(BUILD_INFO)
 	@mkdir -p $(dir $@)
 	$(SAY) "  TEST    $@"
 	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING $(TEST_INCS) -Itests/integration -o $@ $< $(INTEG_SUPPORT) $(TOBJS) \
@@ -265,7 +298,7 @@ chaos-run: $(BUILD)/ecworker-test $(BUILD)/tests/integration/test_chaos $(TOOL_B
 # own directory. Each target runs on a scratch copy of its seed corpus
 # (tests/fuzz/corpus/NAME/ is only read); crashes land in $(FUZZ_BUILD)/artifacts/.
 
-FUZZ_APT_PKGS := clang libclang-rt-14-dev
+FUZZ_APT_PKGS := clang libclang-rt-dev
 FUZZ_CC       ?= clang
 FUZZ_BUILD    := $(BUILD)/fuzz
 FUZZ_SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
@@ -290,6 +323,8 @@ fuzz-run: $(FUZZ_BINS)
 
 fuzz-short: $(FUZZ_BINS)
 	@./tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SHORT_SECONDS) $(FUZZ_TARGETS)
+
+$(FUZZ_BUILD)/obj/worker/cmd/version.o: $(BUILD_INFO)
 
 $(FUZZ_BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -318,6 +353,20 @@ bench: deps
 
 bench-run: $(BUILD)/ecworker $(BUILD)/tests/tools/faultproxy $(BUILD)/tests/tools/rtfloor
 	@node tests/bench/bench.js --build $(BUILD)
+
+# ---- other Debian releases -------------------------------------------------
+#   make distro-check DISTRO=trixie|bookworm   the project built (-Werror, every
+#        test binary), its source checks and unit tests run inside a clean
+#        debootstrap root filesystem of that release, after the Makefile's own
+#        `make deps` there (tests/distro/distro-check.sh; needs root).
+#        DISTRO_TESTS=all runs the whole `make test` there. .ci/run runs it for
+#        the release that is not the host's.
+
+DISTRO ?= trixie
+.PHONY: distro-check
+
+distro-check:
+	@DISTRO_TESTS=$(DISTRO_TESTS) ./tests/distro/distro-check.sh $(DISTRO) build/distro
 
 # ---- misc ------------------------------------------------------------------
 
@@ -409,7 +458,7 @@ check-tests:
 
 # The hardening flags (HARDEN_CFLAGS, at the top) read back from the program.
 check-hardening: $(BUILD)/ecworker
-ifeq ($(HARDEN_CFLAGS),)
+ifeq ($(HARDENED),)
 	@echo "check-hardening: this build has no hardening flags (SANITIZE=1 or -O0): nothing to check"
 else
 	@./tests/check-hardening.sh $(BUILD)/ecworker

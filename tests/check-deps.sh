@@ -93,6 +93,10 @@ rule  tests/support includes only include/ and tests/support
 SCAN_DIRS=(include worker jobs tests/support)
 HEADER_DIRS=(include worker jobs tests)
 
+# Headers the Makefile writes into BUILD/gen (never part of the tree), and
+# the only files that may include each.
+declare -A generated=([ecw_build_info.h]="worker/cmd/version.c")
+
 # ---- reading the rules -----------------------------------------------------
 
 if [[ $# -gt 1 || ${1:-} == -* ]]; then
@@ -262,6 +266,11 @@ for f in "${sources[@]}"; do
 	fi
 	while IFS=: read -r line name; do
 		nincludes=$((nincludes + 1))
+		if [[ -n "${generated[$name]:-}" ]]; then
+			[[ " ${generated[$name]} " == *" $f "* ]] ||
+				say "a header the Makefile generates; only ${generated[$name]} may include it"
+			continue
+		fi
 		resolve "$f" "$name"
 		if [[ -n "$ambiguous" ]]; then
 			say "a header name must resolve to exactly one file in the tree; this one names $ambiguous"

@@ -173,6 +173,7 @@ CMD_RULE="worker/cmd includes only include/, worker/*.h (not *_private.h) and wo
 MAIN_RULE="main.c includes only include/, worker/*.h (not *_private.h) and, of worker/cmd, cmd.h"
 SUPPORT_RULE="tests/support includes only include/ and tests/support"
 UNIQUE_RULE="a header name must resolve to exactly one file in the tree"
+GENERATED_RULE="a header the Makefile generates; only worker/cmd/version.c may include it"
 PRIVATE_RULE="worker/migrate_private.h is private to worker/migrate.c and worker/migrate_apply.c"
 
 # include_case NAME FILE HEADER RULE: FILE of the clean tree including HEADER
@@ -211,6 +212,7 @@ a base header includes ecw_config.h             | include/ecw_log.h             
 a seam includes a daemon header                 | include/ecw_storage.h            | runtime.h           | $INCLUDE_RULE
 test support includes jobs' private header      | tests/support/test_jobs.c        | jobs_private.h      | $SUPPORT_RULE
 an include that names no file                   | worker/runtime.c                 | nowhere.h           | $UNIQUE_RULE; this one names none
+the generated build header outside version.c    | worker/cmd/run.c                 | ecw_build_info.h    | $GENERATED_RULE
 EOF
 
 # Through another header: reported once, where the forbidden one is pulled in.

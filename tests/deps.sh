@@ -2,9 +2,10 @@
 # deps.sh apt PKG... | node | promtool DIR
 # Installs what a fresh Debian machine lacks, and nothing when all is there,
 # so a second `make deps` costs a few dpkg queries.
-# promtool: DIR/usr/bin/promtool taken out of Debian's prometheus package
-# without installing it (installing would enable and start a Prometheus
-# server on the machine); the tests need only promtool, a static binary.
+# promtool: DIR/usr/bin/promtool taken out of Debian's promtool package
+# (Debian 13) or prometheus package (Debian 12) without installing it
+# (installing prometheus would enable and start a Prometheus server on the
+# machine); the tests need only promtool, a static binary.
 set -euo pipefail
 
 sudo_if_needed() {
@@ -42,12 +43,16 @@ promtool)
 	tmp="$(mktemp -d)"
 	trap 'rm -rf "$tmp"' EXIT
 	chmod 755 "$tmp" # apt downloads as its own user
-	if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+	# Debian 13 ships promtool in a package of its own; Debian 12 only in
+	# prometheus.
+	apt-cache show promtool >/dev/null 2>&1 || sudo_if_needed apt-get update -qq
+	if apt-cache show promtool >/dev/null 2>&1; then pkg=promtool; else pkg=prometheus; fi
+	if ! (cd "$tmp" && apt-get download -qq "$pkg" >/dev/null 2>&1); then
 		sudo_if_needed apt-get update -qq # a machine whose package lists were cleared
-		(cd "$tmp" && apt-get download -qq prometheus >/dev/null)
+		(cd "$tmp" && apt-get download -qq "$pkg" >/dev/null)
 	fi
 	mkdir -p "$dir"
-	dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/root"
+	dpkg-deb -x "$tmp/$pkg"_*.deb "$tmp/root"
 	install -D -m 755 "$tmp/root/usr/bin/promtool" "$dir/usr/bin/promtool"
 	;;
 *)

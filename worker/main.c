@@ -18,14 +18,6 @@ struct command {
 
 static void usage(FILE *file);
 
-static int cmd_version(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	printf("ecworker %s\n", ECW_VERSION);
-	return 0;
-}
-
 static int cmd_help(int argc, char **argv)
 {
 	(void)argc;
@@ -47,7 +39,7 @@ static const struct command commands[] = {
 	{"audit", ecw_cmd_audit, "compare derived data with its sources; --repair fixes it"},
 	{"index", ecw_cmd_index, "index get JOB VALUE: print the list an index-list job keeps"},
 	{"migrate", ecw_cmd_migrate, "apply the configured migrations once (migrate status: their state)"},
-	{"version", cmd_version, "print the version"},
+	{"version", ecw_cmd_version, "the version, commit and library versions"},
 	{"help", cmd_help, "this text"},
 	{NULL, NULL, NULL},
 };

@@ -951,15 +951,19 @@ static void conn_close_oldest(struct ecw_metrics_server *s, size_t i)
  * count it. */
 static void conn_started(struct ecw_metrics_server *s, struct MHD_Connection *c)
 {
-	const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	const union MHD_ConnectionInfo *addr = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const union MHD_ConnectionInfo *info;
 	struct conn_slot slot = {.conn = c, .seq = s->next_seq++};
 	size_t same = 0, oldest_same = 0, oldest = 0;
 
-	if (!fd) /* not expected; libmicrohttpd's own limits still hold */
-		return;
-	slot.fd = fd->connect_fd;
-	slot_address(&slot, addr ? addr->client_addr : NULL);
+	/* Each answer is read before the next question: libmicrohttpd 1.0
+	 * (Debian 13) answers every MHD_get_connection_info in one per-connection
+	 * union, so a second call overwrites the first answer (0.9, Debian 12,
+	 * did not). */
+	if (!(info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)))
+		return; /* not expected; libmicrohttpd's own limits still hold */
+	slot.fd = info->connect_fd;
+	info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	slot_address(&slot, info ? info->client_addr : NULL);
 	for (size_t i = 0; i < s->nconns; i++) {
 		if (s->conns[i].seq < s->conns[oldest].seq)
 			oldest = i;

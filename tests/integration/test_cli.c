@@ -12,7 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <curl/curl.h>
+
+#include "ecw_build_info.h"
 #include "ecw_codec.h"
+#include "ecw_version.h"
 
 static int cli_setup(void **state)
 {
@@ -538,6 +542,47 @@ static void test_cli__unknown_command_exits_2(void **state)
 	proc_assert_logs_clean();
 }
 
+/* ---- version ------------------------------------------------------------------------------ */
+
+/* `ecworker --version` and `ecworker version`: the version of
+ * include/ecw_version.h, the commit and compiler of this build (the header the
+ * Makefile wrote for both binaries), and each library's version at build time
+ * beside the one loaded (libcurl's and json-c's as this process sees them). */
+static void test_cli__version_names_commit_and_libraries(void **state)
+{
+	(void)state;
+	static const char *spellings[] = {"--version", "version"};
+	char want[256];
+
+	for (size_t i = 0; i < 2; i++) {
+		char *out = NULL;
+		const char *args[] = {spellings[i], NULL};
+
+		run_expect(&out, NULL, "cli-version", args, NULL, 0);
+		snprintf(want, sizeof(want), "ecworker %s\ncommit %s\ncompiler %s\n", ECW_VERSION,
+		         ECW_BUILD_COMMIT, ECW_BUILD_COMPILER);
+		ITEST_CHECK(strncmp(out, want, strlen(want)) == 0, "%s printed:\n%s\nwanted it to start:\n%s",
+		            spellings[i], out, want);
+		ITEST_CHECK(strcmp(ECW_BUILD_COMMIT, "unknown") != 0,
+		            "built in a clone, the commit is known");
+		snprintf(want, sizeof(want), "  libcurl        %s / %s\n", ECW_BUILT_WITH_LIBCURL,
+		         curl_version_info(CURLVERSION_NOW)->version);
+		ITEST_CHECK(strstr(out, want), "%s printed:\n%s\nwithout: %s", spellings[i], out, want);
+		snprintf(want, sizeof(want), "  json-c         %s / %s\n", ECW_BUILT_WITH_JSON_C,
+		         json_c_version());
+		ITEST_CHECK(strstr(out, want), "%s printed:\n%s\nwithout: %s", spellings[i], out, want);
+		for (const char *lib = "openssl\0libyaml\0expat\0libmicrohttpd\0"; *lib;
+		     lib += strlen(lib) + 1) {
+			const char *at = strstr(out, lib);
+			ITEST_CHECK(at && strstr(at, " / ") && strchr(at, '\n') > strstr(at, " / ") + 3,
+			            "%s printed:\n%s\nno versions for %s", spellings[i], out, lib);
+		}
+		free(out);
+	}
+	const char *extra[] = {"version", "extra", NULL};
+	run_expect(NULL, NULL, "cli-version-extra", extra, NULL, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -563,6 +608,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_cli__enqueue_refuses_bad_input, cli_setup, cli_teardown),
 	    cmocka_unit_test_setup_teardown(test_cli__help_exits_0, cli_setup, cli_teardown),
 	    cmocka_unit_test_setup_teardown(test_cli__unknown_command_exits_2, cli_setup, cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__version_names_commit_and_libraries, cli_setup,
+	                                    cli_teardown),
 	};
 	/* ECW_TEST_FILTER=test_cli__sig* runs only the matching cases. */
 	if (getenv("ECW_TEST_FILTER"))

@@ -78,21 +78,49 @@ static char *one_line(void)
 	return all;
 }
 
-/* Strict parse of one JSON object (trailing newline allowed, nothing else). */
-static json_object *parse_json(const char *line)
+/* One parse of line[0..n) with flags: the object, or NULL when it is not
+ * exactly one JSON object. */
+static json_object *parse_with(const char *line, size_t n, int flags)
 {
 	struct json_tokener *tok = json_tokener_new();
-	size_t n = strlen(line);
 	json_object *j;
 
 	assert_non_null(tok);
+	json_tokener_set_flags(tok, flags);
+	j = json_tokener_parse_ex(tok, line, (int)n);
+	if (j && (json_tokener_get_parse_end(tok) != n || !json_object_is_type(j, json_type_object))) {
+		json_object_put(j);
+		j = NULL;
+	}
+	json_tokener_free(tok);
+	return j;
+}
+
+/* Strict parse of one JSON object (trailing newline allowed, nothing else),
+ * in two passes, because json-c 0.18's strict mode (Debian 13) refuses every
+ * byte above 0x7f in a string (json-c issues #875, #892): the line's UTF-8 is
+ * validated by a lenient parse, and its syntax (escaped control characters,
+ * no NaN, no trailing commas) by a strict parse of a copy whose non-ASCII
+ * bytes are replaced by 'x'. */
+static json_object *parse_json(const char *line)
+{
+	size_t n = strlen(line);
+	json_object *j, *ascii_only;
+	char *copy;
+
 	if (n > 0 && line[n - 1] == '\n')
 		n--;
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-	j = json_tokener_parse_ex(tok, line, (int)n);
-	if (!j || json_tokener_get_parse_end(tok) != n || !json_object_is_type(j, json_type_object))
+	copy = strndup(line, n);
+	assert_non_null(copy);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)copy[i] >= 0x80)
+			copy[i] = 'x';
+	ascii_only = parse_with(copy, n, JSON_TOKENER_STRICT);
+	free(copy);
+	j = parse_with(line, n, JSON_TOKENER_VALIDATE_UTF8);
+	if (!ascii_only || !j)
 		fail_msg("not one valid JSON object: [%s]", line);
-	json_tokener_free(tok);
+	json_object_put(ascii_only);
 	return j;
 }
 

@@ -25,6 +25,7 @@ int ecw_cmd_audit(int argc, char **argv);        /* audit.c */
 int ecw_cmd_index(int argc, char **argv);        /* index.c */
 int ecw_cmd_pause(int argc, char **argv);        /* pause.c */
 int ecw_cmd_resume(int argc, char **argv);       /* pause.c */
+int ecw_cmd_version(int argc, char **argv);      /* version.c */
 void ecw_poison_usage(FILE *file);
 
 struct ecw_config;
