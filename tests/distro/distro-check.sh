@@ -94,7 +94,7 @@ mkdir -p "$root/src"
 # ---- 3. build and test inside ----------------------------------------------------------
 
 if [ "$tests" = all ]; then
-	steps='make test'
+	steps='make test && make demo'
 else
 	steps='make --no-print-directory check-format check-deps && make --no-print-directory -j"$(nproc)" test-build &&
 	make --no-print-directory check-hardening && make --no-print-directory unit'

@@ -542,6 +542,39 @@ static void test_cli__unknown_command_exits_2(void **state)
 	proc_assert_logs_clean();
 }
 
+/* check-config reads the OTEL_* variables as run does at start: a bad one
+ * is exit 2 naming the variable (never an exporter header's value, which is
+ * a secret), a good endpoint is reported on. */
+static void test_cli__check_config_checks_otel_variables(void **state)
+{
+	struct itest *t = *state;
+	char path[640];
+	char *out = NULL, *err = NULL;
+
+	valid_config(path, sizeof(path), t, "cli-otel");
+	const char *args[] = {"check-config", "-c", path, NULL};
+	const char *bad_protocol[] = {"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318",
+	                              "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", NULL};
+	run_expect(NULL, &err, "cli-otel-protocol", args, bad_protocol, 2);
+	ITEST_CHECK(strstr(err, "OTEL_EXPORTER_OTLP_PROTOCOL"), "stderr: %s", err);
+	free(err);
+	const char *bad_header[] = {"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318",
+	                            "OTEL_EXPORTER_OTLP_HEADERS=api-key=sekrit-value,broken", NULL};
+	run_expect(&out, &err, "cli-otel-headers", args, bad_header, 2);
+	ITEST_CHECK(strstr(err, "OTEL_EXPORTER_OTLP_HEADERS") && !strstr(err, "sekrit") &&
+	                !strstr(out, "sekrit"),
+	            "stdout: %s\nstderr: %s", out, err);
+	free(out);
+	free(err);
+	const char *good[] = {"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318", NULL};
+	run_expect(&out, NULL, "cli-otel-good", args, good, 0);
+	ITEST_CHECK(strstr(out, "OTLP trace export on"), "stdout: %s", out);
+	free(out);
+	run_expect(&out, NULL, "cli-otel-none", args, NULL, 0);
+	ITEST_CHECK(!strstr(out, "OTLP"), "stdout: %s", out);
+	free(out);
+}
+
 /* ---- version ------------------------------------------------------------------------------ */
 
 /* `ecworker --version` and `ecworker version`: the version of
@@ -608,6 +641,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_cli__enqueue_refuses_bad_input, cli_setup, cli_teardown),
 	    cmocka_unit_test_setup_teardown(test_cli__help_exits_0, cli_setup, cli_teardown),
 	    cmocka_unit_test_setup_teardown(test_cli__unknown_command_exits_2, cli_setup, cli_teardown),
+	    cmocka_unit_test_setup_teardown(test_cli__check_config_checks_otel_variables, cli_setup,
+	                                    cli_teardown),
 	    cmocka_unit_test_setup_teardown(test_cli__version_names_commit_and_libraries, cli_setup,
 	                                    cli_teardown),
 	};
