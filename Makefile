@@ -432,7 +432,8 @@ image-test: deps
 # formatted by one fails check-format under the other there, and only there;
 # check-format prints the version it ran for that reason. Format with the
 # version CI runs (Debian 12: 14), or keep such macros between
-# /* clang-format off */ and /* clang-format on */ so that both agree.
+# /* clang-format off */ and /* clang-format on */ so that both agree (the
+# tree does: make distro-check DISTRO=trixie runs check-format with 19).
 # CLANG_FORMAT=clang-format-19 picks another installed one.
 
 # Every C file the project writes, in every folder: what format rewrites and
