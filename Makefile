@@ -384,9 +384,13 @@ install: $(BUILD)/ecworker
 	install -m 644 deploy/README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/DEPLOYMENT.md
 
 # ---- container image and deployment files (deploy/) ----------------------
-#   make image        build deploy/Dockerfile with podman as $(IMAGE)
-#   make image-bases  debian:bookworm and bookworm-slim made locally (debootstrap),
+#   make image        build deploy/Dockerfile with podman as $(IMAGE), then add
+#                     the SBOM labels (deploy/image-sbom-label.sh)
+#   make image-pin    pin the Dockerfile's base images (BUILD_IMAGE, RUNTIME_IMAGE)
+#                     to the digests a registry reports now (deploy/image-pin.sh)
+#   make image-bases  debian:trixie and trixie-slim made locally (debootstrap),
 #                     for machines that reach Debian's packages but no registry
+#                     (IMAGE_RELEASE=bookworm for bookworm and bookworm-slim)
 #   make image-test   the image against a real Azurite, and every manifest checked
 
 IMAGE ?= localhost/ecworker:dev
@@ -395,8 +399,12 @@ IMAGE_CONTEXT ?= .
 # docker format: OCI images have no HEALTHCHECK. chroot isolation: builds on
 # hosts where the OCI runtime cannot make containers (see deploy/README.md).
 IMAGE_BUILD_FLAGS ?= --isolation=chroot --format docker --layers
+# The base images; empty keeps the Dockerfile's pinned defaults.
+BUILD_IMAGE ?=
+RUNTIME_IMAGE ?=
+IMAGE_RELEASE ?= trixie
 
-.PHONY: image image-bases image-test print-version
+.PHONY: image image-bases image-pin image-test print-version
 
 print-version:
 	@echo $(VERSION)
@@ -404,11 +412,18 @@ print-version:
 image:
 	@command -v podman >/dev/null || { echo "make image: podman is not installed (apt-get install podman buildah)" >&2; exit 1; }
 	podman build $(IMAGE_BUILD_FLAGS) -f deploy/Dockerfile -t $(IMAGE) \
+		$(if $(BUILD_IMAGE),--build-arg BUILD_IMAGE="$(BUILD_IMAGE)") \
+		$(if $(RUNTIME_IMAGE),--build-arg RUNTIME_IMAGE="$(RUNTIME_IMAGE)") \
+		--build-arg VERSION="$(VERSION)" \
 		--build-arg REVISION="$$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
 		--build-arg CREATED="$$(date -u +%Y-%m-%dT%H:%M:%SZ)" $(IMAGE_CONTEXT)
+	@IMAGE_BUILD_FLAGS="$(IMAGE_BUILD_FLAGS)" ./deploy/image-sbom-label.sh $(IMAGE)
+
+image-pin:
+	@./deploy/image-pin.sh deploy/Dockerfile
 
 image-bases:
-	@./tests/image/base-images.sh build/image
+	@./tests/image/base-images.sh build/image $(IMAGE_RELEASE)
 
 image-test: deps
 	@./tests/image/image-test.sh

@@ -1,42 +1,50 @@
 #!/usr/bin/env bash
-# base-images.sh CACHE_DIR: makes debian:bookworm and debian:bookworm-slim
-# available to podman on a machine that reaches Debian's package repository
-# but no image registry. One `debootstrap --variant=minbase bookworm` root
-# filesystem becomes both: imported as is for bookworm, and trimmed the way
-# the official slim variant is (no docs, man pages or locales, and a dpkg
-# configuration that keeps them out of later installs) for bookworm-slim.
+# base-images.sh CACHE_DIR [RELEASE]: makes debian:RELEASE and
+# debian:RELEASE-slim (RELEASE trixie, the default, or bookworm) available to
+# podman on a machine that reaches Debian's package repository but no image
+# registry. One `debootstrap --variant=minbase RELEASE` root filesystem becomes
+# both: imported as is for RELEASE, and trimmed the way the official slim
+# variant is (no docs, man pages or locales, and a dpkg configuration that
+# keeps them out of later installs) for RELEASE-slim.
 # Each is imported as localhost/debian:TAG and tagged docker.io/library/debian:TAG,
-# so an unchanged `FROM debian:TAG` resolves to it without a pull.
-# The root filesystems are cached as tarballs in CACHE_DIR; nothing is done for
-# an image podman already has.
+# so an unchanged `FROM debian:TAG` (or the Dockerfile's default build
+# arguments) resolves to it without a pull.
+# The root filesystems are cached as tarballs in CACHE_DIR (RELEASE.tar,
+# RELEASE-slim.tar); nothing is done for an image podman already has.
 set -euo pipefail
 
-cache="${1:?usage: base-images.sh CACHE_DIR}"
+usage="usage: base-images.sh CACHE_DIR [trixie|bookworm]"
+cache="${1:?$usage}"
+release="${2:-trixie}"
+case "$release" in
+trixie | bookworm) ;;
+*) echo "base images: unknown release '$release' ($usage)" >&2; exit 2 ;;
+esac
 mkdir -p "$cache"
 cache="$(cd "$cache" && pwd)"
 
 have_image() { podman image exists "docker.io/library/debian:$1"; }
 
-if have_image bookworm && have_image bookworm-slim; then
-	echo "base images: debian:bookworm and debian:bookworm-slim already present"
+if have_image "$release" && have_image "$release-slim"; then
+	echo "base images: debian:$release and debian:$release-slim already present"
 	exit 0
 fi
 
 # The sources list of the official images (deb822), so `apt-get update` in a
-# build sees bookworm, its updates and its security updates.
+# build sees the release, its updates and its security updates.
 write_sources() {
 	rm -f "$1/etc/apt/sources.list"
 	mkdir -p "$1/etc/apt/sources.list.d"
-	cat >"$1/etc/apt/sources.list.d/debian.sources" <<'SOURCES'
+	cat >"$1/etc/apt/sources.list.d/debian.sources" <<SOURCES
 Types: deb
 URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
+Suites: $release $release-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb
 URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
+Suites: $release-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SOURCES
@@ -59,7 +67,8 @@ CONF
 }
 
 # The slim variant: files under these paths are removed now and never
-# unpacked later (dpkg path-exclude), as in the official bookworm-slim.
+# unpacked later (dpkg path-exclude), as in the official bookworm-slim and
+# trixie-slim.
 slim_down() {
 	local root="$1"
 	mkdir -p "$root/etc/dpkg/dpkg.cfg.d"
@@ -82,13 +91,14 @@ CONF
 }
 
 make_rootfs_tars() {
-	local root="$cache/rootfs"
+	local root="$cache/rootfs-$release"
 	command -v debootstrap >/dev/null || { echo "base images: debootstrap is not installed" >&2; exit 1; }
 	rm -rf "$root"
-	echo "base images: debootstrap --variant=minbase bookworm (about 30 s; log $cache/debootstrap.log)"
-	if ! debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$cache/debootstrap.log" 2>&1; then
-		tail -n 20 "$cache/debootstrap.log" >&2
-		echo "base images: debootstrap failed (full log: $cache/debootstrap.log)" >&2
+	local log="$cache/debootstrap-$release.log"
+	echo "base images: debootstrap --variant=minbase $release (about 30 s; log $log)"
+	if ! debootstrap --variant=minbase "$release" "$root" http://deb.debian.org/debian >"$log" 2>&1; then
+		tail -n 20 "$log" >&2
+		echo "base images: debootstrap failed (full log: $log)" >&2
 		exit 1
 	fi
 	write_sources "$root"
@@ -96,21 +106,21 @@ make_rootfs_tars() {
 	rm -rf "$root/var/cache/apt/archives/"*.deb "$root/var/lib/apt/lists/"* "$root/var/log/"*.log \
 		"$root/var/cache/apt/"*.bin
 	# Containers get /dev, /proc and /sys from the runtime.
-	tar --numeric-owner -C "$root" -cf "$cache/bookworm.tar.tmp" . && mv "$cache/bookworm.tar.tmp" "$cache/bookworm.tar"
+	tar --numeric-owner -C "$root" -cf "$cache/$release.tar.tmp" . && mv "$cache/$release.tar.tmp" "$cache/$release.tar"
 	slim_down "$root"
-	tar --numeric-owner -C "$root" -cf "$cache/bookworm-slim.tar.tmp" . && mv "$cache/bookworm-slim.tar.tmp" "$cache/bookworm-slim.tar"
+	tar --numeric-owner -C "$root" -cf "$cache/$release-slim.tar.tmp" . && mv "$cache/$release-slim.tar.tmp" "$cache/$release-slim.tar"
 	rm -rf "$root"
 }
 
-if [[ ! -s "$cache/bookworm.tar" || ! -s "$cache/bookworm-slim.tar" ]]; then
+if [[ ! -s "$cache/$release.tar" || ! -s "$cache/$release-slim.tar" ]]; then
 	make_rootfs_tars
 fi
 
-for tag in bookworm bookworm-slim; do
+for tag in "$release" "$release-slim"; do
 	if ! have_image "$tag"; then
 		echo "base images: importing localhost/debian:$tag"
 		podman import --quiet --change 'CMD ["bash"]' "$cache/$tag.tar" "localhost/debian:$tag" >/dev/null
 		podman tag "localhost/debian:$tag" "docker.io/library/debian:$tag"
 	fi
 done
-podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep 'debian:bookworm' || true
+podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep "debian:$release" || true
