@@ -191,7 +191,9 @@ ok "the image is Debian $debian ($codename)"
 vout="$(in_image ecworker --version 2>&1)" || die "ecworker --version failed in the image: $vout"
 vbin="$(sed -n '1s/^ecworker \([^ ,;()]*\).*/\1/p' <<<"$vout")"
 [[ "$vbin" == "$version" ]] || die "ecworker --version in the image says '$vout', not version $version"
-ok "ecworker --version in the image: $(head -n 1 <<<"$vout") (= the Makefile's and the label's)"
+grep -qx "commit $revision" <<<"$vout" || die "ecworker --version in the image does not name commit $revision (the revision label): $vout"
+grep -q '^  libcurl  *[0-9][^ ]* / [0-9]' <<<"$vout" || die "ecworker --version in the image names no libcurl versions: $vout"
+ok "ecworker --version in the image: $(head -n 1 <<<"$vout"), commit = the revision label, library versions"
 
 # The SBOM: the file, against dpkg's own list and against the labels.
 in_image cat "$SBOM" >"$WORK/sbom.spdx.json" || die "the image has no $SBOM"
