@@ -14,6 +14,9 @@
 #                   Azurite, side by side with an official-SDK worker (BENCH_RUNS=N,
 #                   BENCH_QUICK=1; see tests/bench/bench.js)
 #   make install    PREFIX=/usr/local DESTDIR=
+#   make deb        build/deb/ecworker_<version>_<arch>.deb; make deb-check: lintian;
+#                   make deb-test: installed in a fresh root filesystem, run
+#                   against Azurite (see deploy/README.md, "Debian package")
 #   make format     clang-format every C file; make check-format, make check-deps,
 #                   make check-hardening: the checks make test runs (see "style"
 #                   below, CONTRIBUTING.md)

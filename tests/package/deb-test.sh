@@ -48,7 +48,9 @@ die() {
 [[ "$(id -u)" == 0 ]] || die "deb-test needs root (debootstrap, chroot, mounts)"
 version="$(dpkg-deb -f "$DEB" Version)"
 . /etc/os-release
-release="${VERSION_CODENAME:?no VERSION_CODENAME in /etc/os-release}"
+# DEB_TEST_RELEASE=trixie: another release's root filesystem, for a package
+# built on that release (its Depends name that release's libraries).
+release="${DEB_TEST_RELEASE:-${VERSION_CODENAME:?no VERSION_CODENAME in /etc/os-release}}"
 arch="$(dpkg --print-architecture)"
 
 # ---- mounts and cleanup -----------------------------------------------------
