@@ -14,6 +14,9 @@
 #                   Azurite, side by side with an official-SDK worker (BENCH_RUNS=N,
 #                   BENCH_QUICK=1; see tests/bench/bench.js)
 #   make install    PREFIX=/usr/local DESTDIR=
+#   make deb        build/deb/ecworker_<version>_<arch>.deb; make deb-check: lintian;
+#                   make deb-test: installed in a fresh root filesystem, run
+#                   against Azurite (see deploy/README.md, "Debian package")
 #   make format     clang-format every C file; make check-format, make check-deps,
 #                   make check-hardening: the checks make test runs (see "style"
 #                   below, CONTRIBUTING.md)
@@ -429,6 +432,55 @@ image-test: deps
 	@./tests/image/image-test.sh
 
 # ---- end of container image ----------------------------------------------
+
+# ---- Debian package (deploy/debian/) ---------------------------------------
+#   make deb        build/deb/ecworker_$(VERSION)_<arch>.deb from build/ecworker
+#                   (deploy/debian/build.sh: dpkg-deb --root-owner-group, the
+#                   Depends from dpkg-shlibdeps)
+#   make deb-check  lintian on it: any tag not overridden in
+#                   deploy/debian/lintian-overrides fails
+#   make deb-test   installs it into a fresh debootstrap root filesystem and runs
+#                   the unit's command lines against Azurite (tests/package/deb-test.sh)
+
+DEB_DIR := build/deb
+DEB     = $(DEB_DIR)/ecworker_$(VERSION)_$(shell dpkg --print-architecture).deb
+# lintian too: build.sh keeps only the overrides of tags this release's lintian knows.
+DEB_APT_PKGS := dpkg-dev man-db lintian
+
+.PHONY: deb deb-build deb-check deb-test
+
+# The build's libraries and dpkg-dev first (a sub-make, as for test: pkg-config
+# runs once they are there); then the normal hardened build, never the
+# sanitizer one.
+deb:
+ifeq ($(SANITIZE),1)
+	$(error make deb packages the normal build: run it without SANITIZE=1)
+endif
+	@./tests/deps.sh apt $(APT_PKGS) $(DEB_APT_PKGS)
+	@$(MAKE) --no-print-directory deb-build
+
+deb-build: $(BUILD)/ecworker
+	@$(MAKE) --no-print-directory check-hardening
+	@./deploy/debian/build.sh $(BUILD)/ecworker $(VERSION) $(DEB_DIR)
+
+# Any lintian tag up to info fails, pedantic ones are shown; the overridden
+# ones are listed after. As nobody when run as root and nobody can read the
+# package (lintian asks not to run as root).
+LINTIAN := lintian --fail-on error,warning,info --display-info --pedantic
+
+deb-check: deb
+	@echo "==== $$(lintian --version) on $(DEB)"
+	@if [ "$$(id -u)" = 0 ] && runuser -u nobody -- test -r $(DEB); then \
+		runuser -u nobody -- $(LINTIAN) $(DEB); else $(LINTIAN) $(DEB); fi
+	@echo "==== lintian: no tag; overridden (reasons in deploy/debian/lintian-overrides):"
+	@dpkg-deb --fsys-tarfile $(DEB) | tar -xOf - ./usr/share/lintian/overrides/ecworker 2>/dev/null | \
+		sed -n 's/^ecworker: /   /p'
+
+deb-test: deps deb-check
+	@./tests/deps.sh apt debootstrap util-linux systemd
+	@./tests/package/deb-test.sh $(DEB)
+
+# ---- end of Debian package -------------------------------------------------
 
 # ---- style -------------------------------------------------------------------
 #   make format        rewrites FORMAT_SRCS with clang-format and the committed
