@@ -38,7 +38,7 @@ die() {
 cl_version="$(dpkg-parsechangelog -l "$HERE/changelog" -S Version)"
 [[ "$cl_version" == "$version" ]] ||
 	die "deploy/debian/changelog's top entry is $cl_version, the version is $version: add an entry"
-bin_version="$("$binary" --version)"
+bin_version="$("$binary" --version | head -n 1)"
 [[ "$bin_version" == "ecworker $version" ]] || die "$binary --version says '$bin_version', not 'ecworker $version'"
 arch="$(dpkg --print-architecture)"
 # Every file's time and the man page's date: the changelog's, so two builds

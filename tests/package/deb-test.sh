@@ -188,8 +188,12 @@ grep -q '^DynamicUser' "$unit" && die "the unit still has DynamicUser"
 ok "every directive of deploy/systemd/ecworker.service in the installed unit, User= and Group= ecworker"
 
 got="$(in_root ecworker --version)"
-[[ "$got" == "ecworker $version" ]] || die "ecworker --version in the root filesystem says '$got', not 'ecworker $version'"
-ok "ecworker --version: $got (the package's version)"
+[[ "$(head -n 1 <<<"$got")" == "ecworker $version" ]] ||
+	die "ecworker --version in the root filesystem says '$got', not 'ecworker $version'"
+commit="$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+grep -Eq "^commit $commit(-dirty)?\$" <<<"$got" || die "ecworker --version names no commit $commit: $got"
+grep -q '^  libcurl  *[0-9][^ ]* / [0-9]' <<<"$got" || die "ecworker --version names no libcurl versions: $got"
+ok "ecworker --version: $(head -n 1 <<<"$got") (the package's version), commit $commit, library versions"
 
 # ---- 3. the installed unit at work ------------------------------------------------
 
