@@ -137,6 +137,12 @@ static struct family f_otlp_exported = {
 	.help = "Spans the OTLP collector accepted.",
 	.nlabels = 0,
 };
+static struct family f_otlp_retries = {
+	.name = "ecw_otlp_export_retries_total",
+	.help = "OTLP export requests sent again after the collector answered 429, 502, 503 or 504, or "
+		"not at all.",
+	.nlabels = 0,
+};
 static struct family f_otlp_dropped = {
 	.name = "ecw_otlp_spans_dropped_total",
 	.help = "Spans not exported, by reason: queue_full (the export queue was full), export_failed (the "
@@ -441,12 +447,23 @@ void ecw_metrics_otlp_dropped(const char *reason, int64_t spans)
 	pthread_mutex_unlock(&g_lock);
 }
 
+void ecw_metrics_otlp_retry(void)
+{
+	struct series *s;
+
+	pthread_mutex_lock(&g_lock);
+	if ((s = series_get(&f_otlp_retries, NULL, NULL)))
+		s->count++;
+	pthread_mutex_unlock(&g_lock);
+}
+
 void ecw_metrics_otlp_declare(void)
 {
 	static const char *const reasons[] = {"queue_full", "export_failed", "shutdown"};
 
 	pthread_mutex_lock(&g_lock);
 	(void)series_get(&f_otlp_exported, NULL, NULL);
+	(void)series_get(&f_otlp_retries, NULL, NULL);
 	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
 		(void)series_get(&f_otlp_dropped, reasons[i], NULL);
 	pthread_mutex_unlock(&g_lock);
@@ -581,6 +598,7 @@ void ecw_metrics_reset(void)
 	family_clear(&f_scheduled);
 	family_clear(&f_otlp_exported);
 	family_clear(&f_otlp_dropped);
+	family_clear(&f_otlp_retries);
 	family_clear(&f_audit_drift);
 	family_clear(&f_audit_last_run);
 	family_clear(&f_audit_period);
@@ -715,7 +733,7 @@ char *ecw_metrics_render(void)
 	    (err = render_family(&b, &f_audit_period)) < 0 ||
 	    (err = render_family(&b, &f_queue_messages)) < 0 || (err = render_family(&b, &f_queue_age)) < 0 ||
 	    (err = render_family(&b, &f_paused)) < 0 || (err = render_family(&b, &f_otlp_exported)) < 0 ||
-	    (err = render_family(&b, &f_otlp_dropped)) < 0)
+	    (err = render_family(&b, &f_otlp_dropped)) < 0 || (err = render_family(&b, &f_otlp_retries)) < 0)
 		goto unlock;
 	if ((err = add_header(&b, "ecw_jobs_in_flight",
 			      "Messages held now: running, or waiting for a job thread (prefetch).",

@@ -48,6 +48,9 @@ void ecw_metrics_audit(const char *job, int64_t finished_s, const char *const *k
  * "shutdown"). Declared (at 0) when the exporter starts. */
 void ecw_metrics_otlp_exported(int64_t spans);
 void ecw_metrics_otlp_dropped(const char *reason, int64_t spans);
+/* A batch sent again after the collector answered 429/502/503/504 or not at
+ * all (ecw_otlp_export_retries_total). */
+void ecw_metrics_otlp_retry(void);
 void ecw_metrics_otlp_declare(void);
 
 /* Puts the series alerts need at 0 before anything happened: each poison

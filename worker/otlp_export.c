@@ -4,8 +4,18 @@
  * The job threads only ever take the ring's lock to copy a span in: the
  * thread copies a batch out under the lock and sends it without it, so a
  * slow or absent collector costs the jobs nothing but dropped spans. The
- * collector's answer is untrusted: only its status is read, its body is
- * discarded and capped (RESPONSE_MAX), redirects are not followed.
+ * collector's answer is untrusted: only its status and a Retry-After are
+ * read, its body is discarded and capped (RESPONSE_MAX), redirects are not
+ * followed.
+ *
+ * A batch the collector could not take for now is tried again, as the OTLP
+ * specification asks: on 429, 502, 503 or 504, or when no answer came
+ * (refused, reset, timed out). At most RETRY_MAX times, after a full-jitter
+ * backoff (RETRY_BASE_MS doubling per try) or the collector's Retry-After
+ * (seconds, capped), waited on the condition variable so that a stop cuts
+ * it short. Spans keep arriving in the ring meanwhile (dropped and counted
+ * when it is full), so a collector that is down costs memory nothing beyond
+ * the ring. Any other answer drops the batch at once.
  *
  * libcurl stays in this file; its errors are turned into a word for the
  * log here. The URL and headers are never logged (a URL may hold user
@@ -16,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "ecw_buf.h"
@@ -31,6 +42,15 @@
 /* A failed export is logged at most this often (a collector that is down
  * would otherwise log once per batch). */
 #define FAIL_LOG_EVERY_MS 60000
+#define RETRY_MAX 3
+#define RETRY_BASE_MS 1000
+#define RETRY_AFTER_MAX_MS 30000
+
+enum send_result {
+	SENT,
+	SEND_AGAIN, /* not taken for now: may be tried again */
+	SEND_FAILED,
+};
 
 struct ecw_otlp_exporter {
 	struct ecw_otlp_config cfg;
@@ -50,6 +70,8 @@ struct ecw_otlp_exporter {
 	struct ecw_otlp_span *batch; /* the thread's: cfg.max_batch slots */
 	struct ecw_buf body, redacted;
 	int64_t last_fail_log_ms;
+	int64_t retry_after_ms; /* the last answer's Retry-After (-1: none) */
+	uint64_t jitter;        /* the backoff's random state */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -99,14 +121,30 @@ static void log_failure(struct ecw_otlp_exporter *e, const char *why, long statu
 	ecw_log_end(l);
 }
 
-/* POSTs spans[0..n) within timeout_ms; true when the collector took them
- * (2xx). */
-static bool send_batch(struct ecw_otlp_exporter *e, size_t n, int64_t timeout_ms)
+/* "Retry-After: <seconds>" of the collector's answer, capped; an HTTP date
+ * or anything else is ignored (the backoff applies). */
+static size_t read_header(char *p, size_t size, size_t n, void *payload)
 {
-	size_t seen = 0;
-	long status = 0;
-	CURLcode rc;
+	struct ecw_otlp_exporter *e = payload;
+	size_t len = size * n, i = 12;
+	int64_t secs = 0;
 
+	if (len < 13 || strncasecmp(p, "Retry-After:", 12) != 0)
+		return len;
+	while (i < len && (p[i] == ' ' || p[i] == '\t'))
+		i++;
+	if (i >= len || p[i] < '0' || p[i] > '9')
+		return len;
+	for (; i < len && p[i] >= '0' && p[i] <= '9'; i++)
+		if ((secs = secs * 10 + (p[i] - '0')) * 1000 > RETRY_AFTER_MAX_MS)
+			secs = RETRY_AFTER_MAX_MS / 1000;
+	e->retry_after_ms = secs * 1000;
+	return len;
+}
+
+/* Encodes spans[0..n) into e->redacted: false (logged) when it cannot. */
+static bool encode_batch(struct ecw_otlp_exporter *e, size_t n)
+{
 	ecw_buf_reset(&e->body);
 	ecw_buf_reset(&e->redacted);
 	/* The spans hold error texts: they leave the process redacted, as a
@@ -116,6 +154,19 @@ static bool send_batch(struct ecw_otlp_exporter *e, size_t n, int64_t timeout_ms
 		log_failure(e, "the batch could not be encoded (out of memory)", 0, n);
 		return false;
 	}
+	return true;
+}
+
+/* POSTs the encoded batch of n spans within timeout_ms. A failure is logged
+ * only when it is the last try (last). */
+static enum send_result post_batch(struct ecw_otlp_exporter *e, size_t n, int64_t timeout_ms, bool last)
+{
+	size_t seen = 0;
+	long status = 0;
+	CURLcode rc;
+	bool again;
+
+	e->retry_after_ms = -1;
 	curl_easy_setopt(e->curl, CURLOPT_POSTFIELDS, e->redacted.ptr);
 	curl_easy_setopt(e->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)e->redacted.len);
 	curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)(timeout_ms > 0 ? timeout_ms : 1));
@@ -124,11 +175,79 @@ static bool send_batch(struct ecw_otlp_exporter *e, size_t n, int64_t timeout_ms
 	if (rc == CURLE_OK || rc == CURLE_WRITE_ERROR)
 		curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
 	if (status >= 200 && status < 300)
-		return true;
-	log_failure(
-		e, rc != CURLE_OK && status == 0 ? curl_easy_strerror(rc) : "the collector refused the batch",
-		status, n);
-	return false;
+		return SENT;
+	/* No answer (but not cut short by the stop), or one that says "later". */
+	again = status == 0 ? rc != CURLE_ABORTED_BY_CALLBACK
+			    : status == 429 || status == 502 || status == 503 || status == 504;
+	if (!again || last)
+		log_failure(e,
+			    rc != CURLE_OK && status == 0 ? curl_easy_strerror(rc)
+							  : "the collector refused the batch",
+			    status, n);
+	return again ? SEND_AGAIN : SEND_FAILED;
+}
+
+/* The wait before try number attempt + 1 (attempt >= 1): the collector's
+ * Retry-After, else a full-jitter backoff in [RETRY_BASE_MS / 2,
+ * RETRY_BASE_MS * 2^(attempt-1)]. */
+static int64_t backoff_ms(struct ecw_otlp_exporter *e, int attempt)
+{
+	int64_t cap = (int64_t)RETRY_BASE_MS << (attempt - 1);
+
+	if (e->retry_after_ms >= 0)
+		return e->retry_after_ms;
+	e->jitter = e->jitter * 6364136223846793005u + 1442695040888963407u; /* an LCG is enough here */
+	return RETRY_BASE_MS / 2 + (int64_t)((e->jitter >> 33) % (uint64_t)(cap - RETRY_BASE_MS / 2 + 1));
+}
+
+/* Waits ms before the next try: false when the exporter stops and the
+ * wait would end after the stop's flush deadline. Under e->mu. */
+static bool wait_to_retry(struct ecw_otlp_exporter *e, int64_t ms)
+{
+	int64_t until = ecw_now_ms() + ms, now;
+
+	while ((now = ecw_now_ms()) < until) {
+		if (e->stop && until > e->flush_until_ms)
+			return false;
+		ecw_cond_wait_ms(&e->cv, &e->mu, until - now);
+	}
+	return true;
+}
+
+/* Sends the n spans of e->batch, trying again as the top of the file says,
+ * and counts them exported or dropped. Called without e->mu, which it takes
+ * only to wait between tries. */
+static void deliver(struct ecw_otlp_exporter *e, size_t n)
+{
+	enum send_result r = SEND_FAILED;
+
+	if (encode_batch(e, n)) {
+		for (int attempt = 0;; attempt++) {
+			int64_t timeout;
+			bool go;
+
+			pthread_mutex_lock(&e->mu);
+			timeout = e->stop ? e->flush_until_ms - ecw_now_ms() : e->cfg.timeout_ms;
+			if (timeout > e->cfg.timeout_ms)
+				timeout = e->cfg.timeout_ms;
+			pthread_mutex_unlock(&e->mu);
+			if ((r = post_batch(e, n, timeout, attempt == RETRY_MAX)) != SEND_AGAIN ||
+			    attempt == RETRY_MAX)
+				break;
+			pthread_mutex_lock(&e->mu);
+			go = wait_to_retry(e, backoff_ms(e, attempt + 1));
+			pthread_mutex_unlock(&e->mu);
+			if (!go) {
+				log_failure(e, "the collector did not take the batch before the stop", 0, n);
+				break;
+			}
+			ecw_metrics_otlp_retry();
+		}
+	}
+	if (r == SENT)
+		ecw_metrics_otlp_exported((int64_t)n);
+	else
+		ecw_metrics_otlp_dropped("export_failed", (int64_t)n);
 }
 
 /* Takes up to max_batch spans off the ring (under e->mu). */
@@ -161,16 +280,9 @@ static void *export_thread(void *p)
 			continue;
 		}
 		size_t n = take_batch(e);
-		int64_t timeout = e->stop ? e->flush_until_ms - now : e->cfg.timeout_ms;
-		if (timeout > e->cfg.timeout_ms)
-			timeout = e->cfg.timeout_ms;
 		pthread_mutex_unlock(&e->mu);
-		if (n > 0) {
-			if (send_batch(e, n, timeout))
-				ecw_metrics_otlp_exported((int64_t)n);
-			else
-				ecw_metrics_otlp_dropped("export_failed", (int64_t)n);
-		}
+		if (n > 0)
+			deliver(e, n);
 		pthread_mutex_lock(&e->mu);
 		next_ms = ecw_now_ms() + e->cfg.schedule_delay_ms;
 	}
@@ -212,6 +324,8 @@ static int set_up_curl(struct ecw_otlp_exporter *e)
 	curl_easy_setopt(e->curl, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, discard_body);
+	curl_easy_setopt(e->curl, CURLOPT_HEADERFUNCTION, read_header);
+	curl_easy_setopt(e->curl, CURLOPT_HEADERDATA, e);
 	curl_easy_setopt(e->curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)RESPONSE_MAX);
 	curl_easy_setopt(e->curl, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(e->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -229,6 +343,7 @@ int ecw_otlp_exporter_new(struct ecw_otlp_exporter **out, const struct ecw_otlp_
 	if (!e)
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
 	e->cfg = *cfg;
+	e->jitter = (uint64_t)ecw_wall_ms() ^ (uint64_t)(uintptr_t)e;
 	pthread_mutex_init(&e->mu, NULL);
 	ecw_cond_init_monotonic(&e->cv);
 	ecw_buf_init(&e->body, BODY_MAX);

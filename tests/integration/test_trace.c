@@ -536,7 +536,8 @@ static void test_trace__otel_errors_stop_the_start(void **state)
 
 /* 20 messages with a collector that is down (refused) or never answers:
  * all succeed as fast as without one, the worker stops within its flush
- * deadline, and the spans are counted as dropped. */
+ * deadline, and the spans are counted as dropped (after their retries,
+ * ecw_otlp_export_retries_total, when refused). */
 static void collector_down(struct rtfx *r, const char *name, int port, const char *reason)
 {
 	struct proc p;
@@ -560,7 +561,8 @@ static void collector_down(struct rtfx *r, const char *name, int port, const cha
 	/* a span waiting on a 60 s export would take minutes */
 	ITEST_CHECK(itest_now_ms() - t0 < 15000, "20 messages took %lld ms",
 	            (long long)(itest_now_ms() - t0));
-	for (int i = 0; i < 100; i++) {
+	/* A refused batch is tried 3 more times first (up to 1 + 2 + 4 s). */
+	for (int i = 0; i < 200; i++) {
 		free(page);
 		page = NULL;
 		assert_int_equal(proc_http_get(&page, mport, "/metrics"), 200);
@@ -573,6 +575,8 @@ static void collector_down(struct rtfx *r, const char *name, int port, const cha
 	char label[64];
 	snprintf(label, sizeof(label), "reason=\"%s\"", reason);
 	ITEST_CHECK(proc_metric(page, "ecw_otlp_spans_dropped_total", NULL, label, NULL) > 0, "%s", page);
+	if (strcmp(reason, "export_failed") == 0)
+		ITEST_CHECK(proc_metric(page, "ecw_otlp_export_retries_total", NULL, NULL) >= 3, "%s", page);
 	assert_true(proc_metric(page, "ecw_otlp_spans_exported_total", NULL, NULL) == 0);
 	free(page);
 	t0 = itest_now_ms();

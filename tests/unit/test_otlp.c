@@ -338,49 +338,78 @@ struct stub {
 	bool answer;         /* false: accept, read, never answer */
 	char request[65536]; /* the first request, head and body */
 	size_t len;
+	/* The answers, one a connection: "HTTP/1.1 ..." heads (the last one
+	 * repeats); none: 200. */
+	const char *const *answers;
+	size_t nanswers;
+	int requests;     /* connections answered */
+	int64_t at_ms[8]; /* when the first ones came */
 	pthread_t tid;
 };
+
+/* Reads one request from c into s->request (the first one only is kept):
+ * until its Content-Length bytes of body are in. */
+static void stub_read_request(struct stub *s, int c)
+{
+	char buf[65536];
+	size_t len = 0;
+	ssize_t n;
+
+	for (;;) {
+		n = read(c, buf + len, sizeof(buf) - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		buf[len] = '\0';
+		const char *head_end = strstr(buf, "\r\n\r\n"), *cl = strcasestr(buf, "content-length:");
+		if (head_end && cl && len - (size_t)(head_end + 4 - buf) >= (size_t)atol(cl + 15))
+			break;
+	}
+	if (s->requests == 0) {
+		memcpy(s->request, buf, len + 1);
+		s->len = len;
+	}
+}
 
 static void *stub_thread(void *p)
 {
 	struct stub *s = p;
-	int c = accept(s->fd, NULL, NULL);
-	ssize_t n;
+	int c;
 
-	if (c < 0)
-		return NULL;
-	/* until the body is in: Content-Length bytes after the head */
-	for (;;) {
-		n = read(c, s->request + s->len, sizeof(s->request) - 1 - s->len);
-		if (n <= 0)
-			break;
-		s->len += (size_t)n;
-		s->request[s->len] = '\0';
-		const char *head_end = strstr(s->request, "\r\n\r\n"),
-		           *cl = strcasestr(s->request, "content-length:");
-		if (head_end && cl && s->len - (size_t)(head_end + 4 - s->request) >= (size_t)atol(cl + 15))
-			break;
+	while ((c = accept(s->fd, NULL, NULL)) >= 0) {
+		stub_read_request(s, c);
+		if (s->requests < 8)
+			s->at_ms[s->requests] = ecw_now_ms();
+		if (s->answer) {
+			const char *ok =
+			    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+			    "Connection: close\r\n\r\n{}";
+			const char *a =
+			    s->nanswers == 0
+			        ? ok
+			        : s->answers[(size_t)s->requests < s->nanswers ? (size_t)s->requests
+			                                                       : s->nanswers - 1];
+			(void)!write(c, a, strlen(a));
+		} else {
+			char sink[4096];
+			while (read(c, sink, sizeof(sink)) > 0) /* until the exporter gives up */
+				;
+		}
+		s->requests++;
+		close(c);
 	}
-	if (s->answer) {
-		const char *ok =
-		    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
-		(void)!write(c, ok, strlen(ok));
-	} else {
-		char sink[4096];
-		while (read(c, sink, sizeof(sink)) > 0) /* until the exporter gives up */
-			;
-	}
-	close(c);
 	return NULL;
 }
 
-static void stub_start(struct stub *s, bool answer)
+static void stub_start_with(struct stub *s, bool answer, const char *const *answers, size_t nanswers)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t al = sizeof(a);
 
 	memset(s, 0, sizeof(*s));
 	s->answer = answer;
+	s->answers = answers;
+	s->nanswers = nanswers;
 	s->fd = socket(AF_INET, SOCK_STREAM, 0);
 	assert_true(s->fd >= 0);
 	assert_int_equal(bind(s->fd, (struct sockaddr *)&a, sizeof(a)), 0);
@@ -388,6 +417,11 @@ static void stub_start(struct stub *s, bool answer)
 	assert_int_equal(getsockname(s->fd, (struct sockaddr *)&a, &al), 0);
 	s->port = ntohs(a.sin_port);
 	assert_int_equal(pthread_create(&s->tid, NULL, stub_thread, s), 0);
+}
+
+static void stub_start(struct stub *s, bool answer)
+{
+	stub_start_with(s, answer, NULL, 0);
 }
 
 static void stub_stop(struct stub *s)
@@ -447,6 +481,86 @@ static void test_otlp__silent_collector(void **state)
 	stub_stop(&g_stub);
 }
 
+#define UNAVAILABLE(retry_after)                                                                             \
+	"HTTP/1.1 503 Service Unavailable\r\nRetry-After: " retry_after "\r\nContent-Length: 0\r\n"          \
+	"Connection: close\r\n\r\n"
+#define OK_ANSWER "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+
+/* Waits up to 5 s for the export's outcome: spans exported or dropped. */
+static void wait_outcome(long long spans)
+{
+	for (int i = 0; i < 500; i++) {
+		if (metric("ecw_otlp_spans_exported_total") +
+		        metric("ecw_otlp_spans_dropped_total{reason=\"export_failed\"}") >=
+		    spans)
+			return;
+		nap_ms(10);
+	}
+}
+
+/* Two spans (one batch) to a stub answering answers[], until they are
+ * exported or dropped; then the exporter and the stub are stopped (the
+ * metrics stay for the caller). */
+static void export_two(const char *const *answers, size_t nanswers)
+{
+	struct ecw_otlp_span sp;
+
+	stub_start_with(&g_stub, true, answers, nanswers);
+	struct ecw_otlp_exporter *e = exporter_at(g_stub.port, 600000, 16, 2, &sp);
+	ecw_otlp_submit(e, &sp);
+	ecw_otlp_submit(e, &sp);
+	wait_outcome(2);
+	ecw_otlp_exporter_free(e, 1000);
+	stub_stop(&g_stub);
+}
+
+/* 503 with Retry-After: 0, then 200: the batch is sent again and taken,
+ * nothing dropped; the retry is counted. */
+static void test_otlp__retries_a_batch_the_collector_could_not_take(void **state)
+{
+	static const char *const answers[] = {UNAVAILABLE("0"), OK_ANSWER};
+
+	(void)state;
+	export_two(answers, 2);
+	assert_int_equal(metric("ecw_otlp_spans_exported_total"), 2);
+	assert_int_equal(metric("ecw_otlp_spans_dropped_total{reason=\"export_failed\"}"), 0);
+	assert_int_equal(metric("ecw_otlp_export_retries_total"), 1);
+	assert_int_equal(g_stub.requests, 2);
+}
+
+/* A collector that keeps answering 503 gets the batch 1 + 3 times, then it
+ * is dropped as export_failed; one that answers 400 gets it once. */
+static void test_otlp__gives_up_after_three_retries_and_never_retries_a_400(void **state)
+{
+	static const char *const busy[] = {UNAVAILABLE("0")};
+	static const char *const bad[] = {"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"};
+
+	(void)state;
+	export_two(busy, 1);
+	assert_int_equal(metric("ecw_otlp_spans_dropped_total{reason=\"export_failed\"}"), 2);
+	assert_int_equal(metric("ecw_otlp_export_retries_total"), 3);
+	assert_int_equal(g_stub.requests, 4);
+	export_two(bad, 1);
+	assert_int_equal(metric("ecw_otlp_spans_dropped_total{reason=\"export_failed\"}"), 2);
+	assert_int_equal(metric("ecw_otlp_export_retries_total"), 0);
+	assert_int_equal(g_stub.requests, 1);
+}
+
+/* The collector's Retry-After (1 s) is waited before the next try. */
+static void test_otlp__waits_the_collectors_retry_after(void **state)
+{
+	static const char *const answers[] = {UNAVAILABLE("1"), OK_ANSWER};
+
+	(void)state;
+	export_two(answers, 2);
+	assert_int_equal(metric("ecw_otlp_spans_exported_total"), 2);
+	assert_int_equal(g_stub.requests, 2);
+	int64_t waited = g_stub.at_ms[1] - g_stub.at_ms[0];
+	if (waited < 950 || waited > 3000)
+		fail_msg("the second try came %lld ms after the first; Retry-After said 1 s",
+		         (long long)waited);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -458,6 +572,9 @@ int main(void)
 	    cmocka_unit_test(test_otlp__queue_bound),
 	    cmocka_unit_test(test_otlp__exports_a_batch),
 	    cmocka_unit_test(test_otlp__silent_collector),
+	    cmocka_unit_test(test_otlp__retries_a_batch_the_collector_could_not_take),
+	    cmocka_unit_test(test_otlp__gives_up_after_three_retries_and_never_retries_a_400),
+	    cmocka_unit_test(test_otlp__waits_the_collectors_retry_after),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
