@@ -2,6 +2,7 @@
  * Azurite: with both backlogged, receives are shared by weight (4:1); each
  * queue's failures go to its own poison queue; pausing one leaves the other
  * running; an idle queue costs only its looks; enqueue --queue. */
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,31 @@ static void test_queues__own_poison_and_pause(void **state)
 	assert_int_equal(proc_run(&out, NULL, "queues-status-b", status_b, NULL, 20000), 0);
 	ITEST_CHECK(out && strstr(out, "PAUSED") && strstr(out, "(weight 2)"), "status --queue b:\n%s",
 	            out ? out : "");
+	free(out);
+	/* Without --queue: a in detail, and every queue at a glance, b's held
+	 * message, its pause and its poisoned one among them. */
+	const char *status_json[] = {"status", "-c", x->path, "--json", NULL};
+	out = NULL;
+	assert_int_equal(proc_run(&out, NULL, "queues-status-json", status_json, NULL, 20000), 0);
+	struct json_object *st = json_tokener_parse(out ? out : "");
+	ITEST_CHECK(st != NULL, "status --json:\n%s", out ? out : "");
+	struct json_object *qs = json_object_object_get(st, "queues"), *qb = json_object_array_get_idx(qs, 1);
+	ITEST_CHECK(json_object_array_length(qs) == 2 &&
+	                strcmp(json_object_get_string(json_object_object_get(qb, "name")), x->b) == 0 &&
+	                json_object_get_int64(json_object_object_get(qb, "approximate_messages")) == 1 &&
+	                json_object_get_boolean(json_object_object_get(qb, "paused")) &&
+	                json_object_get_int64(json_object_object_get(qb, "poison_approximate_messages")) == 1,
+	            "status --json queues:\n%s", out);
+	json_object_put(st);
+	free(out);
+	const char *status_all[] = {"status", "-c", x->path, NULL};
+	out = NULL;
+	assert_int_equal(proc_run(&out, NULL, "queues-status", status_all, NULL, 20000), 0);
+	char want[160];
+	snprintf(want, sizeof(want), "%s (weight 1)", x->b);
+	ITEST_CHECK(out && strstr(out, want) && strstr(out, "~1 messages") &&
+	                strstr(out, "poison ~1, PAUSED"),
+	            "status:\n%s", out ? out : "");
 	free(out);
 	proc_stop(&p, 10000);
 }

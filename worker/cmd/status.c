@@ -80,6 +80,75 @@ static void read_queue(struct queue_state *q, struct ecw_client *c)
 	ecw_queue_msgs_free(m, n);
 }
 
+/* A job queue of the configuration at a glance: its depth, its pause and
+ * its poison queue's depth (one Get Queue Metadata each; -1: could not be
+ * read, or the queue does not exist yet). */
+struct queue_glance {
+	long long depth, poison_depth;
+	bool paused;
+};
+
+static long long depth_of(struct ecw_client *c, const char *queue, bool *paused)
+{
+	struct ecw_queue_meta *meta = calloc(1, sizeof(*meta));
+	struct ecw_pause pause = {0};
+	long long depth = -1;
+
+	if (meta && ecw_queue_meta_get(meta, c, queue) == 0) {
+		depth = meta->approximate_messages;
+		ecw_pause_from_meta(&pause, meta);
+	}
+	free(meta);
+	if (paused)
+		*paused = pause.paused;
+	return depth;
+}
+
+/* Every job queue, by name, weight, depth and pause: --queue NAME shows one
+ * in detail. glance[] gets what the text output prints. */
+static struct json_object *queues_json(struct queue_glance *glance, const struct ecw_config *cfg,
+				       struct ecw_client *c)
+{
+	struct json_object *all = json_object_new_array();
+
+	for (size_t i = 0; i < cfg->worker.nqueues; i++) {
+		const struct ecw_queue_def *qd = &cfg->worker.queues[i];
+		struct json_object *q = json_object_new_object();
+		struct queue_glance *g = &glance[i];
+
+		g->depth = depth_of(c, qd->name, &g->paused);
+		g->poison_depth = depth_of(c, qd->poison, NULL);
+		json_object_object_add(q, "name", json_object_new_string(qd->name));
+		json_object_object_add(q, "weight", json_object_new_int(qd->weight));
+		json_object_object_add(q, "approximate_messages",
+				       g->depth < 0 ? NULL : json_object_new_int64(g->depth));
+		json_object_object_add(q, "paused", json_object_new_boolean(g->paused));
+		json_object_object_add(q, "poison_queue", json_object_new_string(qd->poison));
+		json_object_object_add(q, "poison_approximate_messages",
+				       g->poison_depth < 0 ? NULL : json_object_new_int64(g->poison_depth));
+		json_object_array_add(all, q);
+	}
+	return all;
+}
+
+/* The text form of queues_json, when there are several queues. */
+static void print_glance(const struct queue_glance *glance, const struct ecw_config *cfg, const char *shown)
+{
+	char w[64], depth[32], poison[32];
+
+	for (size_t i = 0; i < cfg->worker.nqueues; i++) {
+		const struct ecw_queue_def *qd = &cfg->worker.queues[i];
+		const struct queue_glance *g = &glance[i];
+
+		snprintf(w, sizeof(w), "%s (weight %d)", qd->name, qd->weight);
+		snprintf(depth, sizeof(depth), g->depth < 0 ? "not read" : "~%lld messages", g->depth);
+		snprintf(poison, sizeof(poison), g->poison_depth < 0 ? "not read" : "~%lld", g->poison_depth);
+		printf("%-13s %-32s %-18s poison %s%s\n", i == 0 ? "queues" : "", w, depth, poison,
+		       g->paused ? ", PAUSED" : "");
+	}
+	printf("%-13s below: %s in detail (status --queue NAME for another)\n\n", "", shown);
+}
+
 /* 1 exists, 0 missing, -1 could not tell (error in the last error). */
 static int table_exists(struct ecw_client *c, const char *table)
 {
@@ -167,12 +236,14 @@ int ecw_cmd_status(int argc, char **argv)
 		"Shows the job queue's and the poison queue's approximate depth (it includes\n"
 		"messages in flight) and the age of their oldest visible message; the poison\n"
 		"messages counted by job and reason; and whether each table the jobs read or\n"
-		"write exists. Changes nothing. When the poison queue holds more than 32\n"
-		"messages the count receives them (hidden for a moment, then released\n"
-		"unchanged), at most N of them.\n\n"
+		"write exists. With several queues, every queue's depth, pause and poison depth\n"
+		"come first, then the first queue (or --queue NAME) in detail. Changes nothing.\n"
+		"When the poison queue holds more than 32 messages the count receives them\n"
+		"(hidden for a moment, then released unchanged), at most N of them.\n\n"
 		"  -c, --config FILE   configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 		"      --json          one JSON object\n"
 		"      --scan N        count at most N poison messages (default 1000)\n"
+		"      --queue NAME    that job queue in detail (default: the first)\n"
 		"  -h, --help          this text\n\n"
 		"Exit status: 0 shown, 1 storage could not be read, 2 usage.\n";
 	static const struct option opts[] = {
@@ -185,6 +256,7 @@ int ecw_cmd_status(int argc, char **argv)
 	struct ecw_account *acct = NULL;
 	struct ecw_client *c = NULL;
 	struct queue_state jq = {0}, pq = {0};
+	struct queue_glance glance[ECW_CONFIG_QUEUES_MAX];
 	struct tally t = {0};
 	struct ecw_scan_result sr = {0};
 	struct ecw_scan_options so = {0};
@@ -249,17 +321,7 @@ int ecw_cmd_status(int argc, char **argv)
 	out = json_object_new_object();
 	json_object_object_add(out, "queue", queue_json(&jq, now));
 	json_object_object_add(out, "poison_queue", queue_json(&pq, now));
-	/* Every job queue, by name and weight: --queue NAME shows one. */
-	struct json_object *all = json_object_new_array();
-	for (size_t i = 0; i < cfg->worker.nqueues; i++) {
-		struct json_object *q = json_object_new_object();
-		json_object_object_add(q, "name", json_object_new_string(cfg->worker.queues[i].name));
-		json_object_object_add(q, "weight", json_object_new_int(cfg->worker.queues[i].weight));
-		json_object_object_add(q, "poison_queue",
-				       json_object_new_string(cfg->worker.queues[i].poison));
-		json_object_array_add(all, q);
-	}
-	json_object_object_add(out, "queues", all);
+	json_object_object_add(out, "queues", queues_json(glance, cfg, c));
 	arr = json_object_new_array();
 	json_object_object_foreach(t.counts, key, val) {
 		struct json_object *row = json_object_new_object();
@@ -296,13 +358,8 @@ int ecw_cmd_status(int argc, char **argv)
 	} else {
 		const struct queue_state *qs[2] = {&jq, &pq};
 		const char *label[2] = {"queue", "poison queue"};
-		if (cfg->worker.nqueues > 1) {
-			printf("%-13s", "queues");
-			for (size_t i = 0; i < cfg->worker.nqueues; i++)
-				printf(" %s (weight %d)%s", cfg->worker.queues[i].name,
-				       cfg->worker.queues[i].weight, i + 1 < cfg->worker.nqueues ? "," : "");
-			printf("; below: %s (status --queue NAME for another)\n", jq.name);
-		}
+		if (cfg->worker.nqueues > 1)
+			print_glance(glance, cfg, jq.name);
 		for (int i = 0; i < 2; i++) {
 			if (qs[i]->error[0] || qs[i]->missing) {
 				printf("%-13s %-24s %s%s\n", label[i], qs[i]->name,
