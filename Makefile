@@ -227,6 +227,10 @@ test: deps
 asan:
 	@$(MAKE) --no-print-directory test SANITIZE=1
 
+# The builds inside make test use every core, unless the caller gave -j
+# (then its jobserver shares them out).
+BUILD_JOBS = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
+
 # The checks of the sources come first: they take seconds, the build and the
 # tests minutes. The short fuzz runs come last; the sanitizer build skips them
 # (the fuzz build is ASan + UBSan already).
@@ -234,12 +238,13 @@ test-run:
 	@$(MAKE) --no-print-directory check-tests
 	@$(MAKE) --no-print-directory check-deps
 	@$(MAKE) --no-print-directory check-format
-	@$(MAKE) --no-print-directory test-build
+	@$(MAKE) --no-print-directory $(BUILD_JOBS) test-build
 ifneq ($(SANITIZE),1)
 	@$(MAKE) --no-print-directory check-hardening
 endif
 	@./tests/run-tests.sh $(BUILD)
 ifneq ($(SANITIZE),1)
+	@$(MAKE) --no-print-directory $(BUILD_JOBS) fuzz-build
 	@$(MAKE) --no-print-directory fuzz-short
 	@$(MAKE) --no-print-directory rules-test
 endif
@@ -270,7 +275,7 @@ VALGRIND := valgrind --quiet --error-exitcode=99 --track-origins=yes --leak-chec
 
 valgrind: deps
 	@./tests/deps.sh apt valgrind
-	@$(MAKE) --no-print-directory valgrind-run
+	@$(MAKE) --no-print-directory $(BUILD_JOBS) valgrind-run
 
 valgrind-run: $(UNIT_BINS)
 	@ECW_TEST_WRAPPER="$(VALGRIND)" ./tests/run-tests.sh --unit-only $(BUILD)
