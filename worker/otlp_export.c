@@ -10,8 +10,8 @@
  *
  * A batch the collector could not take for now is tried again, as the OTLP
  * specification asks: on 429, 502, 503 or 504, or when no answer came
- * (refused, reset, timed out). At most RETRY_MAX times, after a full-jitter
- * backoff (RETRY_BASE_MS doubling per try) or the collector's Retry-After
+ * (refused, reset, timed out). At most RETRY_MAX times, after a jittered
+ * backoff (its cap RETRY_BASE_MS doubling per try) or the collector's Retry-After
  * (seconds, capped), waited on the condition variable so that a stop cuts
  * it short. Spans keep arriving in the ring meanwhile (dropped and counted
  * when it is full), so a collector that is down costs memory nothing beyond
@@ -188,8 +188,8 @@ static enum send_result post_batch(struct ecw_otlp_exporter *e, size_t n, int64_
 }
 
 /* The wait before try number attempt + 1 (attempt >= 1): the collector's
- * Retry-After, else a full-jitter backoff in [RETRY_BASE_MS / 2,
- * RETRY_BASE_MS * 2^(attempt-1)]. */
+ * Retry-After, else a random wait in [RETRY_BASE_MS / 2,
+ * RETRY_BASE_MS * 2^(attempt-1)] (jittered, never shorter than half the base). */
 static int64_t backoff_ms(struct ecw_otlp_exporter *e, int attempt)
 {
 	int64_t cap = (int64_t)RETRY_BASE_MS << (attempt - 1);
