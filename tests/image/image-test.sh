@@ -38,15 +38,9 @@ SBOM=/usr/share/doc/ecworker/sbom.spdx.json
 GRACE=5                     # worker.shutdown_grace in the test configuration
 mkdir -p "$WORK"
 started=$(date +%s)
-passed=0
-
-say() { printf '== %s\n' "$*"; }
-ok() { passed=$((passed + 1)); printf '   ok   %s\n' "$*"; }
-die() {
-	printf '   FAIL %s\n' "$*" >&2
-	echo "image-test: $passed passed, 1 failed" >&2
-	exit 1
-}
+CHECKS_NAME=image-test
+# shellcheck source=tests/checks.sh
+source "$ROOT/tests/checks.sh"
 
 # ---- cleanup ------------------------------------------------------------------
 
@@ -357,14 +351,7 @@ c2="$c"
 id="$(buildah run --isolation chroot "${vol[@]}" "$c2" -- ecworker enqueue -c /etc/ecworker-test/ecworker.yaml archive-employee Sales "img 001")" ||
 	die "ecworker enqueue in the image failed"
 ok "ecworker enqueue from the image: message $id"
-moved=0
-for _ in $(seq 1 100); do
-	if node "$HERE/entities.js" moved Sales "img 001"; then moved=1; break; else
-		rc=$?; [[ "$rc" == 3 ]] || die "could not read the tables"; fi
-	sleep 0.2
-done
-[[ "$moved" == 1 ]] || { tail -n 20 "$log1" >&2; die "the employee was not moved to EmployeesArchive within 20 s"; }
-grep -q '"outcome":"succeeded"' "$log1" || die "no outcome succeeded in the worker's log"
+wait_moved Sales "img 001" "$log1"
 ok "the job ran: Employees(Sales, img 001) moved to EmployeesArchive, identical"
 
 # The image's own HEALTHCHECK command, run in the image; only the port differs.
@@ -436,17 +423,10 @@ awk '$5 == "/" && $6 ~ /(^|,)ro(,|$)/ {f = 1} END {exit !f}' "/proc/$pid4/mounti
 node "$HERE/entities.js" seed Sales "img 002" || die "could not write the second employee with the SDK"
 buildah run --isolation chroot "${vol[@]}" "$c2" -- ecworker enqueue -c /etc/ecworker-test/ecworker.yaml archive-employee Sales "img 002" >/dev/null ||
 	die "ecworker enqueue of the second move failed"
-moved=0
-for _ in $(seq 1 100); do
-	if node "$HERE/entities.js" moved Sales "img 002"; then moved=1; break; else
-		rc=$?; [[ "$rc" == 3 ]] || die "could not read the tables"; fi
-	sleep 0.2
-done
-[[ "$moved" == 1 ]] || { tail -n 20 "$log4" >&2; die "the read-only worker did not move Employees(Sales, img 002) within 20 s"; }
-grep -q '"outcome":"succeeded"' "$log4" || die "no outcome succeeded in the read-only worker's log"
+wait_moved Sales "img 002" "$log4"
 ok "the worker on a read-only root filesystem (uid 10001) moved Employees(Sales, img 002)"
 stop_and_check "worker on a read-only root filesystem" "$pid4" "$run4" "$log4"
 
 elapsed=$(($(date +%s) - started))
 echo "image-test: ${elapsed} s; image $size bytes; SBOM $sbom_count Debian packages + ecworker $version"
-echo "image-test: $passed passed, 0 failed"
+checks_done

@@ -34,15 +34,9 @@ WORK="$ROOT/build/deb/test"
 R="$WORK/root" # the root filesystem
 GRACE=5        # worker.shutdown_grace in the test configuration
 started=$(date +%s)
-passed=0
-
-say() { printf '== %s\n' "$*"; }
-ok() { passed=$((passed + 1)); printf '   ok   %s\n' "$*"; }
-die() {
-	printf '   FAIL %s\n' "$*" >&2
-	echo "deb-test: $passed passed, 1 failed" >&2
-	exit 1
-}
+CHECKS_NAME=deb-test
+# shellcheck source=tests/checks.sh
+source "$ROOT/tests/checks.sh"
 
 [[ -f "$DEB" ]] || die "$DEB not found: run make deb"
 [[ "$(id -u)" == 0 ]] || die "deb-test needs root (debootstrap, chroot, mounts)"
@@ -309,14 +303,7 @@ ok "ExecStart as $user (UID $uid, no new privileges) in the root filesystem: $st
 
 id="$(as_unit /usr/bin/ecworker enqueue -c "$cfg_path" archive-employee Sales "deb 001")" || die "ecworker enqueue failed"
 ok "the installed ecworker enqueue: message $id"
-moved=0
-for _ in $(seq 1 100); do
-	if node tests/image/entities.js moved Sales "deb 001"; then moved=1; break; else
-		rc=$?; [[ "$rc" == 3 ]] || die "could not read the tables"; fi
-	sleep 0.2
-done
-[[ "$moved" == 1 ]] || { tail -n 20 "$log" >&2; die "the employee was not moved to EmployeesArchive within 20 s"; }
-grep -q '"outcome":"succeeded"' "$log" || die "no outcome succeeded in the worker's log"
+wait_moved Sales "deb 001" "$log"
 ok "the job ran: Employees(Sales, deb 001) moved to EmployeesArchive, identical"
 grep -q 'Eby8vdM02x' "$log" && die "the account key appears in the worker's log"
 ok "no account key in the log"
@@ -360,4 +347,4 @@ ok "purge: /etc/ecworker and every trace in dpkg and systemd's state gone (the u
 unmount_all
 elapsed=$(($(date +%s) - started))
 echo "deb-test: ${elapsed} s"
-echo "deb-test: $passed passed, 0 failed"
+checks_done
