@@ -107,7 +107,8 @@ static long long depth_of(struct ecw_client *c, const char *queue, bool *paused)
 /* Every job queue, by name, weight, depth and pause: --queue NAME shows one
  * in detail. glance[] gets what the text output prints. */
 static struct json_object *queues_json(struct queue_glance *glance, const struct ecw_config *cfg,
-				       struct ecw_client *c)
+				       struct ecw_client *c, const struct queue_state *jq,
+				       const struct queue_state *pq)
 {
 	struct json_object *all = json_object_new_array();
 
@@ -116,8 +117,14 @@ static struct json_object *queues_json(struct queue_glance *glance, const struct
 		struct json_object *q = json_object_new_object();
 		struct queue_glance *g = &glance[i];
 
-		g->depth = depth_of(c, qd->name, &g->paused);
-		g->poison_depth = depth_of(c, qd->poison, NULL);
+		if (strcmp(qd->name, jq->name) == 0) { /* the one in detail: read already */
+			g->depth = jq->error[0] || jq->missing ? -1 : jq->depth;
+			g->paused = jq->pause.paused;
+			g->poison_depth = pq->error[0] || pq->missing ? -1 : pq->depth;
+		} else {
+			g->depth = depth_of(c, qd->name, &g->paused);
+			g->poison_depth = depth_of(c, qd->poison, NULL);
+		}
 		json_object_object_add(q, "name", json_object_new_string(qd->name));
 		json_object_object_add(q, "weight", json_object_new_int(qd->weight));
 		json_object_object_add(q, "approximate_messages",
@@ -321,7 +328,7 @@ int ecw_cmd_status(int argc, char **argv)
 	out = json_object_new_object();
 	json_object_object_add(out, "queue", queue_json(&jq, now));
 	json_object_object_add(out, "poison_queue", queue_json(&pq, now));
-	json_object_object_add(out, "queues", queues_json(glance, cfg, c));
+	json_object_object_add(out, "queues", queues_json(glance, cfg, c, &jq, &pq));
 	arr = json_object_new_array();
 	json_object_object_foreach(t.counts, key, val) {
 		struct json_object *row = json_object_new_object();
