@@ -34,6 +34,15 @@ void ecw_log_bool(struct ecw_log_line *l, const char *key, bool value);
 /* Writes the line and frees l. */
 void ecw_log_end(struct ecw_log_line *l);
 
+/* Holds the calling thread's lines until the matching ecw_log_release
+ * (calls nest), which writes them together: one write(2) per PIPE_BUF
+ * bytes of whole lines instead of one per line. A held line is already
+ * redacted; what a crash meanwhile loses is those lines, never more. For a
+ * moment of several lines in a row (a group of messages concluded), not
+ * for a wait. */
+void ecw_log_hold(void);
+void ecw_log_release(void);
+
 /* The calling thread's trace fields: every line it begins until the next
  * call carries "trace_id" and "span_id" right after "event" (copied, each at
  * most 32 characters; NULL or "" clears them). The runtime sets them around

@@ -560,6 +560,9 @@ void ecw_deliver_group(struct runtime *rt, struct ecw_client *c, struct slot **g
 	ecw_error_clear();
 	def->type->run_group(def->settings, ctxs, n, errs);
 	ran = ecw_runtime_thread_attempts() - attempts0;
+	/* The members' lines go out together (ecw_log_hold): one write for
+	 * the group instead of one per member. */
+	ecw_log_hold();
 	for (size_t i = 0; i < n; i++) {
 		struct delivery d = {.s = group[i], .ctx = ctxs[i], .t0 = t0, .group = n};
 		/* The group's requests are each member's, with its own settling. */
@@ -575,4 +578,5 @@ void ecw_deliver_group(struct runtime *rt, struct ecw_client *c, struct slot **g
 		}
 		finish(rt, c, &d, errs[i]);
 	}
+	ecw_log_release();
 }

@@ -67,12 +67,12 @@ static void limit_changed(struct runtime *rt, int change, int status)
 
 	pthread_mutex_lock(&rt->mu);
 	rt->limit_now = limit;
+	if (change > 0)
+		ecw_runtime_wake_idle(rt); /* waiting work may start */
 	pthread_mutex_unlock(&rt->mu);
 	ecw_metrics_set_concurrency_limit(limit, change < 0);
-	if (change > 0) {
-		pthread_cond_broadcast(&rt->work_cv); /* waiting work may start */
-		pthread_cond_signal(&rt->main_cv);    /* and more be received */
-	}
+	if (change > 0)
+		pthread_cond_signal(&rt->main_cv); /* and more be received */
 	if (change < 0 && (now - last < 5000 || !atomic_compare_exchange_strong(&logged_cut_ms, &last, now)))
 		return;
 	if (change < 0 || limit == rt->limiter.max) {
@@ -123,6 +123,51 @@ void ecw_runtime_log_storage_error(const char *what)
 }
 
 /* ---- threads -------------------------------------------------------------------------- */
+
+pthread_cond_t *ecw_runtime_idle_pop(struct runtime *rt)
+{
+	struct thread_arg *t;
+
+	if (rt->idle_n == 0)
+		return NULL;
+	t = rt->idle[--rt->idle_n];
+	t->idle = false;
+	return &t->idle_cv;
+}
+
+void ecw_runtime_wake_idle(struct runtime *rt)
+{
+	while (rt->idle_n > 0)
+		pthread_cond_signal(ecw_runtime_idle_pop(rt));
+}
+
+/* Signals what ecw_runtime_idle_pop took, after the caller unlocked rt->mu
+ * (see receiver_should_wake). */
+static void wake(pthread_cond_t *cv)
+{
+	if (cv)
+		pthread_cond_signal(cv);
+}
+
+/* A job thread waits idle, under rt->mu, on top of the idle stack until
+ * work pops it (or a wake-up that was not for it: it then leaves the
+ * stack, and its loop looks for work and comes back). */
+static void idle_wait(struct runtime *rt, struct thread_arg *self)
+{
+	self->idle = true;
+	rt->idle[rt->idle_n++] = self;
+	pthread_cond_wait(&self->idle_cv, &rt->mu);
+	if (!self->idle)
+		return;
+	for (int i = 0; i < rt->idle_n; i++)
+		if (rt->idle[i] == self) {
+			memmove(&rt->idle[i], &rt->idle[i + 1],
+				(size_t)(rt->idle_n - i - 1) * sizeof(rt->idle[0]));
+			rt->idle_n--;
+			break;
+		}
+	self->idle = false;
+}
 
 /* Takes the waiting message at index i off the list; under rt->mu. */
 static struct slot *take_ready(struct runtime *rt, int i)
@@ -357,7 +402,7 @@ static void *job_thread(void *p)
 
 		pthread_mutex_lock(&rt->mu);
 		/* Work is taken only while fewer than the limit run. */
-		for (n = 0; !rt->workers_exit; pthread_cond_wait(&rt->work_cv, &rt->mu))
+		for (n = 0; !rt->workers_exit; idle_wait(rt, self))
 			if (rt->running < rt->limit_now && (n = take_work(rt, group)) > 0)
 				break;
 		if (n == 0) {
@@ -369,11 +414,12 @@ static void *job_thread(void *p)
 			take_peers(rt, group[0], &self->peers);
 			group[0]->peers = &self->peers;
 		}
-		bool more = rt->ready_n > 0, wake = receiver_should_wake(rt);
+		/* The next thread takes the next group. */
+		pthread_cond_t *next = rt->ready_n > 0 ? ecw_runtime_idle_pop(rt) : NULL;
+		bool wake_receiver = receiver_should_wake(rt);
 		pthread_mutex_unlock(&rt->mu);
-		if (more)
-			pthread_cond_signal(&rt->work_cv); /* the next thread takes the next group */
-		if (wake)
+		wake(next);
+		if (wake_receiver)
 			pthread_cond_signal(&rt->main_cv); /* it may fetch more */
 
 		atomic_store(&self->running, group[0]);
@@ -387,10 +433,10 @@ static void *job_thread(void *p)
 		pthread_mutex_lock(&rt->mu);
 		rt->inflight -= held;
 		rt->running--; /* this thread looks for work again at once */
-		wake = receiver_should_wake(rt);
+		wake_receiver = receiver_should_wake(rt);
 		pthread_mutex_unlock(&rt->mu);
 		ecw_metrics_inflight_add(-held);
-		if (wake)
+		if (wake_receiver)
 			pthread_cond_signal(&rt->main_cv);
 	}
 	return NULL;
@@ -680,9 +726,10 @@ static void dispatch(struct runtime *rt, const struct ecw_queue_def *queue, stru
 	for (int i = 0; i < n; i++)
 		rt->ready[rt->ready_n++] = idx[i];
 	rt->inflight += n;
+	pthread_cond_t *first = n > 0 ? ecw_runtime_idle_pop(rt) : NULL;
 	pthread_mutex_unlock(&rt->mu);
 	ecw_metrics_inflight_add(n);
-	pthread_cond_signal(&rt->work_cv); /* after the unlock: see receiver_should_wake */
+	wake(first); /* after the unlock: see receiver_should_wake */
 }
 
 /* Sleeps up to ms, waking early on a signal. */
@@ -1117,7 +1164,6 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	if (ecw_cancel_new(&rt->jobs_cancel) < 0 || ecw_cancel_new(&rt->final_cancel) < 0)
 		return 1;
 	pthread_mutex_init(&rt->mu, NULL);
-	ecw_cond_init_monotonic(&rt->work_cv);
 	ecw_cond_init_monotonic(&rt->main_cv);
 	ecw_cond_init_monotonic(&rt->renew_cv);
 	ecw_cond_init_monotonic(&rt->sched_cv);
@@ -1174,8 +1220,11 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	rt->slots = calloc((size_t)rt->nslots, sizeof(*rt->slots));
 	rt->ready = calloc((size_t)rt->nslots, sizeof(*rt->ready));
 	args = calloc((size_t)rt->nthreads, sizeof(*args));
-	if (!rt->slots || !rt->ready || !args)
+	rt->idle = calloc((size_t)rt->nthreads, sizeof(*rt->idle));
+	if (!rt->slots || !rt->ready || !args || !rt->idle)
 		goto done;
+	for (int i = 0; i < rt->nthreads; i++)
+		pthread_cond_init(&args[i].idle_cv, NULL);
 	for (int i = 0; i < rt->nslots; i++)
 		pthread_mutex_init(&rt->slots[i].mu, NULL);
 	rt->threads = args;
@@ -1238,7 +1287,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	if (joinable) {
 		pthread_mutex_lock(&rt->mu);
 		rt->workers_exit = true;
-		pthread_cond_broadcast(&rt->work_cv);
+		ecw_runtime_wake_idle(rt);
 		pthread_cond_broadcast(&rt->renew_cv);
 		pthread_mutex_unlock(&rt->mu);
 		for (int i = 0; i < rt->nthreads; i++)
@@ -1263,8 +1312,10 @@ done:
 	if (!joinable)
 		return rc; /* job threads still run: the process ends now, freeing nothing they use */
 	if (args)
-		for (int i = 0; i < rt->nthreads; i++)
+		for (int i = 0; i < rt->nthreads; i++) {
 			ecw_client_free(args[i].client);
+			pthread_cond_destroy(&args[i].idle_cv);
+		}
 	ecw_client_free(renew_arg.client);
 	ecw_client_free(sched_arg.client);
 	ecw_schedule_audit_free(rt->auditor);
@@ -1278,6 +1329,7 @@ done:
 		}
 	free(rt->slots);
 	free(rt->ready);
+	free(rt->idle);
 	free(args);
 	/* rt itself stays: the detached signal thread may still read it. */
 	return rc;

@@ -18,7 +18,7 @@ static void wake_all(struct runtime *rt)
 {
 	pthread_mutex_lock(&rt->mu);
 	pthread_cond_broadcast(&rt->main_cv);
-	pthread_cond_broadcast(&rt->work_cv);
+	ecw_runtime_wake_idle(rt);
 	pthread_cond_broadcast(&rt->renew_cv);
 	pthread_cond_broadcast(&rt->sched_cv);
 	pthread_mutex_unlock(&rt->mu);

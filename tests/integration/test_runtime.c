@@ -6,7 +6,7 @@
  * and a second signal exits 130 at once); concurrency and prefetch bounding what it holds; start-up
  * failures, and storage that is away at start-up waited out; metrics, liveness and readiness; a SAS
  * signature kept out of every log; and exactly-once processing under load with one and with three
- * workers and across lease renewals. What the worker does with each message's outcome, on a real queue,
+* workers and across lease renewals; idle work handed to the thread that went idle last. What the worker does with each message's outcome, on a real queue,
  * is in test_settle.c. */
 #include "itest.h"
 #include "proc.h"
@@ -22,6 +22,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <json-c/json.h>
 
 #include "ecw_codec.h"
 
@@ -686,6 +688,32 @@ static void test_runtime__startup_failures_exit_1(void **state)
 	proc_assert_logs_clean();
 }
 
+/* A worker's storage behind two free ports (queue, table) that faultproxy
+ * passes on to Azurite: the environment entry of the worker's connection
+ * string, and faultproxy's two --map arguments. */
+struct proxied {
+	char envcs[1024], map_q[64], map_t[64];
+};
+
+static void proxied_storage(struct proxied *out)
+{
+	char key[128];
+	int qport = proc_free_port(), tport = proc_free_port();
+	const char *cs = itest_connstr(), *k = strstr(cs, "AccountKey="),
+	           *azq = getenv("ECW_TEST_QUEUE_PORT"), *azt = getenv("ECW_TEST_TABLE_PORT");
+
+	ITEST_CHECK(k && azq && azt, "needs the test connection string with a key, and the Azurite ports");
+	k += strlen("AccountKey=");
+	snprintf(key, sizeof(key), "%.*s", (int)strcspn(k, ";"), k);
+	snprintf(out->envcs, sizeof(out->envcs),
+	         "ECW_TEST_CONNECTION_STRING=DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+	         "AccountKey=%s;QueueEndpoint=http://127.0.0.1:%d/devstoreaccount1;"
+	         "TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;",
+	         key, qport, tport);
+	snprintf(out->map_q, sizeof(out->map_q), "%d:127.0.0.1:%s", qport, azq);
+	snprintf(out->map_t, sizeof(out->map_t), "%d:127.0.0.1:%s", tport, azt);
+}
+
 /* Storage that is away at start-up (a restart, a network blip) is waited
  * out: the worker says so (start_retry), is alive but not ready, and starts
  * working once storage answers. Storage here is a pair of free ports with
@@ -695,22 +723,13 @@ static void test_runtime__startup_waits_for_storage(void **state)
 {
 	struct rtfx *r = *state;
 	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
-	char path[640], envcs[1024], key[128], map_q[64], map_t[64];
+	char path[640];
 	struct proc p, quitter, proxy;
 	const char *args[] = {"run", "-c", path, NULL};
-	int qport = proc_free_port(), tport = proc_free_port();
-	const char *cs = itest_connstr(), *k = strstr(cs, "AccountKey="),
-	           *azq = getenv("ECW_TEST_QUEUE_PORT"), *azt = getenv("ECW_TEST_TABLE_PORT");
+	struct proxied st;
 
-	ITEST_CHECK(k && azq && azt, "needs the test connection string with a key, and the Azurite ports");
-	k += strlen("AccountKey=");
-	snprintf(key, sizeof(key), "%.*s", (int)strcspn(k, ";"), k);
-	snprintf(envcs, sizeof(envcs),
-	         "ECW_TEST_CONNECTION_STRING=DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-	         "AccountKey=%s;QueueEndpoint=http://127.0.0.1:%d/devstoreaccount1;"
-	         "TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;",
-	         key, qport, tport);
-	const char *env[] = {envcs, NULL};
+	proxied_storage(&st);
+	const char *env[] = {st.envcs, NULL};
 
 	/* Stopped while it waits: exit 0, nothing processed. */
 	rtfx_write_config(path, sizeof(path), r, "runtime-startwait-quit", &o);
@@ -728,9 +747,7 @@ static void test_runtime__startup_waits_for_storage(void **state)
 	assert_int_equal(proc_http_get(NULL, port, "/readyz"), 503);
 
 	/* Storage comes back. */
-	snprintf(map_q, sizeof(map_q), "%d:127.0.0.1:%s", qport, azq);
-	snprintf(map_t, sizeof(map_t), "%d:127.0.0.1:%s", tport, azt);
-	const char *pargs[] = {"--map", map_q, "--map", map_t, NULL};
+	const char *pargs[] = {"--map", st.map_q, "--map", st.map_t, NULL};
 	proc_start_program(&proxy, "runtime-startwait-proxy", proc_tool_bin("faultproxy"), pargs, NULL);
 	int status = 0;
 	for (int64_t end = itest_now_ms() + 40000; (status = proc_http_get(NULL, port, "/readyz")) != 200;) {
@@ -745,6 +762,58 @@ static void test_runtime__startup_waits_for_storage(void **state)
 	assert_int_equal(proc_count(&p, "start_failed", NULL), 0);
 	proc_stop(&p, 10000);
 	proc_stop(&proxy, 10000);
+	proc_assert_logs_clean();
+}
+
+/* Work goes to the job thread that went idle last, so a worker that is
+ * not busy keeps using one warm thread and its connections instead of
+ * handing each message to the next of its threads in turn (glibc's
+ * condition variable wakes the oldest waiter). Here 12 messages, one at a
+ * time, reach a worker of 8 job threads through faultproxy, which counts
+ * the connections: the receive loop's and one job thread's (for the
+ * deletes), with room for one or two more; the eight threads in turn
+ * (each wake to the oldest waiter) opened nine. */
+static void test_runtime__idle_work_goes_to_the_last_idle_thread(void **state)
+{
+	struct rtfx *r = *state;
+	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
+	char path[640], stats[640], id[64], text[128];
+	struct proc p, proxy;
+	const char *args[] = {"run", "-c", path, NULL};
+	struct proxied ps;
+	struct json_object *st, *conns = NULL;
+
+	proxied_storage(&ps);
+	const char *env[] = {ps.envcs, NULL};
+	proc_path(stats, sizeof(stats), "runtime-lifo-proxy.json");
+	const char *pargs[] = {"--map", ps.map_q, "--map", ps.map_t, "--stats", stats, NULL};
+	proc_start_program(&proxy, "runtime-lifo-proxy", proc_tool_bin("faultproxy"), pargs, NULL);
+
+	o.concurrency = 8;
+	int port = rtfx_write_config(path, sizeof(path), r, "runtime-lifo", &o);
+	proc_start(&p, "runtime-lifo", args, env);
+	for (int64_t end = itest_now_ms() + 30000; proc_http_get(NULL, port, "/readyz") != 200;) {
+		ITEST_CHECK(itest_now_ms() < end && proc_alive(&p), "never ready; log:\n%s",
+		            proc_tail(p.log_path, 20));
+		itest_sleep_ms(50);
+	}
+	for (int i = 0; i < 12; i++) {
+		snprintf(text, sizeof(text), "{\"job\":\"noop\",\"pk\":\"p\",\"rk\":\"one-at-a-time-%d\"}",
+		         i);
+		rtfx_put(r, text, id);
+		PROC_EXPECT_LOG(&p, 1, 10000, "message", "message_id", id, "outcome", "succeeded");
+	}
+	proc_stop(&p, 10000);
+	proc_stop(&proxy, 10000);
+	st = json_object_from_file(stats);
+	ITEST_CHECK(st && json_object_object_get_ex(st, "connections", &conns),
+	            "faultproxy left no stats in %s", stats);
+	int64_t n = json_object_get_int64(conns);
+	json_object_put(st);
+	ITEST_CHECK(n >= 2 && n <= 4,
+	            "%lld connections for 12 messages one at a time (want 2..4: one job thread "
+	            "at work, not each of the 8 in turn)",
+	            (long long)n);
 	proc_assert_logs_clean();
 }
 
@@ -1043,6 +1112,8 @@ int main(void)
 	                                    rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime__startup_failures_exit_1, rtfx_setup, rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_runtime__startup_waits_for_storage, rtfx_setup,
+	                                    rtfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_runtime__idle_work_goes_to_the_last_idle_thread, rtfx_setup,
 	                                    rtfx_teardown),
 	};
 	/* ECW_TEST_FILTER=test_runtime__sig* runs only the matching cases. */

@@ -5,6 +5,7 @@
  * whole lines from eight threads writing through one pipe at once. */
 #include "support.h"
 
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <pthread.h>
@@ -792,6 +793,103 @@ static void *log_secrets(void *arg)
 	return NULL;
 }
 
+/* ---- held lines --------------------------------------------------------- */
+
+/* What the pipe's read end has now (non-blocking), appended to out. */
+static size_t drain_pipe(int fd, char *out, size_t cap, size_t have)
+{
+	ssize_t n;
+
+	while (have < cap - 1 && (n = read(fd, out + have, cap - 1 - have)) > 0)
+		have += (size_t)n;
+	out[have] = '\0';
+	return have;
+}
+
+static size_t count_lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* A thread's held lines are written at its release, redacted, in order and
+ * whole; holds nest; a line that would pass PIPE_BUF flushes what is held
+ * first; a line longer than PIPE_BUF goes out at once, after what was held. */
+static void test_log__held_lines_written_at_release(void **state)
+{
+	static char got[65536];
+	char big[PIPE_BUF + 200];
+	int p[2];
+	size_t n;
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+	ecw_log_set_fd(p[1]);
+	ecw_log_add_secret("held-secret-0123456789");
+
+	/* Held until the outer release, then all three, in order, redacted. */
+	ecw_log_hold();
+	ecw_log_msg(ECW_LOG_INFO, "held", "first");
+	ecw_log_hold();
+	ecw_log_msg(ECW_LOG_WARN, "held", "second held-secret-0123456789");
+	ecw_log_release();
+	ecw_log_msg(ECW_LOG_INFO, "held", "third");
+	assert_int_equal(drain_pipe(p[0], got, sizeof(got), 0), 0);
+	ecw_log_release();
+	n = drain_pipe(p[0], got, sizeof(got), 0);
+	assert_int_equal(count_lines(got), 3);
+	assert_non_null(strstr(got, "\"msg\":\"first\""));
+	assert_true(strstr(got, "first") < strstr(got, "second") &&
+	            strstr(got, "second") < strstr(got, "third"));
+	assert_null(strstr(got, "held-secret-0123456789"));
+	assert_non_null(strstr(got, "[REDACTED]"));
+	assert_int_equal(got[n - 1], '\n');
+
+	/* More than PIPE_BUF held: whole lines go out before the release. */
+	ecw_log_hold();
+	for (int i = 0; i < 40; i++)
+		ecw_log_msg(ECW_LOG_INFO, "held", "line %02d %0200d", i, 0);
+	n = drain_pipe(p[0], got, sizeof(got), 0);
+	assert_true(n > 0 && n <= 40 * 300);
+	assert_int_equal(got[n - 1], '\n');
+	size_t early = count_lines(got);
+	assert_true(early > 0 && early < 40);
+	ecw_log_release();
+	n = drain_pipe(p[0], got, sizeof(got), n);
+	assert_int_equal(count_lines(got), 40);
+	for (int i = 1; i < 40; i++) {
+		char a[16], b[16];
+		snprintf(a, sizeof(a), "line %02d", i - 1);
+		snprintf(b, sizeof(b), "line %02d", i);
+		assert_true(strstr(got, a) < strstr(got, b));
+	}
+
+	/* A line too long to hold goes out at once, after the held one. */
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	ecw_log_hold();
+	ecw_log_msg(ECW_LOG_INFO, "held", "short");
+	ecw_log_msg(ECW_LOG_INFO, "held", "%s", big);
+	n = drain_pipe(p[0], got, sizeof(got), 0);
+	assert_int_equal(count_lines(got), 2);
+	assert_true(strstr(got, "short") < strstr(got, "xxxx"));
+	ecw_log_release();
+	assert_int_equal(drain_pipe(p[0], got, sizeof(got), 0), 0);
+
+	/* A release without a hold does nothing; lines then go out at once. */
+	ecw_log_release();
+	ecw_log_msg(ECW_LOG_INFO, "held", "not held");
+	assert_int_equal(count_lines((drain_pipe(p[0], got, sizeof(got), 0), got)), 1);
+
+	ecw_log_set_fd(fileno(capture_file));
+	close(p[0]);
+	close(p[1]);
+}
+
 static void test_log__secrets_registered_while_logging(void **state)
 {
 	(void)state;
@@ -836,6 +934,8 @@ int main(void)
 	                                    capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__concurrent_writers_whole_lines_unix_socket,
 	                                    capture_setup, capture_teardown),
+	    cmocka_unit_test_setup_teardown(test_log__held_lines_written_at_release, capture_setup,
+	                                    capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__secrets_registered_while_logging, capture_setup,
 	                                    capture_teardown),
 	};

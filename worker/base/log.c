@@ -16,6 +16,16 @@
  * was the most contended lock at concurrency 64: a pipe write wakes its
  * reader while holding it.)
  *
+ * A thread may hold its lines for a moment (ecw_log_hold): the runtime does
+ * while it concludes a group of messages, so that the group's lines go out
+ * in one write instead of one each. Every write wakes the reader (the
+ * container runtime, a shell's pipe): the message lines' writes were 15% of
+ * the worker's CPU at concurrency 64 (perf, archive bench). Held lines are
+ * whole and redacted; they are written, as one write of at most PIPE_BUF
+ * bytes (so the shared lock still applies), when the next line would not
+ * fit, and at ecw_log_release. A line that is longer, or held to an fd that
+ * does not take small lines whole, is written at once as ever.
+ *
  * Bounds: the fields of a line stop at LOG_LINE_MAX bytes. A field that would
  * go past it is dropped whole (never cut, so a secret is never half written
  * where redaction could not recognise it) and the line ends with
@@ -624,6 +634,52 @@ static void write_line(const char *p, size_t n)
 	pthread_rwlock_unlock(&g_write_lock);
 }
 
+/* Lines the thread holds (ecw_log_hold): whole and redacted, at most
+ * PIPE_BUF bytes. Freed at each release, so an exiting thread leaves none. */
+static _Thread_local struct ecw_buf t_held;
+static _Thread_local int t_holding;
+
+static void write_held(void)
+{
+	if (t_held.len)
+		write_line(t_held.ptr, t_held.len);
+	ecw_buf_reset(&t_held);
+}
+
+/* Whether the line out was taken into the thread's held lines (false: the
+ * caller writes it now). */
+static bool hold_line(const struct ecw_buf *out)
+{
+	if (t_holding == 0)
+		return false;
+	/* What is held goes first, so the thread's lines stay in order. */
+	if (out->len > PIPE_BUF || !fd_takes_small_lines_whole(atomic_load(&g_fd)) ||
+	    t_held.len + out->len > PIPE_BUF)
+		write_held();
+	if (out->len > PIPE_BUF || !fd_takes_small_lines_whole(atomic_load(&g_fd)))
+		return false;
+	if (ecw_buf_add(&t_held, out->ptr, out->len) == 0)
+		return true;
+	write_held(); /* out of memory: the held lines, then this one */
+	return false;
+}
+
+void ecw_log_hold(void)
+{
+	if (t_holding++ == 0)
+		ecw_buf_init(&t_held, PIPE_BUF);
+}
+
+void ecw_log_release(void)
+{
+	if (t_holding == 0 || --t_holding > 0)
+		return;
+	int saved_errno = errno;
+	write_held();
+	ecw_buf_dispose(&t_held);
+	errno = saved_errno;
+}
+
 void ecw_log_end(struct ecw_log_line *l)
 {
 	struct ecw_buf out;
@@ -640,7 +696,8 @@ void ecw_log_end(struct ecw_log_line *l)
 	 * redacted (out of memory) is dropped. */
 	if (err < 0 || ecw_log_redact(&out, l->buf.ptr, l->buf.len) < 0)
 		goto done;
-	write_line(out.ptr, out.len);
+	if (!hold_line(&out))
+		write_line(out.ptr, out.len);
 done:
 	ecw_buf_dispose(&out);
 	line_free(l);

@@ -101,30 +101,31 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(((const struct ecw_kv *)a)->name, ((const struct ecw_kv *)b)->name);
 }
 
-/* Lowercased copies of name=value pairs, sorted by name. */
-static int sorted_lower(struct ecw_kv *dst, const struct ecw_kv *src, size_t n, const char *prefix)
+/* The pairs of src whose name starts with prefix (all when NULL) into dst,
+ * each name lowercased, sorted by name. The lowercased names are kept in
+ * names (one allocation, not one per name), so dst is good until names
+ * is disposed of or grows. Returns how many, or < 0. */
+static int sorted_lower(struct ecw_kv *dst, const struct ecw_kv *src, size_t n, const char *prefix,
+			struct ecw_buf *names)
 {
-	size_t k = 0;
+	size_t k = 0, at[ECW_REQ_MAX_HEADERS > ECW_REQ_MAX_QUERY ? ECW_REQ_MAX_HEADERS : ECW_REQ_MAX_QUERY];
+	size_t plen = prefix ? strlen(prefix) : 0;
 
-	for (size_t i = 0; i < n; i++) {
-		if (prefix && strncasecmp(src[i].name, prefix, strlen(prefix)) != 0)
+	for (size_t i = 0; i < n && k < sizeof(at) / sizeof(at[0]); i++) {
+		if (prefix && strncasecmp(src[i].name, prefix, plen) != 0)
 			continue;
-		dst[k].name = strdup(src[i].name);
-		if (!dst[k].name)
+		at[k] = names->len;
+		if (ecw_buf_add(names, src[i].name, strlen(src[i].name) + 1) < 0)
 			return -1;
-		for (char *p = dst[k].name; *p; p++)
+		dst[k++].value = src[i].value;
+	}
+	for (size_t i = 0; i < k; i++) {
+		dst[i].name = names->ptr + at[i];
+		for (char *p = dst[i].name; *p; p++)
 			*p = (char)tolower((unsigned char)*p);
-		dst[k].value = src[i].value;
-		k++;
 	}
 	qsort(dst, k, sizeof(*dst), cmp_names);
 	return (int)k;
-}
-
-static void free_names(struct ecw_kv *kv, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(kv[i].name);
 }
 
 static const char *hdr(const struct ecw_request *r, const char *name)
@@ -143,13 +144,16 @@ static int canonical_resource(struct ecw_buf *out, const struct ecw_account *a, 
 static int queue_sts(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)
 {
 	struct ecw_kv hs[ECW_REQ_MAX_HEADERS], qs[ECW_REQ_MAX_QUERY];
+	struct ecw_buf hnames, qnames;
 	int nh = 0, nq = 0, err = ECW_ENOMEM;
 	char clen[24] = "";
 
 	if (r->body_len)
 		snprintf(clen, sizeof(clen), "%zu", r->body_len);
-	nh = sorted_lower(hs, r->headers, r->nheaders, "x-ms-");
-	nq = sorted_lower(qs, r->query, r->nquery, NULL);
+	ecw_buf_init(&hnames, 64 * 1024);
+	ecw_buf_init(&qnames, 64 * 1024);
+	nh = sorted_lower(hs, r->headers, r->nheaders, "x-ms-", &hnames);
+	nq = sorted_lower(qs, r->query, r->nquery, NULL, &qnames);
 	if (nh < 0 || nq < 0)
 		goto done;
 	/* VERB, Content-Encoding, Content-Language, Content-Length, Content-MD5,
@@ -169,8 +173,8 @@ static int queue_sts(struct ecw_buf *out, const struct ecw_account *a, const str
 			goto done;
 	err = 0;
 done:
-	free_names(hs, nh > 0 ? (size_t)nh : 0);
-	free_names(qs, nq > 0 ? (size_t)nq : 0);
+	ecw_buf_dispose(&hnames);
+	ecw_buf_dispose(&qnames);
 	return err;
 }
 

@@ -16,12 +16,11 @@ void ecw_request_init(struct ecw_request *r, enum ecw_service svc, const char *m
 	ecw_buf_init(&r->path, 64 * 1024);
 }
 
+/* A pair's name and value share one allocation, which name points at. */
 static void free_kvs(struct ecw_kv *kv, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		free(kv[i].name);
-		free(kv[i].value);
-	}
 }
 
 void ecw_request_dispose(struct ecw_request *r)
@@ -36,17 +35,17 @@ void ecw_request_dispose(struct ecw_request *r)
 
 static int kv_set(struct ecw_kv *kv, const char *name, size_t nlen, const char *value, size_t vlen)
 {
-	char *n = strndup(name, nlen), *v = strndup(value, vlen);
+	char *n = malloc(nlen + 1 + vlen + 1); /* "name\0value\0" */
 
-	if (!n || !v) {
-		free(n);
-		free(v);
+	if (!n)
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
-	}
+	memcpy(n, name, nlen);
+	n[nlen] = '\0';
+	memcpy(n + nlen + 1, value, vlen);
+	n[nlen + 1 + vlen] = '\0';
 	free(kv->name);
-	free(kv->value);
 	kv->name = n;
-	kv->value = v;
+	kv->value = n + nlen + 1;
 	return 0;
 }
 

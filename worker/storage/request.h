@@ -18,8 +18,8 @@
 #include "ecw_storage.h"
 
 struct ecw_kv {
-	char *name;
-	char *value;
+	char *name;  /* one allocation holds name and value: freeing name frees both */
+	char *value; /* points into it */
 };
 
 #define ECW_REQ_MAX_QUERY 8
