@@ -240,8 +240,23 @@ static bool receiver_should_wake(const struct runtime *rt)
 /* Whether a and b are messages of one job on one entity, both keyed. */
 static bool same_keys(const struct slot *a, const struct slot *b)
 {
-	return a->keyed && b->keyed && a->def == b->def && strcmp(a->m.pk, b->m.pk) == 0 &&
-	       strcmp(a->m.rk, b->m.rk) == 0;
+	return a->keyed && b->keyed && a->keys_hash == b->keys_hash && a->def == b->def &&
+	       strcmp(a->m.pk, b->m.pk) == 0 && strcmp(a->m.rk, b->m.rk) == 0;
+}
+
+/* Whether keyed a and b name one partition. */
+static bool same_partition(const struct slot *a, const struct slot *b)
+{
+	return a->pk_hash == b->pk_hash && strcmp(a->m.pk, b->m.pk) == 0;
+}
+
+/* FNV-1a of s, continuing from h, with its NUL. */
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+	do
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	while (*s++);
+	return h;
 }
 
 /* Whether a job thread holds a message of s's job and keys (under rt->mu). */
@@ -310,7 +325,7 @@ static size_t take_work(struct runtime *rt, struct slot **group)
 			t->next_rider = twin->riders;
 			twin->riders = t;
 			t->running = true;
-		} else if (n < max && t->groupable && t->def == def && strcmp(t->m.pk, group[0]->m.pk) == 0 &&
+		} else if (n < max && t->groupable && t->def == def && same_partition(t, group[0]) &&
 			   !keys_running(rt, t)) {
 			group[n++] = take_ready(rt, i);
 		} else {
@@ -337,7 +352,7 @@ static void take_peers(const struct runtime *rt, const struct slot *s, struct pe
 		const struct slot *t = &rt->slots[rt->ready[i]];
 		size_t len = t->keyed ? strlen(t->m.rk) + 1 : 0;
 		bool twice = false;
-		if (!t->keyed || t->running || t->def != s->def || strcmp(t->m.pk, s->m.pk) != 0 ||
+		if (!t->keyed || t->running || t->def != s->def || !same_partition(t, s) ||
 		    strcmp(t->m.rk, s->m.rk) == 0 || used + len > sizeof(out->buf))
 			continue;
 		for (size_t k = 0; k < out->n && !twice; k++)
@@ -698,6 +713,8 @@ static int place(struct runtime *rt, const struct ecw_queue_def *queue, struct e
 		s->def = def;
 		s->groupable = groupable;
 		s->keyed = keyed;
+		s->pk_hash = keyed ? fnv1a(14695981039346656037ULL, m.pk) : 0;
+		s->keys_hash = keyed ? fnv1a(s->pk_hash, m.rk) : 0;
 		s->riders = s->next_rider = NULL;
 		s->received_ms = now;
 		s->renew_at_ms = now + (int64_t)rt->vis_s * 500;

@@ -56,6 +56,10 @@ struct slot {
 	 * its duplicates in flight with it ride with its run, and no two
 	 * runs of its job and keys overlap in this worker (job_thread). */
 	bool keyed;
+	/* Set on receipt with keyed: hashes of pk, and of pk and rk, which the
+	 * job threads compare before the strings (take_work looks at every
+	 * waiting message against every running one, under rt->mu). */
+	uint64_t pk_hash, keys_hash;
 	/* Under rt->mu: a job thread holds it, running or riding. */
 	bool running;
 	/* The duplicates riding with this message's run, a list through

@@ -862,7 +862,7 @@ static void test_log__held_lines_written_at_release(void **state)
 	n = drain_pipe(p[0], got, sizeof(got), n);
 	assert_int_equal(count_lines(got), 40);
 	for (int i = 1; i < 40; i++) {
-		char a[16], b[16];
+		char a[32], b[32];
 		snprintf(a, sizeof(a), "line %02d", i - 1);
 		snprintf(b, sizeof(b), "line %02d", i);
 		assert_true(strstr(got, a) < strstr(got, b));
