@@ -486,6 +486,10 @@ static void test_runtime__sigterm_lets_short_jobs_finish(void **state)
 	rtfx_put(r, "{\"job\":\"slow\",\"pk\":\"p\",\"rk\":\"finish-me\"}", id);
 	rtfx_start_worker(&p, r, "runtime-drain", &o);
 	wait_all_received(r, &p);
+	/* Received is not yet started: a signal in between releases it (an
+	 * ASan run on the loaded machine sent it 9 ms after the receive). The
+	 * job takes 2 s, so 300 ms from now it runs. */
+	itest_sleep_ms(300);
 
 	int64_t t0 = itest_now_ms();
 	proc_signal(&p, SIGTERM);
