@@ -652,13 +652,11 @@ static bool hold_line(const struct ecw_buf *out)
 {
 	if (t_holding == 0)
 		return false;
+	bool holdable = out->len <= PIPE_BUF && fd_takes_small_lines_whole(atomic_load(&g_fd));
 	/* What is held goes first, so the thread's lines stay in order. */
-	if (out->len > PIPE_BUF || !fd_takes_small_lines_whole(atomic_load(&g_fd)) ||
-	    t_held.len + out->len > PIPE_BUF)
+	if (!holdable || t_held.len + out->len > PIPE_BUF)
 		write_held();
-	if (out->len > PIPE_BUF || !fd_takes_small_lines_whole(atomic_load(&g_fd)))
-		return false;
-	if (ecw_buf_add(&t_held, out->ptr, out->len) == 0)
+	if (holdable && ecw_buf_add(&t_held, out->ptr, out->len) == 0)
 		return true;
 	write_held(); /* out of memory: the held lines, then this one */
 	return false;
