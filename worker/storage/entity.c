@@ -19,10 +19,14 @@
 #include "entity.h"
 #include "jsonparse.h"
 
+/* Allocations: the two keys share one block (pk points to it, rk into it),
+ * and each property's name and value bytes (a string's with its NUL, a
+ * binary's) share one block, which name points to: the value follows the
+ * name's NUL. An entity read and copied costs a block a property, not two. */
 struct ecw_entity {
 	char *pk, *rk;
 	char *etag, *timestamp;
-	struct ecw_prop *props; /* names and s/bin owned */
+	struct ecw_prop *props; /* each name's block owned */
 	size_t n, cap;
 };
 
@@ -180,13 +184,10 @@ bad:
 
 /* ---- the bag -------------------------------------------------------------------- */
 
+/* The value's bytes live in the name's block (struct ecw_entity). */
 static void prop_dispose(struct ecw_prop *p)
 {
 	free((char *)p->name);
-	if (p->type == ECW_EDM_BINARY)
-		free((unsigned char *)p->v.bin);
-	else if (p->type == ECW_EDM_STRING || p->type == ECW_EDM_DATETIME || p->type == ECW_EDM_GUID)
-		free((char *)p->v.s);
 }
 
 void ecw_entity_free(struct ecw_entity *e)
@@ -196,8 +197,7 @@ void ecw_entity_free(struct ecw_entity *e)
 	for (size_t i = 0; i < e->n; i++)
 		prop_dispose(&e->props[i]);
 	free(e->props);
-	free(e->pk);
-	free(e->rk);
+	free(e->pk); /* rk's block too */
 	free(e->etag);
 	free(e->timestamp);
 	free(e);
@@ -205,23 +205,22 @@ void ecw_entity_free(struct ecw_entity *e)
 
 int ecw_entity_set_keys(struct ecw_entity *e, const char *pk, const char *rk)
 {
-	char *p, *r;
+	size_t pn, rn;
+	char *p;
 	int err;
 
 	if ((err = ecw_entity_key_check(pk, "PartitionKey")) < 0 ||
 	    (err = ecw_entity_key_check(rk, "RowKey")) < 0)
 		return err;
-	p = strdup(pk);
-	r = strdup(rk);
-	if (!p || !r) {
-		free(p);
-		free(r);
+	pn = strlen(pk) + 1;
+	rn = strlen(rk) + 1;
+	if (!(p = malloc(pn + rn)))
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
-	}
-	free(e->pk);
-	free(e->rk);
+	memcpy(p, pk, pn);
+	memcpy(p + pn, rk, rn);
+	free(e->pk); /* after the copy: pk or rk may be e's own */
 	e->pk = p;
-	e->rk = r;
+	e->rk = p + pn;
 	return 0;
 }
 
@@ -309,55 +308,67 @@ bool ecw_entity_remove(struct ecw_entity *e, const char *name)
 	return true;
 }
 
-/* Takes ownership of the heap parts of v (s or bin) even on failure. */
+static bool is_text(enum ecw_edm t)
+{
+	return t == ECW_EDM_STRING || t == ECW_EDM_DATETIME || t == ECW_EDM_GUID;
+}
+
+/* v's name and value bytes copied into one block (struct ecw_entity); a
+ * text value's bytes are v's s, a binary's its bin, both len long. */
+static int prop_make(struct ecw_prop *dst, const char *name, const struct ecw_prop *v)
+{
+	bool text = is_text(v->type), bytes = text || v->type == ECW_EDM_BINARY;
+	size_t nn = strlen(name) + 1;
+	char *block = malloc(nn + (bytes ? v->len + 1 : 0));
+
+	if (!block)
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	memcpy(block, name, nn);
+	*dst = *v;
+	dst->name = block;
+	if (bytes) {
+		char *value = block + nn;
+		if (v->len)
+			memcpy(value, text ? v->v.s : (const char *)v->v.bin, v->len);
+		value[v->len] = '\0';
+		if (text)
+			dst->v.s = value;
+		else
+			dst->v.bin = (const unsigned char *)value;
+	}
+	return 0;
+}
+
+/* Adds the property or replaces it; v's bytes are copied (they may be the
+ * replaced property's own). */
 static int put(struct ecw_entity *e, const char *name, struct ecw_prop v)
 {
-	struct ecw_prop *slot;
+	struct ecw_prop made, *slot;
 	int err;
 
 	if ((err = check_name(name)) < 0)
-		goto fail;
-	if (!(slot = find(e, name))) {
-		if (e->n == e->cap) {
-			size_t cap = e->cap ? e->cap * 2 : 8;
-			struct ecw_prop *p = realloc(e->props, cap * sizeof(*p));
-			if (!p) {
-				err = ecw_error_set(ECW_ENOMEM, "out of memory");
-				goto fail;
-			}
-			e->props = p;
-			e->cap = cap;
-		}
-		slot = &e->props[e->n];
-		if (!(v.name = strdup(name))) {
-			err = ecw_error_set(ECW_ENOMEM, "out of memory");
-			goto fail;
-		}
-		e->n++;
-	} else {
-		v.name = slot->name;
-		slot->name = NULL;
-		prop_dispose(slot);
+		return err;
+	if (!(slot = find(e, name)) && e->n == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 8;
+		struct ecw_prop *p = realloc(e->props, cap * sizeof(*p));
+		if (!p)
+			return ecw_error_set(ECW_ENOMEM, "out of memory");
+		e->props = p;
+		e->cap = cap;
 	}
-	*slot = v;
+	if ((err = prop_make(&made, name, &v)) < 0)
+		return err;
+	if (slot)
+		prop_dispose(slot);
+	else
+		slot = &e->props[e->n++];
+	*slot = made;
 	return 0;
-fail:
-	v.name = NULL;
-	prop_dispose(&v);
-	return err;
 }
 
 static int put_text(struct ecw_entity *e, const char *name, enum ecw_edm type, const char *s, size_t len)
 {
-	struct ecw_prop v = {.type = type, .len = len};
-	char *copy = malloc(len + 1);
-
-	if (!copy)
-		return ecw_error_set(ECW_ENOMEM, "out of memory");
-	memcpy(copy, s, len);
-	copy[len] = '\0';
-	v.v.s = copy;
-	return put(e, name, v);
+	return put(e, name, (struct ecw_prop){.type = type, .v.s = s, .len = len});
 }
 
 int ecw_entity_set_string(struct ecw_entity *e, const char *name, const char *s, size_t len)
@@ -414,15 +425,7 @@ int ecw_entity_set_guid(struct ecw_entity *e, const char *name, const char *guid
 
 int ecw_entity_set_binary(struct ecw_entity *e, const char *name, const void *p, size_t len)
 {
-	struct ecw_prop v = {.type = ECW_EDM_BINARY, .len = len};
-	unsigned char *copy = malloc(len ? len : 1);
-
-	if (!copy)
-		return ecw_error_set(ECW_ENOMEM, "out of memory");
-	if (len)
-		memcpy(copy, p, len);
-	v.v.bin = copy;
-	return put(e, name, v);
+	return put(e, name, (struct ecw_prop){.type = ECW_EDM_BINARY, .v.bin = p, .len = len});
 }
 
 int ecw_entity_set_prop(struct ecw_entity *e, const struct ecw_prop *p)
@@ -440,32 +443,6 @@ int ecw_entity_set_prop(struct ecw_entity *e, const struct ecw_prop *p)
 	return ecw_error_set(ECW_EINVALID, "property '%s': unknown type", p->name);
 }
 
-/* A copy of p's value and name in dst (not checked again: p is in an entity
- * already, so its name and value passed the setters). */
-static int prop_copy(struct ecw_prop *dst, const struct ecw_prop *p)
-{
-	bool text = p->type == ECW_EDM_STRING || p->type == ECW_EDM_DATETIME || p->type == ECW_EDM_GUID;
-	void *value = NULL;
-
-	*dst = *p;
-	if (text || p->type == ECW_EDM_BINARY) {
-		/* A string's bytes and its NUL; a binary of 0 bytes still has a block. */
-		size_t n = text ? p->len + 1 : p->len;
-		if ((value = malloc(n ? n : 1)) == NULL)
-			return ecw_error_set(ECW_ENOMEM, "out of memory");
-		memcpy(value, text ? (const void *)p->v.s : (const void *)p->v.bin, n);
-		if (text)
-			dst->v.s = value;
-		else
-			dst->v.bin = value;
-	}
-	if (!(dst->name = strdup(p->name))) {
-		free(value);
-		return ecw_error_set(ECW_ENOMEM, "out of memory");
-	}
-	return 0;
-}
-
 int ecw_entity_clone(struct ecw_entity **out, const struct ecw_entity *e)
 {
 	struct ecw_entity *c;
@@ -479,7 +456,8 @@ int ecw_entity_clone(struct ecw_entity **out, const struct ecw_entity *e)
 	else
 		c->cap = e->n;
 	for (size_t i = 0; i < e->n && err == 0; i++)
-		if ((err = prop_copy(&c->props[i], &e->props[i])) == 0)
+		/* Not checked again: e's names and values passed the setters. */
+		if ((err = prop_make(&c->props[i], e->props[i].name, &e->props[i])) == 0)
 			c->n++;
 	if (err == 0 && (err = set_owned_string(&c->etag, e->etag)) == 0)
 		err = set_owned_string(&c->timestamp, e->timestamp);
