@@ -431,6 +431,73 @@ static void test_index_list_store__lost_race_is_a_precondition(void **state)
 	ecw_il_tuples_dispose(&keys);
 }
 
+/* Reads served by one server until the reader's second point GET (its
+ * first page), then by another that holds the list's next version: as if
+ * another worker's transaction had rewritten the list between the reader's
+ * GET of the head and those of its pages. pages_only: only the pages come
+ * from the other (the head, and the query that looks at it again, stay
+ * with the first): a list broken for good rather than a race. */
+struct torn {
+	struct table_server *first, *then;
+	int point_gets;
+	bool pages_only;
+};
+
+static int torn_send(void *ctx, struct ecw_response *resp, const char *url, const struct ecw_request *r)
+{
+	struct torn *t = ctx;
+	bool point = strcmp(r->method, "GET") == 0 && strstr(url, "RowKey=");
+
+	t->point_gets += point;
+	return table_server_send(t->point_gets >= 2 && (point || !t->pages_only) ? t->then : t->first, resp,
+	                         url, r);
+}
+
+/* A torn read: the head of one version, then a page of the next, whose keys
+ * do not follow the head's. That is a race, not a broken list: the head has
+ * changed since, so the list is read again (and found whole), never
+ * reported as a permanent error (which poisons the message). The same
+ * misfit under a head that has not changed is the list's own error. */
+static void test_index_list_store__torn_read_is_read_again(void **state)
+{
+	struct fx *f = *state, g;
+	struct table_server *next;
+	struct tuples before, after;
+	struct torn t = {0};
+	struct il_list l;
+
+	/* Before: every other key of 12,000, a head and pages. After: all of
+	 * them, written afresh, so that its page 1 begins before the old
+	 * head's keys end. Another list is written first, so that no ETag of
+	 * the two servers is alike. */
+	keys_range(&after, 0, 12000, PAD);
+	keys_range(&before, 0, 12000, PAD);
+	for (size_t i = 6000; i > 0; i--)
+		ecw_il_tuples_remove_at(&before, 2 * i - 1);
+	save(f, "Jones", &before);
+	table_server_connect(&g.acct, &g.c, &next, false);
+	table_server_create_table(next, T);
+	g.s = next;
+	save(&g, "Smith", &before);
+	save(&g, "Jones", &after);
+
+	t = (struct torn){f->s, next, 0, false};
+	ecw_client_set_transport(f->c, torn_send, &t);
+	ok(ecw_il_list_load(&l, f->c, T, LPK, "Jones"), "load across the rewrite");
+	assert_true(t.point_gets > 3); /* head, page, then the new head and its pages */
+	assert_same(&l.keys, &after);
+	ecw_il_list_dispose(&l);
+
+	t = (struct torn){f->s, next, 0, true};
+	assert_int_equal(ecw_il_list_load(&l, f->c, T, LPK, "Jones"), ECW_EINVALID);
+	assert_non_null(strstr(ecw_error_last()->message, "does not follow the keys before it"));
+
+	ecw_client_set_transport(f->c, table_server_send, f->s);
+	ecw_il_tuples_dispose(&before);
+	ecw_il_tuples_dispose(&after);
+	table_server_disconnect(g.acct, g.c, next);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -446,6 +513,7 @@ int main(void)
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_index_list_store__too_large_and_too_many_at_once, setup,
 	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_index_list_store__torn_read_is_read_again, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_index_list_store__lost_race_is_a_precondition, setup,
 	                                    teardown),
 	};
