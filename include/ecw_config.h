@@ -49,6 +49,7 @@ struct ecw_config {
 		char *ca_file;                    /* a PEM CA bundle to trust; NULL: the system's */
 		char *managed_identity_client_id; /* a user-assigned identity; NULL: system-assigned */
 		int64_t request_timeout_ms;       /* one HTTP request, whole; 1s..10m, default 30s */
+		bool pipelining; /* a group's message deletes pipelined on one connection; default true */
 	} storage;
 	struct {
 		/* The job queues: worker.queues, or the one worker.queue with

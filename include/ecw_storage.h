@@ -74,11 +74,20 @@ struct ecw_client_options {
 	 * once when set: the call fails with ECW_ECANCELED. NULL: none. Must
 	 * outlive the client. */
 	const struct ecw_cancel *cancel;
+	/* Never send requests pipelined (storage.pipelining: false): a group's
+	 * message deletes then go one round trip each. */
+	bool no_pipelining;
 };
+
+/* Whether pipelining stopped for the whole process: a server took
+ * pipelined requests and left one after the first unanswered until the
+ * timeout (a server, or something on the way, that does not keep to RFC
+ * 9112's pipelining). From then on every request goes alone. */
+bool ecw_client_pipelining_stopped(void);
 
 /* clang-format 14 and 19 lay a braced macro out differently: */
 /* clang-format off */
-#define ECW_CLIENT_OPTIONS_INIT {4, 200, 5000, 30000, 5000, false, NULL, NULL, NULL, NULL}
+#define ECW_CLIENT_OPTIONS_INIT {4, 200, 5000, 30000, 5000, false, NULL, NULL, NULL, NULL, false}
 /* clang-format on */
 
 /* opts may be NULL for the defaults. The account must outlive the client. */
@@ -137,6 +146,22 @@ void ecw_queue_msgs_free(struct ecw_queue_msg *msgs, size_t count);
 /* ECW_ENOTFOUND: the message is gone or was received again (stale receipt). */
 int ecw_queue_delete(struct ecw_client *c, const char *queue, const char *id,
 		     const char *pop_receipt) ECW_MUST_USE;
+/* One message of ecw_queue_delete_many, and then its result: err as
+ * ecw_queue_delete would return it. */
+struct ecw_queue_delete_item {
+	const char *queue, *id, *pop_receipt;
+	int err;
+};
+/* Told of item i once its err is in, with the last error set for it when
+ * it failed. */
+typedef void (*ecw_queue_deleted_fn)(void *payload, size_t i);
+/* Deletes each item's message as ecw_queue_delete would, the requests
+ * pipelined on one connection (a round trip for them all rather than one
+ * each; a delete is idempotent, so one left unanswered is sent again), and
+ * calls deleted for each once its result is in: first any whose request
+ * could not be made (a bad name, id or receipt), then the rest in order. */
+void ecw_queue_delete_many(struct ecw_client *c, struct ecw_queue_delete_item *items, size_t n,
+			   ecw_queue_deleted_fn deleted, void *payload);
 /* Hides the message for visibility_s more seconds and, when text is not NULL,
  * replaces its text. The new pop receipt replaces msg->pop_receipt and the new
  * next-visible time msg->next_visible. ECW_ENOTFOUND as for delete. */

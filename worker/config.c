@@ -42,8 +42,8 @@
 static const char *const top_keys[] = {"storage", "worker",    "log",        "metrics",
 				       "jobs",    "schedules", "migrations", NULL};
 static const char *const storage_keys[] = {
-	"connection_string", "auth", "account", "ca_file", "managed_identity_client_id",
-	"request_timeout",   NULL};
+	"connection_string", "auth",       "account", "ca_file", "managed_identity_client_id",
+	"request_timeout",   "pipelining", NULL};
 static const char *const storage_auths[] = {"key", "workload-identity", "managed-identity", NULL};
 static const char *const worker_keys[] = {"queue",
 					  "poison_queue",
@@ -214,6 +214,7 @@ static void check_storage(struct ecw_config *cfg, const struct ecw_node *root, s
 			       "identity takes its client id from AZURE_CLIENT_ID)");
 	ecw_node_read_duration(&cfg->storage.request_timeout_ms, sec, "request_timeout", SEC, 10 * MIN, false,
 			       false, "storage", errs);
+	ecw_node_read_bool(&cfg->storage.pipelining, sec, "pipelining", false, "storage", errs);
 	/* Which checks apply depends on the mode: none when it is unknown. */
 	if ((rc = ecw_node_read_string(&cfg->storage.connection_string, sec, "connection_string", false,
 				       "storage", errs)) < 0 ||
@@ -730,6 +731,7 @@ static void set_defaults(struct ecw_config *cfg)
 	cfg->metrics.queue_refresh_ms = 15 * SEC;
 	cfg->worker.message_ttl_s = -1;
 	cfg->worker.create_missing = true;
+	cfg->storage.pipelining = true;
 	cfg->worker.schedule_lease_ms = 2 * MIN;
 	cfg->log.level = ECW_LOG_INFO;
 	cfg->log.format = ECW_LOG_JSON;

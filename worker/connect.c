@@ -118,6 +118,7 @@ void ecw_connect_client_options(struct ecw_client_options *opts, const struct ec
 	*opts = (struct ecw_client_options)ECW_CLIENT_OPTIONS_INIT;
 	opts->ca_file = cfg->storage.ca_file;
 	opts->timeout_ms = (int)cfg->storage.request_timeout_ms;
+	opts->no_pipelining = !cfg->storage.pipelining;
 }
 
 int ecw_connect(struct ecw_account **acct_out, struct ecw_client **client_out, const struct ecw_config *cfg)

@@ -9,6 +9,7 @@
  * Every final call on a message (delete, hide) happens under the message's
  * slot lock with the pop receipt the renewer last obtained, so a renewal can
  * never invalidate the receipt a delete is about to use. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #include "circuit.h"
 #include "ecw_buf.h"
 #include "ecw_clock.h"
+#include "ecw_crash.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
 #include "ecw_storage.h"
@@ -50,6 +52,11 @@ struct delivery {
 	struct ecw_span_ids span;
 	int64_t start_ns;  /* Unix time, for the export */
 	int64_t attempts0; /* the thread's storage attempts when it began */
+	/* After its run: the run's result and whether the circuit called it an
+	 * outage (for its riders), and whether its final call is made. */
+	int run_err;
+	bool outage;
+	bool settled;
 };
 
 /* The failure err in d->error (the last error's text, else err's name) and
@@ -182,35 +189,56 @@ static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stag
 /* The one final storage call on a message, under its slot lock, with the
  * newest pop receipt: delete (succeeded, or poisoned once the envelope is
  * put) or hide (retried). The lease and a shutdown's release are looked at
- * again here, at the moment of the call (ecw_outcome_guard). */
-static void settle(struct ecw_client *c, struct delivery *d)
+ * again here, at the moment of the call (ecw_outcome_guard).
+ *
+ * settle_due takes the lock and says whether a call is due; if not, it has
+ * let the lock go. settle_done takes the call's result and lets it go. */
+static bool settle_due(struct delivery *d)
 {
 	struct slot *s = d->s;
 	enum ecw_outcome_action action;
-	int err;
 
 	pthread_mutex_lock(&s->mu);
 	s->done = true;
 	ecw_outcome_guard(&d->o, atomic_load(&s->lease_lost), s->abandoned);
 	action = d->o.action;
 	if (action == ECW_ACTION_DELETE || action == ECW_ACTION_POISON || action == ECW_ACTION_REQUEUE ||
-	    action == ECW_ACTION_RETRY) {
-		err = action == ECW_ACTION_RETRY
-			      ? ecw_queue_update(&s->msg, c, s->queue->name, d->o.hide_s, NULL, 0)
-			      : ecw_queue_delete(c, s->queue->name, s->msg.id, s->msg.pop_receipt);
-		if (err == ECW_ENOTFOUND) {
-			atomic_store(&s->lease_lost, true);
-			d->o.action = ECW_ACTION_LEAVE;
-			d->o.word = "lease-lost";
-		} else if (err < 0) {
-			/* The message stays as it is: it reappears when its
-			 * lease runs out and is tried again. */
-			ecw_runtime_log_storage_error(action == ECW_ACTION_RETRY ? "queue.update"
-										 : "queue.delete");
-			d->o.word = "settle-failed";
-		}
-	}
+	    action == ECW_ACTION_RETRY)
+		return true;
 	pthread_mutex_unlock(&s->mu);
+	return false;
+}
+
+static void settle_done(struct delivery *d, int err)
+{
+	struct slot *s = d->s;
+
+	if (err == ECW_ENOTFOUND) {
+		atomic_store(&s->lease_lost, true);
+		d->o.action = ECW_ACTION_LEAVE;
+		d->o.word = "lease-lost";
+	} else if (err < 0) {
+		/* The message stays as it is: it reappears when its lease runs
+		 * out and is tried again. */
+		ecw_runtime_log_storage_error(d->o.action == ECW_ACTION_RETRY ? "queue.update"
+									      : "queue.delete");
+		d->o.word = "settle-failed";
+	}
+	d->settled = true;
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void settle(struct ecw_client *c, struct delivery *d)
+{
+	struct slot *s = d->s;
+
+	if (!settle_due(d)) {
+		d->settled = true;
+		return;
+	}
+	settle_done(d, d->o.action == ECW_ACTION_RETRY
+			       ? ecw_queue_update(&s->msg, c, s->queue->name, d->o.hide_s, NULL, 0)
+			       : ecw_queue_delete(c, s->queue->name, s->msg.id, s->msg.pop_receipt));
 }
 
 /* After a job with `then:` succeeded: one message per follow-up job for the
@@ -433,7 +461,9 @@ static void log_message(const struct delivery *d)
  * poisoning), then counts and logs it. */
 static void conclude(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 {
-	if (d->o.action == ECW_ACTION_POISON)
+	if (d->settled)
+		; /* settled with its group's (settle_group) */
+	else if (d->o.action == ECW_ACTION_POISON)
 		poison(rt, c, d);
 	else if (d->o.action == ECW_ACTION_REQUEUE)
 		requeue(rt, c, d);
@@ -471,20 +501,30 @@ static void conclude_riders(struct runtime *rt, struct ecw_client *c, const stru
 
 /* After the job returned err: its follow-ups when it succeeded (once for the
  * run, its riders' too), then the circuit hears of it (an outage's failure
- * is then the service's), then the rules, then the rest, then its riders. */
-static void finish(struct runtime *rt, struct ecw_client *c, struct delivery *d, int err)
+ * is then the service's), then the rules. */
+static void judge(struct runtime *rt, struct ecw_client *c, struct delivery *d, int err)
 {
-	bool outage;
-
 	if (err == 0 && d->s->def->then && (err = enqueue_then(rt, c, d)) < 0)
 		note_failure(d, err);
-	outage = ecw_circuit_note(rt->circuit, err);
-	decide(rt, d, ECW_STAGE_RAN, true, err, outage);
+	d->run_err = err;
+	d->outage = ecw_circuit_note(rt->circuit, err);
+	decide(rt, d, ECW_STAGE_RAN, true, err, d->outage);
 	for (const struct slot *r = d->s->riders; r; r = r->next_rider)
 		d->duplicates++;
+}
+
+/* After judge: the rest, then its riders. */
+static void conclude_run(struct runtime *rt, struct ecw_client *c, struct delivery *d)
+{
 	conclude(rt, c, d);
 	if (d->duplicates > 0)
-		conclude_riders(rt, c, d, err, outage);
+		conclude_riders(rt, c, d, d->run_err, d->outage);
+}
+
+static void finish(struct runtime *rt, struct ecw_client *c, struct delivery *d, int err)
+{
+	judge(rt, c, d, err);
+	conclude_run(rt, c, d);
 }
 
 /* Whether the message can run at all, with the reason in d->error when it
@@ -535,24 +575,85 @@ void ecw_deliver_one(struct runtime *rt, struct ecw_client *c, struct slot *s)
 	finish(rt, c, &d, err);
 }
 
+/* The members of a group whose final call is a delete, made together:
+ * ecw_queue_delete_many pipelines them on one connection, a round trip for
+ * the group instead of one a member. Each is due under its slot lock, as
+ * settle's one is (settle_due); the locks are taken in the group's order
+ * and each let go as its answer is in (settle_done). No other code holds
+ * two slot locks, so holding several cannot deadlock; a renewal waiting on
+ * one waits at most this exchange, as it waited for a lone delete. The
+ * other members (poisoned, retried, requeued) settle alone in conclude.
+ *
+ * Crash safety: each delete comes after its member's run succeeded, as a
+ * lone one does, and a delete is the message's last step. A crash among
+ * them (deliver.group.delete_answered, after each answer) leaves some
+ * messages deleted and the rest to come back when their leases run out;
+ * those run again and find their work done, as after a crash before a lone
+ * delete. Nothing a job wrote depends on which deletes went through. */
+struct group_settling {
+	struct delivery *ds;
+	struct ecw_queue_delete_item items[GROUP_CAP];
+	size_t member[GROUP_CAP];
+};
+
+static void member_deleted(void *payload, size_t i)
+{
+	struct group_settling *g = payload;
+	struct delivery *d = &g->ds[g->member[i]];
+
+	ecw_log_set_trace(d->span.trace_hex, d->span.span_hex);
+	settle_done(d, g->items[i].err);
+	ecw_crash_point("deliver.group.delete_answered");
+}
+
+static atomic_bool pipelining_stop_told; /* the warning is logged once */
+
+static void settle_group(struct ecw_client *c, struct delivery *ds, size_t n)
+{
+	struct group_settling g = {.ds = ds};
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct slot *s = ds[i].s;
+
+		if (ds[i].o.action != ECW_ACTION_DELETE)
+			continue;
+		if (!settle_due(&ds[i])) {
+			ds[i].settled = true; /* released, or its lease is gone */
+			continue;
+		}
+		g.items[k] = (struct ecw_queue_delete_item){s->queue->name, s->msg.id, s->msg.pop_receipt, 0};
+		g.member[k++] = i;
+	}
+	ecw_queue_delete_many(c, g.items, k, member_deleted, &g);
+	if (k > 1 && ecw_client_pipelining_stopped() && !atomic_exchange(&pipelining_stop_told, true)) {
+		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "pipelining_stopped");
+		ecw_log_str(
+			l, "detail",
+			"a pipelined answer from the queue service did not come in time: from now on "
+			"every message delete goes alone (storage.pipelining: false makes that the rule)");
+		ecw_log_end(l);
+	}
+}
+
 /* Messages of one job on entities of one partition, taken together from the
  * waiting ones (job_thread): the job type runs them at once and each is then
- * concluded as if it had run alone. Every member passed ecw_deliver_one()'s checks
- * on receipt (place sets groupable only then). */
+ * concluded as if it had run alone, except that their deletes go together
+ * (settle_group). Every member passed ecw_deliver_one()'s checks on receipt
+ * (place sets groupable only then). */
 void ecw_deliver_group(struct runtime *rt, struct ecw_client *c, struct slot **group, size_t n)
 {
 	const struct ecw_job_def *def = group[0]->def;
 	struct ecw_job_ctx ctxs[GROUP_CAP];
 	int errs[GROUP_CAP];
-	struct ecw_span_ids spans[GROUP_CAP];
+	struct delivery ds[GROUP_CAP];
 	int64_t t0 = ecw_now_ms(), start_ns = unix_ns(), attempts0 = ecw_runtime_thread_attempts(), ran;
 
 	/* Each member has its own span; the lines of the group's run are
 	 * about all of them, so they carry none. */
 	for (size_t i = 0; i < n; i++) {
-		struct delivery d = {.s = group[i]};
-		open_span(&d, start_ns);
-		spans[i] = d.span;
+		ds[i] = (struct delivery){.s = group[i]};
+		open_span(&ds[i], start_ns);
 		ctxs[i] = job_ctx(rt, c, group[i]);
 		errs[i] = 0;
 	}
@@ -564,19 +665,27 @@ void ecw_deliver_group(struct runtime *rt, struct ecw_client *c, struct slot **g
 	 * the group instead of one per member. */
 	ecw_log_hold();
 	for (size_t i = 0; i < n; i++) {
-		struct delivery d = {.s = group[i], .ctx = ctxs[i], .t0 = t0, .group = n};
+		struct delivery *d = &ds[i];
+		struct ecw_span_ids span = d->span;
+
+		*d = (struct delivery){.s = group[i], .ctx = ctxs[i], .t0 = t0, .group = n};
 		/* The group's requests are each member's, with its own settling. */
-		d.span = spans[i];
-		d.start_ns = start_ns;
-		d.attempts0 = ecw_runtime_thread_attempts() - ran;
-		ecw_log_set_trace(d.span.trace_hex, d.span.span_hex);
+		d->span = span;
+		d->start_ns = start_ns;
+		d->attempts0 = ecw_runtime_thread_attempts() - ran;
+		ecw_log_set_trace(d->span.trace_hex, d->span.span_hex);
 		if (errs[i] < 0) {
-			snprintf(d.error, sizeof(d.error), "%s",
+			snprintf(d->error, sizeof(d->error), "%s",
 				 ctxs[i].error[0] ? ctxs[i].error : ecw_err_name(errs[i]));
-			d.http_status = ctxs[i].error_status;
-			memcpy(d.error_code, ctxs[i].error_code, sizeof(d.error_code));
+			d->http_status = ctxs[i].error_status;
+			memcpy(d->error_code, ctxs[i].error_code, sizeof(d->error_code));
 		}
-		finish(rt, c, &d, errs[i]);
+		judge(rt, c, d, errs[i]);
+	}
+	settle_group(c, ds, n);
+	for (size_t i = 0; i < n; i++) {
+		ecw_log_set_trace(ds[i].span.trace_hex, ds[i].span.span_hex);
+		conclude_run(rt, c, &ds[i]);
 	}
 	ecw_log_release();
 }

@@ -345,3 +345,57 @@ struct ecw_entity *itest_get_or_null(struct ecw_client *c, const char *table, co
 	ECW_ASSERT_OK(err);
 	return e;
 }
+
+struct told {
+	size_t order[8], n;
+	int status[8];
+	char code[8][64];
+};
+
+static void told_one(void *payload, size_t i)
+{
+	struct told *t = payload;
+
+	t->status[t->n] = ecw_error_last()->http_status;
+	snprintf(t->code[t->n], sizeof(t->code[0]), "%s", ecw_error_last()->service_code);
+	t->order[t->n++] = i;
+}
+
+void itest_check_delete_many(struct ecw_client *c, const char *q)
+{
+	enum { N = 6, STALE = 3 };
+	struct ecw_queue_delete_item items[N];
+	struct ecw_queue_msg *m = NULL;
+	struct ecw_client_stats before, after;
+	struct told told = {0};
+	size_t n = 0;
+	long long left = -1;
+
+	ECW_ASSERT_OK(ecw_queue_create(NULL, c, q));
+	for (int i = 0; i < N; i++)
+		ECW_ASSERT_OK(ecw_queue_put(NULL, c, q, "pipelined", 9, NULL));
+	ECW_ASSERT_OK(ecw_queue_receive(&m, &n, c, q, 32, 30));
+	assert_int_equal(n, N);
+	for (size_t i = 0; i < N; i++)
+		items[i] = (struct ecw_queue_delete_item){q, m[i].id, m[i].pop_receipt, 1};
+	struct ecw_queue_msg moved = m[STALE];
+	ECW_ASSERT_OK(ecw_queue_update(&moved, c, q, 30, NULL, 0));
+	before = itest_stats(c);
+	ecw_queue_delete_many(c, items, N, told_one, &told);
+	after = itest_stats(c);
+	assert_int_equal(told.n, N);
+	for (size_t i = 0; i < N; i++) {
+		assert_int_equal(told.order[i], i);
+		assert_int_equal(items[i].err, i == STALE ? ECW_ENOTFOUND : 0);
+	}
+	/* The service's answer to a receipt that is no longer the message's:
+	 * 400 PopReceiptMismatch (404 MessageNotFound has been seen too). */
+	ITEST_CHECK((told.status[STALE] == 400 && strcmp(told.code[STALE], "PopReceiptMismatch") == 0) ||
+	                (told.status[STALE] == 404 && strcmp(told.code[STALE], "MessageNotFound") == 0),
+	            "the stale receipt's delete was answered %d %s", told.status[STALE], told.code[STALE]);
+	assert_int_equal(after.requests - before.requests, N);
+	assert_int_equal(after.connections - before.connections, 0);
+	ECW_ASSERT_OK(ecw_queue_count(&left, c, q));
+	assert_int_equal(left, 1);
+	ecw_queue_msgs_free(m, n);
+}

@@ -23,7 +23,7 @@
 /* Small, fast retries: base 10 ms, cap 100 ms, 4 tries. */
 /* clang-format 14 and 19 lay a braced macro out differently: */
 /* clang-format off */
-#define ITEST_OPTIONS {4, 10, 100, 30000, 2000, false, NULL, NULL, NULL, NULL}
+#define ITEST_OPTIONS {4, 10, 100, 30000, 2000, false, NULL, NULL, NULL, NULL, false}
 /* clang-format on */
 
 #define ITEST_MAX_EXTRA 64
@@ -109,6 +109,13 @@ int64_t itest_now_ms(void);
 /* The last error came from the service: this HTTP status and service error
  * code (NULL: any non-empty code), a request id, and a message naming both. */
 void itest_assert_service_error(int http_status, const char *service_code);
+
+/* ecw_queue_delete_many through c on queue q (created here): six messages
+ * received, the fourth updated since (its first receipt stale); the five
+ * deleted and the fourth ECW_ENOTFOUND (the service's 400 or 404), told in
+ * order, in six requests on one connection: pipelined, nothing sent again.
+ * The queue then holds the fourth. */
+void itest_check_delete_many(struct ecw_client *c, const char *q);
 
 /* Formats the last error for a failure message. */
 const char *itest_last_error(void);

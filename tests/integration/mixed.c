@@ -53,8 +53,8 @@ static const char *const RK_STYLE[5] = {"o'brien", "Zo\xc3\xab", "say \"hi\"", "
 
 /* ---- fixture ------------------------------------------------------------------------ */
 
-static const struct ecw_client_options APP_OPTIONS = {8,     50,   1000, 30000, 5000,
-                                                      false, NULL, NULL, NULL,  NULL};
+static const struct ecw_client_options APP_OPTIONS = {8,    50,   1000, 30000, 5000, false,
+                                                      NULL, NULL, NULL, NULL,  false};
 
 void mx_idset_add(struct idset *s, const char *id)
 {

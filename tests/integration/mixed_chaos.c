@@ -39,7 +39,6 @@ void mx_start_proxy(struct mx *x, unsigned seed)
 {
 	const struct mixed_chaos *ch = &x->sc->chaos;
 	char name[96], file[128], map_q[48], map_t[48], p503[32], preset[32], pstall[32], stall[32], sd[32];
-	char key[128] = "";
 	int qport = -1, tport = -1;
 
 	snprintf(name, sizeof(name), "%s-proxy", x->sc->name);
@@ -80,15 +79,7 @@ void mx_start_proxy(struct mx *x, unsigned seed)
 		if (qport < 0 || tport < 0)
 			itest_sleep_ms(20);
 	}
-	const char *k = strstr(x->connstr, "AccountKey=");
-	ITEST_CHECK(k, "the private Azurite's connection string has no AccountKey");
-	k += strlen("AccountKey=");
-	snprintf(key, sizeof(key), "%.*s", (int)strcspn(k, ";"), k);
-	snprintf(x->env_conn, sizeof(x->env_conn),
-	         "ECW_TEST_CONNECTION_STRING=DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-	         "AccountKey=%s;QueueEndpoint=http://127.0.0.1:%d/devstoreaccount1;"
-	         "TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;",
-	         key, qport, tport);
+	proc_env_connstr(x->env_conn, sizeof(x->env_conn), x->connstr, qport, tport);
 }
 
 static long long stat_int(struct json_object *o, const char *key)

@@ -45,7 +45,7 @@ void mv_start_worker(struct proc *p, const struct mv *m, const char *name, const
 {
 	struct wfx_worker w = WFX_WORKER(m->fx.t->queue, m->fx.poison);
 	char path[640], crash[96], pause[96];
-	const char *env[3] = {NULL, NULL, NULL};
+	const char *env[4] = {NULL, NULL, NULL, NULL};
 	int nenv = 0;
 
 	w.batch_size = o->batch_size;
@@ -53,6 +53,7 @@ void mv_start_worker(struct proc *p, const struct mv *m, const char *name, const
 	w.visibility_s = o->visibility_s;
 	w.metrics_port = o->metrics_port;
 	w.jobs = jobs;
+	w.storage_extra = o->storage_extra;
 	wfx_write_config(path, sizeof(path), name, &w);
 	const char *args[] = {"run", "-c", path, NULL};
 	if (o->crash_at) {
@@ -63,6 +64,8 @@ void mv_start_worker(struct proc *p, const struct mv *m, const char *name, const
 		snprintf(pause, sizeof(pause), "ECW_TEST_PAUSE_AT=%s", o->pause_at);
 		env[nenv++] = pause;
 	}
+	if (o->env)
+		env[nenv++] = o->env;
 	proc_start(p, name, args, nenv ? env : NULL);
 }
 

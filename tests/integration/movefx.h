@@ -44,14 +44,16 @@ const char *mv_std_jobs(char *buf, size_t cap, const struct mv *m);
 
 struct mv_wopts {
 	int visibility_s, concurrency, batch_size;
-	int metrics_port;     /* 0: metrics off */
-	const char *crash_at; /* ECW_CRASH_AT, or NULL */
-	const char *pause_at; /* ECW_TEST_PAUSE_AT ("point:ms"), or NULL */
+	int metrics_port;          /* 0: metrics off */
+	const char *crash_at;      /* ECW_CRASH_AT, or NULL */
+	const char *pause_at;      /* ECW_TEST_PAUSE_AT ("point:ms"), or NULL */
+	const char *env;           /* one more environment entry ("NAME=value"), or NULL */
+	const char *storage_extra; /* lines under storage: (indented two spaces), or NULL */
 };
 
 /* clang-format 14 and 19 lay a braced macro out differently: */
 /* clang-format off */
-#define MV_WOPTS_DEFAULT {30, 4, 16, 0, NULL, NULL}
+#define MV_WOPTS_DEFAULT {30, 4, 16, 0, NULL, NULL, NULL, NULL}
 /* clang-format on */
 
 /* Writes NAME.yaml and starts the worker with it. */

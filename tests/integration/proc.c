@@ -1152,3 +1152,41 @@ int proc_sdk(char **out, const char *const *args)
 	ecw_buf_dispose(&b);
 	return status;
 }
+
+void proc_env_connstr(char *out, size_t cap, const char *connstr, int qport, int tport)
+{
+	const char *k = strstr(connstr, "AccountKey=");
+	char key[128];
+
+	ITEST_CHECK(k, "the connection string has no AccountKey");
+	k += strlen("AccountKey=");
+	snprintf(key, sizeof(key), "%.*s", (int)strcspn(k, ";"), k);
+	snprintf(out, cap,
+	         "ECW_TEST_CONNECTION_STRING=DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+	         "AccountKey=%s;QueueEndpoint=http://127.0.0.1:%d/devstoreaccount1;"
+	         "TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;",
+	         key, qport, tport);
+}
+
+void proc_proxied_storage(struct proc_proxied *out)
+{
+	int qport = proc_free_port(), tport = proc_free_port();
+	const char *azq = getenv("ECW_TEST_QUEUE_PORT"), *azt = getenv("ECW_TEST_TABLE_PORT");
+
+	ITEST_CHECK(azq && azt, "needs the Azurite ports");
+	proc_env_connstr(out->envcs, sizeof(out->envcs), itest_connstr(), qport, tport);
+	snprintf(out->map_q, sizeof(out->map_q), "%d:127.0.0.1:%s", qport, azq);
+	snprintf(out->map_t, sizeof(out->map_t), "%d:127.0.0.1:%s", tport, azt);
+}
+
+long long proc_proxy_stat(const char *stats_path, const char *name)
+{
+	struct json_object *st = json_object_from_file(stats_path), *v = NULL;
+	long long n;
+
+	ITEST_CHECK(st && json_object_object_get_ex(st, name, &v), "faultproxy left no \"%s\" in %s", name,
+	            stats_path);
+	n = (long long)json_object_get_int64(v);
+	json_object_put(st);
+	return n;
+}

@@ -203,6 +203,22 @@ int proc_http_get(char **body, int port, const char *path);
 /* A free TCP port on 127.0.0.1 (bound, read and closed again). */
 int proc_free_port(void);
 
+/* A worker's storage behind two free ports (queue, table) that faultproxy
+ * passes on to Azurite: the environment entry of the worker's connection
+ * string, and faultproxy's two --map arguments. */
+struct proc_proxied {
+	char envcs[1024], map_q[64], map_t[64];
+};
+void proc_proxied_storage(struct proc_proxied *out);
+/* "ECW_TEST_CONNECTION_STRING=..." in out: the account key of connstr (the
+ * test fails when it has none) with queue and table endpoints on
+ * 127.0.0.1 at qport and tport, over http. */
+void proc_env_connstr(char *out, size_t cap, const char *connstr, int qport, int tport);
+
+/* A number from faultproxy's --stats file ("connections", "requests",
+ * ...); the test fails when there is none. */
+long long proc_proxy_stat(const char *stats_path, const char *name);
+
 /* The sum of the samples of metric name on a /metrics page (Prometheus text)
  * whose labels include every one of the given key="value" strings
  * (NULL-terminated; none: every sample). *found (may be NULL): how many

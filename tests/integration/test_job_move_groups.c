@@ -251,6 +251,54 @@ static void test_job_move_groups__group_crash_after_each_step(void **state)
 	group_crash_after(*state, "move.group.deleted", MV_IN_TARGET, "already-moved");
 }
 
+/* A crash among a group's pipelined message deletes (right after the
+ * first answer: deliver.group.delete_answered): every entity is moved, the
+ * first message is gone and the others are deleted or come back. Those
+ * that come back run again and find the move done (already-moved): the
+ * archive holds each employee once, the source none, nothing is poisoned
+ * and the queue ends empty. */
+static void test_job_move_groups__group_crash_among_deletes(void **state)
+{
+	struct mv *m = *state;
+	struct mv_wopts o = MV_WOPTS_DEFAULT;
+	struct ecw_entity *e[GRP_CRASH_N];
+	char jobs[512], rk[32], id[64];
+	struct proc p1, p2;
+
+	o.visibility_s = 2;
+	mv_std_jobs(jobs, sizeof(jobs), m);
+	for (int i = 0; i < GRP_CRASH_N; i++) {
+		snprintf(rk, sizeof(rk), "settling %03d", i);
+		e[i] = mv_employee("Settling", rk, i + 1);
+		mv_write_entity(m, m->emp, e[i]);
+		mv_put_job(m, "archive-employee", "Settling", rk, NULL, false, id);
+	}
+	o.crash_at = "deliver.group.delete_answered";
+	mv_start_crashing_worker(&p1, m, "move-group-crash-deletes", jobs, &o);
+	long long back = mv_queue_count(m, m->fx.t->queue);
+	ITEST_CHECK(back >= 0 && back < GRP_CRASH_N,
+	            "%lld of %d messages left after the first delete's answer", back, GRP_CRASH_N);
+	for (int i = 0; i < GRP_CRASH_N; i++)
+		mv_assert_only_in(m, m->arch, m->emp, e[i], "a crash among the group's deletes");
+
+	o.crash_at = NULL;
+	mv_start_worker(&p2, m, "move-group-crash-deletes-rerun", jobs, &o);
+	if (back > 0)
+		PROC_EXPECT_LOG(&p2, (size_t)back, 15000, "message", "outcome", "succeeded", "detail",
+		                "already-moved");
+	for (int64_t end = ecw_now_ms() + 15000; mv_queue_count(m, m->fx.t->queue) != 0;) {
+		ITEST_CHECK(ecw_now_ms() < end, "messages left on the queue after the rerun");
+		itest_sleep_ms(100);
+	}
+	for (int i = 0; i < GRP_CRASH_N; i++) {
+		mv_assert_only_in(m, m->arch, m->emp, e[i], "the rerun");
+		ecw_entity_free(e[i]);
+	}
+	assert_int_equal(proc_count(&p2, "message", NULL), (size_t)back);
+	assert_int_equal(mv_queue_count(m, m->fx.poison), 0);
+	mv_finish(&p2);
+}
+
 /* One member changes between the group's copy and its delete: five
  * employees of one partition in one group, the worker held for 3 s right
  * after its transaction of copies (ECW_TEST_PAUSE_AT=move.group.copied)
@@ -362,12 +410,86 @@ static void test_job_move_groups__requests_per_message(void **state)
 	mv_finish(&p);
 }
 
+/* One pass of test_job_move_groups__group_deletes_pipelined: n moves of
+ * one partition through faultproxy; the worker's storage requests (its
+ * metrics, just before it stops) and faultproxy's bursts of requests. */
+static void moves_through_proxy(struct mv *m, const char *name, const char *storage_extra, int n,
+                                long long *requests, long long *bursts)
+{
+	struct mv_wopts o = MV_WOPTS_DEFAULT;
+	struct proc p, proxy;
+	struct proc_proxied ps;
+	char jobs[512], rk[32], id[64], stats[640], proxy_name[96], stats_name[128], *page = NULL;
+
+	for (int i = 0; i < n; i++) {
+		struct ecw_entity *e;
+		snprintf(rk, sizeof(rk), "%s %03d", name, i);
+		e = mv_employee("Sales", rk, 1);
+		mv_write_entity(m, m->emp, e);
+		ecw_entity_free(e);
+		mv_put_job(m, "archive-employee", "Sales", rk, NULL, false, id);
+	}
+	proc_proxied_storage(&ps);
+	snprintf(proxy_name, sizeof(proxy_name), "%s-proxy", name);
+	snprintf(stats_name, sizeof(stats_name), "%s.json", proxy_name);
+	proc_path(stats, sizeof(stats), stats_name);
+	const char *pargs[] = {"--map", ps.map_q, "--map", ps.map_t, "--stats", stats, NULL};
+	proc_start_program(&proxy, proxy_name, proc_tool_bin("faultproxy"), pargs, NULL);
+	o.batch_size = 32;
+	o.concurrency = 2;
+	o.metrics_port = proc_free_port();
+	o.env = ps.envcs;
+	o.storage_extra = storage_extra;
+	mv_start_worker(&p, m, name, mv_std_jobs(jobs, sizeof(jobs), m), &o);
+	PROC_EXPECT_LOG(&p, (size_t)n, 60000, "message", "outcome", "succeeded");
+	assert_int_equal(proc_http_get(&page, o.metrics_port, "/metrics"), 200);
+	*requests = (long long)proc_metric(page, "ecw_storage_requests_total", NULL, NULL);
+	free(page);
+	mv_finish(&p);
+	proc_stop(&proxy, 10000);
+	*bursts = proc_proxy_stat(stats, "requests");
+}
+
+/* A group's message deletes go pipelined, a write for them all (storage.pipelining, on unless
+ * false). faultproxy, between the worker and Azurite, counts bursts of requests, which pipelined
+ * requests share, and the worker counts its requests: with pipelining the bursts are fewer by most of
+ * the deletes; with `pipelining: false` each request is a burst of its own. Every move is done either
+ * way, each message deleted. */
+static void test_job_move_groups__group_deletes_pipelined(void **state)
+{
+	enum { N = 24 };
+	struct mv *m = *state;
+	long long requests, bursts;
+
+	moves_through_proxy(m, "move-group-pipelined", NULL, N, &requests, &bursts);
+	print_message("  pipelined: %lld requests in %lld bursts\n", requests, bursts);
+	ITEST_CHECK(bursts <= requests - N / 2,
+	            "%lld bursts for %lld requests: the group's %d deletes did not share their writes",
+	            bursts, requests, N);
+	assert_int_equal(mv_table_rows(m, m->arch), N);
+	assert_int_equal(mv_queue_count(m, m->fx.t->queue), 0);
+
+	moves_through_proxy(m, "move-group-alone", "  pipelining: false\n", N, &requests, &bursts);
+	print_message("  pipelining: false: %lld requests in %lld bursts\n", requests, bursts);
+	/* Polls after the metrics were read only add bursts. */
+	ITEST_CHECK(bursts >= requests - 1, "%lld bursts for %lld requests with pipelining: false", bursts,
+	            requests);
+	assert_int_equal(mv_table_rows(m, m->arch), 2 * N);
+	assert_int_equal(mv_table_rows(m, m->emp), 0);
+	assert_int_equal(mv_queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(mv_queue_count(m, m->fx.poison), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_job_move_groups__group_moves_a_receive_together, mv_setup,
 	                                    mv_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_move_groups__requests_per_message, mv_setup,
+	                                    mv_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_move_groups__group_deletes_pipelined, mv_setup,
+	                                    mv_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_move_groups__group_crash_among_deletes, mv_setup,
 	                                    mv_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_move_groups__group_crash_after_each_step, mv_setup,
 	                                    mv_teardown),

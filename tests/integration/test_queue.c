@@ -659,7 +659,7 @@ static void test_queue__connection_refused_retried_then_transient(void **state)
 {
 	(void)state;
 	char *cs = itest_connstr_with(NULL, itest_closed_port());
-	struct ecw_client_options o = {3, 10, 50, 5000, 1000, false, NULL, NULL, NULL, NULL};
+	struct ecw_client_options o = {3, 10, 50, 5000, 1000, false, NULL, NULL, NULL, NULL, false};
 	struct ecw_account *acct = NULL;
 	struct ecw_client *c = NULL;
 	itest_client_for(&acct, &c, cs, &o);
@@ -718,6 +718,16 @@ static void test_queue__keep_alive_one_connection(void **state)
 	ecw_account_free(acct);
 }
 
+/* A group's deletes, pipelined on the client's connection: each answered
+ * for its own message, a stale receipt's 404 for that one only. */
+static void test_queue__delete_many_pipelined(void **state)
+{
+	struct itest *t = *state;
+
+	t->queue_used = true;
+	itest_check_delete_many(t->client, t->queue);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, itest_setup, itest_teardown)
 
 int main(void)
@@ -726,6 +736,7 @@ int main(void)
 	    T(test_queue__create_idempotent),
 	    T(test_queue__bad_name_rejected_before_request),
 	    T(test_queue__put_receive_delete),
+	    T(test_queue__delete_many_pipelined),
 	    T(test_queue__receive_empty_queue),
 	    T(test_queue__receive_max_out_of_range),
 	    T(test_queue__visibility_delay),

@@ -692,32 +692,6 @@ static void test_runtime__startup_failures_exit_1(void **state)
 	proc_assert_logs_clean();
 }
 
-/* A worker's storage behind two free ports (queue, table) that faultproxy
- * passes on to Azurite: the environment entry of the worker's connection
- * string, and faultproxy's two --map arguments. */
-struct proxied {
-	char envcs[1024], map_q[64], map_t[64];
-};
-
-static void proxied_storage(struct proxied *out)
-{
-	char key[128];
-	int qport = proc_free_port(), tport = proc_free_port();
-	const char *cs = itest_connstr(), *k = strstr(cs, "AccountKey="),
-	           *azq = getenv("ECW_TEST_QUEUE_PORT"), *azt = getenv("ECW_TEST_TABLE_PORT");
-
-	ITEST_CHECK(k && azq && azt, "needs the test connection string with a key, and the Azurite ports");
-	k += strlen("AccountKey=");
-	snprintf(key, sizeof(key), "%.*s", (int)strcspn(k, ";"), k);
-	snprintf(out->envcs, sizeof(out->envcs),
-	         "ECW_TEST_CONNECTION_STRING=DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-	         "AccountKey=%s;QueueEndpoint=http://127.0.0.1:%d/devstoreaccount1;"
-	         "TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;",
-	         key, qport, tport);
-	snprintf(out->map_q, sizeof(out->map_q), "%d:127.0.0.1:%s", qport, azq);
-	snprintf(out->map_t, sizeof(out->map_t), "%d:127.0.0.1:%s", tport, azt);
-}
-
 /* Storage that is away at start-up (a restart, a network blip) is waited
  * out: the worker says so (start_retry), is alive but not ready, and starts
  * working once storage answers. Storage here is a pair of free ports with
@@ -730,9 +704,9 @@ static void test_runtime__startup_waits_for_storage(void **state)
 	char path[640];
 	struct proc p, quitter, proxy;
 	const char *args[] = {"run", "-c", path, NULL};
-	struct proxied st;
+	struct proc_proxied st;
 
-	proxied_storage(&st);
+	proc_proxied_storage(&st);
 	const char *env[] = {st.envcs, NULL};
 
 	/* Stopped while it waits: exit 0, nothing processed. */
@@ -784,10 +758,9 @@ static void test_runtime__idle_work_goes_to_the_last_idle_thread(void **state)
 	char path[640], stats[640], id[64], text[128];
 	struct proc p, proxy;
 	const char *args[] = {"run", "-c", path, NULL};
-	struct proxied ps;
-	struct json_object *st, *conns = NULL;
+	struct proc_proxied ps;
 
-	proxied_storage(&ps);
+	proc_proxied_storage(&ps);
 	const char *env[] = {ps.envcs, NULL};
 	proc_path(stats, sizeof(stats), "runtime-lifo-proxy.json");
 	const char *pargs[] = {"--map", ps.map_q, "--map", ps.map_t, "--stats", stats, NULL};
@@ -809,15 +782,11 @@ static void test_runtime__idle_work_goes_to_the_last_idle_thread(void **state)
 	}
 	proc_stop(&p, 10000);
 	proc_stop(&proxy, 10000);
-	st = json_object_from_file(stats);
-	ITEST_CHECK(st && json_object_object_get_ex(st, "connections", &conns),
-	            "faultproxy left no stats in %s", stats);
-	int64_t n = json_object_get_int64(conns);
-	json_object_put(st);
+	long long n = proc_proxy_stat(stats, "connections");
 	ITEST_CHECK(n >= 2 && n <= 4,
 	            "%lld connections for 12 messages one at a time (want 2..4: one job thread "
 	            "at work, not each of the 8 in turn)",
-	            (long long)n);
+	            n);
 	proc_assert_logs_clean();
 }
 

@@ -92,6 +92,25 @@ static void test_tls__test_only_option_accepts_it(void **state)
 	free(cs);
 }
 
+/* Pipelined deletes over TLS: the requests go in one TLS write and the
+ * answers, however they fall into records, are each read whole. */
+static void test_tls__pipelined_deletes(void **state)
+{
+	struct itest *t = *state;
+	struct ecw_client_options o = ITEST_OPTIONS;
+	char *cs = https_connstr();
+	struct ecw_account *acct;
+	struct ecw_client *c;
+
+	o.insecure_skip_tls_verify_for_tests = true;
+	itest_client_for(&acct, &c, cs, &o);
+	itest_check_delete_many(c, t->queue);
+	ECW_ASSERT_OK(ecw_queue_delete_queue(c, t->queue));
+	ecw_client_free(c);
+	ecw_account_free(acct);
+	free(cs);
+}
+
 /* The system store is what OpenSSL's SSL_CERT_FILE names: here Azurite's certificate. A ca_file of other
  * CAs must not hide it, through http.c and through libcurl (a proxy variable makes the client use it;
  * no_proxy keeps the request off the proxy). */
@@ -141,6 +160,7 @@ int main(void)
 	                                    itest_teardown),
 	    cmocka_unit_test_setup_teardown(test_tls__ca_file_adds_to_the_system_store, itest_setup,
 	                                    itest_teardown),
+	    cmocka_unit_test_setup_teardown(test_tls__pipelined_deletes, itest_setup, itest_teardown),
 	};
 	return cmocka_run_group_tests_name("tls", tests, NULL, NULL);
 }

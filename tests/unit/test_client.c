@@ -240,7 +240,7 @@ static void check_jitter(const struct ecw_client_options *o, int n, int64_t cap)
 static void test_client__retry_delay_full_jitter(void **state)
 {
 	(void)state;
-	const struct ecw_client_options o = {4, 200, 5000, 30000, 5000, false, NULL, NULL, NULL, NULL};
+	const struct ecw_client_options o = {4, 200, 5000, 30000, 5000, false, NULL, NULL, NULL, NULL, false};
 	for (int n = 1; n <= 70; n++) {
 		int64_t cap = 200;
 		for (int i = 1; i < n && cap < 5000; i++)
@@ -250,7 +250,8 @@ static void test_client__retry_delay_full_jitter(void **state)
 	/* The cap holds for very late retries and large settings do not overflow. */
 	check_jitter(&o, 1000, 5000);
 	check_jitter(&o, INT32_MAX, 5000);
-	const struct ecw_client_options big = {4, 60000, 3600000, 30000, 5000, false, NULL, NULL, NULL, NULL};
+	const struct ecw_client_options big = {4,    60000, 3600000, 30000, 5000, false,
+	                                       NULL, NULL,  NULL,    NULL,  false};
 	check_jitter(&big, 1, 60000);
 	check_jitter(&big, 7, 3600000);
 	check_jitter(&big, 199, 3600000);
@@ -259,8 +260,8 @@ static void test_client__retry_delay_full_jitter(void **state)
 static void test_client__max_tries_option(void **state)
 {
 	(void)state;
-	const struct ecw_client_options one = {1,     BASE_MS, CAP_MS, 30000, 5000,
-	                                       false, NULL,    NULL,   NULL,  NULL};
+	const struct ecw_client_options one = {1,    BASE_MS, CAP_MS, 30000, 5000, false,
+	                                       NULL, NULL,    NULL,   NULL,  false};
 	struct client_fixture *fx;
 	client_fixture_setup(&fx, "UseDevelopmentStorage=true", &one);
 	fake_always(&fx->fake, 503, NULL, NULL);

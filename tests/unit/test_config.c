@@ -191,6 +191,22 @@ static void test_config__request_timeout(void **state)
 	          "storage.request_timeout must be a duration like 250ms, 2s, 5m or 1h (1s..10m)");
 }
 
+/* storage.pipelining: a group's deletes pipelined unless it is false. */
+static void test_config__pipelining(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = parse_ok("storage: {request_timeout: 1s}\n");
+	assert_true(cfg->storage.pipelining);
+	ecw_config_free(cfg);
+	cfg = parse_ok("storage: {pipelining: false}\n");
+	assert_false(cfg->storage.pipelining);
+	ecw_config_free(cfg);
+	cfg = parse_ok("storage: {pipelining: true}\n");
+	assert_true(cfg->storage.pipelining);
+	ecw_config_free(cfg);
+	one_error("storage: {pipelining: sometimes}\n", "1:23", "storage.pipelining must be true or false");
+}
+
 /* ---- errors, one kind at a time -------------------------------------------- */
 
 static void test_config__unknown_key_top_level(void **state)
@@ -221,7 +237,7 @@ static void test_config__unknown_key_nested(void **state)
 	one_error(
 	    "storage:\n  acount: x\n", "2:3",
 	    "unknown key 'acount' in storage (expected one of: connection_string, auth, account, ca_file, "
-	    "managed_identity_client_id, request_timeout)");
+	    "managed_identity_client_id, request_timeout, pipelining)");
 }
 
 static void test_config__wrong_type(void **state)
@@ -1118,6 +1134,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_config__every_key_set, setup),
 	    cmocka_unit_test_setup(test_config__request_timeout, setup),
 	    cmocka_unit_test_setup(test_config__unknown_key_top_level, setup),
+	    cmocka_unit_test_setup(test_config__pipelining, setup),
 	    cmocka_unit_test_setup(test_config__unknown_key_nested, setup),
 	    cmocka_unit_test_setup(test_config__wrong_type, setup),
 	    cmocka_unit_test_setup(test_config__out_of_range, setup),

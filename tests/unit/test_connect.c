@@ -92,10 +92,13 @@ static void test_connect__key_as_before(void **state)
 	assert_null(o.ca_file);
 	assert_int_equal(o.max_tries, 4);
 	assert_int_equal(o.timeout_ms, 30000);
+	assert_false(o.no_pipelining);
 	ecw_config_free(cfg);
-	cfg = config("storage: {connection_string: UseDevelopmentStorage=true, request_timeout: 2s}\n");
+	cfg = config(
+	    "storage: {connection_string: UseDevelopmentStorage=true, request_timeout: 2s, pipelining: false}\n");
 	ecw_connect_client_options(&o, cfg);
 	assert_int_equal(o.timeout_ms, 2000);
+	assert_true(o.no_pipelining);
 	ecw_account_free(acct);
 	ecw_config_free(cfg);
 }

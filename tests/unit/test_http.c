@@ -174,7 +174,8 @@ struct hx {
 
 static struct hx *hx_new(void)
 {
-	static const struct ecw_client_options opts = {1, 0, 0, 2000, 1000, false, NULL, NULL, NULL, NULL};
+	static const struct ecw_client_options opts = {1,    0,    0,    2000, 1000, false,
+	                                               NULL, NULL, NULL, NULL, false};
 	struct hx *x = calloc(1, sizeof(*x));
 
 	assert_non_null(x);

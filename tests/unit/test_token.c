@@ -26,7 +26,8 @@
 	"QueueEndpoint=https://acct.queue.core.windows.net;TableEndpoint=https://acct.table.core.windows.net"
 #define HOUR_MS (3600 * 1000LL)
 
-static const struct ecw_client_options opts = {3, 100, 1000, 30000, 5000, false, NULL, NULL, NULL, NULL};
+static const struct ecw_client_options opts = {3,    100,  1000, 30000, 5000, false,
+                                               NULL, NULL, NULL, NULL,  false};
 
 struct fx {
 	struct ecw_account *acct;

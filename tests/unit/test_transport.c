@@ -262,7 +262,8 @@ struct outcome {
  * queue receive) through http.c or libcurl. */
 static void request_in_child(struct outcome *out, enum shape shape, bool queue, bool curl)
 {
-	static const struct ecw_client_options opts = {1, 0, 0, 20000, 5000, false, NULL, NULL, NULL, NULL};
+	static const struct ecw_client_options opts = {1,    0,    0,    20000, 5000, false,
+	                                               NULL, NULL, NULL, NULL,  false};
 	int pipefd[2], status;
 	pid_t pid;
 
@@ -379,7 +380,8 @@ static void test_transport__curl_capped(void **state)
  * holds no input buffer over 64 KiB. */
 static void get_within_cap(enum shape shape, size_t total, const char *op, size_t want_len)
 {
-	static const struct ecw_client_options opts = {1, 0, 0, 20000, 5000, false, NULL, NULL, NULL, NULL};
+	static const struct ecw_client_options opts = {1,    0,    0,    20000, 5000, false,
+	                                               NULL, NULL, NULL, NULL,  false};
 	struct srv s = {0};
 	struct ecw_http *h;
 	struct ecw_response resp;

@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 #include <openssl/ssl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -613,4 +614,188 @@ done:
 	ecw_buf_dispose(&url);
 	wipe_header(r, "Authorization");
 	return err;
+}
+
+/* ---- pipelined requests ------------------------------------------------------- */
+
+/* Set, for the whole process, when a server took pipelined requests and
+ * then let one go unanswered until the timeout: a server (or something on
+ * the way) that does not keep to RFC 9112's pipelining. From then on every
+ * request goes alone. */
+static atomic_bool pipelining_stopped;
+
+bool ecw_client_pipelining_stopped(void)
+{
+	return atomic_load(&pipelining_stopped);
+}
+
+/* Whether the n requests can go pipelined: more than one, on http.c (not
+ * libcurl, not a test's seam), the pipelining not turned off. */
+static bool can_pipeline(const struct ecw_client *c, size_t n)
+{
+#ifdef ECW_TESTING
+	if (c->send_fn || c->fault_count > 0)
+		return false;
+#endif
+	return n > 1 && c->http && !c->opts.no_pipelining && !atomic_load(&pipelining_stopped);
+}
+
+/* Signs r for one attempt as ecw_client_send does (x-ms-version, x-ms-date,
+ * Authorization from the key, the token in bearer or none for a SAS) and
+ * puts its URL in url. */
+static int sign_for_pipeline(struct ecw_client *c, struct ecw_request *r, struct ecw_buf *url,
+			     const char *date, const char *bearer)
+{
+	struct ecw_buf auth;
+	int err;
+
+	ecw_buf_init(&auth, 0);
+	if ((err = ecw_request_url(url, c->acct, r)) < 0 ||
+	    (err = ecw_request_set_header(r, "x-ms-version",
+					  r->svc == ECW_SVC_QUEUE ? ECW_QUEUE_API_VERSION
+								  : ECW_TABLE_API_VERSION)) < 0 ||
+	    (err = ecw_request_set_header(r, "x-ms-date", date)) < 0)
+		goto done;
+	if (bearer)
+		err = ecw_request_set_header(r, "Authorization", bearer);
+	else if (!c->acct->sas && (err = ecw_auth_header(&auth, c->acct, r)) == 0)
+		err = ecw_request_set_header(r, "Authorization", auth.ptr);
+done:
+	if (auth.ptr)
+		memset(auth.ptr, 0, auth.cap);
+	ecw_buf_dispose(&auth);
+	return err;
+}
+
+/* The answers of one pipelined exchange, each concluded as ecw_client_send
+ * would conclude it: a 2xx or a final refusal goes to done; a request
+ * without its answer, or with one worth another try (transient, a token
+ * refused), goes again alone through ecw_client_send (after a pause, for
+ * an answer that asked for one). */
+static void conclude_pipelined(struct ecw_client *c, struct ecw_request **rs, struct ecw_response *resps,
+			       size_t n, size_t answered, int err, const char *why, ecw_client_done_fn done,
+			       void *payload)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *op = rs[i]->op ? rs[i]->op : "other";
+		int e;
+
+		if (i < answered) {
+			if (c->opts.on_attempt)
+				c->opts.on_attempt(c->opts.on_attempt_payload, op, (int)resps[i].status, 1);
+			e = resps[i].status >= 200 && resps[i].status < 300 ? 0
+									    : classify(c, rs[i], &resps[i]);
+			if (e == 0 || (!ecw_err_is_transient(e) && !(e == ECW_EAUTH && c->acct->cred))) {
+				done(payload, i, e);
+				continue;
+			}
+			if (ecw_err_is_transient(e) && back_off(c, rs[i], 1) < 0) {
+				done(payload, i, ECW_ECANCELED);
+				continue;
+			}
+		} else {
+			if (c->opts.on_attempt)
+				c->opts.on_attempt(c->opts.on_attempt_payload, op, 0, 1);
+			if (err == ECW_ECANCELED || err == ECW_ENOMEM) {
+				done(payload, i, request_failed(c, rs[i], err, why));
+				continue;
+			}
+		}
+		ecw_response_reset(&resps[i]);
+		done(payload, i, ecw_client_send(&resps[i], c, rs[i]));
+	}
+}
+
+/* At most ECW_HTTP_PIPELINE_MAX requests, pipelined when they can be. */
+static void send_pipelined_chunk(struct ecw_client *c, struct ecw_request **rs, struct ecw_response *resps,
+				 size_t n, ecw_client_done_fn done, void *payload)
+{
+	struct ecw_buf urls[ECW_HTTP_PIPELINE_MAX], bearer;
+	const char *url_ptrs[ECW_HTTP_PIPELINE_MAX];
+	char date[32], why[256] = "";
+	size_t answered = 0, signed_n = 0;
+	uint64_t token_gen = 0, before;
+	int err = 0;
+
+	ecw_buf_init(&bearer, 0);
+	if (!can_pipeline(c, n)) {
+		for (size_t i = 0; i < n; i++) {
+			ecw_response_reset(&resps[i]);
+			done(payload, i, ecw_client_send(&resps[i], c, rs[i]));
+		}
+		return;
+	}
+	ecw_date_format(date, time(NULL));
+	/* A token that cannot be had now: each request goes alone, where
+	 * ecw_client_send retries getting it. */
+	if (c->acct->cred &&
+	    ((err = ecw_buf_adds(&bearer, "Bearer ")) < 0 ||
+	     (err = ecw_token_get(&bearer, &token_gen, c->acct->cred, token_exchange, c)) < 0))
+		goto alone;
+	for (; signed_n < n; signed_n++) {
+		ecw_buf_init(&urls[signed_n], 0);
+		if ((err = sign_for_pipeline(c, rs[signed_n], &urls[signed_n], date,
+					     c->acct->cred ? bearer.ptr : NULL)) < 0) {
+			ecw_buf_dispose(&urls[signed_n]);
+			goto alone;
+		}
+		url_ptrs[signed_n] = urls[signed_n].ptr;
+		ecw_response_reset(&resps[signed_n]);
+		resps[signed_n].body.max = ecw_response_cap(rs[signed_n]->op);
+	}
+	if (c->fresh_connect) {
+		ecw_http_close_all(c->http);
+		c->fresh_connect = false;
+	}
+	c->stats.requests += n;
+	before = ecw_http_connections(c->http);
+	err = ecw_http_send_pipelined(c->http, resps, url_ptrs, (const struct ecw_request *const *)rs, n,
+				      &answered, why, sizeof(why));
+	c->stats.connections += ecw_http_connections(c->http) - before;
+	if (err == ECW_ETIMEOUT && answered > 0)
+		atomic_store(&pipelining_stopped, true);
+	for (size_t i = 0; i < n; i++) {
+		wipe_header(rs[i], "Authorization");
+		ecw_buf_dispose(&urls[i]);
+	}
+	conclude_pipelined(c, rs, resps, n, answered, err, why, done, payload);
+	goto out;
+alone:
+	for (size_t i = 0; i < signed_n; i++) {
+		wipe_header(rs[i], "Authorization");
+		ecw_buf_dispose(&urls[i]);
+	}
+	ecw_error_clear();
+	for (size_t i = 0; i < n; i++) {
+		ecw_response_reset(&resps[i]);
+		done(payload, i, ecw_client_send(&resps[i], c, rs[i]));
+	}
+out:
+	if (bearer.ptr)
+		memset(bearer.ptr, 0, bearer.cap);
+	ecw_buf_dispose(&bearer);
+}
+
+struct chunk_done {
+	ecw_client_done_fn done;
+	void *payload;
+	size_t base;
+};
+
+static void chunk_done(void *payload, size_t i, int err)
+{
+	struct chunk_done *cd = payload;
+
+	cd->done(cd->payload, cd->base + i, err);
+}
+
+void ecw_client_send_pipelined(struct ecw_client *c, struct ecw_request **rs, struct ecw_response *resps,
+			       size_t n, ecw_client_done_fn done, void *payload)
+{
+	for (size_t base = 0; base < n; base += ECW_HTTP_PIPELINE_MAX) {
+		struct chunk_done cd = {done, payload, base};
+		size_t k = n - base < ECW_HTTP_PIPELINE_MAX ? n - base : ECW_HTTP_PIPELINE_MAX;
+
+		send_pipelined_chunk(c, rs + base, resps + base, k, chunk_done, &cd);
+	}
 }

@@ -10,6 +10,8 @@
 #ifndef ECW_STORAGE_CLIENT_H
 #define ECW_STORAGE_CLIENT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ecw_storage.h"
@@ -22,6 +24,22 @@
 /* Dates, signs, sends (retrying transient failures), and maps a non-2xx
  * answer to an ecw_err with the last error set from the body and headers. */
 int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_request *r) ECW_MUST_USE;
+/* Told of each request of ecw_client_send_pipelined, in order: err as
+ * ecw_client_send would have returned it, with the last error set for it
+ * when it failed. */
+typedef void (*ecw_client_done_fn)(void *payload, size_t i, int err);
+/* Sends the n requests as ecw_client_send sends each, but pipelined on one
+ * connection (ecw_http_send_pipelined), at most ECW_HTTP_PIPELINE_MAX in a
+ * write, when the client can: http.c's transport, more than one request,
+ * pipelining neither turned off (no_pipelining) nor stopped. Each request
+ * must be idempotent, without a body and to the same service. A request
+ * left without its answer (the connection closed or broke), or answered
+ * with a failure worth another try, is sent again alone with
+ * ecw_client_send's whole retry policy; as with any retry of a lost answer,
+ * it may then meet what its first sending did (a delete: 404). done is
+ * called once for each, in order; resps (n of them) are the caller's. */
+void ecw_client_send_pipelined(struct ecw_client *c, struct ecw_request **rs, struct ecw_response *resps,
+			       size_t n, ecw_client_done_fn done, void *payload);
 const struct ecw_account *ecw_client_account(const struct ecw_client *c);
 /* Full jitter: uniform in [0, min(max, base * 2^(retry-1))]; retry is 1-based. */
 int64_t ecw_client_retry_delay_ms(const struct ecw_client_options *o, int retry, uint32_t rnd);

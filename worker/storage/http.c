@@ -11,6 +11,11 @@
  * answers skipped, no body for HEAD, 204 and 304, a body up to the close
  * when neither length is given, and "Connection: close" honoured.
  *
+ * Requests without a body to one origin can also go pipelined (RFC 9112
+ * section 9.3.2, ecw_http_send_pipelined): written back to back in one
+ * write and their answers read in order, each as a lone one is read; what
+ * came past one answer stays in the connection's input buffer for the next.
+ *
  * A host's addresses come from resolve.c, which looks each name up once for
  * every thread's connections.
  *
@@ -1071,11 +1076,11 @@ static struct conn *conn_for(struct ecw_http *h, const char *url, const struct t
 	return k;
 }
 
+/* Appends r's request line and headers to b. */
 static int write_head(struct ecw_buf *b, const struct target *t, const struct ecw_request *r, bool body)
 {
 	int err;
 
-	ecw_buf_reset(b);
 	if ((err = ecw_buf_adds(b, r->method)) < 0 || (err = ecw_buf_addc(b, ' ')) < 0 ||
 	    (err = *t->path == '/' ? ecw_buf_adds(b, t->path) : ecw_buf_addc(b, '/')) < 0 ||
 	    (err = *t->path == '?' ? ecw_buf_adds(b, t->path) : 0) < 0 ||
@@ -1096,6 +1101,35 @@ static int write_head(struct ecw_buf *b, const struct target *t, const struct ec
 	return ecw_buf_add(b, "\r\n", 2);
 }
 
+/* No CR or LF may reach the request's head from a header. */
+static int check_headers(const struct ecw_request *r, char *why, size_t why_len)
+{
+	for (size_t i = 0; i < r->nheaders; i++)
+		if (strpbrk(r->headers[i].name, "\r\n:") || strpbrk(r->headers[i].value, "\r\n")) {
+			snprintf(why, why_len, "a request header with a line break");
+			return ECW_EINVALID;
+		}
+	return 0;
+}
+
+/* Why a write ended the exchange: the errno conn_write left. *none: the
+ * connection was found broken, so no byte of an answer can come. */
+static int write_failed(char *why, size_t why_len, bool *none)
+{
+	int saved = errno;
+	bool timed_out = saved == EAGAIN || saved == EWOULDBLOCK;
+	char text[96];
+
+	if (saved == ECANCELED)
+		snprintf(why, why_len, "the worker is stopping (sending the request)");
+	else
+		snprintf(why, why_len, "%s sending the request%s%s",
+			 timed_out ? "timed out" : "connection broken", timed_out ? "" : ": ",
+			 timed_out ? "" : errtext(saved, text, sizeof(text)));
+	*none = !timed_out && saved != ECANCELED;
+	return saved == ECANCELED ? ECW_ECANCELED : timed_out ? ECW_ETIMEOUT : ECW_ETRANSIENT;
+}
+
 int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url, const struct ecw_request *r,
 		  char *why, size_t why_len)
 {
@@ -1106,14 +1140,9 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 	int err;
 
 	why[0] = '\0';
-	if ((err = parse_url(&t, url, why, why_len)) < 0)
+	if ((err = parse_url(&t, url, why, why_len)) < 0 || (err = check_headers(r, why, why_len)) < 0)
 		return err;
-	/* No CR or LF may reach the request's head from a header. */
-	for (size_t i = 0; i < r->nheaders; i++)
-		if (strpbrk(r->headers[i].name, "\r\n:") || strpbrk(r->headers[i].value, "\r\n")) {
-			snprintf(why, why_len, "a request header with a line break");
-			return ECW_EINVALID;
-		}
+	ecw_buf_reset(&h->head);
 	if ((err = write_head(&h->head, &t, r, body)) < 0) {
 		snprintf(why, why_len, "request headers too large");
 		return err;
@@ -1144,18 +1173,7 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 		k->in_len = 0;
 		k->sent = false;
 		if (conn_write(h, k, iov, 2, deadline) < 0) {
-			int saved = errno;
-			bool timed_out = saved == EAGAIN || saved == EWOULDBLOCK;
-			char text[96];
-
-			if (saved == ECANCELED)
-				snprintf(why, why_len, "the worker is stopping (sending the request)");
-			else
-				snprintf(why, why_len, "%s sending the request%s%s",
-					 timed_out ? "timed out" : "connection broken", timed_out ? "" : ": ",
-					 timed_out ? "" : errtext(saved, text, sizeof(text)));
-			err = saved == ECANCELED ? ECW_ECANCELED : timed_out ? ECW_ETIMEOUT : ECW_ETRANSIENT;
-			none = !timed_out && saved != ECANCELED;
+			err = write_failed(why, why_len, &none);
 		} else {
 			k->sent = !k->ssl;
 			err = read_answer(h, k, resp, head_only, deadline, &f, &none, why, why_len);
@@ -1173,5 +1191,93 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 		if (!(reused && none && attempt == 1 && err == ECW_ETRANSIENT))
 			return err;
 		ecw_response_reset(resp);
+	}
+}
+
+int ecw_http_send_pipelined(struct ecw_http *h, struct ecw_response *resps, const char *const *urls,
+			    const struct ecw_request *const *rs, size_t n, size_t *answered, char *why,
+			    size_t why_len)
+{
+	int64_t deadline = now_ms() + h->opts->timeout_ms;
+	struct target t;
+	struct conn *k;
+	int err;
+
+	*answered = 0;
+	why[0] = '\0';
+	if (n == 0 || n > ECW_HTTP_PIPELINE_MAX) {
+		snprintf(why, why_len, "%zu requests to pipeline (1 to %d)", n, ECW_HTTP_PIPELINE_MAX);
+		return ECW_EINVALID;
+	}
+	/* Every request line and head, back to back in one buffer: one write
+	 * (one TLS record, one system call) for them all. */
+	ecw_buf_reset(&h->head);
+	for (size_t i = 0; i < n; i++) {
+		struct target ti;
+
+		if ((err = parse_url(&ti, urls[i], why, why_len)) < 0 ||
+		    (err = check_headers(rs[i], why, why_len)) < 0)
+			return err;
+		if (i == 0)
+			t = ti;
+		if (ecw_request_has_body(rs[i]) || strcmp(rs[i]->method, "HEAD") == 0 ||
+		    ti.origin_len != t.origin_len || strncmp(urls[i], urls[0], t.origin_len) != 0) {
+			snprintf(why, why_len, "only requests without a body, to one origin, are pipelined");
+			return ECW_EINVALID;
+		}
+		if ((err = write_head(&h->head, &ti, rs[i], false)) < 0) {
+			snprintf(why, why_len, "request headers too large");
+			return err;
+		}
+	}
+	if (ecw_cancel_is_set(h->opts->cancel)) {
+		snprintf(why, why_len, "the worker is stopping");
+		return ECW_ECANCELED;
+	}
+	h->op = rs[0]->op;
+	k = conn_for(h, urls[0], &t);
+	k->used = ++h->uses;
+	for (int attempt = 1;; attempt++) {
+		struct iovec iov = {h->head.ptr, h->head.len};
+		bool reused = k->fd >= 0, none = false, close = false;
+
+		if (!reused && (err = conn_open(h, k, &t, deadline, why, why_len)) < 0)
+			return err;
+		k->in_len = 0;
+		k->sent = false;
+		if (conn_write(h, k, &iov, 1, deadline) < 0) {
+			err = write_failed(why, why_len, &none);
+		} else {
+			/* The first answer cannot be there yet; the ones after it
+			 * may have come with it. */
+			k->sent = !k->ssl;
+			for (err = 0; *answered < n && !close && err == 0;) {
+				struct framing f;
+
+				if ((err = read_answer(h, k, &resps[*answered], false, deadline, &f, &none,
+						       why, why_len)) == 0) {
+					resps[(*answered)++].status = f.status;
+					close = f.close;
+				}
+			}
+		}
+		if (err == 0 && !close) {
+			conn_shrink(k);
+			return 0;
+		}
+		conn_close(k);
+		conn_shrink(k);
+		if (err == 0) {
+			/* The server closed after an answer: the rest are unanswered. */
+			if (*answered < n)
+				snprintf(why, why_len,
+					 "the server closed the connection after %zu of %zu answers",
+					 *answered, n);
+			return *answered < n ? ECW_ETRANSIENT : 0;
+		}
+		/* A kept connection the server had closed: once more on a new one. */
+		if (!(*answered == 0 && reused && none && attempt == 1 && err == ECW_ETRANSIENT))
+			return err;
+		ecw_response_reset(&resps[0]);
 	}
 }

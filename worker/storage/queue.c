@@ -281,6 +281,67 @@ int ecw_queue_delete(struct ecw_client *c, const char *queue, const char *id, co
 	return err;
 }
 
+struct delete_many {
+	struct ecw_queue_delete_item *items;
+	size_t *item_of; /* the item each pipelined request deletes */
+	ecw_queue_deleted_fn deleted;
+	void *payload;
+};
+
+static void deleted_one(void *payload, size_t k, int err)
+{
+	struct delete_many *dm = payload;
+	size_t i = dm->item_of[k];
+
+	dm->items[i].err = err;
+	dm->deleted(dm->payload, i);
+}
+
+void ecw_queue_delete_many(struct ecw_client *c, struct ecw_queue_delete_item *items, size_t n,
+			   ecw_queue_deleted_fn deleted, void *payload)
+{
+	size_t cap = n ? n : 1, k = 0;
+	struct ecw_request *rs = calloc(cap, sizeof(*rs)), **rp = calloc(cap, sizeof(*rp));
+	struct ecw_response *resps = calloc(cap, sizeof(*resps));
+	size_t *item_of = calloc(cap, sizeof(*item_of));
+	struct delete_many dm = {items, item_of, deleted, payload};
+
+	if (!rs || !rp || !resps || !item_of) {
+		/* No room to pipeline: one at a time. */
+		for (size_t i = 0; i < n; i++) {
+			items[i].err = ecw_queue_delete(c, items[i].queue, items[i].id, items[i].pop_receipt);
+			deleted(payload, i);
+		}
+		goto done;
+	}
+	/* A request that cannot be made (a bad name or receipt) is told at
+	 * once; the rest go together, in their order. */
+	for (size_t i = 0; i < n; i++) {
+		int err = message_request(&rs[k], "queue.delete", "DELETE", items[i].queue, items[i].id,
+					  items[i].pop_receipt);
+		if (err < 0) {
+			ecw_request_dispose(&rs[k]);
+			items[i].err = err;
+			deleted(payload, i);
+			continue;
+		}
+		ecw_response_init(&resps[k]);
+		item_of[k] = i;
+		rp[k] = &rs[k];
+		k++;
+	}
+	ecw_client_send_pipelined(c, rp, resps, k, deleted_one, &dm);
+	for (size_t j = 0; j < k; j++) {
+		ecw_request_dispose(&rs[j]);
+		ecw_response_dispose(&resps[j]);
+	}
+done:
+	free(rs);
+	free(rp);
+	free(resps);
+	free(item_of);
+}
+
 int ecw_queue_update(struct ecw_queue_msg *msg, struct ecw_client *c, const char *queue, int visibility_s,
 		     const char *text, size_t len)
 {
