@@ -129,36 +129,23 @@
  *
  * In the source's own table (`table` = `source`), a message naming an entry
  * or a ref (`ecworker backfill` enqueues those too) is skipped ("not-a-source"),
- * and an entry that would replace its own source is a permanent error. */
+ * and an entry that would replace its own source is a permanent error.
+ *
+ * Its audit (`ecworker audit`) is in index_audit.c; index_private.h is what
+ * the two files share. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ecw_audit.h"
 #include "ecw_clock.h"
 #include "ecw_job.h"
+#include "index_private.h"
 #include "jobs_private.h"
 
 #define MAX_ROUNDS 8
 #define MAX_TRIES 6    /* conditional writes of one entry before giving up */
 #define MAX_PENDING 64 /* pending locations a reference may list (2 properties each) */
 #define RESTART 1      /* internal: start a new round */
-#define REF_PREFIX "~ref~"
-#define REF_PREFIX_LEN 5
-
-#define P_SRC_PK "SourcePartitionKey"
-#define P_SRC_RK "SourceRowKey"
-#define P_JOB "Job"
-#define P_CUR_PK "IndexPartitionKey"
-#define P_CUR_RK "IndexRowKey"
-
-struct index {
-	char *source, *table;
-	struct ecw_template *pk, *rk;
-	char **props; /* NULL: copy all; empty: none */
-	bool same_table;
-};
-
 static void index_free(void *p)
 {
 	struct index *ix = p;
@@ -256,16 +243,7 @@ static const char *index_target(const void *settings)
 
 /* ---- locations ----------------------------------------------------------------------- */
 
-struct loc {
-	char *pk, *rk;
-};
-
-struct locs {
-	struct loc *v;
-	size_t n;
-};
-
-static void locs_dispose(struct locs *s)
+void ecw_index_locs_dispose(struct locs *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		free(s->v[i].pk);
@@ -307,7 +285,7 @@ static int locs_add(struct locs *s, const char *pk, const char *rk)
 
 /* ---- entities ------------------------------------------------------------------------- */
 
-static const char *str_prop(const struct ecw_entity *e, const char *name)
+const char *ecw_index_str_prop(const struct ecw_entity *e, const char *name)
 {
 	const struct ecw_prop *p = ecw_entity_get(e, name);
 
@@ -315,14 +293,14 @@ static const char *str_prop(const struct ecw_entity *e, const char *name)
 }
 
 /* An entry this job type wrote (for some source). */
-static bool is_index_entry(const struct ecw_entity *e)
+bool ecw_index_is_entry(const struct ecw_entity *e)
 {
-	return str_prop(e, P_SRC_PK) && str_prop(e, P_SRC_RK);
+	return ecw_index_str_prop(e, P_SRC_PK) && ecw_index_str_prop(e, P_SRC_RK);
 }
 
-static bool owned_by(const struct ecw_entity *e, const char *spk, const char *srk)
+bool ecw_index_owned_by(const struct ecw_entity *e, const char *spk, const char *srk)
 {
-	const char *pk = str_prop(e, P_SRC_PK), *rk = str_prop(e, P_SRC_RK);
+	const char *pk = ecw_index_str_prop(e, P_SRC_PK), *rk = ecw_index_str_prop(e, P_SRC_RK);
 
 	return pk && rk && strcmp(pk, spk) == 0 && strcmp(rk, srk) == 0;
 }
@@ -359,7 +337,7 @@ static int compute_keys(struct ecw_buf *pk, struct ecw_buf *rk, const struct ind
 }
 
 /* The entry src should have: its keys, the source's keys, the copies. */
-static int compute_entry(struct ecw_entity **out, const struct index *ix, const struct ecw_entity *src)
+int ecw_index_compute_entry(struct ecw_entity **out, const struct index *ix, const struct ecw_entity *src)
 {
 	struct ecw_entity *e = NULL;
 	struct ecw_buf pk, rk;
@@ -406,12 +384,7 @@ done:
 
 /* ---- the back-reference ---------------------------------------------------------------- */
 
-struct ref_keys {
-	char pk[REF_PREFIX_LEN + 64 + 4]; /* job names are at most 63 characters */
-	char rk[65];
-};
-
-static int ref_keys(struct ref_keys *out, const char *job, const char *spk, const char *srk)
+int ecw_index_ref_keys(struct ref_keys *out, const char *job, const char *spk, const char *srk)
 {
 	int err;
 
@@ -422,28 +395,29 @@ static int ref_keys(struct ref_keys *out, const char *job, const char *spk, cons
 	return 0;
 }
 
-static bool is_ref_pk(const char *pk)
+bool ecw_index_is_ref_pk(const char *pk)
 {
 	return strncmp(pk, REF_PREFIX, REF_PREFIX_LEN) == 0;
 }
 
 /* Reads the locations of a reference: current first (*has_current), then
  * pending. Refuses a reference that is not this source's. */
-static int ref_locations(struct locs *out, bool *has_current, const struct ecw_entity *ref, const char *job,
-			 const char *spk, const char *srk)
+int ecw_index_ref_locations(struct locs *out, bool *has_current, const struct ecw_entity *ref,
+			    const char *job, const char *spk, const char *srk)
 {
-	const char *j = str_prop(ref, P_JOB), *cpk = str_prop(ref, P_CUR_PK), *crk = str_prop(ref, P_CUR_RK);
+	const char *j = ecw_index_str_prop(ref, P_JOB), *cpk = ecw_index_str_prop(ref, P_CUR_PK),
+		   *crk = ecw_index_str_prop(ref, P_CUR_RK);
 	int err = 0;
 
 	*has_current = false;
-	if (!j || strcmp(j, job) != 0 || !owned_by(ref, spk, srk))
+	if (!j || strcmp(j, job) != 0 || !ecw_index_owned_by(ref, spk, srk))
 		return ecw_error_set(
 			ECW_EINVALID,
 			"the back-reference at %s/%s belongs to another job or source (job '%s', "
 			"source %s/%s): refusing to use it",
 			ecw_entity_pk(ref), ecw_entity_rk(ref), j ? j : "?",
-			str_prop(ref, P_SRC_PK) ? str_prop(ref, P_SRC_PK) : "?",
-			str_prop(ref, P_SRC_RK) ? str_prop(ref, P_SRC_RK) : "?");
+			ecw_index_str_prop(ref, P_SRC_PK) ? ecw_index_str_prop(ref, P_SRC_PK) : "?",
+			ecw_index_str_prop(ref, P_SRC_RK) ? ecw_index_str_prop(ref, P_SRC_RK) : "?");
 	if (cpk && crk) {
 		*has_current = true;
 		err = locs_add(out, cpk, crk);
@@ -453,7 +427,7 @@ static int ref_locations(struct locs *out, bool *has_current, const struct ecw_e
 		const char *ppk, *prk;
 		snprintf(npk, sizeof(npk), "Pending%dPartitionKey", i);
 		snprintf(nrk, sizeof(nrk), "Pending%dRowKey", i);
-		if ((ppk = str_prop(ref, npk)) && (prk = str_prop(ref, nrk)))
+		if ((ppk = ecw_index_str_prop(ref, npk)) && (prk = ecw_index_str_prop(ref, nrk)))
 			err = locs_add(out, ppk, prk);
 	}
 	return err;
@@ -511,15 +485,8 @@ static int ref_race(int err)
 
 /* ---- one round ------------------------------------------------------------------------- */
 
-struct run {
-	const struct index *ix;
-	struct ecw_job_ctx *ctx;
-	struct ref_keys ref;
-	struct locs written; /* entries this run wrote, in any round */
-};
-
 /* GET the source: *out NULL when absent. */
-static int read_source(struct ecw_entity **out, struct run *r, const char *pk, const char *rk)
+int ecw_index_read_source(struct ecw_entity **out, struct run *r, const char *pk, const char *rk)
 {
 	int err = ecw_table_get(out, r->ctx->client, r->ix->source, pk, rk);
 
@@ -542,7 +509,7 @@ static bool same_version(const struct ecw_entity *now, const char *etag)
 static int source_unchanged(bool *same, struct run *r, const char *etag)
 {
 	struct ecw_entity *now = NULL;
-	int err = read_source(&now, r, r->ctx->pk, r->ctx->rk);
+	int err = ecw_index_read_source(&now, r, r->ctx->pk, r->ctx->rk);
 
 	if (err < 0)
 		return err;
@@ -552,15 +519,15 @@ static int source_unchanged(bool *same, struct run *r, const char *etag)
 }
 
 /* Whether source (opk, ork) exists and still computes to (pk, rk). */
-static int other_holds(bool *holds, struct run *r, const char *opk, const char *ork, const char *pk,
-		       const char *rk)
+int ecw_index_other_holds(bool *holds, struct run *r, const char *opk, const char *ork, const char *pk,
+			  const char *rk)
 {
 	struct ecw_entity *other = NULL;
 	struct ecw_buf kp, kr;
 	int err;
 
 	*holds = false;
-	if ((err = read_source(&other, r, opk, ork)) == ECW_EINVALID) {
+	if ((err = ecw_index_read_source(&other, r, opk, ork)) == ECW_EINVALID) {
 		ecw_error_clear(); /* keys no source can have: no holder */
 		return 0;
 	}
@@ -592,8 +559,8 @@ static int taken(struct run *r, const struct ecw_entity *cur, const char *src_et
 	return ecw_error_set(ECW_ECONFLICT,
 			     "index key taken by source %s/%s, which computes to it too (the index needs "
 			     "unique keys): %s/%s",
-			     str_prop(cur, P_SRC_PK), str_prop(cur, P_SRC_RK), ecw_entity_pk(cur),
-			     ecw_entity_rk(cur));
+			     ecw_index_str_prop(cur, P_SRC_PK), ecw_index_str_prop(cur, P_SRC_RK),
+			     ecw_entity_pk(cur), ecw_entity_rk(cur));
 }
 
 /* Step 3: makes the entity at want's keys equal want (see the header). */
@@ -613,19 +580,19 @@ static int write_entry(struct run *r, const struct ecw_entity *want, const char 
 				err = ecw_table_write(NULL, c, t, want, ECW_WRITE_INSERT, NULL);
 		} else if (err < 0) {
 			return err;
-		} else if (!is_index_entry(cur)) {
+		} else if (!ecw_index_is_entry(cur)) {
 			err = ecw_error_set(
 				ECW_EINVALID,
 				"an entity that is no index entry (it lacks SourcePartitionKey and "
 				"SourceRowKey) is where the entry belongs: refusing to overwrite %s/%s "
 				"in table %s",
 				pk, rk, t);
-		} else if (owned_by(cur, r->ctx->pk, r->ctx->rk)) {
+		} else if (ecw_index_owned_by(cur, r->ctx->pk, r->ctx->rk)) {
 			if (!ecw_entity_equal(cur, want) && (err = ecw_job_check_lease(r->ctx)) == 0)
 				err = ecw_table_write(NULL, c, t, want, ECW_WRITE_UPDATE,
 						      ecw_entity_etag(cur));
-		} else if ((err = other_holds(&holds, r, str_prop(cur, P_SRC_PK), str_prop(cur, P_SRC_RK), pk,
-					      rk)) == 0) {
+		} else if ((err = ecw_index_other_holds(&holds, r, ecw_index_str_prop(cur, P_SRC_PK),
+							ecw_index_str_prop(cur, P_SRC_RK), pk, rk)) == 0) {
 			/* Another source's entry: taken over only once that
 			 * source no longer computes to these keys. */
 			if (holds)
@@ -660,7 +627,7 @@ static int clean_location(struct run *r, const struct loc *l)
 		}
 		if (err < 0)
 			return err;
-		if (!owned_by(cur, r->ctx->pk, r->ctx->rk)) {
+		if (!ecw_index_owned_by(cur, r->ctx->pk, r->ctx->rk)) {
 			/* Another source's entry (or not an entry): never ours to delete. */
 			ecw_entity_free(cur);
 			return 0;
@@ -696,8 +663,8 @@ static void round_dispose(struct round *w)
 	ecw_entity_free(w->src);
 	ecw_entity_free(w->want);
 	ecw_entity_free(w->ref);
-	locs_dispose(&w->L);
-	locs_dispose(&w->need);
+	ecw_index_locs_dispose(&w->L);
+	ecw_index_locs_dispose(&w->need);
 	free(w->ref_etag);
 	free(w->src_etag);
 	memset(w, 0, sizeof(*w));
@@ -712,11 +679,11 @@ static int step_source(struct run *r, struct round *w)
 
 	if (!w->src)
 		return 0;
-	if (r->ix->same_table && (is_ref_pk(ctx->pk) || is_index_entry(w->src))) {
+	if (r->ix->same_table && (ecw_index_is_ref_pk(ctx->pk) || ecw_index_is_entry(w->src))) {
 		snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail), "not-a-source");
 		return DONE;
 	}
-	if ((err = compute_entry(&w->want, r->ix, w->src)) < 0)
+	if ((err = ecw_index_compute_entry(&w->want, r->ix, w->src)) < 0)
 		return err;
 	if (!ecw_entity_etag(w->src))
 		return ecw_error_set(ECW_ERROR, "source %s/%s came without an ETag", ctx->pk, ctx->rk);
@@ -742,7 +709,8 @@ static int step_register(struct run *r, struct round *w)
 	} else if (err < 0) {
 		return err;
 	} else {
-		if ((err = ref_locations(&w->L, &has_current, w->ref, ctx->job, ctx->pk, ctx->rk)) < 0)
+		if ((err = ecw_index_ref_locations(&w->L, &has_current, w->ref, ctx->job, ctx->pk, ctx->rk)) <
+		    0)
 			return err;
 		if (has_current) {
 			w->cur_pk = w->L.v[0].pk;
@@ -837,7 +805,8 @@ static int round_run(struct run *r)
 	int err;
 
 	/* 1. read */
-	if ((err = read_source(&w.src, r, r->ctx->pk, r->ctx->rk)) < 0 || (err = step_source(r, &w)) != 0)
+	if ((err = ecw_index_read_source(&w.src, r, r->ctx->pk, r->ctx->rk)) < 0 ||
+	    (err = step_source(r, &w)) != 0)
 		goto done;
 	ecw_crash_point("index.read");
 	/* 2. register */
@@ -852,7 +821,8 @@ static int round_run(struct run *r)
 		ecw_crash_point("index.written");
 	}
 	/* 4. verify */
-	if ((err = read_source(&now, r, r->ctx->pk, r->ctx->rk)) < 0 || (err = step_verify(&w, now)) != 0)
+	if ((err = ecw_index_read_source(&now, r, r->ctx->pk, r->ctx->rk)) < 0 ||
+	    (err = step_verify(&w, now)) != 0)
 		goto done;
 	ecw_crash_point("index.verified");
 	/* 5. clean, 6. commit */
@@ -863,7 +833,46 @@ done:
 	return err == DONE ? 0 : err;
 }
 
-static int register_location(struct run *r, const char *lpk, const char *lrk);
+/* Step 2 of a run, alone: (lpk, lrk) joins the locations r's reference
+ * lists (inserting the reference when there is none). */
+int ecw_index_register_location(struct run *r, const char *lpk, const char *lrk)
+{
+	struct ecw_job_ctx *ctx = r->ctx;
+	int err = 0;
+
+	for (int tries = 0; tries < MAX_TRIES; tries++) {
+		struct ecw_entity *ref = NULL, *nref = NULL;
+		struct locs L = {0};
+		bool has_current = false;
+
+		err = ecw_table_get(&ref, ctx->client, r->ix->table, r->ref.pk, r->ref.rk);
+		if (ecw_err_is_absent(err)) {
+			ecw_error_clear();
+			ref = NULL;
+			err = 0;
+		}
+		if (err == 0 && ref)
+			err = ecw_index_ref_locations(&L, &has_current, ref, ctx->job, ctx->pk, ctx->rk);
+		if (err == 0 && !locs_has(&L, lpk, lrk)) {
+			const char *cur_pk = has_current ? L.v[0].pk : NULL,
+				   *cur_rk = has_current ? L.v[0].rk : NULL;
+			if ((err = locs_add(&L, lpk, lrk)) == 0 &&
+			    (err = ref_build(&nref, &r->ref, ctx->job, ctx->pk, ctx->rk, cur_pk, cur_rk,
+					     &L)) == 0)
+				err = ecw_table_write(NULL, ctx->client, r->ix->table, nref,
+						      ref ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT,
+						      ref ? ecw_entity_etag(ref) : NULL);
+		}
+		ecw_entity_free(ref);
+		ecw_entity_free(nref);
+		ecw_index_locs_dispose(&L);
+		if (err != ECW_EPRECONDITION && err != ECW_ECONFLICT && !ecw_err_is_absent(err))
+			return err;
+		ecw_error_clear(); /* a run wrote the reference meanwhile: read it again */
+	}
+	return ecw_error_set(ECW_ETRANSIENT, "back-reference %s/%s kept changing (%d tries)", r->ref.pk,
+			     r->ref.rk, MAX_TRIES);
+}
 
 /* A run that ends in an error after writing entries hands the places it
  * wrote to its reference (a step 2 for each, best effort, the error kept):
@@ -877,7 +886,7 @@ static void hand_over_written(struct run *r)
 	struct ecw_error saved = *ecw_error_last();
 
 	for (size_t i = 0; i < r->written.n && ecw_job_check_lease(r->ctx) == 0; i++)
-		(void)!register_location(r, r->written.v[i].pk, r->written.v[i].rk);
+		(void)!ecw_index_register_location(r, r->written.v[i].pk, r->written.v[i].rk);
 	ecw_error_set(saved.code, "%s", saved.message);
 }
 
@@ -908,14 +917,14 @@ static int run_rounds(struct run *r)
 	return err;
 }
 
-static int index_run(const void *settings, struct ecw_job_ctx *ctx)
+int ecw_index_run(const void *settings, struct ecw_job_ctx *ctx)
 {
 	struct run r = {.ix = settings, .ctx = ctx};
 	int err;
 
-	if ((err = ref_keys(&r.ref, ctx->job, ctx->pk, ctx->rk)) == 0)
+	if ((err = ecw_index_ref_keys(&r.ref, ctx->job, ctx->pk, ctx->rk)) == 0)
 		err = run_rounds(&r);
-	locs_dispose(&r.written);
+	ecw_index_locs_dispose(&r.written);
 	return err;
 }
 
@@ -1038,7 +1047,7 @@ static void write_group_entries(const struct index *ix, struct ecw_job_ctx *ctxs
 		struct gmember *m = &g[in[j]];
 		struct ecw_job_ctx *x = &ctxs[in[j]];
 		const struct ecw_entity *at = cur[j];
-		if (!read || (at && !owned_by(at, x->pk, x->rk))) {
+		if (!read || (at && !ecw_index_owned_by(at, x->pk, x->rk))) {
 			m->alone = true; /* another source's entry, or no entry: write_entry decides */
 		} else if (locs_add(&m->r.written, pk, rks[j]) < 0) {
 			m->alone = true;
@@ -1086,7 +1095,7 @@ static void index_run_group(const void *settings, struct ecw_job_ctx *ctxs, size
 		g[i].r = (struct run){.ix = ix, .ctx = &ctxs[i]};
 		ctxs[i].outcome_detail[0] = '\0';
 		errs[i] = 0;
-		if ((err = ref_keys(&g[i].r.ref, ctxs[i].job, ctxs[i].pk, ctxs[i].rk)) < 0) {
+		if ((err = ecw_index_ref_keys(&g[i].r.ref, ctxs[i].job, ctxs[i].pk, ctxs[i].rk)) < 0) {
 			ecw_job_member_fail(&ctxs[i], &errs[i], err);
 			g[i].settled = true;
 		}
@@ -1160,344 +1169,22 @@ static void index_run_group(const void *settings, struct ecw_job_ctx *ctxs, size
 			if ((err = run_rounds(&g[i].r)) < 0)
 				ecw_job_member_fail(&ctxs[i], &errs[i], err);
 		}
-		locs_dispose(&g[i].r.written);
+		ecw_index_locs_dispose(&g[i].r.written);
 	}
 	free(g);
 	free(got);
-}
-
-/* ---- audit (ecw_audit.h) -------------------------------------------------------------
- *
- * Two streamed passes, bounded memory (a page at a time), then repairs made
- * by run itself:
- *   1. from the sources: each source (its partition with --partition; an
- *      entry or reference in a shared table skipped) computes its entry E as
- *      run does (compute_entry); the entity at E's keys is read (one GET) and
- *      judged by ecw_audit_index_entry: MISSING, STALE, or CONFLICT when
- *      another source that still computes to the key holds it (one more GET,
- *      of that source; other_holds, as run's step 3 asks) or when what is
- *      there is no entry. When the entry is right, the source's
- *      back-reference is read too (one more GET) and judged by
- *      ecw_audit_index_ref: STALE unless it names that entry alone, since a
- *      run after the next change of the value finds the old entry only
- *      through it. A source that computes to no entry (a missing template
- *      property: run poisons it) is counted, not judged.
- *   2. from the index: each entry (PartitionKey, RowKey, SourcePartitionKey,
- *      SourceRowKey only; "~ref~" partitions and non-entries skipped; with
- *      --partition, SourcePartitionKey eq it) reads its source (one GET) and
- *      is judged by ecw_audit_index_orphan: ORPHAN when the source is gone or
- *      computes elsewhere. An entry at the right keys with other copies is
- *      STALE and was counted in pass 1.
- *   So an audit costs about three GETs per indexed source, plus query pages.
- * Repairs (--repair), for the SOURCE's keys:
- *   MISSING, STALE: index_run, as a message for the source would.
- *   ORPHAN: the entry is registered first as a pending location of its
- *     source's back-reference (register_location: a step 2 of a run, If-Match
- *     the reference), then index_run. A run cleans every location its
- *     reference lists that holds this source's entry, except the one it
- *     computes; without the registration an entry written behind the job's
- *     back is in no list, and a run would not see it (the reason for this
- *     step). Registering a location is always safe: it is what a crash after
- *     step 2 leaves, and a run's clean deletes only this source's entries,
- *     If-Match, under the reference's serialisation, so a repair racing a
- *     worker is one more duplicate message.
- *   CONFLICT: never repaired (two sources claim one key, or something that
- *     is no entry is where an entry belongs: the operator decides). */
-
-/* Step 2 of a run, alone: (lpk, lrk) joins the locations r's reference
- * lists (inserting the reference when there is none). */
-static int register_location(struct run *r, const char *lpk, const char *lrk)
-{
-	struct ecw_job_ctx *ctx = r->ctx;
-	int err = 0;
-
-	for (int tries = 0; tries < MAX_TRIES; tries++) {
-		struct ecw_entity *ref = NULL, *nref = NULL;
-		struct locs L = {0};
-		bool has_current = false;
-
-		err = ecw_table_get(&ref, ctx->client, r->ix->table, r->ref.pk, r->ref.rk);
-		if (ecw_err_is_absent(err)) {
-			ecw_error_clear();
-			ref = NULL;
-			err = 0;
-		}
-		if (err == 0 && ref)
-			err = ref_locations(&L, &has_current, ref, ctx->job, ctx->pk, ctx->rk);
-		if (err == 0 && !locs_has(&L, lpk, lrk)) {
-			const char *cur_pk = has_current ? L.v[0].pk : NULL,
-				   *cur_rk = has_current ? L.v[0].rk : NULL;
-			if ((err = locs_add(&L, lpk, lrk)) == 0 &&
-			    (err = ref_build(&nref, &r->ref, ctx->job, ctx->pk, ctx->rk, cur_pk, cur_rk,
-					     &L)) == 0)
-				err = ecw_table_write(NULL, ctx->client, r->ix->table, nref,
-						      ref ? ECW_WRITE_UPDATE : ECW_WRITE_INSERT,
-						      ref ? ecw_entity_etag(ref) : NULL);
-		}
-		ecw_entity_free(ref);
-		ecw_entity_free(nref);
-		locs_dispose(&L);
-		if (err != ECW_EPRECONDITION && err != ECW_ECONFLICT && !ecw_err_is_absent(err))
-			return err;
-		ecw_error_clear(); /* a run wrote the reference meanwhile: read it again */
-	}
-	return ecw_error_set(ECW_ETRANSIENT, "back-reference %s/%s kept changing (%d tries)", r->ref.pk,
-			     r->ref.rk, MAX_TRIES);
-}
-
-/* After a run that should have cleaned it: the orphan's location no longer
- * holds this source's entry (absent, or another source's now). A run's
- * success proves it for the locations its reference listed; this read is
- * what keeps "repaired" true should the entry have escaped the list. */
-static int orphan_gone(struct run *r, const char *pk, const char *rk)
-{
-	struct ecw_entity *e = NULL;
-	int err = ecw_table_get(&e, r->ctx->client, r->ix->table, pk, rk);
-
-	if (ecw_err_is_absent(err)) {
-		ecw_error_clear();
-		return 0;
-	}
-	if (err == 0 && owned_by(e, r->ctx->pk, r->ctx->rk))
-		err = ecw_error_set(ECW_ETRANSIENT, "the orphan entry is still there after the run");
-	ecw_entity_free(e);
-	return err;
-}
-
-/* Repairs a finding about source (spk, srk); orphan_pk/rk: the orphan entry
- * to register first, or NULL. Sets f->repaired, or f->error (copied into
- * why, cap bytes). With --via-queue the registration is made here and the
- * run is the queued message's. */
-static void audit_repair(const struct index *ix, struct ecw_audit_ctx *actx, struct ecw_audit_finding *f,
-			 const char *spk, const char *srk, const char *orphan_pk, const char *orphan_rk,
-			 char *why, size_t cap)
-{
-	struct ecw_job_ctx jc = {.client = actx->client, .job = actx->job, .pk = spk, .rk = srk};
-	struct run r = {.ix = ix, .ctx = &jc};
-	int err;
-
-	if (orphan_pk) {
-		ecw_audit_pace(actx);
-		if ((err = ref_keys(&r.ref, jc.job, spk, srk)) == 0)
-			err = register_location(&r, orphan_pk, orphan_rk);
-		if (err < 0) {
-			snprintf(why, cap, "%s", ecw_error_last()->message);
-			f->error = why;
-			ecw_error_clear();
-			return;
-		}
-	}
-	ecw_audit_converge(actx, index_run, ix, spk, srk, f, why, cap);
-	if (f->repaired && orphan_pk && !actx->requeue && (err = orphan_gone(&r, orphan_pk, orphan_rk)) < 0) {
-		f->repaired = false;
-		snprintf(why, cap, "%s", ecw_error_last()->message);
-		f->error = why;
-		ecw_error_clear();
-	}
-}
-
-/* Pass 1, for a source whose entry is right: judges its back-reference
- * (ecw_audit_index_ref). One GET. */
-static int audit_ref(enum ecw_audit_kind *kind, struct run *r, struct ecw_audit_ctx *actx, const char *spk,
-		     const char *srk, const struct ecw_entity *want)
-{
-	struct ecw_entity *ref = NULL;
-	struct locs L = {0};
-	bool has_current = false, found = false;
-	int err;
-
-	if ((err = ref_keys(&r->ref, actx->job, spk, srk)) < 0)
-		return err;
-	ecw_audit_pace(actx);
-	err = ecw_table_get(&ref, actx->client, r->ix->table, r->ref.pk, r->ref.rk);
-	if (ecw_err_is_absent(err)) {
-		ecw_error_clear();
-		err = 0;
-	} else if (err == 0) {
-		/* Another job's or source's entity there: run refuses it too. */
-		found = ref_locations(&L, &has_current, ref, actx->job, spk, srk) == 0;
-		ecw_error_clear();
-	}
-	if (err == 0)
-		*kind = ecw_audit_index_ref(found, has_current ? L.v[0].pk : NULL,
-					    has_current ? L.v[0].rk : NULL, has_current ? L.n - 1 : L.n,
-					    want);
-	locs_dispose(&L);
-	ecw_entity_free(ref);
-	return err;
-}
-
-/* Pass 1 for one source. */
-static int audit_source(const struct index *ix, struct ecw_audit_ctx *actx, const struct ecw_entity *src)
-{
-	struct ecw_job_ctx jc = {.client = actx->client, .job = actx->job};
-	struct run r = {.ix = ix, .ctx = &jc};
-	struct ecw_entity *want = NULL, *at = NULL;
-	struct ecw_audit_finding f = {.table = ix->table};
-	bool holds = false;
-	char why[sizeof(((struct ecw_error *)0)->message)];
-	int err;
-
-	if (compute_entry(&want, ix, src) < 0) {
-		ecw_error_clear(); /* run poisons such a source: nothing derived to compare */
-		return 0;
-	}
-	ecw_audit_pace(actx);
-	err = ecw_table_get(&at, actx->client, ix->table, ecw_entity_pk(want), ecw_entity_rk(want));
-	if (ecw_err_is_absent(err)) {
-		ecw_error_clear();
-		at = NULL;
-		err = 0;
-	}
-	if (err == 0 && at && is_index_entry(at) && !owned_by(at, ecw_entity_pk(src), ecw_entity_rk(src))) {
-		ecw_audit_pace(actx);
-		err = other_holds(&holds, &r, str_prop(at, P_SRC_PK), str_prop(at, P_SRC_RK),
-				  ecw_entity_pk(want), ecw_entity_rk(want));
-	}
-	if (err == 0 && (f.kind = ecw_audit_index_entry(want, at, holds)) == ECW_AUDIT_OK)
-		err = audit_ref(&f.kind, &r, actx, ecw_entity_pk(src), ecw_entity_rk(src), want);
-	if (err == 0 && f.kind != ECW_AUDIT_OK) {
-		f.pk = ecw_entity_pk(want);
-		f.rk = ecw_entity_rk(want);
-		f.source_pk = ecw_entity_pk(src);
-		f.source_rk = ecw_entity_rk(src);
-		f.detail = f.kind == ECW_AUDIT_MISSING ? "the source's entry is not there"
-			   : f.kind == ECW_AUDIT_STALE && at && ecw_entity_equal(want, at)
-				   ? "its back-reference does not name the entry alone"
-			   : f.kind == ECW_AUDIT_STALE ? "the entry differs from its recomputation"
-			   : !is_index_entry(at)       ? "an entity that is no index entry holds the key"
-						       : "another source computes to the same key";
-		if (actx->repair && f.kind != ECW_AUDIT_CONFLICT)
-			audit_repair(ix, actx, &f, f.source_pk, f.source_rk, NULL, NULL, why, sizeof(why));
-		ecw_audit_note(actx, &f);
-	}
-	ecw_entity_free(want);
-	ecw_entity_free(at);
-	return err;
-}
-
-/* Pass 2 for one index entity (keys and source keys only). */
-static int audit_entry(const struct index *ix, struct ecw_audit_ctx *actx, const struct ecw_entity *e)
-{
-	struct ecw_job_ctx jc = {.client = actx->client, .job = actx->job};
-	struct run r = {.ix = ix, .ctx = &jc};
-	struct ecw_entity *src = NULL, *want = NULL;
-	struct ecw_audit_finding f = {.table = ix->table};
-	const char *spk = str_prop(e, P_SRC_PK), *srk = str_prop(e, P_SRC_RK);
-	char why[sizeof(((struct ecw_error *)0)->message)];
-	int err;
-
-	ecw_audit_pace(actx);
-	if ((err = read_source(&src, &r, spk, srk)) == ECW_EINVALID) {
-		ecw_error_clear(); /* keys no source can have: the entry names nothing */
-		err = 0;
-	}
-	if (err < 0)
-		return err;
-	if (src && compute_entry(&want, ix, src) < 0)
-		ecw_error_clear();
-	if ((f.kind = ecw_audit_index_orphan(e, want)) != ECW_AUDIT_OK) {
-		f.pk = ecw_entity_pk(e);
-		f.rk = ecw_entity_rk(e);
-		f.source_pk = spk;
-		f.source_rk = srk;
-		f.detail = src ? "its source computes to another entry" : "its source is gone";
-		if (actx->repair)
-			audit_repair(ix, actx, &f, spk, srk, f.pk, f.rk, why, sizeof(why));
-		ecw_audit_note(actx, &f);
-	}
-	ecw_entity_free(src);
-	ecw_entity_free(want);
-	return 0;
-}
-
-/* The $select of pass 1: what compute_entry reads (and, in a shared table,
- * what tells an entry apart); empty when the index copies every property. */
-static int source_select(struct ecw_buf *out, const struct index *ix)
-{
-	int err = 0;
-
-	if (!ix->props)
-		return 0;
-	if ((err = ecw_select_add(out, "PartitionKey")) < 0 || (err = ecw_select_add(out, "RowKey")) < 0 ||
-	    (err = ecw_template_select(out, ix->pk)) < 0 || (err = ecw_template_select(out, ix->rk)) < 0)
-		return err;
-	for (size_t i = 0; ix->props[i] && err == 0; i++)
-		err = ecw_select_add(out, ix->props[i]);
-	if (err == 0 && ix->same_table && (err = ecw_select_add(out, P_SRC_PK)) == 0)
-		err = ecw_select_add(out, P_SRC_RK);
-	return err;
-}
-
-struct pass {
-	const struct index *ix;
-	struct ecw_audit_ctx *actx;
-};
-
-/* Pass 1 for each entity of the source table (in a shared table, its
- * entries and references are not sources). */
-static int each_source(const struct ecw_entity *e, void *payload)
-{
-	struct pass *p = payload;
-	int err;
-
-	if (p->ix->same_table && (is_ref_pk(ecw_entity_pk(e)) || is_index_entry(e)))
-		return 0;
-	if ((err = audit_source(p->ix, p->actx, e)) == 0)
-		ecw_audit_checked(p->actx);
-	return err;
-}
-
-/* Pass 2 for each entity of the index table (references skipped). */
-static int each_entry(const struct ecw_entity *e, void *payload)
-{
-	struct pass *p = payload;
-	int err;
-
-	if (is_ref_pk(ecw_entity_pk(e)) || !is_index_entry(e))
-		return 0;
-	if ((err = audit_entry(p->ix, p->actx, e)) == 0)
-		ecw_audit_checked(p->actx);
-	return err;
-}
-
-static int index_audit(const void *settings, struct ecw_audit_ctx *actx)
-{
-	struct pass p = {.ix = settings, .actx = actx};
-	struct ecw_table_query *q = NULL;
-	struct ecw_buf select;
-	int err;
-
-	ecw_buf_init(&select, 64 * 1024);
-	/* 1. from the sources: only the properties an entry is computed from
-	 * (every property when the index copies them all) */
-	if ((err = source_select(&select, p.ix)) < 0 ||
-	    (err = ecw_audit_query(&q, actx, p.ix->source, "PartitionKey",
-				   select.len ? ecw_buf_cstr(&select) : NULL)) < 0 ||
-	    (err = ecw_audit_each(q, actx, each_source, &p)) < 0)
-		goto done;
-	ecw_table_query_free(q);
-	q = NULL;
-	/* 2. from the index */
-	if ((err = ecw_audit_query(&q, actx, p.ix->table, P_SRC_PK,
-				   "PartitionKey,RowKey," P_SRC_PK "," P_SRC_RK)) == 0)
-		err = ecw_audit_each(q, actx, each_entry, &p);
-done:
-	ecw_table_query_free(q);
-	ecw_buf_dispose(&select);
-	return err;
 }
 
 const struct ecw_job_type ecw_job_index = {
 	.name = "index",
 	.parse = index_parse,
 	.prepare = index_prepare,
-	.run = index_run,
+	.run = ecw_index_run,
 	/* 14: one query reads a whole group's sources (ecw_table_get_many). */
 	.run_group = index_run_group,
 	.group_max = ECW_TABLE_GET_MANY_KEYS,
 	.free = index_free,
 	.source_table = index_source,
 	.target_table = index_target,
-	.audit = index_audit,
+	.audit = ecw_index_audit,
 };

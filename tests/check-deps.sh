@@ -42,8 +42,9 @@ BASE="include/ecw_buf.h include/ecw_cancel.h include/ecw_clock.h include/ecw_cod
 RULES="
 private worker/migrate_private.h  worker/migrate.c worker/migrate_apply.c
 private worker/schedule_private.h worker/schedule.c worker/schedule_audit.c
-private worker/runtime_private.h  worker/runtime.c worker/deliver.c worker/shutdown.c
+private worker/runtime_private.h  worker/runtime.c worker/runtime_idle.c worker/runtime_renew.c worker/runtime_take.c worker/deliver.c worker/shutdown.c
 private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c
+private jobs/index_private.h   jobs/index.c jobs/index_audit.c
 private jobs/index_list_private.h jobs/index_list.c jobs/index_list_audit.c jobs/index_list_store.c jobs/index_list_combine.c jobs/index_list_combine_private.h
 private jobs/index_list_combine_private.h jobs/index_list.c jobs/index_list_combine.c
 

@@ -4,8 +4,11 @@
  * thread -> decode -> job -> outcome.
  *
  * This file holds the threads, the receive loop, dispatch, start and stop;
- * carrying out one delivery is deliver.c's, shutdown's clock, the signal
- * thread and the stall watch are shutdown.c's (runtime_private.h).
+ * how a job thread takes work off the waiting list is runtime_take.c's, the
+ * stack of idle job threads runtime_idle.c's, the lease renewer
+ * runtime_renew.c's, carrying out one delivery is deliver.c's, shutdown's
+ * clock, the signal thread and the stall watch are shutdown.c's
+ * (runtime_private.h).
  *
  * Every final call on a message (delete, hide, release) happens under the
  * message's slot lock with the pop receipt the renewer last obtained, so a
@@ -124,59 +127,12 @@ void ecw_runtime_log_storage_error(const char *what)
 
 /* ---- threads -------------------------------------------------------------------------- */
 
-pthread_cond_t *ecw_runtime_idle_pop(struct runtime *rt)
-{
-	struct thread_arg *t;
-
-	if (rt->idle_n == 0)
-		return NULL;
-	t = rt->idle[--rt->idle_n];
-	t->idle = false;
-	return &t->idle_cv;
-}
-
-void ecw_runtime_wake_idle(struct runtime *rt)
-{
-	while (rt->idle_n > 0)
-		pthread_cond_signal(ecw_runtime_idle_pop(rt));
-}
-
 /* Signals what ecw_runtime_idle_pop took, after the caller unlocked rt->mu
  * (see receiver_should_wake). */
 static void wake(pthread_cond_t *cv)
 {
 	if (cv)
 		pthread_cond_signal(cv);
-}
-
-/* A job thread waits idle, under rt->mu, on top of the idle stack until
- * work pops it (or a wake-up that was not for it: it then leaves the
- * stack, and its loop looks for work and comes back). */
-static void idle_wait(struct runtime *rt, struct thread_arg *self)
-{
-	self->idle = true;
-	rt->idle[rt->idle_n++] = self;
-	pthread_cond_wait(&self->idle_cv, &rt->mu);
-	if (!self->idle)
-		return;
-	for (int i = 0; i < rt->idle_n; i++)
-		if (rt->idle[i] == self) {
-			memmove(&rt->idle[i], &rt->idle[i + 1],
-				(size_t)(rt->idle_n - i - 1) * sizeof(rt->idle[0]));
-			rt->idle_n--;
-			break;
-		}
-	self->idle = false;
-}
-
-/* Takes the waiting message at index i off the list; under rt->mu. */
-static struct slot *take_ready(struct runtime *rt, int i)
-{
-	struct slot *s = &rt->slots[rt->ready[i]];
-
-	memmove(&rt->ready[i], &rt->ready[i + 1], (size_t)(rt->ready_n - i - 1) * sizeof(rt->ready[0]));
-	rt->ready_n--;
-	return s;
 }
 
 /* Frees what the slot's last message held; on the receive loop's thread
@@ -237,19 +193,6 @@ static bool receiver_should_wake(const struct runtime *rt)
 	return may_receive(rt) || rt->inflight == 0;
 }
 
-/* Whether a and b are messages of one job on one entity, both keyed. */
-static bool same_keys(const struct slot *a, const struct slot *b)
-{
-	return a->keyed && b->keyed && a->keys_hash == b->keys_hash && a->def == b->def &&
-	       strcmp(a->m.pk, b->m.pk) == 0 && strcmp(a->m.rk, b->m.rk) == 0;
-}
-
-/* Whether keyed a and b name one partition. */
-static bool same_partition(const struct slot *a, const struct slot *b)
-{
-	return a->pk_hash == b->pk_hash && strcmp(a->m.pk, b->m.pk) == 0;
-}
-
 /* FNV-1a of s, continuing from h, with its NUL. */
 static uint64_t fnv1a(uint64_t h, const char *s)
 {
@@ -259,113 +202,7 @@ static uint64_t fnv1a(uint64_t h, const char *s)
 	return h;
 }
 
-/* Whether a job thread holds a message of s's job and keys (under rt->mu). */
-static bool keys_running(const struct runtime *rt, const struct slot *s)
-{
-	if (!s->keyed)
-		return false;
-	for (int i = 0; i < rt->nslots; i++)
-		if (rt->slots[i].running && same_keys(&rt->slots[i], s))
-			return true;
-	return false;
-}
-
-/* The member of group[0..n) whose job and keys t has, or NULL. */
-static struct slot *twin_in(struct slot **group, size_t n, const struct slot *t)
-{
-	for (size_t i = 0; i < n; i++)
-		if (same_keys(group[i], t))
-			return group[i];
-	return NULL;
-}
-
-/* Takes the next work off the waiting list, under rt->mu: the oldest
- * waiting message whose job and keys no job thread holds, with every other
- * waiting one of the same job on the same partition that its type can take
- * in one group (what receives bring together runs together), and, riding
- * with each member, its waiting duplicates (same job, pk and rk). Returns
- * the members (0: nothing can be taken now).
- *
- * Why a duplicate may ride, concluded with its twin's result instead of
- * running: each rider was received before the run starts, so whatever
- * change it announces was made before the run's first read, and the run
- * computes from a state that includes it: running it again would compute
- * the same. A message that arrives while its twin already runs may not
- * ride (the run may have read before its change): it waits, and no other
- * thread takes it until that run is settled (keys_running), so one
- * worker never runs one entity twice at once (no 412 against itself). It
- * cannot starve: the thread that settles the run looks at the waiting list
- * again at once, and shutdown's drain gives waiting messages back as ever. */
-static size_t take_work(struct runtime *rt, struct slot **group)
-{
-	size_t n = 0, max = 1;
-	int i = 0;
-
-	while (i < rt->ready_n && keys_running(rt, &rt->slots[rt->ready[i]]))
-		i++;
-	if (i == rt->ready_n)
-		return 0;
-	group[n++] = take_ready(rt, i);
-	const struct ecw_job_def *def = group[0]->def;
-	if (group[0]->groupable)
-		max = def->type->group_max < GROUP_CAP ? def->type->group_max : GROUP_CAP;
-	for (i = 0; i < rt->ready_n;) {
-		struct slot *t = &rt->slots[rt->ready[i]], *twin = twin_in(group, n, t);
-		/* Only a first delivery rides: an earlier delivery of t may have
-		 * left state that only t's own run cleans (an index-list
-		 * reference's intent, named by t's message id), and a ride would
-		 * delete t without it. A redelivered duplicate waits and runs
-		 * after the twin (keys_running). */
-		if (twin && t->msg.dequeue_count > 1) {
-			i++;
-			continue;
-		}
-		if (twin) {
-			take_ready(rt, i);
-			t->next_rider = twin->riders;
-			twin->riders = t;
-			t->running = true;
-		} else if (n < max && t->groupable && t->def == def && same_partition(t, group[0]) &&
-			   !keys_running(rt, t)) {
-			group[n++] = take_ready(rt, i);
-		} else {
-			i++;
-		}
-	}
-	for (size_t k = 0; k < n; k++)
-		group[k]->running = true;
-	return n;
-}
-
-/* Under rt->mu, for a message s taken to run alone: the RowKeys of the
- * other messages of its job and partition that wait (received, not
- * running), into out, when its type reads ahead (ecw_job.h). Copied: the
- * waiting slots may be taken and refilled while s runs. */
-static void take_peers(const struct runtime *rt, const struct slot *s, struct peers *out)
-{
-	size_t used = 0;
-
-	out->n = 0;
-	if (!s->keyed || !s->def->type->reads_ahead)
-		return;
-	for (int i = 0; i < rt->ready_n && out->n < ECW_JOB_PEERS_MAX; i++) {
-		const struct slot *t = &rt->slots[rt->ready[i]];
-		size_t len = t->keyed ? strlen(t->m.rk) + 1 : 0;
-		bool twice = false;
-		if (!t->keyed || t->running || t->def != s->def || !same_partition(t, s) ||
-		    strcmp(t->m.rk, s->m.rk) == 0 || used + len > sizeof(out->buf))
-			continue;
-		for (size_t k = 0; k < out->n && !twice; k++)
-			twice = strcmp(out->rk[k], t->m.rk) == 0;
-		if (twice)
-			continue;
-		memcpy(out->buf + used, t->m.rk, len);
-		out->rk[out->n++] = out->buf + used;
-		used += len;
-	}
-}
-
-/* Runs what take_work took: members and riders alike are concluded on
+/* Runs what ecw_runtime_take_work took: members and riders alike are concluded on
  * return. */
 static void deliver_work(struct runtime *rt, struct ecw_client *c, struct slot **group, size_t n)
 {
@@ -380,7 +217,7 @@ static void deliver_work(struct runtime *rt, struct ecw_client *c, struct slot *
 	}
 }
 
-/* Gives back the slots of what take_work took, riders included, once all
+/* Gives back the slots of what ecw_runtime_take_work took, riders included, once all
  * are settled; returns how many. Their keys may run again from here. */
 static int give_back_work(struct runtime *rt, struct slot **group, size_t n)
 {
@@ -417,8 +254,8 @@ static void *job_thread(void *p)
 
 		pthread_mutex_lock(&rt->mu);
 		/* Work is taken only while fewer than the limit run. */
-		for (n = 0; !rt->workers_exit; idle_wait(rt, self))
-			if (rt->running < rt->limit_now && (n = take_work(rt, group)) > 0)
+		for (n = 0; !rt->workers_exit; ecw_runtime_idle_wait(rt, self))
+			if (rt->running < rt->limit_now && (n = ecw_runtime_take_work(rt, group)) > 0)
 				break;
 		if (n == 0) {
 			pthread_mutex_unlock(&rt->mu);
@@ -426,7 +263,7 @@ static void *job_thread(void *p)
 		}
 		rt->running++;
 		if (n == 1) {
-			take_peers(rt, group[0], &self->peers);
+			ecw_runtime_take_peers(rt, group[0], &self->peers);
 			group[0]->peers = &self->peers;
 		}
 		/* The next thread takes the next group. */
@@ -453,56 +290,6 @@ static void *job_thread(void *p)
 		ecw_metrics_inflight_add(-held);
 		if (wake_receiver)
 			pthread_cond_signal(&rt->main_cv);
-	}
-	return NULL;
-}
-
-/* Extends the lease of every message whose job has run past half the
- * visibility timeout. A 404 or receipt mismatch means the lease is gone:
- * the job is told through its flag and must stop writing. */
-static void *renew_thread(void *p)
-{
-	struct runtime *rt = ((struct thread_arg *)p)->rt;
-	struct ecw_client *c = ((struct thread_arg *)p)->client;
-
-	for (;;) {
-		pthread_mutex_lock(&rt->mu);
-		if (rt->workers_exit) {
-			pthread_mutex_unlock(&rt->mu);
-			break;
-		}
-		ecw_cond_wait_ms(&rt->renew_cv, &rt->mu, 250);
-		pthread_mutex_unlock(&rt->mu);
-		ecw_shutdown_watch_stalls(rt);
-		for (int i = 0; i < rt->nslots; i++) {
-			struct slot *s = &rt->slots[i];
-			int64_t now = ecw_now_ms();
-			int err;
-
-			pthread_mutex_lock(&s->mu);
-			if (s->busy && !s->done && !s->abandoned && !atomic_load(&s->lease_lost) &&
-			    now >= s->renew_at_ms) {
-				err = ecw_queue_update(&s->msg, c, s->queue->name, rt->vis_s, NULL, 0);
-				if (err == 0) {
-					s->renew_at_ms = now + (int64_t)rt->vis_s * 500;
-					struct ecw_log_line *l =
-						ecw_log_begin(ECW_LOG_DEBUG, "lease_renewed");
-					ecw_log_str(l, "message_id", s->msg.id);
-					ecw_log_int(l, "visibility_s", rt->vis_s);
-					ecw_log_end(l);
-				} else if (err == ECW_ENOTFOUND) {
-					atomic_store(&s->lease_lost, true);
-					struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "lease_lost");
-					ecw_log_str(l, "message_id", s->msg.id);
-					ecw_log_str(l, "error", ecw_error_last()->message);
-					ecw_log_end(l);
-				} else {
-					ecw_runtime_log_storage_error("lease.renew");
-					s->renew_at_ms = now + 1000;
-				}
-			}
-			pthread_mutex_unlock(&s->mu);
-		}
 	}
 	return NULL;
 }
@@ -1094,7 +881,7 @@ static bool drain(struct runtime *rt, struct ecw_client *c)
 
 	for (;;) {
 		pthread_mutex_lock(&rt->mu);
-		struct slot *s = rt->ready_n > 0 ? take_ready(rt, rt->ready_n - 1) : NULL;
+		struct slot *s = rt->ready_n > 0 ? ecw_runtime_take_ready(rt, rt->ready_n - 1) : NULL;
 		pthread_mutex_unlock(&rt->mu);
 		if (!s)
 			break;
@@ -1262,7 +1049,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 		args[i].started = pthread_create(&args[i].tid, NULL, job_thread, &args[i]) == 0;
 	}
 	renew_arg.rt = rt;
-	renew_arg.started = pthread_create(&renew_arg.tid, NULL, renew_thread, &renew_arg) == 0;
+	renew_arg.started = pthread_create(&renew_arg.tid, NULL, ecw_runtime_renew_thread, &renew_arg) == 0;
 	if (ecw_schedules_count(cfg->schedules) > 0) {
 		struct ecw_client_options sched_opts = thread_options(rt, rt->jobs_cancel, NULL);
 		if (ecw_client_new(&sched_arg.client, rt->acct, &sched_opts) < 0 ||

@@ -1,7 +1,10 @@
 /* runtime_private.h - what the rooms of `ecworker run` share, and no other
  * file: worker/runtime.c (the threads, the receive loop, dispatch, start
- * and stop), worker/deliver.c (carrying out one delivery, or a group) and
- * worker/shutdown.c (shutdown's clock, the signal thread, the stall watch).
+ * and stop), worker/runtime_take.c (taking work off the waiting list),
+ * worker/runtime_idle.c (the stack of idle job threads),
+ * worker/runtime_renew.c (the lease renewer), worker/deliver.c (carrying
+ * out one delivery, or a group) and worker/shutdown.c (shutdown's clock,
+ * the signal thread, the stall watch).
  * The runtime and its slots are runtime.c's: it creates and frees them;
  * the others borrow them. */
 #ifndef ECW_RUNTIME_PRIVATE_H
@@ -57,7 +60,7 @@ struct slot {
 	 * runs of its job and keys overlap in this worker (job_thread). */
 	bool keyed;
 	/* Set on receipt with keyed: hashes of pk, and of pk and rk, which the
-	 * job threads compare before the strings (take_work looks at every
+	 * job threads compare before the strings (ecw_runtime_take_work looks at every
 	 * waiting message against every running one, under rt->mu). */
 	uint64_t pk_hash, keys_hash;
 	/* Under rt->mu: a job thread holds it, running or riding. */
@@ -174,18 +177,45 @@ struct thread_arg {
 
 /* ---- runtime.c ---- */
 
+/* Storage HTTP attempts the calling thread has made so far (its client's
+ * on_attempt counts them): a run's requests are the difference. */
+int64_t ecw_runtime_thread_attempts(void);
+/* A storage_error line with the last error; what names the step. */
+void ecw_runtime_log_storage_error(const char *what);
+
+/* ---- runtime_idle.c ---- */
+
 /* Under rt->mu: takes the job thread that went idle last off the idle
  * stack and returns its condition, for the caller to signal after it
  * unlocks; NULL when no thread is idle. */
 pthread_cond_t *ecw_runtime_idle_pop(struct runtime *rt);
 /* Under rt->mu: wakes every idle job thread (a stop, a higher limit). */
 void ecw_runtime_wake_idle(struct runtime *rt);
+/* Under rt->mu: job thread self waits idle, on top of the idle stack, until
+ * work pops it or another wake-up comes; it then looks for work again. */
+void ecw_runtime_idle_wait(struct runtime *rt, struct thread_arg *self);
 
-/* Storage HTTP attempts the calling thread has made so far (its client's
- * on_attempt counts them): a run's requests are the difference. */
-int64_t ecw_runtime_thread_attempts(void);
-/* A storage_error line with the last error; what names the step. */
-void ecw_runtime_log_storage_error(const char *what);
+/* ---- runtime_take.c ---- */
+
+/* Under rt->mu: takes the waiting message at index i of rt->ready off the
+ * list and returns its slot. */
+struct slot *ecw_runtime_take_ready(struct runtime *rt, int i);
+/* Under rt->mu: takes the next work off the waiting list into group (room
+ * for GROUP_CAP): the oldest waiting message whose job and keys no job
+ * thread holds, the others of its job and partition its type can run with
+ * it, and their duplicates as riders; marks them running. Returns how many
+ * members (0: nothing can be taken now). */
+size_t ecw_runtime_take_work(struct runtime *rt, struct slot **group);
+/* Under rt->mu, for s taken to run alone: the RowKeys of the other waiting
+ * messages of its job and partition, copied into out, when its type reads
+ * ahead (ecw_job.h). */
+void ecw_runtime_take_peers(const struct runtime *rt, const struct slot *s, struct peers *out);
+
+/* ---- runtime_renew.c ---- */
+
+/* The lease renewer's thread (p: its struct thread_arg); it returns once
+ * rt->workers_exit is set. */
+void *ecw_runtime_renew_thread(void *p);
 
 /* ---- deliver.c ---- */
 
