@@ -43,6 +43,7 @@ RULES="
 private worker/migrate_private.h  worker/migrate.c worker/migrate_apply.c
 private worker/schedule_private.h worker/schedule.c worker/schedule_audit.c
 private worker/runtime_private.h  worker/runtime.c worker/runtime_idle.c worker/runtime_renew.c worker/runtime_take.c worker/deliver.c worker/shutdown.c
+private worker/storage/http_private.h worker/storage/http.c worker/storage/http_answer.c
 private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c
 private jobs/index_private.h   jobs/index.c jobs/index_audit.c
 private jobs/index_list_private.h jobs/index_list.c jobs/index_list_audit.c jobs/index_list_store.c jobs/index_list_combine.c jobs/index_list_combine_private.h

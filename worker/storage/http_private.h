@@ -1,0 +1,84 @@
+/* http_private.h - what http.c (connections, the exchange) and
+ * http_answer.c (reading an answer) share, and no other file: a client's
+ * connections and their input buffers, the framing an answer's head gives,
+ * and the one read each side does. The connections are http.c's: it opens,
+ * closes and frees them; http_answer.c only takes bytes off their input. */
+#ifndef ECW_STORAGE_HTTP_PRIVATE_H
+#define ECW_STORAGE_HTTP_PRIVATE_H
+
+#include <openssl/ssl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "ecw_buf.h"
+#include "ecw_storage.h"
+#include "response.h"
+
+#define HTTP_CONNS 3                      /* queue, table, a token endpoint */
+#define HTTP_HEAD_MAX ((size_t)64 * 1024) /* a status line and headers */
+#define HTTP_READ_CHUNK ((size_t)16 * 1024)
+#define HTTP_JOIN_MAX ((size_t)16 * 1024) /* a TLS body sent in one write with its head */
+#define HTTP_IN_KEEP ((size_t)64 * 1024)  /* a connection's input buffer kept between requests */
+
+struct conn {
+	char origin[272]; /* "scheme://authority" as in the URL; "" unused */
+	int fd;           /* -1: none */
+	SSL *ssl;         /* NULL for http */
+	char *in;         /* bytes read and not yet taken */
+	size_t in_len, in_cap;
+	uint64_t used; /* for choosing which to close */
+	bool sent;     /* a request just went out: its answer cannot be there yet */
+};
+
+struct ecw_http {
+	const struct ecw_client_options *opts; /* the client's */
+	uint64_t connections;                  /* opened so far */
+	struct conn conns[HTTP_CONNS];
+	uint64_t uses;
+	struct ecw_buf head; /* the request line and headers being written */
+	const char *op;      /* the exchange's kind, for the cap's message; may be NULL */
+};
+
+/* The transport's own clock: real time even where tests wrap ecw_now_ms. */
+static inline int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* strerror is not thread-safe. */
+static inline const char *errtext(int e, char *buf, size_t n)
+{
+	if (strerror_r(e, buf, n) != 0)
+		snprintf(buf, n, "error %d", e);
+	return buf;
+}
+
+/* What an answer's head says of its body and its connection. */
+struct framing {
+	long status;
+	int minor; /* HTTP/1.minor */
+	bool chunked;
+	bool close;       /* Connection: close, or HTTP/1.0 without keep-alive */
+	long long length; /* Content-Length; -1 none */
+};
+
+/* Reads what comes next onto k->in (http.c): > 0 bytes, 0 at the end of
+ * the stream, < 0 with errno (EAGAIN: timed out; ECANCELED: the worker is
+ * stopping; ENOMEM). */
+ssize_t ecw_http_conn_read(struct ecw_http *h, struct conn *k, int64_t deadline);
+/* Reads one answer (after any 1xx ones) off k into resp, its framing in f
+ * (http_answer.c): 0, or a negative ecw_err with why. *none: the connection
+ * ended before the answer's first byte. What came past the answer stays in
+ * k->in. */
+int ecw_http_read_answer(struct ecw_http *h, struct conn *k, struct ecw_response *resp, bool head_only,
+			 int64_t deadline, struct framing *f, bool *none, char *why, size_t why_len);
+
+#endif
