@@ -278,11 +278,13 @@ static void test_job_move_groups__group_crash_among_deletes(void **state)
 	long long back = mv_queue_count(m, m->fx.t->queue);
 	ITEST_CHECK(back >= 0 && back < GRP_CRASH_N,
 	            "%lld of %d messages left after the first delete's answer", back, GRP_CRASH_N);
+	print_message("  %lld of %d messages left after the first delete's answer\n", back, GRP_CRASH_N);
 	for (int i = 0; i < GRP_CRASH_N; i++)
 		mv_assert_only_in(m, m->arch, m->emp, e[i], "a crash among the group's deletes");
 
 	o.crash_at = NULL;
 	mv_start_worker(&p2, m, "move-group-crash-deletes-rerun", jobs, &o);
+	PROC_EXPECT_LOG(&p2, 1, 15000, "start"); /* even with nothing left to do, stopped once running */
 	if (back > 0)
 		PROC_EXPECT_LOG(&p2, (size_t)back, 15000, "message", "outcome", "succeeded", "detail",
 		                "already-moved");

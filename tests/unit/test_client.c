@@ -250,8 +250,7 @@ static void test_client__retry_delay_full_jitter(void **state)
 	/* The cap holds for very late retries and large settings do not overflow. */
 	check_jitter(&o, 1000, 5000);
 	check_jitter(&o, INT32_MAX, 5000);
-	const struct ecw_client_options big = {4,    60000, 3600000, 30000, 5000, false,
-	                                       NULL, NULL,  NULL,    NULL,  false};
+	const struct ecw_client_options big = {.retry_base_ms = 60000, .retry_max_ms = 3600000};
 	check_jitter(&big, 1, 60000);
 	check_jitter(&big, 7, 3600000);
 	check_jitter(&big, 199, 3600000);
