@@ -706,6 +706,16 @@ static void conclude_pipelined(struct ecw_client *c, struct ecw_request **rs, st
 	}
 }
 
+/* Each request alone, with ecw_client_send's whole policy. */
+static void send_each_alone(struct ecw_client *c, struct ecw_request **rs, struct ecw_response *resps,
+			    size_t n, ecw_client_done_fn done, void *payload)
+{
+	for (size_t i = 0; i < n; i++) {
+		ecw_response_reset(&resps[i]);
+		done(payload, i, ecw_client_send(&resps[i], c, rs[i]));
+	}
+}
+
 /* At most ECW_HTTP_PIPELINE_MAX requests, pipelined when they can be. */
 static void send_pipelined_chunk(struct ecw_client *c, struct ecw_request **rs, struct ecw_response *resps,
 				 size_t n, ecw_client_done_fn done, void *payload)
@@ -719,10 +729,7 @@ static void send_pipelined_chunk(struct ecw_client *c, struct ecw_request **rs, 
 
 	ecw_buf_init(&bearer, 0);
 	if (!can_pipeline(c, n)) {
-		for (size_t i = 0; i < n; i++) {
-			ecw_response_reset(&resps[i]);
-			done(payload, i, ecw_client_send(&resps[i], c, rs[i]));
-		}
+		send_each_alone(c, rs, resps, n, done, payload);
 		return;
 	}
 	ecw_date_format(date, time(NULL));
@@ -766,10 +773,7 @@ alone:
 		ecw_buf_dispose(&urls[i]);
 	}
 	ecw_error_clear();
-	for (size_t i = 0; i < n; i++) {
-		ecw_response_reset(&resps[i]);
-		done(payload, i, ecw_client_send(&resps[i], c, rs[i]));
-	}
+	send_each_alone(c, rs, resps, n, done, payload);
 out:
 	if (bearer.ptr)
 		memset(bearer.ptr, 0, bearer.cap);
