@@ -111,6 +111,11 @@ struct ecw_audit_ctx {
 	 * keys (pk, rk) instead of running the job in this process; 0 when the
 	 * message is on the queue. NULL: repairs run here. */
 	int (*requeue)(const char *pk, const char *rk, void *payload);
+	/* After a repair ran the job here for the source's keys (pk, rk): what
+	 * the job's message would have chained (`then:`), run the same way, so
+	 * that a repaired move also leaves no index entry behind; 0, or the
+	 * first error. NULL: nothing chained (a queued repair chains itself). */
+	int (*chain)(const char *pk, const char *rk, void *payload);
 	void *payload;
 	struct ecw_audit_counts counts; /* kept by ecw_audit_note / _checked */
 };
@@ -138,8 +143,9 @@ bool ecw_audit_pace(struct ecw_audit_ctx *ctx);
  * $select list, NULL for every property. */
 int ecw_audit_query(struct ecw_table_query **out, struct ecw_audit_ctx *ctx, const char *table,
 		    const char *partition_prop, const char *select) ECW_MUST_USE;
-/* The next entity of q (caller frees); *out NULL at the end, once the audit
- * is stopped, or when the table does not exist (nothing to compare). Paced. */
+/* The next entity of q (caller frees); *out NULL at the end or once the
+ * audit is stopped. A table that does not exist is ECW_ENOTABLE, never an
+ * empty table (ecw_audit_table_missing). Paced. */
 int ecw_audit_next(struct ecw_entity **out, struct ecw_table_query *q,
 		   struct ecw_audit_ctx *ctx) ECW_MUST_USE;
 /* Streams q to its end (or until the audit is stopped), lending each entity
@@ -147,9 +153,13 @@ int ecw_audit_next(struct ecw_entity **out, struct ecw_table_query *q,
  * keeps q. */
 int ecw_audit_each(struct ecw_table_query *q, struct ecw_audit_ctx *ctx,
 		   int (*each)(const struct ecw_entity *e, void *payload), void *payload) ECW_MUST_USE;
-/* A paced GET; *out NULL when the entity (or its table) is absent. */
+/* A paced GET; *out NULL when the entity is absent. A missing table is
+ * ECW_ENOTABLE (ecw_audit_table_missing). */
 int ecw_audit_get(struct ecw_entity **out, struct ecw_audit_ctx *ctx, const char *table, const char *pk,
 		  const char *rk) ECW_MUST_USE;
+/* Rewrites the last error, an ECW_ENOTABLE, to say the audit stopped at
+ * that table and repaired nothing from it; returns ECW_ENOTABLE. */
+int ecw_audit_table_missing(void);
 /* A repair through the job: source (pk, rk) converges as a message for it
  * would make it, by ctx->requeue when set, else by run(settings, ...) here
  * with a context of its own (message id "audit"). Sets f->repaired, or
@@ -157,6 +167,12 @@ int ecw_audit_get(struct ecw_entity **out, struct ecw_audit_ctx *ctx, const char
 void ecw_audit_converge(struct ecw_audit_ctx *ctx, int (*run)(const void *, struct ecw_job_ctx *),
 			const void *settings, const char *pk, const char *rk, struct ecw_audit_finding *f,
 			char *why, size_t cap);
+/* After a repair made here that left f->repaired: the job's chain
+ * (ctx->chain) for the source's keys, as its message would have run it. A
+ * failure takes the repair back (f->repaired false) and says why in f->error
+ * (copied into why, cap bytes). Nothing without ctx->chain. */
+void ecw_audit_chain(struct ecw_audit_ctx *ctx, const char *pk, const char *rk, struct ecw_audit_finding *f,
+		     char *why, size_t cap);
 
 /* ---- the comparison rules (pure) ---- */
 

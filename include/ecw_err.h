@@ -7,6 +7,7 @@
 #define ECW_ERR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #define ECW_MUST_USE __attribute__((warn_unused_result))
 #define ECW_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -34,6 +35,9 @@ struct ecw_error {
 	char service_code[64]; /* x-ms-error-code or the body's code; "" if none */
 	char request_id[64];   /* x-ms-request-id; "" if none */
 	char message[512];     /* one line for logs */
+	/* ECW_ENOTABLE: the table that does not exist, as the request named it
+	 * ("" when unknown); "" for every other code. Set by worker/storage. */
+	char table[64];
 };
 
 /* The last error recorded on this thread (code ECW_OK and "" when none). */
@@ -48,6 +52,11 @@ int ecw_error_set_http(int code, int http_status, const char *service_code, cons
 		       const char *fmt, ...) ECW_PRINTF(5, 6);
 
 void ecw_error_clear(void);
+
+/* Names the missing table of the last error when it is ECW_ENOTABLE (the
+ * storage client, which knows which table a request named); does nothing
+ * for any other code. At most 63 bytes of the name are kept. */
+void ecw_error_set_table(const char *table, size_t len);
 
 /* "ECW_ENOTFOUND" style names, for logs and tests. */
 const char *ecw_err_name(int code);

@@ -46,6 +46,7 @@ struct ecw_job_ctx {
 	char error[512];         /* run_group: why this member failed */
 	int error_status;        /* run_group: the storage answer's HTTP status behind error, 0 if none */
 	char error_code[64];     /* run_group: its x-ms-error-code, "" if none */
+	char error_table[64];    /* run_group: the missing table of an ECW_ENOTABLE, "" if none */
 };
 
 /* Jobs call this before each write: once the lease is lost another worker may
@@ -55,7 +56,10 @@ int ecw_job_check_lease(const struct ecw_job_ctx *ctx) ECW_MUST_USE;
 
 /* How the runtime reads run's result: 0 is success; ECW_EINVALID and
  * ECW_ETOOLARGE are permanent (poison at once: no retry can fix them);
- * every other error is transient (retried with backoff until
+ * ECW_ENOTABLE (a table the job reads or writes does not exist) holds the
+ * message, never poisoned for it, until the table exists: a job never reads
+ * a missing table as an absent entity, and writes nothing once it meets
+ * one; every other error is transient (retried with backoff until
  * max_dequeue_count). */
 bool ecw_job_err_is_permanent(int err);
 
@@ -71,8 +75,9 @@ struct ecw_job_type {
 	 * by the configuration itself: every type's list of allowed keys must
 	 * include both. */
 	int (*parse)(void **out, const struct ecw_node *job, struct ecw_node_errors *errs);
-	/* Creates what the job needs at start when create_missing is set
-	 * (tables); may be NULL. */
+	/* Creates the tables the job writes, at start when create_missing is
+	 * set; may be NULL. Never a table the job only reads (its source): a
+	 * typo'd source made empty would look like every entity was deleted. */
 	int (*prepare)(const void *settings, struct ecw_client *c);
 	int (*run)(const void *settings, struct ecw_job_ctx *ctx);
 	/* Optional: runs n (2..group_max) messages of this job at once, to

@@ -44,6 +44,12 @@ const char *ecw_account_name(const struct ecw_account *a);
 /* Endpoint without a trailing slash, e.g. "http://127.0.0.1:10001/devstoreaccount1". */
 const char *ecw_account_endpoint(const struct ecw_account *a, enum ecw_service svc);
 bool ecw_account_uses_sas(const struct ecw_account *a);
+/* Whether the account's credential could create a queue or a table of svc:
+ * a SAS must be an account SAS (ss) naming the service, the container
+ * resource type (srt c) and the write or create permission (sp w or c); a
+ * service SAS never can. true for a key, and for an Entra ID token, whose
+ * role the service only tells when asked to act. */
+bool ecw_account_may_create(const struct ecw_account *a, enum ecw_service svc);
 /* How requests are authorized: "shared-key", "sas", "workload-identity",
  * "managed-identity", or "none". For logs. */
 const char *ecw_account_auth_name(const struct ecw_account *a);

@@ -41,6 +41,12 @@ int ecw_template_compile_flags(struct ecw_template **out, const char *text, cons
 			       unsigned flags) ECW_MUST_USE;
 void ecw_template_free(struct ecw_template *t);
 const char *ecw_template_text(const struct ecw_template *t);
+/* Whether t could have rendered s, judged by its literal text alone: s
+ * starts with the text before t's first placeholder and ends with the text
+ * after its last (equals it, with none). false means no entity renders s;
+ * true only that one might (an audit tells its job's entities from another
+ * job's in a shared table by it). */
+bool ecw_template_may_render(const struct ecw_template *t, const char *s);
 /* Adds to out, a comma-separated $select list, each property t reads
  * ({Name}, PartitionKey and RowKey included; not {now}) that out does not
  * hold yet: what a query needs to return for t to render as on the whole

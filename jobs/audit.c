@@ -87,11 +87,25 @@ int ecw_audit_next(struct ecw_entity **out, struct ecw_table_query *q, struct ec
 	*out = NULL;
 	if (ecw_audit_pace(ctx))
 		return 0;
-	if ((err = ecw_table_query_next(out, q)) == ECW_ENOTABLE) {
-		ecw_error_clear();
-		return 0;
-	}
+	if ((err = ecw_table_query_next(out, q)) == ECW_ENOTABLE)
+		return ecw_audit_table_missing();
 	return err;
+}
+
+/* A missing table is never an empty one: read as empty, a typo'd source
+ * would make every derived entity an orphan, and a repair would delete
+ * them. The audit stops, naming it; nothing is repaired after. */
+int ecw_audit_table_missing(void)
+{
+	char table[sizeof(ecw_error_last()->table)];
+
+	snprintf(table, sizeof(table), "%s", ecw_error_last()->table);
+	ecw_error_set(ECW_ENOTABLE,
+		      "table '%s' does not exist: nothing was audited or repaired from it (create it, or "
+		      "correct the job's table name)",
+		      table);
+	ecw_error_set_table(table, strlen(table));
+	return ECW_ENOTABLE;
 }
 
 int ecw_audit_each(struct ecw_table_query *q, struct ecw_audit_ctx *ctx,
@@ -117,12 +131,12 @@ int ecw_audit_get(struct ecw_entity **out, struct ecw_audit_ctx *ctx, const char
 
 	*out = NULL;
 	ecw_audit_pace(ctx);
-	if (ecw_err_is_absent(err = ecw_table_get(out, ctx->client, table, pk, rk))) {
+	if ((err = ecw_table_get(out, ctx->client, table, pk, rk)) == ECW_ENOTFOUND) {
 		ecw_error_clear();
 		*out = NULL;
 		return 0;
 	}
-	return err;
+	return err == ECW_ENOTABLE ? ecw_audit_table_missing() : err;
 }
 
 void ecw_audit_converge(struct ecw_audit_ctx *ctx, int (*run)(const void *, struct ecw_job_ctx *),
@@ -141,8 +155,24 @@ void ecw_audit_converge(struct ecw_audit_ctx *ctx, int (*run)(const void *, stru
 	err = ctx->requeue ? ctx->requeue(pk, rk, ctx->payload) : run(settings, &jc);
 	if (err == 0) {
 		f->repaired = true;
+		if (!ctx->requeue)
+			ecw_audit_chain(ctx, pk, rk, f, why, cap);
 		return;
 	}
+	snprintf(why, cap, "%s",
+		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+	f->error = why;
+	ecw_error_clear();
+}
+
+void ecw_audit_chain(struct ecw_audit_ctx *ctx, const char *pk, const char *rk, struct ecw_audit_finding *f,
+		     char *why, size_t cap)
+{
+	int err;
+
+	if (!f->repaired || !ctx->chain || (err = ctx->chain(pk, rk, ctx->payload)) == 0)
+		return;
+	f->repaired = false;
 	snprintf(why, cap, "%s",
 		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
 	f->error = why;

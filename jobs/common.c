@@ -102,5 +102,6 @@ void ecw_job_member_fail(struct ecw_job_ctx *ctx, int *err_out, int err)
 		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
 	ctx->error_status = ecw_error_last()->http_status;
 	snprintf(ctx->error_code, sizeof(ctx->error_code), "%s", ecw_error_last()->service_code);
+	snprintf(ctx->error_table, sizeof(ctx->error_table), "%s", ecw_error_last()->table);
 	*err_out = err;
 }

@@ -236,10 +236,9 @@ static int fanout_parse(void **out, const struct ecw_node *job, struct ecw_node_
 static int fanout_prepare(const void *settings, struct ecw_client *c)
 {
 	const struct fanout *f = settings;
-	int err;
 
-	if ((err = ecw_table_create(NULL, c, f->source)) < 0)
-		return err;
+	if (strcmp(f->table, f->source) == 0)
+		return 0; /* the copies live in the source table: only read, never made */
 	return ecw_table_create(NULL, c, f->table);
 }
 
@@ -439,7 +438,7 @@ static int write_single(struct run *r, struct op *op)
 			ecw_crash_point("fanout.single");
 			return 0;
 		}
-		if (ecw_err_is_absent(err)) {
+		if (err == ECW_ENOTFOUND) {
 			/* Deleted since the query (or its table): nothing to keep a copy in. */
 			ecw_error_clear();
 			r->gone++;
@@ -487,7 +486,7 @@ static int flush(struct run *r)
 		ecw_crash_point("fanout.batch");
 		goto done;
 	}
-	if (!ecw_err_is_absent(err) && err != ECW_EPRECONDITION)
+	if (err != ECW_ENOTFOUND && err != ECW_EPRECONDITION)
 		goto done;
 	/* A target vanished or changed since the query, and the transaction
 	 * applied nothing: one by one, skipping the gone and re-reading the
@@ -570,7 +569,7 @@ static int read_source(struct ecw_entity **out, const struct fanout *f, struct e
 {
 	int err = ecw_table_get(out, ctx->client, f->source, ctx->pk, ctx->rk);
 
-	if (ecw_err_is_absent(err)) { /* no source table: absent too */
+	if (err == ECW_ENOTFOUND) { /* a missing table is ECW_ENOTABLE: an error */
 		ecw_error_clear();
 		*out = NULL;
 		return 0;

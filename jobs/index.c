@@ -224,10 +224,9 @@ static int index_parse(void **out, const struct ecw_node *job, struct ecw_node_e
 static int index_prepare(const void *settings, struct ecw_client *c)
 {
 	const struct index *ix = settings;
-	int err;
 
-	if ((err = ecw_table_create(NULL, c, ix->source)) < 0 || ix->same_table)
-		return err;
+	if (ix->same_table)
+		return 0; /* the entries live in the source table: only read, never made */
 	return ecw_table_create(NULL, c, ix->table);
 }
 
@@ -476,7 +475,7 @@ static int ref_build(struct ecw_entity **out, const struct ref_keys *rkeys, cons
 /* A lost race on the reference means: start over. */
 static int ref_race(int err)
 {
-	if (err == ECW_EPRECONDITION || ecw_err_is_absent(err) || err == ECW_ECONFLICT) {
+	if (err == ECW_EPRECONDITION || err == ECW_ENOTFOUND || err == ECW_ECONFLICT) {
 		ecw_error_clear();
 		return RESTART;
 	}
@@ -490,7 +489,7 @@ int ecw_index_read_source(struct ecw_entity **out, struct run *r, const char *pk
 {
 	int err = ecw_table_get(out, r->ctx->client, r->ix->source, pk, rk);
 
-	if (ecw_err_is_absent(err)) { /* no source table: absent too */
+	if (err == ECW_ENOTFOUND) { /* a missing table is ECW_ENOTABLE: an error */
 		*out = NULL;
 		ecw_error_clear();
 		return 0;
@@ -575,7 +574,7 @@ static int write_entry(struct run *r, const struct ecw_entity *want, const char 
 		bool holds = false;
 
 		err = ecw_table_get(&cur, c, t, pk, rk);
-		if (ecw_err_is_absent(err)) {
+		if (err == ECW_ENOTFOUND) {
 			if ((err = ecw_job_check_lease(r->ctx)) == 0)
 				err = ecw_table_write(NULL, c, t, want, ECW_WRITE_INSERT, NULL);
 		} else if (err < 0) {
@@ -602,7 +601,7 @@ static int write_entry(struct run *r, const struct ecw_entity *want, const char 
 						      ecw_entity_etag(cur));
 		}
 		ecw_entity_free(cur);
-		if (err != ECW_ECONFLICT && err != ECW_EPRECONDITION && !ecw_err_is_absent(err))
+		if (err != ECW_ECONFLICT && err != ECW_EPRECONDITION && err != ECW_ENOTFOUND)
 			return err;
 		if (holds)
 			return err; /* the key is taken: retried later, by the runtime */
@@ -621,7 +620,7 @@ static int clean_location(struct run *r, const struct loc *l)
 	for (int tries = 0; tries < MAX_TRIES; tries++) {
 		struct ecw_entity *cur = NULL;
 		err = ecw_table_get(&cur, c, r->ix->table, l->pk, l->rk);
-		if (ecw_err_is_absent(err)) {
+		if (err == ECW_ENOTFOUND) {
 			ecw_error_clear();
 			return 0;
 		}
@@ -635,7 +634,7 @@ static int clean_location(struct run *r, const struct loc *l)
 		if ((err = ecw_job_check_lease(r->ctx)) == 0)
 			err = ecw_table_delete(c, r->ix->table, l->pk, l->rk, ecw_entity_etag(cur));
 		ecw_entity_free(cur);
-		if (ecw_err_is_absent(err)) {
+		if (err == ECW_ENOTFOUND) {
 			ecw_error_clear();
 			return 0;
 		}
@@ -702,7 +701,7 @@ static int step_register(struct run *r, struct round *w)
 	char *etag = NULL;
 	int err = ecw_table_get(&w->ref, ctx->client, r->ix->table, r->ref.pk, r->ref.rk);
 
-	if (ecw_err_is_absent(err)) { /* no index table: no reference either */
+	if (err == ECW_ENOTFOUND) {
 		ecw_error_clear();
 		w->ref = NULL;
 		err = 0;
@@ -846,7 +845,7 @@ int ecw_index_register_location(struct run *r, const char *lpk, const char *lrk)
 		bool has_current = false;
 
 		err = ecw_table_get(&ref, ctx->client, r->ix->table, r->ref.pk, r->ref.rk);
-		if (ecw_err_is_absent(err)) {
+		if (err == ECW_ENOTFOUND) {
 			ecw_error_clear();
 			ref = NULL;
 			err = 0;
@@ -866,7 +865,7 @@ int ecw_index_register_location(struct run *r, const char *lpk, const char *lrk)
 		ecw_entity_free(ref);
 		ecw_entity_free(nref);
 		ecw_index_locs_dispose(&L);
-		if (err != ECW_EPRECONDITION && err != ECW_ECONFLICT && !ecw_err_is_absent(err))
+		if (err != ECW_EPRECONDITION && err != ECW_ECONFLICT && err != ECW_ENOTFOUND)
 			return err;
 		ecw_error_clear(); /* a run wrote the reference meanwhile: read it again */
 	}

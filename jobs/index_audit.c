@@ -59,7 +59,7 @@ static int orphan_gone(struct run *r, const char *pk, const char *rk)
 	struct ecw_entity *e = NULL;
 	int err = ecw_table_get(&e, r->ctx->client, r->ix->table, pk, rk);
 
-	if (ecw_err_is_absent(err)) {
+	if (err == ECW_ENOTFOUND) {
 		ecw_error_clear();
 		return 0;
 	}
@@ -115,7 +115,7 @@ static int audit_ref(enum ecw_audit_kind *kind, struct run *r, struct ecw_audit_
 		return err;
 	ecw_audit_pace(actx);
 	err = ecw_table_get(&ref, actx->client, r->ix->table, r->ref.pk, r->ref.rk);
-	if (ecw_err_is_absent(err)) {
+	if (err == ECW_ENOTFOUND) {
 		ecw_error_clear();
 		err = 0;
 	} else if (err == 0) {
@@ -149,7 +149,7 @@ static int audit_source(const struct index *ix, struct ecw_audit_ctx *actx, cons
 	}
 	ecw_audit_pace(actx);
 	err = ecw_table_get(&at, actx->client, ix->table, ecw_entity_pk(want), ecw_entity_rk(want));
-	if (ecw_err_is_absent(err)) {
+	if (err == ECW_ENOTFOUND) {
 		ecw_error_clear();
 		at = NULL;
 		err = 0;

@@ -263,10 +263,9 @@ static int il_parse(void **out, const struct ecw_node *job, struct ecw_node_erro
 static int il_prepare(const void *settings, struct ecw_client *c)
 {
 	const struct index_list *il = settings;
-	int err;
 
-	if ((err = ecw_table_create(NULL, c, il->source)) < 0)
-		return err;
+	if (strcmp(il->table, il->source) == 0)
+		return 0; /* the lists live in the source table: only read, never made */
 	return ecw_table_create(NULL, c, il->table);
 }
 

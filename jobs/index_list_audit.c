@@ -30,9 +30,14 @@
  *      STALE when it computes to another list.
  *   So an audit costs about three GETs per source (its list, its reference,
  *   and its key's source from the list's side), plus query pages.
- * Lists carry no job's name: a list table that two jobs share is already
- * not covered by the job (index_list.c), and its audit would take the other
- * job's keys for orphans. The limitation is accepted: give each job a table.
+ * In a table shared with other jobs (an index's entries beside the lists,
+ * as the README's layout has them) pass 2 judges only the entities whose
+ * PartitionKey the job's partition_key could have rendered (its literal
+ * text before and after the placeholders, ecw_template_may_render): another
+ * job's entities are neither conflicts nor orphans. Lists carry no job's
+ * name, so two index-list jobs whose partition keys could render the same
+ * text (two templates of bare placeholders) still cannot be told apart in
+ * one table: give each such job a table, or a literal prefix.
  * Repairs (--repair):
  *   MISSING, a STALE reference: the job's run for the source
  *     (ecw_audit_converge), as a message for it would.
@@ -168,7 +173,7 @@ static int repair_list(const struct index_list *il, struct ecw_audit_ctx *actx, 
 		else if (kind == ECW_AUDIT_STALE)
 			err = ecw_il_list_save(actx->client, il->table, &list, &list.keys);
 		ecw_il_list_dispose(&list);
-		if (err != ECW_EPRECONDITION && err != ECW_ECONFLICT && !ecw_err_is_absent(err))
+		if (err != ECW_EPRECONDITION && err != ECW_ECONFLICT && err != ECW_ENOTFOUND)
 			return err;
 		ecw_error_clear(); /* a run wrote the list meanwhile: read it again */
 	}
@@ -388,6 +393,8 @@ static int each_list(const struct ecw_entity *e, void *payload)
 
 	if (strncmp(ecw_entity_pk(e), ECW_IL_REF_PREFIX, strlen(ECW_IL_REF_PREFIX)) == 0)
 		return 0; /* a reference (this job's or another's) */
+	if (!ecw_template_may_render(p->il->pk, ecw_entity_pk(e)))
+		return 0; /* another job's, in a table they share: neither conflict nor orphan */
 	return audit_list(p->il, p->actx, e);
 }
 

@@ -96,10 +96,9 @@ static int move_parse(void **out, const struct ecw_node *job, struct ecw_node_er
 static int move_prepare(const void *settings, struct ecw_client *c)
 {
 	const struct move *m = settings;
-	int err;
 
-	if ((err = ecw_table_create(NULL, c, m->from)) < 0)
-		return err;
+	if (strcmp(m->to, m->from) == 0)
+		return 0; /* re-keyed in place: the table is the source, never made */
 	return ecw_table_create(NULL, c, m->to);
 }
 
@@ -141,7 +140,7 @@ static int source_missing(const struct move *m, struct ecw_job_ctx *ctx)
 		int err = ecw_table_get(&t, ctx->client, m->to, ctx->pk, ctx->rk);
 		if (err == 0)
 			detail = "already-moved";
-		else if (!ecw_err_is_absent(err)) /* no target table: missing too */
+		else if (err != ECW_ENOTFOUND) /* a missing target table too */
 			return err;
 		ecw_entity_free(t);
 	}
@@ -191,7 +190,7 @@ static int write_copy(const struct move *m, struct ecw_job_ctx *ctx, const struc
 		err = target ? ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_UPDATE,
 					       ecw_entity_etag(target))
 			     : ecw_table_write(NULL, ctx->client, m->to, copy, ECW_WRITE_INSERT, NULL);
-	if (err == ECW_ECONFLICT || err == ECW_EPRECONDITION || (target && (ecw_err_is_absent(err))))
+	if (err == ECW_ECONFLICT || err == ECW_EPRECONDITION || (target && (err == ECW_ENOTFOUND)))
 		err = RESTART; /* the target changed under us */
 	ecw_entity_free(target);
 	ecw_entity_free(again);
@@ -238,7 +237,7 @@ static int move_run(const void *settings, struct ecw_job_ctx *ctx)
 		ecw_entity_free(src);
 		if (err == 0)
 			ecw_crash_point("move.deleted");
-		if (ecw_err_is_absent(err)) {
+		if (err == ECW_ENOTFOUND) {
 			/* Another run finished the move after our read. */
 			ecw_error_clear();
 			return 0;
@@ -484,7 +483,7 @@ static int audit_complete(const struct move *m, struct ecw_audit_ctx *ctx, const
 	if ((err = ecw_table_delete(ctx->client, m->from, pk, rk, ecw_entity_etag(src))) == 0)
 		*done = true;
 done:
-	if (err == ECW_EPRECONDITION || ecw_err_is_absent(err)) {
+	if (err == ECW_EPRECONDITION || err == ECW_ENOTFOUND) {
 		ecw_error_clear(); /* changed or moved meanwhile: not ours to force */
 		err = 0;
 	}
@@ -508,7 +507,7 @@ static int move_audit(const void *settings, struct ecw_audit_ctx *ctx)
 		char why[sizeof(((struct ecw_error *)0)->message)];
 
 		if ((err = ecw_audit_next(&src, q, ctx)) < 0 || !src)
-			break; /* no source table: nothing to move, no drift */
+			break; /* the end, or an error (a missing table is ECW_ENOTABLE) */
 		if (make_copy(&copy, m, src) < 0) {
 			/* The move would poison its message: nothing derived to compare. */
 			ecw_error_clear();
@@ -530,8 +529,9 @@ static int move_audit(const void *settings, struct ecw_audit_ctx *ctx)
 				if (f.kind == ECW_AUDIT_STALE && ctx->repair && ctx->requeue)
 					ecw_audit_converge(ctx, move_run, m, f.pk, f.rk, &f, why,
 							   sizeof(why));
-				else if (f.kind == ECW_AUDIT_STALE && ctx->repair)
-					err = audit_complete(m, ctx, f.pk, f.rk, &f.repaired);
+				else if (f.kind == ECW_AUDIT_STALE && ctx->repair &&
+					 (err = audit_complete(m, ctx, f.pk, f.rk, &f.repaired)) == 0)
+					ecw_audit_chain(ctx, f.pk, f.rk, &f, why, sizeof(why));
 				ecw_audit_note(ctx, &f);
 			}
 		}

@@ -443,10 +443,9 @@ static int rollup_parse(void **out, const struct ecw_node *job, struct ecw_node_
 static int rollup_prepare(const void *settings, struct ecw_client *c)
 {
 	const struct rollup *r = settings;
-	int err;
 
-	if ((err = ecw_table_create(NULL, c, r->source)) < 0)
-		return err;
+	if (strcmp(r->to, r->source) == 0)
+		return 0; /* the rollups live in the source table: only read, never made */
 	return ecw_table_create(NULL, c, r->to);
 }
 

@@ -171,6 +171,27 @@ void ecw_template_free(struct ecw_template *t)
 	free(t);
 }
 
+bool ecw_template_may_render(const struct ecw_template *t, const char *s)
+{
+	size_t len = strlen(s), pre = 0, suf = 0, i = 0, j = t->n;
+
+	for (; i < t->n && !t->parts[i].field; i++) { /* the literal text before the first placeholder */
+		size_t n = strlen(t->parts[i].text);
+		if (n > len - pre || memcmp(s + pre, t->parts[i].text, n) != 0)
+			return false;
+		pre += n;
+	}
+	if (i == t->n)
+		return pre == len;                     /* no placeholder: only its own text */
+	for (; j > i && !t->parts[j - 1].field; j--) { /* ... and after the last */
+		size_t n = strlen(t->parts[j - 1].text);
+		if (n > len - pre - suf || memcmp(s + len - suf - n, t->parts[j - 1].text, n) != 0)
+			return false;
+		suf += n;
+	}
+	return true;
+}
+
 const char *ecw_template_text(const struct ecw_template *t)
 {
 	return t->source;

@@ -42,7 +42,7 @@ BASE="include/ecw_buf.h include/ecw_cancel.h include/ecw_clock.h include/ecw_cod
 RULES="
 private worker/migrate_private.h  worker/migrate.c worker/migrate_apply.c
 private worker/schedule_private.h worker/schedule.c worker/schedule_audit.c
-private worker/runtime_private.h  worker/runtime.c worker/runtime_idle.c worker/runtime_renew.c worker/runtime_take.c worker/deliver.c worker/shutdown.c
+private worker/runtime_private.h  worker/runtime.c worker/runtime_idle.c worker/runtime_renew.c worker/runtime_take.c worker/deliver.c worker/shutdown.c worker/runtime_preflight.c
 private worker/storage/http_private.h worker/storage/http.c worker/storage/http_answer.c
 private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c
 private jobs/index_private.h   jobs/index.c jobs/index_audit.c

@@ -25,6 +25,7 @@ _Static_assert(ATOMIC_BOOL_LOCK_FREE == 2,
 
 struct run {
 	const struct ecw_audit_run_opts *o;
+	const struct ecw_job_def *job;
 	struct ecw_client *client;
 	struct ecw_pace pace;
 	uint64_t paced; /* requests a token was taken for */
@@ -71,6 +72,38 @@ static int on_requeue(const char *pk, const char *rk, void *payload)
 	return r->o->requeue(pk, rk, r->o->payload);
 }
 
+/* The jobs def's `then:` names, for (pk, rk), each followed by its own, as
+ * the worker runs a message's follow-ups (the configuration has no cycles). */
+static int run_chain(struct run *r, const struct ecw_job_def *def, const char *pk, const char *rk)
+{
+	int err = 0;
+
+	for (char **t = def->then; t && *t && err == 0; t++) {
+		const struct ecw_job_def *next = ecw_config_job(r->o->cfg, *t);
+		struct ecw_job_ctx jc = {.client = r->client,
+					 .job = next ? next->name : *t,
+					 .pk = pk,
+					 .rk = rk,
+					 .trace_id = "audit",
+					 .message_id = "audit"};
+		if (!next)
+			return ecw_error_set(ECW_EINVALID, "then: no job '%s'", *t);
+		on_pace(r);
+		if ((err = next->type->run(next->settings, &jc)) < 0)
+			ecw_error_set(err, "then: job '%s': %s", next->name, ecw_error_last()->message);
+		else
+			err = run_chain(r, next, pk, rk);
+	}
+	return err;
+}
+
+static int on_chain(const char *pk, const char *rk, void *payload)
+{
+	struct run *r = payload;
+
+	return run_chain(r, r->job, pk, rk);
+}
+
 static void on_checked(const struct ecw_audit_counts *c, void *payload)
 {
 	struct run *r = payload;
@@ -83,7 +116,7 @@ static void on_checked(const struct ecw_audit_counts *c, void *payload)
 int ecw_audit_run(struct ecw_audit_counts *out, bool *stopped, struct ecw_client *c,
 		  const struct ecw_job_def *job, const struct ecw_audit_run_opts *o)
 {
-	struct run r = {.o = o, .client = c};
+	struct run r = {.o = o, .job = job, .client = c};
 	struct ecw_audit_ctx ctx = {.client = c,
 				    .job = job->name,
 				    .partition = o->partition,
@@ -93,6 +126,7 @@ int ecw_audit_run(struct ecw_audit_counts *out, bool *stopped, struct ecw_client
 				    .on_finding = on_finding,
 				    .on_checked = on_checked,
 				    .requeue = o->requeue ? on_requeue : NULL,
+				    .chain = o->cfg && job->then ? on_chain : NULL,
 				    .payload = &r};
 	struct ecw_client_stats st;
 	int err;

@@ -22,6 +22,7 @@
 #include "ecw_log.h"
 #include "ecw_storage.h"
 #include "ecw_version.h"
+#include "job_block.h"
 #include "message.h"
 #include "metrics.h"
 #include "otlp.h"
@@ -40,6 +41,7 @@ struct delivery {
 	char error[512];               /* the failure's text, for the log and the envelope */
 	int http_status;               /* the storage answer behind it, for the envelope: 0 if none */
 	char error_code[64];           /* its x-ms-error-code, "" if none */
+	char error_table[64];          /* the missing table of an ECW_ENOTABLE, "" if none */
 	int64_t t0;
 	size_t group; /* members run together with it (1: alone) */
 	/* Duplicates riding with its run (its slot's riders); for a rider,
@@ -69,6 +71,7 @@ static void note_failure(struct delivery *d, int err)
 	snprintf(d->error, sizeof(d->error), "%s", e->message[0] ? e->message : ecw_err_name(err));
 	d->http_status = e->http_status;
 	snprintf(d->error_code, sizeof(d->error_code), "%s", e->service_code);
+	snprintf(d->error_table, sizeof(d->error_table), "%s", e->table);
 }
 
 static int64_t unix_ns(void)
@@ -507,6 +510,10 @@ static void judge(struct runtime *rt, struct ecw_client *c, struct delivery *d, 
 	if (err == 0 && d->s->def->then && (err = enqueue_then(rt, c, d)) < 0)
 		note_failure(d, err);
 	d->run_err = err;
+	if (err == 0)
+		ecw_job_block_clear(d->s->def->name);
+	else if (err == ECW_ENOTABLE)
+		ecw_job_block_note(d->s->def->name, d->error_table, NULL, ecw_now_ms());
 	d->outage = ecw_circuit_note(rt->circuit, err);
 	decide(rt, d, ECW_STAGE_RAN, true, err, d->outage);
 	for (const struct slot *r = d->s->riders; r; r = r->next_rider)
@@ -679,6 +686,7 @@ void ecw_deliver_group(struct runtime *rt, struct ecw_client *c, struct slot **g
 				 ctxs[i].error[0] ? ctxs[i].error : ecw_err_name(errs[i]));
 			d->http_status = ctxs[i].error_status;
 			memcpy(d->error_code, ctxs[i].error_code, sizeof(d->error_code));
+			memcpy(d->error_table, ctxs[i].error_table, sizeof(d->error_table));
 		}
 		judge(rt, c, d, errs[i]);
 	}

@@ -208,6 +208,15 @@ static struct family f_paused = {
 	.label_names = {"queue"},
 };
 
+static struct family f_job_blocked = {
+	.name = "ecw_job_blocked",
+	.help = "1 while the job is blocked by a table that does not exist: its messages are held, never "
+		"poisoned.",
+	.gauge = true,
+	.nlabels = 2,
+	.label_names = {"job", "table"},
+};
+
 /* Under g_lock. */
 static uint64_t g_retries;
 static int64_t g_in_flight;
@@ -515,6 +524,16 @@ void ecw_metrics_paused(const char *queue, bool paused)
 	pthread_mutex_unlock(&g_lock);
 }
 
+void ecw_metrics_job_blocked(const char *job, const char *table, bool blocked)
+{
+	struct series *s;
+
+	pthread_mutex_lock(&g_lock);
+	if ((s = series_get(&f_job_blocked, job, table)))
+		s->count = blocked;
+	pthread_mutex_unlock(&g_lock);
+}
+
 void ecw_metrics_audit(const char *job, int64_t finished_s, const char *const *kinds, const uint64_t *drift,
 		       size_t n)
 {
@@ -605,6 +624,7 @@ void ecw_metrics_reset(void)
 	family_clear(&f_queue_messages);
 	family_clear(&f_queue_age);
 	family_clear(&f_paused);
+	family_clear(&f_job_blocked);
 	g_retries = 0;
 	g_in_flight = 0;
 	g_last_receive = 0;
@@ -732,7 +752,8 @@ char *ecw_metrics_render(void)
 	    (err = render_family(&b, &f_audit_last_run)) < 0 ||
 	    (err = render_family(&b, &f_audit_period)) < 0 ||
 	    (err = render_family(&b, &f_queue_messages)) < 0 || (err = render_family(&b, &f_queue_age)) < 0 ||
-	    (err = render_family(&b, &f_paused)) < 0 || (err = render_family(&b, &f_otlp_exported)) < 0 ||
+	    (err = render_family(&b, &f_paused)) < 0 || (err = render_family(&b, &f_job_blocked)) < 0 ||
+	    (err = render_family(&b, &f_otlp_exported)) < 0 ||
 	    (err = render_family(&b, &f_otlp_dropped)) < 0 || (err = render_family(&b, &f_otlp_retries)) < 0)
 		goto unlock;
 	if ((err = add_header(&b, "ecw_jobs_in_flight",

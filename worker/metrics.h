@@ -30,6 +30,9 @@ void ecw_metrics_scheduled(const char *schedule, int64_t count); /* messages a s
  * oldest visible message (0: none); and whether it is paused. */
 void ecw_metrics_queue(const char *queue, long long approximate, int64_t oldest_age_s);
 void ecw_metrics_paused(const char *queue, bool paused);
+/* A job blocked by a missing table (job_block.h): gauge
+ * ecw_job_blocked{job,table}, 1 while blocked, 0 once it ran again. */
+void ecw_metrics_job_blocked(const char *job, const char *table, bool blocked);
 /* A job audited on schedule every period_s seconds (gauge
  * ecw_audit_period_seconds{job}, the shortest when several schedules audit
  * it): declared at start, so that an alert can tell an audit that never

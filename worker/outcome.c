@@ -22,7 +22,12 @@
  *                      its last allowed delivery it is requeued instead (a
  *                      fresh copy, so its next delivery is not over the
  *                      limit). Undecodable text and permanent failures are
- *                      poisoned as ever: an outage does not change them.
+ *                      poisoned as ever: an outage does not change them;
+ *   blocked            (a table the job reads or writes does not exist,
+ *                      ECW_ENOTABLE: a configuration problem, never the
+ *                      message's) held as during an outage: hidden for the
+ *                      backoff, requeued at its last allowed delivery, never
+ *                      poisoned for it (job_block.h says who is told).
  * Undecodable text is refused before the dequeue count is looked at, so its
  * envelope says "permanent" whatever the count. */
 #include <stddef.h>
@@ -101,6 +106,8 @@ static void after_run(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
 		set(o, ECW_ACTION_LEAVE, ECW_REASON_NONE, "interrupted");
 	} else if (ecw_job_err_is_permanent(f->err)) {
 		set(o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
+	} else if (f->err == ECW_ENOTABLE) {
+		wait_out_outage(o, f, l, "blocked", random);
 	} else if (f->outage) {
 		wait_out_outage(o, f, l, "retried", random);
 	} else if (f->dequeue_count >= l->max_dequeue_count) {

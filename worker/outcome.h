@@ -69,7 +69,8 @@ struct ecw_outcome {
 				    * "succeeded", "retried", "deferred" (not run:
 				    * the circuit is open), "requeued", "poisoned",
 				    * "poison-failed", "lease-lost", "released",
-				    * "interrupted" (shutdown cut the job short) */
+				    * "interrupted" (shutdown cut the job short),
+				    * "blocked" (a table of the job's is missing) */
 };
 
 /* The rules. random is called once for a hidden time's jitter (retried,

@@ -1019,6 +1019,8 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 		ecw_log_msg(ECW_LOG_ERROR, "start_failed", "could not create the queues and tables it needs");
 		goto done;
 	}
+	if (ecw_runtime_preflight(cfg, c, rt->acct) < 0)
+		goto done;
 	ecw_metrics_set_ready(true);
 
 	rt->slots = calloc((size_t)rt->nslots, sizeof(*rt->slots));

@@ -183,6 +183,15 @@ int64_t ecw_runtime_thread_attempts(void);
 /* A storage_error line with the last error; what names the step. */
 void ecw_runtime_log_storage_error(const char *what);
 
+/* ---- runtime_preflight.c ---- */
+
+/* At start, after prepare: the configuration checked against storage
+ * (preflight.h). -1 when the worker must not start (refused credentials, a
+ * missing poison queue: logged as start_failed); 0 otherwise, with each
+ * missing table's job blocked (job_block.h) and a missing work queue
+ * logged. */
+int ecw_runtime_preflight(const struct ecw_config *cfg, struct ecw_client *c, const struct ecw_account *acct);
+
 /* ---- runtime_idle.c ---- */
 
 /* Under rt->mu: takes the job thread that went idle last off the idle

@@ -294,6 +294,7 @@ static void run_window(struct ecw_schedule_audit *a)
 	struct window *w = &a->w;
 	const struct ecw_job_def *job = ecw_config_job(a->cfg, w->sc->job);
 	struct ecw_audit_run_opts o = {.repair = w->sc->repair,
+				       .cfg = a->cfg,
 				       .rate = w->sc->rate,
 				       .stop = a->stopping,
 				       .on_request = keep_claim,

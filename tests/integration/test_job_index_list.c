@@ -444,7 +444,8 @@ static void test_job_index_list__bad_values_poisoned(void **state)
 }
 
 /* A missing source table is a deployment problem, not a deleted source:
- * the run fails (transient, retried) naming it, and touches no list. */
+ * the run fails naming it, the message is held ("blocked"), and no list is
+ * touched. */
 static void test_job_index_list__missing_table_is_an_error(void **state)
 {
 	struct wfx *x = *state;
@@ -463,7 +464,7 @@ static void test_job_index_list__missing_table_is_an_error(void **state)
 	            proc_tail(p.log_path, 20));
 	proc_log_read(&log, p.log_path);
 	struct json_object *line = proc_log_find(&log, 0, "message", NULL);
-	assert_string_equal(proc_field(line, "outcome"), "retried");
+	assert_string_equal(proc_field(line, "outcome"), "blocked");
 	ITEST_CHECK(strstr(proc_field(line, "error"), "TableNotFound") &&
 	                strstr(proc_field(line, "error"), missing),
 	            "error: %s", proc_field(line, "error"));

@@ -938,8 +938,10 @@ static void test_runtime__metrics_last_receive_on_idle_worker(void **state)
 }
 
 /* /readyz answers 503 while the worker cannot receive (its queue is missing
- * and create_missing is off), and 200 again once it can; /healthz stays 200:
- * the process is alive. */
+ * and create_missing is off: the start says so, queue_missing, and waits),
+ * and 200 again once it can; /healthz stays 200: the process is alive. (Its
+ * poison queue must be there: without it the worker refuses to start,
+ * test_missing_table.) */
 static void test_runtime__readyz_follows_storage(void **state)
 {
 	struct rtfx *r = *state;
@@ -948,7 +950,9 @@ static void test_runtime__readyz_follows_storage(void **state)
 	int status = 0;
 
 	o.worker_extra = "  create_missing: false\n";
+	ECW_ASSERT_OK(ecw_queue_create(NULL, r->fx.t->client, r->fx.poison));
 	int port = rtfx_start_worker(&p, r, "runtime-readyz", &o);
+	PROC_EXPECT_LOG(&p, 1, 10000, "queue_missing", "queue", r->fx.t->queue);
 	int64_t end = itest_now_ms() + 10000;
 	while ((status = proc_http_get(NULL, port, "/readyz")) != 503) {
 		ITEST_CHECK(itest_now_ms() < end && proc_alive(&p),

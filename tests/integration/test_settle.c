@@ -277,41 +277,43 @@ static void test_settle__permanent_failure_poisoned_at_once(void **state)
 
 /* A failure that was a storage answer: the envelope records its status and
  * error code apart from the text (what `poison list --group-by status`
- * groups by). The job's table is deleted once the worker has prepared it,
- * so the run's insert gets 404 TableNotFound; max_dequeue_count 1 poisons it
- * on that first delivery. */
+ * groups by). The entity the run inserts is there already, so its insert
+ * gets 409 EntityAlreadyExists (transient); max_dequeue_count 1 poisons it
+ * on that first delivery. (A missing table, which this test once used, now
+ * holds the message instead: test_missing_table.) */
 static void test_settle__storage_answer_recorded_in_envelope(void **state)
 {
 	struct rtfx *r = *state;
 	struct itest *t = r->fx.t;
 	struct rtfx_wopts o = RTFX_WOPTS_DEFAULT;
-	char jobs[256], id[64];
+	char jobs[256], id[64], rk[128];
+	struct ecw_entity *e = NULL;
 	struct proc p;
-	const char *text = "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"no-table\"}";
+	const char *text = "{\"job\":\"count\",\"pk\":\"p\",\"rk\":\"taken\"}";
 	const char *s;
 
 	itest_queue(t);
-	itest_table(t); /* so the teardown deletes it too */
+	itest_table(t);
 	snprintf(jobs, sizeof(jobs), "  count: {type: test-count, table: %s}\n", t->table);
 	o.jobs = jobs;
 	o.max_dequeue = 1;
-	int port = rtfx_start_worker(&p, r, "runtime-answer", &o);
-	for (int64_t end = itest_now_ms() + 20000; proc_http_get(NULL, port, "/readyz") != 200;) {
-		ITEST_CHECK(itest_now_ms() < end, "the worker is not ready after 20 s:\n%s",
-		            proc_tail(p.log_path, 20));
-		itest_sleep_ms(100);
-	}
-	ECW_ASSERT_OK(ecw_table_delete_table(t->client, t->table));
 	rtfx_put(r, text, id);
+	/* test-count's entity for this delivery: (rk, "<message id>~1"). */
+	snprintf(rk, sizeof(rk), "%s~1", id);
+	ECW_ASSERT_OK(ecw_table_create(NULL, t->client, t->table));
+	ECW_ASSERT_OK(ecw_entity_new(&e, "taken", rk));
+	ECW_ASSERT_OK(ecw_table_write(NULL, t->client, t->table, e, ECW_WRITE_INSERT, NULL));
+	ecw_entity_free(e);
+	rtfx_start_worker(&p, r, "runtime-answer", &o);
 
 	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "poisoned");
 	struct json_object **env = poison_envelopes(r, 1, 5000);
 	ITEST_CHECK(envelope_for(env, text, strlen(text)) == env[0], "original differs");
-	ITEST_CHECK((s = env_str(env[0], "error")) && strstr(s, "TableNotFound"), "error: %s",
+	ITEST_CHECK((s = env_str(env[0], "error")) && strstr(s, "EntityAlreadyExists"), "error: %s",
 	            s ? s : "(none)");
-	assert_int_equal(env_int(env[0], "http_status"), 404);
-	ITEST_CHECK((s = env_str(env[0], "error_code")) && strcmp(s, "TableNotFound") == 0, "error_code: %s",
-	            s ? s : "(none)");
+	assert_int_equal(env_int(env[0], "http_status"), 409);
+	ITEST_CHECK((s = env_str(env[0], "error_code")) && strcmp(s, "EntityAlreadyExists") == 0,
+	            "error_code: %s", s ? s : "(none)");
 	envelopes_free(env);
 	rtfx_finish(&p);
 }

@@ -278,11 +278,21 @@ cmp -s "$R$cfg_path" "$WORK/cfg.before" || die "the reinstall changed the config
 [[ "$(stat -c '%a %u:%g' "$R$env_file")" == "600 0:0" ]] || die "the environment file is $(stat -c '%a %u:%g' "$R$env_file") after the reinstall"
 ok "reinstall: the environment file (still 600 root:root) and the configuration kept as edited"
 
-out="$(as_unit "${pre_cmd[@]}" 2>&1)" || die "ExecStartPre ($pre) as $user failed: $out"
-ok "ExecStartPre as $user: $pre"
+# The packaged environment file has the ExecStartPre check storage too
+# (ECW_CHECK_ONLINE=1): the job's source table must exist, and the worker
+# never creates one, so it fails until the application made it.
+grep -qx 'ECW_CHECK_ONLINE=1' "$R$env_file" || die "the environment file does not set ECW_CHECK_ONLINE=1"
+if out="$(as_unit "${pre_cmd[@]}" 2>&1)"; then rc=0; else rc=$?; fi
+[[ "$rc" == 1 ]] && grep -q "reads table 'Employees', which does not exist" <<<"$out" ||
+	die "the ExecStartPre before the source table existed exited $rc: $out"
+ok "ExecStartPre as $user, before the application made its table: exit 1 naming Employees"
 
 node tests/image/entities.js seed Sales "deb 001" || die "could not write the employee with the SDK"
 ok "the application wrote Employees(Sales, deb 001)"
+
+out="$(as_unit "${pre_cmd[@]}" 2>&1)" || die "ExecStartPre ($pre) as $user failed: $out"
+grep -q 'storage OK' <<<"$out" || die "the ExecStartPre did not check storage: $out"
+ok "ExecStartPre as $user, online: $pre"
 
 wait_log() { # FILE PATTERN SECONDS
 	local i

@@ -426,6 +426,24 @@ static void test_outcome__interrupted_is_left_to_its_lease(void **state)
 	}
 }
 
+/* A missing table (ECW_ENOTABLE) blocks the job: its message is held as in
+ * an outage, with no outage going on: hidden for the backoff on every
+ * delivery, requeued at the last allowed one, never poisoned. */
+static void test_outcome__missing_table_holds_never_poisons(void **state)
+{
+	(void)state;
+	for (long n = 1; n < defaults.max_dequeue_count; n++) {
+		struct ecw_outcome o = ran(ECW_ENOTABLE, n);
+		is(&o, ECW_ACTION_RETRY, ECW_REASON_NONE, "blocked");
+		assert_int_equal(o.hide_s, ecw_outcome_retry_hide_s(&defaults, n, 0));
+	}
+	struct ecw_outcome o = ran(ECW_ENOTABLE, defaults.max_dequeue_count);
+	is(&o, ECW_ACTION_REQUEUE, ECW_REASON_NONE, "requeued");
+	assert_true(o.hide_s >= 1);
+	o = in_outage(ECW_STAGE_RAN, ECW_ENOTABLE, defaults.max_dequeue_count);
+	is(&o, ECW_ACTION_REQUEUE, ECW_REASON_NONE, "requeued");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -446,6 +464,7 @@ int main(void)
 	    cmocka_unit_test(test_outcome__outage_never_poisons),
 	    cmocka_unit_test(test_outcome__interrupted_is_left_to_its_lease),
 	    cmocka_unit_test(test_outcome__outage_keeps_the_other_rows),
+	    cmocka_unit_test(test_outcome__missing_table_holds_never_poisons),
 	};
 	return cmocka_run_group_tests_name("outcome", tests, NULL, NULL);
 }

@@ -55,6 +55,7 @@ int ecw_error_set(int code, const char *fmt, ...)
 	last.http_status = 0;
 	last.service_code[0] = '\0';
 	last.request_id[0] = '\0';
+	last.table[0] = '\0';
 	memcpy(last.message, msg, sizeof(msg));
 	flatten(last.message);
 	return code;
@@ -79,6 +80,7 @@ int ecw_error_set_http(int code, int http_status, const char *service_code, cons
 	last.http_status = http_status;
 	memcpy(last.service_code, sc, sizeof(sc));
 	memcpy(last.request_id, rid, sizeof(rid));
+	last.table[0] = '\0';
 	memcpy(last.message, msg, sizeof(msg));
 	flatten(last.message);
 	return code;
@@ -87,6 +89,17 @@ int ecw_error_set_http(int code, int http_status, const char *service_code, cons
 void ecw_error_clear(void)
 {
 	memset(&last, 0, sizeof(last));
+}
+
+void ecw_error_set_table(const char *table, size_t len)
+{
+	if (last.code != ECW_ENOTABLE)
+		return;
+	if (len >= sizeof(last.table))
+		len = sizeof(last.table) - 1;
+	memcpy(last.table, table, len);
+	last.table[len] = '\0';
+	flatten(last.table);
 }
 
 const char *ecw_err_name(int code)

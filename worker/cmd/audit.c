@@ -385,6 +385,7 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 	struct report *r = calloc(1, sizeof(*r));
 	struct ecw_audit_run_opts ro = {.partition = o->partition,
 					.repair = o->repair,
+					.cfg = o->cfg,
 					.rate = o->rate,
 					.stop = &audit_stop,
 					.on_finding = on_finding,

@@ -107,6 +107,40 @@ bool ecw_account_uses_sas(const struct ecw_account *a)
 	return a->sas != NULL;
 }
 
+/* The value of the SAS field name (n bytes in *len), or NULL when absent.
+ * Field values of a SAS are letters, never percent-encoded ones here. */
+static const char *sas_field(const char *sas, const char *name, size_t *len)
+{
+	size_t nl = strlen(name);
+
+	for (const char *p = sas; p && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL) {
+		if (strncmp(p, name, nl) == 0 && p[nl] == '=') {
+			*len = strcspn(p + nl + 1, "&");
+			return p + nl + 1;
+		}
+	}
+	return NULL;
+}
+
+static bool field_has(const char *sas, const char *name, const char *any_of)
+{
+	size_t len = 0;
+	const char *v = sas_field(sas, name, &len);
+
+	for (size_t i = 0; v && i < len; i++)
+		if (strchr(any_of, v[i]))
+			return true;
+	return false;
+}
+
+bool ecw_account_may_create(const struct ecw_account *a, enum ecw_service svc)
+{
+	if (!a->sas)
+		return true;
+	return field_has(a->sas, "ss", svc == ECW_SVC_TABLE ? "t" : "q") && field_has(a->sas, "srt", "c") &&
+	       field_has(a->sas, "sp", "wc");
+}
+
 /* Endpoints must be http(s)://host[:port][/path] with nothing after the path. */
 static int set_endpoint(struct ecw_account *a, enum ecw_service svc, const char *url, size_t n,
 			const char *setting)

@@ -502,6 +502,8 @@ int ecw_batch_submit(struct ecw_client *c, struct ecw_batch *b)
 				   id);
 	}
 done:
+	if (err == ECW_ENOTABLE) /* the path was /$batch: the table is ours to name */
+		ecw_error_set_table(b->table, strlen(b->table));
 	ecw_request_dispose(&r);
 	ecw_response_dispose(&resp);
 	ecw_buf_dispose(&body);

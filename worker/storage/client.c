@@ -411,6 +411,23 @@ int64_t ecw_client_retry_delay_ms(const struct ecw_client_options *o, int retry,
 	return (int64_t)((uint64_t)rnd % (uint64_t)(ceiling + 1));
 }
 
+/* A table request's path starts with its table: /{table}(...), /{table}()
+ * or /{table}. The table a 404 TableNotFound is about goes into the last
+ * error (ecw_error_set_table), for the runtime's job_blocked line and gauge.
+ * A $batch names its table in its body: batch.c names it. */
+static void name_missing_table(const struct ecw_request *r)
+{
+	const char *path = ecw_buf_cstr(&r->path);
+	size_t n;
+
+	if (r->svc != ECW_SVC_TABLE || *path != '/')
+		return;
+	path++;
+	n = strcspn(path, "(/?");
+	if (n > 0 && *path != '$' && !(n == 6 && memcmp(path, "Tables", 6) == 0))
+		ecw_error_set_table(path, n);
+}
+
 /* Turns a non-2xx answer into an ecw_err and the last error. */
 static int classify(const struct ecw_client *c, const struct ecw_request *r, const struct ecw_response *resp)
 {
@@ -452,10 +469,13 @@ static int classify(const struct ecw_client *c, const struct ecw_request *r, con
 			 "the service refused the credentials (check the account key or SAS)");
 	/* Cut at the first line: the service appends RequestId and Time lines. */
 	msg[strcspn(msg, "\r\n")] = '\0';
-	return ecw_error_set_http(err, (int)resp->status, code, reqid, "%s %s%s: %ld %s%s%s%s%s%s", r->method,
-				  c->acct->endpoint_path[r->svc], ecw_buf_cstr(&r->path), resp->status, code,
-				  *msg ? ": " : "", msg, reqid ? " (request id " : "", reqid ? reqid : "",
-				  reqid ? ")" : "");
+	ecw_error_set_http(err, (int)resp->status, code, reqid, "%s %s%s: %ld %s%s%s%s%s%s", r->method,
+			   c->acct->endpoint_path[r->svc], ecw_buf_cstr(&r->path), resp->status, code,
+			   *msg ? ": " : "", msg, reqid ? " (request id " : "", reqid ? reqid : "",
+			   reqid ? ")" : "");
+	if (err == ECW_ENOTABLE)
+		name_missing_table(r);
+	return err;
 }
 
 /* The credential in a request must not outlive its use in heap memory. */
