@@ -587,9 +587,12 @@ void ecw_deliver_one(struct runtime *rt, struct ecw_client *c, struct slot *s)
  * the group instead of one a member. Each is due under its slot lock, as
  * settle's one is (settle_due); the locks are taken in the group's order
  * and each let go as its answer is in (settle_done). No other code holds
- * two slot locks, so holding several cannot deadlock; a renewal waiting on
- * one waits at most this exchange, as it waited for a lone delete. The
- * other members (poisoned, retried, requeued) settle alone in conclude.
+ * two slot locks, so holding several cannot deadlock; the renewer never
+ * waits on them (it passes a busy slot by until its next pass,
+ * runtime_renew.c), so answers that go missing, the exchange's
+ * request_timeout and then each delete alone, hold up no other message's
+ * renewal. The other members (poisoned, retried, requeued) settle alone in
+ * conclude.
  *
  * Crash safety: each delete comes after its member's run succeeded, as a
  * lone one does, and a delete is the message's last step. A crash among

@@ -1181,10 +1181,16 @@ void proc_proxied_storage(struct proc_proxied *out)
 
 long long proc_proxy_stat(const char *stats_path, const char *name)
 {
-	struct json_object *st = json_object_from_file(stats_path), *v = NULL;
+	struct json_object *st = json_object_from_file(stats_path), *in = st, *v = NULL;
+	const char *key = name;
 	long long n;
 
-	ITEST_CHECK(st && json_object_object_get_ex(st, name, &v), "faultproxy left no \"%s\" in %s", name,
+	if (strncmp(name, "faults.", 7) == 0) {
+		key = name + 7;
+		if (!st || !json_object_object_get_ex(st, "faults", &in))
+			in = NULL;
+	}
+	ITEST_CHECK(in && json_object_object_get_ex(in, key, &v), "faultproxy left no \"%s\" in %s", name,
 	            stats_path);
 	n = (long long)json_object_get_int64(v);
 	json_object_put(st);

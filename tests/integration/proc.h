@@ -216,7 +216,8 @@ void proc_proxied_storage(struct proc_proxied *out);
 void proc_env_connstr(char *out, size_t cap, const char *connstr, int qport, int tport);
 
 /* A number from faultproxy's --stats file ("connections", "requests",
- * ...); the test fails when there is none. */
+ * ..., or a fault's count: "faults.stall"); the test fails when there is
+ * none. */
 long long proc_proxy_stat(const char *stats_path, const char *name);
 
 /* The sum of the samples of metric name on a /metrics page (Prometheus text)

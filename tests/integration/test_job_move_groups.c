@@ -4,8 +4,8 @@
  * queue and tables; movefx.h), and the tests judge it by what it leaves in the tables and the queues and by
  * its JSON log and metrics: a receive moved in fewer writes than entities, with a duplicate, a missing
  * source and a refused transaction among them; a crash after each group step; a member changed between
- * the group's copy and its delete. One message at a time is in test_job_move.c and
- * test_job_move_crash.c.
+ * the group's copy and its delete; another message's lease renewed while the group's pipelined deletes
+ * get no answer. One message at a time is in test_job_move.c and test_job_move_crash.c.
  * Run one case with ECW_TEST_FILTER='test_job_move_groups__group_crash*'. */
 #include "itest.h"
 #include "movefx.h"
@@ -482,6 +482,91 @@ static void test_job_move_groups__group_deletes_pipelined(void **state)
 	assert_int_equal(mv_queue_count(m, m->fx.poison), 0);
 }
 
+/* Renewals go on while a group's pipelined deletes hang: a slow message (test-sleep, 8 s) runs beside a
+ * group of five moves whose pipelined deletes get no answer, faultproxy holding the answers of the first
+ * pipelined burst (--stall-pipelined 1; Azurite deletes them all the same) until the worker gives up after
+ * storage.request_timeout, 5 s, and sends each delete alone (answered 404: the group's members end
+ * lease-lost, deleted). All that time settle_group holds the five members' slot locks, and with a lease of
+ * 2 s the slow message must be renewed every second meanwhile. A renewer that waited for a busy slot's lock
+ * renewed nothing until the exchange ended: the slow message's lease ran out (lease_lost, the message
+ * delivered again). Passing busy slots by (runtime_renew.c), it renews the slow message all along. */
+static void test_job_move_groups__renewals_go_on_while_deletes_hang(void **state)
+{
+	enum { N = 5, VIS_S = 2, TIMEOUT_S = 5, SLOW_S = 8 };
+	struct mv *m = *state;
+	struct mv_wopts o = MV_WOPTS_DEFAULT;
+	struct proc p, proxy;
+	struct proc_proxied ps;
+	char jobs[640], std[512], rk[32], id[N][64], slow_id[64], stats[640], storage[64];
+	int k;
+
+	/* The slow message first: the oldest, a job thread takes it alone; the
+	 * other takes the group. */
+	mv_put_job(m, "slow", "Slow", "one", NULL, false, slow_id);
+	for (int i = 0; i < N; i++) {
+		struct ecw_entity *e;
+		snprintf(rk, sizeof(rk), "hanging %03d", i);
+		e = mv_employee("Hanging", rk, 1);
+		mv_write_entity(m, m->emp, e);
+		ecw_entity_free(e);
+		mv_put_job(m, "archive-employee", "Hanging", rk, NULL, false, id[i]);
+	}
+	k = snprintf(jobs, sizeof(jobs), "%s  slow: {type: test-sleep, duration: %ds}\n",
+	             mv_std_jobs(std, sizeof(std), m), SLOW_S);
+	assert_true(k > 0 && (size_t)k < sizeof(jobs));
+	proc_proxied_storage(&ps);
+	proc_path(stats, sizeof(stats), "move-group-hang-proxy.json");
+	const char *pargs[] = {"--map", ps.map_q,  "--map", ps.map_t, "--stall-pipelined",
+	                       "1",     "--stats", stats,   NULL};
+	proc_start_program(&proxy, "move-group-hang-proxy", proc_tool_bin("faultproxy"), pargs, NULL);
+	snprintf(storage, sizeof(storage), "  request_timeout: %ds\n", TIMEOUT_S);
+	o.visibility_s = VIS_S;
+	o.concurrency = 2;
+	o.env = ps.envcs;
+	o.storage_extra = storage;
+	int64_t t0 = ecw_now_ms();
+	mv_start_worker(&p, m, "move-group-hang", jobs, &o);
+
+	PROC_EXPECT_LOG(&p, 1, (SLOW_S + 10) * 1000, "message", "message_id", slow_id);
+	long long ms = (long long)(ecw_now_ms() - t0);
+	for (int i = 0; i < N; i++)
+		PROC_EXPECT_LOG(&p, 1, 5000, "message", "message_id", id[i], "group", "5");
+	struct proc_log log;
+	proc_log_read(&log, p.log_path);
+	struct json_object *slow = proc_log_find(&log, 0, "message", "message_id", slow_id, NULL);
+	size_t renewals = proc_log_count(&log, "lease_renewed", "message_id", slow_id, NULL);
+	long long held_ms =
+	    proc_field_int(proc_log_find(&log, 0, "message", "message_id", id[0], NULL), "duration_ms", 0);
+	print_message(
+	    "  the group's deletes held %lld ms; the slow message renewed %zu times, its outcome %s "
+	    "after %lld ms\n",
+	    held_ms, renewals, proc_field(slow, "outcome"), ms);
+	ITEST_CHECK(proc_log_count(&log, "lease_lost", "message_id", slow_id, NULL) == 0,
+	            "the slow message's lease was lost while the group's deletes hung (%zu renewals in all); "
+	            "log %s:\n%s",
+	            renewals, p.log_path, proc_tail(p.log_path, 30));
+	ITEST_CHECK(strcmp(proc_field(slow, "outcome"), "succeeded") == 0 &&
+	                proc_field_int(slow, "dequeue_count", 0) == 1,
+	            "the slow message: outcome %s at delivery %lld, expected succeeded at 1",
+	            proc_field(slow, "outcome"), proc_field_int(slow, "dequeue_count", 0));
+	ITEST_CHECK(held_ms >= TIMEOUT_S * 1000, "the group settled in %lld ms: its deletes were not held",
+	            held_ms);
+	ITEST_CHECK(renewals >= (size_t)(SLOW_S / VIS_S), "the slow message renewed %zu times in %d s",
+	            renewals, SLOW_S);
+	proc_log_dispose(&log);
+	mv_finish(&p);
+	proc_stop(&proxy, 10000);
+	assert_int_equal(proc_proxy_stat(stats, "faults.stall_pipelined"), 1);
+	for (int i = 0; i < N; i++) {
+		snprintf(rk, sizeof(rk), "hanging %03d", i);
+		struct ecw_entity *a = mv_get_or_null(m, m->arch, "Hanging", rk);
+		ITEST_CHECK(a != NULL, "%s was not archived", rk);
+		ecw_entity_free(a);
+	}
+	assert_int_equal(mv_queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(mv_queue_count(m, m->fx.poison), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -497,6 +582,8 @@ int main(void)
 	                                    mv_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_move_groups__group_member_changed_before_delete,
 	                                    mv_setup, mv_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_move_groups__renewals_go_on_while_deletes_hang, mv_setup,
+	                                    mv_teardown),
 	};
 	/* ECW_TEST_FILTER=test_job_move_groups__group_crash* runs only the matching cases. */
 	if (getenv("ECW_TEST_FILTER"))

@@ -5,8 +5,8 @@
  *
  *   faultproxy --map LISTEN_PORT:TARGET_HOST:TARGET_PORT [--map ...]
  *              [--latency-ms N] [--p503 F] [--preset F] [--pstall F]
- *              [--stall-ms N] [--rate-limit N] [--seed N] [--stats FILE]
- *              [--ready-file FILE]
+ *              [--stall-ms N] [--stall-pipelined N] [--rate-limit N]
+ *              [--seed N] [--stats FILE] [--ready-file FILE]
  *
  * The command line is a contract other tests rely on:
  * - --map: listen on 127.0.0.1:LISTEN_PORT (0: a free port) and forward each
@@ -27,6 +27,12 @@
  *   --pstall F  forward the request and hold the response for --stall-ms
  *               (default 60000) or until the client gives up, whichever
  *               comes first (a response still wanted is then forwarded).
+ *   When none of those is drawn, --stall-pipelined N holds the responses
+ *   of the first N bursts that carry more than one request (a request
+ *   without a body and more after its head: a pipelining client's, written
+ *   together) as --pstall holds one response: the answers that go missing
+ *   from a server that does not keep to pipelining, while the requests
+ *   sent alone pass.
  *   Before those draws, --rate-limit N throttles as a storage partition
  *   does: a token bucket of N requests, refilled at N a second, shared by
  *   every map; a request that finds it empty is answered 503 ServerBusy here
@@ -39,7 +45,8 @@
  *   it now; SIGUSR2 turns faults off for good (latency stays) and writes it.
  * - --stats FILE: one JSON object, {"connections":N,"requests":N,
  *   "bytes_up":N,"bytes_down":N,"faults":{"503":N,"reset_before":N,
- *   "reset_after":N,"stall":N,"throttled":N},"faults_on":true}.
+ *   "reset_after":N,"stall":N,"throttled":N,"stall_pipelined":N},
+ *   "faults_on":true}.
  *
  * Limits: plain TCP (it reads the HTTP request only to choose the 503's body
  * type, so https passes through but the 503 is then garbage to the client);
@@ -92,7 +99,8 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t rng_state = 1;
 static bool faults_on = true;
 static unsigned long long n_conns, n_requests, bytes_up, bytes_down;
-static unsigned long long n_503, n_reset_before, n_reset_after, n_stall, n_throttled;
+static unsigned long long n_503, n_reset_before, n_reset_after, n_stall, n_throttled, n_stall_pipelined;
+static long stall_pipelined; /* --stall-pipelined's bursts still to hold */
 static double bucket;        /* --rate-limit's tokens */
 static int64_t bucket_at_ms; /* when they were counted */
 
@@ -180,6 +188,51 @@ static enum fault draw_fault(void)
 	}
 	pthread_mutex_unlock(&g_lock);
 	return f;
+}
+
+/* The value of header name (lower case, with its colon) in the head of
+ * head_len bytes at p, or NULL. */
+static const char *header(const char *p, size_t head_len, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i + 2 + len <= head_len; i++)
+		if (p[i] == '\r' && p[i + 1] == '\n' && strncasecmp(p + i + 2, name, len) == 0)
+			return p + i + 2 + len;
+	return NULL;
+}
+
+/* Whether a burst carries more than one request: its first request has no
+ * body and more bytes follow its head (a pipelining client's requests,
+ * written together). The requests a table batch carries in its body are
+ * not counted. */
+static bool pipelined(const char *p, size_t n)
+{
+	size_t head_len = 0;
+	const char *cl;
+
+	for (size_t i = 0; i + 4 <= n && !head_len; i++)
+		if (memcmp(p + i, "\r\n\r\n", 4) == 0)
+			head_len = i + 2;
+	if (!head_len || head_len + 2 >= n || header(p, head_len, "transfer-encoding:"))
+		return false;
+	cl = header(p, head_len, "content-length:");
+	return !cl || strtol(cl, NULL, 10) == 0;
+}
+
+/* Whether a pipelined burst's responses are to be held (--stall-pipelined),
+ * counting it. */
+static bool take_pipelined_stall(void)
+{
+	bool hold = false;
+	pthread_mutex_lock(&g_lock);
+	if (faults_on && stall_pipelined > 0) {
+		stall_pipelined--;
+		n_stall_pipelined++;
+		hold = true;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return hold;
 }
 
 static void count_bytes(unsigned long long *counter, size_t n)
@@ -360,6 +413,8 @@ static void *up_thread(void *arg)
 		pthread_mutex_unlock(&c->lock);
 		if (new_request)
 			f = draw_fault();
+		if (new_request && f == F_NONE && pipelined(buf, (size_t)n) && take_pipelined_stall())
+			f = F_STALL;
 		if (f == F_503) {
 			/* Take the connection from the down thread first: nothing
 			 * of the service's may follow the 503. */
@@ -557,16 +612,16 @@ static void write_atomic(const char *path, const char *text)
 
 static void write_stats(void)
 {
-	char text[512];
+	char text[640];
 	if (!stats_path)
 		return;
 	pthread_mutex_lock(&g_lock);
 	int n = snprintf(text, sizeof(text),
 	                 "{\"connections\":%llu,\"requests\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu,"
 	                 "\"faults\":{\"503\":%llu,\"reset_before\":%llu,\"reset_after\":%llu,\"stall\":%llu,"
-	                 "\"throttled\":%llu},\"faults_on\":%s}\n",
+	                 "\"throttled\":%llu,\"stall_pipelined\":%llu},\"faults_on\":%s}\n",
 	                 n_conns, n_requests, bytes_up, bytes_down, n_503, n_reset_before, n_reset_after,
-	                 n_stall, n_throttled, faults_on ? "true" : "false");
+	                 n_stall, n_throttled, n_stall_pipelined, faults_on ? "true" : "false");
 	pthread_mutex_unlock(&g_lock);
 	if (n > 0 && (size_t)n < sizeof(text))
 		write_atomic(stats_path, text);
@@ -658,7 +713,8 @@ static void usage(void)
 	fprintf(stderr,
 	        "usage: faultproxy --map LISTEN_PORT:TARGET_HOST:TARGET_PORT [--map ...]\n"
 	        "                  [--latency-ms N] [--p503 F] [--preset F] [--pstall F] [--stall-ms N]\n"
-	        "                  [--rate-limit N] [--seed N] [--stats FILE] [--ready-file FILE]\n");
+	        "                  [--stall-pipelined N] [--rate-limit N] [--seed N] [--stats FILE]\n"
+	        "                  [--ready-file FILE]\n");
 	exit(2);
 }
 
@@ -686,6 +742,8 @@ int main(int argc, char **argv)
 			rate_limit = parse_long(o, v, 1, 1000000);
 		else if (strcmp(o, "--stall-ms") == 0)
 			stall_ms = parse_long(o, v, 0, 3600000);
+		else if (strcmp(o, "--stall-pipelined") == 0)
+			stall_pipelined = parse_long(o, v, 0, 1000000);
 		else if (strcmp(o, "--seed") == 0)
 			rng_state = (uint64_t)parse_long(o, v, 0, 0x7fffffffL) * 2654435761ULL +
 			            0x9E3779B97F4A7C15ULL;
