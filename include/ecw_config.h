@@ -50,6 +50,11 @@ struct ecw_config {
 		char *managed_identity_client_id; /* a user-assigned identity; NULL: system-assigned */
 		int64_t request_timeout_ms;       /* one HTTP request, whole; 1s..10m, default 30s */
 		bool pipelining; /* a group's message deletes pipelined on one connection; default true */
+		/* auth: key, when the connection string (or a part of it) came
+		 * from a secret file: its text as written (${file:PATH}, or the
+		 * default with AZURE_STORAGE_CONNECTION_STRING_FILE), expanded
+		 * again to pick up a rotated secret (connect.c); NULL otherwise. */
+		char *connection_string_source;
 	} storage;
 	struct {
 		/* The job queues: worker.queues, or the one worker.queue with

@@ -20,6 +20,10 @@ enum ecw_log_format { ECW_LOG_JSON, ECW_LOG_TEXT };
 void ecw_log_setup(enum ecw_log_level level, enum ecw_log_format format);
 /* Adds a string that must never appear in a log line (copied; empty ignored). */
 void ecw_log_add_secret(const char *secret);
+/* Takes back a secret that is no longer in use (a rotated key or SAS), so
+ * that rotations do not fill the table; its copies are wiped. A secret
+ * registered twice is gone after one call. */
+void ecw_log_forget_secret(const char *secret);
 /* Redirect for tests: lines go to fd instead of 2. */
 void ecw_log_set_fd(int fd);
 

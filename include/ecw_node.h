@@ -50,6 +50,10 @@ struct ecw_node {
 	struct ecw_node **keys;  /* MAP: key scalars */
 	struct ecw_node **items; /* MAP: values; SEQ: items */
 	size_t n;
+	/* SCALAR: the text as written when its expansion read a secret file
+	 * (${file:PATH}, or a variable's _FILE): expanding it again reads the
+	 * file afresh (a rotated secret); NULL otherwise. */
+	char *source;
 };
 
 /* Records "file:line:col: message" at node (or at the start of errs->file if
@@ -73,10 +77,11 @@ int ecw_node_parse(struct ecw_node **out, const char *text, size_t len, const ch
 void ecw_node_free(struct ecw_node *n);
 /* Expands s[0..len) as a value of the document is expanded, into *out (heap);
  * where names it in messages ("storage.connection_string"), which are placed
- * at at. Returns 0, 1 when the value is bad (the error is recorded), or a
+ * at at. *read_file (may be NULL) tells whether a secret file was read on
+ * the way. Returns 0, 1 when the value is bad (the error is recorded), or a
  * negative ecw_err. */
-int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node *at, const char *where,
-		    struct ecw_node_errors *errs);
+int ecw_node_expand(char **out, bool *read_file, const char *s, size_t len, const struct ecw_node *at,
+		    const char *where, struct ecw_node_errors *errs);
 
 /* YAML's null, written plainly: `key:`, `key: ~`, `key: null`; and NULL. */
 bool ecw_node_is_null(const struct ecw_node *n);

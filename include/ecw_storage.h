@@ -39,6 +39,31 @@ int ecw_account_parse_endpoints(struct ecw_account **out, const char *connstr) E
  * any client uses the account. */
 void ecw_account_take_credential(struct ecw_account *a, struct ecw_token_credential *cred);
 void ecw_account_free(struct ecw_account *a);
+
+/* Rotation of a key or SAS without a restart. The secret of an account made
+ * by ecw_account_parse may be replaced while clients use it: each request is
+ * signed with the secret in place when it is sent.
+ *
+ * Replaces the account's key and SAS with those of connstr, which must name
+ * the same account and endpoints (ECW_EINVALID otherwise, the account
+ * unchanged; the message never quotes a secret). Returns 1 when the secret
+ * changed (clients sign with the new one from their next request on), 0
+ * when connstr holds the secret already in place. The old secret's memory
+ * is wiped. Thread-safe. */
+int ecw_account_update_secret(struct ecw_account *a, const char *connstr) ECW_MUST_USE;
+/* Asked, by a client whose request the service refused (401 or 403) with
+ * the secret in place, to look for a newer one: it returns 1 when it put one
+ * in place (ecw_account_update_secret; the client then sends the request
+ * again, once), 0 when there is none. a is the account it was set on. */
+typedef int (*ecw_account_reload_fn)(struct ecw_account *a, void *payload);
+/* Sets the account's reload (where a secret comes from a file that may be
+ * rewritten): it is asked by one client at a time, at most once per
+ * interval_ms (a refusal meanwhile is final), and only when no newer secret
+ * came since the refused request was signed. The account owns payload and
+ * frees it with payload_free (may be NULL). Call before any client uses the
+ * account; not for an account with a token credential. */
+void ecw_account_set_reload(struct ecw_account *a, ecw_account_reload_fn reload, void *payload,
+			    void (*payload_free)(void *payload), int64_t interval_ms);
 /* "" when the string carried only a SAS and endpoints. */
 const char *ecw_account_name(const struct ecw_account *a);
 /* Endpoint without a trailing slash, e.g. "http://127.0.0.1:10001/devstoreaccount1". */

@@ -184,9 +184,12 @@ static void check_identity_auth(struct ecw_config *cfg, const struct ecw_node *s
 static int default_connection_string(struct ecw_config *cfg, struct ecw_node_errors *errs)
 {
 	struct ecw_node at = {.kind = ECW_NODE_SCALAR, .line = 1, .col = 1, .file = cfg->file};
-	int err = ecw_node_expand(&cfg->storage.connection_string, DEFAULT_CONNSTR, strlen(DEFAULT_CONNSTR),
-				  &at, "storage.connection_string", errs);
+	bool read_file = false;
+	int err = ecw_node_expand(&cfg->storage.connection_string, &read_file, DEFAULT_CONNSTR,
+				  strlen(DEFAULT_CONNSTR), &at, "storage.connection_string", errs);
 
+	if (err == 0 && read_file && !(cfg->storage.connection_string_source = strdup(DEFAULT_CONNSTR)))
+		err = ECW_ENOMEM;
 	if (err < 0)
 		errs->lost++; /* out of memory: the parse must fail */
 	return err;
@@ -222,6 +225,10 @@ static void check_storage(struct ecw_config *cfg, const struct ecw_node *root, s
 		return;
 	if (rc == 0 && cfg->storage.auth == ECW_AUTH_KEY && default_connection_string(cfg, errs) != 0)
 		return;
+	if (rc > 0 && cfg->storage.auth == ECW_AUTH_KEY &&
+	    (at = ecw_node_get(sec, "connection_string"))->source &&
+	    !(cfg->storage.connection_string_source = strdup(at->source)))
+		errs->lost++; /* out of memory: the parse must fail */
 	if (cfg->storage.auth == ECW_AUTH_KEY)
 		check_key_auth(cfg, sec, errs);
 	else
@@ -858,6 +865,11 @@ void ecw_config_free(struct ecw_config *cfg)
 	if (cfg->storage.connection_string) {
 		memset(cfg->storage.connection_string, 0, strlen(cfg->storage.connection_string));
 		free(cfg->storage.connection_string);
+	}
+	if (cfg->storage.connection_string_source) {
+		memset(cfg->storage.connection_string_source, 0,
+		       strlen(cfg->storage.connection_string_source));
+		free(cfg->storage.connection_string_source);
 	}
 	free(cfg->storage.account);
 	free(cfg->storage.ca_file);

@@ -8,10 +8,16 @@
 #include "ecw_config.h"
 #include "ecw_storage.h"
 
+/* At most one reading of a rotated secret's file per this many ms. */
+#define ECW_CONNECT_RELOAD_INTERVAL_MS 10000
+
 /* The account described by cfg->storage: its endpoints and its credential
  * (a key, a SAS, or an Entra ID token credential made from the environment,
- * where a missing variable is an error naming it). Free with
- * ecw_account_free. */
+ * where a missing variable is an error naming it). When the key or SAS came
+ * from a secret file (cfg->storage.connection_string_source), the account
+ * reads the file again when the service refuses the secret, at most once per
+ * ECW_CONNECT_RELOAD_INTERVAL_MS, and takes a changed one (a
+ * `credentials_reloaded` line says so). Free with ecw_account_free. */
 int ecw_connect_account(struct ecw_account **out, const struct ecw_config *cfg) ECW_MUST_USE;
 
 /* Fills opts with the defaults plus what cfg->storage sets (ca_file, which

@@ -200,6 +200,11 @@ void ecw_node_free(struct ecw_node *n)
 		memset(n->value, 0, strlen(n->value));
 		free(n->value);
 	}
+	if (n->source) {
+		/* So may the text around a ${file:PATH}. */
+		memset(n->source, 0, strlen(n->source));
+		free(n->source);
+	}
 	for (size_t i = 0; i < n->n; i++) {
 		if (n->keys)
 			ecw_node_free(n->keys[i]);
@@ -507,7 +512,8 @@ static int build_node(struct ecw_node **out, struct builder *b, yaml_event_t *ev
 				      strndup((const char *)ev->data.scalar.value, ev->data.scalar.length)))
 				goto oom;
 		} else {
-			err = ecw_node_expand(&n->value, (const char *)ev->data.scalar.value,
+			bool read_file = false;
+			err = ecw_node_expand(&n->value, &read_file, (const char *)ev->data.scalar.value,
 					      ev->data.scalar.length, n, path_or_top(b), b->errs);
 			if (err < 0)
 				goto done;
@@ -515,6 +521,9 @@ static int build_node(struct ecw_node **out, struct builder *b, yaml_event_t *ev
 				err = 0;
 				goto reject;
 			}
+			if (read_file && !(n->source = strndup((const char *)ev->data.scalar.value,
+							       ev->data.scalar.length)))
+				goto oom;
 		}
 		break;
 	case YAML_SEQUENCE_START_EVENT:

@@ -11,7 +11,10 @@
  * of the file AZURE_STORAGE_CONNECTION_STRING_FILE names when that variable
  * is set instead. The content is taken as it is but for its trailing line
  * ends (echo and most editors add one), up to SECRET_FILE_MAX bytes, and it
- * is registered with the log, which then redacts it in every line. */
+ * is registered with the log, which then redacts it in every line. A value
+ * that read one keeps its text as written (ecw_node.source), so that the
+ * storage connection string can be expanded again when the secret rotates
+ * (connect.c): every read registers what it found. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -177,10 +180,11 @@ static int expand_file_backed(bool *done, struct ecw_buf *v, const char *name, c
 	return 0;
 }
 
-int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node *n, const char *where,
-		    struct ecw_node_errors *errs)
+int ecw_node_expand(char **out, bool *read_file, const char *s, size_t len, const struct ecw_node *n,
+		    const char *where, struct ecw_node_errors *errs)
 {
 	struct ecw_buf v;
+	bool file_read = false;
 	size_t i = 0;
 	int err = 0;
 
@@ -247,6 +251,7 @@ int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node
 			if ((err = expand_file(&v, s + close + 1, (size_t)(end - s) - close - 1, n, where,
 					       errs)) != 0)
 				goto done;
+			file_read = true;
 			i = (size_t)(end - s) + 1;
 			continue;
 		}
@@ -277,6 +282,7 @@ int ecw_node_expand(char **out, const char *s, size_t len, const struct ecw_node
 		if ((err = expand_file_backed(&from_file, &v, name, n, where, errs)) != 0)
 			goto done;
 		if (from_file) {
+			file_read = true;
 			i = close + 1;
 			continue;
 		}
@@ -302,6 +308,8 @@ done:
 	}
 	if (err == 0)
 		*out = ecw_buf_take(&v);
+	if (err == 0 && read_file)
+		*read_file = file_read;
 	if (v.ptr)
 		memset(v.ptr, 0, v.len);
 	ecw_buf_dispose(&v);

@@ -2,6 +2,7 @@
  * errors that name the bad part without ever echoing a key or a signature. */
 #include "support.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,6 +330,152 @@ static void test_connstr__free_null(void **state)
 	ecw_account_free(NULL);
 }
 
+/* ---- the secret replaced while clients use it (issue 33) ---------------- */
+
+#define ROT_CS(key) "DefaultEndpointsProtocol=https;AccountName=rotated;AccountKey=" key
+#define ROT_SAS                                                                                              \
+	"DefaultEndpointsProtocol=https;AccountName=rotated;SharedAccessSignature=sv=2019-02-02&" SECRET_SIG
+
+static uint64_t generation(const struct ecw_account *a)
+{
+	uint64_t gen = ecw_account_secret_hold(a);
+
+	ecw_account_secret_release(a);
+	return gen;
+}
+
+/* Only the secret may change: the same secret is no change, another account
+ * or endpoint is refused (naming no secret), a key or a SAS goes in with a
+ * new generation. */
+static void test_connstr__update_secret(void **state)
+{
+	(void)state;
+	struct ecw_account *a = parse_ok(ROT_CS(DEV_KEY));
+	uint64_t gen0 = generation(a);
+
+	assert_int_equal(ecw_account_update_secret(a, ROT_CS(DEV_KEY)), 0);
+	assert_int_equal(generation(a), gen0);
+	static const char *const others[] = {
+	    "DefaultEndpointsProtocol=https;AccountName=other;AccountKey=" SECRET_KEY,
+	    ROT_CS(SECRET_KEY) ";EndpointSuffix=core.chinacloudapi.cn",
+	    ROT_CS(SECRET_KEY) ";QueueEndpoint=https://10.0.0.1/rotated",
+	};
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+		assert_int_equal(ecw_account_update_secret(a, others[i]), ECW_EINVALID);
+		assert_true(str_contains(ecw_error_last()->message, "another account or other endpoints"));
+		assert_false(str_contains(ecw_error_last()->message, SECRET_KEY));
+	}
+	assert_int_equal(ecw_account_update_secret(a, "AccountName=rotated;AccountKey=NotBase64!!SeCrEtKeY"),
+	                 ECW_EINVALID);
+	assert_false(str_contains(ecw_error_last()->message, "SeCrEtKeY"));
+	assert_int_equal(generation(a), gen0);
+	assert_memory_equal(a->key, dev_key_head, sizeof(dev_key_head));
+
+	assert_int_equal(ecw_account_update_secret(a, ROT_CS(SECRET_KEY)), 1);
+	assert_int_equal(generation(a), gen0 + 1);
+	assert_int_equal(a->key_len, strlen("SecretKeySecretKey"));
+	assert_memory_equal(a->key, "SecretKeySecretKey", a->key_len);
+	assert_str(ecw_account_auth_name(a), "shared-key");
+	assert_int_equal(ecw_account_update_secret(a, ROT_SAS), 1);
+	assert_int_equal(generation(a), gen0 + 2);
+	assert_str(ecw_account_auth_name(a), "sas");
+	assert_true(ecw_account_uses_sas(a));
+	assert_null(a->key);
+	ecw_account_free(a);
+}
+
+struct counting_reload {
+	int calls;
+	const char *next; /* the file's new content; NULL: unchanged */
+};
+
+static int counting_reload(struct ecw_account *a, void *payload)
+{
+	struct counting_reload *r = payload;
+
+	r->calls++;
+	/* What a reading may meet on the way must not replace the refusal. */
+	ecw_error_set(ECW_EINVALID, "the reload's own error");
+	return r->next ? ecw_account_update_secret(a, r->next) : 0;
+}
+
+/* A refused generation asks the reload only while it is the one in place,
+ * at most once per interval; a request signed with an older one just goes
+ * again. The refusal stays the caller's last error. */
+static void test_connstr__secret_refused_asks_reload_once_per_interval(void **state)
+{
+	(void)state;
+	struct ecw_account *a = parse_ok(ROT_CS(DEV_KEY));
+	struct counting_reload r = {0, ROT_CS(SECRET_KEY)};
+	uint64_t gen0 = generation(a), gen1;
+
+	clock_fake_set(5000);
+	assert_false(ecw_account_secret_refused(a, gen0)); /* no reload: a refusal is final */
+	ecw_account_set_reload(a, counting_reload, &r, NULL, 10000);
+	ecw_error_set_http(ECW_EAUTH, 403, "AuthorizationFailure", "req-1", "GET /q: 403 refused");
+	assert_true(ecw_account_secret_refused(a, gen0));
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(ecw_error_last()->code, ECW_EAUTH);
+	assert_int_equal(ecw_error_last()->http_status, 403);
+	assert_str(ecw_error_last()->service_code, "AuthorizationFailure");
+	assert_str(ecw_error_last()->request_id, "req-1");
+	gen1 = generation(a);
+	assert_int_equal(gen1, gen0 + 1);
+	/* Another thread's request, signed before the new secret came. */
+	assert_true(ecw_account_secret_refused(a, gen0));
+	assert_int_equal(r.calls, 1);
+	/* The new secret refused too, within the interval: final. */
+	r.next = NULL;
+	clock_fake_advance(9999);
+	assert_false(ecw_account_secret_refused(a, gen1));
+	assert_int_equal(r.calls, 1);
+	clock_fake_advance(1);
+	assert_false(ecw_account_secret_refused(a, gen1)); /* read: nothing new */
+	assert_int_equal(r.calls, 2);
+	clock_real();
+	ecw_account_free(a);
+}
+
+struct reader {
+	const struct ecw_account *a;
+	int mixed; /* readings that saw neither key whole */
+};
+
+static void *read_secret(void *arg)
+{
+	struct reader *rd = arg;
+
+	for (int i = 0; i < 20000; i++) {
+		ecw_account_secret_hold(rd->a);
+		if (!(rd->a->key_len == 64 && memcmp(rd->a->key, dev_key_head, sizeof(dev_key_head)) == 0) &&
+		    !(rd->a->key_len == 18 && memcmp(rd->a->key, "SecretKeySecretKey", 18) == 0))
+			rd->mixed++;
+		ecw_account_secret_release(rd->a);
+	}
+	return NULL;
+}
+
+/* Readers under the secret's lock see one key or the other, whole, while a
+ * reload swaps them back and forth. */
+static void test_connstr__secret_swapped_while_read(void **state)
+{
+	(void)state;
+	struct ecw_account *a = parse_ok(ROT_CS(DEV_KEY));
+	struct reader rd[3] = {{a, 0}, {a, 0}, {a, 0}};
+	pthread_t t[3];
+
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, read_secret, &rd[i]), 0);
+	for (int i = 0; i < 2000; i++)
+		assert_int_equal(ecw_account_update_secret(a, i % 2 ? ROT_CS(DEV_KEY) : ROT_CS(SECRET_KEY)),
+		                 1);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		assert_int_equal(rd[i].mixed, 0);
+	}
+	ecw_account_free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -350,6 +497,9 @@ int main(void)
 	    cmocka_unit_test(test_connstr__error_no_endpoint),
 	    cmocka_unit_test(test_connstr__error_empty),
 	    cmocka_unit_test(test_connstr__free_null),
+	    cmocka_unit_test(test_connstr__update_secret),
+	    cmocka_unit_test(test_connstr__secret_refused_asks_reload_once_per_interval),
+	    cmocka_unit_test(test_connstr__secret_swapped_while_read),
 	};
 	return cmocka_run_group_tests_name("connstr", tests, NULL, NULL);
 }

@@ -549,6 +549,32 @@ static void test_log__redacts_registered_secrets(void **state)
 	}
 }
 
+/* A rotated secret is taken back (the table does not fill with every
+ * rotation): its forms are no longer redacted, every other secret still is,
+ * one starting with the same byte too. */
+static void test_log__forgotten_secret(void **state)
+{
+	(void)state;
+	ecw_log_add_secret("rotated-away/secret\"one");
+	ecw_log_add_secret("rotated-in/secret-two");
+	ecw_log_forget_secret("rotated-away/secret\"one");
+	ecw_log_forget_secret("never-registered-secret"); /* harmless */
+	ecw_log_forget_secret(NULL);
+
+	for (int fmt = 0; fmt < 2; fmt++) {
+		capture_clear();
+		ecw_log_setup(ECW_LOG_INFO, fmt ? ECW_LOG_TEXT : ECW_LOG_JSON);
+		ecw_log_msg(ECW_LOG_INFO, "rotation",
+		            "old rotated-away/secret\"one new rotated-in/secret-two");
+		char *all = captured();
+		assert_true(str_contains(all, "rotated-away/secret"));
+		assert_false(str_contains(all, "rotated-in/secret-two"));
+		assert_true(str_contains(all, "[REDACTED]"));
+		free(all);
+	}
+	ecw_log_forget_secret("rotated-in/secret-two");
+}
+
 static void test_log__redacts_sig_and_account_key(void **state)
 {
 	(void)state;
@@ -928,6 +954,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_log__text_format_quoting, capture_setup, capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__redacts_registered_secrets, capture_setup,
 	                                    capture_teardown),
+	    cmocka_unit_test_setup_teardown(test_log__forgotten_secret, capture_setup, capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__redacts_sig_and_account_key, capture_setup,
 	                                    capture_teardown),
 	    cmocka_unit_test_setup_teardown(test_log__concurrent_writers_whole_lines, capture_setup,

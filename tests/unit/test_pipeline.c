@@ -9,7 +9,9 @@
  * and nothing else; a server that leaves an answer out until the timeout
  * has the rest sent again one at a time and stops pipelining for the
  * process; storage.pipelining: false sends each alone; and what may not be
- * pipelined (a body, HEAD, two origins) is refused. */
+ * pipelined (a body, HEAD, two origins) is refused; a group refused for
+ * a SAS that the account's reload then replaces goes again, each alone,
+ * with the new one. */
 #include "support.h"
 
 #include "client.h"
@@ -444,6 +446,82 @@ static void test_pipeline__unanswered_after_an_answer_stops_pipelining(void **st
 	px_free(x);
 }
 
+#define REFUSED                                                                                                \
+	"HTTP/1.1 403 Server failed to authenticate the request.\r\nx-ms-error-code: AuthenticationFailed\r\n" \
+	"Content-Length: 0\r\n\r\n"
+#define SAS_OLD "sv=2019-02-02&ss=q&srt=o&sp=d&se=2099-01-01T00%3A00%3A00Z&sig=0ldSiGnAtUrE0ldSiGnAtUrE%3D"
+#define SAS_NEW "sv=2019-02-02&ss=q&srt=o&sp=d&se=2099-01-01T00%3A00%3A00Z&sig=NeWsIgNaTuReNeWsIgNaTuRe%3D"
+
+struct sas_reload {
+	int calls;
+	char connstr[512];
+};
+
+/* A reload that finds the SAS rewritten (issue 33). */
+static int sas_reloaded(struct ecw_account *a, void *payload)
+{
+	struct sas_reload *r = payload;
+
+	r->calls++;
+	return ecw_account_update_secret(a, r->connstr);
+}
+
+static size_t occurrences(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* A SAS that expired under a pipelined group: the three refusals ask the
+ * account's reload once, and each delete goes again alone with the new SAS
+ * and succeeds; none is told a failure. */
+static void test_pipeline__refused_sas_replaced_sends_them_again(void **state)
+{
+	struct px *x = px_new();
+	struct sas_reload r = {0, ""};
+	char cs[512];
+	(void)state;
+
+	x->s.conn[0] =
+	    (struct conn_script){.gather = 3,
+	                         .answers = {REFUSED, REFUSED, REFUSED, NO_CONTENT, NO_CONTENT, NO_CONTENT},
+	                         .hold = true};
+	x->s.nconn = 1;
+	srv_start(&x->s);
+	static const char fmt[] =
+	    "QueueEndpoint=http://127.0.0.1:%d/devstoreaccount1;"
+	    "TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;SharedAccessSignature=%s";
+	snprintf(cs, sizeof(cs), fmt, x->s.port, x->s.port, SAS_OLD);
+	snprintf(r.connstr, sizeof(r.connstr), fmt, x->s.port, x->s.port, SAS_NEW);
+	assert_int_equal(ecw_account_parse(&x->acct, cs), 0);
+	ecw_account_set_reload(x->acct, sas_reloaded, &r, NULL, 10000);
+	assert_int_equal(ecw_client_new(&x->c, x->acct, &x->o), 0);
+	add_item(x, 0, "m0", "r0");
+	add_item(x, 1, "m1", "r1");
+	add_item(x, 2, "m2", "r2");
+	delete_all(x, 3);
+
+	assert_int_equal(x->s.heads_first[0], 3);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(x->order[i], i);
+		assert_int_equal(x->items[i].err, 0);
+	}
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(occurrences(x->s.seen[0], "sig=0ldSiGnAtUrE"), 3);
+	assert_int_equal(occurrences(x->s.seen[0], "sig=NeWsIgNaTuRe"), 3);
+	assert_true(
+	    strstr(
+	        x->s.seen[0],
+	        "/messages/m2?popreceipt=r2&sv=2019-02-02&ss=q&srt=o&sp=d&se=2099-01-01T00%3A00%3A00Z&sig=0ld") <
+	    strstr(x->s.seen[0], "sig=NeWsIgNaTuRe"));
+	assert_int_equal(stats(x).requests, 6);
+	assert_int_equal(stats(x).connections, 1);
+	px_free(x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -452,6 +530,7 @@ int main(void)
 	    cmocka_unit_test(test_pipeline__dropped_kept_connection_opened_again),
 	    cmocka_unit_test(test_pipeline__turned_off_sends_each_alone),
 	    cmocka_unit_test(test_pipeline__refuses_what_may_not_be_pipelined),
+	    cmocka_unit_test(test_pipeline__refused_sas_replaced_sends_them_again),
 	    /* Last: it stops pipelining for the whole process. */
 	    cmocka_unit_test(test_pipeline__unanswered_after_an_answer_stops_pipelining),
 	};

@@ -294,22 +294,69 @@ static bool secret_insert(const char *s, size_t n)
 	return true;
 }
 
+/* Caller holds the write lock. Removes the pattern s (wiped as it goes) and
+ * works out again which bytes start one. */
+static void secret_remove(const char *s, size_t n)
+{
+	for (size_t i = 0; i < g_nsecrets; i++) {
+		if (g_secrets[i].n != n || memcmp(g_secrets[i].s, s, n) != 0)
+			continue;
+		explicit_bzero(g_secrets[i].s, n);
+		free(g_secrets[i].s);
+		memmove(g_secrets + i, g_secrets + i + 1, (g_nsecrets - i - 1) * sizeof(g_secrets[0]));
+		g_nsecrets--;
+		memset(g_secret_first, 0, sizeof(g_secret_first));
+		for (size_t k = 0; k < g_nsecrets; k++)
+			g_secret_first[(unsigned char)g_secrets[k].s[0]] = true;
+		return;
+	}
+}
+
+/* The forms of a secret a line may hold (see SECRET_PATTERNS_MAX): as
+ * written (cleaned as a line's text is, into scratch), escaped in JSON (js,
+ * without its quotes) and in a text line (text). NULL when it is too short
+ * to register or a buffer could not grow (*failed then). */
+static const char *secret_forms(size_t *n, bool *failed, struct ecw_buf *scratch, struct ecw_buf *js,
+				struct ecw_buf *text, const char *secret)
+{
+	const char *raw;
+
+	*failed = false;
+	if (!secret || (*n = strlen(secret)) < SECRET_MIN_LEN)
+		return NULL;
+	if (!(raw = clean_utf8(scratch, secret, n)) || ecw_json_quote(js, raw, *n) < 0 ||
+	    text_add_escaped(text, raw, *n) < 0) {
+		*failed = true;
+		return NULL;
+	}
+	return raw;
+}
+
+/* The forms' buffers held a secret. */
+static void secret_forms_dispose(struct ecw_buf *scratch, struct ecw_buf *js, struct ecw_buf *text)
+{
+	struct ecw_buf *bufs[] = {scratch, js, text};
+
+	for (size_t i = 0; i < 3; i++) {
+		if (bufs[i]->ptr)
+			explicit_bzero(bufs[i]->ptr, bufs[i]->cap);
+		ecw_buf_dispose(bufs[i]);
+	}
+}
+
 void ecw_log_add_secret(const char *secret)
 {
 	struct ecw_buf scratch, js, text;
 	const char *raw;
-	size_t n;
-	bool ok = true;
+	size_t n = 0;
+	bool failed, ok = true;
 	int saved_errno = errno;
 
 	ecw_buf_init(&scratch, 0);
 	ecw_buf_init(&js, 0);
 	ecw_buf_init(&text, 0);
-	if (!secret || (n = strlen(secret)) < SECRET_MIN_LEN)
-		goto done;
-	if (!(raw = clean_utf8(&scratch, secret, &n)) || ecw_json_quote(&js, raw, n) < 0 ||
-	    text_add_escaped(&text, raw, n) < 0) {
-		ok = false;
+	if (!(raw = secret_forms(&n, &failed, &scratch, &js, &text, secret))) {
+		ok = !failed;
 		goto done;
 	}
 	pthread_rwlock_wrlock(&g_secrets_lock);
@@ -317,13 +364,33 @@ void ecw_log_add_secret(const char *secret)
 	     secret_insert(text.ptr, text.len);
 	pthread_rwlock_unlock(&g_secrets_lock);
 done:
-	ecw_buf_dispose(&scratch);
-	ecw_buf_dispose(&js);
-	ecw_buf_dispose(&text);
+	secret_forms_dispose(&scratch, &js, &text);
 	/* Never silent: a secret that cannot be guarded is worth a line. */
 	if (!ok)
 		ecw_log_msg(ECW_LOG_ERROR, "log.secret_not_registered",
 			    "a secret could not be registered for redaction (table full or out of memory)");
+	errno = saved_errno;
+}
+
+void ecw_log_forget_secret(const char *secret)
+{
+	struct ecw_buf scratch, js, text;
+	const char *raw;
+	size_t n = 0;
+	bool failed;
+	int saved_errno = errno;
+
+	ecw_buf_init(&scratch, 0);
+	ecw_buf_init(&js, 0);
+	ecw_buf_init(&text, 0);
+	if ((raw = secret_forms(&n, &failed, &scratch, &js, &text, secret))) {
+		pthread_rwlock_wrlock(&g_secrets_lock);
+		secret_remove(raw, n);
+		secret_remove(js.ptr + 1, js.len - 2);
+		secret_remove(text.ptr, text.len);
+		pthread_rwlock_unlock(&g_secrets_lock);
+	}
+	secret_forms_dispose(&scratch, &js, &text);
 	errno = saved_errno;
 }
 

@@ -12,12 +12,22 @@
  * machine (a loopback host, url.h) or the secret is no secret (the
  * emulator's published devstoreaccount1 key, which Azurite in a compose
  * network serves as http://azurite:10001). Tokens always need https: no
- * token endpoint is set up for a local http service. */
+ * token endpoint is set up for a local http service.
+ *
+ * Rotation: a key or a SAS read from a file that is rewritten in place (a
+ * Kubernetes Secret) is replaced in the account while clients use it
+ * (ecw_account_update_secret), under the secret's lock, its generation
+ * counted up. A client whose request is refused tells the account which
+ * generation was refused (ecw_account_secret_refused): the reload the
+ * worker set is asked only when that generation is still the one in place,
+ * by one client at a time and at most once per interval, so a burst of
+ * refusals (a SAS expired under every thread at once) reads the file once. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "account.h"
+#include "ecw_clock.h"
 #include "ecw_codec.h"
 #include "url.h"
 
@@ -57,23 +67,44 @@ static const struct {
 	{"FileSecondaryEndpoint", S_IGNORED},
 };
 
+/* Wipes and frees a key and a SAS: a secret should not outlive its use in
+ * freed heap memory. */
+static void wipe_secret(unsigned char *key, size_t key_len, char *sas)
+{
+	if (key) {
+		explicit_bzero(key, key_len);
+		free(key);
+	}
+	if (sas) {
+		explicit_bzero(sas, strlen(sas));
+		free(sas);
+	}
+}
+
+static struct ecw_account *account_new(void)
+{
+	struct ecw_account *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	pthread_rwlock_init(&a->secret_lock, NULL);
+	pthread_mutex_init(&a->reload_mu, NULL);
+	return a;
+}
+
 void ecw_account_free(struct ecw_account *a)
 {
 	if (!a)
 		return;
 	free(a->name);
-	if (a->key) {
-		/* The key should not outlive its use in freed heap memory. */
-		memset(a->key, 0, a->key_len);
-		free(a->key);
-	}
-	if (a->sas) {
-		memset(a->sas, 0, strlen(a->sas));
-		free(a->sas);
-	}
+	wipe_secret(a->key, a->key_len, a->sas);
 	free(a->endpoint[0]);
 	free(a->endpoint[1]);
 	ecw_token_credential_free(a->cred);
+	if (a->reload_payload_free)
+		a->reload_payload_free(a->reload_payload);
+	pthread_rwlock_destroy(&a->secret_lock);
+	pthread_mutex_destroy(&a->reload_mu);
 	free(a);
 }
 
@@ -85,11 +116,14 @@ void ecw_account_take_credential(struct ecw_account *a, struct ecw_token_credent
 
 const char *ecw_account_auth_name(const struct ecw_account *a)
 {
+	const char *name;
+
 	if (a->cred)
 		return ecw_token_source_name(ecw_token_credential_source(a->cred));
-	if (a->sas)
-		return "sas";
-	return a->key ? "shared-key" : "none";
+	ecw_account_secret_hold(a);
+	name = a->sas ? "sas" : a->key ? "shared-key" : "none";
+	ecw_account_secret_release(a);
+	return name;
 }
 
 const char *ecw_account_name(const struct ecw_account *a)
@@ -104,7 +138,12 @@ const char *ecw_account_endpoint(const struct ecw_account *a, enum ecw_service s
 
 bool ecw_account_uses_sas(const struct ecw_account *a)
 {
-	return a->sas != NULL;
+	bool sas;
+
+	ecw_account_secret_hold(a);
+	sas = a->sas != NULL;
+	ecw_account_secret_release(a);
+	return sas;
 }
 
 /* The value of the SAS field name (n bytes in *len), or NULL when absent.
@@ -267,7 +306,7 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 		goto done;
 	}
 
-	if (!(a = calloc(1, sizeof(*a)))) {
+	if (!(a = account_new())) {
 		err = ecw_error_set(ECW_ENOMEM, "out of memory");
 		goto done;
 	}
@@ -415,4 +454,114 @@ int ecw_account_parse(struct ecw_account **out, const char *connstr)
 int ecw_account_parse_endpoints(struct ecw_account **out, const char *connstr)
 {
 	return parse(out, connstr, true);
+}
+
+/* ---- the secret, replaced while clients use it ------------------------------ */
+
+/* The secret's lock and the reload's state are the parts of an account that
+ * change once clients share it: they are taken through a const account. */
+static struct ecw_account *mutable_part(const struct ecw_account *a)
+{
+	return (struct ecw_account *)a;
+}
+
+uint64_t ecw_account_secret_hold(const struct ecw_account *a)
+{
+	pthread_rwlock_rdlock(&mutable_part(a)->secret_lock);
+	return a->gen;
+}
+
+void ecw_account_secret_release(const struct ecw_account *a)
+{
+	pthread_rwlock_unlock(&mutable_part(a)->secret_lock);
+}
+
+static bool same_secret(const struct ecw_account *a, const struct ecw_account *b)
+{
+	return a->key_len == b->key_len && (!a->key) == (!b->key) &&
+	       (!a->key || memcmp(a->key, b->key, a->key_len) == 0) && (!a->sas) == (!b->sas) &&
+	       (!a->sas || strcmp(a->sas, b->sas) == 0);
+}
+
+int ecw_account_update_secret(struct ecw_account *a, const char *connstr)
+{
+	struct ecw_account *n = NULL;
+	unsigned char *key;
+	size_t key_len;
+	char *sas;
+	int err;
+
+	if (a->cred)
+		return ecw_error_set(
+			ECW_EINVALID,
+			"the account authenticates with tokens: it has no key or SAS to replace");
+	if ((err = ecw_account_parse(&n, connstr)) < 0)
+		return err;
+	/* Endpoints and name are read without the lock (they never change):
+	 * only the secret may. */
+	if (strcmp(n->name, a->name) != 0 || strcmp(n->endpoint[0], a->endpoint[0]) != 0 ||
+	    strcmp(n->endpoint[1], a->endpoint[1]) != 0) {
+		err = ecw_error_set(ECW_EINVALID,
+				    "connection string: it names another account or other endpoints than the "
+				    "ones in use; only the key or the SAS can change without a restart");
+		goto done;
+	}
+	pthread_rwlock_wrlock(&a->secret_lock);
+	if (same_secret(a, n)) {
+		pthread_rwlock_unlock(&a->secret_lock);
+		err = 0;
+		goto done;
+	}
+	/* The new secret in, the old one into n, which wipes it as it goes. */
+	key = a->key, key_len = a->key_len, sas = a->sas;
+	a->key = n->key, a->key_len = n->key_len, a->sas = n->sas;
+	n->key = key, n->key_len = key_len, n->sas = sas;
+	a->gen++;
+	pthread_rwlock_unlock(&a->secret_lock);
+	err = 1;
+done:
+	ecw_account_free(n);
+	return err;
+}
+
+void ecw_account_set_reload(struct ecw_account *a, ecw_account_reload_fn reload, void *payload,
+			    void (*payload_free)(void *payload), int64_t interval_ms)
+{
+	if (a->reload_payload_free)
+		a->reload_payload_free(a->reload_payload);
+	a->reload = reload;
+	a->reload_payload = payload;
+	a->reload_payload_free = payload_free;
+	a->reload_interval_ms = interval_ms;
+	a->reload_asked = false;
+}
+
+bool ecw_account_secret_refused(const struct ecw_account *a, uint64_t gen)
+{
+	struct ecw_account *m = mutable_part(a);
+	struct ecw_error refusal;
+	bool again = false;
+	uint64_t current;
+
+	if (!a->reload)
+		return false;
+	/* One caller at a time: the others wait here, then find the new
+	 * generation in place or the interval not over. */
+	pthread_mutex_lock(&m->reload_mu);
+	current = ecw_account_secret_hold(a);
+	ecw_account_secret_release(a);
+	if (current != gen) {
+		again = true;
+	} else if (!m->reload_asked || ecw_now_ms() - m->reloaded_at_ms >= m->reload_interval_ms) {
+		m->reload_asked = true;
+		m->reloaded_at_ms = ecw_now_ms();
+		/* The refusal stays the caller's last error, whatever the reload
+		 * met on the way. */
+		refusal = *ecw_error_last();
+		again = m->reload(m, m->reload_payload) > 0;
+		ecw_error_set_http(refusal.code, refusal.http_status, refusal.service_code,
+				   refusal.request_id, "%s", refusal.message);
+	}
+	pthread_mutex_unlock(&m->reload_mu);
+	return again;
 }

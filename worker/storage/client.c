@@ -4,7 +4,9 @@
  * ecw_err values (an answer's status and error code become one in status.c).
  * Every request goes through ecw_client_send: date, sign (auth.c, or a token
  * from token.c, which fetches through token_exchange below), send, classify,
- * maybe back off and try again.
+ * maybe back off and try again. A refused token is renewed, and a refused key
+ * or SAS replaced when the account's reload finds a newer one (account.h),
+ * and the request goes again at once, once.
  *
  * Only this file talks to libcurl. */
 #include <curl/curl.h>
@@ -559,18 +561,42 @@ static int back_off(struct ecw_client *c, const struct ecw_request *r, int attem
 	return request_failed(c, r, ECW_ECANCELED, "the worker is stopping (before a retry)");
 }
 
+/* Wipes a buffer that held a secret (a SAS in a URL, a signature). */
+static void wipe_buf(struct ecw_buf *b)
+{
+	if (b->ptr)
+		explicit_bzero(b->ptr, b->cap);
+	ecw_buf_reset(b);
+}
+
+/* The URL of r and, for an account key, its Authorization value in auth,
+ * from the secret in place (a SAS in the URL, or the key's signature), whose
+ * generation goes to *gen: what to tell the account when the service
+ * refuses it. A token's Authorization is the caller's. */
+static int sign_with_secret(struct ecw_buf *url, struct ecw_buf *auth, uint64_t *gen, struct ecw_client *c,
+			    const struct ecw_request *r)
+{
+	int err;
+
+	wipe_buf(url);
+	*gen = ecw_account_secret_hold(c->acct);
+	if ((err = ecw_request_url(url, c->acct, r)) == 0 && !c->acct->cred && !c->acct->sas)
+		err = ecw_auth_header(auth, c->acct, r);
+	ecw_account_secret_release(c->acct);
+	return err;
+}
+
 int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_request *r)
 {
 	struct ecw_buf url, auth;
 	char date[32];
-	uint64_t token_gen = 0;
-	bool token_renewed = false;
+	uint64_t token_gen = 0, secret_gen = 0;
+	bool token_renewed = false, secret_renewed = false;
 	int err, attempt;
 
 	ecw_buf_init(&url, 0);
 	ecw_buf_init(&auth, 0);
-	if ((err = ecw_request_url(&url, c->acct, r)) < 0 ||
-	    (err = ecw_request_set_header(r, "x-ms-version",
+	if ((err = ecw_request_set_header(r, "x-ms-version",
 					  r->svc == ECW_SVC_QUEUE ? ECW_QUEUE_API_VERSION
 								  : ECW_TABLE_API_VERSION)) < 0)
 		goto done;
@@ -585,7 +611,7 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 		ecw_date_format(date, time(NULL));
 		if ((err = ecw_request_set_header(r, "x-ms-date", date)) < 0)
 			goto done;
-		ecw_buf_reset(&auth);
+		wipe_buf(&auth);
 		if (c->acct->cred) {
 			/* A token that cannot be had is this attempt's failure: a
 			 * transient one is retried like any other. */
@@ -598,10 +624,11 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 					goto done;
 				continue;
 			}
-		} else if (!c->acct->sas) {
-			if ((err = ecw_auth_header(&auth, c->acct, r)) < 0)
-				goto done;
 		}
+		/* Each attempt signs with the secret in place now: a reload may
+		 * have replaced the one the last attempt was refused with. */
+		if ((err = sign_with_secret(&url, &auth, &secret_gen, c, r)) < 0)
+			goto done;
 		if (auth.len && (err = ecw_request_set_header(r, "Authorization", auth.ptr)) < 0)
 			goto done;
 		c->stats.requests++;
@@ -622,14 +649,23 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 			attempt--;
 			continue;
 		}
+		/* A key or SAS the service refuses (expired, rotated): once per
+		 * call, go again when the account has a newer one (its reload
+		 * read a rewritten secret file). */
+		if (err == ECW_EAUTH && !c->acct->cred && !secret_renewed &&
+		    ecw_account_secret_refused(c->acct, secret_gen)) {
+			secret_renewed = true;
+			attempt--;
+			continue;
+		}
 		if (err == 0 || !ecw_err_is_transient(err) || attempt >= c->opts.max_tries)
 			break;
 		if ((err = back_off(c, r, attempt)) < 0)
 			goto done;
 	}
 done:
-	if (auth.ptr)
-		memset(auth.ptr, 0, auth.cap);
+	wipe_buf(&auth);
+	wipe_buf(&url);
 	ecw_buf_dispose(&auth);
 	ecw_buf_dispose(&url);
 	wipe_header(r, "Authorization");
@@ -663,26 +699,25 @@ static bool can_pipeline(const struct ecw_client *c, size_t n)
 /* Signs r for one attempt as ecw_client_send does (x-ms-version, x-ms-date,
  * Authorization from the key, the token in bearer or none for a SAS) and
  * puts its URL in url. */
-static int sign_for_pipeline(struct ecw_client *c, struct ecw_request *r, struct ecw_buf *url,
+static int sign_for_pipeline(struct ecw_client *c, struct ecw_request *r, struct ecw_buf *url, uint64_t *gen,
 			     const char *date, const char *bearer)
 {
 	struct ecw_buf auth;
 	int err;
 
 	ecw_buf_init(&auth, 0);
-	if ((err = ecw_request_url(url, c->acct, r)) < 0 ||
-	    (err = ecw_request_set_header(r, "x-ms-version",
+	if ((err = ecw_request_set_header(r, "x-ms-version",
 					  r->svc == ECW_SVC_QUEUE ? ECW_QUEUE_API_VERSION
 								  : ECW_TABLE_API_VERSION)) < 0 ||
-	    (err = ecw_request_set_header(r, "x-ms-date", date)) < 0)
+	    (err = ecw_request_set_header(r, "x-ms-date", date)) < 0 ||
+	    (err = sign_with_secret(url, &auth, gen, c, r)) < 0)
 		goto done;
 	if (bearer)
 		err = ecw_request_set_header(r, "Authorization", bearer);
-	else if (!c->acct->sas && (err = ecw_auth_header(&auth, c->acct, r)) == 0)
+	else if (auth.len)
 		err = ecw_request_set_header(r, "Authorization", auth.ptr);
 done:
-	if (auth.ptr)
-		memset(auth.ptr, 0, auth.cap);
+	wipe_buf(&auth);
 	ecw_buf_dispose(&auth);
 	return err;
 }
@@ -690,11 +725,12 @@ done:
 /* The answers of one pipelined exchange, each concluded as ecw_client_send
  * would conclude it: a 2xx or a final refusal goes to done; a request
  * without its answer, or with one worth another try (transient, a token
- * refused), goes again alone through ecw_client_send (after a pause, for
- * an answer that asked for one). */
+ * refused, a key or SAS refused when the account has a newer one: gens[i]
+ * is the generation it was signed with), goes again alone through
+ * ecw_client_send (after a pause, for an answer that asked for one). */
 static void conclude_pipelined(struct ecw_client *c, struct ecw_request **rs, struct ecw_response *resps,
-			       size_t n, size_t answered, int err, const char *why, ecw_client_done_fn done,
-			       void *payload)
+			       const uint64_t *gens, size_t n, size_t answered, int err, const char *why,
+			       ecw_client_done_fn done, void *payload)
 {
 	for (size_t i = 0; i < n; i++) {
 		const char *op = rs[i]->op ? rs[i]->op : "other";
@@ -705,7 +741,8 @@ static void conclude_pipelined(struct ecw_client *c, struct ecw_request **rs, st
 				c->opts.on_attempt(c->opts.on_attempt_payload, op, (int)resps[i].status, 1);
 			e = resps[i].status >= 200 && resps[i].status < 300 ? 0
 									    : classify(c, rs[i], &resps[i]);
-			if (e == 0 || (!ecw_err_is_transient(e) && !(e == ECW_EAUTH && c->acct->cred))) {
+			if (e == 0 || (!ecw_err_is_transient(e) && !(e == ECW_EAUTH && c->acct->cred) &&
+				       !(e == ECW_EAUTH && ecw_account_secret_refused(c->acct, gens[i])))) {
 				done(payload, i, e);
 				continue;
 			}
@@ -742,6 +779,7 @@ static void send_pipelined_chunk(struct ecw_client *c, struct ecw_request **rs, 
 {
 	struct ecw_buf urls[ECW_HTTP_PIPELINE_MAX], bearer;
 	const char *url_ptrs[ECW_HTTP_PIPELINE_MAX];
+	uint64_t gens[ECW_HTTP_PIPELINE_MAX];
 	char date[32], why[256] = "";
 	size_t answered = 0, signed_n = 0;
 	uint64_t token_gen = 0, before;
@@ -761,8 +799,9 @@ static void send_pipelined_chunk(struct ecw_client *c, struct ecw_request **rs, 
 		goto alone;
 	for (; signed_n < n; signed_n++) {
 		ecw_buf_init(&urls[signed_n], 0);
-		if ((err = sign_for_pipeline(c, rs[signed_n], &urls[signed_n], date,
+		if ((err = sign_for_pipeline(c, rs[signed_n], &urls[signed_n], &gens[signed_n], date,
 					     c->acct->cred ? bearer.ptr : NULL)) < 0) {
+			wipe_buf(&urls[signed_n]);
 			ecw_buf_dispose(&urls[signed_n]);
 			goto alone;
 		}
@@ -783,13 +822,15 @@ static void send_pipelined_chunk(struct ecw_client *c, struct ecw_request **rs, 
 		atomic_store(&pipelining_stopped, true);
 	for (size_t i = 0; i < n; i++) {
 		wipe_header(rs[i], "Authorization");
+		wipe_buf(&urls[i]);
 		ecw_buf_dispose(&urls[i]);
 	}
-	conclude_pipelined(c, rs, resps, n, answered, err, why, done, payload);
+	conclude_pipelined(c, rs, resps, gens, n, answered, err, why, done, payload);
 	goto out;
 alone:
 	for (size_t i = 0; i < signed_n; i++) {
 		wipe_header(rs[i], "Authorization");
+		wipe_buf(&urls[i]);
 		ecw_buf_dispose(&urls[i]);
 	}
 	ecw_error_clear();
