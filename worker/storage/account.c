@@ -174,10 +174,13 @@ static bool field_has(const char *sas, const char *name, const char *any_of)
 
 bool ecw_account_may_create(const struct ecw_account *a, enum ecw_service svc)
 {
-	if (!a->sas)
-		return true;
-	return field_has(a->sas, "ss", svc == ECW_SVC_TABLE ? "t" : "q") && field_has(a->sas, "srt", "c") &&
-	       field_has(a->sas, "sp", "wc");
+	bool may;
+
+	ecw_account_secret_hold(a);
+	may = !a->sas || (field_has(a->sas, "ss", svc == ECW_SVC_TABLE ? "t" : "q") &&
+			  field_has(a->sas, "srt", "c") && field_has(a->sas, "sp", "wc"));
+	ecw_account_secret_release(a);
+	return may;
 }
 
 /* Endpoints must be http(s)://host[:port][/path] with nothing after the path. */
