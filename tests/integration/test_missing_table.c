@@ -274,7 +274,8 @@ static void audit_refuses(struct mt *m)
 	char *out = NULL, *err = NULL;
 	int rc = proc_run(&out, &err, "missing-audit", args, NULL, 60000);
 
-	ITEST_CHECK(rc != 0, "audit --repair exited 0 on missing source tables:\n%s\n%s", out, err);
+	ITEST_CHECK(rc == 1, "audit --repair exited %d on missing source tables (want 1):\n%s\n%s", rc, out,
+	            err);
 	ITEST_CHECK(strstr(out, m->emp_typo) || strstr(err, m->emp_typo),
 	            "audit names no missing table %s:\n%s\n%s", m->emp_typo, out, err);
 	ITEST_CHECK(strstr(out, "does not exist") || strstr(err, "does not exist"),
