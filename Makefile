@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # ecworker - a worker for Azure Storage queues that keeps Azure Table Storage
 # eventually consistent. See README.md.
 #
@@ -87,31 +88,40 @@ ECW_LIBS   = $(shell pkg-config --libs $(PKGS)) -lpthread -lm
 TEST_LIBS  = $(shell pkg-config --libs cmocka)
 
 # The rooms (CONTRIBUTING.md): worker/base (utilities), worker/storage (the
-# REST client), jobs (the job types), worker (the daemon), worker/cmd (the
-# operator commands); tests/support holds test-only code (job types, fakes)
-# linked into the test build only.
-SRCS      := $(wildcard worker/*.c worker/base/*.c worker/cmd/*.c worker/storage/*.c jobs/*.c)
+# REST client), jobs (the job types), worker/config (the schema and the YAML
+# tree), worker/telemetry (metrics, traces, OTLP), worker/schedule (schedules
+# and audits), worker/migrate (migrations), worker/runtime (the daemon),
+# worker/cmd (the operator commands), and worker/ itself (main.c and what the
+# commands and the daemon share); tests/support holds test-only code (job
+# types, fakes) linked into the test build only.
+SRCS      := $(wildcard worker/*.c worker/*/*.c jobs/*.c)
 LIB_SRCS  := $(filter-out worker/main.c,$(SRCS))
 SUPPORT_SRCS := $(wildcard tests/support/*.c)
 OBJS      := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOBJS     := $(LIB_SRCS:%.c=$(BUILD)/tobj/%.o) $(SUPPORT_SRCS:%.c=$(BUILD)/tobj/%.o)
 HDRS      := $(wildcard include/*.h worker/*.h worker/*/*.h jobs/*.h tests/support/*.h)
 
-# Every folder sees include/ (the seams between parts) and its own folder,
-# nothing else, so a private header cannot be reached from another room. The
-# commands also see the daemon's headers (worker/*.h): they call the runtime,
-# never the reverse; main.c sees the table of commands. tests/check-deps.sh
-# holds the same rules for what the sources #include.
+# Every folder sees include/ (the seams between parts), its own folder, and
+# the rooms below it whose headers it uses, nothing else, so a private header
+# cannot be reached from another room: the commands see the daemon, never
+# the reverse; main.c sees the table of commands. tests/check-deps.sh holds
+# the same rules for what the sources #include.
 dir_incs = $(strip \
 	$(if $(filter worker/base/%,$1),-Iworker/base, \
 	$(if $(filter worker/storage/%,$1),-Iworker/storage, \
-	$(if $(filter worker/cmd/%,$1),-Iworker -Iworker/cmd, \
+	$(if $(filter worker/telemetry/%,$1),-Iworker/telemetry, \
+	$(if $(filter worker/migrate/%,$1),-Iworker/migrate, \
+	$(if $(filter worker/config/%,$1),-Iworker/config -Iworker/schedule -Iworker/migrate, \
+	$(if $(filter worker/schedule/%,$1),-Iworker/schedule -Iworker -Iworker/telemetry, \
+	$(if $(filter worker/runtime/%,$1),-Iworker/runtime -Iworker -Iworker/telemetry -Iworker/schedule, \
+	$(if $(filter worker/cmd/%,$1),$(CMD_INCS), \
 	$(if $(filter worker/main.c,$1),-Iworker/cmd, \
 	$(if $(filter worker/%,$1),-Iworker, \
 	$(if $(filter jobs/%,$1),-Ijobs, \
-	$(if $(filter tests/support/%,$1),-Itests/support))))))))
+	$(if $(filter tests/support/%,$1),-Itests/support)))))))))))))
+CMD_INCS := -Iworker/cmd -Iworker -Iworker/runtime -Iworker/schedule -Iworker/migrate -Iworker/telemetry
 # Tests reach into every room: they test private modules directly.
-TEST_INCS := -Iworker -Iworker/cmd -Iworker/storage -Ijobs -Itests/support
+TEST_INCS := $(CMD_INCS) -Iworker/config -Iworker/storage -Ijobs -Itests/support
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -254,7 +264,7 @@ test-build: $(BUILD)/ecworker $(BUILD)/ecworker-test $(UNIT_BINS) $(INTEG_BINS) 
 # The Prometheus alerting rules shipped in deploy/prometheus: promtool's
 # check, and their unit tests (each alert raised where it must be, and only
 # there). Then the Grafana dashboard in deploy/grafana: its queries name only
-# metrics and labels worker/metrics.c exports and parse, its ids are unique
+# metrics and labels worker/telemetry/metrics.c exports and parse, its ids are unique
 # and its variables defined (tests/check-dashboard.js).
 rules-test:
 	@test -x $(PROMTOOL) || { echo "rules-test: $(PROMTOOL) is missing: run make deps" >&2; exit 1; }
@@ -262,7 +272,7 @@ rules-test:
 	@cd deploy/prometheus && { out="$$($(abspath $(PROMTOOL)) test rules ecworker-alerts.test.yaml 2>&1)" || \
 		{ echo "$$out" >&2; exit 1; }; }
 	@echo "==== rules: deploy/prometheus/ecworker-alerts.yaml checked, its unit tests passed (promtool)"
-	@node tests/check-dashboard.js deploy/grafana/ecworker-dashboard.json worker/metrics.c $(PROMTOOL) >/dev/null
+	@node tests/check-dashboard.js deploy/grafana/ecworker-dashboard.json worker/telemetry/metrics.c $(PROMTOOL) >/dev/null
 	@echo "==== dashboard: deploy/grafana/ecworker-dashboard.json names only the worker's metrics, parses (promtool)"
 
 # Memcheck on the unit tests (the integration tests run under ASan instead:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # image-pin.sh [DOCKERFILE]: pins the base images of DOCKERFILE (default
 # deploy/Dockerfile; `make image-pin` runs this): each `ARG BUILD_IMAGE=NAME:TAG`
 # and `ARG RUNTIME_IMAGE=NAME:TAG` line, with or without an @sha256: digest

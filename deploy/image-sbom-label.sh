@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # image-sbom-label.sh IMAGE: gives IMAGE (just built from deploy/Dockerfile;
 # `make image` runs this after podman build) its SBOM as labels:
 #   ecworker.sbom         the SPDX document of /usr/share/doc/ecworker/sbom.spdx.json,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # sbom.sh VERSION [REVISION [CREATED]]: prints an SPDX 2.3 JSON document of
 # what is installed in the root filesystem it runs in: one package per Debian
 # package dpkg knows as installed (name, version, architecture, source package

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_audit.h - the seam between `ecworker audit` (worker/cmd/audit.c) and
  * the job types that can be audited (the optional `audit` member of struct
  * ecw_job_type): what a finding is, how a job reports one, and the pure

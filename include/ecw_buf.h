@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_buf.h - a growable byte buffer with a hard cap (after curl's dynbuf).
  * The caller owns the struct (ecw_buf_init / ecw_buf_dispose); the bytes are
  * always NUL-terminated so text can be used as a C string. Appending past the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_cancel.h - a cancellation that every wait can watch: the storage
  * client's socket waits and retry sleeps, the worker's naps. Fired once (by
  * the signal thread, at the end of the shutdown grace, ...) or cut off by a

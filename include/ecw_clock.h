@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_clock.h - time, sleep and randomness behind one seam, so backoff and
  * lease logic can be tested without waiting: unit tests link with
  * -Wl,--wrap=ecw_sleep_ms and record the sleeps instead. */

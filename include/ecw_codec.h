@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_codec.h - base64 (RFC 4648, standard alphabet, padded; base64.c),
  * UTF-8 decoding (utf8.c), JSON string literals (json_quote.c) and text safe
  * for a terminal (term_escape.c), written to caller-owned ecw_bufs. Decoding is strict: what the service or a message

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_config.h - the worker's configuration: read from YAML as a node tree
  * (ecw_node.h: ${VAR} / ${VAR:-default} expanded), every key checked, and
  * every error reported with file:line:column. Jobs read their own settings
@@ -66,7 +67,7 @@ struct ecw_config {
 		char *poison_queue; /* default <queue>-poison */
 		int batch_size;     /* 1..32, default 16 */
 		int concurrency;    /* 1..256, default 16 */
-		/* The adaptive limit's floor (worker/limiter.h): while storage
+		/* The adaptive limit's floor (worker/runtime/limiter.h): while storage
 		 * throttles, fewer jobs run, not fewer than this; 1..concurrency,
 		 * default 1; = concurrency: a fixed number. */
 		int concurrency_min;
@@ -79,7 +80,7 @@ struct ecw_config {
 		int64_t poll_min_ms;           /* default 100ms */
 		int64_t poll_max_ms;           /* >= min, default 10s */
 		int64_t shutdown_grace_ms;     /* default 25s */
-		/* The storage circuit (worker/circuit.h): outage-class failures in a
+		/* The storage circuit (worker/runtime/circuit.h): outage-class failures in a
 		 * row before a probe may open it (0..1000, 0: never; default 3),
 		 * and the probe's doubling wait while open. */
 		int circuit_failures;
@@ -109,8 +110,8 @@ struct ecw_config {
 	} metrics;
 	struct ecw_job_def *jobs;
 	size_t njobs;
-	struct ecw_schedule_set *schedules;   /* `schedules:` (worker/schedule.h); NULL when none */
-	struct ecw_migration_set *migrations; /* `migrations:` (worker/migrate.h); NULL when none */
+	struct ecw_schedule_set *schedules;   /* `schedules:` (worker/schedule/schedule.h); NULL when none */
+	struct ecw_migration_set *migrations; /* `migrations:` (worker/migrate/migrate.h); NULL when none */
 };
 
 /* Reads and checks path. Returns 0, or ECW_EINVALID with every problem in errs

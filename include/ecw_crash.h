@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_crash.h - named crash points (worker/base/crash.c), passed after each
  * step of a job, a migration or a schedule, so that tests can stop the work
  * dead after any step and check that a fresh worker converges. */

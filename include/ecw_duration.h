@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_duration.h - durations as the configuration and the command line write
  * them: an integer and a unit, "250ms", "2s", "5m", "1h" (or "0" alone). */
 #ifndef ECW_DURATION_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_entity.h - a table entity: PartitionKey, RowKey and a bag of typed
  * properties that keeps each property's EDM type exactly through read and
  * write, so an entity read from one table and written to another is identical.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_err.h - the status codes every fallible ecworker function returns, and
  * the per-thread "last error" that explains the most recent failure: a one-line
  * message (never containing a secret), the HTTP status, the service's error code

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_job.h - the seam between the runtime and the job types. A job type is a
  * const ops table (jobs/<type>.c) listed in the registry (jobs/registry.c).
  * The runtime decodes a message, finds the configured job, and calls run with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_log.h - structured logging on stderr: one JSON object per line (or
  * "time LEVEL event k=v ..." text). A line is built field by field and written
  * with one write(2), so lines from threads never interleave. Registered

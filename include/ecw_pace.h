@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_pace.h - a token bucket for commands that write at an operator's chosen
  * rate (backfill, poison replay): one token per message, refilled at `rate`
  * per second, at most one second's worth banked, starting with one token. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_progress.h - the one-line progress report long commands (backfill, poison
  * replay and purge, scans) redraw on stderr at most once a second when it is
  * a terminal: what was done, the rate and, when the total is known, the ETA;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_storage.h - the Azure Storage Queue and Table REST client.
  * An ecw_account is a parsed connection string, or endpoints plus an Entra ID
  * token credential (ecw_token.h), set up once and then shared between threads. An ecw_client is one connection's worth of state (a libcurl handle

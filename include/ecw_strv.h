@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_strv.h - a NULL-terminated array of heap strings, itself on the heap
  * (what ecw_node_string_list returns, and the lists job types build). */
 #ifndef ECW_STRV_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_template.h - key templates (jobs/template.c): what a job or a
  * migration writes a key or a filter from, given an entity. */
 #ifndef ECW_TEMPLATE_H

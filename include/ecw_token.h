@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_token.h - the Entra ID token credential: where a storage access token
  * comes from (a Kubernetes workload identity's federated token exchanged at
  * the Entra token endpoint, or a managed identity's IMDS / App Service style

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ecw_version.h - the program's version and the name a worker goes by in
  * envelopes, schedule claims and logs (worker/base/version.c). */
 #ifndef ECW_VERSION_H

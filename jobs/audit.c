@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* audit.c - what the job types' audits share (ecw_audit.h): counting and
  * handing on findings, pacing, the paced reads of a pass, the repair
  * through a job's run (or its message), and the pure rules that judge one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* common.c - the job API's helpers (ecw_job.h) the job types share: reading
  * the settings every type has (table names and key templates, with errors at
  * the value's line and column; filters lexed as OData), the lease check before a write, and how the

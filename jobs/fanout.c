@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fanout.c - denormalization: copies of some of a source entity's
  * properties kept in every target entity that `filter` selects, e.g. a
  * customer's Name in each of its orders as CustomerName.

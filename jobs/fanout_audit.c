@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fanout_audit.c - `ecworker audit` for fanout jobs (ecw_audit.h; the job is
  * jobs/fanout.c, what the two share is jobs/fanout_private.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fanout_private.h - what the fanout job (jobs/fanout.c) shares with its
  * audit (jobs/fanout_audit.c) and no one else: the settings, the copies a
  * source gives its targets (what run's step 3 compares each target with,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* index.c - a secondary index: one index entry per source entity, in another
  * table (or another partition of the source's own table), at keys rendered
  * from the source by templates, holding the source's keys and copies of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* index_audit.c - `ecworker audit` for index jobs (ecw_audit.h; the job is
  * jobs/index.c, whose header describes the entries and the
  * back-references; what the two share is jobs/index_private.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* index_list.c - index lists: for every value, one entity listing the keys of
  * every source entity with that value (every employee whose LastName is
  * "Jones"), kept by optimistic concurrency so that many workers can edit one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* index_list_audit.c - the audit of index-list jobs (ecw_audit.h; the job is
  * jobs/index_list.c, whose header describes the lists, the references and
  * their intents). What a job must compute exactly as run does comes from

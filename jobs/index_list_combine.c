@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* index_list_combine.c - coalesced writes of a hot index list: within one
  * worker, the changes runs make to the same list while a write of it is in
  * flight go to storage together, in one read-modify-write, instead of each

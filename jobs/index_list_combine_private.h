@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* index_list_combine_private.h - the combiner of the index-list job
  * (jobs/index_list_combine.c): changes to one list that runs of one worker
  * make at the same time go to storage together, in one read-modify-write.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* index_list_private.h - what the index-list job (jobs/index_list.c) shares
  * with its audit (jobs/index_list_audit.c), and with no one else: the
  * settings, the target list a source computes to, a list's keys, the sorted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* index_list_store.c - how an index list is stored: reading a whole list
  * (its keys, sorted, and what a conditional write of it needs) and writing
  * a changed list back atomically, conditional on what was read. The job

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* index_private.h - what the index job (jobs/index.c) shares with its audit
  * (jobs/index_audit.c), and with no one else: the settings, the properties
  * of an entry and of a back-reference, a set of locations, a run, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* jobs_private.h - what the job types share with each other and with no one
  * else: times as keys, dated table names, source-key hashes. What the
  * migrations use as well (key templates, the settings readers) is public, in

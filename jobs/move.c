@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* move.c - archive and restore: the eventually consistent transactions
  * pattern. `from` holds the entity, `to` should hold it instead.
  *

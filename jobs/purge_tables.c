@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* purge_tables.c - the high-volume delete pattern: data lands in one table
  * per day (or hour), e.g. Logins20201011, and expires a whole table at a
  * time. Deleting a table is one request, where deleting its entities would

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* registry.c - every job type ecworker knows, by the name used as `type:` in
  * the configuration. Adding a job type is one new file and one line here
  * (the helpers the types call are in common.c, so no type calls back into

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rollup.c - time-window aggregates of raw readings: the average, minimum,
  * maximum, sum and count of a device's readings per hour, day or week,
  * kept in an aggregate entity per window and recomputed from the raw rows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rollup_private.h - the parts of the rollup job type (jobs/rollup.c) that
  * the unit tests check without a service: window arithmetic, the message's
  * window_start, the range filter, and the aggregation of rows. Only rollup.c

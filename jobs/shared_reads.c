@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* shared_reads.c - single-entity reads of one worker's runs, served together
  * when they meet: while a read of a partition is in flight, the reads of that
  * table and partition that other runs ask for wait, and the first of them to

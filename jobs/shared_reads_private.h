@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* shared_reads_private.h - reads of single entities that runs of one worker
  * ask for at the same time, served together (jobs/shared_reads.c): the
  * reads of one table and partition that wait while a read of that partition

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* template.c - key and filter templates (see jobs_private.h). A template is
  * compiled once at configuration time into literal and field parts, so a bad
  * template is a configuration error, and rendering is a walk over parts.

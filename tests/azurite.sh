@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # azurite.sh - sourced by tests/run-tests.sh and tests/demo.sh: starts and
 # stops in-memory Azurite instances on ports the kernel picks, so runs never
 # collide. Callers set AZURITE (the azurite binary), AZURITE_LOG and

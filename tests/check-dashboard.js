@@ -1,7 +1,8 @@
+// SPDX-License-Identifier: MIT
 // check-dashboard.js - checks the Grafana dashboard against the worker (make rules-test):
-//   node tests/check-dashboard.js DASHBOARD.json worker/metrics.c [PROMTOOL]
+//   node tests/check-dashboard.js DASHBOARD.json worker/telemetry/metrics.c [PROMTOOL]
 // - every metric a query names (panel targets, template variable queries) is
-//   one the worker exports: a family of worker/metrics.c (a histogram as its
+//   one the worker exports: a family of worker/telemetry/metrics.c (a histogram as its
 //   _bucket, _sum and _count series) or an unlabelled metric it renders with
 //   add_header; a renamed metric would leave a panel empty without a word;
 // - a selector's label matchers name labels that metric has (its own, `le` on
@@ -24,7 +25,7 @@ const { execFileSync } = require("child_process");
 
 const [dashPath, metricsPath, promtool] = process.argv.slice(2);
 if (!dashPath || !metricsPath) {
-	console.error("usage: node tests/check-dashboard.js DASHBOARD.json worker/metrics.c [PROMTOOL]");
+	console.error("usage: node tests/check-dashboard.js DASHBOARD.json worker/telemetry/metrics.c [PROMTOOL]");
 	process.exit(2);
 }
 
@@ -69,7 +70,7 @@ function queryProblems(where, expr, metrics) {
 		const tok = m[0];
 		if (/^\d/.test(tok) || m[1] || KEYWORDS.has(tok.toLowerCase())) continue;
 		n++;
-		if (!metrics.has(tok)) problems.push(`${where}: ${tok} is not a metric the worker exports (worker/metrics.c)`);
+		if (!metrics.has(tok)) problems.push(`${where}: ${tok} is not a metric the worker exports (worker/telemetry/metrics.c)`);
 	}
 	if (n === 0) problems.push(`${where}: names no metric: ${expr}`);
 	return problems;

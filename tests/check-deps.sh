@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # check-deps.sh - fails when a source file #includes a header its folder may
 # not see (make check-deps; CONTRIBUTING.md describes the layout).
 #
@@ -40,9 +41,9 @@ BASE="include/ecw_buf.h include/ecw_cancel.h include/ecw_clock.h include/ecw_cod
 	include/ecw_log.h include/ecw_pace.h include/ecw_progress.h include/ecw_strv.h include/ecw_version.h"
 
 RULES="
-private worker/migrate_private.h  worker/migrate.c worker/migrate_apply.c
-private worker/schedule_private.h worker/schedule.c worker/schedule_audit.c
-private worker/runtime_private.h  worker/runtime.c worker/runtime_idle.c worker/runtime_renew.c worker/runtime_take.c worker/deliver.c worker/shutdown.c worker/runtime_preflight.c
+private worker/migrate/migrate_private.h  worker/migrate/migrate.c worker/migrate/migrate_apply.c
+private worker/schedule/schedule_private.h worker/schedule/schedule.c worker/schedule/schedule_audit.c
+private worker/runtime/runtime_private.h  worker/runtime/runtime.c worker/runtime/runtime_idle.c worker/runtime/runtime_renew.c worker/runtime/runtime_take.c worker/runtime/deliver.c worker/runtime/shutdown.c worker/runtime/runtime_preflight.c
 private worker/storage/http_private.h worker/storage/http.c worker/storage/http_answer.c
 private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c
 private jobs/index_private.h   jobs/index.c jobs/index_audit.c
@@ -72,19 +73,40 @@ never include/ecw_config.h
 rule  jobs/ includes only include/ and jobs/, never ecw_config.h (the worker's schema): jobs read their settings through ecw_node.h
 
 files worker/main.c
-may   include/*.h worker/*.h worker/cmd/cmd.h
-never worker/*_private.h
-rule  main.c includes only include/, worker/*.h (not *_private.h) and, of worker/cmd, cmd.h
+may   include/*.h worker/cmd/cmd.h
+rule  main.c includes only include/ and, of worker/cmd, cmd.h: a table of commands, dispatch only
 
 files worker/*
 may   include/*.h worker/*.h
 never worker/*_private.h
-rule  the daemon (worker/*.c, worker/*.h) includes only include/ and worker/*.h: never a header of worker/cmd, worker/storage or jobs/, nor another file's *_private.h
+rule  what the commands and the daemon share (worker/*.c, worker/*.h: message, connect, poison, pause) includes only include/ and worker/*.h: it sits below every room of worker/
+
+files worker/telemetry/*
+may   include/*.h worker/telemetry/*.h
+rule  worker/telemetry (metrics, traces, OTLP) includes only include/ and worker/telemetry
+
+files worker/migrate/*
+may   include/*.h worker/migrate/*.h
+rule  worker/migrate includes only include/ and worker/migrate
+
+files worker/config/*
+may   include/*.h worker/config/*.h worker/schedule/schedule.h worker/migrate/migrate.h
+rule  worker/config (the schema, the YAML tree) includes only include/, worker/config and the parsers of the schedules and migrations sections (schedule.h, migrate.h)
+
+files worker/schedule/*
+may   include/*.h worker/schedule/*.h worker/*.h worker/telemetry/*.h
+never worker/*_private.h worker/telemetry/*_private.h
+rule  worker/schedule includes only include/, worker/schedule, what worker/ shares and worker/telemetry
+
+files worker/runtime/*
+may   include/*.h worker/runtime/*.h worker/*.h worker/telemetry/*.h worker/schedule/*.h
+never worker/*_private.h worker/telemetry/*_private.h worker/schedule/*_private.h
+rule  worker/runtime (the daemon) includes only include/, worker/runtime, what worker/ shares, worker/telemetry and worker/schedule: never a header of worker/cmd, worker/storage or jobs/, nor another room's *_private.h
 
 files worker/cmd/*
-may   include/*.h worker/*.h worker/cmd/*.h
-never worker/*_private.h
-rule  worker/cmd includes only include/, worker/*.h (not *_private.h) and worker/cmd/*.h
+may   include/*.h worker/cmd/*.h worker/*.h worker/runtime/*.h worker/schedule/*.h worker/migrate/*.h worker/telemetry/*.h
+never worker/*_private.h worker/*/*_private.h
+rule  worker/cmd includes only include/, worker/cmd, what worker/ shares and the public headers of worker/runtime, worker/schedule, worker/migrate and worker/telemetry (never a *_private.h)
 
 files tests/support/*
 may   include/*.h tests/support/*.h

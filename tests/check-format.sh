@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# check-format.sh FILE... - fails when a file differs from what clang-format
+# SPDX-License-Identifier: MIT
+# check-format.sh FILE... - fails when a file does not start with its SPDX
+# license line, or differs from what clang-format
 # makes of it with the committed .clang-format files (make check-format, which
 # passes every C file of the tree; make format rewrites them). Each file is
 # checked against the nearest .clang-format above it, as make format formats
@@ -32,6 +34,18 @@ if ! command -v "$CLANG_FORMAT" >/dev/null; then
 	exit 1
 fi
 version="$("$CLANG_FORMAT" --version | sed -E 's/.*version ([0-9][^ ]*).*/\1/')"
+
+# Every file says its license on its first line (LICENSE: MIT).
+unlicensed=()
+for f in "$@"; do
+	IFS= read -r first <"$f" || true
+	[[ "$first" == "/* SPDX-License-Identifier: MIT */" ]] || unlicensed+=("$f")
+done
+if [[ ${#unlicensed[@]} -gt 0 ]]; then
+	printf '%s: no license line: its first line must be /* SPDX-License-Identifier: MIT */\n' "${unlicensed[@]}" >&2
+	echo "check-format: ${#unlicensed[@]} file(s) without the SPDX line (LICENSE)" >&2
+	exit 1
+fi
 
 # No fallback: a file that finds no .clang-format is an error, not checked
 # against clang-format's own default style.

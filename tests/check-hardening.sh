@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # check-hardening.sh - fails when a program lacks a hardening property the
 # Makefile's HARDEN_CFLAGS and HARDEN_LDFLAGS give it, so a flag cannot
 # silently disappear (make check-hardening, in make test; make check-tests

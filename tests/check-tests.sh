@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # check-tests.sh - the tests of the source checks (make check-tests; make test
 # runs it first): check-deps and check-format must pass on a clean tree and
 # fail, naming the file and the rule, on each kind of violation; and
@@ -52,6 +53,7 @@ src() {
 	mkdir -p "$(dirname "$f")"
 	name="$(basename "$f" | tr -c 'a-zA-Z0-9\n' _)"
 	{
+		echo "/* SPDX-License-Identifier: MIT */"
 		echo "/* $(basename "$f"): synthetic, for tests/check-tests.sh */"
 		if [[ "$f" == *.h ]]; then
 			echo "#ifndef ${name^^}"
@@ -93,11 +95,14 @@ src worker/storage/table.c storage_private.h ecw_buf.h
 src jobs/jobs_private.h ecw_job.h
 src jobs/move.c jobs_private.h ecw_node.h
 src jobs/registry.c ecw_job.h
-src worker/runtime.h ecw_config.h
-src worker/runtime.c runtime.h ecw_job.h ecw_log.h
-src worker/migrate_private.h ecw_config.h
-src worker/migrate.c migrate_private.h runtime.h
-src worker/migrate_apply.c migrate_private.h ecw_storage.h
+src worker/message.h ecw_err.h
+src worker/message.c message.h
+src worker/runtime/runtime.h ecw_config.h
+src worker/runtime/runtime.c runtime.h message.h ecw_job.h ecw_log.h
+src worker/migrate/migrate_private.h ecw_config.h
+src worker/migrate/migrate.h ecw_config.h
+src worker/migrate/migrate.c migrate_private.h migrate.h
+src worker/migrate/migrate_apply.c migrate_private.h ecw_storage.h
 src worker/main.c cmd.h
 src worker/cmd/cmd.h
 src worker/cmd/backfill.h ecw_config.h
@@ -165,16 +170,17 @@ out="$("$T/tests/check-deps.sh" "$T" 2>&1)" && ok "check-deps: ROOT given" || fa
 
 STORAGE_RULE="worker/storage includes only include/ and worker/storage, never ecw_config.h"
 JOBS_RULE="jobs/ includes only include/ and jobs/, never ecw_config.h"
-DAEMON_RULE="the daemon (worker/*.c, worker/*.h) includes only include/ and worker/*.h"
+DAEMON_RULE="worker/runtime (the daemon) includes only include/, worker/runtime, what worker/ shares"
+SHARED_RULE="what the commands and the daemon share (worker/*.c, worker/*.h: message, connect, poison, pause) includes only include/ and worker/*.h"
 BASE_RULE="worker/base includes only the base headers of include/"
 BASEH_RULE="a base header includes only base headers"
 INCLUDE_RULE="include/ holds the seams between parts: its headers include only include/ headers"
-CMD_RULE="worker/cmd includes only include/, worker/*.h (not *_private.h) and worker/cmd/*.h"
-MAIN_RULE="main.c includes only include/, worker/*.h (not *_private.h) and, of worker/cmd, cmd.h"
+CMD_RULE="worker/cmd includes only include/, worker/cmd, what worker/ shares and the public headers of"
+MAIN_RULE="main.c includes only include/ and, of worker/cmd, cmd.h"
 SUPPORT_RULE="tests/support includes only include/ and tests/support"
 UNIQUE_RULE="a header name must resolve to exactly one file in the tree"
 GENERATED_RULE="a header the Makefile generates; only worker/cmd/version.c may include it"
-PRIVATE_RULE="worker/migrate_private.h is private to worker/migrate.c and worker/migrate_apply.c"
+PRIVATE_RULE="worker/migrate/migrate_private.h is private to worker/migrate/migrate.c and worker/migrate/migrate_apply.c"
 
 # include_case NAME FILE HEADER RULE: FILE of the clean tree including HEADER
 # is one violation, reported at FILE:1 with RULE.
@@ -197,12 +203,15 @@ storage includes a daemon header                | worker/storage/table.c        
 jobs include a daemon header                    | jobs/move.c                      | runtime.h           | $JOBS_RULE
 jobs include ecw_config.h                       | jobs/move.c                      | ecw_config.h        | $JOBS_RULE
 jobs include storage's private header           | jobs/move.c                      | storage_private.h   | $JOBS_RULE
-jobs include a daemon header by a relative path | jobs/move.c                      | ../worker/runtime.h | $JOBS_RULE
-the daemon includes cmd.h                       | worker/runtime.c                 | cmd.h               | $DAEMON_RULE
-the daemon includes storage's private header    | worker/runtime.h                 | storage_private.h   | $DAEMON_RULE
-the daemon includes jobs' private header        | worker/runtime.c                 | jobs_private.h      | $DAEMON_RULE
-migrate_private.h outside migrate*.c            | worker/runtime.c                 | migrate_private.h   | $PRIVATE_RULE
+jobs include a daemon header by a relative path | jobs/move.c                      | ../worker/runtime/runtime.h | $JOBS_RULE
+the daemon includes cmd.h                       | worker/runtime/runtime.c         | cmd.h               | $DAEMON_RULE
+the daemon includes storage's private header    | worker/runtime/runtime.h         | storage_private.h   | $DAEMON_RULE
+the daemon includes jobs' private header        | worker/runtime/runtime.c         | jobs_private.h      | $DAEMON_RULE
+the daemon includes migrate.h                   | worker/runtime/runtime.c         | migrate.h           | $DAEMON_RULE
+what worker/ shares includes the runtime        | worker/message.c                 | runtime.h           | $SHARED_RULE
+migrate_private.h outside migrate*.c            | worker/runtime/runtime.c         | migrate_private.h   | $PRIVATE_RULE
 main.c includes a command's header              | worker/main.c                    | backfill.h          | $MAIN_RULE
+main.c includes the runtime                     | worker/main.c                    | runtime.h           | $MAIN_RULE
 a command includes migrate_private.h            | worker/cmd/run.c                 | migrate_private.h   | $PRIVATE_RULE
 a command includes jobs' private header         | worker/cmd/run.c                 | jobs_private.h      | $CMD_RULE
 base includes ecw_storage.h                     | worker/base/log.c                | ecw_storage.h       | $BASE_RULE
@@ -211,7 +220,7 @@ a base header includes a daemon header          | include/ecw_buf.h             
 a base header includes ecw_config.h             | include/ecw_log.h                | ecw_config.h        | $BASEH_RULE
 a seam includes a daemon header                 | include/ecw_storage.h            | runtime.h           | $INCLUDE_RULE
 test support includes jobs' private header      | tests/support/test_jobs.c        | jobs_private.h      | $SUPPORT_RULE
-an include that names no file                   | worker/runtime.c                 | nowhere.h           | $UNIQUE_RULE; this one names none
+an include that names no file                   | worker/runtime/runtime.c         | nowhere.h           | $UNIQUE_RULE; this one names none
 the generated build header outside version.c    | worker/cmd/run.c                 | ecw_build_info.h    | $GENERATED_RULE
 EOF
 
@@ -222,10 +231,10 @@ deps_case "a header jobs/ see pulls in ecw_config.h" 1 \
 	"include/ecw_job.h:1: \"ecw_config.h\" may not be included here: $JOBS_RULE"
 fresh
 DEST="$T" src jobs/runtime.h
-deps_case "a header name defined twice" 5 \
-	"jobs/runtime.h: \"runtime.h\" is also defined in worker/runtime.h: $UNIQUE_RULE" \
-	"worker/runtime.h: \"runtime.h\" is also defined in jobs/runtime.h: $UNIQUE_RULE" \
-	"worker/runtime.c:3: \"runtime.h\" may not be included here: $UNIQUE_RULE; this one names jobs/runtime.h worker/runtime.h"
+deps_case "a header name defined twice" 4 \
+	"jobs/runtime.h: \"runtime.h\" is also defined in worker/runtime/runtime.h: $UNIQUE_RULE" \
+	"worker/runtime/runtime.h: \"runtime.h\" is also defined in jobs/runtime.h: $UNIQUE_RULE" \
+	"worker/runtime/runtime.c:4: \"runtime.h\" may not be included here: $UNIQUE_RULE; this one names jobs/runtime.h worker/runtime/runtime.h"
 fresh
 DEST="$T" src worker/extra/thing.c ecw_buf.h
 deps_case "a folder with no rules" 1 "worker/extra/thing.c: is in no room of tests/check-deps.sh"
@@ -233,7 +242,7 @@ deps_case "a folder with no rules" 1 "worker/extra/thing.c: is in no room of tes
 # ---- check-format -----------------------------------------------------------
 
 # One file per folder make check-format covers.
-FORMAT_FILES=(include/ecw_buf.h worker/base/log.c worker/storage/table.c jobs/move.c worker/runtime.c
+FORMAT_FILES=(include/ecw_buf.h worker/base/log.c worker/storage/table.c jobs/move.c worker/runtime/runtime.c
 	worker/cmd/run.c tests/support/test_jobs.c tests/unit/test_buf.c tests/integration/test_run.c
 	tests/fuzz/fuzz_x.c tests/tools/tool.c)
 
@@ -245,14 +254,14 @@ else
 fi
 
 fresh
-printf 'int  badly( void ){return 1;}\n' >>"$T/worker/runtime.c"
+printf 'int  badly( void ){return 1;}\n' >>"$T/worker/runtime/runtime.c"
 rc=0
 out="$(make -s -C "$T" check-format 2>&1)" || rc=$?
-if [[ $rc -ne 0 ]] && grep -q -E '^worker/runtime.c: [0-9]+ place\(s\) to format' <<<"$out" &&
+if [[ $rc -ne 0 ]] && grep -q -E '^worker/runtime/runtime.c: [0-9]+ place\(s\) to format' <<<"$out" &&
 	grep -q -E '^check-format: [0-9]+ place\(s\) in 1 file\(s\) differ' <<<"$out"; then
 	ok "check-format: a badly formatted line fails, naming its file"
 else
-	fail "check-format: a badly formatted line in worker/runtime.c (exit $rc)" "$out"
+	fail "check-format: a badly formatted line in worker/runtime/runtime.c (exit $rc)" "$out"
 fi
 out="$(make -s -C "$T" format check-format 2>&1)" &&
 	ok "check-format: make format fixes it" || fail "check-format: make format did not fix it" "$out"
@@ -260,16 +269,16 @@ out="$(make -s -C "$T" format check-format 2>&1)" &&
 # The tests' own .clang-format: the same long call is continued with tabs in
 # worker/, with spaces in tests/, and make format and check-format agree.
 fresh
-for f in worker/runtime.c tests/unit/test_buf.c; do
+for f in worker/runtime/runtime.c tests/unit/test_buf.c; do
 	printf 'int long_call(void)\n{\n\treturn some_function_with_a_long_name(argument_number_one, %s);\n}\n' \
 		"argument_number_two, argument_number_three, argument_number_four" >>"$T/$f"
 done
 if out="$(make -s -C "$T" format check-format 2>&1)" &&
-	grep -q -P '^\t\t\t\t\t +argument_number_four\);' "$T/worker/runtime.c" &&
+	grep -q -P '^\t\t\t\t\t +argument_number_four\);' "$T/worker/runtime/runtime.c" &&
 	grep -q -P '^\t {20,}argument_number_four\);' "$T/tests/unit/test_buf.c"; then
 	ok "check-format: tests/.clang-format applies to the tests only"
 else
-	fail "check-format: tests/.clang-format" "$out$(grep -h -B1 'argument_number_four' "$T/worker/runtime.c" \
+	fail "check-format: tests/.clang-format" "$out$(grep -h -B1 'argument_number_four' "$T/worker/runtime/runtime.c" \
 		"$T/tests/unit/test_buf.c" | cat -A)"
 fi
 
@@ -287,6 +296,16 @@ if [[ $rc -ne 0 && ${#missing[@]} -eq 0 ]]; then
 	ok "check-format: covers every folder"
 else
 	fail "check-format: not reported: ${missing[*]} (exit $rc)" "$out"
+fi
+
+fresh
+sed -i 1d "$T/jobs/move.c"
+rc=0
+out="$(make -s -C "$T" check-format 2>&1)" || rc=$?
+if [[ $rc -ne 0 ]] && grep -q -F 'jobs/move.c: no license line' <<<"$out"; then
+	ok "check-format: a file without its SPDX license line fails, naming it"
+else
+	fail "check-format: jobs/move.c without its SPDX line (exit $rc)" "$out"
 fi
 
 fresh
@@ -326,18 +345,18 @@ real_case() {
 }
 real_case worker/storage/table.c ecw_config.h "$STORAGE_RULE"
 real_case jobs/move.c runtime.h "$JOBS_RULE"
-real_case worker/runtime.c cmd.h "$DAEMON_RULE"
+real_case worker/runtime/runtime.c cmd.h "$DAEMON_RULE"
 real_case worker/base/log.c ecw_storage.h "$BASE_RULE"
 real_case include/ecw_buf.h runtime.h "$BASEH_RULE"
 real_case include/ecw_storage.h runtime.h "$INCLUDE_RULE"
 
 if out="$(cd "$REAL" && make -s check-format 2>&1)"; then
-	printf 'int  badly( void ){return 1;}\n' >>"$REAL/worker/runtime.c"
+	printf 'int  badly( void ){return 1;}\n' >>"$REAL/worker/runtime/runtime.c"
 	rc=0
 	out="$(cd "$REAL" && make -s check-format 2>&1)" || rc=$?
-	[[ $rc -ne 0 ]] && grep -q -E '^worker/runtime.c: [0-9]+ place\(s\) to format' <<<"$out" &&
+	[[ $rc -ne 0 ]] && grep -q -E '^worker/runtime/runtime.c: [0-9]+ place\(s\) to format' <<<"$out" &&
 		ok "check-format on the real tree: a badly formatted line fails" ||
-		fail "check-format on the real tree: a badly formatted line in worker/runtime.c (exit $rc)" "$out"
+		fail "check-format on the real tree: a badly formatted line in worker/runtime/runtime.c (exit $rc)" "$out"
 else
 	echo "check-tests: note: the real tree is not formatted yet ($(grep '^check-format:' <<<"$out" | tail -n 1))"
 fi

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # checks.sh - sourced by the shell-level tests (tests/image/image-test.sh,
 # tests/package/deb-test.sh): the counting of checks and the wait for the
 # archive move both tests make. Set CHECKS_NAME (the summary line's name) and

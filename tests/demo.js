@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // demo.js - the application side of `make demo`, written with the official
 // Azure SDK for JavaScript: it seeds and changes entities the way an app
 // would, and shows what ecworker derived from them.

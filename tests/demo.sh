@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # demo.sh ECWORKER: the table design patterns on a local in-memory Azurite.
 # An application (tests/demo.js, the official Azure SDK for JavaScript) seeds
 # employees, customers and orders; `ecworker backfill` builds the email index,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # deps.sh apt PKG... | node | promtool DIR
 # Installs what a fresh Debian machine lacks, and nothing when all is there,
 # so a second `make deps` costs a few dpkg queries.

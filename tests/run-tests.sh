@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run-tests.sh - runs ecworker's test binaries and reports one line per binary.
 #
 #   tests/run-tests.sh BUILD_DIR [--unit-only|--integration-only]

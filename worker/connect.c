@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* connect.c - accounts and clients from the configuration (see connect.h).
  *
  * storage.auth: key reads the connection string (AccountKey or SAS). The

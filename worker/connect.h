@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* connect.h - from the configuration's storage section to an account (the
  * endpoints and the credential) and the client options every command uses.
  * Commands call these instead of parsing the connection string themselves,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* main.c - the table of commands and dispatch only: the first argument names
  * a command (one file each in worker/cmd/, behind cmd.h); every other object
  * links into the tests. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* message.c - decoding and encoding job messages (see message.h). */
 #include <json-c/json.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* message.h - the job message: a JSON object
  *   {"job":"<configured name>","pk":"...","rk":"...","id":"optional trace id",
  *    "traceparent":"optional W3C trace context (trace.h)", ...}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pause.c - a queue's fleet-wide pause in its metadata (pause.h). */
 #include <stdio.h>
 #include <stdlib.h>

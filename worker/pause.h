@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pause.h - a queue paused for the whole fleet (`ecworker pause`), kept in
  * the queue's own metadata so that the one Get Queue Metadata a worker makes
  * for its backlog gauges also tells it whether to receive (queue_watch.h):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* poison.c - building and reading poison envelopes, and filtering them (see
  * poison.h). */
 #define _XOPEN_SOURCE 700 /* strptime */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* poison.h - the poison envelope: what the worker puts on the poison queue
  * for a message it gives up on, so people can see what failed and why and
  * replay `original` byte for byte. This module owns the format: building an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // enqueue.js - the application's side of a change in deploy/compose.yaml: one
 // message per changed entity, put on the worker's queue with the official SDK.
 "use strict";

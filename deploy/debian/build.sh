@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # build.sh BINARY VERSION OUTDIR - what `make deb` runs: stages the package's
 # tree from the normal build and the files of deploy/debian/, and builds
 # OUTDIR/ecworker_VERSION_ARCH.deb with `dpkg-deb --build --root-owner-group`

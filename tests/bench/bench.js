@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // bench.js - `make bench`: ecworker measured against a local Azurite, and
 // side by side with the worker a team would otherwise write with the official
 // SDK (sdk-worker.js). Prints one table and writes BUILD/bench/bench.json.

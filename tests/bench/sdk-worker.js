@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sdk-worker.js - the archive worker a team would otherwise write with the
 // official Azure SDK for JavaScript, for `make bench` to run side by side with
 // ecworker on the same workload. Written the way the SDK samples write it:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # distro-check.sh RELEASE [WORK_DIR] - what `make distro-check DISTRO=RELEASE`
 # runs: the project built and its unit tests run inside a clean root
 # filesystem of another Debian release, as a new user of that release would.

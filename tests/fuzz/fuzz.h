@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz.h - what every libFuzzer target in tests/fuzz/ shares: copies of the
  * input that make the sanitizers see any read past its end, and a check that
  * stops the target (libFuzzer saves the input) when an invariant breaks. */

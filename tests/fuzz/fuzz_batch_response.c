@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_batch_response.c - the entity group transaction ($batch) response
  * parser (ecw_batch_parse_response, worker/storage/batch.c): multipart
  * bodies with boundaries read from Content-Type headers, a changeset of

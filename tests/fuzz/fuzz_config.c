@@ -1,5 +1,6 @@
-/* fuzz_config.c - the YAML configuration (ecw_config_parse: worker/node.c
- * and worker/config.c) with the real job types' settings readers (jobs/),
+/* SPDX-License-Identifier: MIT */
+/* fuzz_config.c - the YAML configuration (ecw_config_parse: worker/config/node.c
+ * and worker/config/config.c) with the real job types' settings readers (jobs/),
  * from a buffer.
  * Invariants: success means no error lines and a configuration; failure
  * means ECW_EINVALID (or ENOMEM), no configuration and at least one error;

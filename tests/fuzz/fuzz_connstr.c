@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_connstr.c - connection strings (ecw_account_parse and
  * ecw_account_parse_endpoints, worker/storage/account.c), then a request URL
  * and, with a key, a Shared Key signature made from the parsed account.

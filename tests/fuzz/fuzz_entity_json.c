@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_entity_json.c - reading an entity as the Table service returns it
  * (ecw_entity_from_json, worker/storage/entity.c) and the round trip through
  * ecw_entity_to_json: an entity that parses writes JSON that parses back to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_http_answer.c - http.c's reading of an HTTP/1.1 answer: status line,
  * headers, interim 1xx answers, Content-Length, chunked bodies with
  * extensions and trailers, bodies up to the close (ecw_http_read_fd on one

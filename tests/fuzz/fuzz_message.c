@@ -1,5 +1,6 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_message.c - the job message decoder (worker/message.c) and its
- * traceparent (worker/trace.c), fed whatever a
+ * traceparent (worker/telemetry/trace.c), fed whatever a
  * queue message may hold: JSON, base64 of JSON, or anything else.
  * Invariants for a message that decodes: it has no NUL byte (neither JSON
  * nor base64 has one), job is non-empty, pk and rk pass the

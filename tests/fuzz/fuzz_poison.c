@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_poison.c - reading poison messages (ecw_poison_parse, worker/poison.c):
  * whatever text an operator's poison queue holds, an ecworker envelope or a
  * foreign message, then its `poison list --json` form, the filters, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_queue_xml.c - the Queue service's XML answers (worker/storage/xml.c):
  * message lists as receive and peek return them (ecw_xml_parse_messages) and
  * error bodies (ecw_xml_parse_error), from the same input.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_template.c - key and filter templates (jobs/template.c): compiled from
  * the input's first line, as a key and as a filter, and rendered (plain, and
  * as OData) against a fixed entity that has every EDM type, whose string

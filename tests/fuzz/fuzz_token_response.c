@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_token_response.c - what a token endpoint (Entra ID, the instance
  * metadata service, App Service) answers, as worker/storage/token.c reads it.
  * Byte 0 picks the reader, the rest is the answer's body:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run-fuzz.sh - runs ecworker's libFuzzer targets, one after the other, and
 # reports one line per target (like run-tests.sh does for test binaries).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # base-images.sh CACHE_DIR [RELEASE]: makes debian:RELEASE and
 # debian:RELEASE-slim (RELEASE trixie, the default, or bookworm) available to
 # podman on a machine that reaches Debian's package repository but no image

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // entities.js - the application side of `make image-test`, with the official
 // Azure SDK for JavaScript: puts one employee in Employees, and then says
 // whether the worker in the image has moved it to EmployeesArchive.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # image-pin-test.sh WORKDIR: tests deploy/image-pin.sh (make image-pin) without
 # a registry, on copies of deploy/Dockerfile in WORKDIR:
 #  - pinned against a local OCI layout (skopeo copy of the local

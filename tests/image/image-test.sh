@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # image-test.sh - what `make image-test` runs (after `make deps`):
 #  1. the deployment files: yamllint on deploy/, `kubectl kustomize` of each
 #     overlay, strict schemas (validate.js), `docker-compose config`, a config
@@ -151,7 +152,9 @@ label() { inspect "{{index .Config.Labels \"$1\"}}"; }
 for l in title description version revision created base.name documentation; do
 	[[ -n "$(label "org.opencontainers.image.$l")" ]] || die "label org.opencontainers.image.$l is missing"
 done
-ok "user 10001, entrypoint, cmd, STOPSIGNAL SIGTERM, port 9464, HEALTHCHECK, OCI labels"
+[[ "$(label org.opencontainers.image.licenses)" == MIT ]] ||
+	die "label org.opencontainers.image.licenses is '$(label org.opencontainers.image.licenses)', not MIT (LICENSE)"
+ok "user 10001, entrypoint, cmd, STOPSIGNAL SIGTERM, port 9464, HEALTHCHECK, OCI labels, licenses MIT"
 version="$(make --no-print-directory -s print-version)"
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+ ]] || die "make print-version says '$version'"
 [[ "$(label org.opencontainers.image.version)" == "$version" ]] ||

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // validate.js - strict checks of the deployment files, for make image-test.
 //   node validate.js k8s OVERLAY=RENDERED.yaml... | compose FILE | container-apps FILE
 // k8s: every document of `kubectl kustomize` output. Kubernetes kinds are type

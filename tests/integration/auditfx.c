@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* auditfx.c - `ecworker audit` as a process (auditfx.h). */
 #include "auditfx.h"
 #include "itest.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* auditfx.h - `ecworker audit` as a process, for the integration tests of the
  * audit (test_audit.c, test_audit_fanout.c, test_audit_index_list.c): one run
  * with its exit code and stdout, and the --json line of one job with its

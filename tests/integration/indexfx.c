@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* indexfx.c - see indexfx.h. */
 #include "indexfx.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* indexfx.h - the fixture of the tests of the `index` job run as a process (test_job_index.c,
  * test_job_index_races.c): cmocka's state owns a struct wfx (the job queue t->queue, the source t->table
  * and the index t->table2, named only: the workers create them; ix_extra_table names more), the workers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* indexlistfx.c - see indexlistfx.h. */
 #include "indexlistfx.h"
 

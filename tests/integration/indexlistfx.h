@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* indexlistfx.h - the fixture of the tests of the index-list job run as a process (test_job_index_list.c,
  * test_job_index_list_races.c, test_job_index_list_poison.c): cmocka's state owns a struct wfx (the job
  * queue t->queue, Employees t->table and the list table t->table2, created), the workers on the job

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* itest.c - see itest.h. */
 #include "itest.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* itest.h - shared helpers for the integration tests, which run against a real
  * Azurite started by tests/run-tests.sh: an account and client built from
  * ECW_TEST_CONNECTION_STRING, names no two tests share, and assertions that

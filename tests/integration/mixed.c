@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mixed.c - the mixed-workload scenario runner (see mixed.h): the fixture, the worker processes and the
  * run; the application, the judge and the chaos are in mixed_app.c, mixed_judge.c and mixed_chaos.c
  * (mixed_private.h is what they share).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mixed.h - the mixed-workload scenario runner of test_jobs_mixed.c and
  * test_chaos.c: worker processes (build/ecworker-test) on one queue carrying
  * every job type over overlapping keys, producer threads acting like an

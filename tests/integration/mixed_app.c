@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mixed_app.c - the application of the mixed-workload scenario (mixed.c runs it; mixed_private.h): the
  * seed data, the plan, and the producer threads that carry it out. They change employees (LastName moves
  * between the same four lists, e-mail changes, both, and e-mail handovers where B takes the address A just

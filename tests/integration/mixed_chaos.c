@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mixed_chaos.c - what a chaos run of the mixed-workload scenario adds (struct mixed_chaos; mixed.c runs
  * it, mixed_private.h): the workers' traffic through tests/tools/faultproxy (503s, connection resets
  * before and after the service did the work, stalls past storage.request_timeout), an on-disk Azurite

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mixed_judge.c - the judge of the mixed-workload scenario (mixed.c runs it; mixed_private.h): the end
  * state against a full recomputation from the SOURCE tables alone (Employees, EmployeesArchive,
  * Customers): the whole index table (email entries with their copied properties, the lists' sorted Keys

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mixed_private.h - what the files of the mixed-workload scenario runner share (mixed.h is its interface
  * to the tests; this header is for these files only): the scenario's job names and keys, the fixture
  * (struct mx), the worker processes, the producer threads, the tally of the workers' logs and metrics,

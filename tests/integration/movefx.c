@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* movefx.c - see movefx.h. */
 #include "movefx.h"
 

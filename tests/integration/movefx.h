@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* movefx.h - the fixture of the tests of the move job run as a process (test_job_move.c,
  * test_job_move_crash.c, test_job_move_groups.c): cmocka's state owns a struct mv (a struct wfx with the
  * job queue, Employees and EmployeesArchive created, and the name of a third table for follow-up jobs),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* poisonfx.c - see poisonfx.h. */
 #include "poisonfx.h"
 

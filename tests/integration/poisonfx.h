@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* poisonfx.h - the fixture of the tests of `ecworker poison list | replay | purge` (test_poison_list.c,
  * test_poison_replay.c), run as an operator runs them: cmocka's state owns a struct px (a job queue and
  * its poison queue, created, on the shared Azurite or on one of the test's own, and a client for them),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* proc.c - see proc.h. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "proc.h"

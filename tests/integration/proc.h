@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* proc.h - process-level helpers for the integration tests that run the
  * worker binary (build/ecworker-test, with the test-only job types): start it
  * with posix_spawn (stdout and stderr to a log file), send signals, wait for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtimefx.c - see runtimefx.h. */
 #include "runtimefx.h"
 

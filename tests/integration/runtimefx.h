@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtimefx.h - the fixture of the tests that run the worker as a process on a queue of their own
  * (test_runtime.c, test_settle.c): cmocka's state owns a struct rtfx (a struct wfx, and the client the
  * helpers use, which a test may point at a private Azurite), the worker's config as those tests vary it

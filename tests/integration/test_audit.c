@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_audit.c - `ecworker audit` as a process against Azurite: an index job
  * converges through a worker (messages), then its tables are changed behind
  * the worker's back, one change per kind of drift, and a move job's two tables

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_audit_fanout.c - `ecworker audit` of fanout jobs as a process against
  * Azurite: customers (the source) whose Name is copied into their orders (the
  * targets, selected by CustomerId eq '{RowKey}', spread over two partitions)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_audit_index_list.c - `ecworker audit` on an index-list job
  * (jobs/index_list_audit.c) as a process against Azurite: the job converges
  * through a worker (messages; indexlistfx.h), then its tables are changed

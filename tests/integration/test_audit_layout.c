@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_audit_layout.c - the audit on the README's own layout
  * (config/demo.yaml's employee jobs): an index and an index-list sharing one
  * table, and archive and restore moves that chain into both (issue 33).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_audit_schedule.c - audit schedules (schedules: audit: JOB) in running
  * workers (build/ecworker-test) against the real Azurite, on a simulated
  * clock that stays inside one hourly window: an index job whose source was

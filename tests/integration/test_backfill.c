@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_backfill.c - `ecworker backfill`: one message per source entity, the
  * filter, the pacing, the summary, and the worker building derived data from
  * what backfill enqueued. */

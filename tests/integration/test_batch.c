@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_batch.c - entity group transactions against a real Azurite: 100
  * inserts with per-operation status and ETag, a mix of every operation, a
  * failing operation in the middle (its index reported, nothing applied), and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_chaos.c - the mixed workload of test_jobs_mixed.c under chaos
  * (tests/integration/mixed.c runs it and says what it checks): 4 workers on
  * one queue, every job type over overlapping keys, while

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_cli.c - ecworker's commands as a user runs them (build/ecworker-test
  * as a process): check-config lists every problem as FILE:LINE:COL and exits
  * 2, or exits 0 on a valid file; enqueue puts a well-formed message (plain or

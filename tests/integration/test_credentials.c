@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_credentials.c - how the worker process guards its secrets (issue 20,
  * item 9): it starts with the connection string read from the file
  * AZURE_STORAGE_CONNECTION_STRING_FILE names (as Kubernetes mounts a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_index_get.c - reading an index list as operators and applications do,
  * against Azurite: `ecworker index get` (worker/cmd/index.c) prints the list
  * a worker built, in order, its keys escaped for the terminal or quoted in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_interop.c - ecworker's client against the official Azure SDK for
  * JavaScript (tests/interop/sdk.js, pinned in tests/package.json), both ways:
  * messages an application sends (plain, or base64 as Azure Functions expect)

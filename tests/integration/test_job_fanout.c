@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_fanout.c - the fanout job type against a real Azurite: customers
  * (the source table) whose Name, Email, Limit (Double), Since (DateTime) and
  * RowKey are copied into their orders (the target table), either all orders

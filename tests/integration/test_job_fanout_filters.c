@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_fanout_filters.c - no key or value can change the structure of a
  * fanout filter (issue 20), against a real Azurite. Customers whose keys are
  * pieces of OData (`0 or true`, `x' or PartitionKey ne '`, `') or (1 eq 1`)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_index.c - the `index` job type as a process: build/ecworker-test runs against Azurite with an
  * index job over a source table, and the tests judge it by what it leaves in storage, compared with a full
  * recomputation from the source (every expected index entry and back-reference, exact properties and EDM

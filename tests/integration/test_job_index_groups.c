@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_index_groups.c - the index job's groups (index_run_group), as a process against Azurite:
  * messages on sources of one partition that a receive brings together run together, their sources read
  * with one query per 14 and their entries written in one entity group transaction per index partition.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_index_list.c - the index-list job (jobs/index_list.c) as a process: build/ecworker-test runs
  * against the real Azurite with a config written per test (its own queue, source table Employees =
  * t->table and list table = t->table2; indexlistfx.h), and each test judges it by what it leaves in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_index_list_hot.c - one hot index list (every employee named Jones) against the real Azurite:
  * the changes that the runs of one worker make to it at the same time are written together
  * (jobs/index_list_combine.c). Cases: 1,000 keys of one value with one worker at concurrency 16 (the

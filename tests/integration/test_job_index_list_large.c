@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_index_list_large.c - index lists past one property and one entity
  * (jobs/index_list_store.c), run by real workers against Azurite: one hot
  * value grown by two competing workers from one property to several to a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_index_list_poison.c - the index-list job (jobs/index_list.c) when its messages are poisoned: a
  * run that died after writing an intent leaves it in the employee's reference, and poisoning the message
  * hands the intent over (the job's abandon) so that a later run cleans it up. Cases: messages poisoned

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_index_list_races.c - the index-list job (jobs/index_list.c) when runs overlap or die midway,
  * as a process: build/ecworker-test runs against the real Azurite with a config written per test
  * (indexlistfx.h), and each test ends by comparing the list table with a full recomputation from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_index_races.c - the `index` job type when runs of one source overlap or die midway, as a
  * process: build/ecworker-test runs against Azurite with an index job over a source table (indexfx.h), and
  * each test ends by comparing the index table with a full recomputation from the source: two workers

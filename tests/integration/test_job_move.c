@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_move.c - the move job (archive and restore) and job chaining (`then:`), as a process:
  * build/ecworker-test runs against the real Azurite with a config written per test (its own queue, poison
  * queue and tables; movefx.h), and the tests judge it by what it leaves in the tables, the queues and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_move_crash.c - what a move must survive, as a process: build/ecworker-test runs the move job
  * (archive and restore) against the real Azurite with a config written per test (its own queue, poison
  * queue and tables; movefx.h), and the tests judge it by what it leaves in the tables and the queues and by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_move_groups.c - the move job's groups, as a process: messages of one partition that arrive
  * together run together, with entity group transactions (a transaction of copies, then one of deletes).
  * build/ecworker-test runs against the real Azurite with a config written per test (its own queue, poison
@@ -54,7 +55,7 @@ static void expect_successes(struct proc *p, char (*id)[64], size_t n, const cha
 /* One receive, run in groups. 28 employees in North and 4 in South, every
  * message enqueued before the worker starts (one job thread, receives of
  * 32) so that a receive brings them together; with them a message sent
- * twice (received together, the second rides with the first's run: worker/runtime.c),
+ * twice (received together, the second rides with the first's run: worker/runtime/runtime.c),
  * one for an employee that never existed (nothing may be written for it),
  * and in South a stale archive copy of one employee (another version, with
  * a property the source lacks). The South transaction of copies is then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_job_move_race.c - two runs of one move overlap (a duplicate message
  * on another worker): run 1 reads v1; before its copy write, the application
  * changes the employee and run 2 moves it completely. Run 1 must not put its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_jobs_mixed.c - every job type at once, as in production: several
  * worker processes compete on one queue that carries a mix of all the jobs
  * of config/demo.yaml over overlapping keys while producer threads act like

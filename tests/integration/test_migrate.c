@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_migrate.c - `ecworker migrate` against Azurite: a five-step migration
  * with a 5,000-entity copy killed mid-copy and run again (the copy equals the
  * source, types included), status listing each migration once, two runs at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_missing_table.c - a configuration mistake never costs derived data
  * (issue 33): a one-letter typo in the source tables of every job type
  * (index, index-list, fanout, move, rollup), on derived data that a correct

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_oauth.c - Entra ID authentication end to end: a worker configuration
  * with storage.auth: workload-identity (or managed-identity, IMDS style and
  * App Service style) gets a token from a token endpoint this test runs

@@ -1,5 +1,6 @@
+/* SPDX-License-Identifier: MIT */
 /* test_outage.c - a whole-service outage does not poison the backlog (the
- * storage circuit, worker/circuit.c): the table service goes away while the
+ * storage circuit, worker/runtime/circuit.c): the table service goes away while the
  * queue stays up, for longer than three times max_dequeue_count ×
  * retry_backoff.max, with a backlog of archive moves waiting; then it comes
  * back. The worker opens the circuit (one log line, /readyz not ready, the

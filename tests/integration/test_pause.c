@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_pause.c - `ecworker pause` and `resume` with a worker running (a
  * process on a real Azurite): once the queue is paused the worker receives
  * nothing from it (a message put then keeps dequeue count 0), finishes what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_percent_keys.c - keys holding '%' against Azurite: the client reads
  * such an entity through a $filter query and writes or deletes it through a
  * one-operation $batch (worker/storage/table.c; Azure has been reported to

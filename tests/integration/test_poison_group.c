@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_poison_group.c - `ecworker poison list --group-by` and `--group KEY` against a real Azurite, run as
  * an operator runs them (build/ecworker-test as a process; the fixture is poisonfx.h). The test puts 18
  * envelopes whose job, reason, error (four kinds, three of them with keys, numbers and request ids that

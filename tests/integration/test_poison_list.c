@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_poison_list.c - `ecworker poison list` and `purge` against a real Azurite, run as an operator runs
  * them (build/ecworker-test as a process; the fixture is poisonfx.h): the test builds poison envelopes
  * itself (ecw_poison_envelope, with chosen job, reason, failed_at and error), puts them on the poison

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_poison_replay.c - `ecworker poison replay` against a real Azurite, run as an operator runs it
  * (build/ecworker-test as a process; the fixture is poisonfx.h): the test builds poison envelopes itself
  * (ecw_poison_envelope, with awkward originals), puts them on the poison queue, runs the command, and then

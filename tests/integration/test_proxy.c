@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_proxy.c - which transport a client uses. Without proxy variables a
  * client sends through http.c, straight to the endpoint; a client made while
  * http_proxy (or https_proxy, all_proxy) is set sends through libcurl, which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_purge_tables.c - the purge-tables job and the table listing it stands
  * on, against the real Azurite. ecw_table_list: a prefix range over several
  * pages ($top forces them), nothing outside the prefix. The job, as a process

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_queue.c - the Queue client against a real Azurite: create, put,
  * receive, peek, update, delete, clear, count, visibility and TTL, the 64 KiB
  * limit with XML-special and multi-byte text, authentication and network

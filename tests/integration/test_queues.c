@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_queues.c - several job queues with weights (worker.queues) on a real
  * Azurite: with both backlogged, receives are shared by weight (4:1); each
  * queue's failures go to its own poison queue; pausing one leaves the other

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_retry.c - the retry policy on a real client against a real Azurite,
  * with failures injected through ecw_client_inject_faults (a -DECW_TESTING
  * seam): transient answers and resets are retried and the operation really

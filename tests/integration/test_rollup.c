@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_rollup.c - the rollup job type against a real Azurite: a month
  * (October 2020) of hourly water-tank readings for three devices in one
  * table (partitions tank-a_raw, tank-b_raw, tank-c_raw; RowKey = 10-digit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_runtime.c - the worker's loop and its threads, as a process: build/ecworker-test (the worker with
  * the test-only job types) runs against the real Azurite with a config written per test (its own queue,
  * poison queue and tables; runtimefx.h), and the tests judge it by what it leaves in storage, by its JSON

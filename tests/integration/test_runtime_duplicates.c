@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_runtime_duplicates.c - what the worker does with messages of one job and keys held at once, and
  * how much it holds together, as a process: build/ecworker-test runs against the real Azurite with a
  * config written per test (runtimefx.h), judged by the rows its test jobs write (test-count: one row per

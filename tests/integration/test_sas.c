@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_sas.c - SAS authentication against Azurite: an account SAS signed here
  * (the account-SAS string-to-sign of version 2019-02-02) drives both services
  * through a SAS-only connection string; a SAS with a wrong signature is an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_schedule.c - `schedules:` in running workers (build/ecworker-test)
  * against the real Azurite, on a simulated clock (ECW_TEST_CLOCK, shared by
  * every replica of a test): three replicas over many hourly windows enqueue

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_sigpipe.c - the worker binary whose stdout and stderr go to a pipe
  * nobody reads any more (a log collector that died): its writes must fail
  * with EPIPE, not kill it with SIGPIPE (exit 141). Each command starts with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_status.c - `ecworker status` against a real Azurite (build/ecworker-test
  * as a process): the approximate depth of the job and poison queues, the age
  * of their oldest visible message, the poison messages counted by job and

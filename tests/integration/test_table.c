@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_table.c - the Table client against a real Azurite: create, insert,
  * get, the write modes and If-Match, deletes, queries that follow
  * continuation tokens (with $filter, $select, $top and a limit), every EDM

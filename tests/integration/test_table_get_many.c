@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_table_get_many.c - ecw_table_get_many against a real Azurite: one
  * query per 14 distinct RowKeys (a filter of 15 comparisons is accepted),
  * each entity with the ETag a GET gives (the one to write If-Match with), the

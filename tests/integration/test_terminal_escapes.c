@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_terminal_escapes.c - what the operator commands print of a poison message reaches the terminal
  * escaped, against a real Azurite (build/ecworker-test as a process; the fixture is poisonfx.h). Poison
  * envelopes whose job, keys, reason and error hold terminal escape sequences (OSC retitle, clear screen,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_tls.c - https verifies certificates. The runner starts a second
  * Azurite queue service with a self-signed certificate
  * (ECW_TEST_HTTPS_QUEUE_PORT): a default client refuses it, at once and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_trace.c - W3C trace context end to end against a real Azurite (README
  * "Trace context and OTLP"): a message's traceparent puts its trace on every
  * log line about its run, the `then:` follow-up joins the trace under the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tokensrv.c - see tokensrv.h. */
 #define _GNU_SOURCE /* strcasestr */
 #include "tokensrv.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tokensrv.h - a token endpoint for the OAuth tests: a tiny HTTP/1.1 server
  * on 127.0.0.1 (one thread, one request per connection) that plays Entra ID's
  * v2.0 token endpoint (workload identity), IMDS, or an App Service identity

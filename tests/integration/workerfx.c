@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* workerfx.c - see workerfx.h. */
 #include "workerfx.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* workerfx.h - the fixture of the integration tests that run the worker over a queue and tables of their
  * own: cmocka's state owns a struct wfx (wfx_new allocates it, alone or at the head of a test's larger
  * struct; wfx_teardown kills what the test left running, deletes its queues and tables and frees it), the

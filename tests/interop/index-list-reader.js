@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // index-list-reader.js - how an application reads an index list that
 // ecworker keeps (README, "index-list: the format"), with the official Azure
 // SDK for JavaScript. The README shows this function; the interop tests

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sdk.js - the official Azure SDK for JavaScript, driven from the C interop
 // tests (tests/integration/test_interop.c) to prove that what ecworker writes
 // real applications read, and the other way round.

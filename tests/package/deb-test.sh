@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # deb-test.sh DEB - what `make deb-test` runs (after make deps, make deb and
 # make deb-check): the package installed into a fresh Debian root filesystem
 # and run there the way its systemd unit runs it.
@@ -141,6 +142,7 @@ expect_file /etc/ecworker/ecworker.env 600 root:root
 expect_file /usr/lib/systemd/system/ecworker.service 644 root:root
 expect_file /usr/lib/sysusers.d/ecworker.conf 644 root:root
 expect_file /usr/share/doc/ecworker/copyright 644 root:root
+grep -qx 'License: Expat' "$R/usr/share/doc/ecworker/copyright" || die "the copyright file does not grant the MIT (Expat) license"
 expect_file /usr/share/doc/ecworker/changelog.gz 644 root:root
 expect_file /usr/share/doc/ecworker/README.md.gz 644 root:root
 ok "files, modes and owners: program, man page, configuration, environment file (600), unit, sysusers.d, docs"

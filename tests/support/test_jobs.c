@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_jobs.c - job types for testing the runtime, compiled only into test
  * builds (-DECW_TESTING) and so never present in the shipped binary:
  *   test-noop   succeeds

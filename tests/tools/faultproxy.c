@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* faultproxy - a TCP proxy on loopback that adds latency and injects the
  * faults a storage client must ride through, for the chaos tests and the
  * benchmark's latency scenario. The kernel here has no netem and Debian has

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rtfloor.c - the CPU floor of one HTTP round trip on this machine: a client
  * that does nothing but send a small request on a keep-alive loopback
  * connection and read the answer (blocking send and recv, no TLS, no header

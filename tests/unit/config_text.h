@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config_text.h - what test_config.c and test_node.c share: configuration
  * text parsed as FILE_NAME, expecting no error or exactly so many at given
  * positions, and the environment every case starts from. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* support.c - the sleep recorder, the clock, the fake transport and the string helpers
  * the unit tests share (see support.h). */
 #include "support.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* support.h - what the unit tests share: a recorder for ecw_sleep_ms (the
  * binaries link with -Wl,--wrap=ecw_sleep_ms, so backoff never waits), a
  * clock tests can stop and move (ecw_now_ms, wrapped likewise), a fake

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* table_server.c - the in-memory Table service of table_server.h. Small on
  * purpose: linear scans over a fixed array of entities, a $filter reader for
  * the comparisons jobs and the client write, one changeset per $batch. Caps:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* table_server.h - an in-memory Table service behind the client's transport
  * seam, for unit tests that need answers to follow from what was written
  * rather than from a script: tables of entities answering get, insert,

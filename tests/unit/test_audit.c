@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_audit.c - `ecworker audit`'s comparison rules (jobs/audit.c), one case
  * per rule, and the move and index audits (jobs/move.c, jobs/index.c) run
  * against the in-memory Table service (table_server.h): each kind of drift
@@ -7,7 +8,7 @@
  * finds nothing. The command's exit status rule is here too; the command as
  * a process is tests/integration/test_audit.c. At the end: the drift a
  * scheduled audit shows (found and not repaired, by kind) and the runner
- * both the command and the schedules use (worker/audit_run.c): its counts by
+ * both the command and the schedules use (worker/schedule/audit_run.c): its counts by
  * kind, and its stops. */
 #include "support.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_auth.c - Shared Key string-to-sign layouts (queue and table, checked
  * against the known answers in AZURE-NOTES.md), HMAC and base64, and SAS
  * accounts, which put the token in the URL and send no Authorization. */

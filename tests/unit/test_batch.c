@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_batch.c - entity group transactions: the service rules checked before
  * any request, the multipart body (framing checked line by line, CRLF only),
  * the multipart response with boundaries taken from its Content-Type headers,

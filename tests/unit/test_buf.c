@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_buf.c - the growable buffer: NUL-terminated after every append, the
  * hard cap (an append past it fails and changes nothing), the inline one-byte
  * append at every capacity boundary, and ecw_buf_cat's all-or-nothing. */

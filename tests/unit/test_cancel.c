@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_cancel.c - the cancellation every wait watches (worker/base/cancel.c):
  * a fire ends a sleep and makes the fd readable, a deadline ends a sleep and
  * clamps a wait's timeout, and NULL is never set. Real time, short waits. */

@@ -1,4 +1,5 @@
-/* test_circuit.c - the storage circuit breaker (worker/circuit.c): when it
+/* SPDX-License-Identifier: MIT */
+/* test_circuit.c - the storage circuit breaker (worker/runtime/circuit.c): when it
  * opens (a streak of outage-class failures AND a probe that gets no answer),
  * when it does not (a message's own failures, failures a success broke up,
  * a probe that is answered), how it probes while open (doubling waits up to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_client.c - the retry policy (which answers are retried, how long the
  * client waits, what the caller finally sees), the per-attempt date and
  * signature, the test-only fault injection, and the shape of every queue and

@@ -1,4 +1,5 @@
-/* test_config.c - the worker's configuration (worker/config.c): defaults,
+/* SPDX-License-Identifier: MIT */
+/* test_config.c - the worker's configuration (worker/config/config.c): defaults,
  * every key, every kind of error at its exact line and column, errors
  * collected rather than stopping at the first and put in file order, secrets
  * kept out of messages, jobs through the real registry's test-only types,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_connect.c - from the storage section to an account and client
  * options: key and SAS as before, the identity modes' endpoints (by account
  * name or endpoints-only string) and the environment they read, where every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_connstr.c - connection strings parsed as the Azure SDKs parse them, and
  * errors that name the bad part without ever echoing a key or a signature. */
 #include "support.h"

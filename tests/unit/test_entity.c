@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_entity.c - every EDM type survives set -> to_json -> from_json with its
  * type and value intact (the JSON is checked with json-c on the side: doubles
  * and the other ambiguous types must carry their annotation), service

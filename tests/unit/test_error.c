@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_error.c - the per-thread last error (worker/base/error.c): its
  * message, service code and request id are one line that is safe on a
  * terminal, whatever a service's answer or a message's key put in them:

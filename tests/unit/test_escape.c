@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_escape.c - percent-encoding as encodeURIComponent, entity paths, OData
  * string literals, XML escaping, RFC 1123 dates, and the key and name checks
  * that run before any request. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_http.c - http.c, the HTTP/1.1 transport, against a scripted server on
  * a loopback port (a thread here): what goes on the wire for a request, and
  * every way an answer can be framed or broken - length, chunks, interim

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_index_list_combine.c - the combiner of the index-list job
  * (jobs/index_list_combine.c) against a fake list store: one list in memory
  * with a version, a load and a conditional save that count themselves, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_index_list_store.c - how an index list is stored (jobs/index_list_store.c),
  * against the in-memory Table service (table_server.h): today's one-property
  * lists read and grown as they are, the chunks cut at exactly 32,000 UTF-16

@@ -1,4 +1,5 @@
-/* test_job_block.c - jobs blocked by a missing table (worker/job_block.c):
+/* SPDX-License-Identifier: MIT */
+/* test_job_block.c - jobs blocked by a missing table (worker/runtime/job_block.c):
  * the gauge ecw_job_blocked{job,table} while blocked, the job_blocked line
  * at most once a minute per pair, and one success of the job clearing
  * every pair of its own, and only those. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_jsonparse.c - the query page splitter (ecw_jsonparse_object_array):
  * the common form gives each entity's text; anything else says "parse it in
  * full" (1), so that json-c judges every other input exactly as before. */

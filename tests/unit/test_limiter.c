@@ -1,4 +1,5 @@
-/* test_limiter.c - the adaptive concurrency limit (worker/limiter.c): halved
+/* SPDX-License-Identifier: MIT */
+/* test_limiter.c - the adaptive concurrency limit (worker/runtime/limiter.c): halved
  * by throttling at most once a window (the answers of what was in flight at
  * the cut) and never below min, raised by one for each limit's worth of good
  * answers and never above max, fixed when min == max; which statuses are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_log.c - log lines as written to a file descriptor: JSON lines that
  * json-c reads back strictly (fields in call order, escaping, UTF-8), text
  * lines with their quoting, level filtering, the bounded line, redaction of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_message.c - decoding job messages (worker/message.c): plain JSON and
  * base64, the fields a message must have, and fields that would read as
  * something else in C (a "\u0000" inside them). The fuzz target

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_metrics.c - the /metrics page (HELP and TYPE lines, counters that add
  * up, cumulative histogram buckets with _sum and _count, label escaping, the
  * cap on label sets) and the HTTP server on a free port, driven with libcurl:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_metrics_listener.c - the metrics server stays up under idle and slow
  * clients: with 500 connections open that trickle a partial request header
  * (slowloris), from one address or from many, GET /healthz still answers 200

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_migrate.c - the `migrations:` section: every step kind parsed and
  * printed as the plan, entity value types, the checksum (stable, and
  * changed by a step's edit but not by the description), and each kind of

@@ -1,4 +1,5 @@
-/* test_otlp.c - the OTLP trace export (worker/otlp.c, otlp_export.c): the
+/* SPDX-License-Identifier: MIT */
+/* test_otlp.c - the OTLP trace export (worker/telemetry/otlp.c, otlp_export.c): the
  * OTEL_* variables read and refused, a span's exact OTLP/JSON, and the
  * exporter: its queue bound and drop counting, a batch a collector stub
  * (a thread here) receives with the configured headers, and a shutdown that

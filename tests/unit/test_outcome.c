@@ -1,4 +1,5 @@
-/* test_outcome.c - the outcome rules (worker/outcome.c), row by row as the
+/* SPDX-License-Identifier: MIT */
+/* test_outcome.c - the outcome rules (worker/runtime/outcome.c), row by row as the
  * README's table states them, with each boundary: what the worker does with
  * a message after it ran, before it runs, when its envelope could not be put
  * and when its lease is gone. No process, no service: the rules are a pure

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_percent_keys.c - keys holding '%' against a Table service that
  * decodes an entity's URL path twice, as Azure has been reported to
  * (tests/unit/table_server.h): every entity call of the client (get, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_pipeline.c - pipelined requests: a group's message deletes through
  * ecw_queue_delete_many, the client's ecw_client_send_pipelined and http.c's
  * ecw_http_send_pipelined, against a scripted server on a loopback port (a

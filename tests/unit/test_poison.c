@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_poison.c - the poison envelope read back (worker/poison.c): what an
  * envelope is and is not, every field, originals with any bytes, and the
  * filters operators select with. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_poison_group.c - the group keys of `poison list --group-by` and `--group`
  * (worker/cmd/poison_group.c): what the error normalising replaces and keeps,
  * each dimension's key for envelopes, envelopes lacking the field and foreign

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_poison_scan.c - the poison queue scan (worker/poison_scan.c) against
  * a scripted queue: it visits each matching message once even when the
  * service hands one out twice, releases everything it did not take with

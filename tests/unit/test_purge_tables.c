@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_purge_tables.c - the purge-tables job type (jobs/purge_tables.c): the
  * name_date pattern (exact matches only, valid dates only), the expiry rule at
  * its boundary, the job's settings and their errors at line:col, and a run

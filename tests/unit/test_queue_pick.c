@@ -1,4 +1,5 @@
-/* test_queue_pick.c - weighted shares of the receives (worker/queue_pick.c):
+/* SPDX-License-Identifier: MIT */
+/* test_queue_pick.c - weighted shares of the receives (worker/runtime/queue_pick.c):
  * exact shares by weight when all queues have work, spread out rather than
  * in bursts; an idle queue takes no share and gets no burst when it comes
  * back; none ready: -1. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_resolve.c - resolve.c, the process's cache of name lookups: a name is
  * looked up once for 60 s (here, a shorter time), for every thread that asks
  * while the lookup runs (its failure too), again after being forgotten or

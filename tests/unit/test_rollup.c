@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_rollup.c - the rollup job type (jobs/rollup.c) without a service:
  * window arithmetic (hours, days, weeks starting Monday across a year
  * boundary), the message's window_start and its alignment errors, the range

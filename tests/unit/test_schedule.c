@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_schedule.c - `schedules:`: the period math (the hour, UTC midnight and
  * Monday 00:00 UTC, across a year boundary and before the epoch), `at`, the
  * window_start of previous and current windows, the marker keys, the catch-up

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_shared_reads.c - shared reads (jobs/shared_reads.c) against a fake
  * store that counts its GETs and queries, can hold a GET until the test
  * lets it go (so that other reads queue up behind it), and answers each key

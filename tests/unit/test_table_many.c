@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_table_many.c - ecw_table_get_many against the in-memory Table service
  * (tests/unit/table_server.h, which refuses a $filter of more than 15
  * comparisons as the service does): one request per 14 distinct RowKeys,

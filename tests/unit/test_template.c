@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_template.c - key and filter templates (jobs/template.c), and the key
  * helpers: inverted ticks, unix, date_int, hash4 and {now:...} (against a
  * wall clock fixed through support.c's --wrap=ecw_wall_ms). Filters: the

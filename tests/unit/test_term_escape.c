@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_term_escape.c - ecw_term_escape: printable UTF-8 kept, the backslash
  * doubled, C0 controls, DEL, C1 controls, bidi controls and bytes that are not
  * UTF-8 shown as escapes, so that nothing a terminal obeys gets through. */

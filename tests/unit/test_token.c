@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_token.c - the Entra ID token credential through the fake transport:
  * token answers as each endpoint writes them (expires_in as a number or a
  * string, expires_on), the exact requests (workload identity's form, IMDS and

@@ -1,4 +1,5 @@
-/* test_trace.c - W3C trace context (worker/trace.c): traceparent read and
+/* SPDX-License-Identifier: MIT */
+/* test_trace.c - W3C trace context (worker/telemetry/trace.c): traceparent read and
  * written, each kind of invalid value refused with its reason, a run's span
  * in the message's trace or a new one, and the trace fields the log adds to
  * a thread's lines (worker/base/log.c). */

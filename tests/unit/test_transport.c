@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_transport.c - the client's transports (http.c, and libcurl when a
  * proxy is set) against a hostile or hung endpoint on a loopback port (a
  * thread here): memory stays bounded whatever the endpoint sends (a body to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_xml.c - QueueMessagesList bodies as the Queue service returns them for
  * receive, put and peek, and the <Error> body of a failed queue request. */
 #include "support.h"

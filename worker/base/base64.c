@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* base64.c - base64 (RFC 4648, standard alphabet, padded; ecw_codec.h), for
  * keys, binary properties, signatures and base64 messages. */
 #include <openssl/evp.h>

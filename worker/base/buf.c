@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* buf.c - bounded growable buffers (see ecw_buf.h). */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cancel.c - a cancellation every wait can watch (see ecw_cancel.h): a flag,
  * an optional deadline, and a pipe whose read end polls readable once the
  * flag is set, so a poll() on a socket wakes for it too. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* clock.c - monotonic and wall time, sleep and a thread-safe PRNG (see
  * ecw_clock.h). */
 #include <inttypes.h>

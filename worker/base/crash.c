@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* crash.c - the named crash points of test builds (include/ecw_crash.h): a
  * job, a migration or the scheduler passes one after each step, and a test
  * may stop the process dead there, pause there, or run a hook. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* duration.c - "250ms", "2s", "5m", "1h" (see ecw_duration.h). */
 #include <string.h>
 

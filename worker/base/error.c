@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* error.c - the per-thread last error (see ecw_err.h). */
 #include <stdarg.h>
 #include <stdio.h>

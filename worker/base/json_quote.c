@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* json_quote.c - JSON string literals (ecw_codec.h), as json-c writes them,
  * for log lines, entity JSON and index lists. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* log.c - structured log lines (see ecw_log.h).
  *
  * A line is built in a heap buffer owned by the ecw_log_line, then, at

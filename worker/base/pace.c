@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pace.c - the token bucket (see pace.h). */
 #include "ecw_clock.h"
 #include "ecw_pace.h"

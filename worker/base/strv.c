@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* strv.c - NULL-terminated string arrays (see ecw_strv.h). */
 #include <stdlib.h>
 

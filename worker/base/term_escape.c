@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* term_escape.c - text from a message or the service made safe to print on
  * an operator's terminal (ecw_codec.h). A poison message's text, keys, job
  * name and error are anyone's to write, and a terminal obeys what it prints:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* utf8.c - strict UTF-8 decoding and checking (ecw_codec.h): shortest
  * forms only, no surrogates, nothing above U+10FFFF. */
 #include <string.h>

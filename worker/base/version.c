@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* version.c - the name a worker goes by (include/ecw_version.h). */
 #include <stdio.h>
 #include <unistd.h>

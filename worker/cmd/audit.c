@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* audit.c - `ecworker audit`: compares each auditable job's derived data with
  * a recomputation from its source, both directions, and with --repair fixes
  * what it found through the job's own run (the design is in ecw_audit.h).
@@ -6,7 +7,7 @@
  * could not check, its limits; or one JSON object per job per line),
  * --via-queue's messages and the exit status. Running one job's audit, paced
  * at --rate (storage requests a second, repairs included), is
- * worker/audit_run.c's, which the scheduled audits share; the job types own
+ * worker/schedule/audit_run.c's, which the scheduled audits share; the job types own
  * their scans (jobs/move.c, jobs/index.c, jobs/fanout_audit.c,
  * jobs/index_list_audit.c, ...). Memory: per job, the counts and at most
  * AUDIT_EXAMPLES copied examples of each kind, freed before the next job. */

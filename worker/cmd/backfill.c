@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* backfill.c - `ecworker backfill`: one message per source entity. The
  * scan selects only the keys, pages through continuation tokens as it goes,
  * and paces the puts with a token bucket (pace.h). A put that fails after the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* backfill.h - `ecworker backfill`: scan a job's source table and enqueue one
  * message per entity, so a new index (or any derived data) is built over what
  * already exists. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* check_config.c - `ecworker check-config`: every problem of a
  * configuration, as FILE:LINE:COLUMN: message, and of the OTEL_* variables
  * that `run` reads at start; with --online, what storage says of it

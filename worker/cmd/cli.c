@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cli.c - what every command shares: loading the configuration with its
  * problems on stderr, the -c/--help options, and untrusted text made safe to
  * print. */

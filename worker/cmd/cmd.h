@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cmd.h - the operator commands, one file each in worker/cmd/, which the
  * table in worker/main.c dispatches to, and what they share (cli.c). Each
  * takes its own argv (argv[0] is the command name) and returns the exit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* enqueue.c - `ecworker enqueue`: a well-formed job message on the job
  * queue, for operators and demos. */
 #include <getopt.h>

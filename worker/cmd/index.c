@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* index.c - `ecworker index get`: prints one list an index-list job keeps
  * (every source key with that value, in order), read whole through the job
  * (ecw_job_type.list_get) the way the job itself reads it, so that operators

@@ -1,6 +1,7 @@
+/* SPDX-License-Identifier: MIT */
 /* migrate.c - `ecworker migrate` and `ecworker migrate status`: the options
  * and what the operator reads. The migrations are parsed with the
- * configuration (worker/migrate.c) and applied by worker/migrate_apply.c,
+ * configuration (worker/migrate/migrate.c) and applied by worker/migrate/migrate_apply.c,
  * which tells each step through say_line below. */
 #include <getopt.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pause.c - `ecworker pause` and `ecworker resume`: the fleet stops and
  * starts receiving from a queue. The pause is written into the queue's own
  * metadata (pause.h says why there); every worker reads it at its next look

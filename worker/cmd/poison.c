@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* poison.c - `ecworker poison list | replay | purge`: the operator's
  * commands on the poison queue. Every one walks the queue with the scan of
  * poison_scan.h, which never deletes on its own: list only reads, replay

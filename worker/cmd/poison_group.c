@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* poison_group.c - group keys and the count per group (see poison_group.h). */
 #include <json-c/json.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* poison_group.h - poison messages in groups, for `poison list --group-by DIM`
  * (a count per group with its oldest and newest failure) and `--group KEY`
  * (the messages of one group, on list, replay and purge). Pure: no storage,

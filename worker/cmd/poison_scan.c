@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* poison_scan.c - the scan (see poison_scan.h).
  *
  * Why nothing is lost: the scan itself never deletes. A received message is

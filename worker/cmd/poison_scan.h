@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* poison_scan.h - walking a poison queue without losing anything, for the
  * operator commands (poison list/replay/purge, status).
  *

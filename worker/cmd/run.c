@@ -1,5 +1,6 @@
+/* SPDX-License-Identifier: MIT */
 /* run.c - `ecworker run`: loads the configuration and hands over to the
- * runtime (worker/runtime.c) until a signal stops it. */
+ * runtime (worker/runtime/runtime.c) until a signal stops it. */
 #include <stdbool.h>
 
 #include "cmd.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* status.c - `ecworker status`: what an operator checks first. The job and
  * poison queues' approximate depth and the age of their oldest visible
  * message (from a peek), the poison messages counted by job and reason (a

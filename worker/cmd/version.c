@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* version.c - `ecworker version` (also --version): the version, the commit
  * the program was built from, the compiler, and for each library the version
  * its headers had at build time beside the one loaded now (a distribution's

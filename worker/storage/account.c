@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* account.c - connection strings, parsed as the Azure SDKs parse them:
  * split on ';', skip empty parts, split each at its FIRST '=' (keys end in
  * '='), names case-insensitive. An explicit endpoint wins; otherwise it is

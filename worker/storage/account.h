@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* account.h - what an account holds (account.c parses it from a connection
  * string, see ecw_storage.h): the fields the signer, the request's URL and
  * the client read. The account owns every field, the token credential too,

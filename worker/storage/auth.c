@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* auth.c - Shared Key signing for the Queue and Table services, and base64.
  * The two services sign different strings: Queue uses the Blob-style layout
  * with every x-ms-* header and every query parameter; Table signs only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* auth.h - Shared Key signing (auth.c): reads an account and a request,
  * appends to the caller's buffer. Above request.h, below the client. */
 #ifndef ECW_STORAGE_AUTH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* batch.c - entity group transactions ($batch): up to 100 operations on one
  * partition of one table, applied all or none. The request is a multipart/mixed
  * body holding one changeset; the answer is multipart too, with boundaries the

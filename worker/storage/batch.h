@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* batch.h - the pure parts of entity group transactions (batch.c), for the
  * unit tests and the fuzz target: the body written and the answer read. The
  * body goes into the caller's buffer; the results read (statuses, ETags)

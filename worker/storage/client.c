@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client.c - one worker thread's storage client: its connections (http.c's
  * keep-alive ones, or a libcurl easy handle when a proxy is configured), the
  * retry policy, and the place where transport failures and CURLcodes become

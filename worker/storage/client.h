@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client.h - the client's private side (client.c; the client itself is
  * public, ecw_storage.h): sending a request with signing, retries and the
  * classification of failures. The top of the request path: queue.c, table.c

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* date.c - RFC 1123 dates, as the services write and read them (see date.h). */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* date.h - RFC 1123 dates (date.c): the x-ms-date of every request and the
  * times of queue messages. Pure; nothing to free. */
 #ifndef ECW_STORAGE_DATE_H

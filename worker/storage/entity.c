@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* entity.c - typed entities and their JSON form.
  *
  * Reading: json-c parses; a property's type comes from its "@odata.type"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* entity.h - what the table code needs of entities beyond the public
  * ecw_entity.h (entity.c; json-c lives there, in jsonparse.c, table.c,
  * batch.c and token.c). An entity is a heap object: whoever gets one from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* escape.c - percent-encoding, OData key paths and string literals, XML
  * escaping: how text goes into a URL, a $filter or a queue message. */
 #include <stdbool.h>

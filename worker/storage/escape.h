@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* escape.h - how text goes into a URL or a queue message (escape.c; the
  * $filter literal, ecw_escape_filter_string, is public in ecw_storage.h).
  * Each function appends to the caller's buffer; nothing to free. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* http.c - the HTTP/1.1 transport under the storage client: a few keep-alive
  * connections (one per origin: the queue and table endpoints, a token
  * endpoint), plain or TLS through OpenSSL, a request written in one call and

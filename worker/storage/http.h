@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* http.h - the HTTP/1.1 transport under the client (http.c): a client's
  * keep-alive connections, a request written, its answer read into a
  * response. Below the client, above request.h, response.h and resolve.h; it

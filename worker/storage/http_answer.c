@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* http_answer.c - reading one HTTP/1.1 answer off a connection of http.c
  * (http_private.h): the status line and header fields, then the body by
  * Content-Length, chunks or the close, under the response's cap, as RFC

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* http_private.h - what http.c (connections, the exchange) and
  * http_answer.c (reading an answer) share, and no other file: a client's
  * connections and their input buffers, the framing an answer's head gives,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* jsonparse.c - reading JSON with json-c (see jsonparse.h): one value, and
  * the table service's error bodies. */
 #include <json-c/json.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* jsonparse.h - reading JSON (jsonparse.c): one value as json-c parses it, and
  * the table service's {"odata.error":...} bodies. A parsed value is the
  * caller's (json_object_put); the error reader writes the caller's arrays.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* queue.c - the Queue service operations. Messages travel as
  * <QueueMessage><MessageText>escaped text</MessageText></QueueMessage>; the
  * text is sent as given (no base64: decoding is the caller's business). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* request.c - the request record (see request.h): its query and headers as
  * owned name/value copies, and the URL it is sent to. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* request.h - one storage request as the client signs and sends it: method,
  * path, query, headers and a borrowed body (request.c). The bottom of the
  * storage room: the transport (http.h), the signer (auth.h), the token

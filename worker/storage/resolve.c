@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* resolve.c - the process's cache of host name lookups, for http.c.
  *
  * Every job thread has its own client and so its own connections: at start,

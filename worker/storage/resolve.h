@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* resolve.h - host names to addresses for the transport (resolve.c): one
  * process-wide cache, shared by every thread's connections. Addresses are
  * copied into the caller's struct; nothing to free. */

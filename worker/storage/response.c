@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* response.c - the response record (see response.h): the headers kept in one
  * buffer, and the body; and the cap on an answer's body by the request's
  * kind. */

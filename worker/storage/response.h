@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* response.h - one answer as the transport reads it: status, the headers
  * kept, and the body (response.c). Beside request.h at the bottom of the
  * storage room: the transports fill it, everything above reads it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* status.c - HTTP statuses and the service's error codes become ecw_err
  * classes here and nowhere else (see status.h): the client classifies every
  * answer with it, the batch reader every sub-response, the token fetcher a

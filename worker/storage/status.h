@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* status.h - the one place where an HTTP status and the service's error code
  * become an ecw_err class (status.c). Pure: no state, nothing to free. */
 #ifndef ECW_STORAGE_STATUS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* table.c - the Table service operations and the query iterator. Bodies are
  * JSON with minimal metadata; ETags are echoed byte for byte. */
 #include <json-c/json.h>

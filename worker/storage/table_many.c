@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* table_many.c - ecw_table_get_many: the entities of one partition named by
  * their RowKeys, read with one query per ECW_TABLE_GET_MANY_KEYS of them
  * instead of one GET each. The filter is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* token.c - Entra ID access tokens for storage (see ecw_token.h).
  *
  * Where tokens come from:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* token.h - the token cache's private side (token.c; the credential itself is
  * public, ecw_token.h): reading a token endpoint's answers, when to refresh,
  * and getting a valid token. Above request.h and response.h, below the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* url.c - see url.h. */
 #include <arpa/inet.h>
 #include <string.h>

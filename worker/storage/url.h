@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* url.h - which hosts a secret may reach over plain http (url.c): the
  * account's endpoints (account.c) and the token authority (token.c) ask the
  * same question, so the rule is written once. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xml.c - reads the Queue service's XML answers (message lists and error
  * bodies) with expat: the only file that uses it. The bodies are small and
  * flat, so one pass of callbacks fills the messages directly; no tree is

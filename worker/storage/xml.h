@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xml.h - the Queue service's XML answers (xml.c, the only user of expat).
  * The message array ecw_xml_parse_messages returns is the caller's, freed
  * with ecw_xml_msgs_free (or the public ecw_queue_msgs_free, which calls it). */
