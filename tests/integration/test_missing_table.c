@@ -12,7 +12,8 @@
  *   - a job_blocked line and the gauge ecw_job_blocked{job,table} name each
  *     job and its missing table;
  *   - `ecworker audit --repair` on the typo'd configuration stops at the
- *     missing table, naming it, and repairs nothing;
+ *     missing table, naming it, and repairs nothing; `ecworker backfill`
+ *     refuses it, enqueuing nothing;
  *   - once the tables exist, the held messages complete and the jobs are
  *     unblocked (gauge 0, job_unblocked).
  *
@@ -347,6 +348,27 @@ static void test_missing_table__typo_costs_nothing_and_held_messages_complete(vo
 	wfx_assert_queues_empty(&m->w);
 }
 
+/* backfill over a typo'd source: an error naming the table, nothing
+ * enqueued (a missing table is never an empty one). */
+static void test_missing_table__backfill_refuses(void **state)
+{
+	struct mt *m = *state;
+	const char *args[] = {"backfill", "-c", m->w.config, "email", NULL};
+	char *out = NULL, *err = NULL;
+	long long queued = -1;
+	int rc;
+
+	write_config(m, "missing-backfill", m->emp_typo, m->cust_typo, m->raw_typo, 5, proc_free_port());
+	rc = proc_run(&out, &err, "missing-backfill", args, NULL, 30000);
+	ITEST_CHECK(rc == 1 && strstr(err, m->emp_typo) && strstr(err, "does not exist"),
+	            "backfill exited %d:\n%s\n%s", rc, out, err);
+	ECW_ASSERT_OK(ecw_queue_count(&queued, m->w.t->client, m->w.t->queue));
+	assert_int_equal(queued, 0);
+	assert_no_table(m, m->emp_typo);
+	free(out);
+	free(err);
+}
+
 /* ---- before a deploy, and at start ------------------------------------------------------------- */
 
 /* check-config --online names each problem with its job and table (or its
@@ -450,6 +472,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_missing_table__typo_costs_nothing_and_held_messages_complete,
 	                                    fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_missing_table__backfill_refuses, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_missing_table__check_config_online, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_missing_table__start_checks, fx_setup, fx_teardown),
 	};

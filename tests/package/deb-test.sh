@@ -148,7 +148,9 @@ expect_file /usr/share/doc/ecworker/README.md.gz 644 root:root
 ok "files, modes and owners: program, man page, configuration, environment file (600), unit, sysusers.d, docs"
 env_file_mode="$(stat -c %a "$R/etc/ecworker/ecworker.env")"
 ((8#$env_file_mode & 8#077)) && die "the environment file is mode $env_file_mode: readable beyond root"
-grep -qv '^\(#.*\)\?$' "$R/etc/ecworker/ecworker.env" && die "the new environment file sets something: $(grep -v '^\(#.*\)\?$' "$R/etc/ecworker/ecworker.env")"
+# It sets nothing but the ExecStartPre's online check (no secret, no endpoint).
+set_lines="$(grep -v '^\(#.*\)\?$' "$R/etc/ecworker/ecworker.env" || true)"
+[[ "$set_lines" == "ECW_CHECK_ONLINE=1" ]] || die "the new environment file sets more than ECW_CHECK_ONLINE=1: $set_lines"
 grep -q '^#AZURE_STORAGE_CONNECTION_STRING=' "$R/etc/ecworker/ecworker.env" || die "the environment file has no placeholder for the connection string"
 ok "the environment file: no group or other access, only comments (a placeholder for the connection string)"
 

@@ -67,7 +67,15 @@ int ecw_backfill(struct ecw_backfill_result *r, const struct ecw_config *cfg, co
 			r->stopped = true;
 			break;
 		}
-		if ((err = ecw_table_query_next(&e, q)) < 0)
+		if ((err = ecw_table_query_next(&e, q)) == ECW_ENOTABLE) {
+			/* Never an empty table: nothing is enqueued from it. */
+			err = ecw_error_set(ECW_ENOTABLE,
+					    "the source table '%s' of job '%s' does not exist: nothing was "
+					    "enqueued (correct the job's table name, or create the table)",
+					    table, job->name);
+			goto done;
+		}
+		if (err < 0)
 			goto done;
 		if (!e)
 			break;
