@@ -392,6 +392,9 @@ install: $(BUILD)/ecworker
 	install -m 644 config/ecworker.yaml $(DESTDIR)$(PREFIX)/share/ecworker/ecworker.yaml
 	install -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/README.md
 	install -m 644 deploy/README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/DEPLOYMENT.md
+	install -m 644 config/README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/CONFIGURATION.md
+	install -m 644 jobs/README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/JOBS.md
+	install -m 644 worker/README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/OPERATING.md
 
 # ---- container image and deployment files (deploy/) ----------------------
 #   make image        build deploy/Dockerfile with podman as $(IMAGE), then add
