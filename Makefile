@@ -19,8 +19,8 @@
 #                   make deb-test: installed in a fresh root filesystem, run
 #                   against Azurite (see deploy/README.md, "Debian package")
 #   make format     clang-format every C file; make check-format, make check-deps,
-#                   make check-hardening: the checks make test runs (see "style"
-#                   below, CONTRIBUTING.md)
+#                   make check-hardening, make check-docs: the checks make test
+#                   runs (see "style" below, CONTRIBUTING.md)
 
 CC      ?= cc
 # The one version number: include/ecw_version.h. The image's label, the Debian
@@ -242,8 +242,9 @@ asan:
 BUILD_JOBS = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
 
 # The checks of the sources come first: they take seconds, the build and the
-# tests minutes. The short fuzz runs come last; the sanitizer build skips them
-# (the fuzz build is ASan + UBSan already).
+# tests minutes. The checks of the docs need the program, so they follow the
+# build. The short fuzz runs come last; the sanitizer build skips them (the
+# fuzz build is ASan + UBSan already).
 test-run:
 	@$(MAKE) --no-print-directory check-tests
 	@$(MAKE) --no-print-directory check-deps
@@ -252,6 +253,7 @@ test-run:
 ifneq ($(SANITIZE),1)
 	@$(MAKE) --no-print-directory check-hardening
 endif
+	@$(MAKE) --no-print-directory check-docs
 	@./tests/run-tests.sh $(BUILD)
 ifneq ($(SANITIZE),1)
 	@$(MAKE) --no-print-directory $(BUILD_JOBS) fuzz-build
@@ -400,6 +402,9 @@ install: $(BUILD)/ecworker
 	install -m 644 config/ecworker.yaml $(DESTDIR)$(PREFIX)/share/ecworker/ecworker.yaml
 	install -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/README.md
 	install -m 644 deploy/README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/DEPLOYMENT.md
+	install -m 644 config/README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/CONFIGURATION.md
+	install -m 644 jobs/README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/JOBS.md
+	install -m 644 worker/README.md $(DESTDIR)$(PREFIX)/share/doc/ecworker/OPERATING.md
 
 # ---- container image and deployment files (deploy/) ----------------------
 #   make image        build deploy/Dockerfile with podman as $(IMAGE), then add
@@ -505,6 +510,10 @@ deb-test: deps deb-check
 #                      see: the rules are at the top of tests/check-deps.sh (make test)
 #   make check-tests   shows both checks fail on a deliberate violation and
 #                      pass on a clean tree (tests/check-tests.sh; make test)
+#   make check-docs    fails when a YAML example of a Markdown page does not pass
+#                      check-config (tests/check-doc-examples.sh), or when the man
+#                      page and a command's --help name different options
+#                      (tests/check-man.sh); it needs the program (make test)
 #
 # The formatter is Debian's clang-format (make deps installs it): 14 on Debian
 # 12, 19 on Debian 13. The configuration uses only options both know, and on
@@ -524,7 +533,7 @@ FORMAT_SRCS := $(sort $(shell find worker jobs include tests/unit tests/integrat
 	tests/fuzz tests/tools -name '*.[ch]' 2>/dev/null))
 CLANG_FORMAT ?= clang-format
 
-.PHONY: format check-format check-deps check-tests check-hardening hardening-flags
+.PHONY: format check-format check-deps check-tests check-docs check-hardening hardening-flags
 
 format:
 	$(SAY) "  FORMAT  $(words $(FORMAT_SRCS)) files ($$($(CLANG_FORMAT) --version))"
@@ -538,6 +547,11 @@ check-deps:
 
 check-tests:
 	@CLANG_FORMAT=$(CLANG_FORMAT) ./tests/check-tests.sh
+
+# The docs against the program: the examples of every page, the man page.
+check-docs: $(BUILD)/ecworker
+	@./tests/check-doc-examples.sh $(BUILD)/ecworker
+	@./tests/check-man.sh $(BUILD)/ecworker deploy/debian/ecworker.1
 
 # The hardening flags (HARDEN_CFLAGS, at the top) read back from the program.
 check-hardening: $(BUILD)/ecworker

@@ -408,8 +408,178 @@ else
 	echo "check-tests: note: no readelf or no compiler, check-hardening not tested"
 fi
 
+# ---- check-doc-examples and check-man ----------------------------------------
+# The checks of the docs (make check-docs) run the program, which make test
+# builds after this script: here they run a stand-in, a small script that
+# answers `help`, `CMD --help` and `check-config -c FILE` (a key named bogus
+# is its one error) as ecworker does, over a small page and man page of their
+# own. Once build/ecworker exists the same mistakes, planted in copies of the
+# real pages, must fail with the real program too.
+
+FAKE="$TMP/fake/ecworker"
+mkdir -p "$TMP/fake"
+cat >"$FAKE" <<'EOF'
+#!/usr/bin/env bash
+# A stand-in for ecworker, for tests/check-tests.sh.
+case "$1 ${2:-}" in
+"help "*)
+	printf 'usage: ecworker COMMAND [OPTIONS]\n\ncommands:\n  run            run it\n'
+	printf '  poison         list or purge poison messages\n  version        the version\n'
+	printf '  help           this text\n\nEvery command takes --help.\n' ;;
+"--version "* | "version ") echo "ecworker 1.0" ;;
+"version --help") echo "usage: ecworker version" ;;
+"run --help")
+	printf 'usage: ecworker run [-c FILE] [--once]\n\n  -c, --config FILE   configuration\n'
+	printf '      --once          one receive, then exit\n  -h, --help          this text\n' ;;
+"poison --help") printf 'usage: ecworker poison list|purge [OPTIONS]\n\n  list     show them\n  purge    delete them\n' ;;
+"poison list")
+	printf 'usage: ecworker poison list [-c FILE] [--json]\n\n      --json          one object a line, or with\n'
+	printf '                      --count-only: not an option of its own\n'
+	printf '  -c, --config FILE   configuration\n  -h, --help          this text\n' ;;
+"poison purge")
+	printf 'usage: ecworker poison purge [-c FILE] --yes\n\n      --yes           really delete\n'
+	printf '  -c, --config FILE   configuration\n  -h, --help          this text\n' ;;
+"check-config -c")
+	l="$(grep -n -m1 'bogus' "$3" | cut -d: -f1)"
+	if [[ -n "$l" ]]; then
+		echo "$3:$l:3: unknown key 'bogus'" >&2
+		exit 2
+	fi
+	echo "$3: OK" ;;
+*) echo "ecworker: unknown command '$1'" >&2; exit 2 ;;
+esac
+EOF
+chmod +x "$FAKE"
+
+# man_case NAME SED-SCRIPT EXPECTED-LINE: the stand-in's man page, changed by
+# SED-SCRIPT, fails check-man with EXPECTED-LINE (a fixed string).
+MAN="$TMP/fake/fake.1"
+cat >"$MAN" <<'EOF'
+.TH FAKE 1
+.SH COMMANDS
+.TP
+\fBrun\fR [\fB\-c\fR \fIfile\fR] [\fB\-\-once\fR]
+Run.
+.TP
+\fBpoison list\fR|\fBpurge\fR [\fB\-c\fR \fIfile\fR] [\fB\-\-json\fR] [\fB\-\-yes\fR]
+Poison messages.
+.TP
+.BR version ", " \-\-version
+The version.
+.TP
+.B help
+The commands.
+.SH OPTIONS
+.TP
+.BR \-c ", " \-\-config " \fIfile\fP"
+.TP
+.BR \-h ", " \-\-help
+EOF
+man_case() {
+	local out rc=0
+	sed "$2" "$MAN" >"$TMP/fake/case.1"
+	out="$("$ROOT/tests/check-man.sh" "$FAKE" "$TMP/fake/case.1" 2>&1)" || rc=$?
+	[[ $rc -eq 1 ]] && grep -q -F -- "$3" <<<"$out" && ok "check-man: $1" || fail "check-man: $1 (exit $rc)" "$out"
+}
+out="$("$ROOT/tests/check-man.sh" "$FAKE" "$MAN" 2>&1)" &&
+	ok "check-man: a man page that agrees with --help passes" || fail "check-man: the agreeing man page fails" "$out"
+man_case "an option of --help missing from its entry" 's/ \[\\fB\\-\\-once\\fR\]//' \
+	"COMMANDS: run: --once is in 'ecworker run --help' but not in its entry"
+man_case "an option of a subcommand's --help missing" 's/ \[\\fB\\-\\-yes\\fR\]//' \
+	"COMMANDS: poison: --yes is in 'ecworker poison --help' but not in its entry"
+man_case "an option --help does not list" 's/^Poison messages\.$/Poison messages, \\fB\\-\\-all\\fR./' \
+	"COMMANDS: poison: its entry names --all, which 'ecworker poison --help' does not list"
+man_case "a command without an entry" '/^\.B help$/,/^The commands\.$/d' "COMMANDS: no entry for 'help'"
+man_case "an entry for a command the program lacks" 's/^\\fBrun\\fR/\\fBrunn\\fR/' \
+	"COMMANDS: an entry for 'runn', which 'ecworker help' does not list"
+man_case "an option of every command missing from OPTIONS" '/\\-\\-config/d' \
+	"OPTIONS: --config, which every command takes, is not named"
+
+# doc_case NAME EXPECTED-LINE: $T/page.md fails check-doc-examples with
+# EXPECTED-LINE (a fixed string).
+doc_case() {
+	local out rc=0
+	out="$(cd "$T" && "$ROOT/tests/check-doc-examples.sh" "$FAKE" "$T/page.md" 2>&1)" || rc=$?
+	[[ $rc -eq 1 ]] && grep -q -F -- "$2" <<<"$out" && ok "check-doc-examples: $1" ||
+		fail "check-doc-examples: $1 (exit $rc)" "$out"
+}
+# The page: a whole example (its fence at line 3), a fragment with markers
+# before and after it (line 15), one in a list item (line 23), and a marker's
+# text inside an sh block, which is no marker.
+T="$TMP/docs"
+mkdir -p "$T"
+cat >"$T/clean.md" <<'EOF'
+# A page
+
+```yaml
+jobs:
+  a: {type: move, from: Aaa, to: Bbb}
+```
+
+<!-- check-config: before
+jobs:
+  b:
+-->
+<!-- check-config: after
+  c: {type: move, from: Ccc, to: Ddd}
+-->
+```yaml
+    type: move
+    from: Bbb
+    to: Ccc
+```
+
+- In a list:
+
+  ```yaml
+  jobs: {}
+  ```
+
+```sh
+<!-- check-config: before
+```
+EOF
+cp "$T/clean.md" "$T/page.md"
+out="$("$ROOT/tests/check-doc-examples.sh" "$FAKE" "$T/page.md" 2>&1)" &&
+	grep -q -F 'the 3 YAML examples of 1 Markdown pages pass' <<<"$out" &&
+	ok "check-doc-examples: a page of good examples passes, counting 3" ||
+	fail "check-doc-examples: the good page" "$out"
+sed '5s/$/\n  bogus: 1/' "$T/clean.md" >"$T/page.md"
+doc_case "a bad key in a whole example, at its line" "page.md:6:3: unknown key 'bogus'"
+sed '18s/$/\n    bogus: 1/' "$T/clean.md" >"$T/page.md"
+doc_case "a bad key in a fragment, at its line" "page.md:19:3: unknown key 'bogus'"
+sed '24s/$/\n  bogus: 1/' "$T/clean.md" >"$T/page.md"
+doc_case "a bad key in a list item's example, at its line" "page.md:25:3: unknown key 'bogus'"
+sed '10s/$/\n  bogus: 1/' "$T/clean.md" >"$T/page.md"
+doc_case "a bad key in a marker's text" "page.md:16: (its check-config: before text, line 3):3: unknown key 'bogus'"
+sed '14s/$/\nA paragraph between the marker and its block./' "$T/clean.md" >"$T/page.md"
+doc_case "a marker not right before its block" "page.md:15: a check-config marker must come right before a"
+sed '8s/before/skip -->/; 9,11d' "$T/clean.md" >"$T/page.md"
+doc_case "an unknown marker" "page.md:8: unknown marker"
+head -n 26 "$T/clean.md" | sed '25,26d' >"$T/page.md"
+doc_case "a block that never ends" "the \`\`\`yaml block that starts at line 23 never ends"
+
+if [[ -x "$ROOT/build/ecworker" ]]; then
+	mkdir -p "$TMP/real-docs/config"
+	n="$(grep -n -m1 '^  batch_size: ' "$ROOT/config/README.md" | cut -d: -f1)"
+	sed "${n}s/batch_size/batch_sise/" "$ROOT/config/README.md" >"$TMP/real-docs/config/README.md"
+	rc=0
+	out="$("$ROOT/tests/check-doc-examples.sh" "$ROOT/build/ecworker" "$TMP/real-docs/config/README.md" 2>&1)" || rc=$?
+	[[ $rc -eq 1 ]] && grep -q -E "config/README.md:$n:[0-9]+: unknown key 'batch_sise'" <<<"$out" &&
+		ok "check-doc-examples on the real pages: a misspelt key in config/README.md" ||
+		fail "check-doc-examples on the real pages: batch_sise at config/README.md:$n (exit $rc)" "$out"
+	sed 's/\\-\\-online//g' "$ROOT/deploy/debian/ecworker.1" >"$TMP/real-docs/ecworker.1"
+	rc=0
+	out="$("$ROOT/tests/check-man.sh" "$ROOT/build/ecworker" "$TMP/real-docs/ecworker.1" 2>&1)" || rc=$?
+	[[ $rc -eq 1 ]] && grep -q -F "COMMANDS: check-config: --online is in 'ecworker check-config --help' but not in its entry" <<<"$out" &&
+		ok "check-man on the real man page: --online taken out" ||
+		fail "check-man on the real man page: --online taken out (exit $rc)" "$out"
+else
+	echo "check-tests: note: no build/ecworker yet, check-doc-examples and check-man tested on a stand-in only"
+fi
+
 if [[ $failed -gt 0 ]]; then
 	echo "check-tests: $failed of $((passed + failed)) cases failed" >&2
 	exit 1
 fi
-echo "==== check-tests: $passed cases passed (check-deps, check-format and check-hardening fail on each violation, pass on a clean tree)"
+echo "==== check-tests: $passed cases passed (check-deps, check-format, check-hardening, check-doc-examples and check-man fail on each violation, pass on a clean tree)"

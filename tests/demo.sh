@@ -71,7 +71,7 @@ wait_for 21
 app rollups
 echo "== ecworker status -c config/demo.yaml"
 "$bin" status -c "$cfg"
-echo "== ecworker poison list -c config/demo.yaml   (what an operator sees; see the README's runbook)"
+echo "== ecworker poison list -c config/demo.yaml   (what an operator sees; see the runbook in worker/README.md)"
 "$bin" poison list -c "$cfg"
 
 kill -TERM "$pid"

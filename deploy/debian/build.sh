@@ -154,6 +154,9 @@ gz() { gzip -9n <"$1" >"$stage/$2" && chmod 644 "$stage/$2"; } # SOURCE DEST
 gz "$HERE/changelog" "$doc/changelog.gz"
 gz "$ROOT/README.md" "$doc/README.md.gz"
 gz "$ROOT/deploy/README.md" "$doc/DEPLOYMENT.md.gz"
+gz "$ROOT/config/README.md" "$doc/CONFIGURATION.md.gz"
+gz "$ROOT/jobs/README.md" "$doc/JOBS.md.gz"
+gz "$ROOT/worker/README.md" "$doc/OPERATING.md.gz"
 
 # ---- control ------------------------------------------------------------------
 

@@ -255,7 +255,7 @@ static void test_index_get__the_readme_shows_the_tested_reader(void **state)
 {
 	static const char *const sigs[] = {"async function readIndexList(", "async function getOrNull(",
 	                                   "function chunks("};
-	char *readme = proc_read_file("README.md", NULL),
+	char *readme = proc_read_file("jobs/README.md", NULL),
 	     *js = proc_read_file("tests/interop/index-list-reader.js", NULL);
 
 	(void)state;

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // index-list-reader.js - how an application reads an index list that
-// ecworker keeps (README, "index-list: the format"), with the official Azure
-// SDK for JavaScript. The README shows this function; the interop tests
-// (tests/integration/test_index_get.c, through sdk.js read-list) prove it
-// reads what the worker writes, small and large, and that the README shows
-// these functions exactly.
+// ecworker keeps (jobs/README.md, "The list format, and reading a list"), with
+// the official Azure SDK for JavaScript. That page shows this function; the
+// interop tests (tests/integration/test_index_get.c, through sdk.js read-list)
+// prove it reads what the worker writes, small and large, and that the page
+// shows these functions exactly.
 "use strict";
 
 // Every [PartitionKey, RowKey] with the value, in order; [] when no source

@@ -13,7 +13,7 @@
 //   node sdk.js enqueue QUEUE JOB PK RK [ID] [--base64]
 //                                              sends {"job","pk","rk","id"} (JSON.stringify); prints the id
 //   node sdk.js read-list TABLE PK VALUE       prints the index list's keys as JSON, read as the
-//                                              README's reader reads them (index-list-reader.js)
+//                                              jobs/README.md's reader reads them (index-list-reader.js)
 // The connection string comes from ECW_TEST_CONNECTION_STRING.
 "use strict";
 const { QueueClient } = require("@azure/storage-queue");

@@ -145,6 +145,10 @@ expect_file /usr/share/doc/ecworker/copyright 644 root:root
 grep -qx 'License: Expat' "$R/usr/share/doc/ecworker/copyright" || die "the copyright file does not grant the MIT (Expat) license"
 expect_file /usr/share/doc/ecworker/changelog.gz 644 root:root
 expect_file /usr/share/doc/ecworker/README.md.gz 644 root:root
+expect_file /usr/share/doc/ecworker/CONFIGURATION.md.gz 644 root:root
+expect_file /usr/share/doc/ecworker/JOBS.md.gz 644 root:root
+expect_file /usr/share/doc/ecworker/OPERATING.md.gz 644 root:root
+expect_file /usr/share/doc/ecworker/DEPLOYMENT.md.gz 644 root:root
 ok "files, modes and owners: program, man page, configuration, environment file (600), unit, sysusers.d, docs"
 env_file_mode="$(stat -c %a "$R/etc/ecworker/ecworker.env")"
 ((8#$env_file_mode & 8#077)) && die "the environment file is mode $env_file_mode: readable beyond root"
