@@ -19,7 +19,7 @@
 #                   make deb-test: installed in a fresh root filesystem, run
 #                   against Azurite (see deploy/README.md, "Debian package")
 #   make format     clang-format every C file; make check-format, make check-deps,
-#                   make check-hardening, make check-docs: the checks make test
+#                   make check-circles, make check-hardening, make check-docs: the checks make test
 #                   runs (see "style" below, CONTRIBUTING.md)
 
 CC      ?= cc
@@ -242,14 +242,15 @@ asan:
 BUILD_JOBS = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
 
 # The checks of the sources come first: they take seconds, the build and the
-# tests minutes. The checks of the docs need the program, so they follow the
-# build. The short fuzz runs come last; the sanitizer build skips them (the
-# fuzz build is ASan + UBSan already).
+# tests minutes; those that read the build (check-circles, check-hardening,
+# and check-docs, which runs the program) follow it. The short fuzz runs come
+# last; the sanitizer build skips them (the fuzz build is ASan + UBSan already).
 test-run:
 	@$(MAKE) --no-print-directory check-tests
 	@$(MAKE) --no-print-directory check-deps
 	@$(MAKE) --no-print-directory check-format
 	@$(MAKE) --no-print-directory $(BUILD_JOBS) test-build
+	@$(MAKE) --no-print-directory check-circles
 ifneq ($(SANITIZE),1)
 	@$(MAKE) --no-print-directory check-hardening
 endif
@@ -508,7 +509,15 @@ deb-test: deps deb-check
 #   make check-format  fails when one of them differs, naming it (make test)
 #   make check-deps    fails when a source includes a header its folder may not
 #                      see: the rules are at the top of tests/check-deps.sh (make test)
-#   make check-tests   shows both checks fail on a deliberate violation and
+#   make check-circles fails when files of the product call each other in a
+#                      circle (A uses a symbol B defines, B one A defines, read
+#                      from the objects with nm) not listed in
+#                      tests/circles-known.txt, naming its files and, per
+#                      arrow, the symbols; and when a listed circle is gone
+#                      (tests/check-circles.js; make test, after the build)
+#   make circles-known rewrites tests/circles-known.txt with today's circles:
+#                      after breaking one, or moving files (review the diff)
+#   make check-tests   shows the checks fail on a deliberate violation and
 #                      pass on a clean tree (tests/check-tests.sh; make test)
 #   make check-docs    fails when a YAML example of a Markdown page does not pass
 #                      check-config (tests/check-doc-examples.sh), or when the man
@@ -533,7 +542,7 @@ FORMAT_SRCS := $(sort $(shell find worker jobs include tests/unit tests/integrat
 	tests/fuzz tests/tools -name '*.[ch]' 2>/dev/null))
 CLANG_FORMAT ?= clang-format
 
-.PHONY: format check-format check-deps check-tests check-docs check-hardening hardening-flags
+.PHONY: format check-format check-deps check-circles circles-known check-tests check-docs check-hardening hardening-flags
 
 format:
 	$(SAY) "  FORMAT  $(words $(FORMAT_SRCS)) files ($$($(CLANG_FORMAT) --version))"
@@ -544,6 +553,16 @@ check-format:
 
 check-deps:
 	@./tests/check-deps.sh
+
+# The product's objects (OBJS: every source but main.c, which nothing calls),
+# wherever their sources live: the script maps $(BUILD)/obj/X.o back to X.c.
+CIRCLES_KNOWN := tests/circles-known.txt
+
+check-circles: $(BUILD)/ecworker
+	@node tests/check-circles.js --known $(CIRCLES_KNOWN) --objdir $(BUILD)/obj $(OBJS)
+
+circles-known: $(BUILD)/ecworker
+	@node tests/check-circles.js --known $(CIRCLES_KNOWN) --objdir $(BUILD)/obj --update $(OBJS)
 
 check-tests:
 	@CLANG_FORMAT=$(CLANG_FORMAT) ./tests/check-tests.sh

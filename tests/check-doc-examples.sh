@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # check-doc-examples.sh - every YAML example of the Markdown pages passes
 # `ecworker check-config`, so that no example rots (make check-docs, in make
 # test; make check-tests shows it failing on a planted mistake).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # check-man.sh - the man page against the program's own option tables, the
 # ones `--help` prints, so that neither can change alone (make check-docs, in
 # make test; make check-tests shows it failing on a planted difference).

@@ -2,9 +2,12 @@
 # SPDX-License-Identifier: MIT
 # check-tests.sh - the tests of the source checks (make check-tests; make test
 # runs it first): check-deps and check-format must pass on a clean tree and
-# fail, naming the file and the rule, on each kind of violation; and
+# fail, naming the file and the rule, on each kind of violation;
 # check-hardening must pass on a small program built with the Makefile's
-# hardening flags and fail, naming the property, with each one undone.
+# hardening flags and fail, naming the property, with each one undone; and
+# check-circles must fail on two tiny objects that use each other's symbols,
+# naming both files and the symbols, and on a listed circle that is gone, and
+# pass on a chain and on a listed circle.
 #
 #   tests/check-tests.sh
 #
@@ -578,8 +581,108 @@ else
 	echo "check-tests: note: no build/ecworker yet, check-doc-examples and check-man tested on a stand-in only"
 fi
 
+# ---- check-circles -----------------------------------------------------------
+# Tiny objects compiled here and given to the script directly (the Makefile
+# gives it $(OBJS) the same way, with --objdir $(BUILD)/obj): two files that
+# use each other's symbols fail, named with the symbols; a chain passes; a
+# listed circle passes; a listed circle that is gone fails.
+
+if command -v node >/dev/null && command -v nm >/dev/null && command -v "${CC:-cc}" >/dev/null; then
+	CIRC="$TMP/circles"
+	# cobj NAME CODE: $CIRC/obj/NAME.o compiled from CODE (NAME.c; the .o in
+	# $CIRC/obj stands for it).
+	cobj() {
+		mkdir -p "$CIRC/src/$(dirname "$1")" "$CIRC/obj/$(dirname "$1")"
+		printf '%s\n' "$2" >"$CIRC/src/$1.c"
+		"${CC:-cc}" -O2 -c -o "$CIRC/obj/$1.o" "$CIRC/src/$1.c"
+	}
+	# circles KNOWN-LINES NAME...: runs the check on the objects NAME..., with
+	# a known list of KNOWN-LINES; sets out and rc.
+	circles() {
+		local k="$1" objs=() n
+		shift
+		printf '# known circles\n%s' "$k" >"$CIRC/known.txt"
+		for n in "$@"; do objs+=("$CIRC/obj/$n.o"); done
+		rc=0
+		out="$(node "$ROOT/tests/check-circles.js" --known "$CIRC/known.txt" --objdir "$CIRC/obj" "${objs[@]}" 2>&1)" || rc=$?
+	}
+	# has LINE...: out has each LINE (a whole line, a fixed string).
+	has() {
+		local l
+		for l in "$@"; do grep -q -x -F -- "$l" <<<"$out" || return 1; done
+	}
+	# The pair: a calls b, b calls a and reads a's table and counter.
+	cobj worker/a 'int ecw_b_put(int);
+const int ecw_a_table[2] = {1, 2};
+int ecw_a_count;
+int ecw_a_get(int x) { return ecw_b_put(x + 1); }'
+	cobj worker/b 'extern const int ecw_a_table[2];
+extern int ecw_a_count;
+int ecw_a_get(int);
+int ecw_b_put(int x) { return x > 9 ? x : ecw_a_get(x) + ecw_a_table[1] + ecw_a_count; }'
+	# The chain: x -> y -> z, and libc (no object defines strlen: no arrow).
+	cobj jobs/z 'int ecw_z(int x) { return x * 3; }'
+	cobj jobs/y '#include <string.h>
+int ecw_z(int);
+int ecw_y(const char *s) { return ecw_z((int)strlen(s)); }'
+	cobj jobs/x 'int ecw_y(const char *);
+int ecw_x(void) { return ecw_y("x"); }'
+	# A third file joining the pair's circle: a -> b -> a and b -> c -> a.
+	cobj worker/c 'int ecw_a_get(int);
+int ecw_c(int x) { return ecw_a_get(x); }'
+	cobj worker/b2 'int ecw_a_get(int);
+int ecw_c(int);
+int ecw_b_put(int x) { return x > 9 ? ecw_c(x) : ecw_a_get(x); }'
+
+	circles "" worker/a worker/b jobs/x jobs/y jobs/z
+	[[ $rc -eq 1 ]] && has "check-circles: a new circle of 2 files: worker/a.c worker/b.c" \
+		"circle: worker/a.c -> worker/b.c: ecw_b_put" \
+		"circle: worker/b.c -> worker/a.c: ecw_a_count, ecw_a_get, ecw_a_table" &&
+		grep -q '^check-circles: FAILED: 1 new circle(s), 0 known circle(s) gone (5 files, 4 arrows)' <<<"$out" &&
+		! grep -q 'jobs/' <<<"$out" &&
+		ok "check-circles: two files calling each other fail, named with the symbols (function, const, variable)" ||
+		fail "check-circles: two files calling each other (exit $rc)" "$out"
+
+	circles "" jobs/x jobs/y jobs/z
+	[[ $rc -eq 0 ]] && has "check-circles: OK (3 files, 2 arrows; no circle)" &&
+		ok "check-circles: a chain without a circle passes" || fail "check-circles: a chain (exit $rc)" "$out"
+
+	circles $'worker/b.c  worker/a.c # the pair, in any order\n' worker/a worker/b jobs/x jobs/y jobs/z
+	[[ $rc -eq 0 ]] && has "check-circles: OK (5 files, 4 arrows; 1 known circle(s) left: [a b])" &&
+		ok "check-circles: a known circle passes, counted in the summary" ||
+		fail "check-circles: a known circle (exit $rc)" "$out"
+
+	circles $'worker/a.c worker/b.c\n' worker/a jobs/x jobs/y jobs/z
+	[[ $rc -eq 1 ]] && grep -q -F "$CIRC/known.txt:2: the known circle \"worker/a.c worker/b.c\" no longer exists" <<<"$out" &&
+		grep -q '^check-circles: FAILED: 0 new circle(s), 1 known circle(s) gone' <<<"$out" &&
+		ok "check-circles: a listed circle that no longer exists fails, naming its line" ||
+		fail "check-circles: a listed circle gone (exit $rc)" "$out"
+
+	# The pair listed, and a file joins the circle: a new circle (b2 is b, with
+	# an arrow to c).
+	mv "$CIRC/obj/worker/b2.o" "$CIRC/obj/worker/b.o"
+	circles $'worker/a.c worker/b.c\n' worker/a worker/b worker/c
+	[[ $rc -eq 1 ]] && has "circle: worker/b.c -> worker/c.c: ecw_c" "circle: worker/c.c -> worker/a.c: ecw_a_get" &&
+		grep -q -F 'check-circles: a new circle of 3 files: worker/a.c worker/b.c worker/c.c (it shares files with the known "worker/a.c worker/b.c"' <<<"$out" &&
+		grep -q '^check-circles: FAILED: 1 new circle(s), 1 known circle(s) gone' <<<"$out" &&
+		ok "check-circles: a file joining a known circle fails" ||
+		fail "check-circles: a file joining a known circle (exit $rc)" "$out"
+
+	# --update rewrites the list (its comment kept), and the check then passes.
+	circles $'worker/a.c worker/b.c\n' worker/a worker/b worker/c
+	node "$ROOT/tests/check-circles.js" --known "$CIRC/known.txt" --objdir "$CIRC/obj" --update \
+		"$CIRC"/obj/worker/{a,b,c}.o >/dev/null
+	known="$(cat "$CIRC/known.txt")"
+	circles "$(sed 1d <<<"$known")"$'\n' worker/a worker/b worker/c
+	[[ "$known" == $'# known circles\nworker/a.c worker/b.c worker/c.c' && $rc -eq 0 ]] &&
+		ok "check-circles: --update writes today's circles" ||
+		fail "check-circles: --update (exit $rc)" "$known"$'\n'"$out"
+else
+	echo "check-tests: note: no node, nm or compiler, check-circles not tested"
+fi
+
 if [[ $failed -gt 0 ]]; then
 	echo "check-tests: $failed of $((passed + failed)) cases failed" >&2
 	exit 1
 fi
-echo "==== check-tests: $passed cases passed (check-deps, check-format, check-hardening, check-doc-examples and check-man fail on each violation, pass on a clean tree)"
+echo "==== check-tests: $passed cases passed (check-deps, check-format, check-hardening, check-circles, check-doc-examples and check-man fail on each violation, pass on a clean tree)"
