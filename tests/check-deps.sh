@@ -43,6 +43,7 @@ BASE="include/ecw_buf.h include/ecw_cancel.h include/ecw_clock.h include/ecw_cod
 RULES="
 private worker/migrate/migrate_private.h  worker/migrate/migrate.c worker/migrate/migrate_apply.c
 private worker/schedule/schedule_private.h worker/schedule/schedule.c worker/schedule/schedule_audit.c
+private worker/telemetry/metrics_private.h worker/telemetry/metrics.c worker/telemetry/metrics_server.c
 private worker/runtime/runtime_private.h  worker/runtime/runtime.c worker/runtime/runtime_idle.c worker/runtime/runtime_renew.c worker/runtime/runtime_take.c worker/runtime/deliver.c worker/runtime/shutdown.c worker/runtime/runtime_preflight.c
 private worker/storage/http_private.h worker/storage/http.c worker/storage/http_answer.c
 private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c

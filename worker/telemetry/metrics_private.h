@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/* metrics_private.h - what the endpoint (metrics_server.c) asks the counters
+ * (metrics.c): the probes' verdicts, read without the counters' lock. */
+#ifndef ECW_METRICS_PRIVATE_H
+#define ECW_METRICS_PRIVATE_H
+
+#include <stdbool.h>
+
+/* The loop went round within the liveness window (never before its first
+ * heartbeat): /healthz. */
+bool ecw_metrics_alive(void);
+/* A job thread completed no storage call for worker.stall_timeout: /healthz fails. */
+bool ecw_metrics_stalled(void);
+/* The storage circuit is open, or the worker not ready yet: /readyz fails. */
+bool ecw_metrics_circuit_open(void);
+bool ecw_metrics_ready(void);
+
+#endif
