@@ -11,6 +11,12 @@
 
 int auditfx_run(char **out, const char *config, const char *name, const char *const *args)
 {
+	return auditfx_run_env(out, config, name, args, NULL);
+}
+
+int auditfx_run_env(char **out, const char *config, const char *name, const char *const *args,
+                    const char *const *env)
+{
 	const char *argv[12] = {"audit", "-c", config};
 	char *err = NULL;
 	size_t n = 3;
@@ -19,7 +25,7 @@ int auditfx_run(char **out, const char *config, const char *name, const char *co
 	for (; args && *args && n < 11; args++)
 		argv[n++] = *args;
 	argv[n] = NULL;
-	code = proc_run(out, &err, name, argv, NULL, 60000);
+	code = proc_run(out, &err, name, argv, env, 60000);
 	if (code != 0 && code != 3)
 		print_error("audit %s exited %d; stderr:\n%s\nstdout:\n%s\n", name, code, err ? err : "",
 		            out && *out ? *out : "");

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* auditfx.h - `ecworker audit` as a process, for the integration tests of the
- * audit (test_audit.c, test_audit_fanout.c, test_audit_index_list.c): one run
- * with its exit code and stdout, and the --json line of one job with its
- * counts. */
+ * audit (test_audit.c, test_audit_fanout.c, test_audit_index_list.c) and the
+ * end of a chaos run (mixed_chaos.c): one run with its exit code and stdout,
+ * and the --json line of one job with its counts. */
 #ifndef ECW_AUDITFX_H
 #define ECW_AUDITFX_H
 
@@ -12,6 +12,10 @@ struct json_object;
  * as the process name; returns its exit code (stderr and stdout printed when
  * it is neither 0 nor 3), stdout in *out (the caller frees it). */
 int auditfx_run(char **out, const char *config, const char *name, const char *const *args);
+/* The same with more environment for it (NULL-terminated "K=V", as
+ * proc_run takes it; NULL: none). */
+int auditfx_run_env(char **out, const char *config, const char *name, const char *const *args,
+                    const char *const *env);
 
 /* The --json line of job in out, parsed (json_object_put it); fails the test
  * when there is none. */

@@ -8,7 +8,8 @@
  *   mixed_app.c    the application: the seed data, the plan and the producer threads carrying it out;
  *   mixed_judge.c  the judge: the end state against a recomputation from the source tables;
  *   mixed_chaos.c  what a chaos run adds: faultproxy, an Azurite restart, the poison queue listed and
- *                  replayed, every message put accounted for, and the chaos verdict. */
+ *                  replayed, every message put accounted for, the chaos verdict, and the end as
+ *                  production ends it (`ecworker audit`, repairing only the index's known window). */
 #ifndef ECW_MIXED_PRIVATE_H
 #define ECW_MIXED_PRIVATE_H
 
@@ -39,6 +40,9 @@
 #define MAX_CUST 16
 #define MAX_WORKERS 4
 #define MAX_PRODUCERS 4
+
+/* The jobs, in the configuration's order (mixed.c). */
+extern const char *const MX_JOBS[NJOBS];
 
 /* The four LastNames the employees move between (mixed_app.c). */
 extern const char *const MX_LAST_NAMES[4];
@@ -214,5 +218,14 @@ void mx_account_messages(struct mx *x, struct tally *t, struct poison_seen *ps, 
 /* The chaos run's verdict on the chaos, the queues and the account. */
 void mx_judge_chaos(struct mx *x, struct tally *t, const struct chaos_state *cs, struct poison_seen *ps,
                     const struct account *a, long long replayed);
+
+/* Ends a chaos run as production ends it, once the queue has drained and
+ * before the judge: `ecworker audit` of every job, which may find only
+ * what jobs/index.c documents as not covered (orphan email entries, no
+ * reference names them; anything else fails the test, the finding
+ * printed), then `audit --repair` of the email index, then an audit of
+ * every job that must find nothing. Returns how many orphans the first
+ * audit found (the times the index's window was hit). */
+long long mx_audit_end(struct mx *x, const struct worker *w);
 
 #endif

@@ -16,11 +16,19 @@
  *   left alone and must ride through.
  * At the end the kills stop, the faults are turned off, the queue drains,
  * the poison queue is listed (every envelope with a reason) and replayed
- * with the operator's commands, the queue drains again, and the derived
- * tables must equal the recomputation from the sources, every employee in
- * exactly one of Employees/EmployeesArchive, and every message put be
- * accounted for. Each case runs on an Azurite of its own. ECW_TEST_SEED=N
- * replays a run's plan. */
+ * with the operator's commands, the queue drains again, and every message
+ * put must be accounted for. Then the run ends as production ends it:
+ * `ecworker audit` of every job may find only what jobs/index.c documents
+ * as not covered (an email entry no reference names, left when a worker
+ * dies or loses its lease right after a write that another worker's round
+ * of the same employee had already cleaned up after: an orphan of the
+ * email index), `audit --repair employee-by-email` removes those, and a
+ * second audit of every job must find nothing; the line "the index window
+ * was hit N time(s)" says how often. Last, the derived tables must equal the
+ * recomputation from the sources, every employee in exactly one of
+ * Employees/EmployeesArchive. Each case runs on an Azurite of its own.
+ * ECW_TEST_SEED=N replays a run's plan (the producers' plan and the kills'
+ * victims; the timing, and so the window's hits, differ). */
 #include "itest.h"
 #include "mixed.h"
 
