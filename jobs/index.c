@@ -130,16 +130,13 @@
  *   conditional on the ref, and the two are in different partitions (no
  *   entity group transaction holds both); a mark left at every cleaned place
  *   that a late write cannot pass would need cleaning up in turn, which
- *   opens the same window again. The lease check before each write and the
- *   runtime's lease renewal make it need several unlikely events at once,
- *   yet a worker SIGKILLed every 300 ms meets it now and then
- *   (test_chaos__small: once in issue 33's first `make test`, in none of
- *   the 28 runs after, 8 of them with the CPUs kept busy).
- *   Such an entry stays until an audit repairs it: index_audit.c finds it
- *   from the index as an orphan (its source gone, or computing elsewhere),
- *   and --repair registers it in its source's ref, then runs the job, which
- *   deletes it. A scheduled audit with `repair: true` does that unattended;
- *   test_chaos ends with it, as production does.
+ *   opens the same window again. The lease check and renewal make it need
+ *   several unlikely events at once, yet a worker SIGKILLed every 300 ms
+ *   meets it now and then (test_chaos__small: once in 29 runs). Such an
+ *   entry stays until an audit repairs it: index_audit.c finds it as an
+ *   orphan, and --repair registers it in its source's ref, then runs the
+ *   job, which deletes it; a scheduled audit with `repair: true` does that
+ *   unattended, and test_chaos ends with it, as production does.
  *
  * In the source's own table (`table` = `source`), a message naming an entry
  * or a ref (`ecworker backfill` enqueues those too) is skipped ("not-a-source"),
