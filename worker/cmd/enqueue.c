@@ -76,7 +76,7 @@ int ecw_cmd_enqueue(int argc, char **argv)
 		"      --base64        send the text base64-encoded (as Azure Functions expect)\n"
 		"      --id ID         a trace id carried in the message as \"id\"\n"
 		"      --traceparent TP  a W3C trace context (00-<32 hex>-<16 hex>-<2 hex>): the run\n"
-		"                      joins that trace (README: Trace context and OTLP)\n"
+		"                      joins that trace (worker/README.md: Trace context and OTLP)\n"
 		"      --field K=V     an extra string field for the job (repeatable)\n"
 		"      --delay D       the message stays invisible for D after it is put (30s, 5m,\n"
 		"                      2h, 7d; at most 7d, whole seconds; default 0)\n"
