@@ -84,7 +84,7 @@ static void fill_sources(struct mt *m, const char *emp, const char *cust, const 
 	put(m, cust, "cust", "c1",
 	    (const char *const[]){"Name", "Contoso", "Email", "buy@contoso.com", NULL});
 	for (int h = 0; h < 3; h++) {
-		char rk[16], depth[8];
+		char rk[16], depth[12];
 		snprintf(rk, sizeof(rk), "%010lld", 1601510400LL + h * 3600LL); /* 2020-10-01 */
 		snprintf(depth, sizeof(depth), "%d", 10 + h);
 		put(m, raw, "tank-a_raw", rk, (const char *const[]){"depth", depth, NULL});
