@@ -45,7 +45,7 @@ private worker/migrate/migrate_private.h  worker/migrate/migrate.c worker/migrat
 private worker/schedule/schedule_private.h worker/schedule/schedule.c worker/schedule/schedule_audit.c
 private worker/telemetry/metrics_private.h worker/telemetry/metrics.c worker/telemetry/metrics_server.c
 private worker/runtime/runtime_private.h  worker/runtime/runtime.c worker/runtime/runtime_idle.c worker/runtime/runtime_renew.c worker/runtime/runtime_take.c worker/runtime/deliver.c worker/runtime/shutdown.c worker/runtime/runtime_preflight.c
-private worker/storage/http_private.h worker/storage/http.c worker/storage/http_answer.c
+private worker/storage/http_private.h worker/storage/http.c worker/storage/http_answer.c worker/storage/http_conn.c
 private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c
 private jobs/index_private.h   jobs/index.c jobs/index_audit.c
 private jobs/index_list_private.h jobs/index_list.c jobs/index_list_audit.c jobs/index_list_store.c jobs/index_list_combine.c jobs/index_list_combine_private.h

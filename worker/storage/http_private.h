@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* http_private.h - what http.c (connections, the exchange) and
- * http_answer.c (reading an answer) share, and no other file: a client's
- * connections and their input buffers, the framing an answer's head gives,
- * and the one read each side does. The connections are http.c's: it opens,
- * closes and frees them; http_answer.c only takes bytes off their input. */
+/* http_private.h - what the transport's three files share, and no other
+ * file. They call one way: http.c (the exchange) uses http_answer.c
+ * (reading an answer) and http_conn.c (connections: connect, TLS, read,
+ * write); http_answer.c uses http_conn.c; http_conn.c uses neither. Here:
+ * a client's connections and their input buffers, a URL's parts, the
+ * framing an answer's head gives. http.c owns the connections (it frees
+ * their buffers); http_answer.c only takes bytes off their input. */
 #ifndef ECW_STORAGE_HTTP_PRIVATE_H
 #define ECW_STORAGE_HTTP_PRIVATE_H
 
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "ecw_buf.h"
@@ -71,10 +74,35 @@ struct framing {
 	long long length; /* Content-Length; -1 none */
 };
 
-/* Reads what comes next onto k->in (http.c): > 0 bytes, 0 at the end of
- * the stream, < 0 with errno (EAGAIN: timed out; ECANCELED: the worker is
- * stopping; ENOMEM). */
+/* Where a URL points: its parts, as http.c's parse_url finds them. */
+struct target {
+	bool tls;
+	char host[256]; /* without [] for IPv6 */
+	char port[8];
+	const char *authority; /* into the URL: host[:port], for Host: */
+	size_t authority_len;
+	const char *path;  /* into the URL: path and query; "" means "/" */
+	size_t origin_len; /* of "scheme://authority" */
+};
+
+/* ---- http_conn.c: the connections, below everything else here ---- */
+
+/* Opens k to t (TCP, then TLS for https) within the connect timeout and
+ * the deadline: 0, or a negative ecw_err with why; counts h->connections. */
+int ecw_http_conn_open(struct ecw_http *h, struct conn *k, const struct target *t, int64_t deadline,
+		       char *why, size_t why_len);
+/* Closes k's socket (and TLS) and drops its unread input; k stays usable. */
+void ecw_http_conn_close(struct conn *k);
+/* Sends all of the n iovecs by the deadline: 0, or -1 with errno (EAGAIN:
+ * timed out; ECANCELED: the worker is stopping). */
+int ecw_http_conn_write(struct ecw_http *h, struct conn *k, struct iovec *iov, int n, int64_t deadline);
+/* Reads what comes next onto k->in: > 0 bytes, 0 at the end of the stream,
+ * < 0 with errno (EAGAIN: timed out; ECANCELED: the worker is stopping;
+ * ENOMEM). */
 ssize_t ecw_http_conn_read(struct ecw_http *h, struct conn *k, int64_t deadline);
+
+/* ---- http_answer.c: reading an answer, above the connections ---- */
+
 /* Reads one answer (after any 1xx ones) off k into resp, its framing in f
  * (http_answer.c): 0, or a negative ecw_err with why. *none: the connection
  * ended before the answer's first byte. What came past the answer stays in
