@@ -37,6 +37,10 @@ void ecw_node_errors_dispose(struct ecw_node_errors *errs);
  * Lines with no position in it come first; lines at the same position keep
  * their order. */
 void ecw_node_errors_sort(struct ecw_node_errors *errs, size_t from, const char *file);
+/* Counts an error line (or a value a check needed) lost to a failed
+ * allocation: the parse must fail rather than pass what it never fully
+ * checked. */
+void ecw_node_errors_lost(struct ecw_node_errors *errs);
 
 /* ---- the node tree (what YAML said, after ${VAR} expansion) ---------------- */
 
@@ -62,6 +66,9 @@ struct ecw_node {
  * environment. */
 void ecw_node_error(struct ecw_node_errors *errs, const struct ecw_node *at, const char *fmt, ...)
 	ECW_PRINTF(3, 4);
+/* "FILE:LINE:COL: message" at a position no node has (a YAML syntax error). */
+void ecw_node_error_at(struct ecw_node_errors *errs, const char *file, int line, int col, const char *fmt,
+		       ...) ECW_PRINTF(5, 6);
 /* "FILE: message", for a problem with no position (an unreadable file). */
 void ecw_node_error_file(struct ecw_node_errors *errs, const char *file, const char *fmt, ...)
 	ECW_PRINTF(3, 4);

@@ -3,7 +3,7 @@
  * events are turned into an ecw_node tree once, here (the only file that sees
  * libyaml); every plain or quoted value has its ${VAR} / ${VAR:-default} /
  * ${file:PATH} references expanded on the way (keys never are). The readers collect every
- * problem as "FILE:LINE:COL: message" rather than stopping at the first; the
+ * problem as "FILE:LINE:COL: message" (node_error.c) rather than stopping at the first; the
  * schemas (worker/config/config.c, the job types, schedules, migrations) use them.
  *
  * Secrets: a value may come from the environment (a connection string, a
@@ -22,173 +22,12 @@
 #include "ecw_node.h"
 
 #define MAX_DEPTH 64
-#define MAX_ERROR_BYTES 4096
 #define PATH_MAX_BYTES 256
 #define NAME_BYTES 320
 
 #define SEC ((int64_t)1000)
 #define MIN (60 * SEC)
 #define HOUR (60 * MIN)
-
-/* ---- errors ------------------------------------------------------------- */
-
-void ecw_node_errors_init(struct ecw_node_errors *errs)
-{
-	errs->lines = NULL;
-	errs->n = errs->cap = 0;
-	errs->file = NULL;
-	errs->lost = 0;
-}
-
-void ecw_node_errors_dispose(struct ecw_node_errors *errs)
-{
-	if (!errs)
-		return;
-	for (size_t i = 0; i < errs->n; i++)
-		free(errs->lines[i]);
-	free(errs->lines);
-	errs->lines = NULL;
-	errs->n = errs->cap = 0;
-}
-
-/* An error line (or a value a check needed) lost to a failed allocation:
- * the parse must fail rather than pass what it never fully checked. */
-static void lost_error(struct ecw_node_errors *errs)
-{
-	errs->lost++;
-}
-
-/* Takes line (heap) into errs. */
-static void push_line(struct ecw_node_errors *errs, char *line)
-{
-	if (!line) {
-		lost_error(errs);
-		return;
-	}
-	if (errs->n == errs->cap) {
-		size_t cap = errs->cap ? errs->cap * 2 : 8;
-		char **p = realloc(errs->lines, cap * sizeof(*p));
-		if (!p) {
-			free(line);
-			lost_error(errs);
-			return;
-		}
-		errs->lines = p;
-		errs->cap = cap;
-	}
-	errs->lines[errs->n++] = line;
-}
-
-/* An error line is one line: a key written with "\n" in quotes must not
- * split it. */
-static void flatten(char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = '?';
-}
-
-static void add_error_at(struct ecw_node_errors *errs, const char *file, int line, int col, const char *fmt,
-			 va_list ap) ECW_PRINTF(5, 0);
-
-static void add_error_at(struct ecw_node_errors *errs, const char *file, int line, int col, const char *fmt,
-			 va_list ap)
-{
-	char msg[1024];
-	struct ecw_buf b;
-	int rc;
-
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	flatten(msg);
-	ecw_buf_init(&b, MAX_ERROR_BYTES);
-	if (line > 0)
-		rc = ecw_buf_printf(&b, "%s:%d:%d: %s", file, line, col, msg);
-	else
-		rc = ecw_buf_printf(&b, "%s: %s", file, msg);
-	if (rc < 0) {
-		ecw_buf_dispose(&b);
-		lost_error(errs);
-		return;
-	}
-	push_line(errs, ecw_buf_take(&b));
-}
-
-void ecw_node_error(struct ecw_node_errors *errs, const struct ecw_node *at, const char *fmt, ...)
-{
-	const char *file;
-	va_list ap;
-
-	if (at)
-		file = at->file ? at->file : "<config>";
-	else
-		file = errs->file ? errs->file : "<config>";
-	va_start(ap, fmt);
-	add_error_at(errs, file, at ? at->line : 1, at ? at->col : 1, fmt, ap);
-	va_end(ap);
-}
-
-void ecw_node_error_file(struct ecw_node_errors *errs, const char *file, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	add_error_at(errs, file, 0, 0, fmt, ap);
-	va_end(ap);
-}
-
-static void pos_error(struct ecw_node_errors *errs, const char *file, int line, int col, const char *fmt, ...)
-	ECW_PRINTF(5, 6);
-
-static void pos_error(struct ecw_node_errors *errs, const char *file, int line, int col, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	add_error_at(errs, file, line, col, fmt, ap);
-	va_end(ap);
-}
-
-struct err_pos {
-	char *line;
-	long l, c;
-	size_t i;
-};
-
-static int err_pos_cmp(const void *a, const void *b)
-{
-	const struct err_pos *x = a, *y = b;
-
-	if (x->l != y->l)
-		return x->l < y->l ? -1 : 1;
-	if (x->c != y->c)
-		return x->c < y->c ? -1 : 1;
-	return x->i < y->i ? -1 : x->i > y->i;
-}
-
-void ecw_node_errors_sort(struct ecw_node_errors *errs, size_t from, const char *file)
-{
-	size_t n = errs->n - from, flen = strlen(file);
-	struct err_pos *e;
-
-	if (n < 2 || !(e = malloc(n * sizeof(*e))))
-		return;
-	for (size_t i = 0; i < n; i++) {
-		const char *s = errs->lines[from + i];
-		char *end;
-		e[i].line = errs->lines[from + i];
-		e[i].i = i;
-		e[i].l = e[i].c = 0;
-		if (strncmp(s, file, flen) == 0 && s[flen] == ':') {
-			e[i].l = strtol(s + flen + 1, &end, 10);
-			if (*end == ':')
-				e[i].c = strtol(end + 1, NULL, 10);
-		}
-	}
-	qsort(e, n, sizeof(*e), err_pos_cmp);
-	for (size_t i = 0; i < n; i++)
-		errs->lines[from + i] = e[i].line;
-	free(e);
-}
 
 /* ---- the node tree ------------------------------------------------------ */
 
@@ -330,14 +169,15 @@ static void yaml_error(struct builder *b)
 			}
 		}
 	} else if (p->error == YAML_MEMORY_ERROR) {
-		lost_error(b->errs);
+		ecw_node_errors_lost(b->errs);
 		return;
 	}
 	if (p->context)
-		pos_error(b->errs, b->file, (int)line + 1, (int)col + 1, "YAML syntax error: %s %s", problem,
-			  p->context);
+		ecw_node_error_at(b->errs, b->file, (int)line + 1, (int)col + 1, "YAML syntax error: %s %s",
+				  problem, p->context);
 	else
-		pos_error(b->errs, b->file, (int)line + 1, (int)col + 1, "YAML syntax error: %s", problem);
+		ecw_node_error_at(b->errs, b->file, (int)line + 1, (int)col + 1, "YAML syntax error: %s",
+				  problem);
 }
 
 /* Next event; a syntax error is recorded and returns ECW_EINVALID. */
@@ -490,13 +330,13 @@ static int build_node(struct ecw_node **out, struct builder *b, yaml_event_t *ev
 
 	*out = NULL;
 	if (ev->type == YAML_ALIAS_EVENT) {
-		pos_error(b->errs, b->file, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-			  "YAML aliases (*name) are not supported");
+		ecw_node_error_at(b->errs, b->file, (int)ev->start_mark.line + 1,
+				  (int)ev->start_mark.column + 1, "YAML aliases (*name) are not supported");
 		return 0;
 	}
 	if (depth > MAX_DEPTH) {
-		pos_error(b->errs, b->file, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-			  "nested deeper than %d levels", MAX_DEPTH);
+		ecw_node_error_at(b->errs, b->file, (int)ev->start_mark.line + 1,
+				  (int)ev->start_mark.column + 1, "nested deeper than %d levels", MAX_DEPTH);
 		return ECW_EINVALID;
 	}
 	switch (ev->type) {
@@ -545,8 +385,8 @@ static int build_node(struct ecw_node **out, struct builder *b, yaml_event_t *ev
 		break;
 	default:
 		/* The parser only hands out node events here. */
-		pos_error(b->errs, b->file, (int)ev->start_mark.line + 1, (int)ev->start_mark.column + 1,
-			  "unexpected YAML event %d", (int)ev->type);
+		ecw_node_error_at(b->errs, b->file, (int)ev->start_mark.line + 1,
+				  (int)ev->start_mark.column + 1, "unexpected YAML event %d", (int)ev->type);
 		err = ECW_EINVALID;
 		goto done;
 	}
@@ -617,8 +457,8 @@ int ecw_node_parse(struct ecw_node **out, const char *text, size_t len, const ch
 		goto done;
 	have_event = true;
 	if (ev.type == YAML_DOCUMENT_START_EVENT) {
-		pos_error(errs, file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1,
-			  "a second YAML document: the configuration must be one document");
+		ecw_node_error_at(errs, file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1,
+				  "a second YAML document: the configuration must be one document");
 		err = ECW_EINVALID;
 	}
 done:
@@ -809,7 +649,7 @@ int ecw_node_read_string(char **out, const struct ecw_node *map, const char *key
 	if ((r = ecw_node_read_scalar(&v, map, key, required, what, "a string", errs)) <= 0)
 		return r;
 	if (!(copy = strdup(v->value))) {
-		lost_error(errs);
+		ecw_node_errors_lost(errs);
 		ecw_error_set(ECW_ENOMEM, "out of memory");
 		return -1;
 	}
@@ -900,7 +740,7 @@ int ecw_node_string_list(char ***out, bool *present, const struct ecw_node *map,
 		return -1;
 	}
 	if (!(list = calloc(n + 1, sizeof(*list)))) {
-		lost_error(errs);
+		ecw_node_errors_lost(errs);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -912,7 +752,7 @@ int ecw_node_string_list(char ***out, bool *present, const struct ecw_node *map,
 			continue;
 		}
 		if (!(list[i] = strdup(it->value))) {
-			lost_error(errs);
+			ecw_node_errors_lost(errs);
 			bad++;
 			break;
 		}
