@@ -110,7 +110,7 @@ struct ecw_config {
 	} metrics;
 	struct ecw_job_def *jobs;
 	size_t njobs;
-	struct ecw_schedule_set *schedules;   /* `schedules:` (worker/schedule/schedule.h); NULL when none */
+	struct ecw_schedule_set *schedules;   /* `schedules:` (below); NULL when none */
 	struct ecw_migration_set *migrations; /* `migrations:` (worker/migrate/migrate.h); NULL when none */
 };
 
@@ -127,5 +127,48 @@ const struct ecw_queue_def *ecw_config_queue(const struct ecw_config *cfg, const
 const struct ecw_job_def *ecw_config_job(const struct ecw_config *cfg, const char *name);
 /* The file to read when -c is not given: $ECW_CONFIG, else "./ecworker.yaml". */
 const char *ecw_config_default_path(void);
+
+/* ---- `schedules:` (worker/config/schedules.c) ------------------------------- */
+
+/* Jobs enqueued on a timetable by the worker itself, or audited on one. The
+ * set belongs to the configuration (ecw_config_free frees it); the
+ * runtime's scheduler (worker/schedule/schedule.h) reads it without owning
+ * it. */
+#define ECW_SCHEDULE_HOUR_MS ((int64_t)3600000)
+#define ECW_SCHEDULE_DAY_MS (24 * ECW_SCHEDULE_HOUR_MS)
+#define ECW_SCHEDULE_WEEK_MS (7 * ECW_SCHEDULE_DAY_MS)
+
+/* Reads the `schedules:` section (sec may be NULL: none). jobs[0..njobs) are
+ * the configured jobs (parsed first), which a schedule names and whose type
+ * says what a schedule must give it. Problems go to errs and the result is -1. */
+int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *sec,
+			const struct ecw_job_def *jobs, size_t njobs, struct ecw_node_errors *errs);
+void ecw_schedules_free(struct ecw_schedule_set *s);
+
+enum ecw_schedule_window { ECW_WINDOW_NONE, ECW_WINDOW_PREVIOUS, ECW_WINDOW_CURRENT };
+
+/* One schedule as configured (a view owned by the set). */
+struct ecw_schedule {
+	const char *name; /* the markers' PartitionKey; default the job's name */
+	const char *job;  /* the job enqueued, or (audit) the job audited */
+	/* audit: JOB: the window runs the job's audit in the claimant (no
+	 * message), with repair, at rate storage requests a second; its result
+	 * goes into the marker (worker/schedule/schedule_audit.c). */
+	bool audit;
+	bool repair;
+	int rate;
+	int64_t every_ms; /* ECW_SCHEDULE_HOUR_MS, _DAY_MS or _WEEK_MS */
+	int64_t at_ms;    /* offset of the firing into its period */
+	int catch_up;     /* how many of the latest due periods a tick considers */
+	enum ecw_schedule_window window;
+	const char *table;  /* for_each.table; NULL: one message per period */
+	const char *field;  /* for_each.field: PartitionKey, RowKey or a String property */
+	const char *as;     /* for_each.as: the message field the value goes in */
+	const char *filter; /* for_each.filter (OData) or NULL */
+};
+
+/* 0 for NULL. */
+size_t ecw_schedules_count(const struct ecw_schedule_set *s);
+const struct ecw_schedule *ecw_schedules_get(const struct ecw_schedule_set *s, size_t i);
 
 #endif

@@ -42,7 +42,7 @@ BASE="include/ecw_buf.h include/ecw_cancel.h include/ecw_clock.h include/ecw_cod
 
 RULES="
 private worker/migrate/migrate_private.h  worker/migrate/migrate.c worker/migrate/migrate_apply.c
-private worker/schedule/schedule_private.h worker/schedule/schedule.c worker/schedule/schedule_audit.c
+private worker/schedule/schedule_private.h worker/schedule/schedule.c worker/schedule/schedule_audit.c worker/schedule/schedule_window.c
 private worker/telemetry/metrics_private.h worker/telemetry/metrics.c worker/telemetry/metrics_server.c
 private worker/runtime/runtime_private.h  worker/runtime/runtime.c worker/runtime/runtime_idle.c worker/runtime/runtime_renew.c worker/runtime/runtime_take.c worker/runtime/deliver.c worker/runtime/shutdown.c worker/runtime/runtime_preflight.c
 private worker/storage/http_private.h worker/storage/http.c worker/storage/http_answer.c worker/storage/http_conn.c
@@ -91,8 +91,8 @@ may   include/*.h worker/migrate/*.h
 rule  worker/migrate includes only include/ and worker/migrate
 
 files worker/config/*
-may   include/*.h worker/config/*.h worker/schedule/schedule.h worker/migrate/migrate.h
-rule  worker/config (the schema, the YAML tree) includes only include/, worker/config and the parsers of the schedules and migrations sections (schedule.h, migrate.h)
+may   include/*.h worker/config/*.h worker/migrate/migrate.h
+rule  worker/config (the schema, the YAML tree) includes only include/, worker/config and the parser of the migrations section (migrate.h; the schedules section is worker/config/schedules.c)
 
 files worker/schedule/*
 may   include/*.h worker/schedule/*.h worker/*.h worker/telemetry/*.h

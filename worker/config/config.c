@@ -3,7 +3,7 @@
  * the file's sections, read from the node tree (worker/config/node.c) with its typed
  * readers. Every problem is collected as "FILE:LINE:COL: message" and the
  * list is put in file order at the end. The job types check their own
- * settings, and worker/schedule/schedule.c and worker/migrate/migrate.c their sections; this
+ * settings, and worker/config/schedules.c and worker/migrate/migrate.c their sections; this
  * file checks across them (a schedule's job, a job's then).
  *
  * Secrets: a value may come from the environment (a connection string, a
@@ -20,7 +20,6 @@
 #include "ecw_buf.h"
 #include "ecw_config.h"
 #include "migrate.h"
-#include "schedule.h"
 #include "ecw_job.h"
 #include "ecw_storage.h"
 

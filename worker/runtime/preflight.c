@@ -9,7 +9,6 @@
 
 #include "ecw_job.h"
 #include "preflight.h"
-#include "schedule.h"
 
 #define PROBE_KEY "ecworker-preflight"
 

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* schedule.c - `schedules:` (see schedule.h): the section's checks, the
- * period math, and the scheduler each replica ticks on its own thread.
+/* schedule.c - the scheduler each replica ticks on its own thread (see
+ * schedule.h). The `schedules:` section it runs is the configuration's
+ * (worker/config/schedules.c); a window's period math, marker times, log
+ * lines and release are schedule_window.c's.
  *
  * Each window (a schedule's period) is enqueued once across replicas by
  * claiming it first: a marker entity in worker.schedule_table, PartitionKey
@@ -58,13 +60,6 @@
 #include "schedule.h"
 #include "schedule_private.h"
 
-#define MAX_SCHEDULES 256
-#define MAX_CATCH_UP 1000
-#define DEFAULT_CATCH_UP 7
-/* An audit's storage requests a second: at least 1, so that a pacing wait
- * (1/rate) never holds up its stop or the renewal of its claim. */
-#define DEFAULT_AUDIT_RATE 100
-#define MAX_AUDIT_RATE 100000
 #define ERROR_WAIT_MS 5000
 #define TICK_MS 1000
 /* How often each replica reads the audits' latest results, and over how many
@@ -73,511 +68,6 @@
 #define AUDIT_SHOW_PERIODS 3
 /* Distinct for_each values held while a window is enqueued. */
 #define MAX_VALUES 1000000
-
-struct schedule {
-	struct ecw_schedule pub;
-	char *name, *job, *table, *field, *as, *filter;
-};
-
-struct ecw_schedule_set {
-	struct schedule *v;
-	size_t n;
-};
-
-/* ---- period math ------------------------------------------------------------ */
-
-static int64_t floor_div(int64_t a, int64_t b)
-{
-	int64_t q = a / b;
-	return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
-
-int64_t ecw_schedule_period_start(int64_t t_ms, int64_t every_ms)
-{
-	/* 1970-01-01 was a Thursday: Mondays are 3 days before the epoch's weeks. */
-	int64_t shift = every_ms == ECW_SCHEDULE_WEEK_MS ? 3 * ECW_SCHEDULE_DAY_MS : 0;
-
-	return floor_div(t_ms + shift, every_ms) * every_ms - shift;
-}
-
-size_t ecw_schedule_due(int64_t *out, size_t max, int64_t now_ms, int64_t every_ms, int64_t at_ms)
-{
-	int64_t last = ecw_schedule_period_start(now_ms - at_ms, every_ms);
-
-	for (size_t i = 0; i < max; i++)
-		out[i] = last - (int64_t)(max - 1 - i) * every_ms;
-	return max;
-}
-
-enum utc_format { UTC_DAY, UTC_HOUR, UTC_MINUTE, UTC_SECOND };
-
-/* ms as "YYYY-MM-DD", "YYYY-MM-DDTHH:00:00Z", "YYYY-MM-DDTHH:MMZ" or
- * "YYYY-MM-DDTHH:MM:SS" (years 0..9999). */
-static int format_utc(char *out, size_t cap, int64_t ms, enum utc_format f)
-{
-	time_t t = (time_t)floor_div(ms, 1000);
-	struct tm tm;
-	int n;
-
-	if (!gmtime_r(&t, &tm) || tm.tm_year < -1900 || tm.tm_year > 9999 - 1900)
-		return ecw_error_set(ECW_EINVALID, "time %" PRId64 " ms is out of range", ms);
-	switch (f) {
-	case UTC_DAY:
-		n = snprintf(out, cap, "%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
-		break;
-	case UTC_HOUR:
-		n = snprintf(out, cap, "%04d-%02d-%02dT%02d:00:00Z", tm.tm_year + 1900, tm.tm_mon + 1,
-			     tm.tm_mday, tm.tm_hour);
-		break;
-	case UTC_MINUTE:
-		n = snprintf(out, cap, "%04d-%02d-%02dT%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-			     tm.tm_mday, tm.tm_hour, tm.tm_min);
-		break;
-	default:
-		n = snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
-			     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-		break;
-	}
-	if (n < 0 || (size_t)n >= cap)
-		return ecw_error_set(ECW_EINVALID, "no room for a time");
-	return 0;
-}
-
-int ecw_schedule_window_start(char *out, size_t cap, int64_t period_ms, int64_t every_ms,
-			      enum ecw_schedule_window w)
-{
-	int64_t start = w == ECW_WINDOW_PREVIOUS ? period_ms - every_ms : period_ms;
-
-	return format_utc(out, cap, start, every_ms == ECW_SCHEDULE_HOUR_MS ? UTC_HOUR : UTC_DAY);
-}
-
-int ecw_schedule_marker_key(char *out, size_t cap, int64_t period_ms)
-{
-	return format_utc(out, cap, period_ms, UTC_MINUTE);
-}
-
-/* ---- the section ------------------------------------------------------------ */
-
-static const char *const schedule_keys[] = {"job",  "audit",    "every",  "at",   "for_each", "window",
-					    "name", "catch_up", "repair", "rate", NULL};
-static const char *const for_each_keys[] = {"table", "field", "as", "filter", NULL};
-
-static bool ident_ok(const char *s, size_t max, bool dash)
-{
-	size_t n = strlen(s);
-
-	if (n < 1 || n > max || (s[0] >= '0' && s[0] <= '9'))
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_' || (dash && c == '-')))
-			return false;
-	}
-	return true;
-}
-
-static const char *every_name(int64_t every_ms)
-{
-	return every_ms == ECW_SCHEDULE_HOUR_MS ? "1h" : every_ms == ECW_SCHEDULE_DAY_MS ? "1d" : "1w";
-}
-
-/* "HH:MM" within the period: 1h "00:MM", 1d up to "23:59", 1w up to
- * "167:59" (hours from Monday 00:00). Returns 0 or -1 (error recorded). */
-static int parse_at(int64_t *out, const struct ecw_node *v, int64_t every_ms, const char *what,
-		    struct ecw_node_errors *errs)
-{
-	const char *s = v->value, *colon = strchr(s, ':');
-	long hh = 0, mm = 0,
-	     max_h = every_ms == ECW_SCHEDULE_HOUR_MS  ? 0
-		     : every_ms == ECW_SCHEDULE_DAY_MS ? 23
-						       : 167;
-	size_t nh = colon ? (size_t)(colon - s) : 0;
-	bool ok = colon && nh >= 2 && nh <= 3 && strlen(colon + 1) == 2;
-
-	for (size_t i = 0; ok && i < nh; i++)
-		ok = s[i] >= '0' && s[i] <= '9', hh = hh * 10 + (s[i] - '0');
-	for (size_t i = 1; ok && i <= 2; i++)
-		ok = colon[i] >= '0' && colon[i] <= '9', mm = mm * 10 + (colon[i] - '0');
-	if (!ok || mm > 59 || hh > max_h) {
-		if (every_ms == ECW_SCHEDULE_HOUR_MS)
-			ecw_node_error(errs, v,
-				       "%s.at must be \"00:MM\" with every: 1h (minutes into the hour)",
-				       what);
-		else if (every_ms == ECW_SCHEDULE_DAY_MS)
-			ecw_node_error(errs, v, "%s.at must be \"HH:MM\" (00:00..23:59 UTC) with every: 1d",
-				       what);
-		else
-			ecw_node_error(
-				errs, v,
-				"%s.at must be \"HH:MM\" from Monday 00:00 UTC (00:00..167:59) with every: 1w",
-				what);
-		return -1;
-	}
-	*out = hh * ECW_SCHEDULE_HOUR_MS + mm * 60000;
-	return 0;
-}
-
-static const char *list_fields(char *buf, size_t cap, const char *const *fields)
-{
-	size_t used = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; fields && fields[i]; i++) {
-		int w = snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", fields[i]);
-		if (w < 0 || (size_t)w >= cap - used)
-			break;
-		used += (size_t)w;
-	}
-	return buf;
-}
-
-static size_t count_fields(const char *const *fields)
-{
-	size_t n = 0;
-
-	while (fields && fields[n])
-		n++;
-	return n;
-}
-
-/* for_each: {table, field, as, filter}; checks `as` against what the job reads. */
-static int parse_for_each(struct schedule *s, const struct ecw_node *fe, const struct ecw_job_def *def,
-			  const char *what, struct ecw_node_errors *errs)
-{
-	const char *const *fields =
-		def && def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
-	size_t nf = count_fields(fields);
-	char list[256];
-	int bad = 0;
-
-	if (fe->kind != ECW_NODE_MAP) {
-		ecw_node_error(errs, fe, "%s.for_each must be a map {table, field, as, filter}", what);
-		return -1;
-	}
-	bad |= ecw_node_check_keys(fe, for_each_keys, "for_each", errs) > 0;
-	bad |= ecw_node_string(&s->table, fe, "table", true, errs) < 0;
-	bad |= ecw_node_string(&s->field, fe, "field", true, errs) < 0;
-	bad |= ecw_node_string(&s->as, fe, "as", false, errs) < 0;
-	bad |= ecw_node_string(&s->filter, fe, "filter", false, errs) < 0;
-	if (s->table && !ecw_table_name_valid(s->table)) {
-		ecw_node_error(errs, ecw_node_get(fe, "table"),
-			       "%s.for_each.table: invalid table name: a table name is " ECW_TABLE_NAME_RULE,
-			       what);
-		bad = 1;
-	}
-	if (s->field && !ident_ok(s->field, 255, false)) {
-		ecw_node_error(errs, ecw_node_get(fe, "field"),
-			       "%s.for_each.field must be PartitionKey, RowKey or a property name", what);
-		bad = 1;
-	}
-	if (bad || !def)
-		return bad ? -1 : 0;
-	if (nf == 0) {
-		ecw_node_error(errs, fe,
-			       "%s.for_each: job '%s' reads no message field: drop for_each (every message "
-			       "would be the same)",
-			       what, def->name);
-		return -1;
-	}
-	if (!s->as) {
-		if (nf != 1) {
-			ecw_node_error(
-				errs, fe,
-				"%s.for_each: give `as`, the message field that receives the value (job "
-				"'%s' reads %s)",
-				what, def->name, nf ? list_fields(list, sizeof(list), fields) : "no fields");
-			return -1;
-		}
-		if (!(s->as = strdup(fields[0])))
-			return -1;
-		return 0;
-	}
-	for (size_t i = 0; i < nf; i++)
-		if (strcmp(fields[i], s->as) == 0)
-			return 0;
-	ecw_node_error(errs, ecw_node_get(fe, "as"),
-		       "%s.for_each.as: job '%s' reads no field '%.64s' (it reads %s)", what, def->name,
-		       s->as, nf ? list_fields(list, sizeof(list), fields) : "no fields");
-	return -1;
-}
-
-/* The job exists, is keyless, and gets every field it reads and the window
- * it works on. */
-static int check_job(const struct schedule *s, const struct ecw_node *item, const struct ecw_job_def *def,
-		     const char *what, struct ecw_node_errors *errs)
-{
-	const char *const *fields =
-		def->type->message_fields ? def->type->message_fields(def->settings) : NULL;
-	size_t nf = count_fields(fields);
-	/* A type may have window_ms and still be configured without a window
-	 * (it answers 0): that is no window either. */
-	int64_t win = def->type->window_ms ? def->type->window_ms(def->settings) : 0;
-	char list[256];
-	int bad = 0;
-
-	if (!def->type->keyless) {
-		ecw_node_error(errs, ecw_node_get(item, "job"),
-			       "%s.job: '%s' is a %s job, which takes an entity's keys (a schedule can only "
-			       "enqueue a keyless job)",
-			       what, def->name, def->type->name);
-		return -1;
-	}
-	if (nf > 1 || (nf == 1 && !s->table)) {
-		ecw_node_error(
-			errs, item,
-			"%s: job '%s' reads the message field(s) %s, and a schedule provides one, from "
-			"for_each (with `as`)",
-			what, def->name, list_fields(list, sizeof(list), fields));
-		bad = 1;
-	}
-	if (s->pub.window != ECW_WINDOW_NONE) {
-		const char *w = s->pub.window == ECW_WINDOW_PREVIOUS ? "previous" : "current";
-		if (win <= 0) {
-			ecw_node_error(errs, ecw_node_get(item, "window"),
-				       "%s.window: job '%s' (%s) does not work on a window", what, def->name,
-				       def->type->name);
-			bad = 1;
-		} else if (win != s->pub.every_ms) {
-			ecw_node_error(errs, ecw_node_get(item, "window"),
-				       "%s.window: %s needs every: %s to match the job's window %s", what, w,
-				       (win == ECW_SCHEDULE_HOUR_MS || win == ECW_SCHEDULE_DAY_MS ||
-					win == ECW_SCHEDULE_WEEK_MS)
-					       ? every_name(win)
-					       : "(the job's window)",
-				       (win == ECW_SCHEDULE_HOUR_MS || win == ECW_SCHEDULE_DAY_MS ||
-					win == ECW_SCHEDULE_WEEK_MS)
-					       ? every_name(win)
-					       : "is not 1h, 1d or 1w");
-			bad = 1;
-		}
-	}
-	return bad ? -1 : 0;
-}
-
-static void schedule_dispose(struct schedule *s)
-{
-	free(s->name);
-	free(s->job);
-	free(s->table);
-	free(s->field);
-	free(s->as);
-	free(s->filter);
-}
-
-/* The configured job named name, or NULL. */
-static const struct ecw_job_def *find_job(const struct ecw_job_def *jobs, size_t njobs, const char *name)
-{
-	for (size_t i = 0; i < njobs; i++)
-		if (strcmp(jobs[i].name, name) == 0)
-			return &jobs[i];
-	return NULL;
-}
-
-/* audit: JOB, a configured job whose type can be audited, with repair and
- * rate; for_each and window mean nothing to an audit. *def: the job. */
-static int parse_audit(struct schedule *s, const struct ecw_node *item, const struct ecw_job_def **def,
-		       const struct ecw_job_def *jobs, size_t njobs, const char *what,
-		       struct ecw_node_errors *errs)
-{
-	static const char *const refused[] = {"job", "for_each", "window", NULL};
-	long long rate = DEFAULT_AUDIT_RATE;
-	int bad = 0;
-
-	s->pub.audit = true;
-	for (size_t i = 0; refused[i]; i++)
-		if (ecw_node_get(item, refused[i])) {
-			ecw_node_error(
-				errs, ecw_node_get(item, refused[i]),
-				i == 0 ? "%s: give job or audit, not both"
-				       : "%s.%s is not for an audit schedule (it audits the whole job)",
-				what, refused[i]);
-			bad = 1;
-		}
-	if (ecw_node_string(&s->job, item, "audit", true, errs) < 0)
-		return -1;
-	if (!(*def = find_job(jobs, njobs, s->job))) {
-		ecw_node_error(errs, ecw_node_get(item, "audit"),
-			       "%s.audit names '%.64s', which is not a configured job", what, s->job);
-		bad = 1;
-	} else if (!(*def)->type->audit) {
-		ecw_node_error(errs, ecw_node_get(item, "audit"),
-			       "%s.audit: job '%s' is of type %s, which cannot be audited", what,
-			       (*def)->name, (*def)->type->name);
-		bad = 1;
-	}
-	bad |= ecw_node_bool(&s->pub.repair, item, "repair", false, errs) < 0;
-	bad |= ecw_node_int(&rate, item, "rate", 1, MAX_AUDIT_RATE, false, errs) < 0;
-	s->pub.rate = (int)rate;
-	return bad ? -1 : 0;
-}
-
-static int parse_one(struct schedule *s, const struct ecw_node *item, size_t idx,
-		     const struct ecw_job_def *jobs, size_t njobs, struct ecw_node_errors *errs)
-{
-	const struct ecw_node *every = ecw_node_get(item, "every"), *at = ecw_node_get(item, "at");
-	const struct ecw_node *fe = ecw_node_get(item, "for_each");
-	const struct ecw_job_def *def = NULL;
-	char what[32], *window = NULL;
-	long long catch_up = DEFAULT_CATCH_UP;
-	int bad = 0;
-
-	snprintf(what, sizeof(what), "schedules[%zu]", idx);
-	if (item->kind != ECW_NODE_MAP) {
-		ecw_node_error(errs, item, "%s must be a map with at least job and every", what);
-		return -1;
-	}
-	bad |= ecw_node_check_keys(item, schedule_keys, what, errs) > 0;
-	if (ecw_node_get(item, "audit")) {
-		bad |= parse_audit(s, item, &def, jobs, njobs, what, errs) < 0;
-	} else if (ecw_node_string(&s->job, item, "job", false, errs) < 0) {
-		bad = 1;
-	} else if (!s->job) {
-		ecw_node_error(errs, item, "%s: missing required key 'job' (or 'audit')", what);
-		bad = 1;
-	} else if (!(def = find_job(jobs, njobs, s->job))) {
-		ecw_node_error(errs, ecw_node_get(item, "job"),
-			       "%s.job names '%.64s', which is not a configured job", what, s->job);
-		bad = 1;
-	} else {
-		static const char *const audit_only[] = {"repair", "rate", NULL};
-		for (size_t i = 0; audit_only[i]; i++)
-			if (ecw_node_get(item, audit_only[i])) {
-				ecw_node_error(errs, ecw_node_get(item, audit_only[i]),
-					       "%s.%s is for an audit schedule (audit: JOB)", what,
-					       audit_only[i]);
-				bad = 1;
-			}
-	}
-	if (!every) {
-		ecw_node_error(errs, item, "%s: missing required key 'every' (1h, 1d or 1w)", what);
-		bad = 1;
-	} else if (every->kind != ECW_NODE_SCALAR ||
-		   ecw_duration_parse(&s->pub.every_ms, every->value, true) < 0 ||
-		   (s->pub.every_ms != ECW_SCHEDULE_HOUR_MS && s->pub.every_ms != ECW_SCHEDULE_DAY_MS &&
-		    s->pub.every_ms != ECW_SCHEDULE_WEEK_MS)) {
-		ecw_node_error(errs, every,
-			       "%s.every must be 1h, 1d or 1w (periods start on the hour, at UTC midnight, "
-			       "on Monday 00:00 UTC)",
-			       what);
-		s->pub.every_ms = 0;
-		bad = 1;
-	}
-	if (at && s->pub.every_ms) {
-		if (at->kind != ECW_NODE_SCALAR || !at->value) {
-			ecw_node_error(errs, at, "%s.at must be \"HH:MM\"", what);
-			bad = 1;
-		} else {
-			bad |= parse_at(&s->pub.at_ms, at, s->pub.every_ms, what, errs) < 0;
-		}
-	}
-	if (ecw_node_string(&window, item, "window", false, errs) < 0) {
-		bad = 1;
-	} else if (window) {
-		if (strcmp(window, "previous") == 0)
-			s->pub.window = ECW_WINDOW_PREVIOUS;
-		else if (strcmp(window, "current") == 0)
-			s->pub.window = ECW_WINDOW_CURRENT;
-		else {
-			ecw_node_error(errs, ecw_node_get(item, "window"),
-				       "%s.window must be previous or current", what);
-			bad = 1;
-		}
-		free(window);
-	}
-	if (ecw_node_int(&catch_up, item, "catch_up", 1, MAX_CATCH_UP, false, errs) < 0)
-		bad = 1;
-	s->pub.catch_up = (int)catch_up;
-	if (ecw_node_string(&s->name, item, "name", false, errs) < 0) {
-		bad = 1;
-	} else if (s->name && !ident_ok(s->name, 63, true)) {
-		ecw_node_error(errs, ecw_node_get(item, "name"),
-			       "%s.name must be 1-63 letters, digits, '-' or '_'", what);
-		bad = 1;
-	} else if (!s->name && s->job && !(s->name = strdup(s->job))) {
-		return -1;
-	}
-	if (fe && !s->pub.audit && parse_for_each(s, fe, def, what, errs) < 0)
-		bad = 1;
-	if (def && !bad && !s->pub.audit && check_job(s, item, def, what, errs) < 0)
-		bad = 1;
-	s->pub.name = s->name;
-	s->pub.job = s->job;
-	s->pub.table = s->table;
-	s->pub.field = s->field;
-	s->pub.as = s->as;
-	s->pub.filter = s->filter;
-	return bad ? -1 : 0;
-}
-
-int ecw_schedules_parse(struct ecw_schedule_set **out, const struct ecw_node *sec,
-			const struct ecw_job_def *jobs, size_t njobs, struct ecw_node_errors *errs)
-{
-	struct ecw_schedule_set *set = NULL;
-	int bad = 0;
-
-	*out = NULL;
-	/* `schedules:` with nothing under it: none. */
-	if (!sec || (sec->kind == ECW_NODE_SCALAR && (!sec->value || !sec->value[0]) && !sec->quoted) ||
-	    (sec->kind == ECW_NODE_SEQ && sec->n == 0))
-		return 0;
-	if (sec->kind != ECW_NODE_SEQ) {
-		ecw_node_error(errs, sec, "schedules must be a list of {job, every, at, ...}");
-		return -1;
-	}
-	if (sec->n > MAX_SCHEDULES) {
-		ecw_node_error(errs, sec, "schedules: at most %d", MAX_SCHEDULES);
-		return -1;
-	}
-	if (!(set = calloc(1, sizeof(*set))) || !(set->v = calloc(sec->n, sizeof(*set->v)))) {
-		free(set);
-		ecw_node_error(errs, sec, "schedules: out of memory");
-		return -1;
-	}
-	set->n = sec->n;
-	for (size_t i = 0; i < sec->n; i++) {
-		if (parse_one(&set->v[i], sec->items[i], i, jobs, njobs, errs) < 0) {
-			bad = 1;
-			continue;
-		}
-		for (size_t j = 0; j < i; j++)
-			if (set->v[j].name && strcmp(set->v[j].name, set->v[i].name) == 0) {
-				const struct ecw_node *at = ecw_node_get(sec->items[i], "name");
-				ecw_node_error(
-					errs, at ? at : sec->items[i],
-					"schedules[%zu]: the name '%s' is taken by schedules[%zu] (it names "
-					"the schedule's markers): give each its own `name`",
-					i, set->v[i].name, j);
-				bad = 1;
-			}
-	}
-	if (bad) {
-		ecw_schedules_free(set);
-		return -1;
-	}
-	*out = set;
-	return 0;
-}
-
-void ecw_schedules_free(struct ecw_schedule_set *s)
-{
-	if (!s)
-		return;
-	for (size_t i = 0; i < s->n; i++)
-		schedule_dispose(&s->v[i]);
-	free(s->v);
-	free(s);
-}
-
-size_t ecw_schedules_count(const struct ecw_schedule_set *s)
-{
-	return s ? s->n : 0;
-}
-
-const struct ecw_schedule *ecw_schedules_get(const struct ecw_schedule_set *s, size_t i)
-{
-	return s && i < s->n ? &s->v[i].pub : NULL;
-}
 
 /* ---- the scheduler ------------------------------------------------------------ */
 
@@ -602,7 +92,7 @@ int ecw_scheduler_new(struct ecw_scheduler **out, const struct ecw_config *cfg,
 	s->set = cfg->schedules;
 	s->auditor = auditor;
 	for (size_t i = 0; i < n; i++) {
-		size_t k = (size_t)s->set->v[i].pub.catch_up;
+		size_t k = (size_t)ecw_schedules_get(s->set, i)->catch_up;
 		if (!(s->done[i] = malloc(k * sizeof(**s->done))))
 			goto oom;
 		for (size_t j = 0; j < k; j++)
@@ -644,69 +134,6 @@ static void remember_done(int64_t *done, int k, int64_t p)
 		if (done[i] < done[oldest])
 			oldest = i;
 	done[oldest] = p;
-}
-
-void ecw_schedule_log_error(const char *op, const struct ecw_schedule *sc, const char *window)
-{
-	const struct ecw_error *e = ecw_error_last();
-	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "schedule_error");
-
-	ecw_log_str(l, "op", op);
-	ecw_log_str(l, "schedule", sc->name);
-	ecw_log_str(l, "window", window);
-	ecw_log_str(l, "code", ecw_err_name(e->code));
-	ecw_log_int(l, "status", e->http_status);
-	ecw_log_str(l, "request_id", e->request_id[0] ? e->request_id : NULL);
-	ecw_log_str(l, "error", e->message);
-	ecw_log_end(l);
-}
-
-void ecw_schedule_log_window(enum ecw_log_level level, const char *event, const struct ecw_schedule *sc,
-			     const char *window, const char *why)
-{
-	struct ecw_log_line *l = ecw_log_begin(level, event);
-
-	ecw_log_str(l, "schedule", sc->name);
-	ecw_log_str(l, "window", window);
-	ecw_log_str(l, "reason", why);
-	ecw_log_str(l, "worker", ecw_worker_id());
-	ecw_log_end(l);
-}
-
-/* The wall clock as an Edm.DateTime. */
-int ecw_schedule_iso_time(char *out, size_t cap, int64_t ms)
-{
-	char head[32];
-	int err;
-
-	if ((err = format_utc(head, sizeof(head), ms, UTC_SECOND)) < 0)
-		return err;
-	snprintf(out, cap, "%s.%03dZ", head, (int)(ms - floor_div(ms, 1000) * 1000));
-	return 0;
-}
-
-/* An Edm.DateTime back to Unix ms; false when it is not one. */
-bool ecw_schedule_parse_iso(int64_t *out, const char *s)
-{
-	struct tm tm;
-	int y, mo, d, h, mi, sec, used = 0;
-	int64_t frac = 0, scale = 1000;
-
-	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &used) != 6)
-		return false;
-	s += used;
-	if (*s == '.')
-		for (s++; *s >= '0' && *s <= '9'; s++) {
-			scale /= 10;
-			frac += (*s - '0') * (scale ? scale : 0);
-		}
-	if (strcmp(s, "Z") != 0)
-		return false;
-	memset(&tm, 0, sizeof(tm));
-	tm.tm_year = y - 1900, tm.tm_mon = mo - 1, tm.tm_mday = d;
-	tm.tm_hour = h, tm.tm_min = mi, tm.tm_sec = sec;
-	*out = (int64_t)timegm(&tm) * 1000 + frac;
-	return true;
 }
 
 static int value_cmp(const void *a, const void *b)
@@ -945,18 +372,6 @@ done:
 	return err;
 }
 
-void ecw_schedule_release(struct ecw_client *c, const struct ecw_config *cfg, const struct ecw_schedule *sc,
-			  const char *rk, const char *etag)
-{
-	int err = ecw_table_delete(c, cfg->worker.schedule_table, sc->name, rk, etag);
-
-	if (err < 0 && !ecw_err_is_absent(err) && err != ECW_EPRECONDITION)
-		ecw_schedule_log_error("schedule.release", sc, rk);
-	else
-		ecw_schedule_log_window(ECW_LOG_WARN, "schedule_released", sc, rk,
-					"the window is done again from the start");
-}
-
 /* Marks the window done, or (failed or stopping) gives the claim back. */
 static void finish(struct ecw_client *c, const struct ecw_config *cfg, const struct ecw_schedule *sc,
 		   const char *rk, const char *etag, size_t count, bool ok)
@@ -1087,7 +502,7 @@ done:
 
 static int tick_one(struct ecw_scheduler *s, size_t idx, struct ecw_client *c, const atomic_bool *stopping)
 {
-	const struct ecw_schedule *sc = &s->set->v[idx].pub;
+	const struct ecw_schedule *sc = ecw_schedules_get(s->set, idx);
 	size_t k = (size_t)sc->catch_up, n;
 	int64_t *due = NULL;
 	char(*keys)[32] = NULL;
@@ -1143,9 +558,11 @@ int64_t ecw_scheduler_tick(struct ecw_scheduler *s, struct ecw_client *c, const 
 	if (ecw_now_ms() >= s->show_audits_ms) {
 		s->show_audits_ms = ecw_now_ms() + AUDIT_SHOW_MS;
 		for (size_t i = 0; i < ecw_schedules_count(s->set) && !atomic_load(stopping); i++)
-			if (s->set->v[i].pub.audit &&
-			    ecw_schedule_audit_read(c, s->cfg, &s->set->v[i].pub, AUDIT_SHOW_PERIODS) < 0) {
-				ecw_schedule_log_error("schedule.audit_read", &s->set->v[i].pub, NULL);
+			if (ecw_schedules_get(s->set, i)->audit &&
+			    ecw_schedule_audit_read(c, s->cfg, ecw_schedules_get(s->set, i),
+						    AUDIT_SHOW_PERIODS) < 0) {
+				ecw_schedule_log_error("schedule.audit_read", ecw_schedules_get(s->set, i),
+						       NULL);
 				failed = true;
 			}
 	}
@@ -1156,7 +573,7 @@ int64_t ecw_scheduler_tick(struct ecw_scheduler *s, struct ecw_client *c, const 
 	/* Wake at the next firing when it comes before the next second. */
 	now = ecw_wall_ms();
 	for (size_t i = 0; i < ecw_schedules_count(s->set); i++) {
-		const struct ecw_schedule *sc = &s->set->v[i].pub;
+		const struct ecw_schedule *sc = ecw_schedules_get(s->set, i);
 		int64_t next =
 			ecw_schedule_period_start(now - sc->at_ms, sc->every_ms) + sc->every_ms + sc->at_ms;
 		int64_t real = (next - now) / scale + 1;
