@@ -44,7 +44,7 @@ RULES="
 private worker/migrate/migrate_private.h  worker/migrate/migrate.c worker/migrate/migrate_apply.c
 private worker/schedule/schedule_private.h worker/schedule/schedule.c worker/schedule/schedule_audit.c worker/schedule/schedule_window.c
 private worker/telemetry/metrics_private.h worker/telemetry/metrics.c worker/telemetry/metrics_server.c
-private worker/runtime/runtime_private.h  worker/runtime/runtime.c worker/runtime/runtime_idle.c worker/runtime/runtime_renew.c worker/runtime/runtime_take.c worker/runtime/deliver.c worker/runtime/shutdown.c worker/runtime/runtime_preflight.c
+private worker/runtime/runtime_private.h  worker/runtime/runtime.c worker/runtime/runtime_idle.c worker/runtime/runtime_renew.c worker/runtime/runtime_take.c worker/runtime/deliver.c worker/runtime/shutdown.c worker/runtime/runtime_preflight.c worker/runtime/runtime_storage.c
 private worker/storage/http_private.h worker/storage/http.c worker/storage/http_answer.c worker/storage/http_conn.c
 private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c
 private jobs/index_private.h   jobs/index.c jobs/index_audit.c

@@ -8,8 +8,9 @@
  * how a job thread takes work off the waiting list is runtime_take.c's, the
  * stack of idle job threads runtime_idle.c's, the lease renewer
  * runtime_renew.c's, carrying out one delivery is deliver.c's, shutdown's
- * clock, the signal thread and the stall watch are shutdown.c's
- * (runtime_private.h).
+ * clock, the signal thread and the stall watch are shutdown.c's, and the
+ * count of a thread's storage requests and their error line are
+ * runtime_storage.c's, below all of them (runtime_private.h).
  *
  * Every final call on a message (delete, hide, release) happens under the
  * message's slot lock with the pop receipt the renewer last obtained, so a
@@ -51,14 +52,6 @@
 static struct runtime *the_runtime; /* kept for the detached signal thread */
 
 /* ---- small helpers ------------------------------------------------------------ */
-
-/* The attempts of this thread (ecw_runtime_thread_attempts). */
-static _Thread_local int64_t t_attempts;
-
-int64_t ecw_runtime_thread_attempts(void)
-{
-	return t_attempts;
-}
 
 /* A change of the adaptive limit, for the threads (under rt->mu), the
  * gauge and, when cut (a line each 5 s at most: throttling can cut it many
@@ -102,7 +95,7 @@ static void on_attempt(void *payload, const char *op, int status, int attempt)
 	struct runtime *rt = the_runtime;
 	int change;
 
-	t_attempts++;
+	ecw_runtime_count_attempt();
 	if (payload)
 		atomic_store((_Atomic int64_t *)payload, ecw_now_ms());
 	ecw_metrics_storage(op, status);
@@ -110,20 +103,6 @@ static void on_attempt(void *payload, const char *op, int status, int attempt)
 		ecw_metrics_retry();
 	if (rt && (change = ecw_limiter_note(&rt->limiter, status)) != 0)
 		limit_changed(rt, change, status);
-}
-
-void ecw_runtime_log_storage_error(const char *what)
-{
-	const struct ecw_error *e = ecw_error_last();
-	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "storage_error");
-
-	ecw_log_str(l, "op", what);
-	ecw_log_str(l, "code", ecw_err_name(e->code));
-	ecw_log_int(l, "status", e->http_status);
-	ecw_log_str(l, "service_code", e->service_code[0] ? e->service_code : NULL);
-	ecw_log_str(l, "request_id", e->request_id[0] ? e->request_id : NULL);
-	ecw_log_str(l, "error", e->message);
-	ecw_log_end(l);
 }
 
 /* ---- threads -------------------------------------------------------------------------- */

@@ -176,10 +176,13 @@ struct thread_arg {
 	bool idle;                /* on rt->idle; under rt->mu */
 };
 
-/* ---- runtime.c ---- */
+/* ---- runtime_storage.c (below every other file here) ---- */
 
-/* Storage HTTP attempts the calling thread has made so far (its client's
- * on_attempt counts them): a run's requests are the difference. */
+/* Counts one storage HTTP attempt of the calling thread (runtime.c's
+ * on_attempt, the clients' hook). */
+void ecw_runtime_count_attempt(void);
+/* Storage HTTP attempts the calling thread has made so far: a run's
+ * requests are the difference. */
 int64_t ecw_runtime_thread_attempts(void);
 /* A storage_error line with the last error; what names the step. */
 void ecw_runtime_log_storage_error(const char *what);
