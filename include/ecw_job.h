@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* ecw_job.h - the seam between the runtime and the job types. A job type is a
- * const ops table (jobs/<type>.c) listed in the registry (jobs/registry.c).
+ * const ops table (jobs/<type>.c, or jobs/<type>_audit.c on top of it)
+ * listed in the registry (jobs/registry.c).
  * The runtime decodes a message, finds the configured job, and calls run with
  * a context it owns: the thread's storage client, the message's keys and
  * fields, and the lease flag. A job sees only this header, ecw_node.h (for

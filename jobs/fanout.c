@@ -79,7 +79,8 @@
  * write (a transient error: the message's new holder runs it again). Memory
  * stays bounded: the query iterator holds one page, and at most one batch
  * of writes is pending.
- * Its audit (`ecworker audit`) is jobs/fanout_audit.c; what the two share
+ * Its audit (`ecworker audit`) is jobs/fanout_audit.c, the file on top,
+ * which also holds the type descriptor (ecw_job_fanout); what the two share
  * (the settings, the wanted copies, the filter's rendering, run) is
  * fanout_private.h, and the rule that judges a target's copies, used by
  * plan() below as well, is ecw_audit_fanout_copies. */
@@ -97,7 +98,7 @@
  * bodies exactly but sub-request headers only roughly. */
 #define BATCH_BYTE_BUDGET (ECW_BATCH_MAX_BYTES - 512 * 1024)
 
-static void fanout_free(void *p)
+void ecw_fanout_free(void *p)
 {
 	struct fanout *f = p;
 
@@ -183,7 +184,7 @@ static int parse_fields(struct fanout *f, const struct ecw_node *job, struct ecw
 	return bad ? -1 : 0;
 }
 
-static int fanout_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
+int ecw_fanout_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",   "then",   "source",    "table",
 					      "filter", "fields", "on_delete", NULL};
@@ -227,14 +228,14 @@ static int fanout_parse(void **out, const struct ecw_node *job, struct ecw_node_
 		ecw_entity_free(keys);
 	}
 	if (bad) {
-		fanout_free(f);
+		ecw_fanout_free(f);
 		return -1;
 	}
 	*out = f;
 	return 0;
 }
 
-static int fanout_prepare(const void *settings, struct ecw_client *c)
+int ecw_fanout_prepare(const void *settings, struct ecw_client *c)
 {
 	const struct fanout *f = settings;
 
@@ -243,12 +244,12 @@ static int fanout_prepare(const void *settings, struct ecw_client *c)
 	return ecw_table_create(NULL, c, f->table);
 }
 
-static const char *fanout_source(const void *settings)
+const char *ecw_fanout_source_table(const void *settings)
 {
 	return ((const struct fanout *)settings)->source;
 }
 
-static const char *fanout_target(const void *settings)
+const char *ecw_fanout_target_table(const void *settings)
 {
 	return ((const struct fanout *)settings)->table;
 }
@@ -652,14 +653,3 @@ done:
 	ecw_buf_dispose(&filter);
 	return err;
 }
-
-const struct ecw_job_type ecw_job_fanout = {
-	.name = "fanout",
-	.parse = fanout_parse,
-	.prepare = fanout_prepare,
-	.run = ecw_fanout_run,
-	.free = fanout_free,
-	.source_table = fanout_source,
-	.target_table = fanout_target,
-	.audit = ecw_fanout_audit,
-};

@@ -374,3 +374,18 @@ int ecw_fanout_audit(const void *settings, struct ecw_audit_ctx *ctx)
 		err = audit_targets(f, ctx);
 	return err;
 }
+
+/* ---- the job type ---------------------------------------------------------- */
+
+/* Here, on top of fanout.c, rather than in it: the audit is this file's, and
+ * fanout.c calls nothing of this file. */
+const struct ecw_job_type ecw_job_fanout = {
+	.name = "fanout",
+	.parse = ecw_fanout_parse,
+	.prepare = ecw_fanout_prepare,
+	.run = ecw_fanout_run,
+	.free = ecw_fanout_free,
+	.source_table = ecw_fanout_source_table,
+	.target_table = ecw_fanout_target_table,
+	.audit = ecw_fanout_audit,
+};

@@ -67,4 +67,12 @@ int ecw_fanout_select_target(struct ecw_entity **out, struct ecw_client *c, cons
 int ecw_fanout_run(const void *settings, struct ecw_job_ctx *ctx);
 int ecw_fanout_audit(const void *settings, struct ecw_audit_ctx *ctx);
 
+/* The rest of the type descriptor (ecw_job_fanout), which sits in the file
+ * on top (fanout_audit.c) so that no file calls back into it. */
+void ecw_fanout_free(void *p);
+int ecw_fanout_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs);
+int ecw_fanout_prepare(const void *settings, struct ecw_client *c);
+const char *ecw_fanout_source_table(const void *settings);
+const char *ecw_fanout_target_table(const void *settings);
+
 #endif

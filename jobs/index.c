@@ -142,7 +142,8 @@
  * or a ref (`ecworker backfill` enqueues those too) is skipped ("not-a-source"),
  * and an entry that would replace its own source is a permanent error.
  *
- * Its audit (`ecworker audit`) is in index_audit.c; index_private.h is what
+ * Its audit (`ecworker audit`) is in index_audit.c, the file on top, which
+ * also holds the type descriptor (ecw_job_index); index_private.h is what
  * the two files share. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,7 +158,7 @@
 #define MAX_TRIES 6    /* conditional writes of one entry before giving up */
 #define MAX_PENDING 64 /* pending locations a reference may list (2 properties each) */
 #define RESTART 1      /* internal: start a new round */
-static void index_free(void *p)
+void ecw_index_free(void *p)
 {
 	struct index *ix = p;
 
@@ -183,7 +184,7 @@ static bool reserved_prop(const char *name)
 	return false;
 }
 
-static int index_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
+int ecw_index_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",          "then",    "source",     "table",
 					      "partition_key", "row_key", "properties", NULL};
@@ -224,7 +225,7 @@ static int index_parse(void **out, const struct ecw_node *job, struct ecw_node_e
 		bad = 1;
 	}
 	if (bad) {
-		index_free(ix);
+		ecw_index_free(ix);
 		return -1;
 	}
 	ix->same_table = strcmp(ix->source, ix->table) == 0;
@@ -232,7 +233,7 @@ static int index_parse(void **out, const struct ecw_node *job, struct ecw_node_e
 	return 0;
 }
 
-static int index_prepare(const void *settings, struct ecw_client *c)
+int ecw_index_prepare(const void *settings, struct ecw_client *c)
 {
 	const struct index *ix = settings;
 
@@ -241,12 +242,12 @@ static int index_prepare(const void *settings, struct ecw_client *c)
 	return ecw_table_create(NULL, c, ix->table);
 }
 
-static const char *index_source(const void *settings)
+const char *ecw_index_source_table(const void *settings)
 {
 	return ((const struct index *)settings)->source;
 }
 
-static const char *index_target(const void *settings)
+const char *ecw_index_target_table(const void *settings)
 {
 	return ((const struct index *)settings)->table;
 }
@@ -1087,7 +1088,7 @@ static void write_group_entries(const struct index *ix, struct ecw_job_ctx *ctxs
 	free(cur);
 }
 
-static void index_run_group(const void *settings, struct ecw_job_ctx *ctxs, size_t n, int *errs)
+void ecw_index_run_group(const void *settings, struct ecw_job_ctx *ctxs, size_t n, int *errs)
 {
 	const struct index *ix = settings;
 	struct gmember *g = calloc(n, sizeof(*g));
@@ -1184,17 +1185,3 @@ static void index_run_group(const void *settings, struct ecw_job_ctx *ctxs, size
 	free(g);
 	free(got);
 }
-
-const struct ecw_job_type ecw_job_index = {
-	.name = "index",
-	.parse = index_parse,
-	.prepare = index_prepare,
-	.run = ecw_index_run,
-	/* 14: one query reads a whole group's sources (ecw_table_get_many). */
-	.run_group = index_run_group,
-	.group_max = ECW_TABLE_GET_MANY_KEYS,
-	.free = index_free,
-	.source_table = index_source,
-	.target_table = index_target,
-	.audit = ecw_index_audit,
-};

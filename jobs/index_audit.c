@@ -295,3 +295,21 @@ done:
 	ecw_buf_dispose(&select);
 	return err;
 }
+
+/* ---- the job type ---------------------------------------------------------- */
+
+/* Here, on top of index.c, rather than in it: the audit is this file's, and
+ * index.c calls nothing of this file. */
+const struct ecw_job_type ecw_job_index = {
+	.name = "index",
+	.parse = ecw_index_parse,
+	.prepare = ecw_index_prepare,
+	.run = ecw_index_run,
+	/* 14: one query reads a whole group's sources (ecw_table_get_many). */
+	.run_group = ecw_index_run_group,
+	.group_max = ECW_TABLE_GET_MANY_KEYS,
+	.free = ecw_index_free,
+	.source_table = ecw_index_source_table,
+	.target_table = ecw_index_target_table,
+	.audit = ecw_index_audit,
+};

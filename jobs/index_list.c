@@ -3,7 +3,11 @@
  * every source entity with that value (every employee whose LastName is
  * "Jones"), kept by optimistic concurrency so that many workers can edit one
  * list at once without losing an entry. Its audit (`ecworker audit`) is in
- * index_list_audit.c; index_list_private.h is what the two files share.
+ * index_list_audit.c, the file on top, which also holds the job's type
+ * descriptor; below this file are index_list_combine.c (one list's
+ * combined edit), index_list_store.c (a list's entities) and
+ * index_list_tuples.c (sorted sets of keys); index_list_private.h is what
+ * they share.
  *
  * The list table holds two kinds of entity:
  *   a list   PartitionKey/RowKey rendered from partition_key/row_key against
@@ -208,7 +212,7 @@
 #define ABANDONED "~poisoned~"
 #define RESTART 1 /* internal: start a new round */
 
-static void il_free(void *p)
+void ecw_il_free(void *p)
 {
 	struct index_list *il = p;
 
@@ -223,7 +227,7 @@ static void il_free(void *p)
 	free(il);
 }
 
-static int il_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
+int ecw_il_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",          "then",    "source", "table",
 					      "partition_key", "row_key", NULL};
@@ -254,198 +258,20 @@ static int il_parse(void **out, const struct ecw_node *job, struct ecw_node_erro
 		     ecw_shared_reads_new(&il->reads, &ecw_shared_reads_storage) < 0))
 		bad = 1;
 	if (bad) {
-		il_free(il);
+		ecw_il_free(il);
 		return -1;
 	}
 	*out = il;
 	return 0;
 }
 
-static int il_prepare(const void *settings, struct ecw_client *c)
+int ecw_il_prepare(const void *settings, struct ecw_client *c)
 {
 	const struct index_list *il = settings;
 
 	if (strcmp(il->table, il->source) == 0)
 		return 0; /* the lists live in the source table: only read, never made */
 	return ecw_table_create(NULL, c, il->table);
-}
-
-/* ---- sorted sets of string tuples ---------------------------------------------------- */
-
-/* struct tuples (index_list_private.h): a list's keys, a ref's intents. */
-
-void ecw_il_tuples_init(struct tuples *t, int width)
-{
-	memset(t, 0, sizeof(*t));
-	t->width = width;
-}
-
-void ecw_il_tuples_dispose(struct tuples *t)
-{
-	for (size_t i = 0; i < t->n; i++)
-		for (int k = 0; k < t->width; k++)
-			free(t->v[i].s[k]);
-	free(t->v);
-	ecw_il_tuples_init(t, t->width);
-}
-
-static int tup_cmp(const struct tup *a, const char *const *key, int width)
-{
-	for (int k = 0; k < width; k++) {
-		int c = strcmp(a->s[k], key[k]);
-		if (c)
-			return c;
-	}
-	return 0;
-}
-
-/* True when key is in t; *pos is its index or where it would go. */
-bool ecw_il_tuples_find(const struct tuples *t, const char *const *key, size_t *pos)
-{
-	size_t lo = 0, hi = t->n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = tup_cmp(&t->v[mid], key, t->width);
-		if (c == 0) {
-			*pos = mid;
-			return true;
-		}
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*pos = lo;
-	return false;
-}
-
-/* Adds a copy of key unless present. */
-int ecw_il_tuples_add(struct tuples *t, const char *const *key)
-{
-	struct tup nt = {{NULL, NULL, NULL}};
-	size_t pos;
-
-	if (ecw_il_tuples_find(t, key, &pos))
-		return 0;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 8;
-		struct tup *v = realloc(t->v, cap * sizeof(*v));
-		if (!v)
-			return ecw_error_set(ECW_ENOMEM, "out of memory");
-		t->v = v;
-		t->cap = cap;
-	}
-	for (int k = 0; k < t->width; k++)
-		if (!(nt.s[k] = strdup(key[k]))) {
-			for (int j = 0; j < k; j++)
-				free(nt.s[j]);
-			return ecw_error_set(ECW_ENOMEM, "out of memory");
-		}
-	memmove(&t->v[pos + 1], &t->v[pos], (t->n - pos) * sizeof(*t->v));
-	t->v[pos] = nt;
-	t->n++;
-	return 0;
-}
-
-void ecw_il_tuples_remove_at(struct tuples *t, size_t pos)
-{
-	for (int k = 0; k < t->width; k++)
-		free(t->v[pos].s[k]);
-	memmove(&t->v[pos], &t->v[pos + 1], (t->n - pos - 1) * sizeof(*t->v));
-	t->n--;
-}
-
-static int tuples_copy(struct tuples *out, const struct tuples *t)
-{
-	int err;
-
-	ecw_il_tuples_init(out, t->width);
-	for (size_t i = 0; i < t->n; i++)
-		if ((err = ecw_il_tuples_add(out, (const char *const *)t->v[i].s)) < 0) {
-			ecw_il_tuples_dispose(out);
-			return err;
-		}
-	return 0;
-}
-
-/* Parses a JSON array of width-string arrays (what tuples_write wrote, or
- * any order and duplicates). what names the property in errors. */
-int ecw_il_tuples_parse(struct tuples *out, const char *json, size_t len, int width, const char *what)
-{
-	struct json_tokener *tok = json_tokener_new();
-	struct json_object *arr = NULL;
-	int err = 0;
-
-	ecw_il_tuples_init(out, width);
-	if (!tok)
-		return ecw_error_set(ECW_ENOMEM, "out of memory");
-	if (len > (size_t)0x7fffffff || !(arr = json_tokener_parse_ex(tok, json, (int)len)) ||
-	    json_tokener_get_error(tok) != json_tokener_success ||
-	    !json_object_is_type(arr, json_type_array)) {
-		err = ecw_error_set(ECW_EINVALID, "%s is not a JSON array", what);
-		goto done;
-	}
-	for (size_t i = 0; i < json_object_array_length(arr); i++) {
-		struct json_object *item = json_object_array_get_idx(arr, i);
-		const char *key[3] = {NULL, NULL, NULL};
-		if (!json_object_is_type(item, json_type_array) ||
-		    json_object_array_length(item) != (size_t)width) {
-			err = ecw_error_set(ECW_EINVALID, "%s: item %zu is not an array of %d strings", what,
-					    i, width);
-			goto done;
-		}
-		for (int k = 0; k < width; k++) {
-			struct json_object *s = json_object_array_get_idx(item, (size_t)k);
-			if (!json_object_is_type(s, json_type_string) ||
-			    strlen(json_object_get_string(s)) != (size_t)json_object_get_string_len(s)) {
-				err = ecw_error_set(ECW_EINVALID,
-						    "%s: item %zu is not an array of %d strings", what, i,
-						    width);
-				goto done;
-			}
-			key[k] = json_object_get_string(s);
-		}
-		if ((err = ecw_il_tuples_add(out, key)) < 0)
-			goto done;
-	}
-done:
-	if (err < 0)
-		ecw_il_tuples_dispose(out);
-	json_object_put(arr);
-	json_tokener_free(tok);
-	return err;
-}
-
-/* The compact JSON form: [["a","b"],["c","d"]]. */
-int ecw_il_tuples_write(struct ecw_buf *out, const struct tuples *t)
-{
-	int err = ecw_buf_addc(out, '[');
-
-	for (size_t i = 0; err == 0 && i < t->n; i++) {
-		if (i && (err = ecw_buf_addc(out, ',')) < 0)
-			break;
-		err = ecw_buf_addc(out, '[');
-		for (int k = 0; err == 0 && k < t->width; k++)
-			if ((err = k ? ecw_buf_addc(out, ',') : 0) == 0)
-				err = ecw_json_quote(out, t->v[i].s[k], strlen(t->v[i].s[k]));
-		if (err == 0)
-			err = ecw_buf_addc(out, ']');
-	}
-	return err ? err : ecw_buf_addc(out, ']');
-}
-
-/* How the service measures a String: UTF-16 code units. */
-size_t ecw_il_utf16_units(const char *s, size_t n)
-{
-	size_t units = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if ((c & 0xC0) != 0x80)
-			units += c >= 0xF0 ? 2 : 1;
-	}
-	return units;
 }
 
 /* ---- one run ------------------------------------------------------------------------------ */
@@ -768,7 +594,7 @@ static int ensure_intent(struct run *r, const char *lpk, const char *lrk)
 
 	if (ecw_il_tuples_find(&r->ref.pending, key, &pos))
 		return 0;
-	if ((err = tuples_copy(&p, &r->ref.pending)) < 0)
+	if ((err = ecw_il_tuples_copy(&p, &r->ref.pending)) < 0)
 		return err;
 	if ((err = ecw_il_tuples_add(&p, key)) == 0 && (err = ref_write(r, r->ref.cpk, r->ref.crk, &p)) == 0)
 		ecw_crash_point("index_list.intent");
@@ -783,7 +609,7 @@ static int others_intents(struct tuples *out, size_t *own, const struct run *r)
 	int err;
 
 	*own = 0;
-	if ((err = tuples_copy(out, &r->ref.pending)) < 0)
+	if ((err = ecw_il_tuples_copy(out, &r->ref.pending)) < 0)
 		return err;
 	for (size_t i = out->n; i-- > 0;)
 		if (strcmp(out->v[i].s[2], r->owner) == 0 || strcmp(out->v[i].s[2], ABANDONED) == 0) {
@@ -805,7 +631,7 @@ static void drop_intent(struct run *r, const char *lpk, const char *lrk)
 	struct tuples p;
 	size_t pos;
 
-	if (!ecw_il_tuples_find(&r->ref.pending, key, &pos) || tuples_copy(&p, &r->ref.pending) < 0)
+	if (!ecw_il_tuples_find(&r->ref.pending, key, &pos) || ecw_il_tuples_copy(&p, &r->ref.pending) < 0)
 		return;
 	ecw_il_tuples_remove_at(&p, pos);
 	if (p.n == 0 && !r->ref.cpk)
@@ -1043,7 +869,7 @@ static int ref_writes_done(struct run *r, int err)
  * ref become ABANDONED's, which every later run cleans and drops (steps 4 and
  * 5) as it does its own. One conditional write; none when the ref is absent
  * or holds no intent of this owner (the header argues why this is safe). */
-static int il_abandon(const void *settings, struct ecw_job_ctx *ctx)
+int ecw_il_abandon(const void *settings, struct ecw_job_ctx *ctx)
 {
 	struct run r;
 	int err;
@@ -1100,19 +926,19 @@ int ecw_il_register_stray(const void *settings, struct ecw_job_ctx *ctx, const c
 	return ref_writes_done(&r, err);
 }
 
-static const char *il_source(const void *settings)
+const char *ecw_il_source_table(const void *settings)
 {
 	return ((const struct index_list *)settings)->source;
 }
 
-static const char *il_target(const void *settings)
+const char *ecw_il_target_table(const void *settings)
 {
 	return ((const struct index_list *)settings)->table;
 }
 
 /* ecw_job_type.list_get: the list at (lpk, lrk), read through the store. */
-static int il_list_get(const void *settings, struct ecw_client *c, const char *lpk, const char *lrk,
-		       int (*each)(void *arg, const char *pk, const char *rk), void *arg, bool *exists)
+int ecw_il_list_get(const void *settings, struct ecw_client *c, const char *lpk, const char *lrk,
+		    int (*each)(void *arg, const char *pk, const char *rk), void *arg, bool *exists)
 {
 	const struct index_list *il = settings;
 	struct ecw_entity *none = NULL;
@@ -1149,17 +975,3 @@ done:
 	ecw_buf_dispose(&reads);
 	return err;
 }
-
-const struct ecw_job_type ecw_job_index_list = {
-	.name = "index-list",
-	.parse = il_parse,
-	.prepare = il_prepare,
-	.run = ecw_il_run,
-	.reads_ahead = true,
-	.abandon = il_abandon,
-	.free = il_free,
-	.source_table = il_source,
-	.target_table = il_target,
-	.audit = ecw_il_audit,
-	.list_get = il_list_get,
-};

@@ -431,3 +431,21 @@ done:
 	ecw_buf_dispose(&select);
 	return err;
 }
+
+/* ---- the job type ---------------------------------------------------------- */
+
+/* Here, on top of index_list.c, rather than in it: the audit is this file's,
+ * and index_list.c calls nothing of this file. */
+const struct ecw_job_type ecw_job_index_list = {
+	.name = "index-list",
+	.parse = ecw_il_parse,
+	.prepare = ecw_il_prepare,
+	.run = ecw_il_run,
+	.reads_ahead = true,
+	.abandon = ecw_il_abandon,
+	.free = ecw_il_free,
+	.source_table = ecw_il_source_table,
+	.target_table = ecw_il_target_table,
+	.audit = ecw_il_audit,
+	.list_get = ecw_il_list_get,
+};

@@ -20,6 +20,7 @@
 #include "ecw_buf.h"
 #include "ecw_entity.h"
 #include "ecw_err.h"
+#include "ecw_job.h"
 #include "ecw_template.h"
 
 struct ecw_audit_ctx;
@@ -75,6 +76,8 @@ int ecw_il_tuples_parse(struct tuples *out, const char *json, size_t len, int wi
 /* Adds a copy of key unless present. */
 int ecw_il_tuples_add(struct tuples *t, const char *const *key) ECW_MUST_USE;
 void ecw_il_tuples_remove_at(struct tuples *t, size_t pos);
+/* out (uninitialised) becomes a deep copy of t. */
+int ecw_il_tuples_copy(struct tuples *out, const struct tuples *t) ECW_MUST_USE;
 /* Appends the compact JSON form of t to out: [["a","b"],["c","d"]]. */
 int ecw_il_tuples_write(struct ecw_buf *out, const struct tuples *t) ECW_MUST_USE;
 /* How the service measures a String: UTF-16 code units. */
@@ -157,5 +160,16 @@ int ecw_il_register_stray(const void *settings, struct ecw_job_ctx *ctx, const c
 
 /* The job's audit (ecw_job_type.audit; jobs/index_list_audit.c). */
 int ecw_il_audit(const void *settings, struct ecw_audit_ctx *ctx) ECW_MUST_USE;
+
+/* The rest of the type descriptor (ecw_job_index_list), which sits in the file
+ * on top (index_list_audit.c) so that no file calls back into it. */
+void ecw_il_free(void *p);
+int ecw_il_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs);
+int ecw_il_prepare(const void *settings, struct ecw_client *c);
+int ecw_il_abandon(const void *settings, struct ecw_job_ctx *ctx);
+const char *ecw_il_source_table(const void *settings);
+const char *ecw_il_target_table(const void *settings);
+int ecw_il_list_get(const void *settings, struct ecw_client *c, const char *lpk, const char *lrk,
+		    int (*each)(void *arg, const char *pk, const char *rk), void *arg, bool *exists);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "ecw_entity.h"
 #include "ecw_err.h"
+#include "ecw_job.h"
 
 struct ecw_audit_ctx;
 struct ecw_job_ctx;
@@ -108,5 +109,14 @@ int ecw_index_register_location(struct run *r, const char *lpk, const char *lrk)
  * jobs/index_audit.c). */
 int ecw_index_run(const void *settings, struct ecw_job_ctx *ctx) ECW_MUST_USE;
 int ecw_index_audit(const void *settings, struct ecw_audit_ctx *actx) ECW_MUST_USE;
+
+/* The rest of the type descriptor (ecw_job_index), which sits in the file
+ * on top (index_audit.c) so that no file calls back into it. */
+void ecw_index_free(void *p);
+int ecw_index_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs);
+int ecw_index_prepare(const void *settings, struct ecw_client *c);
+const char *ecw_index_source_table(const void *settings);
+const char *ecw_index_target_table(const void *settings);
+void ecw_index_run_group(const void *settings, struct ecw_job_ctx *ctxs, size_t n, int *errs);
 
 #endif
