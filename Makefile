@@ -19,7 +19,7 @@
 #                   make deb-test: installed in a fresh root filesystem, run
 #                   against Azurite (see deploy/README.md, "Debian package")
 #   make format     clang-format every C file; make check-format, make check-deps,
-#                   make check-circles, make check-hardening, make check-docs: the checks make test
+#                   make check-circles, make check-names, make check-hardening, make check-docs: the checks make test
 #                   runs (see "style" below, CONTRIBUTING.md)
 
 CC      ?= cc
@@ -198,7 +198,7 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_SUPPORT) $(TOBJS) $(HDRS) $(wildcar
 	@mkdir -p $(dir $@)
 	$(SAY) "  TEST    $@"
 	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING $(TEST_INCS) -Itests/unit -o $@ $< $(UNIT_SUPPORT) $(TOBJS) \
-		-Wl,--wrap=ecw_sleep_ms -Wl,--wrap=ecw_now_ms -Wl,--wrap=ecw_wall_ms $(TEST_LIBS) $(ECW_LIBS)
+		-Wl,--wrap=ecw_clock_sleep_ms -Wl,--wrap=ecw_clock_now_ms -Wl,--wrap=ecw_clock_wall_ms $(TEST_LIBS) $(ECW_LIBS)
 
 $(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/integration/*.h) \
 		$(BUILD_INFO)
@@ -251,6 +251,7 @@ test-run:
 	@$(MAKE) --no-print-directory check-format
 	@$(MAKE) --no-print-directory $(BUILD_JOBS) test-build
 	@$(MAKE) --no-print-directory check-circles
+	@$(MAKE) --no-print-directory check-names
 ifneq ($(SANITIZE),1)
 	@$(MAKE) --no-print-directory check-hardening
 endif
@@ -515,6 +516,10 @@ deb-test: deps deb-check
 #                      tests/circles-known.txt, naming its files and, per
 #                      arrow, the symbols; and when a listed circle is gone
 #                      (tests/check-circles.js; make test, after the build)
+#   make check-names   fails when a product file exports a name without its
+#                      file's prefix (clock.c: ecw_clock_*; a part of a module,
+#                      node_error.c, may use its module's, ecw_node_*), naming
+#                      it (tests/check-names.js, nm; make test, after the build)
 #   make circles-known rewrites tests/circles-known.txt with today's circles:
 #                      after breaking one, or moving files (review the diff)
 #   make check-tests   shows the checks fail on a deliberate violation and
@@ -542,7 +547,7 @@ FORMAT_SRCS := $(sort $(shell find worker jobs include tests/unit tests/integrat
 	tests/fuzz tests/tools -name '*.[ch]' 2>/dev/null))
 CLANG_FORMAT ?= clang-format
 
-.PHONY: format check-format check-deps check-circles circles-known check-tests check-docs check-hardening hardening-flags
+.PHONY: format check-format check-deps check-circles check-names circles-known check-tests check-docs check-hardening hardening-flags
 
 format:
 	$(SAY) "  FORMAT  $(words $(FORMAT_SRCS)) files ($$($(CLANG_FORMAT) --version))"
@@ -560,6 +565,9 @@ CIRCLES_KNOWN := tests/circles-known.txt
 
 check-circles: $(BUILD)/ecworker
 	@node tests/check-circles.js --known $(CIRCLES_KNOWN) --objdir $(BUILD)/obj $(OBJS)
+
+check-names: $(BUILD)/ecworker
+	@node tests/check-names.js --objdir $(BUILD)/obj $(OBJS)
 
 circles-known: $(BUILD)/ecworker
 	@node tests/check-circles.js --known $(CIRCLES_KNOWN) --objdir $(BUILD)/obj --update $(OBJS)

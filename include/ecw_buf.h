@@ -31,7 +31,7 @@ int ecw_buf_addi(struct ecw_buf *b, long long v) ECW_MUST_USE;
 /* The same into out, which has room for ECW_INT_TEXT_MAX bytes; no NUL is
  * written. Returns the length. */
 #define ECW_INT_TEXT_MAX 20
-size_t ecw_int_text(char *out, long long v);
+size_t ecw_buf_int_text(char *out, long long v);
 int ecw_buf_printf(struct ecw_buf *b, const char *fmt, ...) ECW_PRINTF(2, 3) ECW_MUST_USE;
 /* One byte; inline because escaping loops call it per character. The fast
  * path needs room for the byte and the NUL (cap never exceeds max + 1). */

@@ -20,7 +20,7 @@ void ecw_cancel_free(struct ecw_cancel *c);
 
 /* Sets it, for good; later calls do nothing. */
 void ecw_cancel_fire(struct ecw_cancel *c);
-/* From the monotonic time at_ms (ecw_now_ms) on it counts as set; a later
+/* From the monotonic time at_ms (ecw_clock_now_ms) on it counts as set; a later
  * call moves the deadline, 0 removes it. */
 void ecw_cancel_set_deadline(struct ecw_cancel *c, int64_t at_ms);
 bool ecw_cancel_is_set(const struct ecw_cancel *c);

@@ -24,7 +24,7 @@ int ecw_utf8_valid(const char *s, size_t n);
  * \u00xx, every other byte as it is (UTF-8 is the caller's to check). */
 int ecw_json_quote(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE;
 /* The length ecw_json_quote would append. */
-size_t ecw_json_quoted_len(const char *s, size_t n);
+size_t ecw_json_quote_len(const char *s, size_t n);
 
 /* n bytes of untrusted text as a terminal may show them: printable UTF-8 as
  * it is; \ as \\; TAB, LF, CR and ESC as \t \n \r \e; other C0 controls,

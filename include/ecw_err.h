@@ -60,14 +60,14 @@ void ecw_error_clear(void);
 void ecw_error_set_table(const char *table, size_t len);
 
 /* "ECW_ENOTFOUND" style names, for logs and tests. */
-const char *ecw_err_name(int code);
+const char *ecw_error_name(int code);
 
 /* True for the codes a caller may retry later: EBUSY, ETIMEOUT, ETRANSIENT. */
-bool ecw_err_is_transient(int code);
+bool ecw_error_is_transient(int code);
 
 /* True for ECW_ENOTFOUND and ECW_ENOTABLE: what was asked for is not there,
  * whether or not its table is (for the many callers to whom the two mean
  * the same: delete-if-exists, read-or-absent). */
-bool ecw_err_is_absent(int code);
+bool ecw_error_is_absent(int code);
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* ecw_job.h - the seam between the runtime and the job types. A job type is a
  * const ops table (jobs/<type>.c, or jobs/<type>_audit.c on top of it)
- * listed in the registry (jobs/registry.c).
+ * listed in the registry (jobs/job_type.c).
  * The runtime decodes a message, finds the configured job, and calls run with
  * a context it owns: the thread's storage client, the message's keys and
  * fields, and the lease flag. A job sees only this header, ecw_node.h (for
@@ -142,21 +142,21 @@ const struct ecw_job_type *ecw_job_type_find(const char *name);
 /* Names of all types, NULL-terminated, for error messages. */
 const char *const *ecw_job_type_names(void);
 
-/* ---- reading job settings (jobs/common.c), for the job types and the
+/* ---- reading job settings (jobs/job.c), for the job types and the
  * migrations alike ---- */
 
 struct ecw_template;
 
 /* job[key] as a table name, checked by ecw_table_name_check (its message, at
  * the value's FILE:LINE:COL). */
-int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bool required,
-		     struct ecw_node_errors *errs);
+int ecw_job_setting_table(char **out, const struct ecw_node *job, const char *key, bool required,
+			  struct ecw_node_errors *errs);
 /* job[key] compiled as a template; *out stays NULL when absent and optional. */
-int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
-			struct ecw_node_errors *errs);
+int ecw_job_setting_template(struct ecw_template **out, const struct ecw_node *job, const char *key,
+			     bool required, struct ecw_node_errors *errs);
 /* The same for an OData $filter (ECW_TEMPLATE_FILTER): a placeholder that
  * could change the filter's structure is refused at its FILE:LINE:COL. */
-int ecw_jobcfg_filter(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
-		      struct ecw_node_errors *errs);
+int ecw_job_setting_filter(struct ecw_template **out, const struct ecw_node *job, const char *key,
+			   bool required, struct ecw_node_errors *errs);
 
 #endif

@@ -24,6 +24,6 @@ void ecw_progress_init(struct ecw_progress *p, const char *what, bool on, uint64
 void ecw_progress_show(struct ecw_progress *p, uint64_t done, const char *detail, bool final);
 
 /* A short human duration for tables: "45s", "12m", "3h", "2d". */
-void ecw_human_age(char *out, size_t cap, long long seconds);
+void ecw_progress_human_age(char *out, size_t cap, long long seconds);
 
 #endif

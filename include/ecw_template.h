@@ -21,7 +21,7 @@
  * The time formatters take a DateTime, or Unix seconds as Int32, Int64 or a
  * String of digits; anything else renders as ECW_EINVALID naming the
  * property. {now:inverted_ticks|unix|date_int} is the wall clock
- * (ecw_wall_ms), allowed only with ECW_TEMPLATE_ALLOW_NOW. Heap object:
+ * (ecw_clock_wall_ms), allowed only with ECW_TEMPLATE_ALLOW_NOW. Heap object:
  * ecw_template_free. */
 struct ecw_template;
 
@@ -54,7 +54,7 @@ bool ecw_template_may_render(const struct ecw_template *t, const char *s);
  * entity. */
 int ecw_template_select(struct ecw_buf *out, const struct ecw_template *t) ECW_MUST_USE;
 /* Adds name to the $select list out unless it holds it already. */
-int ecw_select_add(struct ecw_buf *out, const char *name) ECW_MUST_USE;
+int ecw_template_select_add(struct ecw_buf *out, const char *name) ECW_MUST_USE;
 
 enum ecw_template_mode {
 	ECW_TEMPLATE_PLAIN, /* values as they are (keys) */

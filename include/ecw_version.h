@@ -7,6 +7,6 @@
 #define ECW_VERSION "0.3.0"
 
 /* "<host> ecworker/<version>", made once; the string is static. */
-const char *ecw_worker_id(void);
+const char *ecw_version_worker_id(void);
 
 #endif

@@ -161,7 +161,7 @@ void ecw_audit_converge(struct ecw_audit_ctx *ctx, int (*run)(const void *, stru
 		return;
 	}
 	snprintf(why, cap, "%s",
-		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_error_name(err));
 	f->error = why;
 	ecw_error_clear();
 }
@@ -175,7 +175,7 @@ void ecw_audit_chain(struct ecw_audit_ctx *ctx, const char *pk, const char *rk, 
 		return;
 	f->repaired = false;
 	snprintf(why, cap, "%s",
-		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_error_name(err));
 	f->error = why;
 	ecw_error_clear();
 }

@@ -196,9 +196,9 @@ int ecw_fanout_parse(void **out, const struct ecw_node *job, struct ecw_node_err
 	if (!f)
 		return -1;
 	bad |= ecw_node_check_keys(job, allowed, "fanout job", errs) > 0;
-	bad |= ecw_jobcfg_table(&f->source, job, "source", true, errs) < 0;
-	bad |= ecw_jobcfg_table(&f->table, job, "table", true, errs) < 0;
-	bad |= ecw_jobcfg_filter(&f->filter, job, "filter", true, errs) < 0;
+	bad |= ecw_job_setting_table(&f->source, job, "source", true, errs) < 0;
+	bad |= ecw_job_setting_table(&f->table, job, "table", true, errs) < 0;
+	bad |= ecw_job_setting_filter(&f->filter, job, "filter", true, errs) < 0;
 	bad |= parse_fields(f, job, errs) < 0;
 	if (ecw_node_string(&on_delete, job, "on_delete", false, errs) < 0) {
 		bad = 1;

@@ -330,11 +330,12 @@ static int source_select(struct ecw_buf *out, const struct fanout *f)
 {
 	int err;
 
-	if ((err = ecw_select_add(out, "PartitionKey")) < 0 || (err = ecw_select_add(out, "RowKey")) < 0 ||
+	if ((err = ecw_template_select_add(out, "PartitionKey")) < 0 ||
+	    (err = ecw_template_select_add(out, "RowKey")) < 0 ||
 	    (err = ecw_template_select(out, f->filter)) < 0)
 		return err;
 	for (size_t i = 0; i < f->nfields && err == 0; i++)
-		err = ecw_select_add(out, f->fields[i].source);
+		err = ecw_template_select_add(out, f->fields[i].source);
 	return err;
 }
 

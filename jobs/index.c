@@ -196,10 +196,10 @@ int ecw_index_parse(void **out, const struct ecw_node *job, struct ecw_node_erro
 	if (!ix)
 		return -1;
 	bad |= ecw_node_check_keys(job, allowed, "index job", errs) > 0;
-	bad |= ecw_jobcfg_table(&ix->source, job, "source", true, errs) < 0;
-	bad |= ecw_jobcfg_table(&ix->table, job, "table", true, errs) < 0;
-	bad |= ecw_jobcfg_template(&ix->pk, job, "partition_key", true, errs) < 0;
-	bad |= ecw_jobcfg_template(&ix->rk, job, "row_key", true, errs) < 0;
+	bad |= ecw_job_setting_table(&ix->source, job, "source", true, errs) < 0;
+	bad |= ecw_job_setting_table(&ix->table, job, "table", true, errs) < 0;
+	bad |= ecw_job_setting_template(&ix->pk, job, "partition_key", true, errs) < 0;
+	bad |= ecw_job_setting_template(&ix->rk, job, "row_key", true, errs) < 0;
 	if (ecw_node_string_list(&ix->props, &present, job, "properties", errs) < 0) {
 		bad = 1;
 	} else if (present) {
@@ -399,7 +399,7 @@ int ecw_index_ref_keys(struct ref_keys *out, const char *job, const char *spk, c
 {
 	int err;
 
-	if ((err = ecw_source_key_hash(out->rk, spk, srk)) < 0)
+	if ((err = ecw_job_source_key_hash(out->rk, spk, srk)) < 0)
 		return err;
 	if ((size_t)snprintf(out->pk, sizeof(out->pk), REF_PREFIX "%s~%.2s", job, out->rk) >= sizeof(out->pk))
 		return ecw_error_set(ECW_EINVALID, "job name '%s' is too long for a back-reference key", job);

@@ -227,13 +227,14 @@ static int source_select(struct ecw_buf *out, const struct index *ix)
 
 	if (!ix->props)
 		return 0;
-	if ((err = ecw_select_add(out, "PartitionKey")) < 0 || (err = ecw_select_add(out, "RowKey")) < 0 ||
+	if ((err = ecw_template_select_add(out, "PartitionKey")) < 0 ||
+	    (err = ecw_template_select_add(out, "RowKey")) < 0 ||
 	    (err = ecw_template_select(out, ix->pk)) < 0 || (err = ecw_template_select(out, ix->rk)) < 0)
 		return err;
 	for (size_t i = 0; ix->props[i] && err == 0; i++)
-		err = ecw_select_add(out, ix->props[i]);
-	if (err == 0 && ix->same_table && (err = ecw_select_add(out, P_SRC_PK)) == 0)
-		err = ecw_select_add(out, P_SRC_RK);
+		err = ecw_template_select_add(out, ix->props[i]);
+	if (err == 0 && ix->same_table && (err = ecw_template_select_add(out, P_SRC_PK)) == 0)
+		err = ecw_template_select_add(out, P_SRC_RK);
 	return err;
 }
 

@@ -212,7 +212,7 @@
 #define ABANDONED "~poisoned~"
 #define RESTART 1 /* internal: start a new round */
 
-void ecw_il_free(void *p)
+void ecw_index_list_free(void *p)
 {
 	struct index_list *il = p;
 
@@ -222,12 +222,12 @@ void ecw_il_free(void *p)
 	free(il->table);
 	ecw_template_free(il->pk);
 	ecw_template_free(il->rk);
-	ecw_il_combiners_free(il->combiners);
+	ecw_index_list_combiners_free(il->combiners);
 	ecw_shared_reads_free(il->reads);
 	free(il);
 }
 
-int ecw_il_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
+int ecw_index_list_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",          "then",    "source", "table",
 					      "partition_key", "row_key", NULL};
@@ -238,10 +238,10 @@ int ecw_il_parse(void **out, const struct ecw_node *job, struct ecw_node_errors 
 	if (!il)
 		return -1;
 	bad |= ecw_node_check_keys(job, allowed, "index-list job", errs) > 0;
-	bad |= ecw_jobcfg_table(&il->source, job, "source", true, errs) < 0;
-	bad |= ecw_jobcfg_table(&il->table, job, "table", true, errs) < 0;
-	bad |= ecw_jobcfg_template(&il->pk, job, "partition_key", true, errs) < 0;
-	bad |= ecw_jobcfg_template(&il->rk, job, "row_key", true, errs) < 0;
+	bad |= ecw_job_setting_table(&il->source, job, "source", true, errs) < 0;
+	bad |= ecw_job_setting_table(&il->table, job, "table", true, errs) < 0;
+	bad |= ecw_job_setting_template(&il->pk, job, "partition_key", true, errs) < 0;
+	bad |= ecw_job_setting_template(&il->rk, job, "row_key", true, errs) < 0;
 	if (!bad && strncmp(ecw_template_text(il->pk), REF_PREFIX, strlen(REF_PREFIX)) == 0) {
 		ecw_node_error(errs, ecw_node_get(job, "partition_key"),
 			       "partition_key: \"" REF_PREFIX
@@ -254,18 +254,18 @@ int ecw_il_parse(void **out, const struct ecw_node *job, struct ecw_node_errors 
 			       "table: the lists need a table of their own, not the source table");
 		bad = 1;
 	}
-	if (!bad && (ecw_il_combiners_new(&il->combiners, &ecw_il_list_store) < 0 ||
+	if (!bad && (ecw_index_list_combiners_new(&il->combiners, &ecw_index_list_combine_store) < 0 ||
 		     ecw_shared_reads_new(&il->reads, &ecw_shared_reads_storage) < 0))
 		bad = 1;
 	if (bad) {
-		ecw_il_free(il);
+		ecw_index_list_free(il);
 		return -1;
 	}
 	*out = il;
 	return 0;
 }
 
-int ecw_il_prepare(const void *settings, struct ecw_client *c)
+int ecw_index_list_prepare(const void *settings, struct ecw_client *c)
 {
 	const struct index_list *il = settings;
 
@@ -305,9 +305,9 @@ static void ref_dispose(struct ref *f)
 	free(f->etag);
 	free(f->cpk);
 	free(f->crk);
-	ecw_il_tuples_dispose(&f->pending);
+	ecw_index_list_tuples_dispose(&f->pending);
 	memset(f, 0, sizeof(*f));
-	ecw_il_tuples_init(&f->pending, 3);
+	ecw_index_list_tuples_init(&f->pending, 3);
 }
 
 static void round_dispose(struct run *r)
@@ -348,12 +348,12 @@ static bool lost_race(struct run *r, int err)
 	return true;
 }
 
-int ecw_il_ref_keys(char pk[ECW_IL_REF_PK_SIZE], char rk[65], const char *job, const char *spk,
-		    const char *srk)
+int ecw_index_list_ref_keys(char pk[ECW_IL_REF_PK_SIZE], char rk[65], const char *job, const char *spk,
+			    const char *srk)
 {
 	int err;
 
-	if ((err = ecw_source_key_hash(rk, spk, srk)) < 0)
+	if ((err = ecw_job_source_key_hash(rk, spk, srk)) < 0)
 		return err;
 	if (snprintf(pk, ECW_IL_REF_PK_SIZE, REF_PREFIX "%s~%.2s", job, rk) >= ECW_IL_REF_PK_SIZE)
 		return ecw_error_set(ECW_EINVALID, "index-list: job name too long");
@@ -366,7 +366,7 @@ static const char *prop_string(const struct ecw_entity *e, const char *name)
 	return p && p->type == ECW_EDM_STRING ? p->v.s : NULL;
 }
 
-int ecw_il_target(char **lpk, char **lrk, const struct index_list *il, const struct ecw_entity *src)
+int ecw_index_list_target(char **lpk, char **lrk, const struct index_list *il, const struct ecw_entity *src)
 {
 	struct ecw_buf pk, rk;
 	int err;
@@ -410,11 +410,11 @@ static int read_source_first(struct ecw_entity **src, struct run *r)
 	const struct ecw_job_ctx *x = r->ctx;
 
 	if (r->rounds > 1)
-		return ecw_shared_read(il->reads, src, x->client, il->source, x->pk, x->rk);
-	if (ecw_shared_read_kept(il->reads, src, il->source, x->pk, x->rk))
+		return ecw_shared_reads_get(il->reads, src, x->client, il->source, x->pk, x->rk);
+	if (ecw_shared_reads_kept(il->reads, src, il->source, x->pk, x->rk))
 		return *src ? 0 : ECW_ENOTFOUND;
-	return ecw_shared_read_ahead(il->reads, src, x->client, il->source, x->pk, x->rk, x->peers,
-				     x->npeers);
+	return ecw_shared_reads_ahead(il->reads, src, x->client, il->source, x->pk, x->rk, x->peers,
+				      x->npeers);
 }
 
 /* Reads the source: existence and ETag; with want_target (step 1) also the
@@ -423,8 +423,8 @@ static int read_source(bool *exists, char **etag, struct run *r, bool want_targe
 {
 	struct ecw_entity *src = NULL;
 	int err = want_target ? read_source_first(&src, r)
-			      : ecw_shared_read(r->il->reads, &src, r->ctx->client, r->il->source, r->ctx->pk,
-						r->ctx->rk);
+			      : ecw_shared_reads_get(r->il->reads, &src, r->ctx->client, r->il->source,
+						     r->ctx->pk, r->ctx->rk);
 
 	*exists = false;
 	*etag = NULL;
@@ -437,7 +437,7 @@ static int read_source(bool *exists, char **etag, struct run *r, bool want_targe
 	*exists = true;
 	if (!(*etag = strdup(ecw_entity_etag(src) ? ecw_entity_etag(src) : "")))
 		err = ecw_error_set(ECW_ENOMEM, "out of memory");
-	if (err == 0 && want_target && (err = ecw_il_target(&r->tpk, &r->trk, r->il, src)) < 0 &&
+	if (err == 0 && want_target && (err = ecw_index_list_target(&r->tpk, &r->trk, r->il, src)) < 0 &&
 	    err == ECW_EINVALID) {
 		char msg[400];
 		snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, ecw_error_last()->message);
@@ -448,8 +448,8 @@ static int read_source(bool *exists, char **etag, struct run *r, bool want_targe
 	return err;
 }
 
-int ecw_il_ref_view(const char **cpk, const char **crk, const char **pending, const struct ecw_entity *ref,
-		    const char *spk, const char *srk)
+int ecw_index_list_ref_view(const char **cpk, const char **crk, const char **pending,
+			    const struct ecw_entity *ref, const char *spk, const char *srk)
 {
 	*cpk = *crk = *pending = NULL;
 	if (!same(prop_string(ref, "SourcePartitionKey"), spk) ||
@@ -480,7 +480,7 @@ static int ref_read(struct run *r)
 	}
 	if (err < 0)
 		return err;
-	if ((err = ecw_il_ref_view(&cpk, &crk, &pending, e, r->ctx->pk, r->ctx->rk)) < 0) {
+	if ((err = ecw_index_list_ref_view(&cpk, &crk, &pending, e, r->ctx->pk, r->ctx->rk)) < 0) {
 		err = ecw_error_set(ECW_EINVALID, "index-list %s: the reference %s/%s in %s is %s",
 				    r->ctx->job, r->ref_pk, r->ref_rk, r->il->table,
 				    ecw_error_last()->message);
@@ -492,7 +492,8 @@ static int ref_read(struct run *r)
 		err = ecw_error_set(ECW_ENOMEM, "out of memory");
 		goto done;
 	}
-	if (pending && (err = ecw_il_tuples_parse(&f->pending, pending, strlen(pending), 3, "Pending")) < 0) {
+	if (pending &&
+	    (err = ecw_index_list_tuples_parse(&f->pending, pending, strlen(pending), 3, "Pending")) < 0) {
 		char msg[300];
 		snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, ecw_error_last()->message);
 		err = ecw_error_set(ECW_EINVALID, "index-list %s: the reference %s/%s in %s: %s", r->ctx->job,
@@ -521,9 +522,9 @@ static int ref_write(struct run *r, const char *cpk, const char *crk, struct tup
 		    (err = ecw_entity_set_string(e, "ListRowKey", crk, strlen(crk))) < 0))
 		goto done;
 	if (pending->n) {
-		if ((err = ecw_il_tuples_write(&json, pending)) < 0)
+		if ((err = ecw_index_list_tuples_write(&json, pending)) < 0)
 			goto done;
-		if (ecw_il_utf16_units(json.ptr, json.len) > PENDING_MAX_UTF16) {
+		if (ecw_index_list_tuples_utf16_units(json.ptr, json.len) > PENDING_MAX_UTF16) {
 			err = ecw_error_set(
 				ECW_ETOOLARGE,
 				"index-list %s: the reference of (%.100s, %.100s) would hold %zu pending "
@@ -552,13 +553,13 @@ static int ref_write(struct run *r, const char *cpk, const char *crk, struct tup
 	free(r->ref.etag);
 	free(r->ref.cpk);
 	free(r->ref.crk);
-	ecw_il_tuples_dispose(&r->ref.pending);
+	ecw_index_list_tuples_dispose(&r->ref.pending);
 	r->ref.exists = true;
 	r->ref.etag = etag;
 	r->ref.cpk = ncpk;
 	r->ref.crk = ncrk;
 	r->ref.pending = *pending;
-	ecw_il_tuples_init(pending, 3);
+	ecw_index_list_tuples_init(pending, 3);
 	etag = ncpk = ncrk = NULL;
 done:
 	free(etag);
@@ -592,13 +593,14 @@ static int ensure_intent(struct run *r, const char *lpk, const char *lrk)
 	size_t pos;
 	int err;
 
-	if (ecw_il_tuples_find(&r->ref.pending, key, &pos))
+	if (ecw_index_list_tuples_find(&r->ref.pending, key, &pos))
 		return 0;
-	if ((err = ecw_il_tuples_copy(&p, &r->ref.pending)) < 0)
+	if ((err = ecw_index_list_tuples_copy(&p, &r->ref.pending)) < 0)
 		return err;
-	if ((err = ecw_il_tuples_add(&p, key)) == 0 && (err = ref_write(r, r->ref.cpk, r->ref.crk, &p)) == 0)
+	if ((err = ecw_index_list_tuples_add(&p, key)) == 0 &&
+	    (err = ref_write(r, r->ref.cpk, r->ref.crk, &p)) == 0)
 		ecw_crash_point("index_list.intent");
-	ecw_il_tuples_dispose(&p);
+	ecw_index_list_tuples_dispose(&p);
 	return err;
 }
 
@@ -609,11 +611,11 @@ static int others_intents(struct tuples *out, size_t *own, const struct run *r)
 	int err;
 
 	*own = 0;
-	if ((err = ecw_il_tuples_copy(out, &r->ref.pending)) < 0)
+	if ((err = ecw_index_list_tuples_copy(out, &r->ref.pending)) < 0)
 		return err;
 	for (size_t i = out->n; i-- > 0;)
 		if (strcmp(out->v[i].s[2], r->owner) == 0 || strcmp(out->v[i].s[2], ABANDONED) == 0) {
-			ecw_il_tuples_remove_at(out, i);
+			ecw_index_list_tuples_remove_at(out, i);
 			(*own)++;
 		}
 	return 0;
@@ -631,18 +633,19 @@ static void drop_intent(struct run *r, const char *lpk, const char *lrk)
 	struct tuples p;
 	size_t pos;
 
-	if (!ecw_il_tuples_find(&r->ref.pending, key, &pos) || ecw_il_tuples_copy(&p, &r->ref.pending) < 0)
+	if (!ecw_index_list_tuples_find(&r->ref.pending, key, &pos) ||
+	    ecw_index_list_tuples_copy(&p, &r->ref.pending) < 0)
 		return;
-	ecw_il_tuples_remove_at(&p, pos);
+	ecw_index_list_tuples_remove_at(&p, pos);
 	if (p.n == 0 && !r->ref.cpk)
 		(void)!ref_delete(r);
 	else
 		(void)!ref_write(r, r->ref.cpk, r->ref.crk, &p);
-	ecw_il_tuples_dispose(&p);
+	ecw_index_list_tuples_dispose(&p);
 	ecw_error_set(saved.code, "%s", saved.message);
 }
 
-/* A list too large for the design (ecw_il_list_save's ECW_ETOOLARGE), in
+/* A list too large for the design (ecw_index_list_store_save's ECW_ETOOLARGE), in
  * the words of this run's source. */
 static int too_large(struct run *r)
 {
@@ -662,7 +665,7 @@ static int intent_write(struct run *r, struct il_change *ch)
 	int err;
 
 	if ((err = ensure_intent(r, ch->lpk, ch->lrk)) != 0 ||
-	    (err = ecw_il_tuples_add(&r->touched, list_key)) < 0)
+	    (err = ecw_index_list_tuples_add(&r->touched, list_key)) < 0)
 		return err;
 	ch->intent = true;
 	return 0;
@@ -677,14 +680,14 @@ static int intent_first(struct run *r, struct il_change *ch)
 	const char *key[3] = {ch->lpk, ch->lrk, r->owner};
 	size_t pos;
 
-	if (!ecw_il_tuples_find(&r->ref.pending, key, &pos) && same(r->ref.cpk, ch->lpk) &&
+	if (!ecw_index_list_tuples_find(&r->ref.pending, key, &pos) && same(r->ref.cpk, ch->lpk) &&
 	    same(r->ref.crk, ch->lrk))
 		return 0;
 	return intent_write(r, ch);
 }
 
 /* Steps 3 and 4 for one list: S into (add) or out of (lpk, lrk), by read,
- * change, conditional write (ecw_il_list_save: the list goes when it
+ * change, conditional write (ecw_index_list_store_save: the list goes when it
  * empties), again after a lost race; within a worker, together with the
  * changes other runs make to the same list at the same time
  * (index_list_combine.c). An add records its intent first (step 3a); one
@@ -703,7 +706,7 @@ static int list_change(struct run *r, const char *lpk, const char *lrk, bool add
 	if (add && (err = intent_first(r, &ch)) != 0)
 		return err;
 	for (;;) {
-		err = ecw_il_combine(r->il->combiners, &ch);
+		err = ecw_index_list_combine(r->il->combiners, &ch);
 		r->conflicts += ch.conflicts;
 		if (err == ECW_EINVALID)
 			return ecw_error_set(ECW_EINVALID, "index-list %s: %s", r->ctx->job,
@@ -735,19 +738,19 @@ static int remove_elsewhere(struct run *r)
 	struct tuples lists;
 	int err = 0;
 
-	ecw_il_tuples_init(&lists, 2);
+	ecw_index_list_tuples_init(&lists, 2);
 	if (r->ref.cpk) {
 		const char *k[2] = {r->ref.cpk, r->ref.crk};
-		err = ecw_il_tuples_add(&lists, k);
+		err = ecw_index_list_tuples_add(&lists, k);
 	}
 	for (size_t i = 0; err == 0 && i < r->ref.pending.n; i++)
-		err = ecw_il_tuples_add(&lists, (const char *const *)r->ref.pending.v[i].s);
+		err = ecw_index_list_tuples_add(&lists, (const char *const *)r->ref.pending.v[i].s);
 	for (size_t i = 0; err == 0 && i < r->touched.n; i++)
-		err = ecw_il_tuples_add(&lists, (const char *const *)r->touched.v[i].s);
+		err = ecw_index_list_tuples_add(&lists, (const char *const *)r->touched.v[i].s);
 	for (size_t i = 0; err == 0 && i < lists.n; i++)
 		if (!is_target(r, lists.v[i].s[0], lists.v[i].s[1]))
 			err = list_change(r, lists.v[i].s[0], lists.v[i].s[1], false);
-	ecw_il_tuples_dispose(&lists);
+	ecw_index_list_tuples_dispose(&lists);
 	return err;
 }
 
@@ -776,7 +779,7 @@ static int commit(struct run *r)
 	if (err == 0)
 		ecw_crash_point("index_list.ref");
 done:
-	ecw_il_tuples_dispose(&others);
+	ecw_index_list_tuples_dispose(&others);
 	return err;
 }
 
@@ -812,12 +815,12 @@ static int run_init(struct run *r, const void *settings, struct ecw_job_ctx *ctx
 	r->il = settings;
 	r->ctx = ctx;
 	r->owner = ctx->message_id ? ctx->message_id : ctx->trace_id ? ctx->trace_id : "";
-	ecw_il_tuples_init(&r->touched, 2);
-	ecw_il_tuples_init(&r->ref.pending, 3);
-	return ecw_il_ref_keys(r->ref_pk, r->ref_rk, ctx->job, ctx->pk, ctx->rk);
+	ecw_index_list_tuples_init(&r->touched, 2);
+	ecw_index_list_tuples_init(&r->ref.pending, 3);
+	return ecw_index_list_ref_keys(r->ref_pk, r->ref_rk, ctx->job, ctx->pk, ctx->rk);
 }
 
-int ecw_il_run(const void *settings, struct ecw_job_ctx *ctx)
+int ecw_index_list_run(const void *settings, struct ecw_job_ctx *ctx)
 {
 	struct run r;
 	int err = 0;
@@ -826,7 +829,7 @@ int ecw_il_run(const void *settings, struct ecw_job_ctx *ctx)
 		return err;
 	for (r.rounds = 1; r.rounds <= MAX_ROUNDS; r.rounds++) {
 		if (r.rounds > 1)
-			ecw_il_backoff(r.rounds);
+			ecw_index_list_backoff(r.rounds);
 		err = round_once(&r);
 		round_dispose(&r);
 		if (err != RESTART)
@@ -847,7 +850,7 @@ int ecw_il_run(const void *settings, struct ecw_job_ctx *ctx)
 			 : r.removed          ? "removed"
 					      : "unchanged",
 			 r.rounds, r.conflicts);
-	ecw_il_tuples_dispose(&r.touched);
+	ecw_index_list_tuples_dispose(&r.touched);
 	return err;
 }
 
@@ -861,7 +864,7 @@ static int ref_writes_done(struct run *r, int err)
 				    "times in a row",
 				    r->ctx->job, r->ctx->pk, r->ctx->rk, MAX_CAS);
 	ref_dispose(&r->ref);
-	ecw_il_tuples_dispose(&r->touched);
+	ecw_index_list_tuples_dispose(&r->touched);
 	return err;
 }
 
@@ -869,7 +872,7 @@ static int ref_writes_done(struct run *r, int err)
  * ref become ABANDONED's, which every later run cleans and drops (steps 4 and
  * 5) as it does its own. One conditional write; none when the ref is absent
  * or holds no intent of this owner (the header argues why this is safe). */
-int ecw_il_abandon(const void *settings, struct ecw_job_ctx *ctx)
+int ecw_index_list_abandon(const void *settings, struct ecw_job_ctx *ctx)
 {
 	struct run r;
 	int err;
@@ -881,10 +884,10 @@ int ecw_il_abandon(const void *settings, struct ecw_job_ctx *ctx)
 		size_t moved = 0;
 
 		if (attempt)
-			ecw_il_backoff(attempt);
+			ecw_index_list_backoff(attempt);
 		if ((err = ref_read(&r)) < 0 || !r.ref.exists)
 			break;
-		ecw_il_tuples_init(&p, 3);
+		ecw_index_list_tuples_init(&p, 3);
 		for (size_t i = 0; err == 0 && i < r.ref.pending.n; i++) {
 			const char *key[3] = {r.ref.pending.v[i].s[0], r.ref.pending.v[i].s[1],
 					      r.ref.pending.v[i].s[2]};
@@ -892,11 +895,11 @@ int ecw_il_abandon(const void *settings, struct ecw_job_ctx *ctx)
 				key[2] = ABANDONED;
 				moved++;
 			}
-			err = ecw_il_tuples_add(&p, key);
+			err = ecw_index_list_tuples_add(&p, key);
 		}
 		if (err == 0 && moved && (err = ref_write(&r, r.ref.cpk, r.ref.crk, &p)) == 0)
 			ecw_crash_point("index_list.abandoned");
-		ecw_il_tuples_dispose(&p);
+		ecw_index_list_tuples_dispose(&p);
 		if (err != RESTART)
 			break;
 	}
@@ -909,7 +912,8 @@ int ecw_il_abandon(const void *settings, struct ecw_job_ctx *ctx)
  * ensure_intent with that owner: one conditional write, none when the ref
  * names it already. Safe for the same reason as abandon: an ABANDONED intent
  * only makes runs remove S from a list S does not belong in. */
-int ecw_il_register_stray(const void *settings, struct ecw_job_ctx *ctx, const char *lpk, const char *lrk)
+int ecw_index_list_register_stray(const void *settings, struct ecw_job_ctx *ctx, const char *lpk,
+				  const char *lrk)
 {
 	struct run r;
 	int err;
@@ -919,26 +923,26 @@ int ecw_il_register_stray(const void *settings, struct ecw_job_ctx *ctx, const c
 	r.owner = ABANDONED;
 	for (int attempt = 0; attempt < MAX_CAS; attempt++) {
 		if (attempt)
-			ecw_il_backoff(attempt);
+			ecw_index_list_backoff(attempt);
 		if ((err = ref_read(&r)) < 0 || (err = ensure_intent(&r, lpk, lrk)) != RESTART)
 			break;
 	}
 	return ref_writes_done(&r, err);
 }
 
-const char *ecw_il_source_table(const void *settings)
+const char *ecw_index_list_source_table(const void *settings)
 {
 	return ((const struct index_list *)settings)->source;
 }
 
-const char *ecw_il_target_table(const void *settings)
+const char *ecw_index_list_target_table(const void *settings)
 {
 	return ((const struct index_list *)settings)->table;
 }
 
 /* ecw_job_type.list_get: the list at (lpk, lrk), read through the store. */
-int ecw_il_list_get(const void *settings, struct ecw_client *c, const char *lpk, const char *lrk,
-		    int (*each)(void *arg, const char *pk, const char *rk), void *arg, bool *exists)
+int ecw_index_list_get(const void *settings, struct ecw_client *c, const char *lpk, const char *lrk,
+		       int (*each)(void *arg, const char *pk, const char *rk), void *arg, bool *exists)
 {
 	const struct index_list *il = settings;
 	struct ecw_entity *none = NULL;
@@ -963,12 +967,12 @@ int ecw_il_list_get(const void *settings, struct ecw_client *c, const char *lpk,
 		}
 		lpk = ecw_buf_cstr(&pk);
 	}
-	if ((err = ecw_il_list_load(&list, c, il->table, lpk, lrk)) < 0)
+	if ((err = ecw_index_list_store_load(&list, c, il->table, lpk, lrk)) < 0)
 		goto done;
 	*exists = list.exists;
 	for (size_t i = 0; err == 0 && i < list.keys.n; i++)
 		err = each(arg, list.keys.v[i].s[0], list.keys.v[i].s[1]);
-	ecw_il_list_dispose(&list);
+	ecw_index_list_store_dispose(&list);
 done:
 	ecw_entity_free(none);
 	ecw_buf_dispose(&pk);

@@ -10,7 +10,7 @@
  * own steps:
  *   1. from the sources (their partition with --partition; only the
  *      properties the templates read): each source computes its list L as
- *      run does (ecw_il_target; a source that makes
+ *      run does (ecw_index_list_target; a source that makes
  *      no list key, which run fails for good, is counted, not judged). L is
  *      read (one GET) and judged by ecw_audit_index_list_member: MISSING
  *      when L is absent or does not hold the source's key. When it does, the
@@ -44,7 +44,7 @@
  *     (ecw_audit_converge), as a message for it would.
  *   a key in the wrong list, an ORPHAN key: the stray list is first
  *     registered in the source's reference as an intent of the "~poisoned~"
- *     owner (ecw_il_register_stray, step 3a of a run, If-Match), which every
+ *     owner (ecw_index_list_register_stray, step 3a of a run, If-Match), which every
  *     later run cleans and drops; then the run. Without it a key written
  *     behind the job's back is in no list the reference names, and run
  *     would not see it. Registering is always safe: an intent of that owner
@@ -56,7 +56,7 @@
  *   a wrong Count, an empty list: the list is read again and, still wrong,
  *     rewritten with the Count of its keys or, still empty, deleted with all
  *     its entities, through the store's one atomic conditional write
- *     (ecw_il_list_save), again on a lost race (repair_list). Made here, --via-queue
+ *     (ecw_index_list_store_save), again on a lost race (repair_list). Made here, --via-queue
  *     or not: no message names a list.
  *   CONFLICT: never (the operator decides what that entity is). */
 #include <stdint.h>
@@ -79,7 +79,7 @@ static bool holds_key(const struct tuples *keys, const char *spk, const char *sr
 	const char *key[2] = {spk, srk};
 	size_t pos;
 
-	return ecw_il_tuples_find(keys, key, &pos);
+	return ecw_index_list_tuples_find(keys, key, &pos);
 }
 
 /* A repair that failed: f->error says why (the last error, copied into why). */
@@ -96,7 +96,7 @@ static int load_list(struct il_list *out, struct ecw_audit_ctx *actx, const char
 		     const char *lrk)
 {
 	ecw_audit_pace(actx);
-	return ecw_il_list_load(out, actx->client, table, lpk, lrk);
+	return ecw_index_list_store_load(out, actx->client, table, lpk, lrk);
 }
 
 /* ---- repairs ---- */
@@ -116,10 +116,11 @@ static int stray_gone(const struct index_list *il, struct ecw_audit_ctx *actx, c
 		goto done;
 	if ((err = ecw_audit_get(&src, actx, il->source, spk, srk)) < 0)
 		goto done;
-	if (!src || ecw_il_target(&tpk, &trk, il, src) < 0 || strcmp(tpk, lpk) != 0 || strcmp(trk, lrk) != 0)
+	if (!src || ecw_index_list_target(&tpk, &trk, il, src) < 0 || strcmp(tpk, lpk) != 0 ||
+	    strcmp(trk, lrk) != 0)
 		err = ecw_error_set(ECW_ETRANSIENT, "the key is still in the list after the run");
 done:
-	ecw_il_list_dispose(&list);
+	ecw_index_list_store_dispose(&list);
 	ecw_entity_free(src);
 	free(tpk);
 	free(trk);
@@ -139,11 +140,11 @@ static void repair_stray(const struct index_list *il, struct ecw_audit_ctx *actx
 				 .message_id = "audit"};
 
 	ecw_audit_pace(actx);
-	if (ecw_il_register_stray(il, &jc, f->pk, f->rk) < 0) {
+	if (ecw_index_list_register_stray(il, &jc, f->pk, f->rk) < 0) {
 		repair_failed(f, why, cap);
 		return;
 	}
-	ecw_audit_converge(actx, ecw_il_run, il, f->source_pk, f->source_rk, f, why, cap);
+	ecw_audit_converge(actx, ecw_index_list_run, il, f->source_pk, f->source_rk, f, why, cap);
 	if (f->repaired && !actx->requeue &&
 	    stray_gone(il, actx, f->pk, f->rk, f->source_pk, f->source_rk) < 0)
 		repair_failed(f, why, cap);
@@ -162,7 +163,7 @@ static int repair_list(const struct index_list *il, struct ecw_audit_ctx *actx, 
 		struct tuples none;
 		enum ecw_audit_kind kind = ECW_AUDIT_OK;
 
-		ecw_il_tuples_init(&none, 2);
+		ecw_index_list_tuples_init(&none, 2);
 		if ((err = load_list(&list, actx, il->table, lpk, lrk)) == 0 && list.exists)
 			kind = ecw_audit_index_list_shape(list.keys.n, list.has_count, list.count);
 		if (kind != ECW_AUDIT_OK)
@@ -170,10 +171,10 @@ static int repair_list(const struct index_list *il, struct ecw_audit_ctx *actx, 
 		/* the store's one atomic write: every entity of an empty list goes;
 		 * the same keys rewrite Count (the head alone) */
 		if (kind == ECW_AUDIT_ORPHAN)
-			err = ecw_il_list_save(actx->client, il->table, &list, &none);
+			err = ecw_index_list_store_save(actx->client, il->table, &list, &none);
 		else if (kind == ECW_AUDIT_STALE)
-			err = ecw_il_list_save(actx->client, il->table, &list, &list.keys);
-		ecw_il_list_dispose(&list);
+			err = ecw_index_list_store_save(actx->client, il->table, &list, &list.keys);
+		ecw_index_list_store_dispose(&list);
 		if (err != ECW_EPRECONDITION && err != ECW_ECONFLICT && err != ECW_ENOTFOUND)
 			return err;
 		ecw_error_clear(); /* a run wrote the list meanwhile: read it again */
@@ -196,14 +197,14 @@ static int audit_ref(enum ecw_audit_kind *kind, struct ecw_audit_ctx *actx, cons
 	size_t npending = 0;
 	int err;
 
-	ecw_il_tuples_init(&intents, 3);
-	if ((err = ecw_il_ref_keys(rpk, rrk, actx->job, spk, srk)) < 0 ||
+	ecw_index_list_tuples_init(&intents, 3);
+	if ((err = ecw_index_list_ref_keys(rpk, rrk, actx->job, spk, srk)) < 0 ||
 	    (err = ecw_audit_get(&ref, actx, il->table, rpk, rrk)) < 0)
 		goto done;
-	if (ref && ecw_il_ref_view(&cpk, &crk, &pending, ref, spk, srk) == 0)
+	if (ref && ecw_index_list_ref_view(&cpk, &crk, &pending, ref, spk, srk) == 0)
 		found = true;
 	ecw_error_clear(); /* another source's entity there: run refuses it too */
-	if (pending && ecw_il_tuples_parse(&intents, pending, strlen(pending), 3, "Pending") < 0) {
+	if (pending && ecw_index_list_tuples_parse(&intents, pending, strlen(pending), 3, "Pending") < 0) {
 		ecw_error_clear();
 		npending = SIZE_MAX;
 	} else {
@@ -211,7 +212,7 @@ static int audit_ref(enum ecw_audit_kind *kind, struct ecw_audit_ctx *actx, cons
 	}
 	*kind = ecw_audit_index_list_ref(found, cpk, crk, npending, lpk, lrk);
 done:
-	ecw_il_tuples_dispose(&intents);
+	ecw_index_list_tuples_dispose(&intents);
 	ecw_entity_free(ref);
 	return err;
 }
@@ -247,8 +248,8 @@ static int audit_source(const struct index_list *il, struct ecw_audit_ctx *actx,
 	int err = 0;
 
 	memset(&list, 0, sizeof(list));
-	ecw_il_tuples_init(&list.keys, 2);
-	if (ecw_il_target(&lpk, &lrk, il, src) < 0) {
+	ecw_index_list_tuples_init(&list.keys, 2);
+	if (ecw_index_list_target(&lpk, &lrk, il, src) < 0) {
 		ecw_error_clear(); /* run fails such a source for good: nothing derived to compare */
 		return 0;
 	}
@@ -269,13 +270,13 @@ static int audit_source(const struct index_list *il, struct ecw_audit_ctx *actx,
 		f.pk = lpk;
 		f.rk = lrk;
 		if (actx->repair)
-			ecw_audit_converge(actx, ecw_il_run, il, spk, srk, &f, why, sizeof(why));
+			ecw_audit_converge(actx, ecw_index_list_run, il, spk, srk, &f, why, sizeof(why));
 		if (f.repaired && f.kind == ECW_AUDIT_STALE && !actx->requeue)
 			ref_settled(&f, actx, il, why, sizeof(why));
 		ecw_audit_note(actx, &f);
 	}
 done:
-	ecw_il_list_dispose(&list);
+	ecw_index_list_store_dispose(&list);
 	free(lpk);
 	free(lrk);
 	return err;
@@ -300,7 +301,7 @@ static int audit_key(const struct index_list *il, struct ecw_audit_ctx *actx, co
 	}
 	if (err < 0)
 		return err;
-	if (src && ecw_il_target(&tpk, &trk, il, src) < 0) {
+	if (src && ecw_index_list_target(&tpk, &trk, il, src) < 0) {
 		ecw_error_clear(); /* run fails the source for good: it keeps its old list */
 		goto done;
 	}
@@ -353,7 +354,8 @@ static int audit_list(const struct index_list *il, struct ecw_audit_ctx *actx, c
 	if (ecw_entity_get(e, "ListRowKey") && ecw_entity_get(e, "ListRowKey")->type == ECW_EDM_STRING)
 		return 0;
 	ecw_audit_pace(actx);
-	if ((err = ecw_il_list_load_head(&list, actx->client, il->table, e)) < 0 && err != ECW_EINVALID)
+	if ((err = ecw_index_list_store_load_head(&list, actx->client, il->table, e)) < 0 &&
+	    err != ECW_EINVALID)
 		return err;
 	is_list = err == 0;
 	err = 0;
@@ -369,7 +371,7 @@ static int audit_list(const struct index_list *il, struct ecw_audit_ctx *actx, c
 				     keys->v[i].s[1])) == 0)
 			ecw_audit_checked(actx);
 	}
-	ecw_il_list_dispose(&list);
+	ecw_index_list_store_dispose(&list);
 	return err;
 }
 
@@ -399,7 +401,7 @@ static int each_list(const struct ecw_entity *e, void *payload)
 	return audit_list(p->il, p->actx, e);
 }
 
-int ecw_il_audit(const void *settings, struct ecw_audit_ctx *actx)
+int ecw_index_list_audit(const void *settings, struct ecw_audit_ctx *actx)
 {
 	struct pass p = {.il = settings, .actx = actx};
 	/* every property: a list's chunks are Keys, Keys2, ... and a page says
@@ -412,8 +414,8 @@ int ecw_il_audit(const void *settings, struct ecw_audit_ctx *actx)
 	ecw_buf_init(&select, 64 * 1024);
 
 	/* 1. from the sources: only what a list's keys are rendered from */
-	if ((err = ecw_select_add(&select, "PartitionKey")) < 0 ||
-	    (err = ecw_select_add(&select, "RowKey")) < 0 ||
+	if ((err = ecw_template_select_add(&select, "PartitionKey")) < 0 ||
+	    (err = ecw_template_select_add(&select, "RowKey")) < 0 ||
 	    (err = ecw_template_select(&select, p.il->pk)) < 0 ||
 	    (err = ecw_template_select(&select, p.il->rk)) < 0 ||
 	    (err = ecw_audit_query(&q, actx, p.il->source, "PartitionKey", ecw_buf_cstr(&select))) < 0 ||
@@ -438,14 +440,14 @@ done:
  * and index_list.c calls nothing of this file. */
 const struct ecw_job_type ecw_job_index_list = {
 	.name = "index-list",
-	.parse = ecw_il_parse,
-	.prepare = ecw_il_prepare,
-	.run = ecw_il_run,
+	.parse = ecw_index_list_parse,
+	.prepare = ecw_index_list_prepare,
+	.run = ecw_index_list_run,
 	.reads_ahead = true,
-	.abandon = ecw_il_abandon,
-	.free = ecw_il_free,
-	.source_table = ecw_il_source_table,
-	.target_table = ecw_il_target_table,
-	.audit = ecw_il_audit,
-	.list_get = ecw_il_list_get,
+	.abandon = ecw_index_list_abandon,
+	.free = ecw_index_list_free,
+	.source_table = ecw_index_list_source_table,
+	.target_table = ecw_index_list_target_table,
+	.audit = ecw_index_list_audit,
+	.list_get = ecw_index_list_get,
 };

@@ -8,12 +8,12 @@
  * settings own, entries removed when idle. A run hands its change in and
  * waits. The first to arrive leads: it takes what is queued (at most
  * BATCH_MAX changes), loads the list once, applies every change in queue
- * order, saves once, conditionally (ecw_il_list_save); after a lost race
+ * order, saves once, conditionally (ecw_index_list_store_save); after a lost race
  * (412/409/404) it backs off with jitter, reloads and reapplies, up to
  * MAX_CAS times. Then it answers each run and hands the lead to the first
  * run queued meanwhile, which takes the next batch. Each run's answer is its
  * own: a run whose lease is lost is dropped before the save; an add that
- * would make the list too large (ecw_il_list_check) fails that run only; an
+ * would make the list too large (ecw_index_list_store_check) fails that run only; an
  * add whose run has not written its intent yet is not applied (the answer
  * says so, unless the key is there already: the run writes its intent and
  * comes back); when the store says the change set is too big for one
@@ -71,10 +71,10 @@
 #define MAX_CAS 10
 #define WAIT_SLICE_MS 50
 
-const struct il_store ecw_il_list_store = {
-	.load = ecw_il_list_load,
-	.save = ecw_il_list_save,
-	.check = ecw_il_list_check,
+const struct il_store ecw_index_list_combine_store = {
+	.load = ecw_index_list_store_load,
+	.save = ecw_index_list_store_save,
+	.check = ecw_index_list_store_check,
 };
 
 /* ---- one run in a combiner ------------------------------------------------------------ */
@@ -130,7 +130,7 @@ static int decide(struct tuples *keys, size_t *changes, const struct batch *b, c
 		member_fail(m, err);
 		return 0;
 	}
-	found = ecw_il_tuples_find(keys, ch->key, &pos);
+	found = ecw_index_list_tuples_find(keys, ch->key, &pos);
 	if (found == ch->add) {
 		m->dec = KEEP;
 		return 0;
@@ -142,12 +142,12 @@ static int decide(struct tuples *keys, size_t *changes, const struct batch *b, c
 	if (*changes >= limit)
 		return 0; /* the next save's */
 	if (!ch->add) {
-		ecw_il_tuples_remove_at(keys, pos);
+		ecw_index_list_tuples_remove_at(keys, pos);
 	} else {
-		if ((err = ecw_il_tuples_add(keys, ch->key)) < 0)
+		if ((err = ecw_index_list_tuples_add(keys, ch->key)) < 0)
 			return err;
 		if (checked && (err = b->store->check(list, keys)) == ECW_ETOOLARGE) {
-			ecw_il_tuples_remove_at(keys, pos);
+			ecw_index_list_tuples_remove_at(keys, pos);
 			member_fail(m, err);
 			return 0;
 		}
@@ -168,10 +168,10 @@ static int apply(struct tuples *keys, size_t *changes, const struct batch *b, co
 	int err = 0;
 
 	for (int pass = 0; pass < 2; pass++) {
-		ecw_il_tuples_init(keys, 2);
+		ecw_index_list_tuples_init(keys, 2);
 		*changes = 0;
 		for (size_t i = 0; err == 0 && i < list->keys.n; i++)
-			err = ecw_il_tuples_add(keys, (const char *const *)list->keys.v[i].s);
+			err = ecw_index_list_tuples_add(keys, (const char *const *)list->keys.v[i].s);
 		for (size_t i = 0; i < b->n; i++)
 			if (!b->m[i]->answered)
 				b->m[i]->dec = OPEN;
@@ -181,7 +181,7 @@ static int apply(struct tuples *keys, size_t *changes, const struct batch *b, co
 		if (err == 0 && pass == 0 && (err = b->store->check(list, keys)) == ECW_ETOOLARGE) {
 			ecw_error_clear();
 			err = 0;
-			ecw_il_tuples_dispose(keys);
+			ecw_index_list_tuples_dispose(keys);
 			continue;
 		}
 		if (err == ECW_IL_TOO_MANY_CHANGES)
@@ -189,7 +189,7 @@ static int apply(struct tuples *keys, size_t *changes, const struct batch *b, co
 		break;
 	}
 	if (err < 0)
-		ecw_il_tuples_dispose(keys);
+		ecw_index_list_tuples_dispose(keys);
 	return err;
 }
 
@@ -265,14 +265,14 @@ static void lead(struct batch *b)
 			break;
 		}
 		if (attempt)
-			ecw_il_backoff(attempt);
+			ecw_index_list_backoff(attempt);
 		if ((err = b->store->load(&list, b->client, b->table, b->lpk, b->lrk)) < 0)
 			break;
 		if ((err = apply(&keys, &changes, b, &list, limit)) == 0) {
 			err = changes ? save(b, &list, &keys, changes) : 0;
-			ecw_il_tuples_dispose(&keys);
+			ecw_index_list_tuples_dispose(&keys);
 		}
-		ecw_il_list_dispose(&list);
+		ecw_index_list_store_dispose(&list);
 		if (err == 0) {
 			if (changes > 1)
 				ecw_crash_point("index_list.combined"); /* before any member is told */
@@ -313,7 +313,7 @@ struct il_combiners {
 	size_t n;
 };
 
-int ecw_il_combiners_new(struct il_combiners **out, const struct il_store *store)
+int ecw_index_list_combiners_new(struct il_combiners **out, const struct il_store *store)
 {
 	struct il_combiners *cs = calloc(1, sizeof(*cs));
 
@@ -337,7 +337,7 @@ static void combiner_free(struct combiner *c)
 	free(c);
 }
 
-void ecw_il_combiners_free(struct il_combiners *cs)
+void ecw_index_list_combiners_free(struct il_combiners *cs)
 {
 	if (!cs)
 		return;
@@ -351,7 +351,7 @@ void ecw_il_combiners_free(struct il_combiners *cs)
 	free(cs);
 }
 
-size_t ecw_il_combiners_size(struct il_combiners *cs)
+size_t ecw_index_list_combiners_size(struct il_combiners *cs)
 {
 	size_t n;
 
@@ -527,7 +527,7 @@ static void lead_alone(const struct il_store *store, struct member *m)
 	m->ch->conflicts = b.conflicts;
 }
 
-int ecw_il_combine(struct il_combiners *cs, struct il_change *ch)
+int ecw_index_list_combine(struct il_combiners *cs, struct il_change *ch)
 {
 	struct member m;
 	pthread_condattr_t attr;
@@ -539,7 +539,7 @@ int ecw_il_combine(struct il_combiners *cs, struct il_change *ch)
 	ch->conflicts = 0;
 	ch->result = IL_UNCHANGED;
 	if (!cs) {
-		lead_alone(&ecw_il_list_store, &m);
+		lead_alone(&ecw_index_list_combine_store, &m);
 		goto answer;
 	}
 	if (pthread_condattr_init(&attr) != 0)
@@ -570,8 +570,8 @@ answer:
 	return 0;
 }
 
-void ecw_il_backoff(int attempt)
+void ecw_index_list_backoff(int attempt)
 {
 	uint32_t span = 10u << (attempt < 5 ? attempt : 5);
-	ecw_sleep_ms(1 + (int64_t)(ecw_random_u32() % span));
+	ecw_clock_sleep_ms(1 + (int64_t)(ecw_clock_random_u32() % span));
 }

@@ -15,8 +15,8 @@
 struct ecw_client;
 struct ecw_job_ctx;
 
-/* How the combiner reads, writes and measures a list: ecw_il_list_load,
- * _save and _check (ecw_il_list_store); a unit test passes fakes. save may
+/* How the combiner reads, writes and measures a list: ecw_index_list_store_load,
+ * _save and _check (ecw_index_list_combine_store); a unit test passes fakes. save may
  * return 1: the change set is too big for one transaction, write fewer
  * changes at once. */
 struct il_store {
@@ -27,17 +27,17 @@ struct il_store {
 	int (*check)(const struct il_list *read, const struct tuples *keys);
 };
 
-extern const struct il_store ecw_il_list_store;
+extern const struct il_store ecw_index_list_combine_store;
 
 /* The combiners of one job's lists: a bounded map keyed by (table, lpk,
  * lrk), an entry per list with changes in flight (removed when idle). The
  * job's settings own it (_new in parse, _free in free); thread-safe. */
 struct il_combiners;
 
-int ecw_il_combiners_new(struct il_combiners **out, const struct il_store *store) ECW_MUST_USE;
-void ecw_il_combiners_free(struct il_combiners *cs);
+int ecw_index_list_combiners_new(struct il_combiners **out, const struct il_store *store) ECW_MUST_USE;
+void ecw_index_list_combiners_free(struct il_combiners *cs);
 /* How many lists have changes in flight now. */
-size_t ecw_il_combiners_size(struct il_combiners *cs);
+size_t ecw_index_list_combiners_size(struct il_combiners *cs);
 
 enum il_change_result {
 	IL_CHANGED,     /* written: the save holding the change succeeded */
@@ -64,9 +64,9 @@ struct il_change {
  * not fit; message from the store), ECW_ETRANSIENT (lease lost, or the list
  * kept changing), ECW_ECANCELED (the run is stopping and its change was not
  * taken yet), or the load's or save's error. cs NULL: alone, unshared. */
-int ecw_il_combine(struct il_combiners *cs, struct il_change *ch) ECW_MUST_USE;
+int ecw_index_list_combine(struct il_combiners *cs, struct il_change *ch) ECW_MUST_USE;
 
 /* A short random sleep after a lost race, growing with the attempt. */
-void ecw_il_backoff(int attempt);
+void ecw_index_list_backoff(int attempt);
 
 #endif

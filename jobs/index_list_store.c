@@ -211,8 +211,8 @@ static void chunk_remove(struct il_ent *e, size_t at)
  * the entity's JSON carries it. */
 static void measure(struct il_chunk *c, const char *json, size_t len)
 {
-	c->units = ecw_il_utf16_units(json, len);
-	c->bytes = ecw_json_quoted_len(json, len);
+	c->units = ecw_index_list_tuples_utf16_units(json, len);
+	c->bytes = ecw_json_quote_len(json, len);
 }
 
 static int chunk_measure(struct il_chunk *c, const struct tuples *keys)
@@ -222,7 +222,7 @@ static int chunk_measure(struct il_chunk *c, const struct tuples *keys)
 	int err;
 
 	ecw_buf_init(&json, 0);
-	if ((err = ecw_il_tuples_write(&json, &v)) == 0)
+	if ((err = ecw_index_list_tuples_write(&json, &v)) == 0)
 		measure(c, json.ptr, json.len);
 	ecw_buf_dispose(&json);
 	return err;
@@ -231,11 +231,12 @@ static int chunk_measure(struct il_chunk *c, const struct tuples *keys)
 /* The entity's size as the service counts it, and its body bytes. */
 static size_t ent_size(const struct il_ent *e, const char *lpk, const char *lrk, size_t *bytes)
 {
-	size_t size =
-		4 + 2 * (ecw_il_utf16_units(lpk, strlen(lpk)) + ecw_il_utf16_units(lrk, strlen(lrk)) + 8);
+	size_t size = 4 + 2 * (ecw_index_list_tuples_utf16_units(lpk, strlen(lpk)) +
+			       ecw_index_list_tuples_utf16_units(lrk, strlen(lrk)) + 8);
 
 	*bytes = 512 + 2 * (strlen(lpk) + strlen(lrk) + 8);
-	size += e->page ? 8 + 2 * 10 + 4 + 2 * ecw_il_utf16_units(lrk, strlen(lrk)) : HEAD_RESERVE;
+	size += e->page ? 8 + 2 * 10 + 4 + 2 * ecw_index_list_tuples_utf16_units(lrk, strlen(lrk))
+			: HEAD_RESERVE;
 	*bytes += e->page ? 16 + strlen(lrk) : HEAD_RESERVE / 4;
 	for (size_t i = 0; i < e->n; i++) {
 		size += 8 + 2 * 6 + 4 + 2 * e->c[i].units;
@@ -270,16 +271,16 @@ static int load_chunk(struct il_list *out, struct il_ent *e, const char *json, c
 	size_t len = strlen(json);
 	int err;
 
-	if (ecw_il_utf16_units(json, len) > STRING_MAX_UTF16)
+	if (ecw_index_list_tuples_utf16_units(json, len) > STRING_MAX_UTF16)
 		return ecw_error_set(ECW_EINVALID, "%s is longer than one String property may be", what);
-	if ((err = ecw_il_tuples_parse(&t, json, len, 2, what)) < 0)
+	if ((err = ecw_index_list_tuples_parse(&t, json, len, 2, what)) < 0)
 		return err;
 	if (t.n && out->keys.n) {
 		const struct tup *last = &out->keys.v[out->keys.n - 1];
 		int cmp = strcmp(last->s[0], t.v[0].s[0]);
 
 		if (cmp > 0 || (cmp == 0 && strcmp(last->s[1], t.v[0].s[1]) >= 0)) {
-			ecw_il_tuples_dispose(&t);
+			ecw_index_list_tuples_dispose(&t);
 			return ecw_error_set(ECW_EINVALID, "%s does not follow the keys before it in order",
 					     what);
 		}
@@ -287,7 +288,7 @@ static int load_chunk(struct il_list *out, struct il_ent *e, const char *json, c
 	if (out->keys.cap < out->keys.n + t.n) {
 		struct tup *v = realloc(out->keys.v, (out->keys.n + t.n) * sizeof(*v));
 		if (!v) {
-			ecw_il_tuples_dispose(&t);
+			ecw_index_list_tuples_dispose(&t);
 			return oom();
 		}
 		out->keys.v = v;
@@ -476,7 +477,7 @@ static int load_from_head(struct il_list *out, struct ecw_client *c, const char 
 static int load_init(struct il_list *out, const char *lpk, const char *lrk)
 {
 	memset(out, 0, sizeof(*out));
-	ecw_il_tuples_init(&out->keys, 2);
+	ecw_index_list_tuples_init(&out->keys, 2);
 	if (!(out->lpk = strdup(lpk)) || !(out->lrk = strdup(lrk)))
 		return oom();
 	return 0;
@@ -505,15 +506,15 @@ static int load_reset(struct il_list *out)
 	int err;
 
 	out->lpk = out->lrk = NULL;
-	ecw_il_list_dispose(out);
+	ecw_index_list_store_dispose(out);
 	err = load_init(out, lpk, lrk);
 	free(lpk);
 	free(lrk);
 	return err;
 }
 
-int ecw_il_list_load(struct il_list *out, struct ecw_client *c, const char *table, const char *lpk,
-		     const char *lrk)
+int ecw_index_list_store_load(struct il_list *out, struct ecw_client *c, const char *table, const char *lpk,
+			      const char *lrk)
 {
 	int err = load_init(out, lpk, lrk);
 
@@ -538,33 +539,33 @@ int ecw_il_list_load(struct il_list *out, struct ecw_client *c, const char *tabl
 					    lpk, lrk, LOAD_TRIES);
 	}
 	if (err < 0)
-		ecw_il_list_dispose(out);
+		ecw_index_list_store_dispose(out);
 	return err;
 }
 
-int ecw_il_list_load_head(struct il_list *out, struct ecw_client *c, const char *table,
-			  const struct ecw_entity *head)
+int ecw_index_list_store_load_head(struct il_list *out, struct ecw_client *c, const char *table,
+				   const struct ecw_entity *head)
 {
 	int err = load_init(out, ecw_entity_pk(head), ecw_entity_rk(head));
 
 	if (err == 0 && (err = load_attempt(out, c, table, head)) == RETRY) {
-		ecw_il_list_dispose(out);
-		return ecw_il_list_load(out, c, table, ecw_entity_pk(head), ecw_entity_rk(head));
+		ecw_index_list_store_dispose(out);
+		return ecw_index_list_store_load(out, c, table, ecw_entity_pk(head), ecw_entity_rk(head));
 	}
 	if (err < 0)
-		ecw_il_list_dispose(out);
+		ecw_index_list_store_dispose(out);
 	return err;
 }
 
-void ecw_il_list_dispose(struct il_list *l)
+void ecw_index_list_store_dispose(struct il_list *l)
 {
 	free(l->lpk);
 	free(l->lrk);
 	free(l->etag);
 	layout_free(l->layout);
-	ecw_il_tuples_dispose(&l->keys);
+	ecw_index_list_tuples_dispose(&l->keys);
 	memset(l, 0, sizeof(*l));
-	ecw_il_tuples_init(&l->keys, 2);
+	ecw_index_list_tuples_init(&l->keys, 2);
 }
 
 /* ---- planning a change ---- */
@@ -623,7 +624,7 @@ static int plan_assign(struct il_layout **out, const struct il_list *read, const
 				start = 0;
 			else if (olen) {
 				const char *k[2] = {read->keys.v[ostart].s[0], read->keys.v[ostart].s[1]};
-				(void)ecw_il_tuples_find(keys, k, &pos);
+				(void)ecw_index_list_tuples_find(keys, k, &pos);
 				start = pos;
 			}
 			c->dirty = next - start != olen || !same_keys(keys, start, &read->keys, ostart, olen);
@@ -794,7 +795,7 @@ static int plan(struct il_layout **out, const struct il_list *read, const struct
 	return err;
 }
 
-int ecw_il_list_check(const struct il_list *read, const struct tuples *keys)
+int ecw_index_list_store_check(const struct il_list *read, const struct tuples *keys)
 {
 	struct il_layout *l = NULL;
 	int err = keys->n ? plan(&l, read, keys) : 0;
@@ -849,7 +850,7 @@ static int build(struct ecw_entity **out, const struct il_list *read, const stru
 
 		ecw_buf_reset(&json);
 		chunk_name(name, j);
-		if ((err = ecw_il_tuples_write(&json, &v)) < 0 ||
+		if ((err = ecw_index_list_tuples_write(&json, &v)) < 0 ||
 		    (err = ecw_entity_set_string(*out, name, json.ptr, json.len)) < 0)
 			goto done;
 	}
@@ -1006,8 +1007,8 @@ done:
 	return err;
 }
 
-int ecw_il_list_save(struct ecw_client *c, const char *table, const struct il_list *read,
-		     const struct tuples *keys)
+int ecw_index_list_store_save(struct ecw_client *c, const char *table, const struct il_list *read,
+			      const struct tuples *keys)
 {
 	struct il_layout *l = NULL;
 	int err;

@@ -16,19 +16,19 @@
 
 /* struct tuples (index_list_private.h): a list's keys, a ref's intents. */
 
-void ecw_il_tuples_init(struct tuples *t, int width)
+void ecw_index_list_tuples_init(struct tuples *t, int width)
 {
 	memset(t, 0, sizeof(*t));
 	t->width = width;
 }
 
-void ecw_il_tuples_dispose(struct tuples *t)
+void ecw_index_list_tuples_dispose(struct tuples *t)
 {
 	for (size_t i = 0; i < t->n; i++)
 		for (int k = 0; k < t->width; k++)
 			free(t->v[i].s[k]);
 	free(t->v);
-	ecw_il_tuples_init(t, t->width);
+	ecw_index_list_tuples_init(t, t->width);
 }
 
 static int tup_cmp(const struct tup *a, const char *const *key, int width)
@@ -42,7 +42,7 @@ static int tup_cmp(const struct tup *a, const char *const *key, int width)
 }
 
 /* True when key is in t; *pos is its index or where it would go. */
-bool ecw_il_tuples_find(const struct tuples *t, const char *const *key, size_t *pos)
+bool ecw_index_list_tuples_find(const struct tuples *t, const char *const *key, size_t *pos)
 {
 	size_t lo = 0, hi = t->n;
 
@@ -63,12 +63,12 @@ bool ecw_il_tuples_find(const struct tuples *t, const char *const *key, size_t *
 }
 
 /* Adds a copy of key unless present. */
-int ecw_il_tuples_add(struct tuples *t, const char *const *key)
+int ecw_index_list_tuples_add(struct tuples *t, const char *const *key)
 {
 	struct tup nt = {{NULL, NULL, NULL}};
 	size_t pos;
 
-	if (ecw_il_tuples_find(t, key, &pos))
+	if (ecw_index_list_tuples_find(t, key, &pos))
 		return 0;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 8;
@@ -90,7 +90,7 @@ int ecw_il_tuples_add(struct tuples *t, const char *const *key)
 	return 0;
 }
 
-void ecw_il_tuples_remove_at(struct tuples *t, size_t pos)
+void ecw_index_list_tuples_remove_at(struct tuples *t, size_t pos)
 {
 	for (int k = 0; k < t->width; k++)
 		free(t->v[pos].s[k]);
@@ -98,14 +98,14 @@ void ecw_il_tuples_remove_at(struct tuples *t, size_t pos)
 	t->n--;
 }
 
-int ecw_il_tuples_copy(struct tuples *out, const struct tuples *t)
+int ecw_index_list_tuples_copy(struct tuples *out, const struct tuples *t)
 {
 	int err;
 
-	ecw_il_tuples_init(out, t->width);
+	ecw_index_list_tuples_init(out, t->width);
 	for (size_t i = 0; i < t->n; i++)
-		if ((err = ecw_il_tuples_add(out, (const char *const *)t->v[i].s)) < 0) {
-			ecw_il_tuples_dispose(out);
+		if ((err = ecw_index_list_tuples_add(out, (const char *const *)t->v[i].s)) < 0) {
+			ecw_index_list_tuples_dispose(out);
 			return err;
 		}
 	return 0;
@@ -113,13 +113,13 @@ int ecw_il_tuples_copy(struct tuples *out, const struct tuples *t)
 
 /* Parses a JSON array of width-string arrays (what tuples_write wrote, or
  * any order and duplicates). what names the property in errors. */
-int ecw_il_tuples_parse(struct tuples *out, const char *json, size_t len, int width, const char *what)
+int ecw_index_list_tuples_parse(struct tuples *out, const char *json, size_t len, int width, const char *what)
 {
 	struct json_tokener *tok = json_tokener_new();
 	struct json_object *arr = NULL;
 	int err = 0;
 
-	ecw_il_tuples_init(out, width);
+	ecw_index_list_tuples_init(out, width);
 	if (!tok)
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
 	if (len > (size_t)0x7fffffff || !(arr = json_tokener_parse_ex(tok, json, (int)len)) ||
@@ -148,19 +148,19 @@ int ecw_il_tuples_parse(struct tuples *out, const char *json, size_t len, int wi
 			}
 			key[k] = json_object_get_string(s);
 		}
-		if ((err = ecw_il_tuples_add(out, key)) < 0)
+		if ((err = ecw_index_list_tuples_add(out, key)) < 0)
 			goto done;
 	}
 done:
 	if (err < 0)
-		ecw_il_tuples_dispose(out);
+		ecw_index_list_tuples_dispose(out);
 	json_object_put(arr);
 	json_tokener_free(tok);
 	return err;
 }
 
 /* The compact JSON form: [["a","b"],["c","d"]]. */
-int ecw_il_tuples_write(struct ecw_buf *out, const struct tuples *t)
+int ecw_index_list_tuples_write(struct ecw_buf *out, const struct tuples *t)
 {
 	int err = ecw_buf_addc(out, '[');
 
@@ -178,7 +178,7 @@ int ecw_il_tuples_write(struct ecw_buf *out, const struct tuples *t)
 }
 
 /* How the service measures a String: UTF-16 code units. */
-size_t ecw_il_utf16_units(const char *s, size_t n)
+size_t ecw_index_list_tuples_utf16_units(const char *s, size_t n)
 {
 	size_t units = 0;
 

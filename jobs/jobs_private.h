@@ -22,36 +22,37 @@
 
 /* The time a key made by {X:inverted_ticks} stands for: key starts with the
  * 19 digits (what follows them is ignored). ECW_EINVALID otherwise. */
-int ecw_inverted_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], const char *key) ECW_MUST_USE;
+int ecw_template_inverted_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], const char *key) ECW_MUST_USE;
 /* .NET ticks (0 .. DateTime.MaxValue.Ticks) as a DateTime's text. */
-int ecw_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], int64_t ticks) ECW_MUST_USE;
+int ecw_template_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], int64_t ticks) ECW_MUST_USE;
 /* A proleptic Gregorian date in years 1..9999. */
-bool ecw_civil_date_valid(int y, int m, int d);
+bool ecw_template_civil_date_valid(int y, int m, int d);
 /* Unix ms of y-m-d hh:00:00 UTC (the date must be valid). */
-int64_t ecw_civil_to_unix_ms(int y, int m, int d, int hh);
+int64_t ecw_template_civil_to_unix_ms(int y, int m, int d, int hh);
 
 /* ---- table names with a date (jobs/purge_tables.c) ---- */
 
 /* A pattern like "Logins{yyyyMMdd}": literal letters and digits, and one
  * {...} holding yyyy, MM and dd (and HH) once each. It must start with
- * prefix. Heap object: ecw_name_date_free. ECW_EINVALID with a message. */
+ * prefix. Heap object: ecw_purge_tables_name_date_free. ECW_EINVALID with a message. */
 struct ecw_name_date;
-int ecw_name_date_compile(struct ecw_name_date **out, const char *pattern, const char *prefix) ECW_MUST_USE;
-void ecw_name_date_free(struct ecw_name_date *p);
+int ecw_purge_tables_name_date_compile(struct ecw_name_date **out, const char *pattern,
+				       const char *prefix) ECW_MUST_USE;
+void ecw_purge_tables_name_date_free(struct ecw_name_date *p);
 /* True when name is exactly the pattern (same length, same literal text,
  * case included, digits where the date goes) with a valid date; then the
  * period the table holds is [*start_ms, *start_ms + *span_ms) in Unix ms
  * (a day, or an hour with HH). */
-bool ecw_name_date_match(int64_t *start_ms, int64_t *span_ms, const struct ecw_name_date *p,
-			 const char *name);
+bool ecw_purge_tables_name_date_match(int64_t *start_ms, int64_t *span_ms, const struct ecw_name_date *p,
+				      const char *name);
 /* A table's period has ended at least keep ago: start + span <= now - keep. */
-bool ecw_purge_expired(int64_t start_ms, int64_t span_ms, int64_t now_ms, int64_t keep_ms);
+bool ecw_purge_tables_expired(int64_t start_ms, int64_t span_ms, int64_t now_ms, int64_t keep_ms);
 
 /* The hex SHA-256 of "pk NUL rk": a fixed-length, key-safe, unambiguous name
  * for a source entity, whatever its keys hold (back-references use it). */
-int ecw_source_key_hash(char out[65], const char *pk, const char *rk) ECW_MUST_USE;
+int ecw_job_source_key_hash(char out[65], const char *pk, const char *rk) ECW_MUST_USE;
 
-/* ---- groups (ecw_job.h run_group; jobs/common.c) ---- */
+/* ---- groups (ecw_job.h run_group; jobs/job.c) ---- */
 
 /* Member ctx of a group failed with err: errs[i] (*err_out) takes it, and
  * ctx->error the last error's message (or err's name). */

@@ -78,10 +78,10 @@ static int move_parse(void **out, const struct ecw_node *job, struct ecw_node_er
 	if (!m)
 		return -1;
 	bad |= ecw_node_check_keys(job, allowed, "move job", errs) > 0;
-	bad |= ecw_jobcfg_table(&m->from, job, "from", true, errs) < 0;
-	bad |= ecw_jobcfg_table(&m->to, job, "to", true, errs) < 0;
-	bad |= ecw_jobcfg_template(&m->to_pk, job, "to_partition_key", false, errs) < 0;
-	bad |= ecw_jobcfg_template(&m->to_rk, job, "to_row_key", false, errs) < 0;
+	bad |= ecw_job_setting_table(&m->from, job, "from", true, errs) < 0;
+	bad |= ecw_job_setting_table(&m->to, job, "to", true, errs) < 0;
+	bad |= ecw_job_setting_template(&m->to_pk, job, "to_partition_key", false, errs) < 0;
+	bad |= ecw_job_setting_template(&m->to_rk, job, "to_row_key", false, errs) < 0;
 	if (!bad && m->from && m->to && strcmp(m->from, m->to) == 0 && !m->to_pk && !m->to_rk) {
 		ecw_node_error(errs, ecw_node_get(job, "to"), "to: a move needs another table or new keys");
 		bad = 1;

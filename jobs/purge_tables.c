@@ -39,7 +39,7 @@ struct ecw_name_date {
 	int y, mo, d, h; /* offsets of yyyy, MM, dd, HH in a name; h -1: none */
 };
 
-void ecw_name_date_free(struct ecw_name_date *p)
+void ecw_purge_tables_name_date_free(struct ecw_name_date *p)
 {
 	if (!p)
 		return;
@@ -52,7 +52,7 @@ static bool alnum(char c)
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
 }
 
-int ecw_name_date_compile(struct ecw_name_date **out, const char *pattern, const char *prefix)
+int ecw_purge_tables_name_date_compile(struct ecw_name_date **out, const char *pattern, const char *prefix)
 {
 	static const char *const tok[] = {"yyyy", "MM", "dd", "HH"};
 	struct ecw_name_date *p = calloc(1, sizeof(*p));
@@ -62,7 +62,7 @@ int ecw_name_date_compile(struct ecw_name_date **out, const char *pattern, const
 
 	*out = NULL;
 	if (!p || !(p->lit = malloc(strlen(pattern) + 1))) {
-		ecw_name_date_free(p);
+		ecw_purge_tables_name_date_free(p);
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
 	}
 	at[0] = &p->y, at[1] = &p->mo, at[2] = &p->d, at[3] = &p->h;
@@ -111,7 +111,7 @@ int ecw_name_date_compile(struct ecw_name_date **out, const char *pattern, const
 				    "name_date: names would be %zu characters; a table name has 3-63", o);
 done:
 	if (err < 0) {
-		ecw_name_date_free(p);
+		ecw_purge_tables_name_date_free(p);
 		return err;
 	}
 	p->lit[o] = '\0';
@@ -129,7 +129,8 @@ static int num(const char *s, int n)
 	return v;
 }
 
-bool ecw_name_date_match(int64_t *start_ms, int64_t *span_ms, const struct ecw_name_date *p, const char *name)
+bool ecw_purge_tables_name_date_match(int64_t *start_ms, int64_t *span_ms, const struct ecw_name_date *p,
+				      const char *name)
 {
 	int y, mo, d, h = 0;
 
@@ -141,14 +142,14 @@ bool ecw_name_date_match(int64_t *start_ms, int64_t *span_ms, const struct ecw_n
 	y = num(name + p->y, 4), mo = num(name + p->mo, 2), d = num(name + p->d, 2);
 	if (p->h >= 0 && (h = num(name + p->h, 2)) > 23)
 		return false;
-	if (!ecw_civil_date_valid(y, mo, d))
+	if (!ecw_template_civil_date_valid(y, mo, d))
 		return false;
-	*start_ms = ecw_civil_to_unix_ms(y, mo, d, h);
+	*start_ms = ecw_template_civil_to_unix_ms(y, mo, d, h);
 	*span_ms = p->h >= 0 ? HOUR_MS : DAY_MS;
 	return true;
 }
 
-bool ecw_purge_expired(int64_t start_ms, int64_t span_ms, int64_t now_ms, int64_t keep_ms)
+bool ecw_purge_tables_expired(int64_t start_ms, int64_t span_ms, int64_t now_ms, int64_t keep_ms)
 {
 	return start_ms + span_ms <= now_ms - keep_ms;
 }
@@ -170,7 +171,7 @@ static void purge_free(void *v)
 		return;
 	free(p->prefix);
 	free(p->name_date);
-	ecw_name_date_free(p->pattern);
+	ecw_purge_tables_name_date_free(p->pattern);
 	free(p);
 }
 
@@ -202,7 +203,7 @@ static int purge_parse(void **out, const struct ecw_node *job, struct ecw_node_e
 	}
 	if (ecw_node_string(&p->name_date, job, "name_date", true, errs) < 0) {
 		bad = 1;
-	} else if (!bad && ecw_name_date_compile(&p->pattern, p->name_date, p->prefix) < 0) {
+	} else if (!bad && ecw_purge_tables_name_date_compile(&p->pattern, p->name_date, p->prefix) < 0) {
 		ecw_node_error(errs, ecw_node_get(job, "name_date"), "%s", ecw_error_last()->message);
 		bad = 1;
 	}
@@ -229,23 +230,23 @@ static int purge_run(const void *settings, struct ecw_job_ctx *ctx)
 {
 	const struct purge *p = settings;
 	char **names = NULL;
-	int64_t now = ecw_wall_ms(), start, span;
+	int64_t now = ecw_clock_wall_ms(), start, span;
 	long deleted = 0, kept = 0;
 	int err;
 
 	if ((err = ecw_table_list(&names, ctx->client, p->prefix, 0)) < 0)
 		return err;
 	for (size_t i = 0; names[i]; i++) {
-		if (!ecw_name_date_match(&start, &span, p->pattern, names[i]))
+		if (!ecw_purge_tables_name_date_match(&start, &span, p->pattern, names[i]))
 			continue;
-		if (!ecw_purge_expired(start, span, now, p->keep_ms)) {
+		if (!ecw_purge_tables_expired(start, span, now, p->keep_ms)) {
 			kept++;
 			continue;
 		}
 		if ((err = ecw_job_check_lease(ctx)) < 0)
 			goto done;
 		err = ecw_table_delete_table(ctx->client, names[i]);
-		if (ecw_err_is_absent(err)) {
+		if (ecw_error_is_absent(err)) {
 			ecw_error_clear(); /* gone already: a rerun, or someone else */
 			err = 0;
 		} else if (err < 0) {

@@ -381,10 +381,10 @@ static int rollup_parse(void **out, const struct ecw_node *job, struct ecw_node_
 		return -1;
 	}
 	bad |= ecw_node_check_keys(job, allowed, "rollup job", errs) > 0;
-	bad |= ecw_jobcfg_table(&r->source, job, "source", true, errs) < 0;
-	bad |= ecw_jobcfg_table(&r->to, job, "to", false, errs) < 0;
-	bad |= ecw_jobcfg_template(&r->from_pk, job, "from_partition", true, errs) < 0;
-	bad |= ecw_jobcfg_template(&r->to_pk, job, "to_partition", true, errs) < 0;
+	bad |= ecw_job_setting_table(&r->source, job, "source", true, errs) < 0;
+	bad |= ecw_job_setting_table(&r->to, job, "to", false, errs) < 0;
+	bad |= ecw_job_setting_template(&r->from_pk, job, "from_partition", true, errs) < 0;
+	bad |= ecw_job_setting_template(&r->to_pk, job, "to_partition", true, errs) < 0;
 	bad |= parse_window(r, job, errs) < 0;
 	bad |= parse_aggregates(r, job, scratch, errs) < 0;
 	if (!r->to && r->source && !(r->to = strdup(r->source)))
@@ -491,15 +491,16 @@ int ecw_rollup_window_parse(int64_t *out_s, const char *text, int64_t window_ms)
 	int64_t t;
 
 	*out_s = 0;
-	ok = n >= 10 && (y = ecw_digits(text, 4)) >= 0 && text[4] == '-' &&
-	     (mo = ecw_digits(text + 5, 2)) >= 0 && text[7] == '-' && (d = ecw_digits(text + 8, 2)) >= 0;
+	ok = n >= 10 && (y = ecw_clock_digits(text, 4)) >= 0 && text[4] == '-' &&
+	     (mo = ecw_clock_digits(text + 5, 2)) >= 0 && text[7] == '-' &&
+	     (d = ecw_clock_digits(text + 8, 2)) >= 0;
 	if (ok && n == 17)
-		ok = text[10] == 'T' && (h = ecw_digits(text + 11, 2)) >= 0 && text[13] == ':' &&
-		     (mi = ecw_digits(text + 14, 2)) >= 0 && text[16] == 'Z';
+		ok = text[10] == 'T' && (h = ecw_clock_digits(text + 11, 2)) >= 0 && text[13] == ':' &&
+		     (mi = ecw_clock_digits(text + 14, 2)) >= 0 && text[16] == 'Z';
 	else if (ok && n == 20)
-		ok = text[10] == 'T' && (h = ecw_digits(text + 11, 2)) >= 0 && text[13] == ':' &&
-		     (mi = ecw_digits(text + 14, 2)) >= 0 && text[16] == ':' &&
-		     (s = ecw_digits(text + 17, 2)) >= 0 && text[19] == 'Z';
+		ok = text[10] == 'T' && (h = ecw_clock_digits(text + 11, 2)) >= 0 && text[13] == ':' &&
+		     (mi = ecw_clock_digits(text + 14, 2)) >= 0 && text[16] == ':' &&
+		     (s = ecw_clock_digits(text + 17, 2)) >= 0 && text[19] == 'Z';
 	else if (ok)
 		ok = n == 10;
 	if (!ok)
@@ -517,7 +518,7 @@ int ecw_rollup_window_parse(int64_t *out_s, const char *text, int64_t window_ms)
 			ECW_EINVALID,
 			"window_start \"%.40s\": a 1h window needs the hour, e.g. \"%.10sT05:00Z\"", text,
 			text);
-	t = ecw_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
+	t = ecw_clock_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + s;
 	if (window_ms == ECW_ROLLUP_HOUR_MS && t % 3600 != 0)
 		return ecw_error_set(ECW_EINVALID, "window_start \"%.40s\" is not on the hour (window 1h)",
 				     text);
@@ -545,12 +546,12 @@ void ecw_rollup_row_key(char out[16], int64_t start_s, int64_t window_ms)
 	int y, m, d;
 	char *p = out;
 
-	ecw_civil_from_days(start_s / 86400, &y, &m, &d);
-	p = ecw_put_digits(p, y, 4);
-	p = ecw_put_digits(p, m, 2);
-	p = ecw_put_digits(p, d, 2);
+	ecw_clock_civil_from_days(start_s / 86400, &y, &m, &d);
+	p = ecw_clock_put_digits(p, y, 4);
+	p = ecw_clock_put_digits(p, m, 2);
+	p = ecw_clock_put_digits(p, d, 2);
 	if (window_ms == ECW_ROLLUP_HOUR_MS)
-		p = ecw_put_digits(p, (int)(start_s % 86400 / 3600), 2);
+		p = ecw_clock_put_digits(p, (int)(start_s % 86400 / 3600), 2);
 	*p = '\0';
 }
 
@@ -559,18 +560,18 @@ void ecw_rollup_iso(char out[32], int64_t s)
 	int y, m, d;
 	char *p = out;
 
-	ecw_civil_from_days(s / 86400, &y, &m, &d);
-	p = ecw_put_digits(p, y, 4);
+	ecw_clock_civil_from_days(s / 86400, &y, &m, &d);
+	p = ecw_clock_put_digits(p, y, 4);
 	*p++ = '-';
-	p = ecw_put_digits(p, m, 2);
+	p = ecw_clock_put_digits(p, m, 2);
 	*p++ = '-';
-	p = ecw_put_digits(p, d, 2);
+	p = ecw_clock_put_digits(p, d, 2);
 	*p++ = 'T';
-	p = ecw_put_digits(p, (int)(s % 86400 / 3600), 2);
+	p = ecw_clock_put_digits(p, (int)(s % 86400 / 3600), 2);
 	*p++ = ':';
-	p = ecw_put_digits(p, (int)(s % 3600 / 60), 2);
+	p = ecw_clock_put_digits(p, (int)(s % 3600 / 60), 2);
 	*p++ = ':';
-	p = ecw_put_digits(p, (int)(s % 60), 2);
+	p = ecw_clock_put_digits(p, (int)(s % 60), 2);
 	*p++ = 'Z';
 	*p = '\0';
 }

@@ -25,7 +25,7 @@
  * Reads ahead: a run that knows the messages waiting behind it for the
  * same partition (ecw_job_ctx peers) reads their entities with its own, in
  * one query, and the answers are kept (KEPT_MAX, KEPT_TTL_MS) for the first
- * read of each (ecw_shared_read_kept), which then costs no request. A kept
+ * read of each (ecw_shared_reads_kept), which then costs no request. A kept
  * answer is older than its reader's call: it is only for a read whose
  * result a later read of the same entity confirms (see the header).
  *
@@ -276,8 +276,8 @@ static int answer(struct ecw_entity **out, const struct read *r, const char *tab
 	return absent(table, pk, r->rk);
 }
 
-int ecw_shared_read(struct ecw_shared_reads *sr, struct ecw_entity **out, struct ecw_client *c,
-		    const char *table, const char *pk, const char *rk)
+int ecw_shared_reads_get(struct ecw_shared_reads *sr, struct ecw_entity **out, struct ecw_client *c,
+			 const char *table, const char *pk, const char *rk)
 {
 	struct read mine = {.rk = rk, .state = READ_WAITING};
 	struct part *p;
@@ -364,9 +364,9 @@ static void keep(struct ecw_shared_reads *sr, const char *table, const char *pk,
 		kept_free(drop);
 }
 
-int ecw_shared_read_ahead(struct ecw_shared_reads *sr, struct ecw_entity **out, struct ecw_client *c,
-			  const char *table, const char *pk, const char *rk, const char *const *ahead,
-			  size_t nahead)
+int ecw_shared_reads_ahead(struct ecw_shared_reads *sr, struct ecw_entity **out, struct ecw_client *c,
+			   const char *table, const char *pk, const char *rk, const char *const *ahead,
+			   size_t nahead)
 {
 	struct ecw_entity *got[ECW_TABLE_GET_MANY_KEYS] = {NULL};
 	const char *rks[ECW_TABLE_GET_MANY_KEYS] = {rk};
@@ -374,14 +374,14 @@ int ecw_shared_read_ahead(struct ecw_shared_reads *sr, struct ecw_entity **out, 
 
 	*out = NULL;
 	if (!sr || nahead == 0)
-		return ecw_shared_read(sr, out, c, table, pk, rk);
+		return ecw_shared_reads_get(sr, out, c, table, pk, rk);
 	for (size_t i = 0; i < nahead && n < ECW_TABLE_GET_MANY_KEYS; i++)
 		rks[n++] = ahead[i];
 	if (sr->store->get_many(got, c, table, pk, rks, n) < 0) {
 		ecw_error_clear(); /* the run's own read says what is wrong */
-		return ecw_shared_read(sr, out, c, table, pk, rk);
+		return ecw_shared_reads_get(sr, out, c, table, pk, rk);
 	}
-	int64_t now = ecw_now_ms();
+	int64_t now = ecw_clock_now_ms();
 	for (size_t i = 1; i < n; i++)
 		keep(sr, table, pk, rks[i], got[i], now);
 	if ((*out = got[0]))
@@ -389,8 +389,8 @@ int ecw_shared_read_ahead(struct ecw_shared_reads *sr, struct ecw_entity **out, 
 	return absent(table, pk, rk);
 }
 
-int ecw_shared_read_kept(struct ecw_shared_reads *sr, struct ecw_entity **out, const char *table,
-			 const char *pk, const char *rk)
+int ecw_shared_reads_kept(struct ecw_shared_reads *sr, struct ecw_entity **out, const char *table,
+			  const char *pk, const char *rk)
 {
 	struct kept *k;
 	int found = 0;
@@ -401,7 +401,7 @@ int ecw_shared_read_kept(struct ecw_shared_reads *sr, struct ecw_entity **out, c
 	pthread_mutex_lock(&sr->mu);
 	k = kept_take(sr, table, pk, rk);
 	pthread_mutex_unlock(&sr->mu);
-	if (k && ecw_now_ms() - k->at_ms <= KEPT_TTL_MS) {
+	if (k && ecw_clock_now_ms() - k->at_ms <= KEPT_TTL_MS) {
 		*out = k->e;
 		k->e = NULL;
 		found = 1;

@@ -44,16 +44,16 @@ size_t ecw_shared_reads_waiting(struct ecw_shared_reads *sr, size_t *parts);
  * this read is sent after it was asked for, so it sees every write that
  * ended before the call. c is the caller's client (used when this thread
  * sends the query). sr NULL: a GET of its own. */
-int ecw_shared_read(struct ecw_shared_reads *sr, struct ecw_entity **out, struct ecw_client *c,
-		    const char *table, const char *pk, const char *rk) ECW_MUST_USE;
+int ecw_shared_reads_get(struct ecw_shared_reads *sr, struct ecw_entity **out, struct ecw_client *c,
+			 const char *table, const char *pk, const char *rk) ECW_MUST_USE;
 
-/* Reads (pk, rk) as ecw_shared_read does, with the entities (pk, ahead[i]),
+/* Reads (pk, rk) as ecw_shared_reads_get does, with the entities (pk, ahead[i]),
  * i < nahead, in the same query: runs about to start will read them
  * (ecw_job_ctx peers). Their answers are kept (at most a few hundred, for
- * a few seconds) for ecw_shared_read_kept. */
-int ecw_shared_read_ahead(struct ecw_shared_reads *sr, struct ecw_entity **out, struct ecw_client *c,
-			  const char *table, const char *pk, const char *rk, const char *const *ahead,
-			  size_t nahead) ECW_MUST_USE;
+ * a few seconds) for ecw_shared_reads_kept. */
+int ecw_shared_reads_ahead(struct ecw_shared_reads *sr, struct ecw_entity **out, struct ecw_client *c,
+			   const char *table, const char *pk, const char *rk, const char *const *ahead,
+			   size_t nahead) ECW_MUST_USE;
 
 /* The answer kept for (table, pk, rk) by a read ahead, handed over once:
  * 1 and *out the entity (NULL: it did not exist), or 0 when none is kept
@@ -61,7 +61,7 @@ int ecw_shared_read_ahead(struct ecw_shared_reads *sr, struct ecw_entity **out, 
  * existed after the read ahead's caller took the message waiting for it:
  * good for a first read that a later check of the same entity confirms
  * (index-list's step 1, checked by step 6), never for that check. */
-int ecw_shared_read_kept(struct ecw_shared_reads *sr, struct ecw_entity **out, const char *table,
-			 const char *pk, const char *rk);
+int ecw_shared_reads_kept(struct ecw_shared_reads *sr, struct ecw_entity **out, const char *table,
+			  const char *pk, const char *rk);
 
 #endif

@@ -46,7 +46,7 @@ struct part {
 #define TICKS_UNIX_EPOCH INT64_C(621355968000000000)
 #define TICKS_MAX INT64_C(3155378975999999999)
 
-bool ecw_civil_date_valid(int y, int m, int d)
+bool ecw_template_civil_date_valid(int y, int m, int d)
 {
 	static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
 	bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
@@ -56,9 +56,9 @@ bool ecw_civil_date_valid(int y, int m, int d)
 	return d <= mdays[m - 1] + (m == 2 && leap);
 }
 
-int64_t ecw_civil_to_unix_ms(int y, int m, int d, int hh)
+int64_t ecw_template_civil_to_unix_ms(int y, int m, int d, int hh)
 {
-	return (ecw_days_from_civil(y, m, d) * 24 + hh) * 3600000LL;
+	return (ecw_clock_days_from_civil(y, m, d) * 24 + hh) * 3600000LL;
 }
 
 /* "YYYY-MM-DDThh:mm:ss.fffffffZ" (how entities keep a DateTime; 0..7
@@ -70,10 +70,10 @@ static bool iso_to_ticks(int64_t *out, const char *s, size_t n)
 	size_t i = 19;
 
 	if (n < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' ||
-	    (y = ecw_digits(s, 4)) < 0 || (mo = ecw_digits(s + 5, 2)) < 0 || (d = ecw_digits(s + 8, 2)) < 0 ||
-	    (h = ecw_digits(s + 11, 2)) < 0 || (mi = ecw_digits(s + 14, 2)) < 0 ||
-	    (sec = ecw_digits(s + 17, 2)) < 0 || !ecw_civil_date_valid(y, mo, d) || h > 23 || mi > 59 ||
-	    sec > 59)
+	    (y = ecw_clock_digits(s, 4)) < 0 || (mo = ecw_clock_digits(s + 5, 2)) < 0 ||
+	    (d = ecw_clock_digits(s + 8, 2)) < 0 || (h = ecw_clock_digits(s + 11, 2)) < 0 ||
+	    (mi = ecw_clock_digits(s + 14, 2)) < 0 || (sec = ecw_clock_digits(s + 17, 2)) < 0 ||
+	    !ecw_template_civil_date_valid(y, mo, d) || h > 23 || mi > 59 || sec > 59)
 		return false;
 	if (s[i] == '.') {
 		for (i++; i < n && s[i] >= '0' && s[i] <= '9' && scale > 0; i++, scale /= 10)
@@ -83,12 +83,12 @@ static bool iso_to_ticks(int64_t *out, const char *s, size_t n)
 	}
 	if (i != n - 1 || s[i] != 'Z')
 		return false;
-	*out = (ecw_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) * TICKS_PER_SECOND + frac +
-	       TICKS_UNIX_EPOCH;
+	*out = (ecw_clock_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) * TICKS_PER_SECOND +
+	       frac + TICKS_UNIX_EPOCH;
 	return true;
 }
 
-int ecw_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], int64_t ticks)
+int ecw_template_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], int64_t ticks)
 {
 	int y, m, d;
 	int64_t days, rem;
@@ -98,14 +98,14 @@ int ecw_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], int64_t ticks)
 				     ticks);
 	days = ticks / TICKS_PER_DAY;
 	rem = ticks % TICKS_PER_DAY;
-	ecw_civil_from_days(days - 719162, &y, &m, &d); /* 719162: days from 0001-01-01 to 1970-01-01 */
+	ecw_clock_civil_from_days(days - 719162, &y, &m, &d); /* 719162: days from 0001-01-01 to 1970-01-01 */
 	snprintf(out, ECW_ISO_TICKS_SIZE, "%04d-%02d-%02dT%02d:%02d:%02d.%07dZ", y, m, d,
 		 (int)(rem / (3600 * TICKS_PER_SECOND)), (int)(rem / (60 * TICKS_PER_SECOND) % 60),
 		 (int)(rem / TICKS_PER_SECOND % 60), (int)(rem % TICKS_PER_SECOND));
 	return 0;
 }
 
-int ecw_inverted_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], const char *key)
+int ecw_template_inverted_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], const char *key)
 {
 	uint64_t inv = 0; /* 19 digits fit in 64 unsigned bits, not always in signed */
 
@@ -117,7 +117,7 @@ int ecw_inverted_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], const char *key)
 	if (inv > (uint64_t)TICKS_MAX)
 		return ecw_error_set(ECW_EINVALID, "inverted ticks %" PRIu64 " exceed DateTime.MaxValue",
 				     inv);
-	return ecw_ticks_to_iso(out, TICKS_MAX - (int64_t)inv);
+	return ecw_template_ticks_to_iso(out, TICKS_MAX - (int64_t)inv);
 }
 
 /* A time for unix/date_int/inverted_ticks, in ticks: a DateTime, or Unix
@@ -198,7 +198,7 @@ const char *ecw_template_text(const struct ecw_template *t)
 	return t->source;
 }
 
-int ecw_select_add(struct ecw_buf *out, const char *name)
+int ecw_template_select_add(struct ecw_buf *out, const char *name)
 {
 	size_t n = strlen(name);
 	int err;
@@ -221,7 +221,7 @@ int ecw_template_select(struct ecw_buf *out, const struct ecw_template *t)
 
 	for (size_t i = 0; i < t->n && err == 0; i++)
 		if (t->parts[i].field && !t->parts[i].now)
-			err = ecw_select_add(out, t->parts[i].text);
+			err = ecw_template_select_add(out, t->parts[i].text);
 	return err;
 }
 
@@ -532,7 +532,7 @@ static int format_value(struct ecw_buf *out, const struct part *p, const struct 
 					     p->now ? "the clock" : "property", p->text);
 		return ecw_buf_printf(out, "%010" PRId64, secs);
 	case FMT_DATE_INT:
-		ecw_civil_from_days(ticks / TICKS_PER_DAY - 719162, &y, &m, &d);
+		ecw_clock_civil_from_days(ticks / TICKS_PER_DAY - 719162, &y, &m, &d);
 		return ecw_buf_printf(out, "%04d%02d%02d", y, m, d);
 	default: return ecw_error_set(ECW_ERROR, "template: unknown formatter");
 	}
@@ -636,7 +636,7 @@ static int datetime_literal(struct ecw_buf *out, const struct ecw_prop *p)
 	if (!iso_to_ticks(&ticks, p->v.s, p->len))
 		return ecw_error_set(ECW_EINVALID, "property '%s' (DateTime) is not an ISO-8601 UTC time",
 				     p->name);
-	if ((err = ecw_ticks_to_iso(iso, ticks)) < 0)
+	if ((err = ecw_template_ticks_to_iso(iso, ticks)) < 0)
 		return err;
 	while (iso[end - 1] == '0')
 		end--;
@@ -755,7 +755,7 @@ int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const
 	/* One reading of the clock per rendering: two {now:...} agree. */
 	for (size_t i = 0; i < t->n; i++)
 		if (t->parts[i].now) {
-			now_ticks = ecw_wall_ms() * 10000 + TICKS_UNIX_EPOCH;
+			now_ticks = ecw_clock_wall_ms() * 10000 + TICKS_UNIX_EPOCH;
 			break;
 		}
 	for (size_t i = 0; i < t->n && err == 0; i++) {

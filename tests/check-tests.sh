@@ -7,7 +7,8 @@
 # hardening flags and fail, naming the property, with each one undone; and
 # check-circles must fail on two tiny objects that use each other's symbols,
 # naming both files and the symbols, and on a listed circle that is gone, and
-# pass on a chain and on a listed circle.
+# pass on a chain and on a listed circle; check-names must fail on a name
+# without its file's prefix and pass on the names the rule allows.
 #
 #   tests/check-tests.sh
 #
@@ -97,7 +98,7 @@ src worker/storage/storage_private.h ecw_storage.h
 src worker/storage/table.c storage_private.h ecw_buf.h
 src jobs/jobs_private.h ecw_job.h
 src jobs/move.c jobs_private.h ecw_node.h
-src jobs/registry.c ecw_job.h
+src jobs/job_type.c ecw_job.h
 src worker/message.h ecw_err.h
 src worker/message.c message.h
 src worker/runtime/runtime.h ecw_config.h
@@ -677,12 +678,47 @@ int ecw_b_put(int x) { return x > 9 ? ecw_c(x) : ecw_a_get(x); }'
 	[[ "$known" == $'# known circles\nworker/a.c worker/b.c worker/c.c' && $rc -eq 0 ]] &&
 		ok "check-circles: --update writes today's circles" ||
 		fail "check-circles: --update (exit $rc)" "$known"$'\n'"$out"
+
+	# ---- check-names: the same tiny objects, and some named for the rule.
+	# names NAME...: runs check-names on the objects NAME... from the
+	# sources' folder (a file's module is looked up beside it); sets out, rc.
+	names() {
+		local objs=() n
+		for n in "$@"; do objs+=("$CIRC/obj/$n.o"); done
+		rc=0
+		out="$(cd "$CIRC/src" && node "$ROOT/tests/check-names.js" --objdir "$CIRC/obj" "${objs[@]}" 2>&1)" || rc=$?
+	}
+	cobj worker/clock 'long long ecw_clock_now_ms(void) { return 1; }'
+	cobj worker/clock_wall 'long long ecw_clock_wall_ms(void) { return 2; }'
+	cobj worker/cmd/run 'int ecw_cmd_run(int argc) { return argc; }'
+	cobj jobs/move 'const int ecw_job_move = 1;
+int ecw_move_plan(void) { return 0; }'
+	cobj jobs/move_audit 'const int ecw_job_move = 2;
+int ecw_move_audit(void) { return 0; }'
+	names worker/a worker/b worker/clock worker/clock_wall worker/cmd/run jobs/move jobs/move_audit jobs/z
+	[[ $rc -eq 0 ]] && has "check-names: OK (8 files, 12 names, each with its file's prefix)" &&
+		ok "check-names: names with their file's prefix, their module's, ecw_cmd_* and a job's descriptor pass" ||
+		fail "check-names: a clean set (exit $rc)" "$out"
+
+	cobj worker/clock 'long long ecw_now_ms(void) { return 1; }
+static long long ecw_hidden(void) { return 2; }
+long long ecw_clock_now(void) { return ecw_hidden(); }'
+	cobj jobs/move 'const int ecw_job_fanout = 1;'
+	cobj worker/clockwork 'int ecw_clock_tick(void) { return 0; }'
+	names worker/clock jobs/move worker/clockwork
+	[[ $rc -eq 1 ]] && has "check-names: worker/clock.c exports ecw_now_ms: its names start with ecw_clock_*" \
+		"check-names: jobs/move.c exports ecw_job_fanout: its names start with ecw_move_*, ecw_job_move" \
+		"check-names: worker/clockwork.c exports ecw_clock_tick: its names start with ecw_clockwork_*" &&
+		grep -q '^check-names: FAILED: 3 name(s) without their file.s prefix (3 files, 4 names)' <<<"$out" &&
+		! grep -q "ecw_hidden\|ecw_clock_now:" <<<"$out" &&
+		ok "check-names: a name without its file's prefix fails, named with its file (a static one is not looked at)" ||
+		fail "check-names: names without their prefix (exit $rc)" "$out"
 else
-	echo "check-tests: note: no node, nm or compiler, check-circles not tested"
+	echo "check-tests: note: no node, nm or compiler, check-circles and check-names not tested"
 fi
 
 if [[ $failed -gt 0 ]]; then
 	echo "check-tests: $failed of $((passed + failed)) cases failed" >&2
 	exit 1
 fi
-echo "==== check-tests: $passed cases passed (check-deps, check-format, check-hardening, check-circles, check-doc-examples and check-man fail on each violation, pass on a clean tree)"
+echo "==== check-tests: $passed cases passed (check-deps, check-format, check-hardening, check-circles, check-names, check-doc-examples and check-man fail on each violation, pass on a clean tree)"

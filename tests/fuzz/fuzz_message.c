@@ -41,10 +41,10 @@ static void check_traceparent(const struct ecw_message *m)
 	char out[ECW_TRACEPARENT_LEN + 1];
 
 	FUZZ_CHECK(!m->traceparent || m->traceparent_present);
-	if (!m->traceparent || ecw_traceparent_parse(&c, m->traceparent, m->traceparent_len) < 0)
+	if (!m->traceparent || ecw_trace_parent_parse(&c, m->traceparent, m->traceparent_len) < 0)
 		return;
-	ecw_traceparent_format(out, &c);
-	FUZZ_CHECK(ecw_traceparent_parse(&again, out, strlen(out)) == 0);
+	ecw_trace_parent_format(out, &c);
+	FUZZ_CHECK(ecw_trace_parent_parse(&again, out, strlen(out)) == 0);
 	FUZZ_CHECK(memcmp(&c, &again, sizeof(c)) == 0);
 	FUZZ_CHECK(m->traceparent[0] != '0' || m->traceparent[1] != '0' || strcmp(out, m->traceparent) == 0);
 }

@@ -28,7 +28,7 @@ const char *itest_last_error(void)
 {
 	static _Thread_local char text[768];
 	const struct ecw_error *e = ecw_error_last();
-	snprintf(text, sizeof(text), "[%s http=%d service=\"%s\" request=\"%s\"] %s", ecw_err_name(e->code),
+	snprintf(text, sizeof(text), "[%s http=%d service=\"%s\" request=\"%s\"] %s", ecw_error_name(e->code),
 	         e->http_status, e->service_code, e->request_id, e->message);
 	return text;
 }

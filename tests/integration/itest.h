@@ -128,7 +128,7 @@ const char *itest_last_error(void);
 	do {                                                                                                 \
 		int itest_rc_ = (expr);                                                                      \
 		if (itest_rc_ != 0)                                                                          \
-			fail_msg("%s\n  returned %s (%d): %s", #expr, ecw_err_name(itest_rc_), itest_rc_,    \
+			fail_msg("%s\n  returned %s (%d): %s", #expr, ecw_error_name(itest_rc_), itest_rc_,  \
 			         itest_last_error());                                                        \
 	} while (0)
 
@@ -139,8 +139,8 @@ const char *itest_last_error(void);
 		int itest_want_ = (code);                                                                    \
 		if (itest_rc_ != itest_want_)                                                                \
 			fail_msg("%s\n  returned %s (%d), expected %s (%d); last error: %s", #expr,          \
-			         ecw_err_name(itest_rc_), itest_rc_, ecw_err_name(itest_want_), itest_want_, \
-			         itest_last_error());                                                        \
+			         ecw_error_name(itest_rc_), itest_rc_, ecw_error_name(itest_want_),          \
+			         itest_want_, itest_last_error());                                           \
 	} while (0)
 
 /* A message for non-ECW assertions. */

@@ -87,7 +87,7 @@ static int pfail(struct producer *p, const char *what, int err)
 {
 	if (!p->failed++)
 		snprintf(p->error, sizeof(p->error), "producer %d: %s: %s (%d): %s", p->id, what,
-		         ecw_err_name(err), err, itest_last_error());
+		         ecw_error_name(err), err, itest_last_error());
 	return -1;
 }
 

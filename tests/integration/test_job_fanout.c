@@ -891,7 +891,7 @@ static int run_inproc(struct wfx *x, struct hook *h, const char *job, const char
 	ecw_error_clear();
 	err = def->type->run(def->settings, &ctx);
 	if (err < 0)
-		print_message("run: %s (%s)\n", ecw_err_name(err), itest_last_error());
+		print_message("run: %s (%s)\n", ecw_error_name(err), itest_last_error());
 	else
 		print_message("run: %s\n", ctx.outcome_detail);
 	curl_easy_cleanup(h->curl);

@@ -157,7 +157,8 @@ static int run_job(struct wfx *x, int j, int c)
 	ecw_error_clear();
 	err = def->type->run(def->settings, &ctx);
 	print_message("%s for \"%s\": %s %s\n", jobs[j].name, customers[c],
-	              err < 0 ? ecw_err_name(err) : "ok", err < 0 ? itest_last_error() : ctx.outcome_detail);
+	              err < 0 ? ecw_error_name(err) : "ok",
+	              err < 0 ? itest_last_error() : ctx.outcome_detail);
 	ecw_config_free(cfg);
 	return err;
 }

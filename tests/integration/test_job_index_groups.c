@@ -90,10 +90,10 @@ static void test_job_index_groups__fewer_requests_per_message(void **state)
 		ix_upsert(x, x->t->table, ix_employee(pk, rk, email, "Ann", "Lee"));
 		ix_enqueue(x, pk, rk);
 	}
-	int64_t t0 = ecw_now_ms();
+	int64_t t0 = ecw_clock_now_ms();
 	start_grouping_worker(&p, x, "index-groups-requests", NULL, NULL, 4, port, NULL);
 	ix_wait_outcomes(&p, 1, N, "succeeded", 60000);
-	long long ms = (long long)(ecw_now_ms() - t0);
+	long long ms = (long long)(ecw_clock_now_ms() - t0);
 	assert_int_equal(proc_http_get(&page, port, "/metrics"), 200);
 	double all = proc_metric(page, "ecw_storage_requests_total", NULL, NULL), queue = 0;
 	static const char *const qops[] = {"queue.receive", "queue.delete", "queue.update",

@@ -285,9 +285,9 @@ static void test_job_index_list__reordered(void **state)
 /* A copy of t (keys in order: appended). */
 static int tuples_copy_for_test(struct tuples *out, const struct tuples *t)
 {
-	ecw_il_tuples_init(out, 2);
+	ecw_index_list_tuples_init(out, 2);
 	for (size_t i = 0; i < t->n; i++)
-		ECW_ASSERT_OK(ecw_il_tuples_add(out, (const char *const *)t->v[i].s));
+		ECW_ASSERT_OK(ecw_index_list_tuples_add(out, (const char *const *)t->v[i].s));
 	return 0;
 }
 
@@ -295,10 +295,10 @@ static int tuples_copy_for_test(struct tuples *out, const struct tuples *t)
 static void key_add(struct tuples *t, const char *pk, const char *rk)
 {
 	const char *key[2] = {pk, rk};
-	ECW_ASSERT_OK(ecw_il_tuples_add(t, key));
+	ECW_ASSERT_OK(ecw_index_list_tuples_add(t, key));
 }
 
-/* ecw_il_list_check of list read with keys plus (pk, rk). */
+/* ecw_index_list_store_check of list read with keys plus (pk, rk). */
 static int check_with(const struct il_list *read, struct tuples *keys, const char *pk, const char *rk)
 {
 	const char *key[2] = {pk, rk};
@@ -306,9 +306,9 @@ static int check_with(const struct il_list *read, struct tuples *keys, const cha
 	int err;
 
 	key_add(keys, pk, rk);
-	err = ecw_il_list_check(read, keys);
-	ITEST_CHECK(ecw_il_tuples_find(keys, key, &pos), "the key went");
-	ecw_il_tuples_remove_at(keys, pos);
+	err = ecw_index_list_store_check(read, keys);
+	ITEST_CHECK(ecw_index_list_tuples_find(keys, key, &pos), "the key went");
+	ecw_index_list_tuples_remove_at(keys, pos);
 	return err;
 }
 
@@ -325,21 +325,21 @@ static void test_job_index_list__list_too_large(void **state)
 	 * keys up to about 150,000 units short of the largest list the store
 	 * takes (15,360,000 UTF-16 units of JSON, in a head and pages). */
 	while (n < 15030) {
-		ECW_ASSERT_OK(ecw_il_list_load(&big, x->t->client, x->t->table2, IL_LIST_PK, "Big"));
+		ECW_ASSERT_OK(ecw_index_list_store_load(&big, x->t->client, x->t->table2, IL_LIST_PK, "Big"));
 		ECW_ASSERT_OK(tuples_copy_for_test(&cur, &big.keys));
 		for (size_t end = n + 3000; n < end && n < 15030; n++) {
 			snprintf(rk, sizeof(rk), "s%05zu-%0988d", n, 0);
 			key_add(&cur, "Seed", rk);
 		}
-		ECW_ASSERT_OK(ecw_il_list_save(x->t->client, x->t->table2, &big, &cur));
-		ecw_il_tuples_dispose(&cur);
-		ecw_il_list_dispose(&big);
+		ECW_ASSERT_OK(ecw_index_list_store_save(x->t->client, x->t->table2, &big, &cur));
+		ecw_index_list_tuples_dispose(&cur);
+		ecw_index_list_store_dispose(&big);
 	}
 	/* Then 200-unit keys until B (a 520-unit key) no longer fits, while A
 	 * (a short one) still does: computed here, written in one change. */
 	memset(pk_b, 'q', 500); /* Azurite takes keys up to 512 characters */
 	pk_b[500] = '\0';
-	ECW_ASSERT_OK(ecw_il_list_load(&big, x->t->client, x->t->table2, IL_LIST_PK, "Big"));
+	ECW_ASSERT_OK(ecw_index_list_store_load(&big, x->t->client, x->t->table2, IL_LIST_PK, "Big"));
 	ECW_ASSERT_OK(tuples_copy_for_test(&cur, &big.keys));
 	while ((err = check_with(&big, &cur, pk_b, "B")) == 0) {
 		snprintf(rk, sizeof(rk), "t%05zu-%0188d", n++, 0);
@@ -347,17 +347,17 @@ static void test_job_index_list__list_too_large(void **state)
 	}
 	assert_int_equal(err, ECW_ETOOLARGE);
 	assert_int_equal(check_with(&big, &cur, "Emp", "A"), 0);
-	ECW_ASSERT_OK(ecw_il_list_save(x->t->client, x->t->table2, &big, &cur));
-	ecw_il_list_dispose(&big);
+	ECW_ASSERT_OK(ecw_index_list_store_save(x->t->client, x->t->table2, &big, &cur));
+	ecw_index_list_store_dispose(&big);
 
 	/* A fits. */
 	il_change(x, "Emp", "A", "Big");
 	il_run_worker(x, "il-large-1", 1, 1);
-	ECW_ASSERT_OK(ecw_il_list_load(&big, x->t->client, x->t->table2, IL_LIST_PK, "Big"));
+	ECW_ASSERT_OK(ecw_index_list_store_load(&big, x->t->client, x->t->table2, IL_LIST_PK, "Big"));
 	assert_int_equal(big.keys.n, cur.n + 1);
 	assert_int_equal(big.count, (int32_t)cur.n + 1);
 	etag_before = strdup(big.etag);
-	ecw_il_list_dispose(&big);
+	ecw_index_list_store_dispose(&big);
 
 	/* B does not: poisoned at once, with a message naming the list. */
 	il_change(x, pk_b, "B", "Big");
@@ -382,16 +382,16 @@ static void test_job_index_list__list_too_large(void **state)
 	proc_stop(&p, 10000);
 
 	/* Nothing was written for B: the list as it was, no ref. */
-	ECW_ASSERT_OK(ecw_il_list_load(&big, x->t->client, x->t->table2, IL_LIST_PK, "Big"));
+	ECW_ASSERT_OK(ecw_index_list_store_load(&big, x->t->client, x->t->table2, IL_LIST_PK, "Big"));
 	etag_after = strdup(big.etag);
 	assert_string_equal(etag_before, etag_after);
 	assert_int_equal(big.keys.n, cur.n + 1);
-	ecw_il_list_dispose(&big);
+	ecw_index_list_store_dispose(&big);
 	struct ecw_entity *ref = il_get_ref(x, pk_b, "B");
 	ITEST_CHECK(ref == NULL, "B has a ref: %s", il_str_prop(ref, "Pending"));
 	free(etag_before);
 	free(etag_after);
-	ecw_il_tuples_dispose(&cur);
+	ecw_index_list_tuples_dispose(&cur);
 	proc_assert_logs_clean();
 }
 

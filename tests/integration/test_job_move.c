@@ -315,7 +315,7 @@ static void test_job_move__rekey_newest_first(void **state)
 	for (int k = 0; k < N; k++) {
 		const char *key = ecw_entity_rk(got[k]);
 		char iso[ECW_ISO_TICKS_SIZE], want_rk[64];
-		ECW_ASSERT_OK(ecw_inverted_ticks_to_iso(iso, key));
+		ECW_ASSERT_OK(ecw_template_inverted_ticks_to_iso(iso, key));
 		ITEST_CHECK(strcmp(iso, hired[order[k]]) == 0,
 		            "archive row %d is %s (%s), expected hire date %s", k, key, iso, hired[order[k]]);
 		snprintf(want_rk, sizeof(want_rk), "%.19s_emp %d", key, order[k]);

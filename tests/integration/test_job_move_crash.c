@@ -178,7 +178,7 @@ static void test_job_move_crash__source_changed_during_move_is_never_lost(void *
 			pthread_join(th[i], NULL);
 		}
 		for (int i = 0; i < RACERS; i++) {
-			ITEST_CHECK(u[i].err == 0, "updater %d failed: %s (%s)", i, ecw_err_name(u[i].err),
+			ITEST_CHECK(u[i].err == 0, "updater %d failed: %s (%s)", i, ecw_error_name(u[i].err),
 			            u[i].error);
 			/* The last version the application saw accepted is the
 			 * archived one; an update (If-Match: *) cannot recreate

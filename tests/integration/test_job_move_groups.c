@@ -289,8 +289,8 @@ static void test_job_move_groups__group_crash_among_deletes(void **state)
 	if (back > 0)
 		PROC_EXPECT_LOG(&p2, (size_t)back, 15000, "message", "outcome", "succeeded", "detail",
 		                "already-moved");
-	for (int64_t end = ecw_now_ms() + 15000; mv_queue_count(m, m->fx.t->queue) != 0;) {
-		ITEST_CHECK(ecw_now_ms() < end, "messages left on the queue after the rerun");
+	for (int64_t end = ecw_clock_now_ms() + 15000; mv_queue_count(m, m->fx.t->queue) != 0;) {
+		ITEST_CHECK(ecw_clock_now_ms() < end, "messages left on the queue after the rerun");
 		itest_sleep_ms(100);
 	}
 	for (int i = 0; i < GRP_CRASH_N; i++) {
@@ -383,10 +383,10 @@ static void test_job_move_groups__requests_per_message(void **state)
 	}
 	o.batch_size = 32;
 	o.metrics_port = proc_free_port();
-	int64_t t0 = ecw_now_ms();
+	int64_t t0 = ecw_clock_now_ms();
 	mv_start_worker(&p, m, "move-group-requests", mv_std_jobs(jobs, sizeof(jobs), m), &o);
 	PROC_EXPECT_LOG(&p, N, 60000, "message", "outcome", "succeeded");
-	long long ms = (long long)(ecw_now_ms() - t0);
+	long long ms = (long long)(ecw_clock_now_ms() - t0);
 	assert_int_equal(proc_http_get(&page, o.metrics_port, "/metrics"), 200);
 	double all = proc_metric(page, "ecw_storage_requests_total", NULL, NULL), table = 0;
 	static const char *const tops[] = {"op=\"table.get\"",
@@ -525,11 +525,11 @@ static void test_job_move_groups__renewals_go_on_while_deletes_hang(void **state
 	o.concurrency = 2;
 	o.env = ps.envcs;
 	o.storage_extra = storage;
-	int64_t t0 = ecw_now_ms();
+	int64_t t0 = ecw_clock_now_ms();
 	mv_start_worker(&p, m, "move-group-hang", jobs, &o);
 
 	PROC_EXPECT_LOG(&p, 1, (SLOW_S + 10) * 1000, "message", "message_id", slow_id);
-	long long ms = (long long)(ecw_now_ms() - t0);
+	long long ms = (long long)(ecw_clock_now_ms() - t0);
 	for (int i = 0; i < N; i++)
 		PROC_EXPECT_LOG(&p, 1, 5000, "message", "message_id", id[i], "group", "5");
 	struct proc_log log;

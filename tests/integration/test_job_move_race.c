@@ -88,7 +88,7 @@ static int run_move(struct ecw_client *c, const char *id)
 	                          .lease_lost = &lost};
 	ecw_error_clear();
 	int err = def->type->run(def->settings, &ctx);
-	print_message("  run %s: %s %s %s\n", id, err ? ecw_err_name(err) : "ok", ctx.outcome_detail,
+	print_message("  run %s: %s %s %s\n", id, err ? ecw_error_name(err) : "ok", ctx.outcome_detail,
 	              err ? ecw_error_last()->message : "");
 	return err;
 }

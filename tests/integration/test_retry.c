@@ -222,7 +222,7 @@ static void test_retry__transient_exhausted_maps_code(void **state)
 		ECW_ASSERT_ERR(ecw_queue_count(&n, t->client, q), cases[i].err);
 		int64_t elapsed = itest_now_ms() - start;
 		assert_int_equal(ecw_error_last()->http_status, cases[i].status);
-		assert_true(ecw_err_is_transient(cases[i].err));
+		assert_true(ecw_error_is_transient(cases[i].err));
 		struct delta d = since(t, before);
 		ITEST_CHECK(d.requests == 4 && d.retries == 3,
 		            "status %ld: %lld requests, %lld retries (max_tries 4)", cases[i].status,
@@ -325,7 +325,7 @@ static void test_retry__applied_queue_delete_retried(void **state)
 	 * way the message must be gone and nothing else may be reported. */
 	ecw_client_inject_faults(t->client, 1, ECW_FAULT_STATUS_AFTER_SEND, 500);
 	int rc = ecw_queue_delete(t->client, q, m[0].id, m[0].pop_receipt);
-	ITEST_CHECK(rc == 0 || rc == ECW_ENOTFOUND, "delete returned %s: %s", ecw_err_name(rc),
+	ITEST_CHECK(rc == 0 || rc == ECW_ENOTFOUND, "delete returned %s: %s", ecw_error_name(rc),
 	            itest_last_error());
 	assert_int_equal(queue_count(t, q), 0);
 	ecw_queue_msgs_free(m, n);

@@ -580,7 +580,7 @@ static void expect_permanent(struct direct *d, struct wfx *x, const char *messag
                              const char *needle2)
 {
 	int err = direct_run(d, x, message, NULL, 0);
-	ITEST_CHECK(err == ECW_EINVALID, "%s: %s (%s)", message, ecw_err_name(err), itest_last_error());
+	ITEST_CHECK(err == ECW_EINVALID, "%s: %s (%s)", message, ecw_error_name(err), itest_last_error());
 	assert_true(ecw_job_err_is_permanent(err));
 	ITEST_CHECK(strstr(ecw_error_last()->message, needle) && strstr(ecw_error_last()->message, needle2),
 	            "%s: error \"%s\", want \"%s\" and \"%s\"", message, ecw_error_last()->message, needle,
@@ -692,7 +692,7 @@ static void race_one(struct direct *d, struct wfx *x, const char *device, int ro
 	ecw_crash_point_hook(NULL, NULL);
 	ECW_ASSERT_OK(err);
 	assert_true(r.fired);
-	ITEST_CHECK(r.err == 0, "the second run: %s", ecw_err_name(r.err));
+	ITEST_CHECK(r.err == 0, "the second run: %s", ecw_error_name(r.err));
 	char want_second[64];
 	snprintf(want_second, sizeof(want_second), "%d rows, written", rows + 1);
 	assert_string_equal(r.detail, want_second);

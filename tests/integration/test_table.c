@@ -738,7 +738,7 @@ static void test_table__threads_share_name_lookups(void **state)
 		pthread_join(u[i].th, NULL);
 		for (int k = 0; k < 3; k++)
 			if (u[i].rc[k] != 0)
-				fail_msg("thread %d, call %d: %s", i, k, ecw_err_name(u[i].rc[k]));
+				fail_msg("thread %d, call %d: %s", i, k, ecw_error_name(u[i].rc[k]));
 		assert_int_equal(itest_stats(u[i].c).connections, 2);
 	}
 	/* Two names: the table endpoint's and the queue endpoint's (each a

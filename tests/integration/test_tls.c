@@ -57,7 +57,7 @@ static void test_tls__self_signed_certificate_is_refused_by_default(void **state
 	itest_client_for(&acct, &c, cs, NULL); /* ITEST_OPTIONS: verification on */
 	err = ecw_queue_create(NULL, c, t->queue);
 	assert_int_equal(err, ECW_ERROR);
-	assert_false(ecw_err_is_transient(err));
+	assert_false(ecw_error_is_transient(err));
 	ecw_client_stats(&st, c);
 	assert_int_equal(st.requests, 1);
 	assert_int_equal(st.retries, 0);

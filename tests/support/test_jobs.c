@@ -107,7 +107,7 @@ static int record(const struct test_settings *s, struct ecw_job_ctx *ctx, const 
 	snprintf(rk, sizeof(rk), "%s", suffix);
 	if ((err = ecw_job_check_lease(ctx)) < 0 || (err = ecw_entity_new(&e, ctx->rk, rk)) < 0 ||
 	    (err = ecw_entity_set_int64(e, "AtMs", (int64_t)time(NULL) * 1000)) < 0 ||
-	    (err = ecw_entity_set_int64(e, "MonoMs", ecw_now_ms())) < 0 ||
+	    (err = ecw_entity_set_int64(e, "MonoMs", ecw_clock_now_ms())) < 0 ||
 	    (err = ecw_entity_set_int64(e, "Dequeue", ctx->dequeue_count)) < 0 ||
 	    (err = ecw_entity_set_string(e, "MessageId", ctx->message_id, strlen(ctx->message_id))) < 0 ||
 	    (err = ecw_table_write(NULL, ctx->client, s->table, e, ECW_WRITE_INSERT, NULL)) < 0)
@@ -155,8 +155,8 @@ static int run_sleep(const void *settings, struct ecw_job_ctx *ctx)
 
 	if (json_object_object_get_ex(ctx->message, "sleep_ms", &v))
 		ms = json_object_get_int64(v);
-	for (end = ecw_now_ms() + ms; ecw_now_ms() < end;)
-		ecw_sleep_ms(end - ecw_now_ms() > 50 ? 50 : end - ecw_now_ms());
+	for (end = ecw_clock_now_ms() + ms; ecw_clock_now_ms() < end;)
+		ecw_clock_sleep_ms(end - ecw_clock_now_ms() > 50 ? 50 : end - ecw_clock_now_ms());
 	return s->table ? record(s, ctx, "done") : 0;
 }
 
@@ -166,7 +166,7 @@ static int run_count(const void *settings, struct ecw_job_ctx *ctx)
 	char rk[256];
 
 	if (json_object_object_get_ex(ctx->message, "sleep_ms", &v))
-		ecw_sleep_ms(json_object_get_int64(v));
+		ecw_clock_sleep_ms(json_object_get_int64(v));
 
 	snprintf(rk, sizeof(rk), "%s~%ld", ctx->message_id, ctx->dequeue_count);
 	return record(settings, ctx, rk);

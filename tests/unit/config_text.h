@@ -32,7 +32,7 @@ static inline void parse_bad(struct ecw_node_errors *errs, const char *text, siz
 	if (err != ECW_EINVALID || errs->n != nerr) {
 		config_dump(errs);
 		fail_msg("parse of \"%s\" = %s with %zu errors, want ECW_EINVALID with %zu", text,
-		         ecw_err_name(err), errs->n, nerr);
+		         ecw_error_name(err), errs->n, nerr);
 	}
 }
 

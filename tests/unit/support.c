@@ -15,9 +15,9 @@
 static int64_t sleep_log[SLEEP_LOG_MAX];
 static size_t sleep_n;
 
-void __wrap_ecw_sleep_ms(int64_t ms);
+void __wrap_ecw_clock_sleep_ms(int64_t ms);
 
-void __wrap_ecw_sleep_ms(int64_t ms)
+void __wrap_ecw_clock_sleep_ms(int64_t ms)
 {
 	if (sleep_n < SLEEP_LOG_MAX)
 		sleep_log[sleep_n] = ms;
@@ -46,12 +46,12 @@ void sleeps_reset(void)
 static bool clock_is_fake;
 static int64_t clock_fake_ms;
 
-int64_t __real_ecw_now_ms(void);
-int64_t __wrap_ecw_now_ms(void);
+int64_t __real_ecw_clock_now_ms(void);
+int64_t __wrap_ecw_clock_now_ms(void);
 
-int64_t __wrap_ecw_now_ms(void)
+int64_t __wrap_ecw_clock_now_ms(void)
 {
-	return clock_is_fake ? clock_fake_ms : __real_ecw_now_ms();
+	return clock_is_fake ? clock_fake_ms : __real_ecw_clock_now_ms();
 }
 
 void clock_fake_set(int64_t ms)
@@ -74,12 +74,12 @@ void clock_real(void)
 static bool wall_is_fake;
 static int64_t wall_fake_ms;
 
-int64_t __real_ecw_wall_ms(void);
-int64_t __wrap_ecw_wall_ms(void);
+int64_t __real_ecw_clock_wall_ms(void);
+int64_t __wrap_ecw_clock_wall_ms(void);
 
-int64_t __wrap_ecw_wall_ms(void)
+int64_t __wrap_ecw_clock_wall_ms(void)
 {
-	return wall_is_fake ? wall_fake_ms : __real_ecw_wall_ms();
+	return wall_is_fake ? wall_fake_ms : __real_ecw_clock_wall_ms();
 }
 
 void wall_fake_set(int64_t unix_ms)
@@ -363,7 +363,7 @@ struct ecw_config *config_parse_ok(const char *text, const char *file)
 	err = ecw_config_parse(&cfg, text, strlen(text), file, &errs);
 	if (err != 0 || errs.n != 0) {
 		config_dump(&errs);
-		fail_msg("parse of \"%s\" = %s with %zu errors", text, ecw_err_name(err), errs.n);
+		fail_msg("parse of \"%s\" = %s with %zu errors", text, ecw_error_name(err), errs.n);
 	}
 	assert_non_null(cfg);
 	ecw_node_errors_dispose(&errs);

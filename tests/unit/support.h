@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* support.h - what the unit tests share: a recorder for ecw_sleep_ms (the
- * binaries link with -Wl,--wrap=ecw_sleep_ms, so backoff never waits), a
- * clock tests can stop and move (ecw_now_ms, wrapped likewise), a fake
+/* support.h - what the unit tests share: a recorder for ecw_clock_sleep_ms (the
+ * binaries link with -Wl,--wrap=ecw_clock_sleep_ms, so backoff never waits), a
+ * clock tests can stop and move (ecw_clock_now_ms, wrapped likewise), a fake
  * HTTP transport that answers from a script and records every request it
  * sees, and a few string helpers. Everything a helper returns is owned by the
  * fake or the recorder and stays valid until fake_dispose / sleeps_reset. */
@@ -43,7 +43,7 @@
 
 #define SLEEP_LOG_MAX 64
 
-/* Number of ecw_sleep_ms calls since the last reset (may exceed SLEEP_LOG_MAX). */
+/* Number of ecw_clock_sleep_ms calls since the last reset (may exceed SLEEP_LOG_MAX). */
 size_t sleeps_count(void);
 /* The i-th requested sleep (0-based, i < SLEEP_LOG_MAX). */
 int64_t sleeps_at(size_t i);
@@ -51,12 +51,12 @@ void sleeps_reset(void);
 
 /* ---- clock ---------------------------------------------------------------- */
 
-/* The binaries also link with -Wl,--wrap=ecw_now_ms: the real monotonic
+/* The binaries also link with -Wl,--wrap=ecw_clock_now_ms: the real monotonic
  * clock until a test sets a fake time, which stays put until advanced. */
 void clock_fake_set(int64_t ms);
 void clock_fake_advance(int64_t ms);
 void clock_real(void);
-/* And with -Wl,--wrap=ecw_wall_ms: the real wall clock (ECW_TEST_CLOCK
+/* And with -Wl,--wrap=ecw_clock_wall_ms: the real wall clock (ECW_TEST_CLOCK
  * included) until a test fixes it at a Unix time in ms; wall_real() undoes. */
 void wall_fake_set(int64_t unix_ms);
 void wall_real(void);

@@ -60,7 +60,7 @@ static int teardown(void **state)
 static void ok(int err, const char *what)
 {
 	if (err != 0)
-		fail_msg("%s: %s: %s", what, ecw_err_name(err), ecw_error_last()->message);
+		fail_msg("%s: %s: %s", what, ecw_error_name(err), ecw_error_last()->message);
 }
 
 static struct ecw_entity *entity(const char *pk, const char *rk)

@@ -37,7 +37,7 @@ static void add(struct ecw_batch *b, enum ecw_batch_op op, const char *pk, const
 	assert_int_equal(ecw_entity_set_int32(e, "n", 1), 0);
 	int err = ecw_batch_add(b, op, e, if_match);
 	if (err != 0)
-		fail_msg("ecw_batch_add(%s) = %s: %s", rk, ecw_err_name(err), ecw_error_last()->message);
+		fail_msg("ecw_batch_add(%s) = %s: %s", rk, ecw_error_name(err), ecw_error_last()->message);
 	ecw_entity_free(e);
 }
 
@@ -524,7 +524,7 @@ static void parse_failure(int nops, const char *status_line, const char *code, c
 	ecw_error_clear();
 	int err = ecw_batch_parse_response(b, RESP_CT, body, strlen(body));
 	if (err != want_err)
-		fail_msg("%s: got %s, want %s", status_line, ecw_err_name(err), ecw_err_name(want_err));
+		fail_msg("%s: got %s, want %s", status_line, ecw_error_name(err), ecw_error_name(want_err));
 	assert_int_equal(ecw_batch_failed_index(b), want_index);
 	const struct ecw_error *e = ecw_error_last();
 	assert_int_equal(e->code, want_err);
@@ -624,7 +624,7 @@ static void test_batch__submit(void **state)
 	struct ecw_batch *b = three_op_batch();
 	int err = ecw_batch_submit(fx->c, b);
 	if (err != 0)
-		fail_msg("submit: %s: %s", ecw_err_name(err), ecw_error_last()->message);
+		fail_msg("submit: %s: %s", ecw_error_name(err), ecw_error_last()->message);
 	assert_int_equal(ecw_batch_status(b, 0), 201);
 	assert_str(ecw_batch_etag(b, 1), "W/\"datetime'2026-08-19T10%3A00%3A00.0000002Z'\"");
 	assert_int_equal(ecw_batch_failed_index(b), -1);

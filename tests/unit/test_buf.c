@@ -99,7 +99,7 @@ static void test_buf__integers(void **state)
 		ecw_buf_reset(&b);
 		assert_int_equal(ecw_buf_addi(&b, vs[i]), 0);
 		assert_string_equal(ecw_buf_cstr(&b), want);
-		assert_int_equal(ecw_int_text(out, vs[i]), strlen(want));
+		assert_int_equal(ecw_buf_int_text(out, vs[i]), strlen(want));
 		assert_memory_equal(out, want, strlen(want));
 	}
 	ecw_buf_dispose(&b);

@@ -102,7 +102,7 @@ static void test_client__transient_status_retried(void **state)
 		long status = 0;
 		int err = send_get(fx, &status);
 		if (err != 0)
-			fail_msg("status %ld twice then 200: got %s", transient[i], ecw_err_name(err));
+			fail_msg("status %ld twice then 200: got %s", transient[i], ecw_error_name(err));
 		assert_int_equal(status, 200);
 		assert_int_equal(fx->fake.nreqs, 3);
 		assert_int_equal(fx->fake.overruns, 0);
@@ -136,15 +136,15 @@ static void test_client__transient_exhausted(void **state)
 		fake_always(&fx->fake, transient[i], "x-ms-request-id: rid-last\n", NULL);
 		int err = send_get(fx, NULL);
 		if (err != want[i])
-			fail_msg("status %ld every time: got %s, want %s", transient[i], ecw_err_name(err),
-			         ecw_err_name(want[i]));
+			fail_msg("status %ld every time: got %s, want %s", transient[i], ecw_error_name(err),
+			         ecw_error_name(want[i]));
 		assert_int_equal(fx->fake.nreqs, TRIES);
 		assert_sleeps(TRIES - 1);
 		const struct ecw_error *e = ecw_error_last();
 		assert_int_equal(e->code, want[i]);
 		assert_int_equal(e->http_status, transient[i]);
 		assert_string_equal(e->request_id, "rid-last");
-		assert_true(ecw_err_is_transient(err));
+		assert_true(ecw_error_is_transient(err));
 		client_fixture_teardown(fx);
 	}
 }
@@ -175,13 +175,13 @@ static void test_client__permanent_not_retried(void **state)
 		fake_always(&fx->fake, status[i], "x-ms-error-code: SomeCode\n", NULL);
 		int err = send_get(fx, NULL);
 		if (err != want[i])
-			fail_msg("status %ld: got %s, want %s", status[i], ecw_err_name(err),
-			         ecw_err_name(want[i]));
+			fail_msg("status %ld: got %s, want %s", status[i], ecw_error_name(err),
+			         ecw_error_name(want[i]));
 		if (fx->fake.nreqs != 1)
 			fail_msg("status %ld was retried (%zu requests)", status[i], fx->fake.nreqs);
 		assert_sleeps(0);
 		assert_int_equal(ecw_error_last()->http_status, status[i]);
-		assert_false(ecw_err_is_transient(err));
+		assert_false(ecw_error_is_transient(err));
 		client_fixture_teardown(fx);
 	}
 }
@@ -202,19 +202,19 @@ static void test_client__status_to_err(void **state)
 	assert_int_equal(ecw_status_to_err(502, ""), ECW_ETRANSIENT);
 	assert_int_equal(ecw_status_to_err(503, "ServerBusy"), ECW_EBUSY);
 	assert_int_equal(ecw_status_to_err(504, ""), ECW_ETIMEOUT);
-	assert_true(ecw_err_is_transient(ECW_EBUSY));
-	assert_true(ecw_err_is_transient(ECW_ETIMEOUT));
-	assert_true(ecw_err_is_transient(ECW_ETRANSIENT));
-	assert_false(ecw_err_is_transient(ECW_OK));
-	assert_false(ecw_err_is_transient(ECW_ENOTFOUND));
-	assert_false(ecw_err_is_transient(ECW_EINVALID));
-	assert_false(ecw_err_is_transient(ECW_ENOTABLE));
+	assert_true(ecw_error_is_transient(ECW_EBUSY));
+	assert_true(ecw_error_is_transient(ECW_ETIMEOUT));
+	assert_true(ecw_error_is_transient(ECW_ETRANSIENT));
+	assert_false(ecw_error_is_transient(ECW_OK));
+	assert_false(ecw_error_is_transient(ECW_ENOTFOUND));
+	assert_false(ecw_error_is_transient(ECW_EINVALID));
+	assert_false(ecw_error_is_transient(ECW_ENOTABLE));
 	/* Absent: the entity, or its whole table; nothing else. */
-	assert_true(ecw_err_is_absent(ECW_ENOTFOUND));
-	assert_true(ecw_err_is_absent(ECW_ENOTABLE));
-	assert_false(ecw_err_is_absent(ECW_OK));
-	assert_false(ecw_err_is_absent(ECW_ECONFLICT));
-	assert_false(ecw_err_is_absent(ECW_EPRECONDITION));
+	assert_true(ecw_error_is_absent(ECW_ENOTFOUND));
+	assert_true(ecw_error_is_absent(ECW_ENOTABLE));
+	assert_false(ecw_error_is_absent(ECW_OK));
+	assert_false(ecw_error_is_absent(ECW_ECONFLICT));
+	assert_false(ecw_error_is_absent(ECW_EPRECONDITION));
 }
 
 /* Delays for retry n stay in [0, cap] and, over evenly spaced rnd values, reach
@@ -899,8 +899,8 @@ static void test_client__table_not_found(void **state)
 	assert_int_equal(ecw_status_to_err(404, "TableNotFound"), ECW_ENOTABLE);
 	assert_int_equal(ecw_status_to_err(404, "ResourceNotFound"), ECW_ENOTFOUND);
 	assert_int_equal(ecw_status_to_err(404, NULL), ECW_ENOTFOUND);
-	assert_string_equal(ecw_err_name(ECW_ENOTABLE), "ECW_ENOTABLE");
-	assert_false(ecw_err_is_transient(ECW_ENOTABLE));
+	assert_string_equal(ecw_error_name(ECW_ENOTABLE), "ECW_ENOTABLE");
+	assert_false(ecw_error_is_transient(ECW_ENOTABLE));
 
 	fake_respond(&fx->fake, 404, "x-ms-error-code: TableNotFound\nx-ms-request-id: r-1\n",
 	             TABLE_NOT_FOUND_BODY);

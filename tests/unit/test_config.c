@@ -802,7 +802,7 @@ static void test_config__shipped_file(void **state)
 	err = ecw_config_load(&cfg, "config/ecworker.yaml", &errs);
 	if (err != 0) {
 		config_dump(&errs);
-		fail_msg("config/ecworker.yaml: %s (run from the repo root)", ecw_err_name(err));
+		fail_msg("config/ecworker.yaml: %s (run from the repo root)", ecw_error_name(err));
 	}
 	assert_int_equal(errs.n, 0);
 	assert_str(cfg->file, "config/ecworker.yaml");

@@ -206,8 +206,8 @@ static void test_connect__managed_identity_env(void **state)
 	do {                                                                                                 \
 		int got_ = (expr);                                                                           \
 		if (got_ != (want))                                                                          \
-			fail_msg("%s returned %s, expected %s: %s", #expr, ecw_err_name(got_),               \
-			         ecw_err_name(want), ecw_error_last()->message);                             \
+			fail_msg("%s returned %s, expected %s: %s", #expr, ecw_error_name(got_),             \
+			         ecw_error_name(want), ecw_error_last()->message);                           \
 	} while (0)
 
 static void write_secret(const char *content)

@@ -22,7 +22,7 @@ static struct ecw_account *parse_ok(const char *cs)
 	struct ecw_account *a = NULL;
 	int err = ecw_account_parse(&a, cs);
 	if (err != 0)
-		fail_msg("ecw_account_parse(\"%s\") = %s: %s", cs, ecw_err_name(err),
+		fail_msg("ecw_account_parse(\"%s\") = %s: %s", cs, ecw_error_name(err),
 		         ecw_error_last()->message);
 	assert_non_null(a);
 	return a;

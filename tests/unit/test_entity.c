@@ -44,7 +44,7 @@ static struct ecw_entity *from_json(const char *s)
 	struct ecw_entity *e = NULL;
 	int err = ecw_entity_from_json(&e, s, strlen(s));
 	if (err != 0)
-		fail_msg("ecw_entity_from_json failed (%s: %s) on %s", ecw_err_name(err),
+		fail_msg("ecw_entity_from_json failed (%s: %s) on %s", ecw_error_name(err),
 		         ecw_error_last()->message, s);
 	assert_non_null(e);
 	return e;

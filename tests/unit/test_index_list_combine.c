@@ -40,10 +40,10 @@ static void fake_reset(void)
 {
 	pthread_mutex_t mu = fk.mu;
 
-	ecw_il_tuples_dispose(&fk.keys);
+	ecw_index_list_tuples_dispose(&fk.keys);
 	memset(&fk, 0, sizeof(fk));
 	fk.mu = mu;
-	ecw_il_tuples_init(&fk.keys, 2);
+	ecw_index_list_tuples_init(&fk.keys, 2);
 }
 
 static void nap_ms(int ms)
@@ -60,11 +60,12 @@ static int fake_load(struct il_list *out, struct ecw_client *c, const char *tabl
 	(void)c;
 	(void)table;
 	memset(out, 0, sizeof(*out));
-	ecw_il_tuples_init(&out->keys, 2);
+	ecw_index_list_tuples_init(&out->keys, 2);
 	pthread_mutex_lock(&fk.mu);
 	fk.loads++;
 	for (size_t i = 0; i < fk.keys.n; i++)
-		assert_int_equal(ecw_il_tuples_add(&out->keys, (const char *const *)fk.keys.v[i].s), 0);
+		assert_int_equal(ecw_index_list_tuples_add(&out->keys, (const char *const *)fk.keys.v[i].s),
+		                 0);
 	out->exists = fk.keys.n > 0;
 	snprintf(etag, sizeof(etag), "v%u", fk.version);
 	pthread_mutex_unlock(&fk.mu);
@@ -79,9 +80,9 @@ static size_t changes_between(const struct tuples *a, const struct tuples *b)
 	size_t n = 0, pos;
 
 	for (size_t i = 0; i < a->n; i++)
-		n += !ecw_il_tuples_find(b, (const char *const *)a->v[i].s, &pos);
+		n += !ecw_index_list_tuples_find(b, (const char *const *)a->v[i].s, &pos);
 	for (size_t i = 0; i < b->n; i++)
-		n += !ecw_il_tuples_find(a, (const char *const *)b->v[i].s, &pos);
+		n += !ecw_index_list_tuples_find(a, (const char *const *)b->v[i].s, &pos);
 	return n;
 }
 
@@ -114,7 +115,7 @@ static int fake_save(struct ecw_client *c, const char *table, const struct il_li
 		/* another worker's write got there first: it adds a key of its own */
 		const char *other[2] = {"other", etag};
 		fk.races_to_lose--;
-		assert_int_equal(ecw_il_tuples_add(&fk.keys, other), 0);
+		assert_int_equal(ecw_index_list_tuples_add(&fk.keys, other), 0);
 		fk.version++;
 		err = ecw_error_set(ECW_EPRECONDITION, "412");
 	} else if (strcmp(etag, read->etag) != 0) {
@@ -125,9 +126,10 @@ static int fake_save(struct ecw_client *c, const char *table, const struct il_li
 		fk.saves++;
 		if ((int)changes > fk.biggest_batch)
 			fk.biggest_batch = (int)changes;
-		ecw_il_tuples_dispose(&fk.keys);
+		ecw_index_list_tuples_dispose(&fk.keys);
 		for (size_t i = 0; i < keys->n; i++)
-			assert_int_equal(ecw_il_tuples_add(&fk.keys, (const char *const *)keys->v[i].s), 0);
+			assert_int_equal(
+			    ecw_index_list_tuples_add(&fk.keys, (const char *const *)keys->v[i].s), 0);
 		fk.version++;
 	}
 	pthread_mutex_unlock(&fk.mu);
@@ -143,7 +145,7 @@ static bool fake_has(const char *pk, const char *rk)
 	bool has;
 
 	pthread_mutex_lock(&fk.mu);
-	has = ecw_il_tuples_find(&fk.keys, key, &pos);
+	has = ecw_index_list_tuples_find(&fk.keys, key, &pos);
 	pthread_mutex_unlock(&fk.mu);
 	return has;
 }
@@ -151,7 +153,7 @@ static bool fake_has(const char *pk, const char *rk)
 static void fake_put(const char *pk, const char *rk)
 {
 	const char *key[2] = {pk, rk};
-	assert_int_equal(ecw_il_tuples_add(&fk.keys, key), 0);
+	assert_int_equal(ecw_index_list_tuples_add(&fk.keys, key), 0);
 }
 
 /* ---- runs ----------------------------------------------------------------------------- */
@@ -197,11 +199,11 @@ static void *run_main(void *p)
 		snprintf(rk, sizeof(rk), r->repeat ? "%s-%d" : "%s", r->rk, i);
 		ch.key[0] = "emp";
 		ch.key[1] = rk;
-		r->err = ecw_il_combine(r->cs, &ch);
+		r->err = ecw_index_list_combine(r->cs, &ch);
 		for (int k = 0; r->err == ECW_ETRANSIENT && k < r->redeliveries; k++) {
 			r->conflicts += ch.conflicts;
 			r->redelivered++;
-			r->err = ecw_il_combine(r->cs, &ch);
+			r->err = ecw_index_list_combine(r->cs, &ch);
 		}
 		r->conflicts += ch.conflicts;
 		r->result = ch.result;
@@ -241,7 +243,7 @@ static struct il_combiners *combiners(void)
 	struct il_combiners *cs;
 
 	fake_reset();
-	assert_int_equal(ecw_il_combiners_new(&cs, &fake_store), 0);
+	assert_int_equal(ecw_index_list_combiners_new(&cs, &fake_store), 0);
 	return cs;
 }
 
@@ -279,7 +281,7 @@ static void test_index_list_combine__many_threads_one_list(void **state)
 	assert_true(fk.saves <= 640 / 4);
 	assert_int_equal(fk.loads, fk.saves); /* no race lost: one load per save */
 	assert_true(fk.biggest_batch > 1 && fk.biggest_batch <= 64);
-	ecw_il_combiners_free(cs);
+	ecw_index_list_combiners_free(cs);
 }
 
 /* The same list from threads of two "workers" (two maps) racing on its
@@ -292,7 +294,7 @@ static void test_index_list_combine__two_maps_race(void **state)
 	int conflicts = 0;
 
 	(void)state;
-	assert_int_equal(ecw_il_combiners_new(&b, &fake_store), 0);
+	assert_int_equal(ecw_index_list_combiners_new(&b, &fake_store), 0);
 	fk.slow_save_ms = 1;
 	for (int i = 0; i < 8; i++) {
 		snprintf(rk, sizeof(rk), "w%d", i);
@@ -315,8 +317,8 @@ static void test_index_list_combine__two_maps_race(void **state)
 	assert_int_equal(fk.keys.n, 160);
 	printf("# 160 changes from two maps: %d saves, %d lost races, %d changes made again\n", fk.saves,
 	       conflicts, redelivered);
-	ecw_il_combiners_free(a);
-	ecw_il_combiners_free(b);
+	ecw_index_list_combiners_free(a);
+	ecw_index_list_combiners_free(b);
 }
 
 /* Lost races: the leader backs off, reloads and reapplies; the other
@@ -341,7 +343,7 @@ static void test_index_list_combine__lost_race_reapplies(void **state)
 	assert_int_equal(fk.keys.n, 5); /* old, new, and the three others' */
 	assert_true(fake_has("emp", "old") && fake_has("emp", "new"));
 	assert_int_equal(sleeps_count(), 3); /* a jittered backoff before each reload */
-	ecw_il_combiners_free(cs);
+	ecw_index_list_combiners_free(cs);
 }
 
 /* A list that keeps changing: after MAX_CAS lost races, a transient error. */
@@ -357,7 +359,7 @@ static void test_index_list_combine__keeps_losing_is_transient(void **state)
 	assert_int_equal(r.err, ECW_ETRANSIENT);
 	assert_non_null(strstr(r.msg, "changed under us"));
 	assert_false(fake_has("emp", "k"));
-	ecw_il_combiners_free(cs);
+	ecw_index_list_combiners_free(cs);
 }
 
 /* Starts a blocker (its slow save holds the lead) and then the runs, which
@@ -411,7 +413,7 @@ static void test_index_list_combine__too_large_fails_only_it(void **state)
 	assert_int_equal(failed, 2);
 	assert_int_equal(fk.keys.n, 10);
 	assert_int_equal(fk.saves, 2); /* the blocker's, and one for the batch */
-	ecw_il_combiners_free(cs);
+	ecw_index_list_combiners_free(cs);
 }
 
 /* A run whose lease is lost is dropped before the save; the others are
@@ -438,7 +440,7 @@ static void test_index_list_combine__lease_lost_dropped(void **state)
 	assert_int_equal(runs[2].err, 0);
 	assert_true(fake_has("emp", "l0") && fake_has("emp", "l2"));
 	assert_int_equal(fk.saves, 2);
-	ecw_il_combiners_free(cs);
+	ecw_index_list_combiners_free(cs);
 }
 
 /* A queued run whose worker is stopping leaves without waiting for the
@@ -466,7 +468,7 @@ static void test_index_list_combine__stopping_waiter_leaves(void **state)
 	run_join(&blocker);
 	assert_int_equal(blocker.err, 0);
 	assert_false(fake_has("emp", "waiter"));
-	ecw_il_combiners_free(cs);
+	ecw_index_list_combiners_free(cs);
 }
 
 /* An add without its intent: sent back when the key is absent (nothing
@@ -493,7 +495,7 @@ static void test_index_list_combine__intent_first(void **state)
 	assert_int_equal(r.result, IL_UNCHANGED);
 	assert_int_equal(fk.saves, 0);
 	assert_false(fake_has("emp", "absent"));
-	ecw_il_combiners_free(cs);
+	ecw_index_list_combiners_free(cs);
 }
 
 /* The store says a batch is too big for one transaction: fewer changes go
@@ -520,7 +522,7 @@ static void test_index_list_combine__transaction_too_big_splits(void **state)
 	assert_int_equal(fk.keys.n, 7);
 	assert_true(fk.biggest_batch <= 2);
 	assert_true(fk.saves >= 1 + 3 && fk.saves <= 1 + 6); /* halved until they fit */
-	ecw_il_combiners_free(cs);
+	ecw_index_list_combiners_free(cs);
 }
 
 /* Many lists one after another: each combiner goes when idle, so the map
@@ -541,11 +543,11 @@ static void test_index_list_combine__idle_lists_leave_the_map(void **state)
 		                       .intent = true,
 		                       .key = {"emp", "k"}};
 		snprintf(lrk, sizeof(lrk), "v%d", i);
-		assert_int_equal(ecw_il_combine(cs, &ch), 0);
+		assert_int_equal(ecw_index_list_combine(cs, &ch), 0);
 	}
-	assert_int_equal(ecw_il_combiners_size(cs), 0);
-	ecw_il_combiners_free(cs);
-	ecw_il_tuples_dispose(&fk.keys);
+	assert_int_equal(ecw_index_list_combiners_size(cs), 0);
+	ecw_index_list_combiners_free(cs);
+	ecw_index_list_tuples_dispose(&fk.keys);
 }
 
 int main(void)
@@ -562,6 +564,6 @@ int main(void)
 	    cmocka_unit_test(test_index_list_combine__transaction_too_big_splits),
 	    cmocka_unit_test(test_index_list_combine__idle_lists_leave_the_map),
 	};
-	ecw_il_tuples_init(&fk.keys, 2);
+	ecw_index_list_tuples_init(&fk.keys, 2);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

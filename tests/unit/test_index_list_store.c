@@ -49,7 +49,7 @@ static int teardown(void **state)
 static void ok(int err, const char *what)
 {
 	if (err != 0)
-		fail_msg("%s: %s: %s", what, ecw_err_name(err), ecw_error_last()->message);
+		fail_msg("%s: %s: %s", what, ecw_error_name(err), ecw_error_last()->message);
 }
 
 /* Key i: ("p<i/1000>", "jones <i, 6 digits>" padded with pad x's). */
@@ -63,12 +63,12 @@ static void add_key(struct tuples *t, size_t i, size_t pad)
 	n = snprintf(rk, sizeof(rk), "jones %06zu", i);
 	memset(rk + n, 'x', pad);
 	rk[n + pad] = '\0';
-	ok(ecw_il_tuples_add(t, key), "add");
+	ok(ecw_index_list_tuples_add(t, key), "add");
 }
 
 static void keys_range(struct tuples *t, size_t from, size_t to, size_t pad)
 {
-	ecw_il_tuples_init(t, 2);
+	ecw_index_list_tuples_init(t, 2);
 	for (size_t i = from; i < to; i++)
 		add_key(t, i, pad);
 }
@@ -79,8 +79,8 @@ static size_t json_units(const struct tuples *t)
 	size_t n;
 
 	ecw_buf_init(&b, 0);
-	ok(ecw_il_tuples_write(&b, t), "write");
-	n = ecw_il_utf16_units(b.ptr, b.len);
+	ok(ecw_index_list_tuples_write(&b, t), "write");
+	n = ecw_index_list_tuples_utf16_units(b.ptr, b.len);
 	ecw_buf_dispose(&b);
 	return n;
 }
@@ -99,24 +99,24 @@ static void holds(struct fx *f, const char *lrk, const struct tuples *want)
 {
 	struct il_list l;
 
-	ok(ecw_il_list_load(&l, f->c, T, LPK, lrk), "load");
+	ok(ecw_index_list_store_load(&l, f->c, T, LPK, lrk), "load");
 	assert_int_equal(l.exists, want->n > 0);
 	assert_same(&l.keys, want);
 	if (want->n) {
 		assert_true(l.has_count);
 		assert_int_equal(l.count, (int32_t)want->n);
 	}
-	ecw_il_list_dispose(&l);
+	ecw_index_list_store_dispose(&l);
 }
 
 static void save(struct fx *f, const char *lrk, const struct tuples *keys)
 {
 	struct il_list l;
 
-	ok(ecw_il_list_load(&l, f->c, T, LPK, lrk), "load");
-	ok(ecw_il_list_check(&l, keys), "check");
-	ok(ecw_il_list_save(f->c, T, &l, keys), "save");
-	ecw_il_list_dispose(&l);
+	ok(ecw_index_list_store_load(&l, f->c, T, LPK, lrk), "load");
+	ok(ecw_index_list_store_check(&l, keys), "check");
+	ok(ecw_index_list_store_save(f->c, T, &l, keys), "save");
+	ecw_index_list_store_dispose(&l);
 }
 
 /* The entities of the partition: their RowKeys and ETags ("rk\tetag\n"),
@@ -138,12 +138,13 @@ static size_t snapshot(struct fx *f, char *out, size_t cap)
 		size = 4 + 2 * (strlen(ecw_entity_pk(e)) + strlen(ecw_entity_rk(e)));
 		for (size_t i = 0; i < ecw_entity_count(e); i++) {
 			const struct ecw_prop *p = ecw_entity_at(e, i);
-			size +=
-			    8 + 2 * strlen(p->name) +
-			    (p->type == ECW_EDM_STRING ? 4 + 2 * ecw_il_utf16_units(p->v.s, strlen(p->v.s))
-			                               : 8);
+			size += 8 + 2 * strlen(p->name) +
+			        (p->type == ECW_EDM_STRING
+			             ? 4 + 2 * ecw_index_list_tuples_utf16_units(p->v.s, strlen(p->v.s))
+			             : 8);
 			if (p->type == ECW_EDM_STRING && strncmp(p->name, "Keys", 4) == 0)
-				assert_true(ecw_il_utf16_units(p->v.s, strlen(p->v.s)) <= 32000);
+				assert_true(ecw_index_list_tuples_utf16_units(p->v.s, strlen(p->v.s)) <=
+				            32000);
 		}
 		assert_true(size <= 1024 * 1024);
 		assert_true(ecw_entity_count(e) <= 252);
@@ -218,7 +219,7 @@ static void test_index_list_store__one_property_list_read_and_grown_as_today(voi
 	assert_int_equal(ecw_entity_count(got), 2); /* Keys and Count: nothing else */
 	assert_int_equal(ecw_entity_get(got, "Count")->v.i32, 3);
 	assert_non_null(strstr(ecw_entity_get(got, "Keys")->v.s, "jones 000003"));
-	ecw_il_tuples_dispose(&keys);
+	ecw_index_list_tuples_dispose(&keys);
 }
 
 static void test_index_list_store__chunk_cut_at_exactly_32000_units(void **state)
@@ -229,11 +230,11 @@ static void test_index_list_store__chunk_cut_at_exactly_32000_units(void **state
 	size_t n = 0, units, pad;
 
 	/* keys until just under 32,000 units, then the last one padded to it */
-	ecw_il_tuples_init(&keys, 2);
+	ecw_index_list_tuples_init(&keys, 2);
 	while (json_units(&keys) < 32000 - 200)
 		add_key(&keys, n++, 20);
 	units = json_units(&keys);
-	ecw_il_tuples_dispose(&keys);
+	ecw_index_list_tuples_dispose(&keys);
 	keys_range(&keys, 0, n - 1, 20);
 	pad = 20 + (32000 - units);
 	add_key(&keys, n - 1, pad);
@@ -252,13 +253,13 @@ static void test_index_list_store__chunk_cut_at_exactly_32000_units(void **state
 	holds(f, "Jones", &keys);
 
 	/* and back: the two chunks join again once they fit in half a chunk */
-	ecw_il_tuples_dispose(&keys);
+	ecw_index_list_tuples_dispose(&keys);
 	keys_range(&keys, 0, 100, 0);
 	save(f, "Jones", &keys);
 	got = table_server_find(f->s, T, LPK, "Jones");
 	assert_null(ecw_entity_get(got, "Keys2"));
 	holds(f, "Jones", &keys);
-	ecw_il_tuples_dispose(&keys);
+	ecw_index_list_tuples_dispose(&keys);
 }
 
 /* 200-unit keys: about 2,400 fill an entity. */
@@ -275,7 +276,7 @@ static void test_index_list_store__grows_to_pages_and_back_one_transaction_each(
 	/* 8,000 keys at once: a head and pages */
 	keys_range(&keys, 0, 16000, PAD);
 	for (size_t i = 8000; i > 0; i--)
-		ecw_il_tuples_remove_at(&keys, 2 * i - 1); /* every other key: room to add */
+		ecw_index_list_tuples_remove_at(&keys, 2 * i - 1); /* every other key: room to add */
 	save(f, "Jones", &keys);
 	holds(f, "Jones", &keys);
 	ents = snapshot(f, before, sizeof(before));
@@ -300,13 +301,13 @@ static void test_index_list_store__grows_to_pages_and_back_one_transaction_each(
 		size_t n0 = keys.n;
 		for (size_t i = keys.n; i-- > 0;)
 			if (i % 3 == 0 || n0 < 400)
-				ecw_il_tuples_remove_at(&keys, i);
+				ecw_index_list_tuples_remove_at(&keys, i);
 		save(f, "Jones", &keys);
 		holds(f, "Jones", &keys);
 		snapshot(f, after, sizeof(after));
 	}
 	assert_int_equal(snapshot(f, after, sizeof(after)), 0);
-	ecw_il_tuples_dispose(&keys);
+	ecw_index_list_tuples_dispose(&keys);
 }
 
 static void test_index_list_store__pages_join_when_half_empty(void **state)
@@ -324,14 +325,14 @@ static void test_index_list_store__pages_join_when_half_empty(void **state)
 	 * goes, the one before it joins when small */
 	while (keys.n > 500) {
 		for (int i = 0; i < 40; i++)
-			ecw_il_tuples_remove_at(&keys, keys.n - 1);
+			ecw_index_list_tuples_remove_at(&keys, keys.n - 1);
 		save(f, "Jones", &keys);
 	}
 	holds(f, "Jones", &keys);
 	ents = snapshot(f, snap, sizeof(snap));
 	assert_int_equal(ents, 1);
 	assert_null(ecw_entity_get(table_server_find(f->s, T, LPK, "Jones"), "Pages"));
-	ecw_il_tuples_dispose(&keys);
+	ecw_index_list_tuples_dispose(&keys);
 }
 
 static void test_index_list_store__collisions_name_both_lists(void **state)
@@ -344,7 +345,7 @@ static void test_index_list_store__collisions_name_both_lists(void **state)
 
 	/* a head that is another list's page */
 	put_raw(f, "Smith", json, -1, "Smi");
-	assert_int_equal(ecw_il_list_load(&l, f->c, T, LPK, "Smith"), ECW_EINVALID);
+	assert_int_equal(ecw_index_list_store_load(&l, f->c, T, LPK, "Smith"), ECW_EINVALID);
 	assert_non_null(strstr(ecw_error_last()->message, "Smith"));
 	assert_non_null(strstr(ecw_error_last()->message, "page of list Dept/Smi"));
 
@@ -352,14 +353,14 @@ static void test_index_list_store__collisions_name_both_lists(void **state)
 	put_raw(f, "Jones~~1", json, 1, NULL);
 	keys_range(&keys, 0, 100, 0);
 	save(f, "Jones", &keys);
-	ecw_il_tuples_dispose(&keys);
+	ecw_index_list_tuples_dispose(&keys);
 	keys_range(&keys, 0, 6000, PAD);
-	ok(ecw_il_list_load(&l, f->c, T, LPK, "Jones"), "load");
-	assert_int_equal(ecw_il_list_save(f->c, T, &l, &keys), ECW_EINVALID);
+	ok(ecw_index_list_store_load(&l, f->c, T, LPK, "Jones"), "load");
+	assert_int_equal(ecw_index_list_store_save(f->c, T, &l, &keys), ECW_EINVALID);
 	assert_non_null(strstr(ecw_error_last()->message, "Dept/Jones~~1"));
 	assert_non_null(strstr(ecw_error_last()->message, "lists/Dept/Jones:"));
-	ecw_il_list_dispose(&l);
-	ecw_il_tuples_dispose(&keys);
+	ecw_index_list_store_dispose(&l);
+	ecw_index_list_tuples_dispose(&keys);
 	keys_range(&keys, 0, 100, 0);
 	holds(f, "Jones", &keys);
 
@@ -371,9 +372,9 @@ static void test_index_list_store__collisions_name_both_lists(void **state)
 	table_server_put(f->s, T, e);
 	ecw_entity_free(e);
 	put_raw(f, "Brown~~1", "[[\"c\",\"d\"]]", -1, "Green");
-	assert_int_equal(ecw_il_list_load(&l, f->c, T, LPK, "Brown"), ECW_EINVALID);
+	assert_int_equal(ecw_index_list_store_load(&l, f->c, T, LPK, "Brown"), ECW_EINVALID);
 	assert_non_null(strstr(ecw_error_last()->message, "Brown~~1 is a page of list Green"));
-	ecw_il_tuples_dispose(&keys);
+	ecw_index_list_tuples_dispose(&keys);
 }
 
 static void test_index_list_store__too_large_and_too_many_at_once(void **state)
@@ -385,31 +386,31 @@ static void test_index_list_store__too_large_and_too_many_at_once(void **state)
 
 	/* past the largest list: 15,360,000 units of JSON (1,000-byte RowKeys) */
 	keys_range(&keys, 0, 15400, 1000 - 12);
-	ok(ecw_il_list_load(&l, f->c, T, LPK, "Jones"), "load");
-	assert_int_equal(ecw_il_list_check(&l, &keys), ECW_ETOOLARGE);
+	ok(ecw_index_list_store_load(&l, f->c, T, LPK, "Jones"), "load");
+	assert_int_equal(ecw_index_list_store_check(&l, &keys), ECW_ETOOLARGE);
 	assert_non_null(strstr(ecw_error_last()->message, "Dept/Jones is too large"));
-	assert_int_equal(ecw_il_list_save(f->c, T, &l, &keys), ECW_ETOOLARGE);
-	ecw_il_list_dispose(&l);
-	ecw_il_tuples_dispose(&keys);
+	assert_int_equal(ecw_index_list_store_save(f->c, T, &l, &keys), ECW_ETOOLARGE);
+	ecw_index_list_store_dispose(&l);
+	ecw_index_list_tuples_dispose(&keys);
 
 	/* 5 MB of new keys at once: more than one transaction carries */
 	keys_range(&keys, 0, 5000, 1000 - 12);
-	ok(ecw_il_list_load(&l, f->c, T, LPK, "Jones"), "load");
-	assert_int_equal(ecw_il_list_check(&l, &keys), ECW_IL_TOO_MANY_CHANGES);
-	assert_int_equal(ecw_il_list_save(f->c, T, &l, &keys), ECW_IL_TOO_MANY_CHANGES);
-	ecw_il_list_dispose(&l);
+	ok(ecw_index_list_store_load(&l, f->c, T, LPK, "Jones"), "load");
+	assert_int_equal(ecw_index_list_store_check(&l, &keys), ECW_IL_TOO_MANY_CHANGES);
+	assert_int_equal(ecw_index_list_store_save(f->c, T, &l, &keys), ECW_IL_TOO_MANY_CHANGES);
+	ecw_index_list_store_dispose(&l);
 	assert_int_equal(table_server_count(f->s, T), 0);
-	ecw_il_tuples_dispose(&keys);
+	ecw_index_list_tuples_dispose(&keys);
 
 	/* a list whose page RowKey would pass the key limit */
 	memset(lrk, 'r', 1022);
 	lrk[1022] = '\0';
 	keys_range(&keys, 0, 6000, PAD);
-	ok(ecw_il_list_load(&l, f->c, T, LPK, lrk), "load");
-	assert_int_equal(ecw_il_list_check(&l, &keys), ECW_ETOOLARGE);
+	ok(ecw_index_list_store_load(&l, f->c, T, LPK, lrk), "load");
+	assert_int_equal(ecw_index_list_store_check(&l, &keys), ECW_ETOOLARGE);
 	assert_non_null(strstr(ecw_error_last()->message, "RowKey"));
-	ecw_il_list_dispose(&l);
-	ecw_il_tuples_dispose(&keys);
+	ecw_index_list_store_dispose(&l);
+	ecw_index_list_tuples_dispose(&keys);
 }
 
 static void test_index_list_store__lost_race_is_a_precondition(void **state)
@@ -420,16 +421,16 @@ static void test_index_list_store__lost_race_is_a_precondition(void **state)
 
 	keys_range(&keys, 0, 6000, PAD);
 	save(f, "Jones", &keys);
-	ok(ecw_il_list_load(&a, f->c, T, LPK, "Jones"), "load a");
-	ok(ecw_il_list_load(&b, f->c, T, LPK, "Jones"), "load b");
+	ok(ecw_index_list_store_load(&a, f->c, T, LPK, "Jones"), "load a");
+	ok(ecw_index_list_store_load(&b, f->c, T, LPK, "Jones"), "load b");
 	add_key(&keys, 7000, 0);
-	ok(ecw_il_list_save(f->c, T, &a, &keys), "save a");
-	ecw_il_tuples_remove_at(&keys, keys.n - 1);
+	ok(ecw_index_list_store_save(f->c, T, &a, &keys), "save a");
+	ecw_index_list_tuples_remove_at(&keys, keys.n - 1);
 	add_key(&keys, 7001, 0);
-	assert_int_equal(ecw_il_list_save(f->c, T, &b, &keys), ECW_EPRECONDITION);
-	ecw_il_list_dispose(&a);
-	ecw_il_list_dispose(&b);
-	ecw_il_tuples_dispose(&keys);
+	assert_int_equal(ecw_index_list_store_save(f->c, T, &b, &keys), ECW_EPRECONDITION);
+	ecw_index_list_store_dispose(&a);
+	ecw_index_list_store_dispose(&b);
+	ecw_index_list_tuples_dispose(&keys);
 }
 
 /* Reads served by one server until the reader's second point GET (its
@@ -474,7 +475,7 @@ static void test_index_list_store__torn_read_is_read_again(void **state)
 	keys_range(&after, 0, 12000, PAD);
 	keys_range(&before, 0, 12000, PAD);
 	for (size_t i = 6000; i > 0; i--)
-		ecw_il_tuples_remove_at(&before, 2 * i - 1);
+		ecw_index_list_tuples_remove_at(&before, 2 * i - 1);
 	save(f, "Jones", &before);
 	table_server_connect(&g.acct, &g.c, &next, false);
 	table_server_create_table(next, T);
@@ -484,18 +485,18 @@ static void test_index_list_store__torn_read_is_read_again(void **state)
 
 	t = (struct torn){f->s, next, 0, false};
 	ecw_client_set_transport(f->c, torn_send, &t);
-	ok(ecw_il_list_load(&l, f->c, T, LPK, "Jones"), "load across the rewrite");
+	ok(ecw_index_list_store_load(&l, f->c, T, LPK, "Jones"), "load across the rewrite");
 	assert_true(t.point_gets > 3); /* head, page, then the new head and its pages */
 	assert_same(&l.keys, &after);
-	ecw_il_list_dispose(&l);
+	ecw_index_list_store_dispose(&l);
 
 	t = (struct torn){f->s, next, 0, true};
-	assert_int_equal(ecw_il_list_load(&l, f->c, T, LPK, "Jones"), ECW_EINVALID);
+	assert_int_equal(ecw_index_list_store_load(&l, f->c, T, LPK, "Jones"), ECW_EINVALID);
 	assert_non_null(strstr(ecw_error_last()->message, "does not follow the keys before it"));
 
 	ecw_client_set_transport(f->c, table_server_send, f->s);
-	ecw_il_tuples_dispose(&before);
-	ecw_il_tuples_dispose(&after);
+	ecw_index_list_tuples_dispose(&before);
+	ecw_index_list_tuples_dispose(&after);
 	table_server_disconnect(g.acct, g.c, next);
 }
 

@@ -16,7 +16,7 @@ static void decodes(const char *text, const char *job, const char *pk, const cha
 	int err = ecw_message_decode(&m, text, strlen(text));
 
 	if (err != 0)
-		fail_msg("decoding '%s': %s: %s", text, ecw_err_name(err), ecw_error_last()->message);
+		fail_msg("decoding '%s': %s: %s", text, ecw_error_name(err), ecw_error_last()->message);
 	assert_str(m.job, job);
 	assert_str(m.pk, pk);
 	assert_str(m.rk, rk);
@@ -33,7 +33,7 @@ static void refused(const char *text, size_t len, const char *needle)
 	int err = ecw_message_decode(&m, text, len);
 
 	if (err != ECW_EINVALID)
-		fail_msg("decoding '%.*s' = %s, want ECW_EINVALID", (int)len, text, ecw_err_name(err));
+		fail_msg("decoding '%.*s' = %s, want ECW_EINVALID", (int)len, text, ecw_error_name(err));
 	if (!str_contains(ecw_error_last()->message, needle))
 		fail_msg("message '%s' does not say '%s'", ecw_error_last()->message, needle);
 	ecw_message_dispose(&m);

@@ -584,7 +584,7 @@ static void start_fails(const char *listen, int code, const char *in_message)
 	int err = ecw_metrics_start(&s, listen);
 	if (err != code)
 		fail_msg("ecw_metrics_start(%s): %s, want %s (%s)", listen ? listen : "NULL",
-		         ecw_err_name(err), ecw_err_name(code), ecw_error_last()->message);
+		         ecw_error_name(err), ecw_error_name(code), ecw_error_last()->message);
 	assert_null(s);
 	assert_int_equal(ecw_error_last()->code, code);
 	if (!str_contains(ecw_error_last()->message, in_message))

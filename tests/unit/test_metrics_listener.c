@@ -6,7 +6,7 @@
  * server; and a connection that sends nothing is closed after the idle
  * timeout; the log gets a few lines a minute, not one per client. Raw sockets, non-blocking, so a stuck server fails the test
  * instead of hanging it; loopback sources 127.0.0.N stand for distinct
- * clients (Linux answers on all of 127/8). ecw_now_ms is the real clock here:
+ * clients (Linux answers on all of 127/8). ecw_clock_now_ms is the real clock here:
  * no test fakes it. */
 #include "support.h"
 
@@ -62,10 +62,10 @@ static void send_some(int fd, const char *text)
 /* True when the server closed fd (EOF or reset) within ms. */
 static bool closed_within(int fd, int ms)
 {
-	int64_t end = ecw_now_ms() + ms;
+	int64_t end = ecw_clock_now_ms() + ms;
 	char b[256];
 
-	for (int64_t left; (left = end - ecw_now_ms()) > 0;) {
+	for (int64_t left; (left = end - ecw_clock_now_ms()) > 0;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (poll(&p, 1, (int)left) <= 0)
 			continue;
@@ -81,12 +81,12 @@ static bool closed_within(int fd, int ms)
 static int healthz_within(int src, int port, int ms, int64_t *took_ms)
 {
 	static const char req[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-	int64_t start = ecw_now_ms(), end = start + ms;
+	int64_t start = ecw_clock_now_ms(), end = start + ms;
 	char got[512];
 	size_t have = 0, sent = 0;
 	int fd = connect_from(src, port), status = -1;
 
-	for (int64_t left; status < 0 && (left = end - ecw_now_ms()) > 0;) {
+	for (int64_t left; status < 0 && (left = end - ecw_clock_now_ms()) > 0;) {
 		struct pollfd p = {.fd = fd, .events = sent < sizeof(req) - 1 ? POLLOUT : POLLIN};
 		if (poll(&p, 1, (int)left) <= 0)
 			continue;
@@ -105,7 +105,7 @@ static int healthz_within(int src, int port, int ms, int64_t *took_ms)
 		if (strstr(got, "\r\n") && sscanf(got, "HTTP/1.1 %d", &status) != 1)
 			status = 0;
 	}
-	*took_ms = ecw_now_ms() - start;
+	*took_ms = ecw_clock_now_ms() - start;
 	close(fd);
 	return status;
 }
@@ -224,11 +224,11 @@ static void test_metrics_listener__idle_connection_closed(void **state)
 	(void)state;
 	struct ecw_metrics_server *s = start_alive();
 	int fd = connect_from(1, ecw_metrics_port(s));
-	int64_t start = ecw_now_ms();
+	int64_t start = ecw_clock_now_ms();
 
 	if (!closed_within(fd, 8000))
 		fail_msg("an idle connection was still open after 8 s");
-	print_message("an idle connection closed after %lld ms\n", (long long)(ecw_now_ms() - start));
+	print_message("an idle connection closed after %lld ms\n", (long long)(ecw_clock_now_ms() - start));
 	close(fd);
 	ecw_metrics_stop(s);
 }

@@ -178,8 +178,8 @@ static void sample_span(struct ecw_otlp_span *sp, bool error)
 	const char *tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 	memset(sp, 0, sizeof(*sp));
-	assert_int_equal(ecw_traceparent_parse(&parent, tp, strlen(tp)), 0);
-	ecw_span_start(&sp->ids, &parent, NULL);
+	assert_int_equal(ecw_trace_parent_parse(&parent, tp, strlen(tp)), 0);
+	ecw_trace_span_start(&sp->ids, &parent, NULL);
 	/* a fixed span id, for the exact text */
 	memcpy(sp->ids.span_id, "\x01\x02\x03\x04\x05\x06\x07\x08", 8);
 	ecw_trace_hex(sp->ids.span_hex, sp->ids.span_id, 8);
@@ -243,7 +243,7 @@ static void test_otlp__encode(void **state)
 
 /* ---- the exporter --------------------------------------------------------------- */
 
-/* ecw_sleep_ms is wrapped in the unit tests (it returns at once). */
+/* ecw_clock_sleep_ms is wrapped in the unit tests (it returns at once). */
 static void nap_ms(int ms)
 {
 	usleep((useconds_t)ms * 1000);
@@ -320,10 +320,10 @@ static void test_otlp__queue_bound(void **state)
 	(void)state;
 	/* a batch larger than the queue, and a long delay: nothing leaves before the stop */
 	struct ecw_otlp_exporter *e = exporter_at(closed_port(), 600000, 4, 8, &sp);
-	t0 = ecw_now_ms();
+	t0 = ecw_clock_now_ms();
 	for (int i = 0; i < 10; i++)
 		ecw_otlp_submit(e, &sp);
-	assert_true(ecw_now_ms() - t0 < 100);
+	assert_true(ecw_clock_now_ms() - t0 < 100);
 	assert_int_equal(metric("ecw_otlp_spans_dropped_total{reason=\"queue_full\"}"), 6);
 	assert_int_equal(metric("ecw_otlp_spans_dropped_total{reason=\"export_failed\"}"), 0);
 	ecw_otlp_exporter_free(e, 3000);
@@ -380,7 +380,7 @@ static void *stub_thread(void *p)
 	while ((c = accept(s->fd, NULL, NULL)) >= 0) {
 		stub_read_request(s, c);
 		if (s->requests < 8)
-			s->at_ms[s->requests] = ecw_now_ms();
+			s->at_ms[s->requests] = ecw_clock_now_ms();
 		if (s->answer) {
 			const char *ok =
 			    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
@@ -467,17 +467,17 @@ static void test_otlp__silent_collector(void **state)
 	(void)state;
 	stub_start(&g_stub, false);
 	struct ecw_otlp_exporter *e = exporter_at(g_stub.port, 10, 4, 2, &sp);
-	t0 = ecw_now_ms();
+	t0 = ecw_clock_now_ms();
 	for (int i = 0; i < 50; i++) {
 		ecw_otlp_submit(e, &sp);
 		if (i == 1)
 			nap_ms(50); /* the first batch is on its way: the thread waits for the answer */
 	}
-	assert_true(ecw_now_ms() - t0 < 200);
+	assert_true(ecw_clock_now_ms() - t0 < 200);
 	assert_true(metric("ecw_otlp_spans_dropped_total{reason=\"queue_full\"}") >= 40);
-	t0 = ecw_now_ms();
+	t0 = ecw_clock_now_ms();
 	ecw_otlp_exporter_free(e, 300);
-	assert_true(ecw_now_ms() - t0 < 2000);
+	assert_true(ecw_clock_now_ms() - t0 < 2000);
 	assert_int_equal(metric("ecw_otlp_spans_exported_total"), 0);
 	stub_stop(&g_stub);
 }

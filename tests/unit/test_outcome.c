@@ -146,7 +146,7 @@ static void test_outcome__a_burst_spreads_over_the_window(void **state)
 		                              .runnable = true,
 		                              .err = ECW_ETRANSIENT,
 		                              .dequeue_count = 2};
-		ecw_outcome_decide(&o, &f, &defaults, ecw_random_u32);
+		ecw_outcome_decide(&o, &f, &defaults, ecw_clock_random_u32);
 		assert_in_range(o.hide_s, 1, 4);
 		seen[o.hide_s]++;
 	}

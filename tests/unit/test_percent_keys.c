@@ -81,7 +81,7 @@ static const char *stored(struct fx *f, const char *table, const char *pk, const
 static void ok(int err, const char *what)
 {
 	if (err != 0)
-		fail_msg("%s: %s: %s", what, ecw_err_name(err), ecw_error_last()->message);
+		fail_msg("%s: %s: %s", what, ecw_error_name(err), ecw_error_last()->message);
 }
 
 /* ---- the client's entity calls ------------------------------------------------------------------------- */

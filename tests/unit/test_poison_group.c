@@ -19,7 +19,7 @@ static char *normalised(const char *error)
 	struct ecw_buf b;
 
 	ecw_buf_init(&b, 0);
-	assert_int_equal(ecw_group_normalise_error(&b, error, strlen(error)), 0);
+	assert_int_equal(ecw_poison_group_normalise_error(&b, error, strlen(error)), 0);
 	return ecw_buf_take(&b);
 }
 
@@ -84,12 +84,12 @@ static void expect_key(enum ecw_group_dim dim, const struct ecw_poison_view *v, 
 	enum ecw_group_dim back;
 
 	ecw_buf_init(&b, 0);
-	assert_int_equal(ecw_group_key(&b, dim, v), 0);
+	assert_int_equal(ecw_poison_group_key(&b, dim, v), 0);
 	assert_string_equal(ecw_buf_cstr(&b), want);
 	/* the key names its dimension and selects the message it came from */
-	assert_int_equal(ecw_group_key_dim(&back, ecw_buf_cstr(&b)), 0);
+	assert_int_equal(ecw_poison_group_key_dim(&back, ecw_buf_cstr(&b)), 0);
 	assert_int_equal(back, dim);
-	assert_true(ecw_group_match(dim, ecw_buf_cstr(&b), v));
+	assert_true(ecw_poison_group_match(dim, ecw_buf_cstr(&b), v));
 	ecw_buf_dispose(&b);
 }
 
@@ -122,9 +122,9 @@ static void test_poison_group__keys_of_each_dimension(void **state)
 	foreign.original_len = strlen(foreign.original);
 	expect_key(ECW_GROUP_JOB, &foreign, "job:(not an envelope)");
 	expect_key(ECW_GROUP_STATUS, &foreign, "status:(not an envelope)");
-	assert_false(ecw_group_match(ECW_GROUP_JOB, "job:-", &foreign));
-	assert_false(ecw_group_match(ECW_GROUP_JOB, "job:(not an envelope)", &bare));
-	assert_false(ecw_group_match(ECW_GROUP_JOB, "job:archiv", &v));
+	assert_false(ecw_poison_group_match(ECW_GROUP_JOB, "job:-", &foreign));
+	assert_false(ecw_poison_group_match(ECW_GROUP_JOB, "job:(not an envelope)", &bare));
+	assert_false(ecw_poison_group_match(ECW_GROUP_JOB, "job:archiv", &v));
 }
 
 /* A key holds no control character and stays within ECW_GROUP_KEY_MAX. */
@@ -152,11 +152,11 @@ static void test_poison_group__hostile_and_long_values(void **state)
 	view(&v, long_job, NULL, NULL, 0, NULL);
 	struct ecw_buf b;
 	ecw_buf_init(&b, 0);
-	assert_int_equal(ecw_group_key(&b, ECW_GROUP_JOB, &v), 0);
+	assert_int_equal(ecw_poison_group_key(&b, ECW_GROUP_JOB, &v), 0);
 	assert_true(b.len <= ECW_GROUP_KEY_MAX);
 	assert_int_equal(b.len, strlen("job:") + ECW_GROUP_VALUE_MAX - 4 + strlen("..."));
 	assert_string_equal(b.ptr + b.len - 3, "...");
-	assert_true(ecw_group_match(ECW_GROUP_JOB, b.ptr, &v));
+	assert_true(ecw_poison_group_match(ECW_GROUP_JOB, b.ptr, &v));
 	ecw_buf_dispose(&b);
 }
 
@@ -169,46 +169,46 @@ static void test_poison_group__dimension_and_key_parsing(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < 4; i++) {
-		assert_int_equal(ecw_group_dim_parse(&d, names[i]), 0);
+		assert_int_equal(ecw_poison_group_dim_parse(&d, names[i]), 0);
 		assert_int_equal(d, dims[i]);
 	}
 	static const char *const bad_dims[] = {"", "Job", "jobs", "code", "error:"};
 	for (size_t i = 0; i < sizeof(bad_dims) / sizeof(bad_dims[0]); i++) {
-		assert_int_equal(ecw_group_dim_parse(&d, bad_dims[i]), ECW_EINVALID);
+		assert_int_equal(ecw_poison_group_dim_parse(&d, bad_dims[i]), ECW_EINVALID);
 		assert_non_null(strstr(ecw_error_last()->message, "--group-by"));
 	}
-	assert_int_equal(ecw_group_key_dim(&d, "error:a: b"), 0);
+	assert_int_equal(ecw_poison_group_key_dim(&d, "error:a: b"), 0);
 	assert_int_equal(d, ECW_GROUP_ERROR);
-	assert_int_equal(ecw_group_key_dim(&d, "status:-"), 0);
+	assert_int_equal(ecw_poison_group_key_dim(&d, "status:-"), 0);
 	assert_int_equal(d, ECW_GROUP_STATUS);
 	static const char *const bad_keys[] = {"", "archive", "jobs:x", "job", "Job:x", ":x"};
 	for (size_t i = 0; i < sizeof(bad_keys) / sizeof(bad_keys[0]); i++) {
-		assert_int_equal(ecw_group_key_dim(&d, bad_keys[i]), ECW_EINVALID);
+		assert_int_equal(ecw_poison_group_key_dim(&d, bad_keys[i]), ECW_EINVALID);
 		assert_non_null(strstr(ecw_error_last()->message, "--group"));
 	}
 }
 
 static void test_poison_group__table_counts_sorts_and_caps(void **state)
 {
-	struct ecw_group_table *t = ecw_group_table_new(3);
+	struct ecw_group_table *t = ecw_poison_group_table_new(3);
 	const struct ecw_group *g, *other;
 	size_t n;
 
 	(void)state;
 	assert_non_null(t);
-	assert_int_equal(ecw_group_table_add(t, "job:b", 300), 0);
-	assert_int_equal(ecw_group_table_add(t, "job:a", 500), 0);
-	assert_int_equal(ecw_group_table_add(t, "job:c", 100), 0);
-	assert_int_equal(ecw_group_table_add(t, "job:b", 100), 0);
-	assert_int_equal(ecw_group_table_add(t, "job:a", 200), 0);
-	assert_int_equal(ecw_group_table_add(t, "job:c", 0), 0); /* unknown time */
-	assert_int_equal(ecw_group_table_add(t, "job:b", 900), 0);
+	assert_int_equal(ecw_poison_group_table_add(t, "job:b", 300), 0);
+	assert_int_equal(ecw_poison_group_table_add(t, "job:a", 500), 0);
+	assert_int_equal(ecw_poison_group_table_add(t, "job:c", 100), 0);
+	assert_int_equal(ecw_poison_group_table_add(t, "job:b", 100), 0);
+	assert_int_equal(ecw_poison_group_table_add(t, "job:a", 200), 0);
+	assert_int_equal(ecw_poison_group_table_add(t, "job:c", 0), 0); /* unknown time */
+	assert_int_equal(ecw_poison_group_table_add(t, "job:b", 900), 0);
 	/* beyond the cap of 3: counted together */
-	assert_int_equal(ecw_group_table_add(t, "job:d", 50), 0);
-	assert_int_equal(ecw_group_table_add(t, "job:e", 950), 0);
-	assert_int_equal(ecw_group_table_add(t, "job:d", 60), 0);
+	assert_int_equal(ecw_poison_group_table_add(t, "job:d", 50), 0);
+	assert_int_equal(ecw_poison_group_table_add(t, "job:e", 950), 0);
+	assert_int_equal(ecw_poison_group_table_add(t, "job:d", 60), 0);
 
-	g = ecw_group_table_sorted(&n, t);
+	g = ecw_poison_group_table_sorted(&n, t);
 	assert_int_equal(n, 3);
 	assert_string_equal(g[0].key, "job:b");
 	assert_int_equal(g[0].count, 3);
@@ -223,20 +223,20 @@ static void test_poison_group__table_counts_sorts_and_caps(void **state)
 	assert_int_equal(g[2].count, 2);
 	assert_int_equal(g[2].oldest, 100);
 	assert_int_equal(g[2].newest, 100);
-	other = ecw_group_table_other(t);
+	other = ecw_poison_group_table_other(t);
 	assert_null(other->key);
 	assert_int_equal(other->count, 3);
 	assert_int_equal(other->oldest, 50);
 	assert_int_equal(other->newest, 950);
-	assert_int_equal(ecw_group_table_add(t, "job:a", 1), ECW_EINVALID);
-	ecw_group_table_free(t);
-	ecw_group_table_free(NULL);
+	assert_int_equal(ecw_poison_group_table_add(t, "job:a", 1), ECW_EINVALID);
+	ecw_poison_group_table_free(t);
+	ecw_poison_group_table_free(NULL);
 
-	t = ecw_group_table_new(10);
-	g = ecw_group_table_sorted(&n, t);
+	t = ecw_poison_group_table_new(10);
+	g = ecw_poison_group_table_sorted(&n, t);
 	assert_int_equal(n, 0);
-	assert_int_equal(ecw_group_table_other(t)->count, 0);
-	ecw_group_table_free(t);
+	assert_int_equal(ecw_poison_group_table_other(t)->count, 0);
+	ecw_poison_group_table_free(t);
 }
 
 int main(void)

@@ -3,7 +3,7 @@
  * name_date pattern (exact matches only, valid dates only), the expiry rule at
  * its boundary, the job's settings and their errors at line:col, and a run
  * against the fake transport with the wall clock fixed (support.c wraps
- * ecw_wall_ms): which tables it lists, which it deletes, and 404 as success. */
+ * ecw_clock_wall_ms): which tables it lists, which it deletes, and 404 as success. */
 #include "support.h"
 
 #include <stdio.h>
@@ -21,7 +21,7 @@ static struct ecw_name_date *compile_ok(const char *pattern, const char *prefix)
 {
 	struct ecw_name_date *p = NULL;
 
-	if (ecw_name_date_compile(&p, pattern, prefix) != 0)
+	if (ecw_purge_tables_name_date_compile(&p, pattern, prefix) != 0)
 		fail_msg("'%s' did not compile: %s", pattern, ecw_error_last()->message);
 	return p;
 }
@@ -37,25 +37,25 @@ static void test_purge_tables__pattern_matches_exactly(void **state)
 	int64_t start = 0, span = 0;
 
 	(void)state;
-	assert_true(ecw_name_date_match(&start, &span, p, "Logins20201011"));
+	assert_true(ecw_purge_tables_name_date_match(&start, &span, p, "Logins20201011"));
 	assert_int_equal(start, T20201011);
 	assert_int_equal(span, DAY_MS);
-	assert_true(ecw_name_date_match(&start, &span, p, "Logins20200229")); /* a leap day */
+	assert_true(ecw_purge_tables_name_date_match(&start, &span, p, "Logins20200229")); /* a leap day */
 	assert_int_equal(start, INT64_C(1582934400000));
 	for (int i = 0; decoys[i]; i++)
-		if (ecw_name_date_match(&start, &span, p, decoys[i]))
+		if (ecw_purge_tables_name_date_match(&start, &span, p, decoys[i]))
 			fail_msg("'%s' matched Logins{yyyyMMdd}", decoys[i]);
-	ecw_name_date_free(p);
+	ecw_purge_tables_name_date_free(p);
 
 	/* Hours, another token order, literal text after the date. */
 	p = compile_ok("Logs{ddMMyyyyHH}Eu", "Logs");
-	assert_true(ecw_name_date_match(&start, &span, p, "Logs1110202023Eu"));
+	assert_true(ecw_purge_tables_name_date_match(&start, &span, p, "Logs1110202023Eu"));
 	assert_int_equal(start, T20201011 + 23 * 3600000);
 	assert_int_equal(span, 3600000);
-	assert_false(ecw_name_date_match(&start, &span, p, "Logs1110202024Eu"));
-	assert_false(ecw_name_date_match(&start, &span, p, "Logs1110202023EU"));
-	assert_false(ecw_name_date_match(&start, &span, p, "Logs1110202023"));
-	ecw_name_date_free(p);
+	assert_false(ecw_purge_tables_name_date_match(&start, &span, p, "Logs1110202024Eu"));
+	assert_false(ecw_purge_tables_name_date_match(&start, &span, p, "Logs1110202023EU"));
+	assert_false(ecw_purge_tables_name_date_match(&start, &span, p, "Logs1110202023"));
+	ecw_purge_tables_name_date_free(p);
 }
 
 static void test_purge_tables__pattern_errors(void **state)
@@ -79,7 +79,7 @@ static void test_purge_tables__pattern_errors(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		if (ecw_name_date_compile(&p, bad[i].pattern, bad[i].prefix) != ECW_EINVALID)
+		if (ecw_purge_tables_name_date_compile(&p, bad[i].pattern, bad[i].prefix) != ECW_EINVALID)
 			fail_msg("'%s' compiled", bad[i].pattern);
 		assert_null(p);
 		if (!str_contains(ecw_error_last()->message, bad[i].needle))
@@ -95,13 +95,13 @@ static void test_purge_tables__expiry_boundary(void **state)
 
 	(void)state;
 	/* now - keep = 2020-08-12T00:00: the day 08-11 ended exactly then. */
-	assert_true(ecw_purge_expired(aug11, DAY_MS, T20201011, keep));
-	assert_false(ecw_purge_expired(aug11, DAY_MS, T20201011 - 1, keep));
-	assert_false(ecw_purge_expired(aug12, DAY_MS, T20201011, keep));
-	assert_true(ecw_purge_expired(aug12, DAY_MS, T20201011 + DAY_MS, keep));
+	assert_true(ecw_purge_tables_expired(aug11, DAY_MS, T20201011, keep));
+	assert_false(ecw_purge_tables_expired(aug11, DAY_MS, T20201011 - 1, keep));
+	assert_false(ecw_purge_tables_expired(aug12, DAY_MS, T20201011, keep));
+	assert_true(ecw_purge_tables_expired(aug12, DAY_MS, T20201011 + DAY_MS, keep));
 	/* An hour's table, an hour at a time. */
-	assert_true(ecw_purge_expired(T20201011 - 3600000, 3600000, T20201011 + 3600000, 3600000));
-	assert_false(ecw_purge_expired(T20201011 - 3600000, 3600000, T20201011 + 3599999, 3600000));
+	assert_true(ecw_purge_tables_expired(T20201011 - 3600000, 3600000, T20201011 + 3600000, 3600000));
+	assert_false(ecw_purge_tables_expired(T20201011 - 3600000, 3600000, T20201011 + 3599999, 3600000));
 }
 
 /* ---- settings -------------------------------------------------------------- */

@@ -60,7 +60,7 @@ static void one_error(const char *body, const char *pos, const char *needle)
 	    !str_contains(errs.lines[0], needle)) {
 		config_dump(&errs);
 		fail_msg("parse of\n%s\n= %s with %zu errors, want one at %s containing \"%s\"", body,
-		         ecw_err_name(err), errs.n, pos, needle);
+		         ecw_error_name(err), errs.n, pos, needle);
 	}
 	ecw_node_errors_dispose(&errs);
 }

@@ -113,7 +113,7 @@ static void *reader_main(void *arg)
 {
 	struct reader *r = arg;
 
-	r->err = ecw_shared_read(r->sr, &r->got, NULL, TABLE, r->pk, r->rk);
+	r->err = ecw_shared_reads_get(r->sr, &r->got, NULL, TABLE, r->pk, r->rk);
 	snprintf(r->error, sizeof(r->error), "%s", r->err ? ecw_error_last()->message : "");
 	pthread_mutex_lock(&fk.mu);
 	r->done = true;
@@ -362,7 +362,7 @@ static void *hammer_main(void *arg)
 	for (int i = 0; i < 200; i++) {
 		struct ecw_entity *e = NULL;
 		snprintf(rk, sizeof(rk), "%s %d", i % 7 == 0 ? "absent" : "jones", i);
-		int err = ecw_shared_read(sr, &e, NULL, TABLE, i % 2 ? "Sales" : "Ops", rk);
+		int err = ecw_shared_reads_get(sr, &e, NULL, TABLE, i % 2 ? "Sales" : "Ops", rk);
 		if (i % 7 == 0) {
 			assert_int_equal(err, ECW_ENOTFOUND);
 		} else {
@@ -398,7 +398,7 @@ static void expect_kept(struct ecw_shared_reads *sr, const char *rk, bool kept, 
 {
 	struct ecw_entity *e = NULL;
 
-	assert_int_equal(ecw_shared_read_kept(sr, &e, TABLE, "Sales", rk), kept ? 1 : 0);
+	assert_int_equal(ecw_shared_reads_kept(sr, &e, TABLE, "Sales", rk), kept ? 1 : 0);
 	if (kept && exists) {
 		assert_non_null(e);
 		assert_string_equal(ecw_entity_rk(e), rk);
@@ -418,7 +418,7 @@ static void test_shared_reads__read_ahead_keeps_answers(void **state)
 	fake_reset();
 	clock_fake_set(1000000);
 	assert_int_equal(ecw_shared_reads_new(&sr, &fake_store), 0);
-	assert_int_equal(ecw_shared_read_ahead(sr, &e, NULL, TABLE, "Sales", "jones 1", ahead, 3), 0);
+	assert_int_equal(ecw_shared_reads_ahead(sr, &e, NULL, TABLE, "Sales", "jones 1", ahead, 3), 0);
 	assert_string_equal(ecw_entity_rk(e), "jones 1");
 	ecw_entity_free(e);
 	assert_int_equal(fk.queries, 1);
@@ -431,7 +431,7 @@ static void test_shared_reads__read_ahead_keeps_answers(void **state)
 	clock_fake_advance(3001);
 	expect_kept(sr, "lee 4", false, false); /* too old */
 	/* Read ahead of nothing: a plain read. */
-	assert_int_equal(ecw_shared_read_ahead(sr, &e, NULL, TABLE, "Sales", "absent 9", NULL, 0),
+	assert_int_equal(ecw_shared_reads_ahead(sr, &e, NULL, TABLE, "Sales", "absent 9", NULL, 0),
 	                 ECW_ENOTFOUND);
 	assert_null(e);
 	assert_int_equal(fk.gets, 1);
@@ -450,7 +450,7 @@ static void test_shared_reads__read_ahead_failed_reads_alone(void **state)
 	fake_reset();
 	fk.fail_queries = true;
 	assert_int_equal(ecw_shared_reads_new(&sr, &fake_store), 0);
-	assert_int_equal(ecw_shared_read_ahead(sr, &e, NULL, TABLE, "Sales", "fail 1", ahead, 1),
+	assert_int_equal(ecw_shared_reads_ahead(sr, &e, NULL, TABLE, "Sales", "fail 1", ahead, 1),
 	                 ECW_ETRANSIENT);
 	assert_non_null(strstr(ecw_error_last()->message, "for fail 1")); /* its own GET's error */
 	assert_null(e);
@@ -476,14 +476,14 @@ static void test_shared_reads__kept_answers_are_bounded(void **state)
 	for (int q = 0; q < 23; q++) {
 		for (int j = 0; j < 13; j++)
 			ahead[j] = names[q * 13 + j];
-		assert_int_equal(ecw_shared_read_ahead(sr, &e, NULL, TABLE, "Sales", "own", ahead, 13), 0);
+		assert_int_equal(ecw_shared_reads_ahead(sr, &e, NULL, TABLE, "Sales", "own", ahead, 13), 0);
 		ecw_entity_free(e);
 	}
 	expect_kept(sr, names[0], false, false); /* the oldest went */
 	expect_kept(sr, names[298], true, true);
 	int kept = 1;
 	for (int i = 0; i < 298; i++) {
-		if (ecw_shared_read_kept(sr, &e, TABLE, "Sales", names[i]) == 1)
+		if (ecw_shared_reads_kept(sr, &e, TABLE, "Sales", names[i]) == 1)
 			kept++;
 		ecw_entity_free(e);
 	}

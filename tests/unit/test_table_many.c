@@ -63,7 +63,7 @@ static void get_many(struct fx *f, struct ecw_entity **out, const char *pk, cons
 {
 	int err = ecw_table_get_many(out, f->c, T, pk, rks, n);
 	if (err != 0)
-		fail_msg("get_many: %s: %s", ecw_err_name(err), ecw_error_last()->message);
+		fail_msg("get_many: %s: %s", ecw_error_name(err), ecw_error_last()->message);
 }
 
 /* out[i] is the stored (pk, rks[i]) with its ETag, or NULL when absent. */

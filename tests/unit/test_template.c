@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* test_template.c - key and filter templates (jobs/template.c), and the key
  * helpers: inverted ticks, unix, date_int, hash4 and {now:...} (against a
- * wall clock fixed through support.c's --wrap=ecw_wall_ms). Filters: the
+ * wall clock fixed through support.c's --wrap=ecw_clock_wall_ms). Filters: the
  * OData lexing at compile time (each refusal at its column), the typed
  * literals of placeholders outside quotes, and values written to change a
  * filter's structure rendering as one literal. */
@@ -479,16 +479,16 @@ static void test_template__inverted_ticks_round_trip(void **state)
 	for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
 		assert_int_equal(render_when(key, "{When:inverted_ticks}_{RowKey}", when('d', times[i], 0)),
 		                 0);
-		assert_int_equal(ecw_inverted_ticks_to_iso(iso, key), 0);
+		assert_int_equal(ecw_template_inverted_ticks_to_iso(iso, key), 0);
 		assert_string_equal(iso, times[i]);
 	}
 	/* Unix seconds in, the same second out. */
 	assert_int_equal(render_when(key, "{When:inverted_ticks}", when('i', NULL, 1602419696)), 0);
-	assert_int_equal(ecw_inverted_ticks_to_iso(iso, key), 0);
+	assert_int_equal(ecw_template_inverted_ticks_to_iso(iso, key), 0);
 	assert_string_equal(iso, "2020-10-11T12:34:56.0000000Z");
-	assert_int_equal(ecw_inverted_ticks_to_iso(iso, "25179988110387654x2"), ECW_EINVALID);
-	assert_int_equal(ecw_inverted_ticks_to_iso(iso, "9999999999999999999"), ECW_EINVALID);
-	assert_int_equal(ecw_inverted_ticks_to_iso(iso, "123"), ECW_EINVALID);
+	assert_int_equal(ecw_template_inverted_ticks_to_iso(iso, "25179988110387654x2"), ECW_EINVALID);
+	assert_int_equal(ecw_template_inverted_ticks_to_iso(iso, "9999999999999999999"), ECW_EINVALID);
+	assert_int_equal(ecw_template_inverted_ticks_to_iso(iso, "123"), ECW_EINVALID);
 }
 
 static void test_template__unix_date_int_hash4(void **state)
@@ -585,7 +585,7 @@ static void test_template__now_refused_by_default(void **state)
 	                 0);
 	assert_int_equal(ecw_template_render(&out, t, e, ECW_TEMPLATE_PLAIN), 0);
 	assert_string_equal(ecw_buf_cstr(&out), "2517998811038769999_1602419696_20201011");
-	assert_int_equal(ecw_inverted_ticks_to_iso(iso, ecw_buf_cstr(&out)), 0);
+	assert_int_equal(ecw_template_inverted_ticks_to_iso(iso, ecw_buf_cstr(&out)), 0);
 	assert_string_equal(iso, "2020-10-11T12:34:56.1230000Z");
 	/* A later clock sorts first. */
 	wall_fake_set(1602419696124LL);
@@ -627,13 +627,13 @@ static void test_template__select_lists_what_it_reads(void **state)
 	assert_int_equal(ecw_template_compile(&t, "{Region}_{Id:0>4}-{{x}}-{Region}", "t"), 0);
 	assert_int_equal(
 	    ecw_template_compile_flags(&u, "{RowKey}_{now:unix}_{Id}", "u", ECW_TEMPLATE_ALLOW_NOW), 0);
-	assert_int_equal(ecw_select_add(&sel, "PartitionKey"), 0);
+	assert_int_equal(ecw_template_select_add(&sel, "PartitionKey"), 0);
 	assert_int_equal(ecw_template_select(&sel, t), 0);
 	assert_int_equal(ecw_template_select(&sel, u), 0);
 	assert_string_equal(ecw_buf_cstr(&sel), "PartitionKey,Region,Id,RowKey");
 	/* A name that is a prefix of one listed is still added. */
-	assert_int_equal(ecw_select_add(&sel, "Reg"), 0);
-	assert_int_equal(ecw_select_add(&sel, "Id"), 0);
+	assert_int_equal(ecw_template_select_add(&sel, "Reg"), 0);
+	assert_int_equal(ecw_template_select_add(&sel, "Id"), 0);
 	assert_string_equal(ecw_buf_cstr(&sel), "PartitionKey,Region,Id,RowKey,Reg");
 	ecw_buf_dispose(&sel);
 	ecw_template_free(t);

@@ -428,7 +428,7 @@ static void test_token__no_usable_token_and_endpoint_down_is_transient(void **st
 	fake_always(&fx->fake, 503, NULL, "{\"error\":\"temporarily_unavailable\"}");
 	err = send_queue(fx->c);
 	assert_int_equal(err, ECW_EBUSY);
-	assert_true(ecw_err_is_transient(err));
+	assert_true(ecw_error_is_transient(err));
 	/* Each of the client's tries asked for a token; no storage request went out without one. */
 	assert_int_equal(count_token_requests(&fx->fake, TOKEN_PATH), 1 + 3);
 	assert_int_equal(fx->fake.nreqs, 2 + 3);

@@ -22,17 +22,17 @@ static void test_trace__parse_and_format(void **state)
 	char out[ECW_TRACEPARENT_LEN + 1];
 
 	(void)state;
-	assert_int_equal(ecw_traceparent_parse(&c, TP, strlen(TP)), 0);
+	assert_int_equal(ecw_trace_parent_parse(&c, TP, strlen(TP)), 0);
 	assert_int_equal(c.trace_id[0], 0x4b);
 	assert_int_equal(c.trace_id[15], 0x36);
 	assert_int_equal(c.span_id[0], 0x00);
 	assert_int_equal(c.span_id[7], 0xb7);
 	assert_int_equal(c.flags, 1);
-	ecw_traceparent_format(out, &c);
+	ecw_trace_parent_format(out, &c);
 	assert_string_equal(out, TP);
 	/* flags 00: not sampled, still valid */
 	assert_int_equal(
-	    ecw_traceparent_parse(&c, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", 55), 0);
+	    ecw_trace_parent_parse(&c, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", 55), 0);
 	assert_int_equal(c.flags, 0);
 }
 
@@ -40,7 +40,7 @@ static void refused(const char *text, const char *needle)
 {
 	struct ecw_trace_ctx c;
 
-	if (ecw_traceparent_parse(&c, text, strlen(text)) != ECW_EINVALID)
+	if (ecw_trace_parent_parse(&c, text, strlen(text)) != ECW_EINVALID)
 		fail_msg("'%s' was accepted", text);
 	if (!str_contains(ecw_error_last()->message, needle))
 		fail_msg("'%s': message '%s' does not say '%s'", text, ecw_error_last()->message, needle);
@@ -81,10 +81,10 @@ static void test_trace__future_version(void **state)
 	const char *v1 = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-something-new";
 
 	(void)state;
-	assert_int_equal(ecw_traceparent_parse(&c, v1, strlen(v1)), 0);
-	ecw_traceparent_format(out, &c);
+	assert_int_equal(ecw_trace_parent_parse(&c, v1, strlen(v1)), 0);
+	ecw_trace_parent_format(out, &c);
 	assert_string_equal(out, TP);
-	assert_int_equal(ecw_traceparent_parse(&c, v1, 55), 0);
+	assert_int_equal(ecw_trace_parent_parse(&c, v1, 55), 0);
 }
 
 static bool is_lower_hex(const char *s, size_t n)
@@ -104,9 +104,9 @@ static void test_trace__child_span(void **state)
 	char out[ECW_TRACEPARENT_LEN + 1];
 
 	(void)state;
-	assert_int_equal(ecw_traceparent_parse(&parent, TP, strlen(TP)), 0);
-	ecw_span_start(&a, &parent, "6b2a1ba4-c6b8-4e0d-9a54-0d3c4a0e6f11");
-	ecw_span_start(&b, &parent, "6b2a1ba4-c6b8-4e0d-9a54-0d3c4a0e6f11");
+	assert_int_equal(ecw_trace_parent_parse(&parent, TP, strlen(TP)), 0);
+	ecw_trace_span_start(&a, &parent, "6b2a1ba4-c6b8-4e0d-9a54-0d3c4a0e6f11");
+	ecw_trace_span_start(&b, &parent, "6b2a1ba4-c6b8-4e0d-9a54-0d3c4a0e6f11");
 	/* the message's trace, its parent-id as the parent, a fresh span id */
 	assert_string_equal(a.trace_hex, "4bf92f3577b34da6a3ce929d0e0e4736");
 	assert_true(a.has_parent);
@@ -118,13 +118,13 @@ static void test_trace__child_span(void **state)
 	assert_int_equal(a.flags, 1);
 	/* what the run's follow-ups carry: same trace, the run's span as parent */
 	ecw_trace_child_context(&child, &a);
-	ecw_traceparent_format(out, &child);
+	ecw_trace_parent_format(out, &child);
 	assert_memory_equal(out, "00-4bf92f3577b34da6a3ce929d0e0e4736-", 36);
 	assert_memory_equal(out + 36, a.span_hex, 16);
 	assert_string_equal(out + 52, "-01");
 	/* a not-sampled parent stays not sampled; unknown flag bits are dropped */
 	parent.flags = 0xfe;
-	ecw_span_start(&a, &parent, NULL);
+	ecw_trace_span_start(&a, &parent, NULL);
 	assert_int_equal(a.flags, 0);
 }
 
@@ -135,18 +135,18 @@ static void test_trace__new_trace(void **state)
 	struct ecw_span_ids a, b;
 
 	(void)state;
-	ecw_span_start(&a, NULL, "6B2A1BA4-c6b8-4e0d-9a54-0d3c4a0e6f11");
-	ecw_span_start(&b, NULL, "6b2a1ba4-c6b8-4e0d-9a54-0d3c4a0e6f11");
+	ecw_trace_span_start(&a, NULL, "6B2A1BA4-c6b8-4e0d-9a54-0d3c4a0e6f11");
+	ecw_trace_span_start(&b, NULL, "6b2a1ba4-c6b8-4e0d-9a54-0d3c4a0e6f11");
 	assert_string_equal(a.trace_hex, "6b2a1ba4c6b84e0d9a540d3c4a0e6f11");
 	assert_string_equal(b.trace_hex, a.trace_hex);
 	assert_false(a.has_parent);
 	assert_int_equal(a.flags, ECW_TRACE_FLAG_SAMPLED);
 	assert_string_not_equal(a.span_hex, b.span_hex);
-	ecw_span_start(&a, NULL, "not-a-guid");
-	ecw_span_start(&b, NULL, "not-a-guid");
+	ecw_trace_span_start(&a, NULL, "not-a-guid");
+	ecw_trace_span_start(&b, NULL, "not-a-guid");
 	assert_true(is_lower_hex(a.trace_hex, 32));
 	assert_string_not_equal(a.trace_hex, b.trace_hex);
-	ecw_span_start(&a, NULL, "00000000-0000-0000-0000-000000000000");
+	ecw_trace_span_start(&a, NULL, "00000000-0000-0000-0000-000000000000");
 	assert_string_not_equal(a.trace_hex, "00000000000000000000000000000000");
 }
 

@@ -31,7 +31,7 @@
 static const char dev_key[] =
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
-/* Real time, whatever the wrapped ecw_now_ms does. */
+/* Real time, whatever the wrapped ecw_clock_now_ms does. */
 static int64_t real_ms(void)
 {
 	struct timespec ts;
@@ -331,7 +331,7 @@ static void assert_bounded(enum shape shape, bool queue, bool curl, const char *
 
 	request_in_child(o, shape, queue, curl);
 	if (o->err != ECW_ETOOLARGE || !strstr(o->message, want))
-		fail_msg("got %s \"%s\", want ECW_ETOOLARGE with \"%s\"", ecw_err_name(o->err), o->message,
+		fail_msg("got %s \"%s\", want ECW_ETOOLARGE with \"%s\"", ecw_error_name(o->err), o->message,
 		         want);
 	print_message("      peak RSS %ld kB (%ld kB before the request)\n", o->peak_kb, o->rss_before_kb);
 	if (!under_memory_tool()) {
@@ -480,13 +480,13 @@ static void get_cancelled(int port, bool curl, bool fire, const char *want)
 	if (fire)
 		assert_int_equal(pthread_create(&f.th, NULL, fire_later, &f), 0);
 	else
-		ecw_cancel_set_deadline(cancel, ecw_now_ms() + 300);
+		ecw_cancel_set_deadline(cancel, ecw_clock_now_ms() + 300);
 	err = ecw_table_get(&e, x.c, "Things", "p", "r");
 	took = real_ms() - start;
 	if (fire)
 		pthread_join(f.th, NULL);
 	if (err != ECW_ECANCELED || !strstr(ecw_error_last()->message, want))
-		fail_msg("got %s \"%s\" after %lld ms, want ECW_ECANCELED with \"%s\"", ecw_err_name(err),
+		fail_msg("got %s \"%s\" after %lld ms, want ECW_ECANCELED with \"%s\"", ecw_error_name(err),
 		         ecw_error_last()->message, (long long)took, want);
 	print_message("      ended %lld ms after the start\n", (long long)took);
 	assert_true(took < (fire ? 200 : 300) + 500);

@@ -96,7 +96,7 @@ int ecw_buf_cat(struct ecw_buf *b, ...)
 	return err;
 }
 
-size_t ecw_int_text(char *out, long long v)
+size_t ecw_buf_int_text(char *out, long long v)
 {
 	char tmp[ECW_INT_TEXT_MAX], *p = tmp + sizeof(tmp);
 	/* Negated as unsigned, so LLONG_MIN has a magnitude too. */
@@ -117,7 +117,7 @@ int ecw_buf_addi(struct ecw_buf *b, long long v)
 {
 	char tmp[ECW_INT_TEXT_MAX];
 
-	return ecw_buf_add(b, tmp, ecw_int_text(tmp, v));
+	return ecw_buf_add(b, tmp, ecw_buf_int_text(tmp, v));
 }
 
 int ecw_buf_printf(struct ecw_buf *b, const char *fmt, ...)

@@ -78,7 +78,7 @@ int64_t ecw_cancel_clamp_ms(const struct ecw_cancel *c, int64_t ms)
 		return 0;
 	deadline = atomic_load(&c->deadline_ms);
 	if (deadline != 0) {
-		int64_t left = deadline - ecw_now_ms();
+		int64_t left = deadline - ecw_clock_now_ms();
 		if (left <= 0)
 			return 0;
 		if (left < ms)
@@ -89,14 +89,14 @@ int64_t ecw_cancel_clamp_ms(const struct ecw_cancel *c, int64_t ms)
 
 bool ecw_cancel_sleep_ms(const struct ecw_cancel *c, int64_t ms)
 {
-	int64_t end = ecw_now_ms() + ms;
+	int64_t end = ecw_clock_now_ms() + ms;
 
 	if (!c) {
-		ecw_sleep_ms(ms);
+		ecw_clock_sleep_ms(ms);
 		return false;
 	}
 	for (;;) {
-		int64_t left = ecw_cancel_clamp_ms(c, end - ecw_now_ms());
+		int64_t left = ecw_cancel_clamp_ms(c, end - ecw_clock_now_ms());
 		if (ecw_cancel_is_set(c))
 			return true;
 		if (left <= 0)

@@ -39,7 +39,7 @@ static void test_clock_init(void)
 }
 #endif
 
-int64_t ecw_wall_ms(void)
+int64_t ecw_clock_wall_ms(void)
 {
 #ifdef ECW_TESTING
 	pthread_once(&test_clock_once, test_clock_init);
@@ -49,7 +49,7 @@ int64_t ecw_wall_ms(void)
 	return real_wall_ms();
 }
 
-int64_t ecw_wall_scale(void)
+int64_t ecw_clock_wall_scale(void)
 {
 #ifdef ECW_TESTING
 	pthread_once(&test_clock_once, test_clock_init);
@@ -59,7 +59,7 @@ int64_t ecw_wall_scale(void)
 #endif
 }
 
-int64_t ecw_now_ms(void)
+int64_t ecw_clock_now_ms(void)
 {
 	struct timespec ts;
 
@@ -67,7 +67,7 @@ int64_t ecw_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void ecw_sleep_ms(int64_t ms)
+void ecw_clock_sleep_ms(int64_t ms)
 {
 	struct timespec ts;
 
@@ -79,7 +79,7 @@ void ecw_sleep_ms(int64_t ms)
 }
 
 /* splitmix64 over an atomic counter: good enough for jitter, lock-free. */
-uint32_t ecw_random_u32(void)
+uint32_t ecw_clock_random_u32(void)
 {
 	static _Atomic uint64_t state;
 	uint64_t z;
@@ -98,7 +98,7 @@ uint32_t ecw_random_u32(void)
 	return (uint32_t)((z ^ (z >> 31)) >> 32);
 }
 
-int ecw_digits(const char *s, int n)
+int ecw_clock_digits(const char *s, int n)
 {
 	int v = 0;
 
@@ -110,14 +110,14 @@ int ecw_digits(const char *s, int n)
 	return v;
 }
 
-char *ecw_put_digits(char *p, int v, int width)
+char *ecw_clock_put_digits(char *p, int v, int width)
 {
 	for (int i = width - 1; i >= 0; i--, v /= 10)
 		p[i] = (char)('0' + v % 10);
 	return p + width;
 }
 
-int64_t ecw_days_from_civil(int64_t y, int64_t m, int64_t d)
+int64_t ecw_clock_days_from_civil(int64_t y, int64_t m, int64_t d)
 {
 	y -= m <= 2;
 	int64_t era = (y >= 0 ? y : y - 399) / 400;
@@ -127,7 +127,7 @@ int64_t ecw_days_from_civil(int64_t y, int64_t m, int64_t d)
 	return era * 146097 + doe - 719468;
 }
 
-void ecw_civil_from_days(int64_t z, int *y, int *m, int *d)
+void ecw_clock_civil_from_days(int64_t z, int *y, int *m, int *d)
 {
 	z += 719468;
 	int64_t era = (z >= 0 ? z : z - 146096) / 146097;
@@ -140,7 +140,7 @@ void ecw_civil_from_days(int64_t z, int *y, int *m, int *d)
 	*y = (int)(yoe + era * 400 + (*m <= 2));
 }
 
-int64_t ecw_backoff_ms(int64_t base_ms, int64_t max_ms, long attempt)
+int64_t ecw_clock_backoff_ms(int64_t base_ms, int64_t max_ms, long attempt)
 {
 	int64_t ms = base_ms;
 
@@ -149,7 +149,7 @@ int64_t ecw_backoff_ms(int64_t base_ms, int64_t max_ms, long attempt)
 	return ms > max_ms ? max_ms : ms;
 }
 
-void ecw_cond_init_monotonic(pthread_cond_t *cv)
+void ecw_clock_cond_init(pthread_cond_t *cv)
 {
 	pthread_condattr_t a;
 
@@ -159,7 +159,7 @@ void ecw_cond_init_monotonic(pthread_cond_t *cv)
 	pthread_condattr_destroy(&a);
 }
 
-void ecw_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
+void ecw_clock_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
 {
 	struct timespec ts;
 

@@ -35,9 +35,9 @@ void ecw_crash_point(const char *name)
 	/* Staging races: pause after one step, or a random pause after each. */
 	if (pause && strncmp(pause, name, n) == 0 && pause[n] == ':' &&
 	    (ms = strtol(pause + n + 1, NULL, 10)) > 0)
-		ecw_sleep_ms(ms);
+		ecw_clock_sleep_ms(ms);
 	if (jitter && (ms = strtol(jitter, NULL, 10)) > 0)
-		ecw_sleep_ms((int64_t)(ecw_random_u32() % (uint32_t)(ms + 1)));
+		ecw_clock_sleep_ms((int64_t)(ecw_clock_random_u32() % (uint32_t)(ms + 1)));
 }
 #else
 /* ISO C wants a translation unit to declare something. */

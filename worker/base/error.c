@@ -103,7 +103,7 @@ void ecw_error_set_table(const char *table, size_t len)
 	flatten(last.table);
 }
 
-const char *ecw_err_name(int code)
+const char *ecw_error_name(int code)
 {
 	switch (code) {
 	case ECW_OK: return "ECW_OK";
@@ -124,12 +124,12 @@ const char *ecw_err_name(int code)
 	return "ECW_UNKNOWN";
 }
 
-bool ecw_err_is_transient(int code)
+bool ecw_error_is_transient(int code)
 {
 	return code == ECW_EBUSY || code == ECW_ETIMEOUT || code == ECW_ETRANSIENT;
 }
 
-bool ecw_err_is_absent(int code)
+bool ecw_error_is_absent(int code)
 {
 	return code == ECW_ENOTFOUND || code == ECW_ENOTABLE;
 }

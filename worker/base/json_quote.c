@@ -29,7 +29,7 @@ static const char *json_escape(unsigned char c, char tmp[7])
 	return tmp;
 }
 
-size_t ecw_json_quoted_len(const char *s, size_t n)
+size_t ecw_json_quote_len(const char *s, size_t n)
 {
 	size_t len = 2;
 	char tmp[7];

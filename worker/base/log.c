@@ -509,13 +509,13 @@ static void format_time(char out[25])
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	memcpy(out, "0000-00-00T00:00:00.000Z", 25);
-	ecw_put_digits(out, tm.tm_year + 1900, 4);
-	ecw_put_digits(out + 5, tm.tm_mon + 1, 2);
-	ecw_put_digits(out + 8, tm.tm_mday, 2);
-	ecw_put_digits(out + 11, tm.tm_hour, 2);
-	ecw_put_digits(out + 14, tm.tm_min, 2);
-	ecw_put_digits(out + 17, tm.tm_sec, 2);
-	ecw_put_digits(out + 20, (int)(ts.tv_nsec / 1000000), 3);
+	ecw_clock_put_digits(out, tm.tm_year + 1900, 4);
+	ecw_clock_put_digits(out + 5, tm.tm_mon + 1, 2);
+	ecw_clock_put_digits(out + 8, tm.tm_mday, 2);
+	ecw_clock_put_digits(out + 11, tm.tm_hour, 2);
+	ecw_clock_put_digits(out + 14, tm.tm_min, 2);
+	ecw_clock_put_digits(out + 17, tm.tm_sec, 2);
+	ecw_clock_put_digits(out + 20, (int)(ts.tv_nsec / 1000000), 3);
 }
 
 static void line_free(struct ecw_log_line *l)
@@ -594,7 +594,7 @@ static void add_field(struct ecw_log_line *l, const char *key, const char *value
 		goto done;
 	}
 	if (l->format == ECW_LOG_JSON) {
-		len = 2 + ecw_json_quoted_len(k, kn) + (is_string ? ecw_json_quoted_len(v, vn) : vn);
+		len = 2 + ecw_json_quote_len(k, kn) + (is_string ? ecw_json_quote_len(v, vn) : vn);
 	} else {
 		len = 2 + (kn ? kn : 1) + (is_string ? text_value_len(v, vn) : vn);
 	}
@@ -634,7 +634,7 @@ void ecw_log_int(struct ecw_log_line *l, const char *key, int64_t value)
 
 	if (!l)
 		return;
-	add_field(l, key, num, ecw_int_text(num, value), false);
+	add_field(l, key, num, ecw_buf_int_text(num, value), false);
 }
 
 /* JSON has no NaN or infinity: those are written as the strings "NaN",

@@ -9,13 +9,13 @@ void ecw_progress_init(struct ecw_progress *p, const char *what, bool on, uint64
 {
 	p->on = on;
 	p->what = what;
-	p->t0_ms = p->last_ms = ecw_now_ms();
+	p->t0_ms = p->last_ms = ecw_clock_now_ms();
 	p->total = total;
 }
 
 void ecw_progress_show(struct ecw_progress *p, uint64_t done, const char *detail, bool final)
 {
-	int64_t now = ecw_now_ms();
+	int64_t now = ecw_clock_now_ms();
 	double secs = (double)(now - p->t0_ms) / 1000.0, rate;
 	char eta[32] = "", of[32] = "";
 
@@ -33,7 +33,7 @@ void ecw_progress_show(struct ecw_progress *p, uint64_t done, const char *detail
 	fflush(stderr);
 }
 
-void ecw_human_age(char *out, size_t cap, long long d)
+void ecw_progress_human_age(char *out, size_t cap, long long d)
 {
 	if (d < 0)
 		d = 0;

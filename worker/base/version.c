@@ -7,7 +7,7 @@
 
 static char worker_id[200];
 
-const char *ecw_worker_id(void)
+const char *ecw_version_worker_id(void)
 {
 	if (!worker_id[0]) {
 		char host[128] = "unknown";

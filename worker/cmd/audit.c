@@ -151,9 +151,9 @@ static void on_checked(const struct ecw_audit_counts *c, void *payload)
 	snprintf(detail, sizeof(detail), "%llu found, %llu repaired", (unsigned long long)found,
 		 (unsigned long long)c->repaired);
 	ecw_progress_show(&r->prog, c->checked, detail, false);
-	if (r->log_progress && ecw_now_ms() - r->last_log_ms >= AUDIT_PROGRESS_LOG_MS) {
+	if (r->log_progress && ecw_clock_now_ms() - r->last_log_ms >= AUDIT_PROGRESS_LOG_MS) {
 		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, "audit_progress");
-		r->last_log_ms = ecw_now_ms();
+		r->last_log_ms = ecw_clock_now_ms();
 		ecw_log_str(l, "job", r->job->name);
 		ecw_log_int(l, "checked", (long long)c->checked);
 		ecw_log_int(l, "found", (long long)found);
@@ -405,7 +405,7 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 	r->job = job;
 	r->client = c;
 	r->log_progress = !isatty(2);
-	r->last_log_ms = ecw_now_ms();
+	r->last_log_ms = ecw_clock_now_ms();
 	ecw_buf_init(&r->text, ECW_QUEUE_MAX_TEXT);
 	if (o->via_queue) {
 		r->cfg = o->cfg;
@@ -418,7 +418,7 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 	ro.payload = r;
 	if ((err = ecw_audit_run(&counts, &stopped, c, job, &ro)) < 0)
 		snprintf(error, sizeof(error), "%s",
-			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+			 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_error_name(err));
 	ecw_progress_show(&r->prog, counts.checked, "done", true);
 	if (o->json) {
 		ecw_client_stats(&st, c);

@@ -41,7 +41,7 @@ int ecw_backfill(struct ecw_backfill_result *r, const struct ecw_config *cfg, co
 	struct ecw_table_query *q = NULL;
 	struct ecw_buf text;
 	const char *table;
-	int64_t t0 = ecw_now_ms();
+	int64_t t0 = ecw_clock_now_ms();
 	struct ecw_progress prog;
 	struct ecw_pace pace;
 	int err;
@@ -100,7 +100,7 @@ int ecw_backfill(struct ecw_backfill_result *r, const struct ecw_config *cfg, co
 	}
 	err = 0;
 done:
-	r->seconds = (double)(ecw_now_ms() - t0) / 1000.0;
+	r->seconds = (double)(ecw_clock_now_ms() - t0) / 1000.0;
 	show(&prog, r, true);
 	ecw_table_query_free(q);
 	ecw_client_free(c);

@@ -131,12 +131,12 @@ int ecw_cmd_enqueue(int argc, char **argv)
 			break;
 		case 'p':
 			/* Written back as version 00, as the worker writes it. */
-			if (ecw_traceparent_parse(&tc, optarg, strlen(optarg)) < 0) {
+			if (ecw_trace_parent_parse(&tc, optarg, strlen(optarg)) < 0) {
 				fprintf(stderr, "enqueue: --traceparent: %s\n", ecw_error_last()->message);
 				goto done;
 			}
 			memcpy(traceparent, "traceparent=", sizeof("traceparent=") - 1);
-			ecw_traceparent_format(traceparent + sizeof("traceparent=") - 1, &tc);
+			ecw_trace_parent_format(traceparent + sizeof("traceparent=") - 1, &tc);
 			fields[nfields++] = traceparent;
 			break;
 		case 'h':

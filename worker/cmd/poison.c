@@ -250,13 +250,13 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 					"--group-by is for `poison list`; `poison %s` takes --group "
 					"KEY, a key as `poison list --group-by` prints it",
 					o->cmd);
-			if (ecw_group_dim_parse(&o->group_by, optarg) < 0)
+			if (ecw_poison_group_dim_parse(&o->group_by, optarg) < 0)
 				return usage_error(o->cmd, "%s", ecw_error_last()->message);
 			break;
 		case 'G':
 			if (o->group)
 				return usage_error(o->cmd, "%s", "--group selects one group: give it once");
-			if (ecw_group_key_dim(&o->group_dim, optarg) < 0)
+			if (ecw_poison_group_key_dim(&o->group_dim, optarg) < 0)
 				return usage_error(o->cmd, "%s", ecw_error_last()->message);
 			o->group = optarg;
 			break;
@@ -420,7 +420,7 @@ static void print_row(const struct lister *L, const struct ecw_scan_item *it)
 	time_t when = v->envelope && v->failed_at ? v->failed_at : it->msg->insertion_time;
 
 	if (when)
-		ecw_human_age(age, sizeof(age), (long long)(L->now - when));
+		ecw_progress_human_age(age, sizeof(age), (long long)(L->now - when));
 	else
 		snprintf(age, sizeof(age), "-");
 	if (v->dequeue_count >= 0)
@@ -496,8 +496,8 @@ static enum ecw_scan_verdict group_visit(void *payload, struct ecw_client *c, co
 	time_t when = v->envelope && v->failed_at ? v->failed_at : it->msg->insertion_time;
 
 	(void)c;
-	if ((g->err = ecw_group_key(&g->key, g->dim, v)) < 0 ||
-	    (g->err = ecw_group_table_add(g->table, ecw_buf_cstr(&g->key), when)) < 0)
+	if ((g->err = ecw_poison_group_key(&g->key, g->dim, v)) < 0 ||
+	    (g->err = ecw_poison_group_table_add(g->table, ecw_buf_cstr(&g->key), when)) < 0)
 		return ECW_SCAN_STOP;
 	return ECW_SCAN_KEEP;
 }
@@ -545,7 +545,7 @@ static void print_group(const struct ecw_group *g, bool json)
 static int list_groups(const struct opts *o, struct ecw_client *c, const struct ecw_scan_options *so)
 {
 	size_t max = groups_max();
-	struct grouper g = {.dim = o->group_by, .table = ecw_group_table_new(max)};
+	struct grouper g = {.dim = o->group_by, .table = ecw_poison_group_table_new(max)};
 	struct ecw_scan_result r = {0};
 	const struct ecw_group *v, *other;
 	size_t n;
@@ -560,8 +560,8 @@ static int list_groups(const struct opts *o, struct ecw_client *c, const struct 
 		fprintf(stderr, "poison list: %s\n", ecw_error_last()->message);
 		goto done;
 	}
-	v = ecw_group_table_sorted(&n, g.table);
-	other = ecw_group_table_other(g.table);
+	v = ecw_poison_group_table_sorted(&n, g.table);
+	other = ecw_poison_group_table_other(g.table);
 	if (!o->json && (n || other->count))
 		printf("%7s  %-20s  %-20s  %s\n", "COUNT", "OLDEST", "NEWEST", "KEY");
 	for (size_t i = 0; i < n; i++)
@@ -581,7 +581,7 @@ static int list_groups(const struct opts *o, struct ecw_client *c, const struct 
 	rc = 0;
 done:
 	ecw_buf_dispose(&g.key);
-	ecw_group_table_free(g.table);
+	ecw_poison_group_table_free(g.table);
 	return rc;
 }
 
@@ -772,7 +772,7 @@ static enum ecw_scan_verdict canary_visit(void *payload, struct ecw_client *c, c
  * worker puts the envelope before it deletes the message). */
 static int canary_wait(struct actor *a, struct ecw_client *c, const struct ecw_scan_options *base)
 {
-	int64_t deadline = ecw_now_ms() + a->o->canary_wait_ms;
+	int64_t deadline = ecw_clock_now_ms() + a->o->canary_wait_ms;
 	size_t waiting, in_flight, poisoned = 0;
 	struct ecw_buf safe;
 
@@ -825,9 +825,10 @@ static int canary_wait(struct actor *a, struct ecw_client *c, const struct ecw_s
 			in_flight += a->canaries[i].state == C_IN_FLIGHT;
 			poisoned += a->canaries[i].state == C_POISONED;
 		}
-		if (poisoned || (waiting == 0 && in_flight == 0) || ecw_now_ms() >= deadline || interrupted)
+		if (poisoned || (waiting == 0 && in_flight == 0) || ecw_clock_now_ms() >= deadline ||
+		    interrupted)
 			break;
-		ecw_sleep_ms(500);
+		ecw_clock_sleep_ms(500);
 	}
 	fprintf(stderr,
 		"canary: %zu replayed: %zu processed, %zu poisoned again, %zu in progress, %zu not picked up\n",

@@ -16,7 +16,7 @@ static const char *const dim_names[] = {
 
 #define NDIMS (sizeof(dim_names) / sizeof(dim_names[0]))
 
-int ecw_group_dim_parse(enum ecw_group_dim *out, const char *name)
+int ecw_poison_group_dim_parse(enum ecw_group_dim *out, const char *name)
 {
 	for (size_t d = ECW_GROUP_REASON; d < NDIMS; d++)
 		if (strcmp(name, dim_names[d]) == 0) {
@@ -27,7 +27,7 @@ int ecw_group_dim_parse(enum ecw_group_dim *out, const char *name)
 			     name);
 }
 
-int ecw_group_key_dim(enum ecw_group_dim *out, const char *key)
+int ecw_poison_group_key_dim(enum ecw_group_dim *out, const char *key)
 {
 	for (size_t d = ECW_GROUP_REASON; d < NDIMS; d++) {
 		size_t n = strlen(dim_names[d]);
@@ -67,7 +67,7 @@ static size_t closing_quote(const char *s, size_t len, size_t i)
 	return end ? (size_t)(end - s) : len;
 }
 
-int ecw_group_normalise_error(struct ecw_buf *out, const char *s, size_t len)
+int ecw_poison_group_normalise_error(struct ecw_buf *out, const char *s, size_t len)
 {
 	size_t i = 0;
 	int err = 0;
@@ -104,7 +104,7 @@ static int raw_value(struct ecw_buf *raw, enum ecw_group_dim dim, const struct e
 	case ECW_GROUP_REASON: return v->reason ? ecw_buf_adds(raw, v->reason) : 0;
 	case ECW_GROUP_JOB: return v->job ? ecw_buf_adds(raw, v->job) : 0;
 	case ECW_GROUP_ERROR:
-		return v->error ? ecw_group_normalise_error(raw, v->error, strlen(v->error)) : 0;
+		return v->error ? ecw_poison_group_normalise_error(raw, v->error, strlen(v->error)) : 0;
 	case ECW_GROUP_STATUS:
 		if (v->http_status > 0)
 			return ecw_buf_printf(raw, "%d%s%s", v->http_status, v->error_code ? " " : "",
@@ -129,7 +129,7 @@ static int add_capped(struct ecw_buf *out, const struct ecw_buf *safe)
 	return ecw_buf_add(out, safe->ptr, n) < 0 ? ECW_ENOMEM : ecw_buf_adds(out, "...");
 }
 
-int ecw_group_key(struct ecw_buf *out, enum ecw_group_dim dim, const struct ecw_poison_view *v)
+int ecw_poison_group_key(struct ecw_buf *out, enum ecw_group_dim dim, const struct ecw_poison_view *v)
 {
 	struct ecw_buf raw, safe;
 	int err;
@@ -157,13 +157,13 @@ done:
 	return err;
 }
 
-bool ecw_group_match(enum ecw_group_dim dim, const char *key, const struct ecw_poison_view *v)
+bool ecw_poison_group_match(enum ecw_group_dim dim, const char *key, const struct ecw_poison_view *v)
 {
 	struct ecw_buf b;
 	bool match;
 
 	ecw_buf_init(&b, 0);
-	match = ecw_group_key(&b, dim, v) == 0 && strcmp(ecw_buf_cstr(&b), key) == 0;
+	match = ecw_poison_group_key(&b, dim, v) == 0 && strcmp(ecw_buf_cstr(&b), key) == 0;
 	ecw_buf_dispose(&b);
 	return match;
 }
@@ -178,7 +178,7 @@ struct ecw_group_table {
 	bool sorted;
 };
 
-struct ecw_group_table *ecw_group_table_new(size_t max_groups)
+struct ecw_group_table *ecw_poison_group_table_new(size_t max_groups)
 {
 	struct ecw_group_table *t = calloc(1, sizeof(*t));
 
@@ -187,13 +187,13 @@ struct ecw_group_table *ecw_group_table_new(size_t max_groups)
 	t->max = max_groups;
 	if (!(t->index = json_object_new_object()) ||
 	    !(t->v = calloc(max_groups ? max_groups : 1, sizeof(*t->v)))) {
-		ecw_group_table_free(t);
+		ecw_poison_group_table_free(t);
 		return NULL;
 	}
 	return t;
 }
 
-void ecw_group_table_free(struct ecw_group_table *t)
+void ecw_poison_group_table_free(struct ecw_group_table *t)
 {
 	if (!t)
 		return;
@@ -231,7 +231,7 @@ static int add_group(struct ecw_group **out, struct ecw_group_table *t, const ch
 	return 0;
 }
 
-int ecw_group_table_add(struct ecw_group_table *t, const char *key, time_t when)
+int ecw_poison_group_table_add(struct ecw_group_table *t, const char *key, time_t when)
 {
 	struct json_object *pos;
 	struct ecw_group *g = &t->other;
@@ -256,7 +256,7 @@ static int by_count_then_key(const void *a, const void *b)
 	return strcmp(x->key, y->key);
 }
 
-const struct ecw_group *ecw_group_table_sorted(size_t *n, struct ecw_group_table *t)
+const struct ecw_group *ecw_poison_group_table_sorted(size_t *n, struct ecw_group_table *t)
 {
 	if (!t->sorted && t->n > 1)
 		qsort(t->v, t->n, sizeof(*t->v), by_count_then_key);
@@ -265,7 +265,7 @@ const struct ecw_group *ecw_group_table_sorted(size_t *n, struct ecw_group_table
 	return t->v;
 }
 
-const struct ecw_group *ecw_group_table_other(const struct ecw_group_table *t)
+const struct ecw_group *ecw_poison_group_table_other(const struct ecw_group_table *t)
 {
 	return &t->other;
 }

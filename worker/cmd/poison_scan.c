@@ -47,7 +47,7 @@ static int hold(struct scan *s, const struct ecw_queue_msg *m)
 	memset(h, 0, sizeof(*h));
 	memcpy(h->msg.id, m->id, sizeof(h->msg.id));
 	memcpy(h->msg.pop_receipt, m->pop_receipt, sizeof(h->msg.pop_receipt));
-	h->until_ms = ecw_now_ms() + (int64_t)s->hold_s * 1000;
+	h->until_ms = ecw_clock_now_ms() + (int64_t)s->hold_s * 1000;
 	json_object_object_add(s->seen, m->id, json_object_new_int64((int64_t)s->nheld));
 	return 0;
 }
@@ -57,7 +57,7 @@ static int hold(struct scan *s, const struct ecw_queue_msg *m)
  * it again without visiting it twice. */
 static void renew(struct scan *s)
 {
-	int64_t now = ecw_now_ms(), margin = (int64_t)s->hold_s * 1000 / 3;
+	int64_t now = ecw_clock_now_ms(), margin = (int64_t)s->hold_s * 1000 / 3;
 
 	for (size_t i = 0; i < s->nheld; i++) {
 		struct held *h = &s->held[i];
@@ -68,7 +68,7 @@ static void renew(struct scan *s)
 			h->msg.pop_receipt[0] = '\0';
 			continue;
 		}
-		h->until_ms = ecw_now_ms() + (int64_t)s->hold_s * 1000;
+		h->until_ms = ecw_clock_now_ms() + (int64_t)s->hold_s * 1000;
 	}
 }
 
@@ -119,7 +119,7 @@ static int consider(struct scan *s, const struct ecw_queue_msg *m, bool peeked, 
 		return err;
 	}
 	if ((!s->o->filter || ecw_poison_filter_match(s->o->filter, m->id, m->insertion_time, &v)) &&
-	    (!s->o->group || ecw_group_match(s->o->group_dim, s->o->group, &v)) &&
+	    (!s->o->group || ecw_poison_group_match(s->o->group_dim, s->o->group, &v)) &&
 	    (!s->o->limit || s->r->matched < s->o->limit)) {
 		struct ecw_scan_item it = {m, &v, peeked};
 		s->r->matched++;
@@ -200,7 +200,8 @@ int ecw_poison_scan(struct ecw_scan_result *r, struct ecw_client *c, const struc
 				if (k > 0) {
 					memcpy(s.held[k - 1].msg.pop_receipt, msgs[i].pop_receipt,
 					       sizeof(msgs[i].pop_receipt));
-					s.held[k - 1].until_ms = ecw_now_ms() + (int64_t)s.hold_s * 1000;
+					s.held[k - 1].until_ms =
+						ecw_clock_now_ms() + (int64_t)s.hold_s * 1000;
 				}
 				continue;
 			}

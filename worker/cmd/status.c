@@ -205,7 +205,7 @@ static void age(char *out, size_t cap, time_t t, time_t now)
 		snprintf(out, cap, "none visible");
 		return;
 	}
-	ecw_human_age(h, sizeof(h), (long long)(now - t));
+	ecw_progress_human_age(h, sizeof(h), (long long)(now - t));
 	snprintf(out, cap, "oldest %s", h);
 }
 

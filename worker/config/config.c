@@ -795,7 +795,7 @@ int ecw_config_parse(struct ecw_config **out, const char *text, size_t len, cons
 		/* After the jobs: a schedule names them. */
 		ecw_schedules_parse(&cfg->schedules, ecw_node_get(root, "schedules"), cfg->jobs, cfg->njobs,
 				    errs);
-		ecw_migrations_parse(&cfg->migrations, ecw_node_get(root, "migrations"), errs);
+		ecw_migrate_parse(&cfg->migrations, ecw_node_get(root, "migrations"), errs);
 	}
 done:
 	ecw_node_free(root);
@@ -892,7 +892,7 @@ void ecw_config_free(struct ecw_config *cfg)
 	}
 	free(cfg->jobs);
 	ecw_schedules_free(cfg->schedules);
-	ecw_migrations_free(cfg->migrations);
+	ecw_migrate_free(cfg->migrations);
 	free(cfg);
 }
 

@@ -113,7 +113,7 @@ static void step_dispose(struct step *s)
 	free(s->tmpls);
 }
 
-void ecw_migrations_free(struct ecw_migration_set *m)
+void ecw_migrate_free(struct ecw_migration_set *m)
 {
 	if (!m)
 		return;
@@ -443,7 +443,7 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 	switch (s.kind) {
 	case S_CREATE_TABLE:
 	case S_DELETE_TABLE:
-	case S_CLEAR_TABLE: bad |= ecw_jobcfg_table(&s.table, item, kname, true, errs) < 0; break;
+	case S_CLEAR_TABLE: bad |= ecw_job_setting_table(&s.table, item, kname, true, errs) < 0; break;
 	case S_COPY_TABLE:
 	case S_RENAME_TABLE:
 		if (v->kind != ECW_NODE_MAP) {
@@ -451,8 +451,8 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 			return -1;
 		}
 		bad |= ecw_node_check_keys(v, copy_keys, kname, errs) > 0;
-		bad |= ecw_jobcfg_table(&s.table, v, "from", true, errs) < 0;
-		bad |= ecw_jobcfg_table(&s.to, v, "to", true, errs) < 0;
+		bad |= ecw_job_setting_table(&s.table, v, "from", true, errs) < 0;
+		bad |= ecw_job_setting_table(&s.to, v, "to", true, errs) < 0;
 		if (!bad && strcmp(s.table, s.to) == 0) {
 			ecw_node_error(errs, v, "%s: from and to name the same table", kname);
 			bad = 1;
@@ -465,7 +465,7 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 			return -1;
 		}
 		bad |= ecw_node_check_keys(v, entity_keys, kname, errs) > 0;
-		bad |= ecw_jobcfg_table(&s.table, v, "table", true, errs) < 0;
+		bad |= ecw_job_setting_table(&s.table, v, "table", true, errs) < 0;
 		if (!ecw_node_get(v, "entity")) {
 			ecw_node_error(errs, v, "%s: missing required key 'entity'", kname);
 			bad = 1;
@@ -482,7 +482,7 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 		}
 		bad |= ecw_node_check_keys(v, s.kind == S_DELETE_ENTITY ? delent_keys : delpart_keys, kname,
 					   errs) > 0;
-		bad |= ecw_jobcfg_table(&s.table, v, "table", true, errs) < 0;
+		bad |= ecw_job_setting_table(&s.table, v, "table", true, errs) < 0;
 		bad |= ecw_node_string(&s.pk, v, "pk", true, errs) < 0;
 		if (s.pk)
 			bad |= check_key(s.pk, "pk", ecw_node_get(v, "pk"), errs) < 0;
@@ -499,7 +499,7 @@ static int read_step(struct migration *g, const struct ecw_node *item, int pos, 
 			return -1;
 		}
 		bad |= ecw_node_check_keys(v, set_keys, kname, errs) > 0;
-		bad |= ecw_jobcfg_table(&s.table, v, "table", true, errs) < 0;
+		bad |= ecw_job_setting_table(&s.table, v, "table", true, errs) < 0;
 		bad |= ecw_node_string(&s.filter, v, "filter", false, errs) < 0;
 		if (!ecw_node_get(v, "set")) {
 			ecw_node_error(errs, v, "set_property: missing required key 'set'");
@@ -580,8 +580,8 @@ static int read_migration(struct migration *g, const struct ecw_node *item, stru
 	return bad ? -1 : 0;
 }
 
-int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *sec,
-			 struct ecw_node_errors *errs)
+int ecw_migrate_parse(struct ecw_migration_set **out, const struct ecw_node *sec,
+		      struct ecw_node_errors *errs)
 {
 	static const char *const keys[] = {"table", "lease", "wait", "list", NULL};
 	struct ecw_migration_set *m;
@@ -603,18 +603,18 @@ int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *
 	m->lease_ms = 30000;
 	m->wait_ms = 120000;
 	bad |= ecw_node_check_keys(sec, keys, "migrations", errs) > 0;
-	bad |= ecw_jobcfg_table(&m->table, sec, "table", false, errs) < 0;
+	bad |= ecw_job_setting_table(&m->table, sec, "table", false, errs) < 0;
 	bad |= ecw_node_duration(&m->lease_ms, sec, "lease", 1000, 3600000, false, errs) < 0;
 	bad |= ecw_node_duration(&m->wait_ms, sec, "wait", 0, 86400000, false, errs) < 0;
 	list = ecw_node_get(sec, "list");
 	if (!list || list->kind != ECW_NODE_SEQ) {
 		ecw_node_error(errs, list ? list : sec, "migrations: list is a list of migrations");
-		ecw_migrations_free(m);
+		ecw_migrate_free(m);
 		return -1;
 	}
 	if (list->n && !(m->list = calloc(list->n, sizeof(*m->list)))) {
 		ecw_node_error(errs, sec, "out of memory");
-		ecw_migrations_free(m);
+		ecw_migrate_free(m);
 		return -1;
 	}
 	for (size_t i = 0; i < list->n; i++) {
@@ -646,34 +646,34 @@ int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *
 		}
 	}
 	if (bad) {
-		ecw_migrations_free(m);
+		ecw_migrate_free(m);
 		return -1;
 	}
 	*out = m;
 	return 0;
 }
 
-size_t ecw_migrations_count(const struct ecw_migration_set *m)
+size_t ecw_migrate_count(const struct ecw_migration_set *m)
 {
 	return m ? m->n : 0;
 }
 
-const char *ecw_migrations_table(const struct ecw_migration_set *m)
+const char *ecw_migrate_table(const struct ecw_migration_set *m)
 {
 	return m->table;
 }
 
-const char *ecw_migration_id(const struct ecw_migration_set *m, size_t i)
+const char *ecw_migrate_id(const struct ecw_migration_set *m, size_t i)
 {
 	return m->list[i].id;
 }
 
-const char *ecw_migration_checksum(const struct ecw_migration_set *m, size_t i)
+const char *ecw_migrate_checksum(const struct ecw_migration_set *m, size_t i)
 {
 	return m->list[i].sum;
 }
 
-int ecw_migration_describe_step(struct ecw_buf *out, const struct step *s)
+int ecw_migrate_describe_step(struct ecw_buf *out, const struct step *s)
 {
 	int err;
 
@@ -705,7 +705,7 @@ int ecw_migration_describe_step(struct ecw_buf *out, const struct step *s)
 	}
 }
 
-int ecw_migration_plan(struct ecw_buf *out, const struct ecw_migration_set *m, size_t i, size_t from)
+int ecw_migrate_plan(struct ecw_buf *out, const struct ecw_migration_set *m, size_t i, size_t from)
 {
 	const struct migration *g = &m->list[i];
 	int err;
@@ -715,7 +715,7 @@ int ecw_migration_plan(struct ecw_buf *out, const struct ecw_migration_set *m, s
 		return err;
 	for (size_t k = from; k < g->nsteps; k++) {
 		if ((err = ecw_buf_printf(out, "  step %d/%zu: ", g->steps[k].pos, g->nlisted)) < 0 ||
-		    (err = ecw_migration_describe_step(out, &g->steps[k])) < 0 ||
+		    (err = ecw_migrate_describe_step(out, &g->steps[k])) < 0 ||
 		    (err = ecw_buf_adds(out, "\n")) < 0)
 			return err;
 	}

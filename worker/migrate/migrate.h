@@ -4,7 +4,7 @@
  * table. worker/migrate/migrate.c parses the section; worker/migrate/migrate_apply.c applies
  * it and reads the version table; `ecworker migrate` (worker/cmd/migrate.c)
  * drives both. The parsed set is a heap object owned by the configuration
- * (ecw_migrations_free); texts go to caller-owned buffers. */
+ * (ecw_migrate_free); texts go to caller-owned buffers. */
 #ifndef ECW_MIGRATE_H
 #define ECW_MIGRATE_H
 
@@ -20,22 +20,22 @@ struct ecw_migration_set;
 
 /* Reads the `migrations:` section (sec may be NULL: none). Problems go to
  * errs and the result is -1. */
-int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *sec,
-			 struct ecw_node_errors *errs);
-void ecw_migrations_free(struct ecw_migration_set *m);
+int ecw_migrate_parse(struct ecw_migration_set **out, const struct ecw_node *sec,
+		      struct ecw_node_errors *errs);
+void ecw_migrate_free(struct ecw_migration_set *m);
 
 /* How many migrations the set lists (0 for NULL). */
-size_t ecw_migrations_count(const struct ecw_migration_set *m);
+size_t ecw_migrate_count(const struct ecw_migration_set *m);
 /* The version table's name. */
-const char *ecw_migrations_table(const struct ecw_migration_set *m);
+const char *ecw_migrate_table(const struct ecw_migration_set *m);
 /* Migration i's id and the hex SHA-256 of its definition (id, version and
  * steps as written; the description is left out). */
-const char *ecw_migration_id(const struct ecw_migration_set *m, size_t i);
-const char *ecw_migration_checksum(const struct ecw_migration_set *m, size_t i);
+const char *ecw_migrate_id(const struct ecw_migration_set *m, size_t i);
+const char *ecw_migrate_checksum(const struct ecw_migration_set *m, size_t i);
 /* Appends migration i as the plan prints it: one line per step, from step
  * `from` (0-based) on. */
-int ecw_migration_plan(struct ecw_buf *out, const struct ecw_migration_set *m, size_t i,
-		       size_t from) ECW_MUST_USE;
+int ecw_migrate_plan(struct ecw_buf *out, const struct ecw_migration_set *m, size_t i,
+		     size_t from) ECW_MUST_USE;
 
 /* ---- applying (worker/migrate/migrate_apply.c) ----------------------------------- */
 

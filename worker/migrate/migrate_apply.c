@@ -97,7 +97,7 @@ static void rowkey(char out[16], long long version)
 /* "2026-08-19T10:00:00.123Z" */
 static void iso_now(char out[40])
 {
-	int64_t ms = ecw_wall_ms();
+	int64_t ms = ecw_clock_wall_ms();
 	time_t t = (time_t)(ms / 1000);
 	struct tm tm;
 
@@ -136,7 +136,7 @@ static int read_records(struct ecw_entity ***out, size_t *n, struct ecw_client *
 		v[(*n)++] = e;
 	}
 	ecw_table_query_free(q);
-	if (ecw_err_is_absent(err)) /* no version table: nothing applied yet */
+	if (ecw_error_is_absent(err)) /* no version table: nothing applied yet */
 		err = 0;
 	if (err < 0) {
 		for (size_t i = 0; i < *n; i++)
@@ -220,7 +220,7 @@ static int save(struct run *r)
 	char *etag = NULL;
 	int err;
 
-	if ((err = ecw_entity_set_int64(r->rec, "LeaseUntil", ecw_wall_ms() + r->m->lease_ms)) < 0)
+	if ((err = ecw_entity_set_int64(r->rec, "LeaseUntil", ecw_clock_wall_ms() + r->m->lease_ms)) < 0)
 		return err;
 	err = ecw_table_write(&etag, r->c, r->m->table, r->rec, ECW_WRITE_UPDATE, r->etag);
 	if (err == ECW_EPRECONDITION)
@@ -233,7 +233,7 @@ static int save(struct run *r)
 		return err;
 	free(r->etag);
 	r->etag = etag;
-	r->saved_ms = ecw_now_ms();
+	r->saved_ms = ecw_clock_now_ms();
 	return 0;
 }
 
@@ -244,7 +244,7 @@ static int checkpoint(struct run *r, const char *pk, const char *rk)
 	int64_t every = r->m->lease_ms / 3 < 1000 ? r->m->lease_ms / 3 : 1000;
 	int err;
 
-	if (ecw_now_ms() - r->saved_ms < every)
+	if (ecw_clock_now_ms() - r->saved_ms < every)
 		return 0;
 	if (pk &&
 	    ((err = set_str(r->rec, "CursorPK", pk)) < 0 || (err = set_str(r->rec, "CursorRK", rk)) < 0))
@@ -334,8 +334,8 @@ static int flush(struct run *r, const char *table, enum walk_kind kind, struct e
 			if (kind == WALK_DELETE)
 				err = ecw_table_delete_if_exists(NULL, r->c, table, ecw_entity_pk(pending[i]),
 								 ecw_entity_rk(pending[i]));
-			else if (ecw_err_is_absent(err = ecw_table_write(NULL, r->c, table, pending[i],
-									 ECW_WRITE_MERGE, "*")))
+			else if (ecw_error_is_absent(err = ecw_table_write(NULL, r->c, table, pending[i],
+									   ECW_WRITE_MERGE, "*")))
 				err = 0;
 		}
 	}
@@ -440,7 +440,7 @@ static int run_step(struct run *r, const struct step *s, bool retry)
 	case S_CREATE_TABLE: return ecw_table_create(NULL, r->c, s->table);
 	case S_DELETE_TABLE:
 		err = ecw_table_delete_table(r->c, s->table);
-		return ecw_err_is_absent(err) ? 0 : err;
+		return ecw_error_is_absent(err) ? 0 : err;
 	case S_CLEAR_TABLE: return walk(r, s, WALK_DELETE, s->table, s->table, NULL);
 	case S_COPY_TABLE:
 		if ((err = ecw_table_create(NULL, r->c, s->to)) < 0)
@@ -478,7 +478,7 @@ static int new_record(struct ecw_entity **out, const struct run *r)
 	    (err = set_str(*out, "Description", r->g->description ? r->g->description : "")) < 0 ||
 	    (err = set_str(*out, "Checksum", r->g->sum)) < 0 ||
 	    (err = set_str(*out, "State", "running")) < 0 || (err = set_str(*out, "Owner", r->owner)) < 0 ||
-	    (err = ecw_entity_set_int64(*out, "LeaseUntil", ecw_wall_ms() + r->m->lease_ms)) < 0 ||
+	    (err = ecw_entity_set_int64(*out, "LeaseUntil", ecw_clock_wall_ms() + r->m->lease_ms)) < 0 ||
 	    (err = ecw_entity_set_int32(*out, "Step", 0)) < 0 ||
 	    (err = ecw_entity_set_int32(*out, "StepTries", 0)) < 0 ||
 	    (err = ecw_entity_set_datetime(*out, "StartedAt", now)) < 0) {
@@ -496,7 +496,7 @@ enum claim { CLAIMED, ALREADY_APPLIED };
 static int claim(enum claim *out, struct run *r)
 {
 	const struct migration *g = r->g;
-	int64_t deadline = ecw_now_ms() + r->m->wait_ms;
+	int64_t deadline = ecw_clock_now_ms() + r->m->wait_ms;
 	bool told = false;
 	char rk[16];
 	int err;
@@ -525,7 +525,7 @@ static int claim(enum claim *out, struct run *r)
 			}
 			r->rec = e;
 			r->etag = etag;
-			r->saved_ms = ecw_now_ms();
+			r->saved_ms = ecw_clock_now_ms();
 			*out = CLAIMED;
 			return 0;
 		}
@@ -542,9 +542,9 @@ static int claim(enum claim *out, struct run *r)
 			*out = ALREADY_APPLIED;
 			return err;
 		}
-		if (rec_is(e, "running") && rec_int(e, "LeaseUntil", 0) > ecw_wall_ms()) {
+		if (rec_is(e, "running") && rec_int(e, "LeaseUntil", 0) > ecw_clock_wall_ms()) {
 			const char *owner = rec_str(e, "Owner");
-			if (ecw_now_ms() >= deadline) {
+			if (ecw_clock_now_ms() >= deadline) {
 				err = ecw_error_set(
 					ECW_EBUSY,
 					"migration %s is being applied by %s; gave up after waiting %lld s "
@@ -561,7 +561,7 @@ static int claim(enum claim *out, struct run *r)
 				told = true;
 			}
 			ecw_entity_free(e);
-			ecw_sleep_ms(r->m->lease_ms / 4 < 1000 ? r->m->lease_ms / 4 : 1000);
+			ecw_clock_sleep_ms(r->m->lease_ms / 4 < 1000 ? r->m->lease_ms / 4 : 1000);
 			continue;
 		}
 		/* Failed, or running with its lease run out (the owner died):
@@ -571,7 +571,7 @@ static int claim(enum claim *out, struct run *r)
 		char prev_owner[300];
 		snprintf(prev_owner, sizeof(prev_owner), "%s", prev ? prev : "?");
 		if ((err = set_str(e, "State", "running")) < 0 || (err = set_str(e, "Owner", r->owner)) < 0 ||
-		    (err = ecw_entity_set_int64(e, "LeaseUntil", ecw_wall_ms() + r->m->lease_ms)) < 0) {
+		    (err = ecw_entity_set_int64(e, "LeaseUntil", ecw_clock_wall_ms() + r->m->lease_ms)) < 0) {
 			ecw_entity_free(e);
 			return err;
 		}
@@ -594,7 +594,7 @@ static int claim(enum claim *out, struct run *r)
 			tell(r->say, r->payload, false, "%s: the previous owner was %s", g->id, prev_owner);
 		r->rec = e;
 		r->etag = etag;
-		r->saved_ms = ecw_now_ms();
+		r->saved_ms = ecw_clock_now_ms();
 		*out = CLAIMED;
 		return 0;
 	}
@@ -640,7 +640,7 @@ static int apply_steps(struct run *r)
 		bool same = (size_t)rec_int(r->rec, "Step", 0) == k && ssum && strcmp(ssum, s->sum) == 0;
 
 		ecw_buf_reset(&what);
-		if ((err = ecw_migration_describe_step(&what, s)) < 0)
+		if ((err = ecw_migrate_describe_step(&what, s)) < 0)
 			goto done;
 		if (!same) {
 			ecw_entity_remove(r->rec, "CursorPK");
@@ -804,7 +804,7 @@ int ecw_migrate_dry_run(struct ecw_buf *plan, size_t *pending, struct ecw_client
 					rec_str(e, "State") ? rec_str(e, "State") : "?",
 					m->list[i].steps[from].pos) < 0)
 			break;
-		if (ecw_migration_plan(plan, m, i, from) < 0)
+		if (ecw_migrate_plan(plan, m, i, from) < 0)
 			break;
 	}
 done:
@@ -899,8 +899,8 @@ static int state_line(struct ecw_buf *out, const struct migration *g, const stru
 			return ecw_error_set(ECW_ENOMEM, "out of memory");
 	} else {
 		long long step = rec_int(e, "Step", 0);
-		int64_t lease = rec_int(e, "LeaseUntil", 0) - ecw_wall_ms();
-		ecw_human_age(left, sizeof(left), (lease < 0 ? -lease : lease) / 1000);
+		int64_t lease = rec_int(e, "LeaseUntil", 0) - ecw_clock_wall_ms();
+		ecw_progress_human_age(left, sizeof(left), (lease < 0 ? -lease : lease) / 1000);
 		if (ecw_buf_printf(out, "running by %s, at step %lld, %lld entities done in it (%s %s%s)",
 				   rec_str(e, "Owner") ? rec_str(e, "Owner") : "?",
 				   g && step >= 0 && (size_t)step < g->nsteps ? (long long)g->steps[step].pos

@@ -2,7 +2,7 @@
 /* migrate_private.h - what the two halves of the migrations share, and no one
  * else: worker/migrate/migrate.c parses the `migrations:` section into these structs,
  * worker/migrate/migrate_apply.c applies them. The set is a heap object owned by the
- * configuration (ecw_migrations_free); everything in it is the set's. */
+ * configuration (ecw_migrate_free); everything in it is the set's. */
 #ifndef ECW_MIGRATE_PRIVATE_H
 #define ECW_MIGRATE_PRIVATE_H
 
@@ -66,6 +66,6 @@ struct ecw_migration_set {
 
 /* "copy_table Readings -> TankTelemetry" and the like: one step as the plan
  * and the progress messages name it, appended to out. */
-int ecw_migration_describe_step(struct ecw_buf *out, const struct step *s) ECW_MUST_USE;
+int ecw_migrate_describe_step(struct ecw_buf *out, const struct step *s) ECW_MUST_USE;
 
 #endif

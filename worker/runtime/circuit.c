@@ -70,13 +70,13 @@ static void open_circuit(struct ecw_circuit *c, int probe_err)
 	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_ERROR, "storage_circuit_open");
 
 	c->open = true;
-	c->opened_ms = ecw_now_ms();
+	c->opened_ms = ecw_clock_now_ms();
 	c->interval_ms = c->limits.probe_min_ms;
 	c->next_probe_ms = c->opened_ms + c->interval_ms;
 	c->failed_probes = 0;
 	ecw_log_int(l, "failures", c->streak);
-	ecw_log_str(l, "code", ecw_err_name(c->last_err));
-	ecw_log_str(l, "probe", ecw_err_name(probe_err));
+	ecw_log_str(l, "code", ecw_error_name(c->last_err));
+	ecw_log_str(l, "probe", ecw_error_name(probe_err));
 	ecw_log_str(l, "error",
 		    "storage does not answer: receiving stops, held messages wait, "
 		    "and their failures do not count towards poisoning until it answers");
@@ -92,7 +92,7 @@ static void close_circuit(struct ecw_circuit *c, const char *by)
 	c->open = false;
 	c->streak = 0;
 	ecw_log_str(l, "by", by);
-	ecw_log_int(l, "open_ms", ecw_now_ms() - c->opened_ms);
+	ecw_log_int(l, "open_ms", ecw_clock_now_ms() - c->opened_ms);
 	ecw_log_int(l, "failed_probes", c->failed_probes);
 	ecw_log_end(l);
 	ecw_metrics_set_circuit_open(false);
@@ -162,7 +162,7 @@ int64_t ecw_circuit_probe_due_in_ms(struct ecw_circuit *c)
 
 	pthread_mutex_lock(&c->mu);
 	if (c->open) {
-		due = c->next_probe_ms - ecw_now_ms();
+		due = c->next_probe_ms - ecw_clock_now_ms();
 		if (due < 0)
 			due = 0;
 	}
@@ -185,7 +185,7 @@ bool ecw_circuit_probe(struct ecw_circuit *c)
 				c->interval_ms = c->interval_ms * 2 > c->limits.probe_max_ms
 							 ? c->limits.probe_max_ms
 							 : c->interval_ms * 2;
-				c->next_probe_ms = ecw_now_ms() + c->interval_ms;
+				c->next_probe_ms = ecw_clock_now_ms() + c->interval_ms;
 			}
 		}
 	}

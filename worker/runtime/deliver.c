@@ -69,7 +69,7 @@ static void note_failure(struct delivery *d, int err)
 {
 	const struct ecw_error *e = ecw_error_last();
 
-	snprintf(d->error, sizeof(d->error), "%s", e->message[0] ? e->message : ecw_err_name(err));
+	snprintf(d->error, sizeof(d->error), "%s", e->message[0] ? e->message : ecw_error_name(err));
 	d->http_status = e->http_status;
 	snprintf(d->error_code, sizeof(d->error_code), "%s", e->service_code);
 	snprintf(d->error_table, sizeof(d->error_table), "%s", e->table);
@@ -94,13 +94,13 @@ static void open_span(struct delivery *d, int64_t start_ns)
 	bool valid = false;
 	char why[160] = "";
 
-	if (m->traceparent && ecw_traceparent_parse(&parent, m->traceparent, m->traceparent_len) == 0)
+	if (m->traceparent && ecw_trace_parent_parse(&parent, m->traceparent, m->traceparent_len) == 0)
 		valid = true;
 	else if (m->traceparent)
 		snprintf(why, sizeof(why), "%.159s", ecw_error_last()->message);
 	else if (m->traceparent_present)
 		snprintf(why, sizeof(why), "traceparent: not a string");
-	ecw_span_start(&d->span, valid ? &parent : NULL, s->msg.id[0] ? s->msg.id : NULL);
+	ecw_trace_span_start(&d->span, valid ? &parent : NULL, s->msg.id[0] ? s->msg.id : NULL);
 	d->start_ns = start_ns;
 	d->attempts0 = ecw_runtime_thread_attempts();
 	pthread_mutex_lock(&d->s->mu);
@@ -126,7 +126,7 @@ void ecw_deliver_log_trace(struct ecw_log_line *l, const struct slot *s)
 		ecw_log_str(l, "trace_id", s->trace_hex);
 		ecw_log_str(l, "span_id", s->span_hex);
 	} else if (s->m.traceparent &&
-		   ecw_traceparent_parse(&c, s->m.traceparent, s->m.traceparent_len) == 0) {
+		   ecw_trace_parent_parse(&c, s->m.traceparent, s->m.traceparent_len) == 0) {
 		ecw_trace_hex(hex, c.trace_id, sizeof(c.trace_id));
 		ecw_log_str(l, "trace_id", hex);
 	}
@@ -185,7 +185,7 @@ static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stag
 		.outage = outage,
 	};
 
-	ecw_outcome_decide(&d->o, &facts, &rt->limits, ecw_random_u32);
+	ecw_outcome_decide(&d->o, &facts, &rt->limits, ecw_clock_random_u32);
 	if (d->o.reason != ECW_REASON_NONE)
 		d->reason = d->o.reason;
 }
@@ -264,7 +264,7 @@ static int enqueue_then(struct runtime *rt, struct ecw_client *c, const struct d
 
 	ecw_trace_child_context(&child, &d->span);
 	memcpy(field, "traceparent=", sizeof("traceparent=") - 1);
-	ecw_traceparent_format(field + sizeof("traceparent=") - 1, &child);
+	ecw_trace_parent_format(field + sizeof("traceparent=") - 1, &child);
 	ecw_buf_init(&text, 0);
 	for (size_t i = 0; then[i] && err == 0; i++) {
 		ecw_buf_reset(&text);
@@ -325,7 +325,7 @@ static void abandon(struct runtime *rt, struct ecw_client *c, struct slot *s)
 		ecw_log_str(l, "rk", s->m.rk);
 		ecw_log_str(l, "message_id", s->msg.id);
 		ecw_log_str(l, "error",
-			    ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+			    ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_error_name(err));
 		ecw_log_end(l);
 	}
 }
@@ -353,7 +353,7 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 		.job = m->job,
 		.pk = m->pk,
 		.rk = m->rk,
-		.worker = ecw_worker_id(),
+		.worker = ecw_version_worker_id(),
 	};
 	struct ecw_trace_ctx ctx;
 	char traceparent[ECW_TRACEPARENT_LEN + 1];
@@ -361,7 +361,7 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 	int err;
 
 	ecw_trace_child_context(&ctx, &d->span);
-	ecw_traceparent_format(traceparent, &ctx);
+	ecw_trace_parent_format(traceparent, &ctx);
 	info.traceparent = traceparent;
 	if (s->decoded)
 		abandon(rt, c, s);
@@ -445,7 +445,7 @@ static void log_message(const struct delivery *d)
 		ecw_log_str(l, "parent_span_id", parent);
 	}
 	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
-	ecw_log_int(l, "duration_ms", ecw_now_ms() - d->t0);
+	ecw_log_int(l, "duration_ms", ecw_clock_now_ms() - d->t0);
 	if (d->group > 1)
 		ecw_log_int(l, "group", (int64_t)d->group);
 	if (d->duplicates > 0)
@@ -478,7 +478,7 @@ static void conclude(struct runtime *rt, struct ecw_client *c, struct delivery *
 		return; /* shutdown released it and logged it already */
 	}
 	ecw_metrics_message(d->s->def ? d->s->def->name : "", d->o.word,
-			    (double)(ecw_now_ms() - d->t0) / 1000.0);
+			    (double)(ecw_clock_now_ms() - d->t0) / 1000.0);
 	log_message(d);
 	close_span(rt, d);
 }
@@ -514,7 +514,7 @@ static void judge(struct runtime *rt, struct ecw_client *c, struct delivery *d, 
 	if (err == 0)
 		ecw_job_block_clear(d->s->def->name);
 	else if (err == ECW_ENOTABLE)
-		ecw_job_block_note(d->s->def->name, d->error_table, NULL, ecw_now_ms());
+		ecw_job_block_note(d->s->def->name, d->error_table, NULL, ecw_clock_now_ms());
 	d->outage = ecw_circuit_note(rt->circuit, err);
 	decide(rt, d, ECW_STAGE_RAN, true, err, d->outage);
 	for (const struct slot *r = d->s->riders; r; r = r->next_rider)
@@ -559,7 +559,7 @@ static bool runnable(struct delivery *d)
 
 void ecw_deliver_one(struct runtime *rt, struct ecw_client *c, struct slot *s)
 {
-	struct delivery d = {.s = s, .ctx = {.client = c}, .t0 = ecw_now_ms(), .group = 1};
+	struct delivery d = {.s = s, .ctx = {.client = c}, .t0 = ecw_clock_now_ms(), .group = 1};
 	int err;
 
 	open_span(&d, unix_ns());
@@ -658,7 +658,7 @@ void ecw_deliver_group(struct runtime *rt, struct ecw_client *c, struct slot **g
 	struct ecw_job_ctx ctxs[GROUP_CAP];
 	int errs[GROUP_CAP];
 	struct delivery ds[GROUP_CAP];
-	int64_t t0 = ecw_now_ms(), start_ns = unix_ns(), attempts0 = ecw_runtime_thread_attempts(), ran;
+	int64_t t0 = ecw_clock_now_ms(), start_ns = unix_ns(), attempts0 = ecw_runtime_thread_attempts(), ran;
 
 	/* Each member has its own span; the lines of the group's run are
 	 * about all of them, so they carry none. */
@@ -687,7 +687,7 @@ void ecw_deliver_group(struct runtime *rt, struct ecw_client *c, struct slot **g
 		ecw_log_set_trace(d->span.trace_hex, d->span.span_hex);
 		if (errs[i] < 0) {
 			snprintf(d->error, sizeof(d->error), "%s",
-				 ctxs[i].error[0] ? ctxs[i].error : ecw_err_name(errs[i]));
+				 ctxs[i].error[0] ? ctxs[i].error : ecw_error_name(errs[i]));
 			d->http_status = ctxs[i].error_status;
 			memcpy(d->error_code, ctxs[i].error_code, sizeof(d->error_code));
 			memcpy(d->error_table, ctxs[i].error_table, sizeof(d->error_table));

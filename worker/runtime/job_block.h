@@ -25,7 +25,7 @@
 
 /* A run of job found table missing (table "" when the answer did not say
  * which). why: what the line says after the names (NULL: the default
- * advice). now_ms: the clock (ecw_now_ms), so tests can step it. */
+ * advice). now_ms: the clock (ecw_clock_now_ms), so tests can step it. */
 void ecw_job_block_note(const char *job, const char *table, const char *why, int64_t now_ms);
 
 /* A run of job succeeded: every pair of the job is cleared. Cheap when

@@ -44,8 +44,8 @@
  * the service's 7 days; random 0 draws the longest. */
 int ecw_outcome_retry_hide_s(const struct ecw_outcome_limits *limits, long dequeue_count, uint32_t random)
 {
-	int64_t ms =
-		ecw_backoff_ms(limits->retry_backoff_base_ms, limits->retry_backoff_max_ms, dequeue_count);
+	int64_t ms = ecw_clock_backoff_ms(limits->retry_backoff_base_ms, limits->retry_backoff_max_ms,
+					  dequeue_count);
 	int64_t ceiling = (ms + 999) / 1000;
 
 	ceiling = ceiling < 1 ? 1 : ceiling > 604800 ? 604800 : ceiling;

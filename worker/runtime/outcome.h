@@ -75,7 +75,7 @@ struct ecw_outcome {
 };
 
 /* The rules. random is called once for a hidden time's jitter (retried,
- * deferred, requeued) and not otherwise (the runtime passes ecw_random_u32,
+ * deferred, requeued) and not otherwise (the runtime passes ecw_clock_random_u32,
  * whose shared state every job thread would otherwise touch for every
  * message; tests pass a fixed value's), so equal facts and equal draws give
  * equal answers. */

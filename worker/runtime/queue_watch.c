@@ -56,7 +56,7 @@ static int read_age(struct ecw_queue_seen *q, struct ecw_client *c)
 int ecw_queue_watch_look(struct ecw_queue_watch *w, struct ecw_queue_seen *q, struct ecw_client *c)
 {
 	struct ecw_queue_meta *meta = malloc(sizeof(*meta));
-	int64_t now = ecw_now_ms();
+	int64_t now = ecw_clock_now_ms();
 	bool jobs = q == &w->jobs;
 	int err;
 

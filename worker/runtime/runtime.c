@@ -60,7 +60,7 @@ static void limit_changed(struct runtime *rt, int change, int status)
 {
 	static _Atomic int64_t logged_cut_ms = INT64_MIN / 2;
 	int limit = ecw_limiter_limit(&rt->limiter);
-	int64_t now = ecw_now_ms(), last = atomic_load(&logged_cut_ms);
+	int64_t now = ecw_clock_now_ms(), last = atomic_load(&logged_cut_ms);
 
 	pthread_mutex_lock(&rt->mu);
 	rt->limit_now = limit;
@@ -97,7 +97,7 @@ static void on_attempt(void *payload, const char *op, int status, int attempt)
 
 	ecw_runtime_count_attempt();
 	if (payload)
-		atomic_store((_Atomic int64_t *)payload, ecw_now_ms());
+		atomic_store((_Atomic int64_t *)payload, ecw_clock_now_ms());
 	ecw_metrics_storage(op, status);
 	if (attempt > 1)
 		ecw_metrics_retry();
@@ -255,7 +255,7 @@ static void *job_thread(void *p)
 			pthread_cond_signal(&rt->main_cv); /* it may fetch more */
 
 		atomic_store(&self->running, group[0]);
-		atomic_store(&self->busy_since_ms, ecw_now_ms());
+		atomic_store(&self->busy_since_ms, ecw_clock_now_ms());
 		deliver_work(rt, c, group, n);
 		atomic_store(&self->busy_since_ms, 0);
 		atomic_store(&self->running, NULL);
@@ -285,17 +285,17 @@ static void *sched_thread(void *p)
 	struct runtime *rt = a->rt;
 	struct ecw_scheduler *sched = NULL;
 
-	if (ecw_scheduler_new(&sched, rt->cfg, rt->auditor) < 0)
+	if (ecw_schedule_runner_new(&sched, rt->cfg, rt->auditor) < 0)
 		ecw_log_msg(ECW_LOG_ERROR, "schedule_error", "%s: schedules will not run",
 			    ecw_error_last()->message);
 	while (sched && !atomic_load(&rt->stopping)) {
-		int64_t wait = ecw_scheduler_tick(sched, a->client, &rt->stopping);
+		int64_t wait = ecw_schedule_runner_tick(sched, a->client, &rt->stopping);
 		pthread_mutex_lock(&rt->mu);
 		if (!atomic_load(&rt->stopping))
-			ecw_cond_wait_ms(&rt->sched_cv, &rt->mu, wait);
+			ecw_clock_cond_wait_ms(&rt->sched_cv, &rt->mu, wait);
 		pthread_mutex_unlock(&rt->mu);
 	}
-	ecw_scheduler_free(sched);
+	ecw_schedule_runner_free(sched);
 	pthread_mutex_lock(&rt->mu);
 	rt->sched_exited = true;
 	pthread_cond_broadcast(&rt->main_cv);
@@ -389,7 +389,7 @@ static void log_start(const struct runtime *rt, const struct ecw_metrics_server 
 	const struct ecw_config *cfg = rt->cfg;
 	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, "start");
 
-	ecw_log_str(l, "worker", ecw_worker_id());
+	ecw_log_str(l, "worker", ecw_version_worker_id());
 	ecw_log_str(l, "config", cfg->file);
 	ecw_log_str(l, "account", ecw_account_name(rt->acct));
 	ecw_log_str(l, "queue_endpoint", ecw_account_endpoint(rt->acct, ECW_SVC_QUEUE));
@@ -447,7 +447,7 @@ static int place(struct runtime *rt, const struct ecw_queue_def *queue, struct e
 	const struct ecw_config *cfg = rt->cfg;
 	struct ecw_message m;
 	const struct ecw_job_def *def;
-	int64_t now = ecw_now_ms();
+	int64_t now = ecw_clock_now_ms();
 	bool decoded, groupable, keyed;
 	char decode_error[512] = "";
 
@@ -519,12 +519,12 @@ static void dispatch(struct runtime *rt, const struct ecw_queue_def *queue, stru
 /* Sleeps up to ms, waking early on a signal. */
 static void nap(struct runtime *rt, int64_t ms)
 {
-	int64_t end = ecw_now_ms() + ms;
+	int64_t end = ecw_clock_now_ms() + ms;
 
 	pthread_mutex_lock(&rt->mu);
-	while (!atomic_load(&rt->stopping) && ecw_now_ms() < end) {
-		int64_t left = end - ecw_now_ms();
-		ecw_cond_wait_ms(&rt->main_cv, &rt->mu, left > 1000 ? 1000 : left);
+	while (!atomic_load(&rt->stopping) && ecw_clock_now_ms() < end) {
+		int64_t left = end - ecw_clock_now_ms();
+		ecw_clock_cond_wait_ms(&rt->main_cv, &rt->mu, left > 1000 ? 1000 : left);
 		ecw_metrics_heartbeat();
 	}
 	pthread_mutex_unlock(&rt->mu);
@@ -547,7 +547,7 @@ static int prepare_patiently(struct runtime *rt, struct ecw_client *c)
 		if (err >= 0)
 			return 0;
 		/* 409 too: a table deleted a moment ago is "being deleted" for a while. */
-		if (!ecw_err_is_transient(err) && err != ECW_ECONFLICT)
+		if (!ecw_error_is_transient(err) && err != ECW_ECONFLICT)
 			return -1;
 		if (atomic_load(&rt->stopping))
 			return 1;
@@ -664,7 +664,7 @@ enum before_receive { RECEIVE, PAUSED, NOTHING_THERE };
 static enum before_receive look_first(struct runtime *rt, struct ecw_client *c, struct ecw_queue_watch *w,
 				      bool resting)
 {
-	int64_t now = ecw_now_ms();
+	int64_t now = ecw_clock_now_ms();
 
 	resting = resting || w->pause.paused;
 	if (resting && ecw_queue_watch_poison_due_at_rest(w, now)) {
@@ -695,7 +695,7 @@ static int64_t rest_ms(const struct runtime *rt, int64_t *poll_ms)
 	int64_t max = rt->cfg->worker.poll_max_ms, ms = *poll_ms;
 
 	*poll_ms = ms * 2 > max ? max : ms * 2;
-	return ms >= max ? ms : ms / 2 + (int64_t)(ecw_random_u32() % (uint32_t)(ms / 2 + 1));
+	return ms >= max ? ms : ms / 2 + (int64_t)(ecw_clock_random_u32() % (uint32_t)(ms / 2 + 1));
 }
 
 /* One job queue (worker.queues) as the receive loop keeps it. */
@@ -715,7 +715,7 @@ static void look_at_queues(struct runtime *rt, struct ecw_client *c, struct qloo
 {
 	for (size_t i = 0; i < n; i++) {
 		struct qloop *q = &qs[i];
-		int64_t now = ecw_now_ms();
+		int64_t now = ecw_clock_now_ms();
 
 		if (q->resting && now < q->due_ms)
 			continue;
@@ -738,7 +738,7 @@ static void look_at_queues(struct runtime *rt, struct ecw_client *c, struct qloo
  * loop looks at its heartbeat and signals in between). */
 static void nap_until_due(struct runtime *rt, const struct qloop *qs, size_t n)
 {
-	int64_t first = INT64_MAX, now = ecw_now_ms();
+	int64_t first = INT64_MAX, now = ecw_clock_now_ms();
 
 	for (size_t i = 0; i < n; i++)
 		if (qs[i].due_ms < first)
@@ -791,7 +791,7 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		 * deep, wait for room for several batches (deep_want). */
 		pthread_mutex_lock(&rt->mu);
 		while (!may_receive(rt) && !atomic_load(&rt->stopping)) {
-			ecw_cond_wait_ms(&rt->main_cv, &rt->mu, 1000);
+			ecw_clock_cond_wait_ms(&rt->main_cv, &rt->mu, 1000);
 			ecw_metrics_heartbeat();
 		}
 		room = holding_cap(rt) - rt->inflight;
@@ -810,7 +810,7 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		if (count == 0) {
 			/* Empty (or failing): it rests; its next poll is a look. */
 			q->resting = true;
-			q->due_ms = ecw_now_ms() + rest_ms(rt, &q->poll_ms);
+			q->due_ms = ecw_clock_now_ms() + rest_ms(rt, &q->poll_ms);
 			ecw_queue_pick_set_ready(&pick, (size_t)i, false);
 			ecw_queue_msgs_free(msgs, count);
 			continue;
@@ -842,12 +842,12 @@ static void release(struct ecw_client *c, struct slot *s)
 	ecw_deliver_log_keyless_fields(l, s);
 	ecw_log_str(l, "message_id", s->msg.id);
 	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
-	ecw_log_int(l, "duration_ms", ecw_now_ms() - s->received_ms);
+	ecw_log_int(l, "duration_ms", ecw_clock_now_ms() - s->received_ms);
 	if (ecw_queue_update(&s->msg, c, s->queue->name, 0, NULL, 0) < 0)
 		ecw_log_str(l, "error", ecw_error_last()->message);
 	ecw_log_end(l);
 	ecw_metrics_message(s->def ? s->def->name : "", "released",
-			    (double)(ecw_now_ms() - s->received_ms) / 1000.0);
+			    (double)(ecw_clock_now_ms() - s->received_ms) / 1000.0);
 }
 
 /* Gives back at once what waits for a job thread (the prefetch: no job of
@@ -877,9 +877,9 @@ static bool drain(struct runtime *rt, struct ecw_client *c)
 	}
 
 	pthread_mutex_lock(&rt->mu);
-	while (rt->inflight > 0 && ecw_now_ms() < deadline && !atomic_load(&rt->force)) {
-		int64_t ms = deadline - ecw_now_ms();
-		ecw_cond_wait_ms(&rt->main_cv, &rt->mu, ms > 1000 ? 1000 : ms);
+	while (rt->inflight > 0 && ecw_clock_now_ms() < deadline && !atomic_load(&rt->force)) {
+		int64_t ms = deadline - ecw_clock_now_ms();
+		ecw_clock_cond_wait_ms(&rt->main_cv, &rt->mu, ms > 1000 ? 1000 : ms);
 		ecw_metrics_heartbeat();
 	}
 	left = rt->inflight;
@@ -948,9 +948,9 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	if (ecw_cancel_new(&rt->jobs_cancel) < 0 || ecw_cancel_new(&rt->final_cancel) < 0)
 		return 1;
 	pthread_mutex_init(&rt->mu, NULL);
-	ecw_cond_init_monotonic(&rt->main_cv);
-	ecw_cond_init_monotonic(&rt->renew_cv);
-	ecw_cond_init_monotonic(&rt->sched_cv);
+	ecw_clock_cond_init(&rt->main_cv);
+	ecw_clock_cond_init(&rt->renew_cv);
+	ecw_clock_cond_init(&rt->sched_cv);
 	ecw_connect_register_secrets(cfg);
 
 	/* Signals go to the signal thread only: block them before any thread
@@ -1053,9 +1053,9 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done)
 	 * requests, so only a storage call stuck past the grace keeps it. */
 	if (joinable && sched_arg.started) {
 		pthread_mutex_lock(&rt->mu);
-		while (!rt->sched_exited && ecw_now_ms() < stop_deadline && !atomic_load(&rt->force)) {
-			int64_t ms = stop_deadline - ecw_now_ms();
-			ecw_cond_wait_ms(&rt->main_cv, &rt->mu, ms > 1000 ? 1000 : ms);
+		while (!rt->sched_exited && ecw_clock_now_ms() < stop_deadline && !atomic_load(&rt->force)) {
+			int64_t ms = stop_deadline - ecw_clock_now_ms();
+			ecw_clock_cond_wait_ms(&rt->main_cv, &rt->mu, ms > 1000 ? 1000 : ms);
 		}
 		joinable = rt->sched_exited;
 		pthread_mutex_unlock(&rt->mu);

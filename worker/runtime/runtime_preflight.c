@@ -25,7 +25,7 @@ static void on_problem(const struct ecw_preflight_problem *p, void *payload)
 	case ECW_PREFLIGHT_SOURCE:
 	case ECW_PREFLIGHT_TARGET:
 		if (p->job) {
-			ecw_job_block_note(p->job, p->name, p->text, ecw_now_ms());
+			ecw_job_block_note(p->job, p->name, p->text, ecw_clock_now_ms());
 			return;
 		}
 		l = ecw_log_begin(ECW_LOG_ERROR, "table_missing");

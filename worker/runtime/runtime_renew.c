@@ -19,7 +19,7 @@
  * flag and must stop writing. */
 static void renew_slot(struct runtime *rt, struct ecw_client *c, struct slot *s)
 {
-	int64_t now = ecw_now_ms();
+	int64_t now = ecw_clock_now_ms();
 	int err;
 
 	if (!s->busy || s->done || s->abandoned || atomic_load(&s->lease_lost) || now < s->renew_at_ms)
@@ -81,7 +81,7 @@ void *ecw_runtime_renew_thread(void *p)
 			pthread_mutex_unlock(&rt->mu);
 			break;
 		}
-		ecw_cond_wait_ms(&rt->renew_cv, &rt->mu, 250);
+		ecw_clock_cond_wait_ms(&rt->renew_cv, &rt->mu, 250);
 		pthread_mutex_unlock(&rt->mu);
 		ecw_shutdown_watch_stalls(rt);
 		renew_all(rt, c);

@@ -28,7 +28,7 @@ void ecw_runtime_log_storage_error(const char *what)
 	struct ecw_log_line *l = ecw_log_begin(ECW_LOG_WARN, "storage_error");
 
 	ecw_log_str(l, "op", what);
-	ecw_log_str(l, "code", ecw_err_name(e->code));
+	ecw_log_str(l, "code", ecw_error_name(e->code));
 	ecw_log_int(l, "status", e->http_status);
 	ecw_log_str(l, "service_code", e->service_code[0] ? e->service_code : NULL);
 	ecw_log_str(l, "request_id", e->request_id[0] ? e->request_id : NULL);

@@ -32,7 +32,7 @@ static void wake_all(struct runtime *rt)
  * the message comes back through its lease. The renewer calls it. */
 void ecw_shutdown_watch_stalls(struct runtime *rt)
 {
-	int64_t now = ecw_now_ms();
+	int64_t now = ecw_clock_now_ms();
 	int stalled = 0;
 
 	for (int i = 0; i < rt->nthreads; i++) {
@@ -66,7 +66,7 @@ void ecw_shutdown_watch_stalls(struct runtime *rt)
  * its end is when every storage wait of the jobs ends (once). */
 int64_t ecw_shutdown_start_clock(struct runtime *rt)
 {
-	int64_t deadline = ecw_now_ms() + rt->cfg->worker.shutdown_grace_ms, unset = 0;
+	int64_t deadline = ecw_clock_now_ms() + rt->cfg->worker.shutdown_grace_ms, unset = 0;
 
 	if (!atomic_compare_exchange_strong(&rt->stop_deadline_ms, &unset, deadline))
 		return unset; /* started already: its deadline */
@@ -105,7 +105,7 @@ void *ecw_shutdown_signal_thread(void *p)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	while (n < 2) {
-		int64_t deadline = atomic_load(&rt->stop_deadline_ms), now = ecw_now_ms(), wait = -1;
+		int64_t deadline = atomic_load(&rt->stop_deadline_ms), now = ecw_clock_now_ms(), wait = -1;
 		if (deadline != 0 && !all_fired) {
 			if (now >= deadline)
 				ecw_cancel_fire(rt->jobs_cancel);

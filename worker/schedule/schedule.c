@@ -76,11 +76,11 @@ struct ecw_scheduler {
 	const struct ecw_schedule_set *set;
 	int64_t **done; /* per schedule: catch_up period starts known done (INT64_MIN: empty) */
 	struct ecw_schedule_audit *auditor;
-	int64_t show_audits_ms; /* when the audits' results are read next (ecw_now_ms) */
+	int64_t show_audits_ms; /* when the audits' results are read next (ecw_clock_now_ms) */
 };
 
-int ecw_scheduler_new(struct ecw_scheduler **out, const struct ecw_config *cfg,
-		      struct ecw_schedule_audit *auditor)
+int ecw_schedule_runner_new(struct ecw_scheduler **out, const struct ecw_config *cfg,
+			    struct ecw_schedule_audit *auditor)
 {
 	struct ecw_scheduler *s = calloc(1, sizeof(*s));
 	size_t n = ecw_schedules_count(cfg->schedules);
@@ -101,11 +101,11 @@ int ecw_scheduler_new(struct ecw_scheduler **out, const struct ecw_config *cfg,
 	*out = s;
 	return 0;
 oom:
-	ecw_scheduler_free(s);
+	ecw_schedule_runner_free(s);
 	return ecw_error_set(ECW_ENOMEM, "out of memory");
 }
 
-void ecw_scheduler_free(struct ecw_scheduler *s)
+void ecw_schedule_runner_free(struct ecw_scheduler *s)
 {
 	if (!s)
 		return;
@@ -311,7 +311,7 @@ static int claim(char **etag, bool *takeover, struct ecw_client *c, const struct
 {
 	struct ecw_entity *e = NULL;
 	char at[48];
-	int64_t now = ecw_wall_ms(), claimed_ms = 0;
+	int64_t now = ecw_clock_wall_ms(), claimed_ms = 0;
 	const struct ecw_prop *p;
 	int32_t claims = 1;
 	int err;
@@ -324,7 +324,7 @@ static int claim(char **etag, bool *takeover, struct ecw_client *c, const struct
 		/* An unreadable claim counts as stale: it can only have come from
 		 * a replica that is not this code. */
 		age_real = p && p->type == ECW_EDM_DATETIME && ecw_schedule_parse_iso(&claimed_ms, p->v.s)
-				   ? (now - claimed_ms) / ecw_wall_scale()
+				   ? (now - claimed_ms) / ecw_clock_wall_scale()
 				   : INT64_MAX;
 		if (age_real < cfg->worker.schedule_lease_ms) {
 			ecw_schedule_log_window(ECW_LOG_DEBUG, "schedule_skipped", sc, rk, "claimed");
@@ -338,7 +338,8 @@ static int claim(char **etag, bool *takeover, struct ecw_client *c, const struct
 	}
 	if ((err = ecw_schedule_iso_time(at, sizeof(at), now)) < 0 ||
 	    (err = ecw_entity_new(&e, sc->name, rk)) < 0 ||
-	    (err = ecw_entity_set_string(e, "ClaimedBy", ecw_worker_id(), strlen(ecw_worker_id()))) < 0 ||
+	    (err = ecw_entity_set_string(e, "ClaimedBy", ecw_version_worker_id(),
+					 strlen(ecw_version_worker_id()))) < 0 ||
 	    (err = ecw_entity_set_datetime(e, "ClaimedAt", at)) < 0 ||
 	    (err = ecw_entity_set_int32(e, "Claims", claims)) < 0 ||
 	    (err = ecw_entity_set_bool(e, "Done", false)) < 0)
@@ -363,7 +364,7 @@ static int claim(char **etag, bool *takeover, struct ecw_client *c, const struct
 		ecw_log_str(l, "window", rk);
 		ecw_log_str(l, "previous_claimant", p && p->type == ECW_EDM_STRING ? p->v.s : NULL);
 		ecw_log_int(l, "claims", claims);
-		ecw_log_str(l, "worker", ecw_worker_id());
+		ecw_log_str(l, "worker", ecw_version_worker_id());
 		ecw_log_end(l);
 	}
 	err = 1;
@@ -384,14 +385,14 @@ static void finish(struct ecw_client *c, const struct ecw_config *cfg, const str
 		ecw_schedule_release(c, cfg, sc, rk, etag);
 		return;
 	}
-	if ((err = ecw_schedule_iso_time(at, sizeof(at), ecw_wall_ms())) < 0 ||
+	if ((err = ecw_schedule_iso_time(at, sizeof(at), ecw_clock_wall_ms())) < 0 ||
 	    (err = ecw_entity_new(&e, sc->name, rk)) < 0 ||
 	    (err = ecw_entity_set_bool(e, "Done", true)) < 0 ||
 	    (err = ecw_entity_set_int64(e, "Enqueued", (int64_t)count)) < 0 ||
 	    (err = ecw_entity_set_datetime(e, "DoneAt", at)) < 0)
 		goto done;
 	err = ecw_table_write(NULL, c, cfg->worker.schedule_table, e, ECW_WRITE_MERGE, etag);
-	if (err == ECW_EPRECONDITION || ecw_err_is_absent(err))
+	if (err == ECW_EPRECONDITION || ecw_error_is_absent(err))
 		/* Taken over after the lease ran out: the new claimant enqueues
 		 * the window again and marks it done. */
 		ecw_schedule_log_window(ECW_LOG_WARN, "schedule_lease_lost", sc, rk,
@@ -460,7 +461,7 @@ static int run_window(struct ecw_client *c, const struct ecw_config *cfg, const 
 		ecw_log_str(l, "window_start", ws);
 	ecw_log_int(l, "count", (int64_t)count);
 	ecw_log_bool(l, "takeover", takeover);
-	ecw_log_str(l, "worker", ecw_worker_id());
+	ecw_log_str(l, "worker", ecw_version_worker_id());
 	ecw_log_end(l);
 	return 1;
 }
@@ -515,7 +516,7 @@ static int tick_one(struct ecw_scheduler *s, size_t idx, struct ecw_client *c, c
 		err = ecw_error_set(ECW_ENOMEM, "out of memory");
 		goto done;
 	}
-	n = ecw_schedule_due(due, k, ecw_wall_ms(), sc->every_ms, sc->at_ms);
+	n = ecw_schedule_due(due, k, ecw_clock_wall_ms(), sc->every_ms, sc->at_ms);
 	for (size_t i = 0; i < n; i++) {
 		if ((err = ecw_schedule_marker_key(keys[i], sizeof(keys[i]), due[i])) < 0)
 			goto done;
@@ -547,16 +548,16 @@ done:
 	return err;
 }
 
-int64_t ecw_scheduler_tick(struct ecw_scheduler *s, struct ecw_client *c, const atomic_bool *stopping)
+int64_t ecw_schedule_runner_tick(struct ecw_scheduler *s, struct ecw_client *c, const atomic_bool *stopping)
 {
-	int64_t wait = TICK_MS, now, scale = ecw_wall_scale();
+	int64_t wait = TICK_MS, now, scale = ecw_clock_wall_scale();
 	bool failed = false;
 
 	/* Every replica shows the audits' latest results, whoever ran them:
 	 * read at start, then about once a minute (one query per audit
 	 * schedule); a window seen done in between shows its own at once. */
-	if (ecw_now_ms() >= s->show_audits_ms) {
-		s->show_audits_ms = ecw_now_ms() + AUDIT_SHOW_MS;
+	if (ecw_clock_now_ms() >= s->show_audits_ms) {
+		s->show_audits_ms = ecw_clock_now_ms() + AUDIT_SHOW_MS;
 		for (size_t i = 0; i < ecw_schedules_count(s->set) && !atomic_load(stopping); i++)
 			if (ecw_schedules_get(s->set, i)->audit &&
 			    ecw_schedule_audit_read(c, s->cfg, ecw_schedules_get(s->set, i),
@@ -571,7 +572,7 @@ int64_t ecw_scheduler_tick(struct ecw_scheduler *s, struct ecw_client *c, const 
 	if (failed)
 		return ERROR_WAIT_MS;
 	/* Wake at the next firing when it comes before the next second. */
-	now = ecw_wall_ms();
+	now = ecw_clock_wall_ms();
 	for (size_t i = 0; i < ecw_schedules_count(s->set); i++) {
 		const struct ecw_schedule *sc = ecw_schedules_get(s->set, i);
 		int64_t next =

@@ -2,7 +2,7 @@
 /* schedule.h - running `schedules:`: jobs enqueued on a timetable by the
  * worker itself (schedule.c), or audited on one (schedule_audit.c). The
  * parsed set is the configuration's (ecw_config.h, worker/config/schedules.c);
- * the runtime's scheduler (ecw_scheduler_new / _free) keeps what one
+ * the runtime's scheduler (ecw_schedule_runner_new / _free) keeps what one
  * replica learnt between ticks and reads the set without owning it, and so
  * does its auditor. The period math (schedule_window.c) is exposed for
  * tests. */
@@ -41,14 +41,14 @@ struct ecw_schedule_audit;
 /* cfg (and its schedules) must outlive the scheduler; auditor (NULL when no
  * schedule is an audit) runs the audit windows it claims and must outlive it
  * too. */
-int ecw_scheduler_new(struct ecw_scheduler **out, const struct ecw_config *cfg,
-		      struct ecw_schedule_audit *auditor) ECW_MUST_USE;
-void ecw_scheduler_free(struct ecw_scheduler *s);
+int ecw_schedule_runner_new(struct ecw_scheduler **out, const struct ecw_config *cfg,
+			    struct ecw_schedule_audit *auditor) ECW_MUST_USE;
+void ecw_schedule_runner_free(struct ecw_scheduler *s);
 /* Enqueues every due window not yet done (claiming each in the marker table
  * first), using c; stops between requests once *stopping is set. Returns how
  * many real milliseconds to wait before the next tick (at most 1000; more
  * after a storage error). Logs what it did and what failed. */
-int64_t ecw_scheduler_tick(struct ecw_scheduler *s, struct ecw_client *c, const atomic_bool *stopping);
+int64_t ecw_schedule_runner_tick(struct ecw_scheduler *s, struct ecw_client *c, const atomic_bool *stopping);
 
 /* ---- the audits (worker/schedule/schedule_audit.c; one auditor per replica) ---- */
 
@@ -60,7 +60,7 @@ int ecw_schedule_audit_new(struct ecw_schedule_audit **out, const struct ecw_con
 			   const struct ecw_account *acct, const struct ecw_client_options *opts,
 			   const atomic_bool *stopping) ECW_MUST_USE;
 /* After *stopping is set: waits until the thread has stopped (the audit in
- * hand stopped and its window given back) or deadline_ms (ecw_now_ms) has
+ * hand stopped and its window given back) or deadline_ms (ecw_clock_now_ms) has
  * passed; true when it stopped. NULL: true. */
 bool ecw_schedule_audit_wait(struct ecw_schedule_audit *a, int64_t deadline_ms);
 /* Joins the thread and frees; only once it stopped (or never started).

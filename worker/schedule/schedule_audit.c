@@ -76,7 +76,7 @@ struct window {
 	char rk[32];
 	char *etag; /* the claim's, renewed */
 	bool takeover;
-	int64_t renewed_ms; /* ecw_now_ms of the last claim or renewal */
+	int64_t renewed_ms; /* ecw_clock_now_ms of the last claim or renewal */
 	bool lost;          /* another replica took the window over */
 	struct ecw_buf example[ECW_AUDIT_KINDS];
 };
@@ -92,7 +92,7 @@ struct ecw_schedule_audit {
 	bool busy;           /* w holds a window */
 	bool quit;           /* free: leave now */
 	bool exited;         /* the thread left its loop */
-	int64_t retry_at_ms; /* no window before (ecw_now_ms) */
+	int64_t retry_at_ms; /* no window before (ecw_clock_now_ms) */
 	struct window w;     /* the thread's while busy */
 };
 
@@ -143,7 +143,7 @@ int ecw_schedule_audit_read(struct ecw_client *c, const struct ecw_config *cfg, 
 	struct ecw_buf f;
 	char from[32];
 	int64_t n = sc->catch_up > periods ? sc->catch_up : periods;
-	int64_t last = ecw_schedule_period_start(ecw_wall_ms() - sc->at_ms, sc->every_ms);
+	int64_t last = ecw_schedule_period_start(ecw_clock_wall_ms() - sc->at_ms, sc->every_ms);
 	int err;
 
 	ecw_buf_init(&f, 1024);
@@ -186,9 +186,9 @@ static bool keep_claim(void *payload)
 	char at[48], *etag = NULL;
 	int err;
 
-	if (ecw_now_ms() - w->renewed_ms < a->cfg->worker.schedule_lease_ms / 3)
+	if (ecw_clock_now_ms() - w->renewed_ms < a->cfg->worker.schedule_lease_ms / 3)
 		return true;
-	if ((err = ecw_schedule_iso_time(at, sizeof(at), ecw_wall_ms())) < 0 ||
+	if ((err = ecw_schedule_iso_time(at, sizeof(at), ecw_clock_wall_ms())) < 0 ||
 	    (err = ecw_entity_new(&e, w->sc->name, w->rk)) < 0 ||
 	    (err = ecw_entity_set_datetime(e, "ClaimedAt", at)) < 0)
 		goto done;
@@ -196,8 +196,8 @@ static bool keep_claim(void *payload)
 	if (err == 0) {
 		free(w->etag);
 		w->etag = etag;
-		w->renewed_ms = ecw_now_ms();
-	} else if (err == ECW_EPRECONDITION || ecw_err_is_absent(err)) {
+		w->renewed_ms = ecw_clock_now_ms();
+	} else if (err == ECW_EPRECONDITION || ecw_error_is_absent(err)) {
 		w->lost = true;
 		ecw_schedule_log_window(ECW_LOG_WARN, "schedule_lease_lost", w->sc, w->rk,
 					"taken over while the audit ran: it stops");
@@ -250,7 +250,7 @@ static bool write_result(struct ecw_schedule_audit *a, const struct ecw_audit_co
 	if (err == 0)
 		err = ecw_table_write(NULL, a->client, a->cfg->worker.schedule_table, e, ECW_WRITE_MERGE,
 				      w->etag);
-	if (err == ECW_EPRECONDITION || ecw_err_is_absent(err)) {
+	if (err == ECW_EPRECONDITION || ecw_error_is_absent(err)) {
 		ecw_schedule_log_window(ECW_LOG_WARN, "schedule_lease_lost", w->sc, w->rk,
 					"taken over before done: the new claimant's result stands");
 		w->lost = true;
@@ -284,7 +284,7 @@ static void log_finished(struct window *w, const struct ecw_audit_counts *c, int
 	}
 	ecw_log_int(l, "duration_ms", ms);
 	ecw_log_bool(l, "takeover", w->takeover);
-	ecw_log_str(l, "worker", ecw_worker_id());
+	ecw_log_str(l, "worker", ecw_version_worker_id());
 	ecw_log_end(l);
 }
 
@@ -302,7 +302,7 @@ static void run_window(struct ecw_schedule_audit *a)
 				       .on_finding = keep_example,
 				       .payload = a};
 	struct ecw_audit_counts c = {0};
-	int64_t t0 = ecw_now_ms();
+	int64_t t0 = ecw_clock_now_ms();
 	bool stopped = false;
 	int err;
 
@@ -312,7 +312,7 @@ static void run_window(struct ecw_schedule_audit *a)
 	ecw_log_str(l, "window", w->rk);
 	ecw_log_bool(l, "repair", w->sc->repair);
 	ecw_log_bool(l, "takeover", w->takeover);
-	ecw_log_str(l, "worker", ecw_worker_id());
+	ecw_log_str(l, "worker", ecw_version_worker_id());
 	ecw_log_end(l);
 	err = ecw_audit_run(&c, &stopped, a->client, job, &o);
 	if (w->lost)
@@ -321,15 +321,15 @@ static void run_window(struct ecw_schedule_audit *a)
 		if (err < 0 && !atomic_load(a->stopping)) {
 			ecw_schedule_log_error("schedule.audit", w->sc, w->rk);
 			pthread_mutex_lock(&a->mu);
-			a->retry_at_ms = ecw_now_ms() + AUDIT_RETRY_MS;
+			a->retry_at_ms = ecw_clock_now_ms() + AUDIT_RETRY_MS;
 			pthread_mutex_unlock(&a->mu);
 		}
 		ecw_error_clear();
 		ecw_schedule_release(a->client, a->cfg, w->sc, w->rk, w->etag);
 		return;
 	}
-	int64_t finished_ms = ecw_wall_ms();
-	log_finished(w, &c, ecw_now_ms() - t0);
+	int64_t finished_ms = ecw_clock_wall_ms();
+	log_finished(w, &c, ecw_clock_now_ms() - t0);
 	if (write_result(a, &c, finished_ms))
 		show(w->sc->job, finished_ms, &c);
 }
@@ -340,7 +340,7 @@ static void run_window(struct ecw_schedule_audit *a)
 static void nap(struct ecw_schedule_audit *a, int64_t ms)
 {
 	pthread_mutex_unlock(&a->mu);
-	ecw_sleep_ms(ms);
+	ecw_clock_sleep_ms(ms);
 	pthread_mutex_lock(&a->mu);
 }
 
@@ -378,7 +378,7 @@ bool ecw_schedule_audit_idle(struct ecw_schedule_audit *a)
 	if (!a)
 		return false;
 	pthread_mutex_lock(&a->mu);
-	idle = !a->busy && !a->exited && ecw_now_ms() >= a->retry_at_ms;
+	idle = !a->busy && !a->exited && ecw_clock_now_ms() >= a->retry_at_ms;
 	pthread_mutex_unlock(&a->mu);
 	return idle;
 }
@@ -396,7 +396,7 @@ bool ecw_schedule_audit_take(struct ecw_schedule_audit *a, const struct ecw_sche
 	snprintf(a->w.rk, sizeof(a->w.rk), "%s", rk);
 	a->w.etag = etag;
 	a->w.takeover = takeover;
-	a->w.renewed_ms = ecw_now_ms();
+	a->w.renewed_ms = ecw_clock_now_ms();
 	for (int k = 0; k < ECW_AUDIT_KINDS; k++)
 		ecw_buf_init(&a->w.example[k], EXAMPLE_MAX);
 	a->busy = true;
@@ -447,8 +447,8 @@ bool ecw_schedule_audit_wait(struct ecw_schedule_audit *a, int64_t deadline_ms)
 	if (!a || !a->started)
 		return true;
 	pthread_mutex_lock(&a->mu);
-	while (!a->exited && ecw_now_ms() < deadline_ms) {
-		int64_t ms = deadline_ms - ecw_now_ms();
+	while (!a->exited && ecw_clock_now_ms() < deadline_ms) {
+		int64_t ms = deadline_ms - ecw_clock_now_ms();
 		nap(a, ms > AUDIT_STOP_POLL_MS ? AUDIT_STOP_POLL_MS : ms);
 	}
 	exited = a->exited;

@@ -99,7 +99,7 @@ void ecw_schedule_log_error(const char *op, const struct ecw_schedule *sc, const
 	ecw_log_str(l, "op", op);
 	ecw_log_str(l, "schedule", sc->name);
 	ecw_log_str(l, "window", window);
-	ecw_log_str(l, "code", ecw_err_name(e->code));
+	ecw_log_str(l, "code", ecw_error_name(e->code));
 	ecw_log_int(l, "status", e->http_status);
 	ecw_log_str(l, "request_id", e->request_id[0] ? e->request_id : NULL);
 	ecw_log_str(l, "error", e->message);
@@ -114,7 +114,7 @@ void ecw_schedule_log_window(enum ecw_log_level level, const char *event, const 
 	ecw_log_str(l, "schedule", sc->name);
 	ecw_log_str(l, "window", window);
 	ecw_log_str(l, "reason", why);
-	ecw_log_str(l, "worker", ecw_worker_id());
+	ecw_log_str(l, "worker", ecw_version_worker_id());
 	ecw_log_end(l);
 }
 
@@ -159,7 +159,7 @@ void ecw_schedule_release(struct ecw_client *c, const struct ecw_config *cfg, co
 {
 	int err = ecw_table_delete(c, cfg->worker.schedule_table, sc->name, rk, etag);
 
-	if (err < 0 && !ecw_err_is_absent(err) && err != ECW_EPRECONDITION)
+	if (err < 0 && !ecw_error_is_absent(err) && err != ECW_EPRECONDITION)
 		ecw_schedule_log_error("schedule.release", sc, rk);
 	else
 		ecw_schedule_log_window(ECW_LOG_WARN, "schedule_released", sc, rk,

@@ -556,9 +556,9 @@ bool ecw_account_secret_refused(const struct ecw_account *a, uint64_t gen)
 	ecw_account_secret_release(a);
 	if (current != gen) {
 		again = true;
-	} else if (!m->reload_asked || ecw_now_ms() - m->reloaded_at_ms >= m->reload_interval_ms) {
+	} else if (!m->reload_asked || ecw_clock_now_ms() - m->reloaded_at_ms >= m->reload_interval_ms) {
 		m->reload_asked = true;
-		m->reloaded_at_ms = ecw_now_ms();
+		m->reloaded_at_ms = ecw_clock_now_ms();
 		/* The refusal stays the caller's last error, whatever the reload
 		 * met on the way. */
 		refusal = *ecw_error_last();

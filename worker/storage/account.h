@@ -36,7 +36,7 @@ struct ecw_account {
 	void (*reload_payload_free)(void *payload);
 	int64_t reload_interval_ms;
 	pthread_mutex_t reload_mu;
-	int64_t reloaded_at_ms; /* when reload was last asked (ecw_now_ms) */
+	int64_t reloaded_at_ms; /* when reload was last asked (ecw_clock_now_ms) */
 	bool reload_asked;      /* ... once at least */
 };
 

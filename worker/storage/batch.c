@@ -438,7 +438,8 @@ int ecw_batch_parse_response(struct ecw_batch *b, const char *content_type, cons
 static void new_id(char out[37])
 {
 	static const char hex[] = "0123456789abcdef";
-	uint32_t r[4] = {ecw_random_u32(), ecw_random_u32(), ecw_random_u32(), ecw_random_u32()};
+	uint32_t r[4] = {ecw_clock_random_u32(), ecw_clock_random_u32(), ecw_clock_random_u32(),
+			 ecw_clock_random_u32()};
 	char *p = out;
 
 	/* 8-4-4-4-12 hex digits of the 128 random bits. */

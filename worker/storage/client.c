@@ -407,7 +407,7 @@ static int transport_send(struct ecw_client *c, struct ecw_response *resp, const
 
 int64_t ecw_client_retry_delay_ms(const struct ecw_client_options *o, int retry, uint32_t rnd)
 {
-	int64_t ceiling = ecw_backoff_ms(o->retry_base_ms, o->retry_max_ms, retry);
+	int64_t ceiling = ecw_clock_backoff_ms(o->retry_base_ms, o->retry_max_ms, retry);
 
 	if (ceiling <= 0)
 		return 0;
@@ -552,12 +552,12 @@ static int token_exchange(struct ecw_response *resp, const char *url, const stru
 
 /* The pause before retry attempt + 1: 0, or ECW_ECANCELED (the last error
  * set) when the cancellation cut it short. A client without one sleeps
- * through ecw_sleep_ms, which the unit tests wrap. */
+ * through ecw_clock_sleep_ms, which the unit tests wrap. */
 static int back_off(struct ecw_client *c, const struct ecw_request *r, int attempt)
 {
 	c->stats.retries++;
 	if (!ecw_cancel_sleep_ms(c->opts.cancel,
-				 ecw_client_retry_delay_ms(&c->opts, attempt, ecw_random_u32())))
+				 ecw_client_retry_delay_ms(&c->opts, attempt, ecw_clock_random_u32())))
 		return 0;
 	return request_failed(c, r, ECW_ECANCELED, "the worker is stopping (before a retry)");
 }
@@ -618,7 +618,7 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 			 * transient one is retried like any other. */
 			if ((err = ecw_buf_adds(&auth, "Bearer ")) < 0 ||
 			    (err = ecw_token_get(&auth, &token_gen, c->acct->cred, token_exchange, c)) < 0) {
-				if (err == ECW_ENOMEM || !ecw_err_is_transient(err) ||
+				if (err == ECW_ENOMEM || !ecw_error_is_transient(err) ||
 				    attempt >= c->opts.max_tries)
 					goto done;
 				if ((err = back_off(c, r, attempt)) < 0)
@@ -659,7 +659,7 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 			attempt--;
 			continue;
 		}
-		if (err == 0 || !ecw_err_is_transient(err) || attempt >= c->opts.max_tries)
+		if (err == 0 || !ecw_error_is_transient(err) || attempt >= c->opts.max_tries)
 			break;
 		if ((err = back_off(c, r, attempt)) < 0)
 			goto done;
@@ -742,12 +742,12 @@ static void conclude_pipelined(struct ecw_client *c, struct ecw_request **rs, st
 				c->opts.on_attempt(c->opts.on_attempt_payload, op, (int)resps[i].status, 1);
 			e = resps[i].status >= 200 && resps[i].status < 300 ? 0
 									    : classify(c, rs[i], &resps[i]);
-			if (e == 0 || (!ecw_err_is_transient(e) && !(e == ECW_EAUTH && c->acct->cred) &&
+			if (e == 0 || (!ecw_error_is_transient(e) && !(e == ECW_EAUTH && c->acct->cred) &&
 				       !(e == ECW_EAUTH && ecw_account_secret_refused(c->acct, gens[i])))) {
 				done(payload, i, e);
 				continue;
 			}
-			if (ecw_err_is_transient(e) && back_off(c, rs[i], 1) < 0) {
+			if (ecw_error_is_transient(e) && back_off(c, rs[i], 1) < 0) {
 				done(payload, i, ECW_ECANCELED);
 				continue;
 			}

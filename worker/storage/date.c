@@ -40,10 +40,10 @@ int ecw_date_parse(time_t *out, const char *s)
 		goto bad;
 	p = s + 5;
 	if (p[1] == ' ') {
-		day = ecw_digits(p, 1);
+		day = ecw_clock_digits(p, 1);
 		p += 2;
 	} else {
-		day = p[2] == ' ' ? ecw_digits(p, 2) : -1;
+		day = p[2] == ' ' ? ecw_clock_digits(p, 2) : -1;
 		p += 3;
 	}
 	for (int i = 0; i < 12; i++)
@@ -52,14 +52,14 @@ int ecw_date_parse(time_t *out, const char *s)
 	if (strlen(p) != 21 || p[3] != ' ' || p[8] != ' ' || p[11] != ':' || p[14] != ':' ||
 	    strcmp(p + 17, " GMT") != 0)
 		goto bad;
-	year = ecw_digits(p + 4, 4);
-	h = ecw_digits(p + 9, 2);
-	mi = ecw_digits(p + 12, 2);
-	sec = ecw_digits(p + 15, 2);
+	year = ecw_clock_digits(p + 4, 4);
+	h = ecw_clock_digits(p + 9, 2);
+	mi = ecw_clock_digits(p + 12, 2);
+	sec = ecw_clock_digits(p + 15, 2);
 	if (mon < 0 || day < 1 || day > 31 || year < 1970 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
 	    sec < 0 || sec > 60)
 		goto bad;
-	*out = (time_t)((ecw_days_from_civil(year, mon, day) * 24 + h) * 3600 + mi * 60 + sec);
+	*out = (time_t)((ecw_clock_days_from_civil(year, mon, day) * 24 + h) * 3600 + mi * 60 + sec);
 	return 0;
 bad:
 	return ecw_error_set(ECW_EINVALID, "not an RFC 1123 date: '%.40s'", s);

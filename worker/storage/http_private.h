@@ -48,7 +48,7 @@ struct ecw_http {
 	const char *op;      /* the exchange's kind, for the cap's message; may be NULL */
 };
 
-/* The transport's own clock: real time even where tests wrap ecw_now_ms. */
+/* The transport's own clock: real time even where tests wrap ecw_clock_now_ms. */
 static inline int64_t now_ms(void)
 {
 	struct timespec ts;

@@ -470,7 +470,7 @@ static int status_to_err(const struct ecw_token_credential *cred, long status)
 {
 	int err = ecw_status_to_err(status, NULL);
 
-	if (ecw_err_is_transient(err))
+	if (ecw_error_is_transient(err))
 		return err;
 	if (cred->source == ECW_TOKEN_MANAGED_IDENTITY && (status == 404 || status == 410))
 		return ECW_ETRANSIENT;
@@ -551,7 +551,7 @@ int ecw_token_get(struct ecw_buf *out, uint64_t *gen_out, struct ecw_token_crede
 
 	pthread_mutex_lock(&cred->mu);
 	for (;;) {
-		now = ecw_now_ms();
+		now = ecw_clock_now_ms();
 		if (cred->token && now < cred->refresh_at_ms)
 			goto use_cached;
 		/* Due for refresh, but someone is at it or it failed a moment ago. */
@@ -563,7 +563,7 @@ int ecw_token_get(struct ecw_buf *out, uint64_t *gen_out, struct ecw_token_crede
 		while (cred->fetching)
 			pthread_cond_wait(&cred->fetched, &cred->mu);
 		/* The fetch waited for failed: its error is ours too. */
-		if (cred->fetches != seen && cred->last_err < 0 && !usable(cred, ecw_now_ms())) {
+		if (cred->fetches != seen && cred->last_err < 0 && !usable(cred, ecw_clock_now_ms())) {
 			err = ecw_error_set(cred->last_err, "%s", cred->last_msg);
 			pthread_mutex_unlock(&cred->mu);
 			return err;
@@ -572,13 +572,13 @@ int ecw_token_get(struct ecw_buf *out, uint64_t *gen_out, struct ecw_token_crede
 	cred->fetching = true;
 	pthread_mutex_unlock(&cred->mu);
 
-	t0 = ecw_now_ms(); /* the lifetime counts from the request, not the answer */
+	t0 = ecw_clock_now_ms(); /* the lifetime counts from the request, not the answer */
 	err = fetch(&token, &lifetime_s, &refresh_in_s, cred, exchange, payload);
 
 	pthread_mutex_lock(&cred->mu);
 	cred->fetching = false;
 	cred->fetches++;
-	now = ecw_now_ms();
+	now = ecw_clock_now_ms();
 	if (err == 0) {
 		wipe_free(cred->token);
 		cred->token = token;
@@ -609,7 +609,7 @@ use_cached:
 bool ecw_token_refused(struct ecw_token_credential *cred, uint64_t gen)
 {
 	bool again;
-	int64_t now = ecw_now_ms();
+	int64_t now = ecw_clock_now_ms();
 
 	pthread_mutex_lock(&cred->mu);
 	if (cred->gen != gen) {

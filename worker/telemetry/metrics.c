@@ -340,7 +340,7 @@ void ecw_metrics_storage(const char *op, int status)
 	struct series *s;
 	char st[ECW_INT_TEXT_MAX + 1];
 
-	st[ecw_int_text(st, status)] = '\0'; /* on every request: no snprintf */
+	st[ecw_buf_int_text(st, status)] = '\0'; /* on every request: no snprintf */
 	pthread_mutex_lock(&g_lock);
 	if ((s = series_get(&f_storage, op, st)))
 		s->count++;
@@ -532,7 +532,7 @@ void ecw_metrics_received(int64_t unix_time, int count)
 
 void ecw_metrics_heartbeat(void)
 {
-	atomic_store(&g_heartbeat_ms, ecw_now_ms());
+	atomic_store(&g_heartbeat_ms, ecw_clock_now_ms());
 }
 
 void ecw_metrics_set_ready(bool storage_ok)
@@ -567,7 +567,7 @@ bool ecw_metrics_alive(void)
 {
 	int64_t beat = atomic_load(&g_heartbeat_ms);
 
-	return beat != HEARTBEAT_NEVER && ecw_now_ms() - beat <= atomic_load(&g_window_ms);
+	return beat != HEARTBEAT_NEVER && ecw_clock_now_ms() - beat <= atomic_load(&g_window_ms);
 }
 
 bool ecw_metrics_stalled(void)

@@ -94,7 +94,7 @@ static struct log_budget g_closed_log_budget = {.lock = PTHREAD_MUTEX_INITIALIZE
  * since the last one. */
 static bool log_budget_take(struct log_budget *b, uint64_t *left_out)
 {
-	int64_t now = ecw_now_ms();
+	int64_t now = ecw_clock_now_ms();
 	bool ok;
 
 	pthread_mutex_lock(&b->lock);

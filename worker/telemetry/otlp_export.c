@@ -102,13 +102,13 @@ static int on_progress(void *payload, curl_off_t dltotal, curl_off_t dlnow, curl
 	int64_t cut = atomic_load(&e->cut_at_ms);
 
 	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-	return cut && ecw_now_ms() >= cut;
+	return cut && ecw_clock_now_ms() >= cut;
 }
 
 /* Logs a failed export, at most once a FAIL_LOG_EVERY_MS. */
 static void log_failure(struct ecw_otlp_exporter *e, const char *why, long status, size_t spans)
 {
-	int64_t now = ecw_now_ms();
+	int64_t now = ecw_clock_now_ms();
 	struct ecw_log_line *l;
 
 	if (e->last_fail_log_ms && now - e->last_fail_log_ms < FAIL_LOG_EVERY_MS)
@@ -205,12 +205,12 @@ static int64_t backoff_ms(struct ecw_otlp_exporter *e, int attempt)
  * wait would end after the stop's flush deadline. Under e->mu. */
 static bool wait_to_retry(struct ecw_otlp_exporter *e, int64_t ms)
 {
-	int64_t until = ecw_now_ms() + ms, now;
+	int64_t until = ecw_clock_now_ms() + ms, now;
 
-	while ((now = ecw_now_ms()) < until) {
+	while ((now = ecw_clock_now_ms()) < until) {
 		if (e->stop && until > e->flush_until_ms)
 			return false;
-		ecw_cond_wait_ms(&e->cv, &e->mu, until - now);
+		ecw_clock_cond_wait_ms(&e->cv, &e->mu, until - now);
 	}
 	return true;
 }
@@ -228,7 +228,7 @@ static void deliver(struct ecw_otlp_exporter *e, size_t n)
 			bool go;
 
 			pthread_mutex_lock(&e->mu);
-			timeout = e->stop ? e->flush_until_ms - ecw_now_ms() : e->cfg.timeout_ms;
+			timeout = e->stop ? e->flush_until_ms - ecw_clock_now_ms() : e->cfg.timeout_ms;
 			if (timeout > e->cfg.timeout_ms)
 				timeout = e->cfg.timeout_ms;
 			pthread_mutex_unlock(&e->mu);
@@ -269,15 +269,15 @@ static size_t take_batch(struct ecw_otlp_exporter *e)
 static void *export_thread(void *p)
 {
 	struct ecw_otlp_exporter *e = p;
-	int64_t next_ms = ecw_now_ms() + e->cfg.schedule_delay_ms;
+	int64_t next_ms = ecw_clock_now_ms() + e->cfg.schedule_delay_ms;
 
 	pthread_mutex_lock(&e->mu);
 	for (;;) {
-		int64_t now = ecw_now_ms();
+		int64_t now = ecw_clock_now_ms();
 		if (e->stop && (e->count == 0 || now >= e->flush_until_ms))
 			break;
 		if (!e->stop && e->count < e->cfg.max_batch && now < next_ms) {
-			ecw_cond_wait_ms(&e->cv, &e->mu, next_ms - now);
+			ecw_clock_cond_wait_ms(&e->cv, &e->mu, next_ms - now);
 			continue;
 		}
 		size_t n = take_batch(e);
@@ -285,7 +285,7 @@ static void *export_thread(void *p)
 		if (n > 0)
 			deliver(e, n);
 		pthread_mutex_lock(&e->mu);
-		next_ms = ecw_now_ms() + e->cfg.schedule_delay_ms;
+		next_ms = ecw_clock_now_ms() + e->cfg.schedule_delay_ms;
 	}
 	if (e->count > 0)
 		ecw_metrics_otlp_dropped("shutdown", (int64_t)e->count);
@@ -344,9 +344,9 @@ int ecw_otlp_exporter_new(struct ecw_otlp_exporter **out, const struct ecw_otlp_
 	if (!e)
 		return ecw_error_set(ECW_ENOMEM, "out of memory");
 	e->cfg = *cfg;
-	e->jitter = (uint64_t)ecw_wall_ms() ^ (uint64_t)(uintptr_t)e;
+	e->jitter = (uint64_t)ecw_clock_wall_ms() ^ (uint64_t)(uintptr_t)e;
 	pthread_mutex_init(&e->mu, NULL);
-	ecw_cond_init_monotonic(&e->cv);
+	ecw_clock_cond_init(&e->cv);
 	ecw_buf_init(&e->body, BODY_MAX);
 	ecw_buf_init(&e->redacted, BODY_MAX);
 	e->ring = calloc(cfg->max_queue, sizeof(*e->ring));
@@ -398,7 +398,7 @@ void ecw_otlp_exporter_free(struct ecw_otlp_exporter *e, int64_t flush_ms)
 	if (e->started) {
 		pthread_mutex_lock(&e->mu);
 		e->stop = true;
-		e->flush_until_ms = ecw_now_ms() + (flush_ms > 0 ? flush_ms : 0);
+		e->flush_until_ms = ecw_clock_now_ms() + (flush_ms > 0 ? flush_ms : 0);
 		atomic_store(&e->cut_at_ms, e->flush_until_ms > 0 ? e->flush_until_ms : 1);
 		pthread_cond_signal(&e->cv);
 		pthread_mutex_unlock(&e->mu);

@@ -36,7 +36,7 @@ static bool all_zero(const uint8_t *p, size_t n)
 	return true;
 }
 
-int ecw_traceparent_parse(struct ecw_trace_ctx *out, const char *text, size_t len)
+int ecw_trace_parent_parse(struct ecw_trace_ctx *out, const char *text, size_t len)
 {
 	uint8_t version;
 
@@ -78,7 +78,7 @@ void ecw_trace_hex(char *out, const uint8_t *bytes, size_t n)
 	out[2 * n] = '\0';
 }
 
-void ecw_traceparent_format(char out[ECW_TRACEPARENT_LEN + 1], const struct ecw_trace_ctx *ctx)
+void ecw_trace_parent_format(char out[ECW_TRACEPARENT_LEN + 1], const struct ecw_trace_ctx *ctx)
 {
 	memcpy(out, "00-", 3);
 	ecw_trace_hex(out + 3, ctx->trace_id, 16);
@@ -107,7 +107,7 @@ void ecw_trace_random(uint8_t *out, size_t n)
 	}
 	/* Early boot without entropy: ids need to be unique, not secret. */
 	for (; got < n; got++)
-		out[got] = (uint8_t)(ecw_random_u32() ^ (uint32_t)ecw_now_ms());
+		out[got] = (uint8_t)(ecw_clock_random_u32() ^ (uint32_t)ecw_clock_now_ms());
 	if (all_zero(out, n))
 		out[n - 1] = 1;
 }
@@ -132,7 +132,8 @@ static bool guid_bytes(uint8_t out[16], const char *id)
 	return hex_bytes(out, hex, 16) && !all_zero(out, 16);
 }
 
-void ecw_span_start(struct ecw_span_ids *out, const struct ecw_trace_ctx *parent, const char *message_id)
+void ecw_trace_span_start(struct ecw_span_ids *out, const struct ecw_trace_ctx *parent,
+			  const char *message_id)
 {
 	memset(out, 0, sizeof(*out));
 	if (parent) {

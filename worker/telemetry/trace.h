@@ -46,9 +46,9 @@ struct ecw_span_ids {
 /* Reads a traceparent (text of len bytes). ECW_EINVALID with a one-line
  * reason in the last error (the text itself is never quoted: it is the
  * sender's, of any size). */
-int ecw_traceparent_parse(struct ecw_trace_ctx *out, const char *text, size_t len) ECW_MUST_USE;
+int ecw_trace_parent_parse(struct ecw_trace_ctx *out, const char *text, size_t len) ECW_MUST_USE;
 /* Writes ctx as a version-00 traceparent, NUL-terminated. */
-void ecw_traceparent_format(char out[ECW_TRACEPARENT_LEN + 1], const struct ecw_trace_ctx *ctx);
+void ecw_trace_parent_format(char out[ECW_TRACEPARENT_LEN + 1], const struct ecw_trace_ctx *ctx);
 /* The traceparent a message sent by the run of span carries: the same trace,
  * span's id as the parent-id, span's flags. */
 void ecw_trace_child_context(struct ecw_trace_ctx *out, const struct ecw_span_ids *span);
@@ -58,7 +58,8 @@ void ecw_trace_child_context(struct ecw_trace_ctx *out, const struct ecw_span_id
  * of an untraced message shares one trace: its retries line up) and random
  * otherwise; the span id is always fresh and random. message_id may be
  * NULL. */
-void ecw_span_start(struct ecw_span_ids *out, const struct ecw_trace_ctx *parent, const char *message_id);
+void ecw_trace_span_start(struct ecw_span_ids *out, const struct ecw_trace_ctx *parent,
+			  const char *message_id);
 
 /* n bytes as 2n lowercase hex digits and a NUL. */
 void ecw_trace_hex(char *out, const uint8_t *bytes, size_t n);

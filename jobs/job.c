@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* common.c - the job API's helpers (ecw_job.h) the job types share: reading
+/* job.c - the job API's helpers (ecw_job.h) the job types share: reading
  * the settings every type has (table names and key templates, with errors at
  * the value's line and column; filters lexed as OData), the lease check before a write, and how the
  * runtime reads a job's error. */
@@ -14,8 +14,8 @@
 
 /* The storage API's rule, so check-config refuses what the client would
  * refuse at start. The value is not shown: it may hold an expanded ${VAR}. */
-int ecw_jobcfg_table(char **out, const struct ecw_node *job, const char *key, bool required,
-		     struct ecw_node_errors *errs)
+int ecw_job_setting_table(char **out, const struct ecw_node *job, const char *key, bool required,
+			  struct ecw_node_errors *errs)
 {
 	if (ecw_node_string(out, job, key, required, errs) < 0)
 		return -1;
@@ -44,19 +44,19 @@ static int jobcfg_compile(struct ecw_template **out, const struct ecw_node *job,
 	return rc;
 }
 
-int ecw_jobcfg_template(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
-			struct ecw_node_errors *errs)
+int ecw_job_setting_template(struct ecw_template **out, const struct ecw_node *job, const char *key,
+			     bool required, struct ecw_node_errors *errs)
 {
 	return jobcfg_compile(out, job, key, required, 0, errs);
 }
 
-int ecw_jobcfg_filter(struct ecw_template **out, const struct ecw_node *job, const char *key, bool required,
-		      struct ecw_node_errors *errs)
+int ecw_job_setting_filter(struct ecw_template **out, const struct ecw_node *job, const char *key,
+			   bool required, struct ecw_node_errors *errs)
 {
 	return jobcfg_compile(out, job, key, required, ECW_TEMPLATE_FILTER, errs);
 }
 
-int ecw_source_key_hash(char out[65], const char *pk, const char *rk)
+int ecw_job_source_key_hash(char out[65], const char *pk, const char *rk)
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
@@ -100,7 +100,7 @@ bool ecw_job_err_is_permanent(int err)
 void ecw_job_member_fail(struct ecw_job_ctx *ctx, int *err_out, int err)
 {
 	snprintf(ctx->error, sizeof(ctx->error), "%s",
-		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_err_name(err));
+		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_error_name(err));
 	ctx->error_status = ecw_error_last()->http_status;
 	snprintf(ctx->error_code, sizeof(ctx->error_code), "%s", ecw_error_last()->service_code);
 	snprintf(ctx->error_table, sizeof(ctx->error_table), "%s", ecw_error_last()->table);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* registry.c - every job type ecworker knows, by the name used as `type:` in
+/* job_type.c - every job type ecworker knows, by the name used as `type:` in
  * the configuration. Adding a job type is one new file and one line here
- * (the helpers the types call are in common.c, so no type calls back into
+ * (the helpers the types call are in job.c, so no type calls back into
  * the registry that lists it). */
 #include <stddef.h>
 #include <string.h>
