@@ -17,7 +17,7 @@
  *     table's size. The other side of a pair is read with one GET per
  *     entity: an index is ordered by value and its source by key, so a merge
  *     of two sorted streams would need an external sort; a GET per entity is
- *     the price (README: "Auditing" gives the cost per entity), and --rate
+ *     the price (worker/README.md, "Auditing", gives the cost per entity), and --rate
  *     caps it.
  *   - A repair goes through the job's own convergent step: the job's run
  *     with a context naming the SOURCE's keys, exactly as a message would,

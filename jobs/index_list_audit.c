@@ -32,7 +32,7 @@
  *   So an audit costs about three GETs per source (its list, its reference,
  *   and its key's source from the list's side), plus query pages.
  * In a table shared with other jobs (an index's entries beside the lists,
- * as the README's layout has them) pass 2 judges only the entities whose
+ * as jobs/README.md's layout has them) pass 2 judges only the entities whose
  * PartitionKey the job's partition_key could have rendered (its literal
  * text before and after the placeholders, ecw_template_may_render): another
  * job's entities are neither conflicts nor orphans. Lists carry no job's

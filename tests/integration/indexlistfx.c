@@ -336,7 +336,7 @@ static void keys_to_rows(struct rows *out, const char *lpk, const char *lrk, con
 	json_object_put(arr);
 }
 
-/* The Keys of a list as the README's reader reads it: the head ents[head]'s
+/* The Keys of a list as jobs/README.md's reader reads it: the head ents[head]'s
  * Keys, Keys2, ..., then each page of its Pages in order (RowKey head~~n,
  * ListRowKey = head's RowKey), the chunks' arrays joined into one (heap
  * copy); the pages found are marked in used. */

@@ -106,7 +106,7 @@ void il_expect_list(struct wfx *x, const char *last, const char *want_keys);
 /* ---- the recomputation ------------------------------------------------------------------------ */
 
 /* The whole list table against a recomputation from the source: the lists,
- * read as the README's reader reads them (the head's Keys, Keys2, ..., then
+ * read as jobs/README.md's reader reads them (the head's Keys, Keys2, ..., then
  * its Pages' in order; every page in some head's Pages) (exact members,
  * sorted, Count, no empty or stale list) and the refs (one per
  * employee, at the hashed RowKey, naming its list, no intents left). Returns

@@ -252,7 +252,7 @@ long long mx_replay_poison(struct mx *x, const struct worker *w)
  * asserted: the job queue is empty at the end and the poison queue was
  * snapshotted before the replay, and a message leaves the job queue only by
  * a worker's delete, after its job succeeded or after its envelope is on the
- * poison queue (README: outcome rules). So each message is
+ * poison queue (worker/README.md, "Outcome rules"). So each message is
  * - succeeded: a worker logged "succeeded" for its id;
  * - poisoned: an envelope for its id was on the poison queue, with a reason;
  * - lease-lost: a worker ran it and logged "lease-lost" for its id, but no

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test_audit_layout.c - the audit on the README's own layout
+/* test_audit_layout.c - the audit on jobs/README.md's own layout
  * (config/demo.yaml's employee jobs): an index and an index-list sharing one
  * table, and archive and restore moves that chain into both (issue 33).
  *

@@ -2,7 +2,7 @@
 /* test_index_get.c - reading an index list as operators and applications do,
  * against Azurite: `ecworker index get` (worker/cmd/index.c) prints the list
  * a worker built, in order, its keys escaped for the terminal or quoted in
- * --json; the README's JavaScript reader (tests/interop/index-list-reader.js,
+ * --json; jobs/README.md's JavaScript reader (tests/interop/index-list-reader.js,
  * through sdk.js read-list, the official SDK) reads the same keys; a value
  * no source has is an empty list, not an error; and the usage errors. */
 #include "indexlistfx.h"
@@ -102,7 +102,7 @@ static void test_index_get__prints_the_list_escaped(void **state)
 	proc_assert_logs_clean();
 }
 
-/* --json and the README's JavaScript reader read the same keys, in order. */
+/* --json and jobs/README.md's JavaScript reader read the same keys, in order. */
 static void test_index_get__json_and_the_sdk_reader_agree(void **state)
 {
 	struct wfx *x = *state;
@@ -250,7 +250,7 @@ static char *function_text(const char *text, const char *sig)
 	return end ? strndup(at, (size_t)(end - at)) : NULL;
 }
 
-/* The README's reader is the code the tests run, function by function. */
+/* jobs/README.md's reader is the code the tests run, function by function. */
 static void test_index_get__the_readme_shows_the_tested_reader(void **state)
 {
 	static const char *const sigs[] = {"async function readIndexList(", "async function getOrNull(",

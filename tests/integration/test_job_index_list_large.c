@@ -4,7 +4,7 @@
  * value grown by two competing workers from one property to several to a
  * head and pages, then shrunk back to nothing, the whole list table equal
  * to a recomputation at each step (il_check_index reads a list as the
- * README's reader does) and nothing poisoned; and a worker killed after
+ * jobs/README.md's reader does) and nothing poisoned; and a worker killed after
  * every step of a change of a list that spans entities, the rerun ending
  * consistent. The workers run with small chunks and entities
  * (ECW_TEST_IL_CHUNK_UNITS 2,000 units, ECW_TEST_IL_ENTITY_CHUNKS 4; the

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test_trace.c - W3C trace context end to end against a real Azurite (README
+/* test_trace.c - W3C trace context end to end against a real Azurite (worker/README.md
  * "Trace context and OTLP"): a message's traceparent puts its trace on every
  * log line about its run, the `then:` follow-up joins the trace under the
  * run's span, an invalid traceparent costs one warning and nothing else,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* test_outcome.c - the outcome rules (worker/runtime/outcome.c), row by row as the
- * README's table states them, with each boundary: what the worker does with
+ * worker/README.md's table states them, with each boundary: what the worker does with
  * a message after it ran, before it runs, when its envelope could not be put
  * and when its lease is gone. No process, no service: the rules are a pure
  * function. test_settle (integration) keeps what needs a running worker:

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* outcome.c - the outcome rules (outcome.h), as the README's table states
+/* outcome.c - the outcome rules (outcome.h), as worker/README.md's table states
  * them:
  *   success            delete the message, only after the job returned 0;
  *   transient failure  keep it, hidden for a random whole number of seconds

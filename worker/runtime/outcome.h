@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* outcome.h - the outcome rules (README, "Outcome rules") as one pure
+/* outcome.h - the outcome rules (worker/README.md, "Outcome rules") as one pure
  * function: given what happened to one delivery of a message, what the
  * worker does with it. No storage, no clock, no locks: the runtime
  * (worker/runtime/runtime.c) gathers the facts, asks, and carries the answer out,

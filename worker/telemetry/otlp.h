@@ -6,7 +6,7 @@
  * batching exporter over libcurl (otlp_export.c).
  *
  * Configured by the standard OTEL_* environment variables only (the
- * README lists them); ecw_otlp_config_read checks them all at start. The
+ * worker/README.md lists them); ecw_otlp_config_read checks them all at start. The
  * header values (OTEL_EXPORTER_OTLP_HEADERS) are secrets: registered with
  * the log redaction, never quoted in an error.
  *
@@ -55,7 +55,7 @@ struct ecw_otlp_config {
 /* How the variables are looked up: getenv, or a test's table. */
 typedef const char *(*ecw_otlp_env_fn)(const char *name);
 
-/* Reads and checks every variable (README "Trace context and OTLP").
+/* Reads and checks every variable (worker/README.md, "Trace context and OTLP").
  * ECW_EINVALID with a one-line message naming the variable when one is
  * invalid; a header value is never quoted. Registers the header values
  * with the log redaction. */
