@@ -104,6 +104,7 @@ JOBS="${ECW_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}"
 SERIAL_TESTS="
 test_adaptive: its concurrency follows the latency it measures
 test_chaos: four workers SIGKILLed, a private Azurite and a fault proxy: the heaviest load of the run
+test_job_index_list_races: its crashes count deliveries exactly (dequeue_count 2) under a 2 s lease, which a worker slowed by the others' load outlives
 test_queue_watch: counts the idle worker's requests over a fixed period
 test_queues: counts the idle worker's requests over a fixed period
 "
