@@ -245,23 +245,29 @@ BUILD_JOBS = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || 
 # tests minutes; those that read the build (check-circles, check-hardening,
 # and check-docs, which runs the program) follow it. The short fuzz runs come
 # last; the sanitizer build skips them (the fuzz build is ASan + UBSan already).
+# Each phase is timed (tests/phase-time.sh), and the times printed at the end.
+PHASES = $(BUILD)/test-phases.txt
+phase  = ./tests/phase-time.sh $(PHASES) $1
+
 test-run:
-	@$(MAKE) --no-print-directory check-tests
-	@$(MAKE) --no-print-directory check-deps
-	@$(MAKE) --no-print-directory check-format
-	@$(MAKE) --no-print-directory $(BUILD_JOBS) test-build
-	@$(MAKE) --no-print-directory check-circles
-	@$(MAKE) --no-print-directory check-names
+	@rm -f $(PHASES)
+	@$(call phase,check-tests) $(MAKE) --no-print-directory check-tests
+	@$(call phase,check-deps) $(MAKE) --no-print-directory check-deps
+	@$(call phase,check-format) $(MAKE) --no-print-directory check-format
+	@$(call phase,test-build) $(MAKE) --no-print-directory $(BUILD_JOBS) test-build
+	@$(call phase,check-circles) $(MAKE) --no-print-directory check-circles
+	@$(call phase,check-names) $(MAKE) --no-print-directory check-names
 ifneq ($(SANITIZE),1)
-	@$(MAKE) --no-print-directory check-hardening
+	@$(call phase,check-hardening) $(MAKE) --no-print-directory check-hardening
 endif
-	@$(MAKE) --no-print-directory check-docs
-	@./tests/run-tests.sh $(BUILD)
+	@$(call phase,check-docs) $(MAKE) --no-print-directory check-docs
+	@$(call phase,run-tests) ./tests/run-tests.sh $(BUILD)
 ifneq ($(SANITIZE),1)
-	@$(MAKE) --no-print-directory $(BUILD_JOBS) fuzz-build
-	@$(MAKE) --no-print-directory fuzz-short
-	@$(MAKE) --no-print-directory rules-test
+	@$(call phase,fuzz-build) $(MAKE) --no-print-directory $(BUILD_JOBS) fuzz-build
+	@$(call phase,fuzz-short) $(MAKE) --no-print-directory fuzz-short
+	@$(call phase,rules-test) $(MAKE) --no-print-directory rules-test
 endif
+	@./tests/phase-time.sh --report $(PHASES)
 
 test-build: $(BUILD)/ecworker $(BUILD)/ecworker-test $(UNIT_BINS) $(INTEG_BINS) $(TOOL_BINS)
 

@@ -168,16 +168,22 @@ matches() {
 
 # ---- the headers of the tree -----------------------------------------------
 
-# includes FILE: one LINE:NAME per #include "NAME" of FILE.
-includes() {
-	awk '/^[ \t]*#[ \t]*include[ \t]*"/ { s = $0; sub(/^[^"]*"/, "", s); sub(/".*/, "", s); print FNR ":" s }' "$1"
-}
-
 declare -A where # header name -> the files defining it, space-separated
-while IFS= read -r h; do
+mapfile -t headers < <(find "${HEADER_DIRS[@]}" -path tests/node_modules -prune -o -name '*.h' -type f -print 2>/dev/null | sort)
+for h in "${headers[@]}"; do
 	name="${h##*/}"
 	where[$name]="${where[$name]:+${where[$name]} }$h"
-done < <(find "${HEADER_DIRS[@]}" -path tests/node_modules -prune -o -name '*.h' -type f -print 2>/dev/null | sort)
+done
+mapfile -t sources < <(find "${SCAN_DIRS[@]}" -name '*.[ch]' -type f 2>/dev/null | sort)
+
+# The #include "NAME" lines of every header and source, read in one pass
+# (an awk per file made this check take seconds): FILE -> its LINE:NAME
+# lines, one a line.
+declare -A incs
+while IFS=: read -r file ln inc; do
+	incs[$file]+="$ln:$inc"$'\n'
+done < <(printf '%s\0' "${headers[@]}" "${sources[@]}" | sort -zu | xargs -0 -r awk '
+	/^[ \t]*#[ \t]*include[ \t]*"/ { s = $0; sub(/^[^"]*"/, "", s); sub(/".*/, "", s); print FILENAME ":" FNR ":" s }')
 
 # resolve FILE NAME: sets `target` to the file that FILE's #include "NAME"
 # stands for; empty when none, or when the name is defined twice (`ambiguous`
@@ -207,9 +213,10 @@ for name in "${!where[@]}"; do
 	for h in ${where[$name]}; do
 		deps[$h]=""
 		while IFS=: read -r ln inc; do
+			[[ -n "$ln" ]] || continue
 			resolve "$h" "$inc"
 			[[ -n "$target" ]] && deps[$h]+=" $ln:$target"
-		done < <(includes "$h")
+		done <<<"${incs[$h]:-}"
 	done
 done
 
@@ -281,7 +288,6 @@ through() {
 
 # ---- the includes ----------------------------------------------------------
 
-mapfile -t sources < <(find "${SCAN_DIRS[@]}" -name '*.[ch]' -type f 2>/dev/null | sort)
 nincludes=0
 for f in "${sources[@]}"; do
 	room_of "$f"
@@ -290,6 +296,7 @@ for f in "${sources[@]}"; do
 		continue
 	fi
 	while IFS=: read -r line name; do
+		[[ -n "$line" ]] || continue
 		nincludes=$((nincludes + 1))
 		if [[ -n "${generated[$name]:-}" ]]; then
 			[[ " ${generated[$name]} " == *" $f "* ]] ||
@@ -318,7 +325,7 @@ for f in "${sources[@]}"; do
 		elif [[ -n "${r_never[room]}" ]]; then
 			through "$target" "$room"
 		fi
-	done < <(includes "$f")
+	done <<<"${incs[$f]:-}"
 done
 
 if [[ $violations -gt 0 ]]; then

@@ -49,6 +49,11 @@ table_options() {
 roff_options() {
 	sed 's/\\-/-/g' | { grep -o -E -- '--[a-z][a-z0-9-]*' || true; } | sort -u
 }
+# in_list WORD LIST: whether LIST (one word a line) holds WORD; in bash, not
+# a grep per option (those forks made this check take seconds).
+in_list() {
+	[[ $'\n'"$2"$'\n' == *$'\n'"$1"$'\n'* ]]
+}
 # The words of `PROGRAM help`'s list of commands.
 commands=()
 while read -r cmd; do
@@ -90,7 +95,7 @@ section() {
 }
 man_options="$(section OPTIONS | roff_options)"
 for o in $common; do
-	grep -qx -- "$o" <<<"$man_options" || problem "OPTIONS: $o, which every command takes, is not named"
+	in_list "$o" "$man_options" || problem "OPTIONS: $o, which every command takes, is not named"
 done
 
 # The COMMANDS section as entries: "CMD<TAB>roff of the entry, one line".
@@ -122,12 +127,12 @@ while IFS=$'\t' read -r cmd text; do
 	seen[$cmd]=1
 	in_man="$(roff_options <<<"$text")"
 	for o in ${opts[$cmd]}; do
-		grep -qx -- "$o" <<<"$common" && continue
-		grep -qx -- "$o" <<<"$in_man" ||
+		in_list "$o" "$common" && continue
+		in_list "$o" "$in_man" ||
 			problem "COMMANDS: $cmd: $o is in '$(basename "$prog") $cmd --help' but not in its entry"
 	done
 	for o in $in_man; do
-		grep -qx -- "$o" <<<"${opts[$cmd]}" && continue
+		in_list "$o" "${opts[$cmd]}" && continue
 		# An alias of the command itself, as --version is of version.
 		if a="$("$prog" "$o" 2>&1)" && b="$("$prog" "$cmd" 2>&1)" && [[ "$a" == "$b" ]]; then
 			continue

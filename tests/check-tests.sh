@@ -44,6 +44,18 @@ fail() {
 	return 0
 }
 
+# The parts below (check-deps, check-format, the real tree, check-hardening,
+# the docs' checks, check-circles) run side by side: each is a `{ ... } &`
+# group that ends with `section_end NAME`, its output kept in $TMP/NAME.out
+# and its counts in $TMP/NAME.count. At the end the outputs are printed in
+# this order and the counts added. Each part works in directories of its own
+# (most of the time of this script is spent starting processes: make, the
+# checks, the compilers).
+SECTIONS=()
+section_end() {
+	echo "$passed $failed" >"$TMP/$1.count"
+}
+
 # ---- the synthetic clean tree ---------------------------------------------
 
 CLEAN="$TMP/clean"
@@ -118,9 +130,10 @@ src tests/integration/test_run.c ecw_storage.h
 src tests/fuzz/fuzz_x.c ecw_buf.h
 src tests/tools/tool.c
 
-# fresh: a new copy of the clean tree in $T, for one case.
+# fresh: a new copy of the clean tree in $T, for one case (one directory
+# per part: they run side by side).
 fresh() {
-	T="$TMP/case"
+	T="$TMP/case.$BASHPID"
 	rm -rf "$T"
 	cp -a "$CLEAN" "$T"
 }
@@ -134,6 +147,24 @@ add_include() {
 
 # A line of check-deps that reports one violation.
 VIOLATION=' may not be included here: | is also defined in |: is in no room of '
+
+# The rules' sentences (check-deps and the real tree's cases).
+STORAGE_RULE="worker/storage includes only include/ and worker/storage, never ecw_config.h"
+JOBS_RULE="jobs/ includes only include/ and jobs/, never ecw_config.h"
+DAEMON_RULE="worker/runtime (the daemon) includes only include/, worker/runtime, what worker/ shares"
+SHARED_RULE="what the commands and the daemon share (worker/*.c, worker/*.h: message, connect, poison, pause) includes only include/ and worker/*.h"
+BASE_RULE="worker/base includes only the base headers of include/"
+BASEH_RULE="a base header includes only base headers"
+INCLUDE_RULE="include/ holds the seams between parts: its headers include only include/ headers"
+CMD_RULE="worker/cmd includes only include/, worker/cmd, what worker/ shares and the public headers of"
+MAIN_RULE="main.c includes only include/ and, of worker/cmd, cmd.h"
+SUPPORT_RULE="tests/support includes only include/ and tests/support"
+UNIQUE_RULE="a header name must resolve to exactly one file in the tree"
+GENERATED_RULE="a header the Makefile generates; only worker/cmd/version.c may include it"
+PRIVATE_RULE="worker/migrate/migrate_private.h is private to worker/migrate/migrate.c and worker/migrate/migrate_apply.c"
+
+SECTIONS+=(deps)
+{
 
 # deps_case NAME EXPECTED-COUNT EXPECTED-LINE...: make check-deps in $T must
 # fail with exactly EXPECTED-COUNT violation lines, among them each expected
@@ -171,20 +202,6 @@ else
 	fail "check-deps: the clean tree does not pass" "$out"
 fi
 out="$("$T/tests/check-deps.sh" "$T" 2>&1)" && ok "check-deps: ROOT given" || fail "check-deps: ROOT given" "$out"
-
-STORAGE_RULE="worker/storage includes only include/ and worker/storage, never ecw_config.h"
-JOBS_RULE="jobs/ includes only include/ and jobs/, never ecw_config.h"
-DAEMON_RULE="worker/runtime (the daemon) includes only include/, worker/runtime, what worker/ shares"
-SHARED_RULE="what the commands and the daemon share (worker/*.c, worker/*.h: message, connect, poison, pause) includes only include/ and worker/*.h"
-BASE_RULE="worker/base includes only the base headers of include/"
-BASEH_RULE="a base header includes only base headers"
-INCLUDE_RULE="include/ holds the seams between parts: its headers include only include/ headers"
-CMD_RULE="worker/cmd includes only include/, worker/cmd, what worker/ shares and the public headers of"
-MAIN_RULE="main.c includes only include/ and, of worker/cmd, cmd.h"
-SUPPORT_RULE="tests/support includes only include/ and tests/support"
-UNIQUE_RULE="a header name must resolve to exactly one file in the tree"
-GENERATED_RULE="a header the Makefile generates; only worker/cmd/version.c may include it"
-PRIVATE_RULE="worker/migrate/migrate_private.h is private to worker/migrate/migrate.c and worker/migrate/migrate_apply.c"
 
 # include_case NAME FILE HEADER RULE: FILE of the clean tree including HEADER
 # is one violation, reported at FILE:1 with RULE.
@@ -243,7 +260,12 @@ fresh
 DEST="$T" src worker/extra/thing.c ecw_buf.h
 deps_case "a folder with no rules" 1 "worker/extra/thing.c: is in no room of tests/check-deps.sh"
 
+section_end deps
+} >"$TMP/deps.out" 2>&1 &
+
 # ---- check-format -----------------------------------------------------------
+SECTIONS+=(format)
+{
 
 # One file per folder make check-format covers.
 FORMAT_FILES=(include/ecw_buf.h worker/base/log.c worker/storage/table.c jobs/move.c worker/runtime/runtime.c
@@ -319,9 +341,14 @@ out="$(make -s -C "$T" check-format 2>&1)" || rc=$?
 [[ $rc -ne 0 ]] && ok "check-format: fails without a .clang-format" ||
 	fail "check-format: passed without a .clang-format" "$out"
 
+section_end format
+} >"$TMP/format.out" 2>&1 &
+
 # ---- the real tree ------------------------------------------------------------
 # The same violations in a copy of the real tree: reported there too, one more
 # line each; and the only line once the real tree passes.
+SECTIONS+=(real)
+{
 
 REAL="$TMP/real"
 mkdir -p "$REAL"
@@ -365,9 +392,14 @@ else
 	echo "check-tests: note: the real tree is not formatted yet ($(grep '^check-format:' <<<"$out" | tail -n 1))"
 fi
 
+section_end real
+} >"$TMP/real.out" 2>&1 &
+
 # ---- check-hardening ------------------------------------------------------------
 # A small program built with the Makefile's hardening flags passes; built with
 # them and then one undone (the last flag wins), it fails naming the property.
+SECTIONS+=(hardening)
+{
 
 if command -v readelf >/dev/null && command -v "${CC:-cc}" >/dev/null; then
 	# The release build's flags, also when this runs under make asan (whose
@@ -412,6 +444,9 @@ else
 	echo "check-tests: note: no readelf or no compiler, check-hardening not tested"
 fi
 
+section_end hardening
+} >"$TMP/hardening.out" 2>&1 &
+
 # ---- check-doc-examples and check-man ----------------------------------------
 # The checks of the docs (make check-docs) run the program, which make test
 # builds after this script: here they run a stand-in, a small script that
@@ -419,6 +454,8 @@ fi
 # is its one error) as ecworker does, over a small page and man page of their
 # own. Once build/ecworker exists the same mistakes, planted in copies of the
 # real pages, must fail with the real program too.
+SECTIONS+=(docs)
+{
 
 FAKE="$TMP/fake/ecworker"
 mkdir -p "$TMP/fake"
@@ -582,11 +619,16 @@ else
 	echo "check-tests: note: no build/ecworker yet, check-doc-examples and check-man tested on a stand-in only"
 fi
 
+section_end docs
+} >"$TMP/docs.out" 2>&1 &
+
 # ---- check-circles -----------------------------------------------------------
 # Tiny objects compiled here and given to the script directly (the Makefile
 # gives it $(OBJS) the same way, with --objdir $(BUILD)/obj): two files that
 # use each other's symbols fail, named with the symbols; a chain passes; a
 # listed circle passes; a listed circle that is gone fails.
+SECTIONS+=(circles)
+{
 
 if command -v node >/dev/null && command -v nm >/dev/null && command -v "${CC:-cc}" >/dev/null; then
 	CIRC="$TMP/circles"
@@ -700,13 +742,13 @@ int ecw_move_audit(void) { return 0; }'
 		ok "check-names: names with their file's prefix, their module's, ecw_cmd_* and a job's descriptor pass" ||
 		fail "check-names: a clean set (exit $rc)" "$out"
 
-	cobj worker/clock 'long long ecw_now_ms(void) { return 1; }
+	cobj worker/clock 'long long ecw_uptime_ms(void) { return 1; }
 static long long ecw_hidden(void) { return 2; }
 long long ecw_clock_now(void) { return ecw_hidden(); }'
 	cobj jobs/move 'const int ecw_job_fanout = 1;'
 	cobj worker/clockwork 'int ecw_clock_tick(void) { return 0; }'
 	names worker/clock jobs/move worker/clockwork
-	[[ $rc -eq 1 ]] && has "check-names: worker/clock.c exports ecw_now_ms: its names start with ecw_clock_*" \
+	[[ $rc -eq 1 ]] && has "check-names: worker/clock.c exports ecw_uptime_ms: its names start with ecw_clock_*" \
 		"check-names: jobs/move.c exports ecw_job_fanout: its names start with ecw_move_*, ecw_job_move" \
 		"check-names: worker/clockwork.c exports ecw_clock_tick: its names start with ecw_clockwork_*" &&
 		grep -q '^check-names: FAILED: 3 name(s) without their file.s prefix (3 files, 4 names)' <<<"$out" &&
@@ -716,7 +758,22 @@ long long ecw_clock_now(void) { return ecw_hidden(); }'
 else
 	echo "check-tests: note: no node, nm or compiler, check-circles and check-names not tested"
 fi
+section_end circles
+} >"$TMP/circles.out" 2>&1 &
 
+# The parts' outputs in order, and their counts added; a part that stopped
+# early (no counts) fails the run.
+wait
+for sec in "${SECTIONS[@]}"; do
+	cat "$TMP/$sec.out"
+	if [[ -f "$TMP/$sec.count" ]]; then
+		read -r p f <"$TMP/$sec.count"
+		passed=$((passed + p)) failed=$((failed + f))
+	else
+		failed=$((failed + 1))
+		echo "FAIL - check-tests: the $sec part stopped before its end" >&2
+	fi
+done
 if [[ $failed -gt 0 ]]; then
 	echo "check-tests: $failed of $((passed + failed)) cases failed" >&2
 	exit 1

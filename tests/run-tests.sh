@@ -21,6 +21,13 @@
 # each binary under that command (make valgrind), which must exit non-zero
 # when it finds an error.
 #
+# Binaries run side by side, ECW_TEST_JOBS at a time (default: the number of
+# cores; 1 runs them one after the other), all sharing the one Azurite: each
+# test makes queues and tables of its own names. Those in SERIAL_TESTS below
+# run alone, after the others. The lines come in the order of the names
+# whatever finishes first, each with its wall and CPU time, and the run ends
+# with the slowest binaries (ECW_TEST_SLOWEST=N of them, default 10).
+#
 # Exits non-zero when a binary fails, crashes or times out, or when no test
 # case ran at all.
 set -euo pipefail
@@ -66,23 +73,48 @@ export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_stri
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export CMOCKA_MESSAGE_OUTPUT=stdout
 
+# The background run_binary of each binary run_pool started: the file with
+# the pid of its timeout (stop_pool).
+declare -A POOL_PIDS=()
+rm -f "$LOG_DIR"/*.pid
+
 # ---- Azurite -------------------------------------------------------------
 
 AZURITE_DIR="$BUILD_DIR"
 AZURITE_TLS_LOG="$BUILD_DIR/azurite-https.log"
 # shellcheck source=tests/azurite.sh
 source "$ROOT/tests/azurite.sh"
-trap azurite_stop EXIT
-trap 'azurite_stop; exit 130' INT
-trap 'azurite_stop; exit 143' TERM
+trap 'stop_pool; azurite_stop' EXIT
+trap 'stop_pool; azurite_stop; exit 130' INT
+trap 'stop_pool; azurite_stop; exit 143' TERM
 
 # ---- running binaries ----------------------------------------------------
+# Binaries run JOBS at a time (ECW_TEST_JOBS, default: the number of cores),
+# each in the background with its output in its log; their lines are printed
+# in the order of the list, each as soon as it and those before it are done,
+# so the output reads the same whatever finished first. The integration
+# binaries named in SERIAL_TESTS run alone, after the others: they measure
+# time or count requests over a period, which another binary's load would
+# skew (the reason is beside each name).
+
+JOBS="${ECW_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}"
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "$0: ECW_TEST_JOBS must be a positive number, not '$JOBS'" >&2; exit 2; }
+
+# name: why it runs alone.
+SERIAL_TESTS="
+test_adaptive: its concurrency follows the latency it measures
+test_chaos: four workers SIGKILLed, a private Azurite and a fault proxy: the heaviest load of the run
+test_job_index_list_races: its crashes count deliveries exactly (dequeue_count 2) under a 2 s lease, which a worker slowed by the others' load outlives
+test_queue_watch: counts the idle worker's requests over a fixed period
+test_queues: counts the idle worker's requests over a fixed period
+"
 
 TOTAL_RUN=0
 TOTAL_PASSED=0
 BINS_RUN=0
 BINS_FAILED=0
 FAILED_NAMES=()
+TIMES=() # "SECONDS CPU-SECONDS KIND/NAME", for the slowest at the end
 
 now() { printf '%s' "${EPOCHREALTIME/,/.}"; }
 
@@ -93,18 +125,49 @@ sum_cmocka() {
 	sed -n "s/^\[ *$pattern *\] \([0-9][0-9]*\) test(s).*/\1/p" "$file" | awk '{s += $1} END {print s + 0}'
 }
 
+# run_binary BIN KIND: runs BIN, its output in LOG_DIR/KIND-NAME.log, and
+# writes "RC SECONDS CPU-SECONDS" (CPU: user + system time of the binary and
+# the processes it waited for) to LOG_DIR/KIND-NAME.result when it is done;
+# the pid of its `timeout` is in LOG_DIR/KIND-NAME.pid meanwhile (stop_pool).
+# Runs in the background: it changes no variable of the caller.
 run_binary() {
 	local bin="$1" kind="$2"
-	local name log start end secs rc ran passed failed status
+	local name log start end rc=0 cpu pid
 	name="$(basename "$bin")"
 	log="$LOG_DIR/$kind-$name.log"
 	start="$(now)"
-	rc=0
 	local -a wrapper=()
 	[[ -n "${ECW_TEST_WRAPPER:-}" ]] && read -r -a wrapper <<<"$ECW_TEST_WRAPPER"
-	timeout --kill-after=10 "$TEST_TIMEOUT" "${wrapper[@]}" "$bin" >"$log" 2>&1 </dev/null || rc=$?
+	# A command put in the background by a script starts with SIGINT and
+	# SIGQUIT ignored, and its programs would inherit that: env restores them.
+	env --default-signal=INT,QUIT timeout --kill-after=10 "$TEST_TIMEOUT" "${wrapper[@]}" "$bin" \
+		>"$log" 2>&1 </dev/null &
+	pid=$!
+	echo "$pid" >"$LOG_DIR/$kind-$name.pid"
+	wait "$pid" || rc=$?
 	end="$(now)"
-	secs="$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')"
+	# times: this shell's user and system time, then its children's: the
+	# timeout it waited for, and what that waited for. (In this shell: a pipe
+	# or $(...) would run it in a subshell, which has no children.)
+	times >"$log.times"
+	cpu="$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } }
+		END { printf "%.1f", s }' "$log.times")"
+	rm -f "$log.times"
+	rm -f "$LOG_DIR/$kind-$name.pid"
+	printf '%s %s %s\n' "$rc" "$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')" "$cpu" \
+		>"$LOG_DIR/$kind-$name.result.tmp"
+	mv "$LOG_DIR/$kind-$name.result.tmp" "$LOG_DIR/$kind-$name.result"
+}
+
+# report_binary BIN KIND: the line of a binary run_binary is done with (and,
+# when it failed, the cases that failed and the end of its output); adds it
+# to the totals. Returns 1 when it failed.
+report_binary() {
+	local bin="$1" kind="$2"
+	local name log rc secs cpu ran passed failed status
+	name="$(basename "$bin")"
+	log="$LOG_DIR/$kind-$name.log"
+	read -r rc secs cpu <"$LOG_DIR/$kind-$name.result"
 
 	# cmocka prints "[==========] Running N test(s)." when a group starts and
 	# "[==========] N test(s) run." when it ends. A binary that dies midway
@@ -124,6 +187,7 @@ run_binary() {
 	BINS_RUN=$((BINS_RUN + 1))
 	TOTAL_RUN=$((TOTAL_RUN + ran))
 	TOTAL_PASSED=$((TOTAL_PASSED + passed))
+	TIMES+=("$secs $cpu $kind/$name")
 
 	if [[ $rc -eq 0 && $failed -eq 0 && $ran -gt 0 ]]; then
 		status="PASS"
@@ -140,8 +204,8 @@ run_binary() {
 	elif [[ $ran -eq 0 ]]; then
 		why=" (no test cases ran)"
 	fi
-	printf '%-4s %-12s %-32s %3d/%-3d tests %7ss%s\n' \
-		"$status" "$kind" "$name" "$passed" "$ran" "$secs" "$why"
+	printf '%-4s %-12s %-32s %3d/%-3d tests %7ss (cpu %ss)%s\n' \
+		"$status" "$kind" "$name" "$passed" "$ran" "$secs" "$cpu" "$why"
 	if [[ "$status" == FAIL ]]; then
 		echo "---- output of $name (also in $log) ----"
 		# Failed cases and their assertion messages (a message of several
@@ -157,6 +221,60 @@ run_binary() {
 		echo "----"
 		return 1
 	fi
+	return 0
+}
+
+# run_pool KIND JOBS BIN...: runs the binaries JOBS at a time and reports
+# each, in the order given. Before starting one, calls `pool_check` when it
+# is defined: when that fails, starts no more (those running are waited
+# for). Returns 1 when a binary failed or pool_check did.
+run_pool() {
+	local kind="$1" jobs="$2"
+	shift 2
+	local bins=("$@") n=$# next=0 shown=0 rc=0 stop=0 i
+	local -a pids=()
+	while ((shown < next || (next < n && stop == 0))); do
+		while ((stop == 0 && next < n && ${#pids[@]} < jobs)); do
+			if declare -F pool_check >/dev/null && ! pool_check "${bins[next]}"; then
+				stop=1 rc=1
+				break
+			fi
+			rm -f "$LOG_DIR/$kind-$(basename "${bins[next]}").result"
+			run_binary "${bins[next]}" "$kind" &
+			pids+=($!)
+			POOL_PIDS[$!]="$LOG_DIR/$kind-$(basename "${bins[next]}").pid"
+			next=$((next + 1))
+		done
+		while ((shown < next)) && [[ -f "$LOG_DIR/$kind-$(basename "${bins[shown]}").result" ]]; do
+			report_binary "${bins[shown]}" "$kind" || rc=1
+			shown=$((shown + 1))
+		done
+		((shown < next || (next < n && stop == 0))) || break
+		# One of the running ones ends (or all have, and a result is read).
+		if ((${#pids[@]} > 0)); then
+			wait -n "${pids[@]}" 2>/dev/null || true
+			local alive=()
+			for i in "${pids[@]}"; do
+				kill -0 "$i" 2>/dev/null && alive+=("$i")
+			done
+			pids=(${alive[@]+"${alive[@]}"})
+		elif [[ ! -f "$LOG_DIR/$kind-$(basename "${bins[shown]}").result" ]]; then
+			# Its run_binary ended without a result (killed): a failure.
+			echo "255 0.0 0.0" >"$LOG_DIR/$kind-$(basename "${bins[shown]}").result"
+		fi
+	done
+	return $rc
+}
+
+# stop_pool: at exit, the binaries still running (an interrupted run): the
+# timeout of each, whose run_binary still runs, passes the signal on.
+stop_pool() {
+	local pid tpid
+	for pid in "${!POOL_PIDS[@]}"; do
+		kill -0 "$pid" 2>/dev/null || continue
+		tpid="$(cat "${POOL_PIDS[$pid]}" 2>/dev/null)" || continue
+		kill "$tpid" 2>/dev/null || true
+	done
 	return 0
 }
 
@@ -176,11 +294,17 @@ if [[ $RUN_UNIT -eq 1 ]]; then
 	mapfile -t unit_bins < <(list_binaries "$BUILD_DIR/tests/unit")
 	if [[ ${#unit_bins[@]} -eq 0 ]]; then
 		echo "warning: no unit test binaries in $BUILD_DIR/tests/unit" >&2
+	else
+		run_pool unit "$JOBS" "${unit_bins[@]}" || overall=1
 	fi
-	for b in "${unit_bins[@]}"; do
-		run_binary "$b" unit || overall=1
-	done
 fi
+
+# Before each integration binary: the shared Azurite still runs.
+pool_check() {
+	kill -0 "$AZ_PID" 2>/dev/null && return 0
+	echo "FAIL: Azurite died before $(basename "$1")" >&2
+	return 1
+}
 
 if [[ $RUN_INTEG -eq 1 ]]; then
 	mapfile -t integ_bins < <(list_binaries "$BUILD_DIR/tests/integration")
@@ -191,15 +315,21 @@ if [[ $RUN_INTEG -eq 1 ]]; then
 			echo "FAIL: could not start Azurite" >&2
 			exit 1
 		fi
-		integ_failed=0
+		together=() alone=()
 		for b in "${integ_bins[@]}"; do
-			if ! kill -0 "$AZ_PID" 2>/dev/null; then
-				echo "FAIL: Azurite died before $(basename "$b")" >&2
-				integ_failed=1
-				break
+			if grep -q "^$(basename "$b"):" <<<"$SERIAL_TESTS"; then
+				alone+=("$b")
+			else
+				together+=("$b")
 			fi
-			run_binary "$b" integration || integ_failed=1
 		done
+		integ_failed=0
+		if [[ ${#together[@]} -gt 0 ]]; then
+			run_pool integration "$JOBS" "${together[@]}" || integ_failed=1
+		fi
+		if [[ ${#alone[@]} -gt 0 ]] && kill -0 "$AZ_PID" 2>/dev/null; then
+			run_pool integration 1 "${alone[@]}" || integ_failed=1
+		fi
 		if [[ $integ_failed -ne 0 ]]; then
 			overall=1
 			azurite_tail
@@ -207,6 +337,11 @@ if [[ $RUN_INTEG -eq 1 ]]; then
 	fi
 fi
 
+if [[ ${#TIMES[@]} -gt 0 ]]; then
+	echo "==== the slowest binaries (wall, cpu seconds; $JOBS at a time, the integration ones in SERIAL_TESTS alone):"
+	printf '%s\n' "${TIMES[@]}" | sort -k1,1 -g -r | head -n "${ECW_TEST_SLOWEST:-10}" |
+		awk '{ printf "  %7ss  (cpu %ss)  %s\n", $1, $2, $3 }'
+fi
 echo "==== $BINS_RUN binaries, $((BINS_RUN - BINS_FAILED)) passed; $TOTAL_RUN test cases run, $TOTAL_PASSED passed, $((TOTAL_RUN - TOTAL_PASSED)) failed"
 if [[ $BINS_FAILED -gt 0 ]]; then
 	echo "failed: ${FAILED_NAMES[*]}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# run-fuzz.sh - runs ecworker's libFuzzer targets, one after the other, and
-# reports one line per target (like run-tests.sh does for test binaries).
+# run-fuzz.sh - runs ecworker's libFuzzer targets, FUZZ_JOBS at a time
+# (default: the number of cores, so each has one), and reports one line per
+# target in their order (like run-tests.sh does for test binaries).
 #
 #   tests/fuzz/run-fuzz.sh FUZZ_BUILD_DIR SECONDS [TARGET...]
 #
@@ -47,17 +48,12 @@ mkdir -p "$ARTIFACTS" "$LOGS"
 export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:intercept_strndup=0:detect_stack_use_after_return=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
-failed=()
-for t in "${targets[@]}"; do
-	bin="$BUILD_DIR/$t"
-	seeds="$ROOT/tests/fuzz/corpus/$t"
-	scratch="$BUILD_DIR/corpus/$t"
-	log="$LOGS/$t.log"
-	if [[ ! -x "$bin" ]]; then
-		printf '%-4s %-24s (no binary %s)\n' FAIL "$t" "$bin"
-		failed+=("$t")
-		continue
-	fi
+# fuzz_one TARGET: runs it, its output in its log, its exit status in
+# LOGS/TARGET.rc. In the background, FUZZ_JOBS at a time (default: the
+# number of cores): each runs its SECONDS on a core of its own.
+fuzz_one() {
+	local t="$1" bin="$BUILD_DIR/$1" seeds="$ROOT/tests/fuzz/corpus/$1" scratch="$BUILD_DIR/corpus/$1"
+	local log="$LOGS/$1.log" rc=0 args dirs
 	mkdir -p "$scratch" "$ARTIFACTS/$t"
 	args=(-max_total_time="$SECONDS_PER" -timeout=10 -rss_limit_mb=2048 -max_len=16384
 		-detect_leaks=1 -print_final_stats=1 -artifact_prefix="$ARTIFACTS/$t/")
@@ -65,10 +61,18 @@ for t in "${targets[@]}"; do
 	dirs=("$scratch")
 	[[ -d "$seeds" ]] && dirs+=("$seeds")
 	# Artifacts from an earlier run are not this run's findings.
-	marker="$ARTIFACTS/$t/.run-start"
-	: >"$marker"
-	rc=0
-	(cd "$BUILD_DIR" && "$bin" "${args[@]}" "${dirs[@]}") >"$log" 2>&1 </dev/null || rc=$?
+	: >"$ARTIFACTS/$t/.run-start"
+	# A command put in the background by a script starts with SIGINT and
+	# SIGQUIT ignored: env restores them.
+	(cd "$BUILD_DIR" && env --default-signal=INT,QUIT "$bin" "${args[@]}" "${dirs[@]}") >"$log" 2>&1 </dev/null || rc=$?
+	echo "$rc" >"$LOGS/$t.rc"
+}
+
+# report_one TARGET: its line (and, when it failed, what it found).
+report_one() {
+	local t="$1" bin="$BUILD_DIR/$1" scratch="$BUILD_DIR/corpus/$1" log="$LOGS/$1.log" rc execs corp
+	local marker="$ARTIFACTS/$t/.run-start"
+	rc="$(cat "$LOGS/$t.rc" 2>/dev/null || echo 255)"
 	execs="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)"
 	corp="$(sed -n 's/^#[0-9]*[[:space:]]*DONE .* corp: \([0-9]*\)\/\([0-9a-zA-Z]*\).*/\1 (\2)/p' "$log" | tail -n 1)"
 	[[ -n "$corp" ]] || corp="$(find "$scratch" -type f | wc -l) files"
@@ -82,6 +86,33 @@ for t in "${targets[@]}"; do
 		echo "  log: $log"
 		echo "  reproduce: $bin $ARTIFACTS/$t/<file>"
 	fi
+}
+
+JOBS="${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}"
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "$0: FUZZ_JOBS must be a positive number" >&2; exit 2; }
+failed=()
+runnable=()
+for t in "${targets[@]}"; do
+	if [[ ! -x "$BUILD_DIR/$t" ]]; then
+		printf '%-4s %-24s (no binary %s)\n' FAIL "$t" "$BUILD_DIR/$t"
+		failed+=("$t")
+	else
+		runnable+=("$t")
+	fi
+done
+# JOBS at a time (the targets take the same time), reported in order.
+for ((i = 0; i < ${#runnable[@]}; i += JOBS)); do
+	batch=("${runnable[@]:i:JOBS}")
+	pids=()
+	for t in "${batch[@]}"; do
+		rm -f "$LOGS/$t.rc"
+		fuzz_one "$t" &
+		pids+=($!)
+	done
+	wait "${pids[@]}" || true
+	for t in "${batch[@]}"; do
+		report_one "$t"
+	done
 done
 
 echo "==== fuzz: ${#targets[@]} targets, $((${#targets[@]} - ${#failed[@]})) passed, ${#failed[@]} failed (${SECONDS_PER}s each)"

@@ -215,7 +215,7 @@ static void wait_taken(struct wfx *x, const char *q, struct proc *p)
 		            proc_tail(p->log_path, 20));
 		itest_sleep_ms(20);
 	}
-	itest_sleep_ms(300); /* it runs on to the step where it pauses */
+	PROC_EXPECT_LOG(p, 1, 10000, "test_paused"); /* it runs on to the step where it pauses */
 }
 
 static void test_job_index_list_races__staged_races(void **state)

@@ -73,8 +73,8 @@ static size_t visible(struct wfx *x, const char *queue)
 	return n;
 }
 
-/* Waits until worker p has taken every message of queue (then it is at
- * its pause), and a little more. */
+/* Waits until worker p has taken every message of queue and is at its
+ * pause (its log says so as the pause begins). */
 static void wait_taken(struct wfx *x, struct proc *p, const char *queue)
 {
 	int64_t end = itest_now_ms() + 10000;
@@ -85,7 +85,7 @@ static void wait_taken(struct wfx *x, struct proc *p, const char *queue)
 		            proc_tail(p->log_path, 20));
 		itest_sleep_ms(20);
 	}
-	itest_sleep_ms(500);
+	PROC_EXPECT_LOG(p, 1, 10000, "test_paused");
 }
 
 /* The run's log line says it went round again ("... rounds=N"). */

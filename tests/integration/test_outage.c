@@ -279,7 +279,8 @@ static void test_outage__sigterm_while_storage_hangs(void **state)
 	proc_start(&worker, "outage-hang", args, env);
 	mv_put_job(m, "archive-employee", "sales", "hang", NULL, false, NULL);
 	PROC_EXPECT_LOG(&worker, 1, 20000, "start");
-	itest_sleep_ms(1500); /* received, paused after its read */
+	PROC_EXPECT_LOG(&worker, 1, 20000, "test_paused", "at",
+	                "move.read"); /* received, paused after its read */
 	proc_stop(&proxy, 10000);
 	proc_start_program(&stall, "outage-hang-stall", proc_tool_bin("faultproxy"), hold, NULL);
 	itest_sleep_ms(3000); /* the job's next request, and the next receive, now hang */

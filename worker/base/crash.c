@@ -9,6 +9,7 @@
 
 #include "ecw_clock.h"
 #include "ecw_crash.h"
+#include "ecw_log.h"
 
 static void (*point_hook)(const char *name, void *payload);
 static void *point_payload;
@@ -32,10 +33,17 @@ void ecw_crash_point(const char *name)
 	/* Dies as a crash would: no cleanup, no flush, no settling. */
 	if (at && strcmp(at, name) == 0)
 		_exit(86);
-	/* Staging races: pause after one step, or a random pause after each. */
+	/* Staging races: pause after one step, or a random pause after each.
+	 * The pause is logged as it begins: a test waits for that line, not
+	 * for a guessed time, before it stages its race. */
 	if (pause && strncmp(pause, name, n) == 0 && pause[n] == ':' &&
-	    (ms = strtol(pause + n + 1, NULL, 10)) > 0)
+	    (ms = strtol(pause + n + 1, NULL, 10)) > 0) {
+		struct ecw_log_line *l = ecw_log_begin(ECW_LOG_INFO, "test_paused");
+		ecw_log_str(l, "at", name);
+		ecw_log_int(l, "ms", ms);
+		ecw_log_end(l);
 		ecw_clock_sleep_ms(ms);
+	}
 	if (jitter && (ms = strtol(jitter, NULL, 10)) > 0)
 		ecw_clock_sleep_ms((int64_t)(ecw_clock_random_u32() % (uint32_t)(ms + 1)));
 }
