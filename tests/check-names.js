@@ -7,7 +7,10 @@
 //
 // The names come from the objects' symbol tables (binutils nm): every symbol
 // an object defines for others (T, D, B, R, C, W, ...; statics are not
-// exported and not looked at). A file DIR/name.c may export:
+// exported and not looked at), but for the names the compiler makes: a
+// name starting with "__" is reserved to it (C11 7.1.3), and a sanitizer
+// build defines some (ASan's __odr_asan.NAME beside each global). A file
+// DIR/name.c may export:
 //   - ecw_<name> and ecw_<name>_*;
 //   - ecw_<module>_* where <module> is a part of its name before an
 //     underscore and DIR/<module>.c exists: the module the file is part of
@@ -72,7 +75,7 @@ function exported(obj) {
 	const names = [];
 	for (const line of out.split("\n")) {
 		const f = line.trim().split(/\s+/);
-		if (f.length >= 3 && /^[A-Z]$/.test(f[1]) && f[1] !== "U") names.push(f[2]);
+		if (f.length >= 3 && /^[A-Z]$/.test(f[1]) && f[1] !== "U" && !f[2].startsWith("__")) names.push(f[2]);
 	}
 	return names;
 }

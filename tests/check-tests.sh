@@ -755,6 +755,15 @@ long long ecw_clock_now(void) { return ecw_hidden(); }'
 		! grep -q "ecw_hidden\|ecw_clock_now:" <<<"$out" &&
 		ok "check-names: a name without its file's prefix fails, named with its file (a static one is not looked at)" ||
 		fail "check-names: names without their prefix (exit $rc)" "$out"
+
+	# A sanitizer build's objects: ASan defines __odr_asan.NAME beside each
+	# global, a name the compiler makes (reserved to it), not the file's.
+	if "${CC:-cc}" -fsanitize=address -O1 -c -o "$CIRC/obj/jobs/move.o" -x c - 2>/dev/null <<<'const int ecw_job_move[2] = {1, 2};'; then
+		names jobs/move
+		[[ $rc -eq 0 ]] && has "check-names: OK (1 files, 1 names, each with its file's prefix)" &&
+			ok "check-names: the names an ASan build adds (__odr_asan.*) are not the file's" ||
+			fail "check-names: an ASan object (exit $rc)" "$out"
+	fi
 else
 	echo "check-tests: note: no node, nm or compiler, check-circles and check-names not tested"
 fi
