@@ -60,24 +60,31 @@ function sourceOf(obj) {
 	return rel.replace(/\.o$/, ".c");
 }
 
-// Every symbol obj defines for others.
-function exported(obj) {
+// Every symbol each object defines for others, by object: one nm for them
+// all (-P: "NAME TYPE [VALUE SIZE]"; -A: each line prefixed "OBJ: "), as
+// check-circles reads them.
+function exportedByObject(objs) {
 	let out;
 	try {
-		out = execFileSync("nm", ["--defined-only", "--extern-only", obj], {
+		out = execFileSync("nm", ["-P", "-A", "--defined-only", "--extern-only", ...objs], {
 			encoding: "utf8",
-			maxBuffer: 64 * 1024 * 1024,
+			maxBuffer: 1 << 28,
+			stdio: ["ignore", "pipe", "pipe"],
 		});
 	} catch (e) {
-		console.error(`${NAME}: nm failed on ${obj}: ${e.message}`);
+		console.error(`${NAME}: nm failed: ${e.message}`);
 		process.exit(2);
 	}
-	const names = [];
+	const byObj = new Map(objs.map((o) => [o, []]));
 	for (const line of out.split("\n")) {
-		const f = line.trim().split(/\s+/);
-		if (f.length >= 3 && /^[A-Z]$/.test(f[1]) && f[1] !== "U" && !f[2].startsWith("__")) names.push(f[2]);
+		const at = line.indexOf(": ");
+		if (at < 0) continue;
+		const names = byObj.get(line.slice(0, at));
+		const f = line.slice(at + 2).trim().split(/\s+/);
+		if (!names || f.length < 2) continue;
+		if (/^[A-Z]$/.test(f[1]) && f[1] !== "U" && !f[0].startsWith("__")) names.push(f[0]);
 	}
-	return names;
+	return byObj;
 }
 
 // The prefixes src may give its names (without "ecw_"), and the descriptor
@@ -106,11 +113,12 @@ function allowed(name, p) {
 let bad = 0;
 let files = 0;
 let names = 0;
+const byObj = exportedByObject(objs);
 for (const obj of objs) {
 	const src = sourceOf(obj);
 	const p = prefixes(src);
 	files++;
-	for (const name of exported(obj)) {
+	for (const name of byObj.get(obj)) {
 		names++;
 		if (allowed(name, p)) continue;
 		bad++;

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* metrics_private.h - what the endpoint (metrics_server.c) asks the counters
+/* telemetry_private.h - what the telemetry room's files share, and no
+ * other file: what the endpoint (metrics_server.c) asks the counters
  * (metrics.c): the probes' verdicts, read without the counters' lock. */
-#ifndef ECW_METRICS_PRIVATE_H
-#define ECW_METRICS_PRIVATE_H
+#ifndef ECW_TELEMETRY_PRIVATE_H
+#define ECW_TELEMETRY_PRIVATE_H
 
 #include <stdbool.h>
+
+/* metrics_private.c - what the endpoint (metrics_server.c) asks the counters
+ * (metrics.c): the probes' verdicts, read without the counters' lock. */
 
 /* The loop went round within the liveness window (never before its first
  * heartbeat): /healthz. */
