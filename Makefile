@@ -99,6 +99,12 @@ LIB_SRCS  := $(filter-out worker/main.c,$(SRCS))
 SUPPORT_SRCS := $(wildcard tests/support/*.c)
 OBJS      := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOBJS     := $(LIB_SRCS:%.c=$(BUILD)/tobj/%.o) $(SUPPORT_SRCS:%.c=$(BUILD)/tobj/%.o)
+# What the test binaries link: every test-build object but version.o, whose
+# one function only main.c's command table calls. It holds the build's
+# identity (the commit), which changes with every commit: linked into them
+# all, it would relink every test binary after each commit. test_cli, which
+# reads the identity, depends on the header itself (below).
+TEST_LINK_OBJS := $(filter-out $(BUILD)/tobj/worker/cmd/version.o,$(TOBJS))
 HDRS      := $(wildcard include/*.h worker/*.h worker/*/*.h jobs/*.h tests/support/*.h)
 
 # Every folder sees include/ (the seams between parts), its own folder, and
@@ -169,6 +175,8 @@ $(BUILD_INFO): FORCE
 	} >$@.tmp && { cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@; }
 
 $(BUILD)/obj/worker/cmd/version.o $(BUILD)/tobj/worker/cmd/version.o: $(BUILD_INFO)
+# test_cli compares `ecworker version` with the header's values.
+$(BUILD)/tests/integration/test_cli: $(BUILD_INFO)
 
 # The same program with the test-only seams and job types (tests/support/test_jobs.c),
 # for the runtime's process-level tests. Never installed.
@@ -194,17 +202,17 @@ $(BUILD)/tobj/%.o: %.c $(HDRS)
 # Unit tests wrap the sleep so backoff is checked without waiting, and the
 # clocks so token refresh is checked without the hours passing and {now:...}
 # keys and purge ages against a fixed date.
-$(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/unit/*.h)
+$(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_SUPPORT) $(TEST_LINK_OBJS) $(HDRS) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(SAY) "  TEST    $@"
-	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING $(TEST_INCS) -Itests/unit -o $@ $< $(UNIT_SUPPORT) $(TOBJS) \
+	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING $(TEST_INCS) -Itests/unit -o $@ $< $(UNIT_SUPPORT) $(TEST_LINK_OBJS) \
 		-Wl,--wrap=ecw_clock_sleep_ms -Wl,--wrap=ecw_clock_now_ms -Wl,--wrap=ecw_clock_wall_ms $(TEST_LIBS) $(ECW_LIBS)
 
-$(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_SUPPORT) $(TOBJS) $(HDRS) $(wildcard tests/integration/*.h) \
-		$(BUILD_INFO)
+$(BUILD)/tests/integration/%: tests/integration/%.c $(INTEG_SUPPORT) $(TEST_LINK_OBJS) $(HDRS) \
+		$(wildcard tests/integration/*.h)
 	@mkdir -p $(dir $@)
 	$(SAY) "  TEST    $@"
-	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING $(TEST_INCS) -Itests/integration -o $@ $< $(INTEG_SUPPORT) $(TOBJS) \
+	$(Q)$(CC) $(CFLAGS) $(ECW_CFLAGS) -DECW_TESTING $(TEST_INCS) -Itests/integration -o $@ $< $(INTEG_SUPPORT) $(TEST_LINK_OBJS) \
 		$(TEST_LIBS) $(ECW_LIBS)
 
 $(BUILD)/tests/tools/%: tests/tools/%.c
@@ -247,6 +255,10 @@ BUILD_JOBS = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || 
 # last; the sanitizer build skips them (the fuzz build is ASan + UBSan already).
 # Each phase is timed (tests/phase-time.sh), and the times printed at the end.
 PHASES = $(BUILD)/test-phases.txt
+# The sanitizer build's integration binaries run one at a time unless the
+# caller says otherwise: each is twice as slow and as hungry, and two side by
+# side on two cores would stretch the 2 s leases some tests hold.
+ASAN_INTEG_JOBS = $(if $(filter 1,$(SANITIZE)),ECW_TEST_INTEG_JOBS=$${ECW_TEST_INTEG_JOBS:-1})
 phase  = ./tests/phase-time.sh $(PHASES) $1
 
 test-run:
@@ -261,7 +273,7 @@ ifneq ($(SANITIZE),1)
 	@$(call phase,check-hardening) $(MAKE) --no-print-directory check-hardening
 endif
 	@$(call phase,check-docs) $(MAKE) --no-print-directory check-docs
-	@$(call phase,run-tests) ./tests/run-tests.sh $(BUILD)
+	@$(call phase,run-tests) env $(ASAN_INTEG_JOBS) ./tests/run-tests.sh $(BUILD)
 ifneq ($(SANITIZE),1)
 	@$(call phase,fuzz-build) $(MAKE) --no-print-directory $(BUILD_JOBS) fuzz-build
 	@$(call phase,fuzz-short) $(MAKE) --no-print-directory fuzz-short
@@ -335,7 +347,8 @@ FUZZ_SECONDS  ?= 60
 FUZZ_SHORT_SECONDS ?= 6
 FUZZ_SRCS     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS     := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
-FUZZ_OBJS     := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
+# Every library object but version.o (as TEST_LINK_OBJS: a commit relinks no target).
+FUZZ_OBJS     := $(filter-out $(FUZZ_BUILD)/obj/worker/cmd/version.o,$(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o))
 # The library's flags without the SANITIZE=1 and hardening ones (the fuzz build has its own).
 FUZZ_CFLAGS    = $(filter-out $(SANFLAGS) $(HARDEN_CFLAGS),$(ECW_CFLAGS)) $(FUZZ_SANFLAGS)
 
@@ -351,8 +364,6 @@ fuzz-run: $(FUZZ_BINS)
 
 fuzz-short: $(FUZZ_BINS)
 	@./tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SHORT_SECONDS) $(FUZZ_TARGETS)
-
-$(FUZZ_BUILD)/obj/worker/cmd/version.o: $(BUILD_INFO)
 
 $(FUZZ_BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)

@@ -7,30 +7,35 @@
 #
 # Unit binaries (BUILD_DIR/tests/unit/test_*) run without any service. For the
 # integration binaries (BUILD_DIR/tests/integration/test_*) this script starts
-# ONE in-memory Azurite (queue + table on free ports), exports
-# ECW_TEST_CONNECTION_STRING, ECW_TEST_QUEUE_PORT and ECW_TEST_TABLE_PORT, and
-# always stops it on exit. For the TLS and OAuth tests it also starts a
+# in-memory Azurites (queue + table on free ports), one for each binary that
+# may run at once (a lane), and always stops them on exit. A binary finds its
+# lane's in ECW_TEST_CONNECTION_STRING, ECW_TEST_QUEUE_PORT and
+# ECW_TEST_TABLE_PORT. For the TLS and OAuth tests it also starts one
 # queue + table Azurite over https (--oauth basic) with a self-signed
 # certificate made with openssl (ECW_TEST_HTTPS_QUEUE_PORT,
 # ECW_TEST_HTTPS_TABLE_PORT, ECW_TEST_CA_FILE; log BUILD_DIR/azurite-https.log,
-# certificate in BUILD_DIR/tls/). Azurite's access log is kept in BUILD_DIR/azurite.log
-# (set ECW_AZURITE_DEBUG=1 to add its debug log, which shows the string-to-sign
-# it expected, in BUILD_DIR/azurite-debug.log). Each binary's output is kept in
-# BUILD_DIR/test-logs/. ECW_TESTS="test_a test_b" runs only the binaries so
-# named (while working on one module). ECW_TEST_WRAPPER="valgrind ..." runs
-# each binary under that command (make valgrind), which must exit non-zero
-# when it finds an error.
+# certificate in BUILD_DIR/tls/). Each lane's access log is kept:
+# BUILD_DIR/azurite.log for the first, BUILD_DIR/azurite-lane2.log and so on
+# for the others; a failed binary's report names its lane's (set
+# ECW_AZURITE_DEBUG=1 to add the first lane's debug log, which shows the
+# string-to-sign it expected, in BUILD_DIR/azurite-debug.log). Each binary's
+# output is kept in BUILD_DIR/test-logs/. ECW_TESTS="test_a test_b" runs only
+# the binaries so named (while working on one module). ECW_TEST_WRAPPER="valgrind ..."
+# runs each binary under that command (make valgrind), which must exit
+# non-zero when it finds an error.
 #
 # Unit binaries run side by side, ECW_TEST_JOBS at a time (default: the
 # number of cores; 1 runs them one after the other). Integration binaries run
-# ECW_TEST_INTEG_JOBS at a time (default 1), all sharing the one Azurite:
-# each test makes queues and tables of its own names, but Azurite stops
-# answering for 5 to 15 s now and then (every request of the run waits; seen
-# in its access log), and a test waiting beside one with a 2 s lease then
-# fails, so side by side is for a developer's quick run until that is
-# understood. Those in SERIAL_TESTS below run alone, after the others. The lines come in the order of the names
-# whatever finishes first, each with its wall and CPU time, and the run ends
-# with the slowest binaries (ECW_TEST_SLOWEST=N of them, default 10).
+# ECW_TEST_INTEG_JOBS at a time (default: the number of cores), each on its
+# lane's Azurite: side by side on one Azurite, a binary waited out the stalls
+# the other's load brought on (no request answered for 15 to 58 s, in its
+# access log) and one with a 2 s lease failed; on an Azurite of its own a
+# binary meets only what it and the binaries before it on its lane did, as
+# when they all ran one after the other. Those in SERIAL_TESTS below run
+# alone, after the others; those in FIRST_TESTS start first. The lines come
+# in the order the binaries start, whatever finishes first, each with its
+# wall and CPU time, and the run ends with the slowest binaries
+# (ECW_TEST_SLOWEST=N of them, default 10).
 #
 # Exits non-zero when a binary fails, crashes or times out, or when no test
 # case ran at all.
@@ -88,9 +93,45 @@ AZURITE_DIR="$BUILD_DIR"
 AZURITE_TLS_LOG="$BUILD_DIR/azurite-https.log"
 # shellcheck source=tests/azurite.sh
 source "$ROOT/tests/azurite.sh"
-trap 'stop_pool; azurite_stop' EXIT
-trap 'stop_pool; azurite_stop; exit 130' INT
-trap 'stop_pool; azurite_stop; exit 143' TERM
+trap 'stop_pool; lanes_stop; azurite_stop' EXIT
+trap 'stop_pool; lanes_stop; azurite_stop; exit 130' INT
+trap 'stop_pool; lanes_stop; azurite_stop; exit 143' TERM
+
+# ---- lanes: an Azurite for each integration binary that runs at once -----
+# Lane L (0, 1, ...) is the Azurite LANE_PID[L], its ports and connection
+# string, its access log LANE_LOG[L]. run_pool gives each binary it starts
+# a free slot, and pool_env exports that slot's lane to it.
+LANE_PID=() LANE_QP=() LANE_TP=() LANE_CS=() LANE_LOG=()
+
+# lanes_start N: starts N lanes' Azurites, one after the other.
+lanes_start() {
+	local n="$1" l
+	for ((l = 0; l < n; l++)); do
+		AZURITE_LOG="$BUILD_DIR/azurite.log"
+		((l == 0)) || AZURITE_LOG="$BUILD_DIR/azurite-lane$((l + 1)).log"
+		azurite_start || return 1
+		LANE_PID[l]="$AZ_PID" LANE_QP[l]="$ECW_TEST_QUEUE_PORT" LANE_TP[l]="$ECW_TEST_TABLE_PORT"
+		LANE_CS[l]="$ECW_TEST_CONNECTION_STRING" LANE_LOG[l]="$AZURITE_LOG"
+		AZ_PID="" # the lane's now: lanes_stop stops it
+	done
+}
+
+lanes_stop() {
+	local l
+	for l in "${!LANE_PID[@]}"; do
+		stop_pid "${LANE_PID[l]}"
+	done
+	LANE_PID=()
+}
+
+# lanes_tail: the end of each lane's access log and of the https one's.
+lanes_tail() {
+	local l
+	for l in "${!LANE_LOG[@]}"; do
+		AZURITE_LOG="${LANE_LOG[l]}" AZURITE_TLS_LOG=/dev/null azurite_tail
+	done
+	AZURITE_LOG=/dev/null azurite_tail
+}
 
 # ---- running binaries ----------------------------------------------------
 # Binaries run JOBS at a time (ECW_TEST_JOBS, default: the number of cores),
@@ -103,7 +144,7 @@ trap 'stop_pool; azurite_stop; exit 143' TERM
 
 JOBS="${ECW_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}"
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "$0: ECW_TEST_JOBS must be a positive number, not '$JOBS'" >&2; exit 2; }
-INTEG_JOBS="${ECW_TEST_INTEG_JOBS:-1}"
+INTEG_JOBS="${ECW_TEST_INTEG_JOBS:-$JOBS}"
 [[ "$INTEG_JOBS" =~ ^[1-9][0-9]*$ ]] ||
 	{ echo "$0: ECW_TEST_INTEG_JOBS must be a positive number, not '$INTEG_JOBS'" >&2; exit 2; }
 
@@ -115,6 +156,11 @@ test_job_index_list_races: its crashes count deliveries exactly (dequeue_count 2
 test_queue_watch: counts the idle worker's requests over a fixed period
 test_queues: counts the idle worker's requests over a fixed period
 "
+
+# The longest of those side by side start first (and so their lines come
+# first): the run ends when its last lane does, and one of these started
+# last would run on alone while the other lanes stood idle.
+FIRST_TESTS="test_runtime test_outage test_jobs_mixed"
 
 TOTAL_RUN=0
 TOTAL_PASSED=0
@@ -132,15 +178,17 @@ sum_cmocka() {
 	sed -n "s/^\[ *$pattern *\] \([0-9][0-9]*\) test(s).*/\1/p" "$file" | awk '{s += $1} END {print s + 0}'
 }
 
-# run_binary BIN KIND: runs BIN, its output in LOG_DIR/KIND-NAME.log, and
-# writes "RC SECONDS CPU-SECONDS" (CPU: user + system time of the binary and
+# run_binary BIN KIND SLOT: runs BIN, its output in LOG_DIR/KIND-NAME.log,
+# with what `pool_env SLOT` exports when that is defined, and writes
+# "RC SECONDS CPU-SECONDS SLOT" (CPU: user + system time of the binary and
 # the processes it waited for) to LOG_DIR/KIND-NAME.result when it is done;
 # the pid of its `timeout` is in LOG_DIR/KIND-NAME.pid meanwhile (stop_pool).
 # Runs in the background: it changes no variable of the caller.
 run_binary() {
-	local bin="$1" kind="$2"
+	local bin="$1" kind="$2" slot="$3"
 	local name log start end rc=0 cpu pid
 	name="$(basename "$bin")"
+	if declare -F pool_env >/dev/null; then pool_env "$slot"; fi
 	log="$LOG_DIR/$kind-$name.log"
 	start="$(now)"
 	local -a wrapper=()
@@ -161,7 +209,7 @@ run_binary() {
 		END { printf "%.1f", s }' "$log.times")"
 	rm -f "$log.times"
 	rm -f "$LOG_DIR/$kind-$name.pid"
-	printf '%s %s %s\n' "$rc" "$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')" "$cpu" \
+	printf '%s %s %s %s\n' "$rc" "$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')" "$cpu" "$slot" \
 		>"$LOG_DIR/$kind-$name.result.tmp"
 	mv "$LOG_DIR/$kind-$name.result.tmp" "$LOG_DIR/$kind-$name.result"
 }
@@ -171,10 +219,10 @@ run_binary() {
 # to the totals. Returns 1 when it failed.
 report_binary() {
 	local bin="$1" kind="$2"
-	local name log rc secs cpu ran passed failed status
+	local name log rc secs cpu slot ran passed failed status also
 	name="$(basename "$bin")"
 	log="$LOG_DIR/$kind-$name.log"
-	read -r rc secs cpu <"$LOG_DIR/$kind-$name.result"
+	read -r rc secs cpu slot <"$LOG_DIR/$kind-$name.result"
 
 	# cmocka prints "[==========] Running N test(s)." when a group starts and
 	# "[==========] N test(s) run." when it ends. A binary that dies midway
@@ -214,7 +262,9 @@ report_binary() {
 	printf '%-4s %-12s %-32s %3d/%-3d tests %7ss (cpu %ss)%s\n' \
 		"$status" "$kind" "$name" "$passed" "$ran" "$secs" "$cpu" "$why"
 	if [[ "$status" == FAIL ]]; then
-		echo "---- output of $name (also in $log) ----"
+		also="$log"
+		[[ $kind == integration && -n "${LANE_LOG[slot]:-}" ]] && also="$also; its Azurite's: ${LANE_LOG[slot]}"
+		echo "---- output of $name (also in $also) ----"
 		# Failed cases and their assertion messages (a message of several
 		# lines whole, up to cmocka's next line), then the end of the output
 		# (which holds a sanitizer report or the crash, if any).
@@ -238,16 +288,21 @@ report_binary() {
 run_pool() {
 	local kind="$1" jobs="$2"
 	shift 2
-	local bins=("$@") n=$# next=0 shown=0 rc=0 stop=0 i
+	local bins=("$@") n=$# next=0 shown=0 rc=0 stop=0 i slot
 	local -a pids=()
+	local -A slot_of=() # pid -> its slot (0 .. jobs-1), free again when it ends
 	while ((shown < next || (next < n && stop == 0))); do
 		while ((stop == 0 && next < n && ${#pids[@]} < jobs)); do
 			if declare -F pool_check >/dev/null && ! pool_check "${bins[next]}"; then
 				stop=1 rc=1
 				break
 			fi
+			for ((slot = 0; slot < jobs; slot++)); do
+				[[ " ${slot_of[*]} " == *" $slot "* ]] || break
+			done
 			rm -f "$LOG_DIR/$kind-$(basename "${bins[next]}").result"
-			run_binary "${bins[next]}" "$kind" &
+			run_binary "${bins[next]}" "$kind" "$slot" &
+			slot_of[$!]=$slot
 			pids+=($!)
 			POOL_PIDS[$!]="$LOG_DIR/$kind-$(basename "${bins[next]}").pid"
 			next=$((next + 1))
@@ -262,12 +317,12 @@ run_pool() {
 			wait -n "${pids[@]}" 2>/dev/null || true
 			local alive=()
 			for i in "${pids[@]}"; do
-				kill -0 "$i" 2>/dev/null && alive+=("$i")
+				if kill -0 "$i" 2>/dev/null; then alive+=("$i"); else unset "slot_of[$i]"; fi
 			done
 			pids=(${alive[@]+"${alive[@]}"})
 		elif [[ ! -f "$LOG_DIR/$kind-$(basename "${bins[shown]}").result" ]]; then
 			# Its run_binary ended without a result (killed): a failure.
-			echo "255 0.0 0.0" >"$LOG_DIR/$kind-$(basename "${bins[shown]}").result"
+			echo "255 0.0 0.0 0" >"$LOG_DIR/$kind-$(basename "${bins[shown]}").result"
 		fi
 	done
 	return $rc
@@ -306,11 +361,23 @@ if [[ $RUN_UNIT -eq 1 ]]; then
 	fi
 fi
 
-# Before each integration binary: the shared Azurite still runs.
+# Before each integration binary: every lane's Azurite still runs.
 pool_check() {
-	kill -0 "$AZ_PID" 2>/dev/null && return 0
-	echo "FAIL: Azurite died before $(basename "$1")" >&2
-	return 1
+	local l
+	for l in "${!LANE_PID[@]}"; do
+		kill -0 "${LANE_PID[l]}" 2>/dev/null && continue
+		echo "FAIL: the Azurite of lane $((l + 1)) (${LANE_LOG[l]}) died before $(basename "$1")" >&2
+		return 1
+	done
+	return 0
+}
+
+# In a binary's run_binary: its slot's lane is its Azurite.
+pool_env() {
+	local l="$1"
+	[[ -n "${LANE_PID[l]:-}" ]] || return 0
+	export ECW_TEST_QUEUE_PORT="${LANE_QP[l]}" ECW_TEST_TABLE_PORT="${LANE_TP[l]}"
+	export ECW_TEST_CONNECTION_STRING="${LANE_CS[l]}"
 }
 
 if [[ $RUN_INTEG -eq 1 ]]; then
@@ -318,28 +385,33 @@ if [[ $RUN_INTEG -eq 1 ]]; then
 	if [[ ${#integ_bins[@]} -eq 0 ]]; then
 		echo "warning: no integration test binaries in $BUILD_DIR/tests/integration" >&2
 	else
-		if ! azurite_start || ! azurite_start_tls; then
+		lanes=$INTEG_JOBS
+		((lanes <= ${#integ_bins[@]})) || lanes=${#integ_bins[@]}
+		if ! lanes_start "$lanes" || ! azurite_start_tls; then
 			echo "FAIL: could not start Azurite" >&2
 			exit 1
 		fi
-		together=() alone=()
+		first=() together=() alone=()
 		for b in "${integ_bins[@]}"; do
 			if grep -q "^$(basename "$b"):" <<<"$SERIAL_TESTS"; then
 				alone+=("$b")
+			elif [[ " $FIRST_TESTS " == *" $(basename "$b") "* ]]; then
+				first+=("$b")
 			else
 				together+=("$b")
 			fi
 		done
+		together=(${first[@]+"${first[@]}"} ${together[@]+"${together[@]}"})
 		integ_failed=0
 		if [[ ${#together[@]} -gt 0 ]]; then
-			run_pool integration "$INTEG_JOBS" "${together[@]}" || integ_failed=1
+			run_pool integration "$lanes" "${together[@]}" || integ_failed=1
 		fi
-		if [[ ${#alone[@]} -gt 0 ]] && kill -0 "$AZ_PID" 2>/dev/null; then
+		if [[ ${#alone[@]} -gt 0 ]]; then
 			run_pool integration 1 "${alone[@]}" || integ_failed=1
 		fi
 		if [[ $integ_failed -ne 0 ]]; then
 			overall=1
-			azurite_tail
+			lanes_tail
 		fi
 	fi
 fi
