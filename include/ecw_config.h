@@ -67,7 +67,7 @@ struct ecw_config {
 		char *poison_queue; /* default <queue>-poison */
 		int batch_size;     /* 1..32, default 16 */
 		int concurrency;    /* 1..256, default 16 */
-		/* The adaptive limit's floor (worker/runtime/limiter.h): while storage
+		/* The adaptive limit's floor (worker/runtime/limiter.c): while storage
 		 * throttles, fewer jobs run, not fewer than this; 1..concurrency,
 		 * default 1; = concurrency: a fixed number. */
 		int concurrency_min;
@@ -80,7 +80,7 @@ struct ecw_config {
 		int64_t poll_min_ms;           /* default 100ms */
 		int64_t poll_max_ms;           /* >= min, default 10s */
 		int64_t shutdown_grace_ms;     /* default 25s */
-		/* The storage circuit (worker/runtime/circuit.h): outage-class failures in a
+		/* The storage circuit (worker/runtime/circuit.c): outage-class failures in a
 		 * row before a probe may open it (0..1000, 0: never; default 3),
 		 * and the probe's doubling wait while open. */
 		int circuit_failures;

@@ -27,6 +27,10 @@ set -euo pipefail
 #
 # `private HEADER FILE...`: only those files may include HEADER. Checked first.
 #
+# `headers FOLDER NAME...`: the only headers FOLDER may hold. A room of
+# worker/ keeps one public header named for it and one <room>_private.h for
+# what its files share, so that a reader finds its face in one place.
+#
 # Then one block per room; a source file takes the FIRST block whose `files`
 # it matches (so worker/main.c comes before worker/*):
 #   files  the files of the room
@@ -42,9 +46,15 @@ BASE="include/ecw_buf.h include/ecw_cancel.h include/ecw_clock.h include/ecw_cod
 
 RULES="
 private worker/migrate/migrate_private.h  worker/migrate/migrate.c worker/migrate/migrate_apply.c
+
+headers worker/runtime   runtime.h runtime_private.h
+headers worker/schedule  schedule.h schedule_private.h
+headers worker/migrate   migrate.h migrate_private.h
+headers worker/telemetry telemetry.h telemetry_private.h
+headers worker/config
 private worker/schedule/schedule_private.h worker/schedule/schedule.c worker/schedule/schedule_audit.c worker/schedule/schedule_window.c
-private worker/telemetry/metrics_private.h worker/telemetry/metrics.c worker/telemetry/metrics_server.c
-private worker/runtime/runtime_private.h  worker/runtime/runtime.c worker/runtime/runtime_idle.c worker/runtime/runtime_renew.c worker/runtime/runtime_take.c worker/runtime/deliver.c worker/runtime/shutdown.c worker/runtime/runtime_preflight.c worker/runtime/runtime_storage.c
+private worker/telemetry/telemetry_private.h worker/telemetry/*
+private worker/runtime/runtime_private.h  worker/runtime/*
 private worker/storage/http_private.h worker/storage/http.c worker/storage/http_answer.c worker/storage/http_conn.c
 private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c
 private jobs/index_private.h   jobs/index.c jobs/index_audit.c
@@ -134,6 +144,7 @@ set -f # the globs below are matched by matches(), never expanded against the di
 
 r_files=() r_may=() r_never=() r_rule=()
 p_header=() p_files=()
+declare -A room_headers # folder -> the headers it may hold, space-separated
 while read -r key rest; do
 	case "$key" in
 	'' | '#'*) ;;
@@ -141,6 +152,10 @@ while read -r key rest; do
 		read -r header files <<<"$rest"
 		p_header+=("$header")
 		p_files+=("$files")
+		;;
+	headers)
+		read -r folder names <<<"$rest"
+		room_headers[$folder]="$names"
 		;;
 	files)
 		r_files+=("$rest") r_may+=("") r_never+=("") r_rule+=("")
@@ -237,6 +252,14 @@ for name in $(printf '%s\n' "${!where[@]}" | sort); do
 			violation "$d" "$d: \"$name\" is also defined in $(printf '%s\n' "${defs[@]}" | grep -vxF "$d" | paste -sd' '): a header name must resolve to exactly one file in the tree"
 		done
 	fi
+done
+
+# A room's headers: its public one and its *_private.h, no other.
+for h in "${headers[@]}"; do
+	folder="${h%/*}"
+	[[ -n "${room_headers[$folder]+set}" ]] || continue
+	[[ " ${room_headers[$folder]} " == *" ${h##*/} "* ]] && continue
+	violation "$h" "$h: a room keeps its public header and its private one only (${room_headers[$folder]:-none: its seams are in include/}): move what this one declares into them"
 done
 
 # room_of FILE: sets `room` to the index of the first block whose files FILE

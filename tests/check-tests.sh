@@ -146,7 +146,7 @@ add_include() {
 # ---- check-deps -------------------------------------------------------------
 
 # A line of check-deps that reports one violation.
-VIOLATION=' may not be included here: | is also defined in |: is in no room of '
+VIOLATION=' may not be included here: | is also defined in |: is in no room of |: a room keeps its public header '
 
 # The rules' sentences (check-deps and the real tree's cases).
 STORAGE_RULE="worker/storage includes only include/ and worker/storage, never ecw_config.h"
@@ -259,6 +259,10 @@ deps_case "a header name defined twice" 4 \
 fresh
 DEST="$T" src worker/extra/thing.c ecw_buf.h
 deps_case "a folder with no rules" 1 "worker/extra/thing.c: is in no room of tests/check-deps.sh"
+fresh
+DEST="$T" src worker/migrate/migrate_steps.h ecw_config.h
+deps_case "a room's third header" 1 \
+	"worker/migrate/migrate_steps.h: a room keeps its public header and its private one only (migrate.h migrate_private.h)"
 
 section_end deps
 } >"$TMP/deps.out" 2>&1 &

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* message.h - the job message: a JSON object
  *   {"job":"<configured name>","pk":"...","rk":"...","id":"optional trace id",
- *    "traceparent":"optional W3C trace context (trace.h)", ...}
+ *    "traceparent":"optional W3C trace context (trace.c)", ...}
  * sent as plain text or as base64 of the same text. The keys name the changed
  * entity; a keyless job type's messages have neither (a rollup's carries its
  * own fields instead). Decoding owns a json-c object (ecw_message_dispose
@@ -20,7 +20,7 @@ struct ecw_message {
 	struct json_object *obj;
 	const char *job, *pk, *rk, *id; /* pk/rk NULL when absent (both), id NULL when absent */
 	bool base64;                    /* the text was base64 of the JSON */
-	/* "traceparent" as sent, not yet checked (trace.h reads it): NULL
+	/* "traceparent" as sent, not yet checked (trace.c reads it): NULL
 	 * when absent or not a string; present is true when the field is
 	 * there at all (null aside), so a non-string can be warned about. A
 	 * bad one never fails the decoding. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* pause.h - a queue paused for the whole fleet (`ecworker pause`), kept in
  * the queue's own metadata so that the one Get Queue Metadata a worker makes
- * for its backlog gauges also tells it whether to receive (queue_watch.h):
+ * for its backlog gauges also tells it whether to receive (queue_watch.c):
  * a control entity in a table would cost every worker a request of its own
  * every control_poll, the whole idle budget. Names (metadata names are
  * identifiers; values printable ASCII):

@@ -28,7 +28,7 @@ struct ecw_poison_info {
 	const char *error_code;    /* its x-ms-error-code: NULL or "" when none */
 	const char *job, *pk, *rk; /* NULL when not decodable */
 	const char *worker;        /* "<host> ecworker/<version>" */
-	const char *traceparent;   /* the failed run's trace context (trace.h), or NULL */
+	const char *traceparent;   /* the failed run's trace context (trace.c), or NULL */
 };
 
 /* {"ecw_poison":1,"original":...,"queue":...,"message_id":...,"inserted_at":...,

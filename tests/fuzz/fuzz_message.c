@@ -12,7 +12,7 @@
 #include "ecw_entity.h"
 #include "fuzz.h"
 #include "message.h"
-#include "trace.h"
+#include "telemetry.h"
 
 /* f is exactly the string field name of m's object. */
 static void same_as_json(const struct ecw_message *m, const char *name, const char *f)

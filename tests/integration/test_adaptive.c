@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test_adaptive.c - the adaptive concurrency limit (worker/runtime/limiter.h) against
+/* test_adaptive.c - the adaptive concurrency limit (worker/runtime/limiter.c) against
  * a table service that throttles: tests/tools/faultproxy in front of
  * Azurite's table port answers 503 ServerBusy beyond RATE requests a second
  * (a token bucket, as a partition's scalability target) and adds LATENCY_MS

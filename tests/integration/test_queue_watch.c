@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test_queue_watch.c - the worker's look at its queues (worker/runtime/queue_watch.h)
+/* test_queue_watch.c - the worker's look at its queues (worker/runtime/queue_watch.c)
  * on a real Azurite, judged by its /metrics: the backlog gauges of the job
  * and poison queues, and the idle budget - an idle worker makes one request
  * a poll (the look, in place of the empty receive it made before), and no

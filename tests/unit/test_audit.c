@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit_run.h"
+#include "schedule.h"
 #include "cmd.h"
 #include "ecw_audit.h"
 #include "ecw_config.h"

@@ -9,9 +9,9 @@
 
 #include <stdlib.h>
 
-#include "circuit.h"
+#include "runtime_private.h"
 #include "ecw_clock.h"
-#include "metrics.h"
+#include "telemetry.h"
 
 struct probe {
 	int answer; /* what the probe returns */

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "ecw_log.h"
-#include "job_block.h"
-#include "metrics.h"
+#include "runtime_private.h"
+#include "telemetry.h"
 
 static int log_pipe[2];
 

@@ -6,7 +6,7 @@
  * throttling. */
 #include "support.h"
 
-#include "limiter.h"
+#include "runtime_private.h"
 
 static void test_limiter__throttling_halves_once_a_window(void **state)
 {

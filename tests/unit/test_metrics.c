@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "ecw_log.h"
-#include "metrics.h"
+#include "telemetry.h"
 
 static int reset_setup(void **state)
 {

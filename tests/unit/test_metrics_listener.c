@@ -23,7 +23,7 @@
 
 #include "ecw_clock.h"
 #include "ecw_log.h"
-#include "metrics.h"
+#include "telemetry.h"
 
 #define SLOW_CLIENTS 500
 #define PARTIAL_HEADER "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "

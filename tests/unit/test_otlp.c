@@ -19,8 +19,7 @@
 #include "ecw_clock.h"
 #include "ecw_log.h"
 #include "ecw_version.h"
-#include "metrics.h"
-#include "otlp.h"
+#include "telemetry.h"
 
 /* ---- a fake environment ------------------------------------------------------ */
 

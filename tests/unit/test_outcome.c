@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "ecw_clock.h"
-#include "outcome.h"
+#include "runtime_private.h"
 
 /* The draw a retry's jitter gets: 0, so a hidden time is the backoff's
  * ceiling itself. */

@@ -5,7 +5,7 @@
  * back; none ready: -1. */
 #include "support.h"
 
-#include "queue_pick.h"
+#include "runtime_private.h"
 
 static void test_queue_pick__shares_by_weight_spread_out(void **state)
 {

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "ecw_log.h"
-#include "trace.h"
+#include "telemetry.h"
 
 #define TP "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "audit_run.h"
+#include "schedule.h"
 #include "cmd.h"
 #include "connect.h"
 #include "message.h"

@@ -2,7 +2,7 @@
 /* check_config.c - `ecworker check-config`: every problem of a
  * configuration, as FILE:LINE:COLUMN: message, and of the OTEL_* variables
  * that `run` reads at start; with --online, what storage says of it
- * (preflight.h), as `run` checks it at start. */
+ * (preflight.c), as `run` checks it at start. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +14,8 @@
 #include "ecw_config.h"
 #include "ecw_err.h"
 #include "ecw_storage.h"
-#include "otlp.h"
-#include "preflight.h"
+#include "telemetry.h"
+#include "runtime.h"
 
 static const char *env_lookup(const char *name)
 {
@@ -53,7 +53,7 @@ static void print_problem(const struct ecw_preflight_problem *p, void *payload)
 	ecw_buf_dispose(&safe);
 }
 
-/* --online: the configuration against storage (preflight.h). 0 when
+/* --online: the configuration against storage (preflight.c). 0 when
  * nothing is wrong, 1 otherwise. */
 static int check_online(const struct ecw_config *cfg)
 {

@@ -13,7 +13,7 @@
 #include "ecw_job.h"
 #include "ecw_storage.h"
 #include "message.h"
-#include "trace.h"
+#include "telemetry.h"
 
 #define WEEK_S (7 * 86400)
 #define MAX_TTL_S (596523LL * 3600) /* the largest the service takes short of -1 */

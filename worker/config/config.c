@@ -260,7 +260,7 @@ static void read_low_high(int64_t *low, int64_t *high, const struct ecw_node *se
 			       p.what, p.low, p.high, p.high_default, p.high);
 }
 
-/* worker.circuit: circuit.h. */
+/* worker.circuit: circuit.c. */
 static void parse_circuit(struct ecw_config *cfg, const struct ecw_node *worker, struct ecw_node_errors *errs)
 {
 	const struct ecw_node *sec = ecw_node_section(worker, "circuit", "worker", errs);

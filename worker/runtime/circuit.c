@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* circuit.c - the storage circuit breaker (circuit.h): a streak counter, a
+/* circuit.c - the storage circuit breaker (runtime_private.h): a streak counter, a
  * probe made by one thread at a time while the others wait for its verdict,
  * and the open state with its doubling probe interval. */
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "circuit.h"
+#include "runtime_private.h"
 #include "ecw_clock.h"
 #include "ecw_log.h"
-#include "metrics.h"
+#include "telemetry.h"
 
 struct ecw_circuit {
 	struct ecw_circuit_limits limits;

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "circuit.h"
+#include "runtime_private.h"
 #include "ecw_buf.h"
 #include "ecw_clock.h"
 #include "ecw_crash.h"
@@ -23,14 +23,9 @@
 #include "ecw_log.h"
 #include "ecw_storage.h"
 #include "ecw_version.h"
-#include "job_block.h"
 #include "message.h"
-#include "metrics.h"
-#include "otlp.h"
-#include "outcome.h"
+#include "telemetry.h"
 #include "poison.h"
-#include "runtime_private.h"
-#include "trace.h"
 
 /* One message on its way through a job thread: what the steps after the job
  * need, gathered once (its job was resolved on receipt, in slot->def). */
@@ -49,7 +44,7 @@ struct delivery {
 	 * the message id whose run it rode with. */
 	size_t duplicates;
 	const char *ran_with;
-	/* This run's span (trace.h): every log line about the message
+	/* This run's span (trace.c): every log line about the message
 	 * carries its ids, its follow-ups and envelope its context, and the
 	 * exporter gets it when it ends (close_span). */
 	struct ecw_span_ids span;
@@ -84,7 +79,7 @@ static int64_t unix_ns(void)
 }
 
 /* Opens d's span in the trace its message carries, or in a new one
- * (trace.h), and makes its ids the thread's log fields. An invalid
+ * (trace.c), and makes its ids the thread's log fields. An invalid
  * traceparent is ignored with one warning: it never changes the outcome. */
 static void open_span(struct delivery *d, int64_t start_ns)
 {
@@ -170,7 +165,7 @@ static void close_span(struct runtime *rt, const struct delivery *d)
 	ecw_otlp_submit(rt->otlp, &sp);
 }
 
-/* outage: the storage circuit is open (circuit.h), for this delivery. */
+/* outage: the storage circuit is open (circuit.c), for this delivery. */
 static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stage stage, bool runnable,
 		   int err, bool outage)
 {
@@ -387,7 +382,7 @@ static void poison(struct runtime *rt, struct ecw_client *c, struct delivery *d)
 	settle(c, d);
 }
 
-/* An outage held the message at its last allowed delivery (outcome.h,
+/* An outage held the message at its last allowed delivery (outcome.c,
  * ECW_ACTION_REQUEUE): its text goes back on the work queue as a new
  * message, hidden for hide_s, THEN the original is deleted, so its next
  * delivery counts from 1. A crash in between leaves both: the copy runs as

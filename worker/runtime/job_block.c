@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* job_block.c - jobs blocked by a missing table (job_block.h). */
+/* job_block.c - jobs blocked by a missing table (runtime_private.h). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ecw_log.h"
-#include "job_block.h"
-#include "metrics.h"
+#include "runtime_private.h"
+#include "telemetry.h"
 
 #define NAME_MAX_BYTES 64 /* job and table names are shorter: ecw_config checks both */
 #define LOG_EVERY_MS 60000

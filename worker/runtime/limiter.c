@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* limiter.c - the adaptive concurrency limit (limiter.h). */
-#include "limiter.h"
+/* limiter.c - the adaptive concurrency limit (runtime_private.h). */
+#include "runtime_private.h"
 
 void ecw_limiter_init(struct ecw_limiter *l, int min, int max)
 {

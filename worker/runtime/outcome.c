@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* outcome.c - the outcome rules (outcome.h), as worker/README.md's table states
+/* outcome.c - the outcome rules (runtime_private.h), as worker/README.md's table states
  * them:
  *   success            delete the message, only after the job returned 0;
  *   transient failure  keep it, hidden for a random whole number of seconds
@@ -17,7 +17,7 @@
  *   interrupted        (the job's waits were cut short by shutdown,
  *                      ECW_ECANCELED) leave it alone: it comes back when its
  *                      lease runs out, and runs again;
- *   storage outage     (the circuit is open, circuit.h) a held message is not
+ *   storage outage     (the circuit is open, circuit.c) a held message is not
  *                      run, and a transient failure is the service's: either
  *                      way it is hidden as a retry, never poisoned for it; at
  *                      its last allowed delivery it is requeued instead (a
@@ -28,14 +28,14 @@
  *                      ECW_ENOTABLE: a configuration problem, never the
  *                      message's) held as during an outage: hidden for the
  *                      backoff, requeued at its last allowed delivery, never
- *                      poisoned for it (job_block.h says who is told).
+ *                      poisoned for it (job_block.c says who is told).
  * Undecodable text is refused before the dequeue count is looked at, so its
  * envelope says "permanent" whatever the count. */
 #include <stddef.h>
 
 #include "ecw_clock.h"
 #include "ecw_job.h"
-#include "outcome.h"
+#include "runtime_private.h"
 
 /* Full jitter (as AWS's "Exponential Backoff And Jitter" names it): a burst
  * of messages that failed together spreads over the whole window rather

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* preflight.c - a configuration checked against storage (preflight.h). One
+/* preflight.c - a configuration checked against storage (runtime.h). One
  * cheap request a queue and a table: a queue's metadata, and a GET of a key
  * no application writes, which tells a missing table (404 TableNotFound)
  * from a present one (404 ResourceNotFound) without reading anything. */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "ecw_job.h"
-#include "preflight.h"
+#include "runtime.h"
 
 #define PROBE_KEY "ecworker-preflight"
 

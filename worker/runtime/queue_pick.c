@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* queue_pick.c - weighted shares of the receives (queue_pick.h). */
+/* queue_pick.c - weighted shares of the receives (runtime_private.h). */
 #include <string.h>
 
-#include "queue_pick.h"
+#include "runtime_private.h"
 
 void ecw_queue_pick_init(struct ecw_queue_pick *p, const int *weights, size_t n)
 {

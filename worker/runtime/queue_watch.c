@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* queue_watch.c - looking at the queues between receives (queue_watch.h). */
+/* queue_watch.c - looking at the queues between receives (runtime_private.h). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "ecw_clock.h"
 #include "ecw_log.h"
-#include "metrics.h"
-#include "queue_watch.h"
+#include "telemetry.h"
+#include "runtime_private.h"
 
 #define REST_REFRESHES 40 /* the poison queue's cadence at rest, in refreshes */
 

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "circuit.h"
+#include "runtime_private.h"
 #include "connect.h"
 #include "ecw_cancel.h"
 #include "ecw_clock.h"
@@ -34,14 +34,9 @@
 #include "ecw_storage.h"
 #include "ecw_version.h"
 #include "message.h"
-#include "metrics.h"
-#include "otlp.h"
-#include "outcome.h"
-#include "queue_pick.h"
-#include "queue_watch.h"
+#include "telemetry.h"
 #include "poison.h"
 #include "runtime.h"
-#include "runtime_private.h"
 #include "schedule.h"
 
 /* The most messages one dispatch hands over (receive_deeper). */
@@ -89,7 +84,7 @@ static void limit_changed(struct runtime *rt, int change, int status)
 }
 
 /* payload: the job thread's last_storage_ms (the stall watch's), or NULL.
- * Every attempt's answer also tells the adaptive limit (limiter.h). */
+ * Every attempt's answer also tells the adaptive limit (limiter.c). */
 static void on_attempt(void *payload, const char *op, int status, int attempt)
 {
 	struct runtime *rt = the_runtime;
@@ -305,7 +300,7 @@ static void *sched_thread(void *p)
 
 /* ---- start, loop, stop ------------------------------------------------------------------- */
 
-/* The circuit's probe (circuit.h): one cheap request to each service on a
+/* The circuit's probe (circuit.c): one cheap request to each service on a
  * connection of its own, one attempt each with short timeouts: the list of
  * tables named with a prefix none has (an empty page), then the work
  * queue's metadata. */
@@ -637,7 +632,7 @@ static void receive_deeper(struct runtime *rt, struct ecw_client *c, const char 
 	}
 }
 
-/* One look at a queue (queue_watch.h), with what it tells, as a receive's:
+/* One look at a queue (queue_watch.c), with what it tells, as a receive's:
  * a good look is a good sight of the queue for /readyz and the
  * not-receiving alert; a failure counts towards an outage. */
 static int look(struct runtime *rt, struct ecw_queue_watch *w, struct ecw_queue_seen *q, struct ecw_client *c)
@@ -657,7 +652,7 @@ static int look(struct runtime *rt, struct ecw_queue_watch *w, struct ecw_queue_
 
 enum before_receive { RECEIVE, PAUSED, NOTHING_THERE };
 
-/* What the loop does before a receive; queue_watch.h says when it looks and
+/* What the loop does before a receive; queue_watch.c says when it looks and
  * why. resting: the last receive or look found nothing. A look that fails
  * leaves what was known: a paused queue stays paused, anything else is
  * received from as if there were no watch. */
@@ -707,7 +702,7 @@ struct qloop {
 	bool resting;    /* its last receive or look found nothing, or it is paused */
 };
 
-/* Looks at each queue that is due for it (queue_watch.h) and tells the
+/* Looks at each queue that is due for it (queue_watch.c) and tells the
  * picker which have work: a resting or paused queue when its poll comes,
  * a working one every refresh. */
 static void look_at_queues(struct runtime *rt, struct ecw_client *c, struct qloop *qs, size_t n,
@@ -747,7 +742,7 @@ static void nap_until_due(struct runtime *rt, const struct qloop *qs, size_t n)
 }
 
 /* Receives from the queues in turn, each while it has work, shared by
- * weight among those that have (queue_pick.h); a queue that has none costs
+ * weight among those that have (queue_pick.c); a queue that has none costs
  * only its polls. */
 static void receive_loop(struct runtime *rt, struct ecw_client *c)
 {

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime_preflight.c - what `run` makes of the configuration checked
- * against storage at start (preflight.h), after the queues and tables it may
+ * against storage at start (preflight.c), after the queues and tables it may
  * create were created. Refused credentials and a missing poison queue end
  * the start, naming what is wrong: with no poison queue every poisoning
  * would fail, message after message. A table a job reads or writes that is
- * not there blocks that job (job_block.h: its messages are held, never
+ * not there blocks that job (job_block.c: its messages are held, never
  * poisoned), not the worker. A missing work queue is waited for: nothing
  * can be received from it, so nothing is lost, and /readyz says not ready
  * until it exists. */
@@ -12,9 +12,8 @@
 
 #include "ecw_clock.h"
 #include "ecw_log.h"
-#include "job_block.h"
-#include "preflight.h"
 #include "runtime_private.h"
+#include "runtime.h"
 
 static void on_problem(const struct ecw_preflight_problem *p, void *payload)
 {

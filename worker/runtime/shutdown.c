@@ -12,7 +12,7 @@
 #include "ecw_cancel.h"
 #include "ecw_clock.h"
 #include "ecw_log.h"
-#include "metrics.h"
+#include "telemetry.h"
 #include "runtime_private.h"
 
 static void wake_all(struct runtime *rt)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* audit_run.c - one job's audit run to its end (see audit_run.h).
+/* audit_run.c - one job's audit run to its end (see schedule.h).
  *
  * Pacing counts the client's own requests (retries and the requests of
  * repairs included) and takes a token of ecw_pace for each, before the next
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit_run.h"
+#include "schedule.h"
 #include "ecw_job.h"
 #include "ecw_pace.h"
 #include "ecw_storage.h"

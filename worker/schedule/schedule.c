@@ -56,7 +56,7 @@
 #include "ecw_crash.h"
 #include "ecw_version.h"
 #include "message.h"
-#include "metrics.h"
+#include "telemetry.h"
 #include "schedule.h"
 #include "schedule_private.h"
 

@@ -46,7 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit_run.h"
+#include "schedule.h"
 #include "ecw_audit.h"
 #include "ecw_buf.h"
 #include "ecw_clock.h"
@@ -56,8 +56,7 @@
 #include "ecw_log.h"
 #include "ecw_storage.h"
 #include "ecw_version.h"
-#include "metrics.h"
-#include "schedule.h"
+#include "telemetry.h"
 #include "schedule_private.h"
 
 #define AUDIT_RETRY_MS 60000              /* after a failed audit, no other for this long */

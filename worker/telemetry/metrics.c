@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* metrics.c - the worker's counters and the page they render (see metrics.h);
+/* metrics.c - the worker's counters and the page they render (see telemetry.h);
  * the HTTP endpoint that serves it is metrics_server.c.
  *
  * All counters live in one process-wide table under one mutex: recording is
@@ -23,8 +23,8 @@
 #include "ecw_clock.h"
 #include "ecw_codec.h"
 #include "ecw_log.h"
-#include "metrics.h"
-#include "metrics_private.h"
+#include "telemetry.h"
+#include "telemetry_private.h"
 
 #define SERIES_MAX 1024
 #define SERIES_SPARE 64
@@ -190,7 +190,7 @@ static uint64_t g_received;
 static _Atomic int64_t g_heartbeat_ms = HEARTBEAT_NEVER;
 static _Atomic int64_t g_window_ms = LIVENESS_DEFAULT_MS;
 static atomic_bool g_ready;
-static atomic_bool g_circuit_open;     /* circuit.h: /readyz says not ready while it is */
+static atomic_bool g_circuit_open;     /* circuit.c: /readyz says not ready while it is */
 static atomic_int g_stalled;           /* job threads stalled: /healthz fails while any is */
 static atomic_int g_concurrency_limit; /* the adaptive limit; 0 before the runtime sets it */
 static atomic_ullong g_limit_cuts;     /* times it was lowered */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* metrics_server.c - the HTTP endpoint of the metrics (see metrics.h):
+/* metrics_server.c - the HTTP endpoint of the metrics (see telemetry.h):
  * GET /metrics renders the counters (metrics.c), /healthz and /readyz ask
- * them for the probes' verdicts (metrics_private.h).
+ * them for the probes' verdicts (telemetry_private.h).
  *
  * The server is libmicrohttpd with one internal polling thread (epoll, not a
  * thread per connection): a scrape is a few kilobytes rendered from memory and
@@ -36,8 +36,8 @@
 
 #include "ecw_clock.h"
 #include "ecw_log.h"
-#include "metrics.h"
-#include "metrics_private.h"
+#include "telemetry.h"
+#include "telemetry_private.h"
 
 #define CONTENT_TYPE_METRICS "text/plain; version=0.0.4; charset=utf-8"
 #define CONTENT_TYPE_TEXT "text/plain; charset=utf-8"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* otlp.c - the OTEL_* variables read and checked, and spans encoded as
- * OTLP/JSON (see otlp.h). */
+ * OTLP/JSON (see telemetry.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include "ecw_codec.h"
 #include "ecw_log.h"
 #include "ecw_version.h"
-#include "otlp.h"
+#include "telemetry.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_SCHEDULE_DELAY_MS 5000

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* otlp_export.c - the span exporter (see otlp.h): a fixed ring of spans,
+/* otlp_export.c - the span exporter (see telemetry.h): a fixed ring of spans,
  * one thread that sends them in batches over libcurl, and the counters.
  *
  * The job threads only ever take the ring's lock to copy a span in: the
@@ -33,8 +33,7 @@
 #include "ecw_buf.h"
 #include "ecw_clock.h"
 #include "ecw_log.h"
-#include "metrics.h"
-#include "otlp.h"
+#include "telemetry.h"
 
 #define RESPONSE_MAX ((size_t)64 * 1024)
 #define CONNECT_TIMEOUT_MS 5000

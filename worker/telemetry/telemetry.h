@@ -189,7 +189,7 @@ void ecw_metrics_scheduled(const char *schedule, int64_t count); /* messages a s
  * oldest visible message (0: none); and whether it is paused. */
 void ecw_metrics_queue(const char *queue, long long approximate, int64_t oldest_age_s);
 void ecw_metrics_paused(const char *queue, bool paused);
-/* A job blocked by a missing table (job_block.h): gauge
+/* A job blocked by a missing table (job_block.c): gauge
  * ecw_job_blocked{job,table}, 1 while blocked, 0 once it ran again. */
 void ecw_metrics_job_blocked(const char *job, const char *table, bool blocked);
 /* A job audited on schedule every period_s seconds (gauge
@@ -204,7 +204,7 @@ void ecw_metrics_audit_declare(const char *job, int64_t period_s);
 void ecw_metrics_audit(const char *job, int64_t finished_s, const char *const *kinds, const uint64_t *drift,
 		       size_t n);
 
-/* The OTLP export (otlp.h): spans the collector took
+/* The OTLP export (otlp.c): spans the collector took
  * (ecw_otlp_spans_exported_total), and spans dropped by reason
  * (ecw_otlp_spans_dropped_total{reason}: "queue_full", "export_failed",
  * "shutdown"). Declared (at 0) when the exporter starts. */
@@ -223,7 +223,7 @@ void ecw_metrics_declare(const char *job);
 /* Liveness and readiness, set by the runtime. */
 void ecw_metrics_heartbeat(void); /* the loop went round */
 void ecw_metrics_set_ready(bool storage_ok);
-/* The storage circuit (circuit.h): /readyz is not ready while it is open;
+/* The storage circuit (circuit.c): /readyz is not ready while it is open;
  * gauge ecw_storage_circuit_open. */
 void ecw_metrics_set_circuit_open(bool open);
 /* Job threads that completed no storage call for worker.stall_timeout:

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* trace.c - W3C traceparent and the span ids of a run (see trace.h). */
+/* trace.c - W3C traceparent and the span ids of a run (see telemetry.h). */
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
 #include "ecw_clock.h"
-#include "trace.h"
+#include "telemetry.h"
 
 static int hex_value(char c)
 {
