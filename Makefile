@@ -88,8 +88,8 @@ ECW_LIBS   = $(shell pkg-config --libs $(PKGS)) -lpthread -lm
 TEST_LIBS  = $(shell pkg-config --libs cmocka)
 
 # The rooms (CONTRIBUTING.md): worker/base (utilities), worker/storage (the
-# REST client), jobs (the job types), worker/config (the schema and the YAML
-# tree), worker/telemetry (metrics, traces, OTLP), worker/schedule (schedules
+# REST client), worker/yaml (the YAML tree and its typed readers), jobs (the
+# job types), worker/config (the schema and its sections), worker/telemetry (metrics, traces, OTLP), worker/schedule (schedules
 # and audits), worker/migrate (migrations), worker/runtime (the daemon),
 # worker/cmd (the operator commands), and worker/ itself (main.c and what the
 # commands and the daemon share); tests/support holds test-only code (job
@@ -117,17 +117,18 @@ dir_incs = $(strip \
 	$(if $(filter worker/storage/%,$1),-Iworker/storage, \
 	$(if $(filter worker/telemetry/%,$1),-Iworker/telemetry, \
 	$(if $(filter worker/migrate/%,$1),-Iworker/migrate, \
-	$(if $(filter worker/config/%,$1),-Iworker/config -Iworker/schedule -Iworker/migrate, \
+	$(if $(filter worker/yaml/%,$1),-Iworker/yaml, \
+	$(if $(filter worker/config/%,$1),-Iworker/config, \
 	$(if $(filter worker/schedule/%,$1),-Iworker/schedule -Iworker -Iworker/telemetry, \
 	$(if $(filter worker/runtime/%,$1),-Iworker/runtime -Iworker -Iworker/telemetry -Iworker/schedule, \
 	$(if $(filter worker/cmd/%,$1),$(CMD_INCS), \
 	$(if $(filter worker/main.c,$1),-Iworker/cmd, \
 	$(if $(filter worker/%,$1),-Iworker, \
 	$(if $(filter jobs/%,$1),-Ijobs, \
-	$(if $(filter tests/support/%,$1),-Itests/support)))))))))))))
+	$(if $(filter tests/support/%,$1),-Itests/support))))))))))))))
 CMD_INCS := -Iworker/cmd -Iworker -Iworker/runtime -Iworker/schedule -Iworker/migrate -Iworker/telemetry
 # Tests reach into every room: they test private modules directly.
-TEST_INCS := $(CMD_INCS) -Iworker/config -Iworker/storage -Ijobs -Itests/support
+TEST_INCS := $(CMD_INCS) -Iworker/config -Iworker/yaml -Iworker/storage -Ijobs -Itests/support
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)

@@ -111,7 +111,7 @@ struct ecw_config {
 	struct ecw_job_def *jobs;
 	size_t njobs;
 	struct ecw_schedule_set *schedules;   /* `schedules:` (below); NULL when none */
-	struct ecw_migration_set *migrations; /* `migrations:` (worker/migrate/migrate.h); NULL when none */
+	struct ecw_migration_set *migrations; /* `migrations:` (below); NULL when none */
 };
 
 /* Reads and checks path. Returns 0, or ECW_EINVALID with every problem in errs
@@ -170,5 +170,84 @@ struct ecw_schedule {
 /* 0 for NULL. */
 size_t ecw_schedules_count(const struct ecw_schedule_set *s);
 const struct ecw_schedule *ecw_schedules_get(const struct ecw_schedule_set *s, size_t i);
+
+/* ---- `migrations:` (worker/config/migrations.c) ----------------------------- */
+
+/* An ordered list of schema and data changes, applied once per environment
+ * and recorded in a version table. The set is a heap object owned by the
+ * configuration (ecw_config_free frees it); the migrations room
+ * (worker/migrate/migrate.h) plans and applies it without owning it, and
+ * everything in it is the set's. */
+
+/* Reads the `migrations:` section (sec may be NULL: none). Problems go to
+ * errs and the result is -1. */
+int ecw_migrations_parse(struct ecw_migration_set **out, const struct ecw_node *sec,
+			 struct ecw_node_errors *errs);
+void ecw_migrations_free(struct ecw_migration_set *m);
+
+/* How many migrations the set lists (0 for NULL). */
+size_t ecw_migrations_count(const struct ecw_migration_set *m);
+/* The version table's name. */
+const char *ecw_migrations_table(const struct ecw_migration_set *m);
+/* Migration i's id and the hex SHA-256 of its definition (id, version and
+ * steps as written; the description is left out). */
+const char *ecw_migrations_id(const struct ecw_migration_set *m, size_t i);
+const char *ecw_migrations_checksum(const struct ecw_migration_set *m, size_t i);
+
+struct ecw_entity;
+struct ecw_template;
+
+enum ecw_migration_step_kind {
+	ECW_MIGRATION_CREATE_TABLE,
+	ECW_MIGRATION_DELETE_TABLE,
+	ECW_MIGRATION_CLEAR_TABLE,
+	ECW_MIGRATION_COPY_TABLE,
+	ECW_MIGRATION_RENAME_TABLE, /* only while parsing: becomes COPY + DELETE */
+	ECW_MIGRATION_UPSERT_ENTITY,
+	ECW_MIGRATION_INSERT_ENTITY,
+	ECW_MIGRATION_DELETE_ENTITY,
+	ECW_MIGRATION_DELETE_PARTITION,
+	ECW_MIGRATION_SET_PROPERTY,
+};
+
+struct ecw_migration_template {
+	char *name;
+	struct ecw_template *t;
+};
+
+struct ecw_migration_step {
+	enum ecw_migration_step_kind kind;
+	int pos;                              /* 1-based position in the YAML list */
+	const char *phase;                    /* rename_table: "copy" or "delete"; else NULL */
+	char *table;                          /* the table (copy: the source) */
+	char *to;                             /* copy: the target */
+	char *pk, *rk;                        /* delete_entity, delete_partition */
+	char *filter;                         /* set_property: an OData filter; NULL for all */
+	struct ecw_entity *entity;            /* upsert/insert: the entity; set_property: the constants */
+	struct ecw_migration_template *tmpls; /* set_property: string values (templates) */
+	size_t ntmpls;
+	char sum[65]; /* this step's definition, hashed */
+};
+
+struct ecw_migration {
+	char *id;
+	long long version;
+	char *description;
+	struct ecw_migration_step *steps;
+	size_t nsteps;
+	size_t nlisted; /* steps as written (rename_table counts once) */
+	char sum[65];
+};
+
+struct ecw_migration_set {
+	char *table;
+	int64_t lease_ms;
+	int64_t wait_ms;
+	struct ecw_migration *list;
+	size_t n;
+};
+
+/* A step kind's name as the section writes it ("copy_table"). */
+const char *ecw_migrations_step_name(enum ecw_migration_step_kind kind);
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* ecw_node.h - a YAML document as a tree of nodes (libyaml, used only in
- * worker/config/node.c), with ${VAR} / ${VAR:-default} expanded in every value, and
+ * worker/yaml/node.c), with ${VAR} / ${VAR:-default} expanded in every value, and
  * the typed readers every schema checks it with: the worker's (ecw_config.h),
  * the job types', the schedules' and the migrations'. Each problem is
  * recorded as "FILE:LINE:COL: message" in a caller-owned list (_init /

@@ -52,10 +52,12 @@ headers worker/schedule  schedule.h schedule_private.h
 headers worker/migrate   migrate.h migrate_private.h
 headers worker/telemetry telemetry.h telemetry_private.h
 headers worker/config
+headers worker/yaml
 private worker/schedule/schedule_private.h worker/schedule/schedule.c worker/schedule/schedule_audit.c worker/schedule/schedule_window.c
 private worker/telemetry/telemetry_private.h worker/telemetry/*
 private worker/runtime/runtime_private.h  worker/runtime/*
-private worker/storage/http_private.h worker/storage/http.c worker/storage/http_answer.c worker/storage/http_conn.c
+private worker/storage/http_conn.h worker/storage/http.c worker/storage/http_answer.c worker/storage/http_conn.c worker/storage/http_answer.h
+private worker/storage/http_answer.h worker/storage/http.c worker/storage/http_answer.c
 private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c
 private jobs/index_private.h   jobs/index.c jobs/index_audit.c
 private jobs/index_list_private.h jobs/index_list.c jobs/index_list_audit.c jobs/index_list_store.c jobs/index_list_combine.c jobs/index_list_tuples.c jobs/index_list_combine_private.h
@@ -100,9 +102,13 @@ files worker/migrate/*
 may   include/*.h worker/migrate/*.h
 rule  worker/migrate includes only include/ and worker/migrate
 
+files worker/yaml/*
+may   $BASE include/ecw_node.h
+rule  worker/yaml (the YAML tree and its typed readers) includes only the base headers of include/ and ecw_node.h: it sits below the job types, which read their settings with it
+
 files worker/config/*
-may   include/*.h worker/config/*.h worker/migrate/migrate.h
-rule  worker/config (the schema, the YAML tree) includes only include/, worker/config and the parser of the migrations section (migrate.h; the schedules section is worker/config/schedules.c)
+may   include/*.h worker/config/*.h
+rule  worker/config (the schema and its sections) includes only include/ and worker/config
 
 files worker/schedule/*
 may   include/*.h worker/schedule/*.h worker/*.h worker/telemetry/*.h

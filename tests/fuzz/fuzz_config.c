@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* fuzz_config.c - the YAML configuration (ecw_config_parse: worker/config/node.c
+/* fuzz_config.c - the YAML configuration (ecw_config_parse: worker/yaml/node.c
  * and worker/config/config.c) with the real job types' settings readers (jobs/),
  * from a buffer.
  * Invariants: success means no error lines and a configuration; failure

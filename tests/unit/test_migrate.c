@@ -69,9 +69,9 @@ static void test_migrate__every_step_kind_and_the_plan(void **state)
 	struct ecw_buf plan;
 
 	(void)state;
-	assert_int_equal(ecw_migrate_count(m), 2);
-	assert_string_equal(ecw_migrate_table(m), "Versions");
-	assert_string_equal(ecw_migrate_id(m, 1), "0002-rename");
+	assert_int_equal(ecw_migrations_count(m), 2);
+	assert_string_equal(ecw_migrations_table(m), "Versions");
+	assert_string_equal(ecw_migrations_id(m, 1), "0002-rename");
 	ecw_buf_init(&plan, 0);
 	assert_int_equal(ecw_migrate_plan(&plan, m, 0, 0), 0);
 	assert_int_equal(ecw_migrate_plan(&plan, m, 1, 0), 0);
@@ -110,13 +110,13 @@ static void test_migrate__checksum(void **state)
 	                        "      steps:\n        - create_table: Tub\n";
 	struct ecw_config *c1 = parse_ok(base), *c2 = parse_ok(base), *c3 = parse_ok(desc),
 	                  *c4 = parse_ok(edit);
-	const char *s1 = ecw_migrate_checksum(c1->migrations, 0);
+	const char *s1 = ecw_migrations_checksum(c1->migrations, 0);
 
 	(void)state;
 	assert_int_equal(strlen(s1), 64);
-	assert_string_equal(s1, ecw_migrate_checksum(c2->migrations, 0));
-	assert_string_equal(s1, ecw_migrate_checksum(c3->migrations, 0));
-	assert_string_not_equal(s1, ecw_migrate_checksum(c4->migrations, 0));
+	assert_string_equal(s1, ecw_migrations_checksum(c2->migrations, 0));
+	assert_string_equal(s1, ecw_migrations_checksum(c3->migrations, 0));
+	assert_string_not_equal(s1, ecw_migrations_checksum(c4->migrations, 0));
 	ecw_config_free(c1);
 	ecw_config_free(c2);
 	ecw_config_free(c3);
@@ -147,7 +147,7 @@ static void test_migrate__entity_values(void **state)
 	         "              W: {type: Edm.Double, value: \"5\"}\n");
 
 	(void)state;
-	assert_int_equal(ecw_migrate_count(cfg->migrations), 1);
+	assert_int_equal(ecw_migrations_count(cfg->migrations), 1);
 	ecw_config_free(cfg);
 	one_error(
 	    HEAD

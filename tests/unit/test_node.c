@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test_node.c - the YAML node tree and its readers (worker/config/node.c): every
+/* test_node.c - the YAML node tree and its readers (worker/yaml/node.c): every
  * kind of YAML the tree refuses, at its exact line and column, repeated keys,
  * ${VAR} and ${file:PATH} expansion (and AZURE_STORAGE_CONNECTION_STRING_FILE), the readers job types use on a tree built by hand, and
  * errors recorded at no node. Through the configuration where a case needs a

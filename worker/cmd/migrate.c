@@ -79,7 +79,7 @@ int ecw_cmd_migrate(int argc, char **argv)
 	if (!(cfg = ecw_cli_load_config(path)))
 		return ECW_EXIT_USAGE;
 	m = cfg->migrations;
-	if ((n = ecw_migrate_count(m)) == 0) {
+	if ((n = ecw_migrations_count(m)) == 0) {
 		printf("%s: no migrations configured (migrations.list)\n", cfg->file);
 		rc = 0;
 		goto done;
@@ -96,7 +96,7 @@ int ecw_cmd_migrate(int argc, char **argv)
 		ecw_buf_init(&plan, 0);
 		if (ecw_migrate_dry_run(&plan, &pending, c, m, say_line, NULL) == 0) {
 			printf("dry run: %zu of %zu migration%s pending in %s; nothing written\n%s", pending,
-			       n, n == 1 ? "" : "s", ecw_migrate_table(m), ecw_buf_cstr(&plan));
+			       n, n == 1 ? "" : "s", ecw_migrations_table(m), ecw_buf_cstr(&plan));
 			rc = 0;
 		}
 		ecw_buf_dispose(&plan);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* config.c - the worker's configuration (see ecw_config.h): the schema of
- * the file's sections, read from the node tree (worker/config/node.c) with its typed
+ * the file's sections, read from the node tree (worker/yaml/node.c) with its typed
  * readers. Every problem is collected as "FILE:LINE:COL: message" and the
  * list is put in file order at the end. The job types check their own
- * settings, and worker/config/schedules.c and worker/migrate/migrate.c their sections; this
- * file checks across them (a schedule's job, a job's then).
+ * settings, and worker/config/schedules.c and worker/config/migrations.c
+ * their sections; this file checks across them (a schedule's job, a job's then).
  *
  * Secrets: a value may come from the environment (a connection string, a
  * SAS), so no message here ever quotes a scalar's value. Messages name the
@@ -19,7 +19,6 @@
 
 #include "ecw_buf.h"
 #include "ecw_config.h"
-#include "migrate.h"
 #include "ecw_job.h"
 #include "ecw_storage.h"
 
@@ -795,7 +794,7 @@ int ecw_config_parse(struct ecw_config **out, const char *text, size_t len, cons
 		/* After the jobs: a schedule names them. */
 		ecw_schedules_parse(&cfg->schedules, ecw_node_get(root, "schedules"), cfg->jobs, cfg->njobs,
 				    errs);
-		ecw_migrate_parse(&cfg->migrations, ecw_node_get(root, "migrations"), errs);
+		ecw_migrations_parse(&cfg->migrations, ecw_node_get(root, "migrations"), errs);
 	}
 done:
 	ecw_node_free(root);
@@ -892,7 +891,7 @@ void ecw_config_free(struct ecw_config *cfg)
 	}
 	free(cfg->jobs);
 	ecw_schedules_free(cfg->schedules);
-	ecw_migrate_free(cfg->migrations);
+	ecw_migrations_free(cfg->migrations);
 	free(cfg);
 }
 

@@ -1,37 +1,23 @@
 /* SPDX-License-Identifier: MIT */
-/* migrate.h - `migrations:` in the configuration: an ordered list of schema
- * and data changes, applied once per environment and recorded in a version
- * table. worker/migrate/migrate.c parses the section; worker/migrate/migrate_apply.c applies
- * it and reads the version table; `ecworker migrate` (worker/cmd/migrate.c)
- * drives both. The parsed set is a heap object owned by the configuration
- * (ecw_migrate_free); texts go to caller-owned buffers. */
+/* migrate.h - the migrations room's public face (worker/migrate/): the
+ * `migrations:` set of the configuration (parsed by
+ * worker/config/migrations.c, ecw_config.h) planned (migrate.c) and applied,
+ * its version table read (migrate_apply.c); `ecworker migrate`
+ * (worker/cmd/migrate.c) drives both. The set is the configuration's; texts
+ * go to caller-owned buffers. */
 #ifndef ECW_MIGRATE_H
 #define ECW_MIGRATE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include "ecw_buf.h"
-#include "ecw_node.h"
+#include "ecw_config.h"
 
 struct ecw_client;
 struct ecw_migration_set;
 
-/* ---- the section (worker/migrate/migrate.c) -------------------------------------- */
+/* ---- the plan (worker/migrate/migrate.c) ---- */
 
-/* Reads the `migrations:` section (sec may be NULL: none). Problems go to
- * errs and the result is -1. */
-int ecw_migrate_parse(struct ecw_migration_set **out, const struct ecw_node *sec,
-		      struct ecw_node_errors *errs);
-void ecw_migrate_free(struct ecw_migration_set *m);
-
-/* How many migrations the set lists (0 for NULL). */
-size_t ecw_migrate_count(const struct ecw_migration_set *m);
-/* The version table's name. */
-const char *ecw_migrate_table(const struct ecw_migration_set *m);
-/* Migration i's id and the hex SHA-256 of its definition (id, version and
- * steps as written; the description is left out). */
-const char *ecw_migrate_id(const struct ecw_migration_set *m, size_t i);
-const char *ecw_migrate_checksum(const struct ecw_migration_set *m, size_t i);
 /* Appends migration i as the plan prints it: one line per step, from step
  * `from` (0-based) on. */
 int ecw_migrate_plan(struct ecw_buf *out, const struct ecw_migration_set *m, size_t i,

@@ -57,7 +57,9 @@
 #include "ecw_clock.h"
 #include "ecw_crash.h"
 #include "ecw_progress.h"
+#include "ecw_entity.h"
 #include "ecw_storage.h"
+#include "ecw_template.h"
 #include "migrate_private.h"
 
 #define REC_PK "migration"
@@ -171,7 +173,7 @@ static const struct ecw_entity *find_record(struct ecw_entity **v, size_t n, lon
 
 struct run {
 	const struct ecw_migration_set *m;
-	const struct migration *g;
+	const struct ecw_migration *g;
 	struct ecw_client *c;
 	struct ecw_entity *rec; /* the record as we last wrote it */
 	char *etag;             /* its ETag: every write is If-Match on it */
@@ -279,7 +281,8 @@ static int cursor_filter(struct ecw_buf *f, const char *user, const char *pk, co
 enum walk_kind { WALK_COPY, WALK_SET, WALK_DELETE };
 
 /* The entity set_property merges into e: its keys and the configured values. */
-static int merge_entity(struct ecw_entity **out, const struct step *s, const struct ecw_entity *e)
+static int merge_entity(struct ecw_entity **out, const struct ecw_migration_step *s,
+			const struct ecw_entity *e)
 {
 	struct ecw_buf b;
 	int err;
@@ -356,8 +359,8 @@ done:
 
 /* Streams src (pages of up to 1000, key order) and writes to dst in batches
  * of one partition and at most 100 operations. */
-static int walk(struct run *r, const struct step *s, enum walk_kind kind, const char *src, const char *dst,
-		const char *pk_filter)
+static int walk(struct run *r, const struct ecw_migration_step *s, enum walk_kind kind, const char *src,
+		const char *dst, const char *pk_filter)
 {
 	struct ecw_entity *pending[ECW_BATCH_MAX_OPS];
 	struct ecw_query_options qo = {.top = 1000};
@@ -409,7 +412,7 @@ done:
 }
 
 /* insert_entity on a retry: our own earlier write is success. */
-static int insert_entity(struct run *r, const struct step *s, bool retry)
+static int insert_entity(struct run *r, const struct ecw_migration_step *s, bool retry)
 {
 	struct ecw_entity *cur = NULL;
 	int err = ecw_table_write(NULL, r->c, s->table, s->entity, ECW_WRITE_INSERT, NULL);
@@ -431,34 +434,35 @@ static int insert_entity(struct run *r, const struct step *s, bool retry)
 	return err;
 }
 
-static int run_step(struct run *r, const struct step *s, bool retry)
+static int run_step(struct run *r, const struct ecw_migration_step *s, bool retry)
 {
 	struct ecw_buf f;
 	int err;
 
 	switch (s->kind) {
-	case S_CREATE_TABLE: return ecw_table_create(NULL, r->c, s->table);
-	case S_DELETE_TABLE:
+	case ECW_MIGRATION_CREATE_TABLE: return ecw_table_create(NULL, r->c, s->table);
+	case ECW_MIGRATION_DELETE_TABLE:
 		err = ecw_table_delete_table(r->c, s->table);
 		return ecw_error_is_absent(err) ? 0 : err;
-	case S_CLEAR_TABLE: return walk(r, s, WALK_DELETE, s->table, s->table, NULL);
-	case S_COPY_TABLE:
+	case ECW_MIGRATION_CLEAR_TABLE: return walk(r, s, WALK_DELETE, s->table, s->table, NULL);
+	case ECW_MIGRATION_COPY_TABLE:
 		if ((err = ecw_table_create(NULL, r->c, s->to)) < 0)
 			return err;
 		return walk(r, s, WALK_COPY, s->table, s->to, NULL);
-	case S_UPSERT_ENTITY:
+	case ECW_MIGRATION_UPSERT_ENTITY:
 		return ecw_table_write(NULL, r->c, s->table, s->entity, ECW_WRITE_INSERT_OR_REPLACE, NULL);
-	case S_INSERT_ENTITY: return insert_entity(r, s, retry);
-	case S_DELETE_ENTITY: return ecw_table_delete_if_exists(NULL, r->c, s->table, s->pk, s->rk);
-	case S_DELETE_PARTITION:
+	case ECW_MIGRATION_INSERT_ENTITY: return insert_entity(r, s, retry);
+	case ECW_MIGRATION_DELETE_ENTITY:
+		return ecw_table_delete_if_exists(NULL, r->c, s->table, s->pk, s->rk);
+	case ECW_MIGRATION_DELETE_PARTITION:
 		ecw_buf_init(&f, 0);
 		if ((err = ecw_buf_adds(&f, "PartitionKey eq ")) >= 0 &&
 		    (err = ecw_escape_filter_string(&f, s->pk)) >= 0)
 			err = walk(r, s, WALK_DELETE, s->table, s->table, f.ptr);
 		ecw_buf_dispose(&f);
 		return err;
-	case S_SET_PROPERTY: return walk(r, s, WALK_SET, s->table, s->table, NULL);
-	case S_RENAME_TABLE: break;
+	case ECW_MIGRATION_SET_PROPERTY: return walk(r, s, WALK_SET, s->table, s->table, NULL);
+	case ECW_MIGRATION_RENAME_TABLE: break;
 	}
 	return ecw_error_set(ECW_ERROR, "unexpected step kind %d", (int)s->kind);
 }
@@ -495,7 +499,7 @@ enum claim { CLAIMED, ALREADY_APPLIED };
  * live claim. On return with CLAIMED, r->rec and r->etag are ours. */
 static int claim(enum claim *out, struct run *r)
 {
-	const struct migration *g = r->g;
+	const struct ecw_migration *g = r->g;
 	int64_t deadline = ecw_clock_now_ms() + r->m->wait_ms;
 	bool told = false;
 	char rk[16];
@@ -602,7 +606,7 @@ static int claim(enum claim *out, struct run *r)
 
 /* Records the failure of step k (best effort: the error reported is the
  * step's either way). */
-static void record_failure(struct run *r, const struct step *s, const char *msg)
+static void record_failure(struct run *r, const struct ecw_migration_step *s, const char *msg)
 {
 	struct ecw_error step_err = *ecw_error_last();
 
@@ -618,7 +622,7 @@ static void record_failure(struct run *r, const struct step *s, const char *msg)
 /* Applies r->g from the recorded step on. */
 static int apply_steps(struct run *r)
 {
-	const struct migration *g = r->g;
+	const struct ecw_migration *g = r->g;
 	size_t from = (size_t)rec_int(r->rec, "Step", 0);
 	struct ecw_buf what;
 	int err = 0;
@@ -634,7 +638,7 @@ static int apply_steps(struct run *r)
 			goto done;
 	}
 	for (size_t k = from; k < g->nsteps; k++) {
-		const struct step *s = &g->steps[k];
+		const struct ecw_migration_step *s = &g->steps[k];
 		const char *ssum = rec_str(r->rec, "StepSum");
 		long long tries;
 		bool same = (size_t)rec_int(r->rec, "Step", 0) == k && ssum && strcmp(ssum, s->sum) == 0;
@@ -664,8 +668,8 @@ static int apply_steps(struct run *r)
 		ecw_crash_point("migrate.step");
 		ecw_progress_init(&r->prog, ecw_buf_cstr(&what), r->progress, 0);
 		err = run_step(r, s, tries > 0);
-		if (s->kind == S_COPY_TABLE || s->kind == S_SET_PROPERTY || s->kind == S_CLEAR_TABLE ||
-		    s->kind == S_DELETE_PARTITION)
+		if (s->kind == ECW_MIGRATION_COPY_TABLE || s->kind == ECW_MIGRATION_SET_PROPERTY ||
+		    s->kind == ECW_MIGRATION_CLEAR_TABLE || s->kind == ECW_MIGRATION_DELETE_PARTITION)
 			show(r, true);
 		if (err < 0) {
 			char msg[700];
@@ -678,8 +682,8 @@ static int apply_steps(struct run *r)
 					   ecw_error_last()->request_id, "%s", msg);
 			goto done;
 		}
-		if (s->kind == S_COPY_TABLE || s->kind == S_SET_PROPERTY || s->kind == S_CLEAR_TABLE ||
-		    s->kind == S_DELETE_PARTITION)
+		if (s->kind == ECW_MIGRATION_COPY_TABLE || s->kind == ECW_MIGRATION_SET_PROPERTY ||
+		    s->kind == ECW_MIGRATION_CLEAR_TABLE || s->kind == ECW_MIGRATION_DELETE_PARTITION)
 			tell(r->say, r->payload, false, "%s: step %d/%zu %s: done (%llu entities)", g->id,
 			     s->pos, g->nlisted, ecw_buf_cstr(&what), (unsigned long long)r->done);
 		else
@@ -878,7 +882,7 @@ done:
 
 /* One line of status for migration g (or, g NULL, a record the
  * configuration no longer lists). */
-static int state_line(struct ecw_buf *out, const struct migration *g, const struct ecw_entity *e)
+static int state_line(struct ecw_buf *out, const struct ecw_migration *g, const struct ecw_entity *e)
 {
 	const char *st = rec_str(e, "State");
 	char left[32];

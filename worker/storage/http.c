@@ -19,7 +19,7 @@
  *
  * The connections themselves (TCP, TLS, the reads and writes by a deadline)
  * are http_conn.c's, and reading an answer is http_answer.c's; this file is
- * the exchange on top of both (http_private.h says who calls whom). A
+ * the exchange on top of both (http_conn.h and http_answer.h). A
  * host's addresses come from resolve.c, which looks each name up once for
  * every thread's connections.
  *
@@ -51,7 +51,8 @@
 #include <time.h>
 
 #include "http.h"
-#include "http_private.h"
+#include "http_answer.h"
+#include "http_conn.h"
 
 /* ---- the URL ------------------------------------------------------------------------------- */
 

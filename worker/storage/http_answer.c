@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* http_answer.c - reading one HTTP/1.1 answer off a connection of http.c
- * (http_private.h): the status line and header fields, then the body by
+ * (http_answer.h): the status line and header fields, then the body by
  * Content-Length, chunks or the close, under the response's cap, as RFC
  * 9112 says (see http.c's header for what is done and why). Also
  * ecw_http_read_fd, the way in for the fuzzer. The bytes come from
@@ -12,7 +12,7 @@
 #include <strings.h>
 
 #include "http.h"
-#include "http_private.h"
+#include "http_answer.h"
 
 static bool token_in(const char *v, size_t n, const char *tok)
 {

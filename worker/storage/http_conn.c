@@ -6,7 +6,7 @@
  * poll() that also watches the client's cancellation (ecw_cancel.h), so no
  * wait outlasts it. This file knows nothing of HTTP: http_answer.c reads an
  * answer with ecw_http_conn_read, http.c writes requests with
- * ecw_http_conn_write; both sit above it (http_private.h). */
+ * ecw_http_conn_write; both sit above it (http_conn.h). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http_private.h"
+#include "http_conn.h"
 #include "resolve.h"
 
 /* ---- TLS contexts ------------------------------------------------------------------------ */

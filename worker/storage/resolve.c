@@ -58,7 +58,7 @@ static int waiting; /* threads waiting for another's lookup; under mu */
 static int (*lookup_fn)(const char *, const char *, const struct addrinfo *,
 			struct addrinfo **) = getaddrinfo;
 
-static int64_t now_ms(void)
+static int64_t clock_ms(void)
 {
 	struct timespec ts;
 
@@ -143,7 +143,8 @@ int ecw_resolve(const char *host, const char *port, struct ecw_addrs *out, bool 
 	pthread_mutex_lock(&mu);
 	for (uint64_t waited_gen = UINT64_MAX;;) {
 		e = find(host, port);
-		if (!e || e->state == ENTRY_FAILED || (e->state == ENTRY_READY && now_ms() >= e->expires_ms))
+		if (!e || e->state == ENTRY_FAILED ||
+		    (e->state == ENTRY_READY && clock_ms() >= e->expires_ms))
 			break;
 		if (e->state == ENTRY_READY) {
 			*out = e->addrs;
@@ -177,7 +178,7 @@ int ecw_resolve(const char *host, const char *port, struct ecw_addrs *out, bool 
 	if (e) {
 		pthread_mutex_lock(&mu);
 		e->gen++;
-		e->stored_ms = now_ms();
+		e->stored_ms = clock_ms();
 		if (rc == 0) {
 			e->addrs = *out;
 			e->expires_ms = e->stored_ms + ttl_ms;

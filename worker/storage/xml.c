@@ -212,7 +212,7 @@ static void XMLCALL on_doctype(void *data, const XML_Char *name, const XML_Char 
 /* Runs the whole body through the callbacks: 0 when the document was well
  * formed, had the expected root and no callback failed; a callback's error;
  * or 1 when the document was refused (not XML, another root, a DOCTYPE). */
-static int run(struct reader *r, const char *body, size_t len)
+static int read_all(struct reader *r, const char *body, size_t len)
 {
 	enum XML_Status st;
 
@@ -241,7 +241,7 @@ int ecw_xml_parse_messages(struct ecw_queue_msg **out, size_t *count, const char
 
 	*out = NULL;
 	*count = 0;
-	err = run(&r, body, len);
+	err = read_all(&r, body, len);
 	if (err == 1)
 		err = ecw_error_set(ECW_ERROR, "queue: response is not a QueueMessagesList");
 	if (err < 0) {
@@ -259,7 +259,7 @@ void ecw_xml_parse_error(char *code, size_t code_cap, char *msg, size_t msg_cap,
 		.root = "Error", .code = code, .code_cap = code_cap, .msg = msg, .msg_cap = msg_cap};
 
 	code[0] = msg[0] = '\0';
-	if (run(&r, body, len) != 0)
+	if (read_all(&r, body, len) != 0)
 		code[0] = msg[0] = '\0';
 }
 

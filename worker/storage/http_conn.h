@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* http_private.h - what the transport's three files share, and no other
- * file. They call one way: http.c (the exchange) uses http_answer.c
- * (reading an answer) and http_conn.c (connections: connect, TLS, read,
- * write); http_answer.c uses http_conn.c; http_conn.c uses neither. Here:
- * a client's connections and their input buffers, a URL's parts, the
- * framing an answer's head gives. http.c owns the connections (it frees
- * their buffers); http_answer.c only takes bytes off their input. */
-#ifndef ECW_STORAGE_HTTP_PRIVATE_H
-#define ECW_STORAGE_HTTP_PRIVATE_H
+/* http_conn.h - the transport's connections (http_conn.c: connect, TLS,
+ * read, write), below the rest of the transport and seen by it alone: the
+ * answer reader (http_answer.c, http_answer.h) and the exchange (http.c)
+ * use them; they call neither. Here: a client's connections and their input
+ * buffers, the transport's clock, a URL's parts. http.c owns the
+ * connections (it frees their buffers); http_answer.c only takes bytes off
+ * their input. */
+#ifndef ECW_STORAGE_HTTP_CONN_H
+#define ECW_STORAGE_HTTP_CONN_H
 
 #include <openssl/ssl.h>
 #include <stdbool.h>
@@ -21,7 +21,6 @@
 
 #include "ecw_buf.h"
 #include "ecw_storage.h"
-#include "response.h"
 
 #define HTTP_CONNS 3                      /* queue, table, a token endpoint */
 #define HTTP_HEAD_MAX ((size_t)64 * 1024) /* a status line and headers */
@@ -65,15 +64,6 @@ static inline const char *errtext(int e, char *buf, size_t n)
 	return buf;
 }
 
-/* What an answer's head says of its body and its connection. */
-struct framing {
-	long status;
-	int minor; /* HTTP/1.minor */
-	bool chunked;
-	bool close;       /* Connection: close, or HTTP/1.0 without keep-alive */
-	long long length; /* Content-Length; -1 none */
-};
-
 /* Where a URL points: its parts, as http.c's parse_url finds them. */
 struct target {
 	bool tls;
@@ -84,8 +74,6 @@ struct target {
 	const char *path;  /* into the URL: path and query; "" means "/" */
 	size_t origin_len; /* of "scheme://authority" */
 };
-
-/* ---- http_conn.c: the connections, below everything else here ---- */
 
 /* Opens k to t (TCP, then TLS for https) within the connect timeout and
  * the deadline: 0, or a negative ecw_err with why; counts h->connections. */
@@ -100,14 +88,5 @@ int ecw_http_conn_write(struct ecw_http *h, struct conn *k, struct iovec *iov, i
  * < 0 with errno (EAGAIN: timed out; ECANCELED: the worker is stopping;
  * ENOMEM). */
 ssize_t ecw_http_conn_read(struct ecw_http *h, struct conn *k, int64_t deadline);
-
-/* ---- http_answer.c: reading an answer, above the connections ---- */
-
-/* Reads one answer (after any 1xx ones) off k into resp, its framing in f
- * (http_answer.c): 0, or a negative ecw_err with why. *none: the connection
- * ended before the answer's first byte. What came past the answer stays in
- * k->in. */
-int ecw_http_read_answer(struct ecw_http *h, struct conn *k, struct ecw_response *resp, bool head_only,
-			 int64_t deadline, struct framing *f, bool *none, char *why, size_t why_len);
 
 #endif
