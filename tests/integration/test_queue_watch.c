@@ -3,7 +3,8 @@
  * on a real Azurite, judged by its /metrics: the backlog gauges of the job
  * and poison queues, and the idle budget - an idle worker makes one request
  * a poll (the look, in place of the empty receive it made before), and no
- * receive at all while the queue is empty. */
+ * receive at all while the queue is empty; and under a steady flow of
+ * messages, no backoff at all (issue 35). */
 #include "runtimefx.h"
 
 #include <stdio.h>
@@ -120,11 +121,77 @@ static void test_queue_watch__idle_costs_one_look_a_poll(void **state)
 	rtfx_finish(&p);
 }
 
+/* Messages put one every 50 ms for 5 s, on poll_interval {min: 100ms, max:
+ * 10s}, with the scheduled looks (pause, gauges) set 10 minutes apart: while
+ * they come, the worker never rests. Resting is what a look stands for (a
+ * resting queue is looked at before it is received from again), so from 1 s
+ * into the flow to 4 s it makes no look at all, and between receives it
+ * waits with the flow: fewer than 4 receives a message. Before issue 35, an
+ * empty receive between two arrivals started the backoff (waits of 50 to
+ * 100 ms, then 100 to 200, 200 to 400...), each rest ending with a look: about
+ * one look a message here. Counts, not times: a slow machine changes
+ * neither. Then the flow stops, and the queue cools: within a few seconds
+ * it is looked at, not received from. */
+static void test_queue_watch__no_backoff_under_steady_flow(void **state)
+{
+	struct rtfx *r = *state;
+	struct itest *t = r->fx.t;
+	struct wfx_worker w = WFX_WORKER(t->queue, r->fx.poison);
+	struct proc p;
+	char id[64], path[640], text[96];
+	int found = 0, port = proc_free_port();
+	double looks0 = 0, receives0 = 0, looks = 0, receives = 0;
+
+	itest_queue(t);
+	w.metrics_port = port;
+	w.poll_min = "100ms";
+	w.poll_max = "10s";
+	w.concurrency = 16;
+	w.queue_refresh = "10m";
+	w.worker_extra = "  control_poll: 10m\n";
+	w.jobs = "  noop: {type: test-noop}\n";
+	wfx_write_config(path, sizeof(path), "watch-flow", &w);
+	const char *args[] = {"run", "-c", path, NULL};
+	proc_start(&p, "watch-flow", args, NULL);
+	for (int i = 0; i < 100 && metric(port, "ecw_storage_requests_total", NULL, &found) < 0; i++)
+		itest_sleep_ms(50);
+	for (int i = 0; i < 100; i++) {
+		if (i == 20) {
+			looks0 = requests(port, "queue.metadata");
+			receives0 = requests(port, "queue.receive");
+		} else if (i == 80) {
+			looks = requests(port, "queue.metadata") - looks0;
+			receives = requests(port, "queue.receive") - receives0;
+		}
+		snprintf(text, sizeof(text), "{\"job\":\"noop\",\"pk\":\"p%d\",\"rk\":\"r%d\"}", i % 50, i);
+		rtfx_put(r, text, id);
+		itest_sleep_ms(50);
+	}
+	PROC_EXPECT_LOG(&p, 1, 10000, "message", "message_id", id, "outcome", "succeeded");
+	print_message("  from 1 s to 4 s of a message every 50 ms: %g looks, %g receives\n", looks, receives);
+	ITEST_CHECK(looks == 0,
+	            "%g looks (rests) while a message came every 50 ms, from 1 s to 4 s of the flow", looks);
+	ITEST_CHECK(receives >= 20 && receives < 4 * 60,
+	            "%g receives for the 60 messages put from 1 s to 4 s", receives);
+
+	/* The flow stopped: the queue cools within WARM_MIN_MS (2 s) and
+	 * rests, looked at and no longer received from. */
+	itest_sleep_ms(3000);
+	double looks2 = requests(port, "queue.metadata"), receives2 = requests(port, "queue.receive");
+	itest_sleep_ms(1500);
+	ITEST_CHECK(requests(port, "queue.receive") == receives2,
+	            "receives from an empty queue 3 s after the flow");
+	ITEST_CHECK(requests(port, "queue.metadata") > looks2, "no look 3 s after the flow");
+	rtfx_finish(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_queue_watch__backlog_gauges, rtfx_setup, rtfx_teardown),
 	    cmocka_unit_test_setup_teardown(test_queue_watch__idle_costs_one_look_a_poll, rtfx_setup,
+	                                    rtfx_teardown),
+	    cmocka_unit_test_setup_teardown(test_queue_watch__no_backoff_under_steady_flow, rtfx_setup,
 	                                    rtfx_teardown),
 	};
 	return cmocka_run_group_tests_name("queue_watch", tests, NULL, NULL);

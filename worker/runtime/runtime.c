@@ -698,9 +698,65 @@ struct qloop {
 	const struct ecw_queue_def *def;
 	struct ecw_queue_watch watch;
 	int64_t poll_ms; /* its next pause after a poll that found nothing */
-	int64_t due_ms;  /* resting or paused: when it is looked at next */
-	bool resting;    /* its last receive or look found nothing, or it is paused */
+	int64_t due_ms; /* resting, paused or between warm polls: when it is looked at or received from next */
+	bool resting;   /* its last receive or look found nothing, or it is paused */
+	bool between;   /* warm, and drained for now: received from again at due_ms, with no look */
+	int64_t work_ms; /* when a receive last brought messages; 0: never */
+	int64_t gap_ms;  /* the messages' arrival gap as seen, smoothed; 0: not known yet */
 };
+
+/* While messages arrive, the wait for the next one follows their pace, not
+ * the backoff. A queue is warm while a receive brought messages within the
+ * last WARM_GAPS arrival gaps (WARM_MIN_MS at least): a receive that finds
+ * it drained, or empty, is followed by another receive after a short wait
+ * (between_ms), with no look first, and the backoff does not grow. Only a
+ * queue that stayed empty that long rests, looked at with the growing pause
+ * above, so the idle budget is the backoff's alone. Before this, each empty
+ * receive between two arrivals started the backoff: at 20 messages a second
+ * the waits grew to 200 and 400 ms (issue 35 measured a p99 of 304 ms), and
+ * each rest ended with a look, then a receive: two round trips. */
+#define WARM_MIN_MS 2000
+#define WARM_GAPS 20
+
+static bool warm(const struct qloop *q, int64_t now)
+{
+	int64_t span = q->gap_ms * WARM_GAPS;
+
+	return q->work_ms > 0 && now - q->work_ms < (span > WARM_MIN_MS ? span : WARM_MIN_MS);
+}
+
+/* A warm queue's wait before its next receive: half the arrival gap (about
+ * two receives a message, and a message waits a quarter of a gap on
+ * average), or a quarter of the time since messages last came, whichever
+ * is longer, so that the waits grow once they stop coming (and while the gap
+ * is not known yet, after a first message); never below a twentieth of
+ * poll_interval.min (5 ms at 100 ms: what one receive of a busy queue may
+ * cost), never above poll_interval.max. */
+static int64_t between_ms(const struct runtime *rt, const struct qloop *q, int64_t now)
+{
+	int64_t lo = rt->cfg->worker.poll_min_ms / 20, hi = rt->cfg->worker.poll_max_ms;
+	int64_t ms = q->gap_ms / 2, quiet = (now - q->work_ms) / 4;
+
+	if (lo < 1)
+		lo = 1;
+	if (quiet > ms)
+		ms = quiet;
+	return ms < lo ? lo : ms > hi ? hi : ms;
+}
+
+/* A receive brought n messages at now: the gap between arrivals, smoothed
+ * over about eight receives. A queue that was not warm starts afresh: the
+ * time it stood empty says nothing of how fast messages come now. */
+static void saw_work(struct qloop *q, size_t n, int64_t now, bool was_warm)
+{
+	if (!was_warm) {
+		q->gap_ms = 0;
+	} else {
+		int64_t gap = (now - q->work_ms) / (int64_t)n;
+		q->gap_ms = q->gap_ms > 0 ? (q->gap_ms * 7 + gap) / 8 : gap;
+	}
+	q->work_ms = now;
+}
 
 /* Looks at each queue that is due for it (queue_watch.c) and tells the
  * picker which have work: a resting or paused queue when its poll comes,
@@ -712,8 +768,9 @@ static void look_at_queues(struct runtime *rt, struct ecw_client *c, struct qloo
 		struct qloop *q = &qs[i];
 		int64_t now = ecw_clock_now_ms();
 
-		if (q->resting && now < q->due_ms)
+		if ((q->resting || q->between) && now < q->due_ms)
 			continue;
+		q->between = false;
 		switch (look_first(rt, c, &q->watch, q->resting)) {
 		case PAUSED:
 			q->resting = true;
@@ -802,11 +859,23 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		pthread_mutex_lock(&rt->mu);
 		rt->deep = count == (size_t)cfg->worker.batch_size;
 		pthread_mutex_unlock(&rt->mu);
-		if (count == 0) {
-			/* Empty (or failing): it rests; its next poll is a look. */
-			q->resting = true;
-			q->due_ms = ecw_clock_now_ms() + rest_ms(rt, &q->poll_ms);
+		int64_t now = ecw_clock_now_ms();
+		if (count > 0)
+			saw_work(q, count, now, warm(q, now));
+		if (count < (size_t)room && warm(q, now)) {
+			/* Drained for now (or empty, or failing) while messages
+			 * arrive: the next receive after a short wait. */
+			q->between = true;
+			q->due_ms = now + between_ms(rt, q, now);
 			ecw_queue_pick_set_ready(&pick, (size_t)i, false);
+		} else if (count == 0) {
+			/* Empty (or failing) and cold: it rests; its next poll is
+			 * a look. */
+			q->resting = true;
+			q->due_ms = now + rest_ms(rt, &q->poll_ms);
+			ecw_queue_pick_set_ready(&pick, (size_t)i, false);
+		}
+		if (count == 0) {
 			ecw_queue_msgs_free(msgs, count);
 			continue;
 		}
@@ -815,7 +884,7 @@ static void receive_loop(struct runtime *rt, struct ecw_client *c)
 		 * share: they would be more than this queue's turn. */
 		size_t others = 0;
 		for (size_t k = 0; k < nq; k++)
-			others += k != (size_t)i && !qs[k].resting;
+			others += k != (size_t)i && !qs[k].resting && !qs[k].between;
 		if (others == 0)
 			receive_deeper(rt, c, q->def->name, &msgs, &count);
 		dispatch(rt, q->def, msgs, count);
