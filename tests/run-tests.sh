@@ -26,7 +26,7 @@
 #
 # Unit binaries run side by side, ECW_TEST_JOBS at a time (default: the
 # number of cores; 1 runs them one after the other). Integration binaries run
-# ECW_TEST_INTEG_JOBS at a time (default: the number of cores), each on its
+# ECW_TEST_INTEG_JOBS at a time (default: one more than the cores), each on its
 # lane's Azurite: side by side on one Azurite, a binary waited out the stalls
 # the other's load brought on (no request answered for 15 to 58 s, in its
 # access log) and one with a 2 s lease failed; on an Azurite of its own a
@@ -144,7 +144,10 @@ lanes_tail() {
 
 JOBS="${ECW_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}"
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "$0: ECW_TEST_JOBS must be a positive number, not '$JOBS'" >&2; exit 2; }
-INTEG_JOBS="${ECW_TEST_INTEG_JOBS:-$JOBS}"
+# One lane more than ECW_TEST_JOBS (the cores): an integration binary mostly
+# waits (for its workers, for Azurite); two lanes kept two cores 40% busy,
+# and three took the run from 459 s to 363 s, every binary passing.
+INTEG_JOBS="${ECW_TEST_INTEG_JOBS:-$((JOBS + 1))}"
 [[ "$INTEG_JOBS" =~ ^[1-9][0-9]*$ ]] ||
 	{ echo "$0: ECW_TEST_INTEG_JOBS must be a positive number, not '$INTEG_JOBS'" >&2; exit 2; }
 
