@@ -7,8 +7,9 @@
 //   BENCH_RUNS=N     counted runs per figure (default 3; the table shows the
 //                    median and the min-max of the runs)
 //   BENCH_QUICK=1    a smaller workload and one run, for development
-//   BENCH_PARTS=...  a comma list of archive, fanout, idle, latency, audit,
-//                    hotlist, perjob (default all but audit, hotlist and perjob)
+//   BENCH_PARTS=...  a comma list of archive, fanout, idle, latency, delay,
+//                    audit, hotlist, perjob (default all but audit, hotlist and
+//                    perjob)
 //
 // Parts:
 //   archive  employees moved Employees -> EmployeesArchive, one message each,
@@ -21,10 +22,23 @@
 //   fanout   10,000 orders over 10 customers; then the same again, which
 //            must write nothing.
 //   idle     storage requests per minute on an empty queue at
-//            poll_interval.max 10s, once the backoff has reached it. It waits
-//            more than it works, so it runs alongside the archive part, on an
+//            poll_interval.max 10s, once the backoff has reached it; then,
+//            BENCH_IDLE_FIRST_S after the worker started (default 600; 60
+//            quick), one archive message, and the time until its archive
+//            copy is written (bounded by poll_interval.max). It waits more
+//            than it works, so it runs alongside the other parts, on an
 //            Azurite of its own.
-//   latency  msgs/s through faultproxy (5 ms each way) at concurrency 1 and
+//   latency  end-to-end latency under a steady load: 20, 100 and 200
+//            archive messages a second for BENCH_STEADY_S seconds each
+//            (default 20; 5 quick), over 50 partitions, to ecworker and to
+//            the SDK worker (polling every 50 ms when empty), both at
+//            concurrency 16 and ecworker with its default configuration
+//            (tests/bench/bench-defaults.yaml): p50,
+//            p90, p99 and max of the time from just before a message's send
+//            to its archive copy's Timestamp (Azurite's clock is this
+//            machine's). BENCH_STEADY_RATES=20,100,200 (the default) picks
+//            the rates.
+//   delay    msgs/s through faultproxy (5 ms each way) at concurrency 1 and
 //            64, and directly at 64.
 //   audit    `ecworker audit` of an index over BENCH_AUDIT_SOURCES employees
 //            (default 10,000; 2,000 quick): the index is built by
@@ -107,10 +121,10 @@ function envInt(name, dflt, min) {
 const opts = parseArgs(process.argv.slice(2));
 const QUICK = process.env.BENCH_QUICK === "1";
 const RUNS = envInt("BENCH_RUNS", QUICK ? 1 : 3, 1);
-const PARTS = (process.env.BENCH_PARTS || "archive,fanout,idle,latency").split(",").map((s) => s.trim());
+const PARTS = (process.env.BENCH_PARTS || "archive,fanout,idle,latency,delay").split(",").map((s) => s.trim());
 for (const p of PARTS)
-	if (!["archive", "fanout", "idle", "latency", "audit", "hotlist", "perjob"].includes(p)) {
-		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency, audit, hotlist, perjob)`);
+	if (!["archive", "fanout", "idle", "latency", "delay", "audit", "hotlist", "perjob"].includes(p)) {
+		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency, delay, audit, hotlist, perjob)`);
 		process.exit(2);
 	}
 
@@ -389,8 +403,8 @@ class Worker extends Child {
 
 // ecworker with tests/bench/bench.yaml: ready at its "start" line (which
 // names its metrics port), one "message" line per outcome.
-function startEcworker(cs, concurrency, pollMax, tag) {
-	const w = new Worker(`ecworker ${tag}`, ECWORKER, ["run", "-c", path.join(__dirname, "bench.yaml")], {
+function startEcworker(cs, concurrency, pollMax, tag, config = "bench.yaml") {
+	const w = new Worker(`ecworker ${tag}`, ECWORKER, ["run", "-c", path.join(__dirname, config)], {
 		env: { AZURE_STORAGE_CONNECTION_STRING: cs, ECW_BENCH_CONCURRENCY: String(concurrency), ECW_BENCH_POLL_MAX: pollMax },
 		logFile: path.join(WORKDIR, `${tag}.log`),
 	}, (j) => {
@@ -417,12 +431,12 @@ function startEcworker(cs, concurrency, pollMax, tag) {
 }
 
 // sdk-worker.js: its lines carry the requests it has sent so far.
-function startSdkWorker(cs, concurrency, tag) {
+function startSdkWorker(cs, concurrency, tag, idleMs = 0) {
 	let atReady = 0;
 	let last = 0;
 	const w = new Worker(`SDK worker ${tag}`, process.execPath,
 		[path.join(__dirname, "sdk-worker.js"), QUEUE, "Employees", "EmployeesArchive", String(concurrency)],
-		{ env: { AZURE_STORAGE_CONNECTION_STRING: cs }, logFile: path.join(WORKDIR, `${tag}.log`) },
+		{ env: { AZURE_STORAGE_CONNECTION_STRING: cs, SDK_WORKER_IDLE_MS: String(idleMs) }, logFile: path.join(WORKDIR, `${tag}.log`) },
 		(j) => {
 			if (j.msg === "ready") {
 				atReady = j.requests;
@@ -857,13 +871,140 @@ async function measurePerJob() {
 	return runs;
 }
 
+// ---- latency under a steady load ------------------------------------------------------------
+
+const STEADY_RATES = (process.env.BENCH_STEADY_RATES || "20,100,200").split(",").map((x) => Number.parseInt(x, 10));
+const STEADY_S = envInt("BENCH_STEADY_S", QUICK ? 5 : 20, 1);
+const STEADY_PARTITIONS = 50;
+
+function percentile(sorted, p) {
+	return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+// The ms from each send to its archive copy's Timestamp, by the copies'
+// keys; fails when a copy is missing.
+async function archiveLatencies(cs, sentAt) {
+	const archived = await listAll(tableClient(cs, "EmployeesArchive"));
+	if (archived.length !== sentAt.size) throw new Error(`the archive holds ${archived.length} employees, not ${sentAt.size}`);
+	return archived.map((e) => {
+		const sent = sentAt.get(`${e.partitionKey}\u0000${e.rowKey}`);
+		if (sent === undefined) throw new Error(`archived ${e.partitionKey}/${e.rowKey} was not sent`);
+		return Date.parse(e.timestamp) - sent;
+	});
+}
+
+// One steady-load run on a fresh Azurite: `rate` archive messages a second
+// for STEADY_S seconds, over 50 partitions, each sent on its own schedule
+// (message i at i / rate s, not waiting for the sends before it), to a worker
+// at concurrency 16.
+async function steadyRun({ kind, rate, tag }) {
+	const az = await startAzurite();
+	let w = null;
+	try {
+		const n = rate * STEADY_S;
+		const seeded = Array.from({ length: n }, (_, i) => ({ ...employee(i), partitionKey: `dept-${String(i % STEADY_PARTITIONS).padStart(2, "0")}` }));
+		const emp = tableClient(az.cs, "Employees");
+		await emp.createTable();
+		await tableClient(az.cs, "EmployeesArchive").createTable();
+		await insertAll(emp, seeded);
+		const q = new QueueClient(az.cs, QUEUE);
+		await q.createIfNotExists();
+		w = kind === "ecworker" ? startEcworker(az.cs, 16, "10s", tag, "bench-defaults.yaml") : startSdkWorker(az.cs, 16, tag, 50);
+		await w.ready();
+		await sleep(1000); // at rest, as a worker is when load begins
+		const sentAt = new Map();
+		const sends = [];
+		const t0 = Date.now();
+		const [w0, az0] = [cpuTimes(w.pid), cpuUs(az.pid)];
+		for (let i = 0; i < n; i++) {
+			const wait = t0 + (i * 1000) / rate - Date.now();
+			if (wait > 0) await sleep(wait);
+			const e = seeded[i];
+			sentAt.set(`${e.partitionKey}\u0000${e.rowKey}`, Date.now());
+			sends.push(q.sendMessage(archiveMessage(e)));
+		}
+		await Promise.all(sends);
+		const sentAll = Date.now();
+		const sendSeconds = (sentAll - t0) / 1000;
+		await w.done(n);
+		const w1 = cpuTimes(w.pid);
+		const az1 = cpuUs(az.pid);
+		// Still draining a second after the last send: the load was more
+		// than the worker and Azurite together could take.
+		const drainMs = Date.now() - sentAll;
+		await w.stop();
+		if (w.failed) throw new Error(`${w.failed} message outcomes other than success (see ${w.log.path})`);
+		const ms = (await archiveLatencies(az.cs, sentAt)).sort((a, b) => a - b);
+		return {
+			kind, rate, n, offeredPerS: n / sendSeconds, p50: percentile(ms, 50), p90: percentile(ms, 90), p99: percentile(ms, 99),
+			max: ms[ms.length - 1], cpuUsPerMsg: (w1.cpu - w0.cpu) / n, drainMs, saturated: drainMs > 1000,
+			azuriteCpuPct: ((az1 - az0) / 1e6 / ((Date.now() - t0) / 1000)) * 100,
+		};
+	} finally {
+		if (w) await w.stop();
+		await az.stop();
+	}
+}
+
+async function measureSteady() {
+	const runs = { ecworker: {}, sdk: {} };
+	for (let r = 1; r <= RUNS; r++) {
+		for (const rate of STEADY_RATES) {
+			const order = (r + rate / 20) % 2 ? ["ecworker", "sdk"] : ["sdk", "ecworker"];
+			for (const kind of order) {
+				progress(`latency run ${r}/${RUNS}: ${kind} at concurrency 16, ${rate} msgs/s for ${STEADY_S} s over ${STEADY_PARTITIONS} partitions`);
+				const res = await steadyRun({ kind, rate, tag: `latency-${kind}-${rate}-run${r}` });
+				progress(`  p50 ${res.p50} ms, p90 ${res.p90}, p99 ${res.p99}, max ${res.max} (offered ${fmt(res.offeredPerS, 1)} msgs/s; ` +
+					`the last done ${res.drainMs} ms after the last send${res.saturated ? ": saturated" : ""}; Azurite ${fmt(res.azuriteCpuPct, 0)}% CPU)`);
+				(runs[kind][rate] ||= []).push(res);
+			}
+		}
+	}
+	return runs;
+}
+
+function summarizeSteady(runs, t) {
+	const S = { ecworker: {}, sdk: {} };
+	for (const rate of STEADY_RATES) {
+		for (const kind of ["ecworker", "sdk"]) {
+			const rs = runs[kind][rate] || [];
+			S[kind][rate] = {};
+			for (const k of ["p50", "p90", "p99", "max", "cpuUsPerMsg", "offeredPerS", "azuriteCpuPct"]) S[kind][rate][k] = stat(rs.map((x) => x[k]));
+			S[kind][rate].saturatedRuns = rs.filter((x) => x.saturated).length;
+		}
+		const [e, k] = [S.ecworker[rate], S.sdk[rate]];
+		const lat = (x) => `${fmtStat(x.p50, 0)} / ${fmtStat(x.p90, 0)} / ${fmtStat(x.p99, 0)} / ${fmtStat(x.max, 0)}`;
+		t.add(`steady ${rate} msgs/s, c16: latency ms p50 / p90 / p99 / max`, lat(e), lat(k));
+		t.add(`steady ${rate} msgs/s: p50 ms`, fmtStat(e.p50, 0), fmtStat(k.p50, 0), fmt(e.p50.median / k.p50.median, 2), "<= SDK",
+			e.p50.median <= k.p50.median);
+		if (rate < 200)
+			t.add(`steady ${rate} msgs/s: p99 ms`, fmtStat(e.p99, 0), fmtStat(k.p99, 0), fmt(e.p99.median / k.p99.median, 2), "<= SDK",
+				e.p99.median <= k.p99.median);
+		else if (e.saturatedRuns)
+			t.add(`steady ${rate} msgs/s: p99 ms (saturated in ${e.saturatedRuns} of ${e.p99.runs.length} run(s))`, fmtStat(e.p99, 0),
+				fmtStat(k.p99, 0), "", "<= 200 unless saturated", null);
+		else t.add(`steady ${rate} msgs/s: p99 ms`, fmtStat(e.p99, 0), fmtStat(k.p99, 0), "", "<= 200", e.p99.median <= 200);
+		t.add(`steady ${rate} msgs/s: Azurite CPU %`, fmtStat(e.azuriteCpuPct, 0), fmtStat(k.azuriteCpuPct, 0));
+		t.add(`steady ${rate} msgs/s: CPU µs/msg`, fmtStat(e.cpuUsPerMsg, 0), fmtStat(k.cpuUsPerMsg, 0),
+			fmt(e.cpuUsPerMsg.median / k.cpuUsPerMsg.median, 3));
+	}
+	return S;
+}
+
 // ---- idle ------------------------------------------------------------------------------------
+
+const IDLE_FIRST_S = envInt("BENCH_IDLE_FIRST_S", QUICK ? 60 : 600, 30);
 
 async function idleRun() {
 	const az = await startAzurite();
+	const first = { ...employee(0), partitionKey: "idle" };
+	await tableClient(az.cs, "Employees").createTable();
+	await tableClient(az.cs, "EmployeesArchive").createTable();
+	await tableClient(az.cs, "Employees").createEntity(first);
 	const w = startEcworker(az.cs, 16, IDLE_POLL_MAX, "idle");
 	try {
 		await w.ready();
+		const readyAt = Date.now();
 		// The pause doubles from 100 ms to the 10 s cap: at most 12.7 s of
 		// pauses before it, and one more at the cap to be sure.
 		await sleep(25000);
@@ -875,7 +1016,14 @@ async function idleRun() {
 			windows.push(((after - before) * 60) / SIZE.windowS);
 			before = after;
 		}
-		return { pollMax: IDLE_POLL_MAX, windowSeconds: SIZE.windowS, requestsPerMinute: windows };
+		// The first message after IDLE_FIRST_S at rest.
+		const left = readyAt + IDLE_FIRST_S * 1000 - Date.now();
+		if (left > 0) await sleep(left);
+		const sentAt = new Map([[`${first.partitionKey}\u0000${first.rowKey}`, Date.now()]]);
+		await enqueue(az.cs, [archiveMessage(first)]);
+		await w.done(1);
+		const [firstMs] = await archiveLatencies(az.cs, sentAt);
+		return { pollMax: IDLE_POLL_MAX, windowSeconds: SIZE.windowS, requestsPerMinute: windows, firstAfterS: IDLE_FIRST_S, firstMs };
 	} finally {
 		await w.stop();
 		await az.stop();
@@ -970,13 +1118,13 @@ async function measureFanout() {
 	return fanouts;
 }
 
-async function measureLatency() {
+async function measureDelay() {
 	const latency = { proxy1: [], proxy64: [], direct64: [] };
 	const plan = [["proxy1", 1, true, SIZE.lat1], ["proxy64", 64, true, SIZE.lat64], ["direct64", 64, false, SIZE.lat64]];
 	for (let r = 1; r <= RUNS; r++) {
 		for (const [key, c, proxy, n] of plan) {
-			progress(`latency run ${r}/${RUNS}: ecworker at concurrency ${c}, ${proxy ? `through faultproxy (+${LATENCY_MS} ms each way)` : "direct"}, ${n} messages`);
-			const res = await archiveRun({ kind: "ecworker", concurrency: c, n, proxy, tag: `latency-${key}-run${r}` });
+			progress(`delay run ${r}/${RUNS}: ecworker at concurrency ${c}, ${proxy ? `through faultproxy (+${LATENCY_MS} ms each way)` : "direct"}, ${n} messages`);
+			const res = await archiveRun({ kind: "ecworker", concurrency: c, n, proxy, tag: `delay-${key}-run${r}` });
 			progress(`  ${fmt(res.msgsPerS, 1)} msgs/s`);
 			latency[key].push(res);
 		}
@@ -1112,10 +1260,14 @@ function summarizeIdle(idle, t) {
 	const summary = { requestsPerMinute: stat(idle.requestsPerMinute) };
 	t.add(`idle, poll max ${IDLE_POLL_MAX}: requests/min (${idle.requestsPerMinute.length} x ${idle.windowSeconds} s)`,
 		fmtStat(summary.requestsPerMinute, 1), "", "", "<= 6", summary.requestsPerMinute.max <= 6);
+	const maxMs = parseInt(IDLE_POLL_MAX, 10) * 1000;
+	summary.firstMs = idle.firstMs;
+	t.add(`idle ${idle.firstAfterS} s, then one message: ms to its archive copy`, fmt(idle.firstMs, 0), "", "",
+		`<= ${maxMs + 1000} (poll max + 1 s)`, idle.firstMs <= maxMs + 1000);
 	return summary;
 }
 
-function summarizeLatency(latency, t) {
+function summarizeDelay(latency, t) {
 	const L = {};
 	for (const k of Object.keys(latency)) L[k] = statsOf(latency[k]);
 	L.proxyCpuPct = stat(latency.proxy64.map((x) => x.proxyCpuPct));
@@ -1138,7 +1290,7 @@ function summarizeLatency(latency, t) {
 async function main() {
 	for (const [what, file] of [["ecworker", ECWORKER], ["Azurite", AZURITE]])
 		if (!fs.existsSync(file)) throw new Error(`${what} not found at ${file} (run make bench, which builds and installs it)`);
-	if (PARTS.includes("latency") && !fs.existsSync(FAULTPROXY))
+	if (PARTS.includes("delay") && !fs.existsSync(FAULTPROXY))
 		throw new Error(`faultproxy not found at ${FAULTPROXY} (make bench builds tests/tools/faultproxy.c)`);
 	fs.mkdirSync(WORKDIR, { recursive: true });
 	const started = Date.now();
@@ -1149,7 +1301,8 @@ async function main() {
 	if (idle) progress(`idle: ${SIZE.windows} window(s) of ${SIZE.windowS} s at poll max ${IDLE_POLL_MAX}, alongside the runs below`);
 	if (PARTS.includes("archive")) result.raw.archive = await measureArchive();
 	if (PARTS.includes("fanout")) result.raw.fanout = await measureFanout();
-	if (PARTS.includes("latency")) result.raw.latency = await measureLatency();
+	if (PARTS.includes("latency")) result.raw.latency = await measureSteady();
+	if (PARTS.includes("delay")) result.raw.delay = await measureDelay();
 	if (PARTS.includes("audit")) result.raw.audit = await measureAudit();
 	if (PARTS.includes("hotlist")) result.raw.hotlist = await measureHotlist();
 	if (PARTS.includes("perjob")) result.raw.perjob = await measurePerJob();
@@ -1163,7 +1316,8 @@ async function main() {
 	if (raw.archive) summary.archive = summarizeArchive(raw.archive, t);
 	if (raw.fanout) summary.fanout = summarizeFanout(raw.fanout, t);
 	if (raw.idle) summary.idle = summarizeIdle(raw.idle, t);
-	if (raw.latency) summary.latency = summarizeLatency(raw.latency, t);
+	if (raw.latency) summary.latency = summarizeSteady(raw.latency, t);
+	if (raw.delay) summary.delay = summarizeDelay(raw.delay, t);
 	if (raw.audit) summary.audit = summarizeAudit(raw.audit, t);
 	if (raw.hotlist) summary.hotlist = summarizeHotlist(raw.hotlist, t);
 	if (raw.perjob) summary.perjob = summarizePerJob(raw.perjob, t);

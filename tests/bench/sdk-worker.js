@@ -6,7 +6,9 @@
 // archive (mode "Replace"), delete it from the source (a 404 is fine: already
 // moved) and only then delete the message. At most CONCURRENCY messages are
 // in flight: a receive asks for min(32, free slots); an empty receive backs
-// off (100 ms doubling to 1 s).
+// off (100 ms doubling to 1 s), or, with SDK_WORKER_IDLE_MS=N, waits N ms
+// each time (the latency part: every 50 ms, 1,200 requests a minute at rest,
+// as the worker that issue 35 measured).
 //
 //   node sdk-worker.js QUEUE FROM_TABLE TO_TABLE CONCURRENCY
 //
@@ -86,7 +88,8 @@ async function main() {
 	await to.createTable();
 	console.log(JSON.stringify({ msg: "ready", queue: queueName, concurrency, requests }));
 
-	let idleMs = 100;
+	const fixedIdleMs = Number.parseInt(process.env.SDK_WORKER_IDLE_MS || "0", 10) || 0;
+	let idleMs = fixedIdleMs || 100;
 	while (!stopping) {
 		if (inflight >= concurrency) {
 			await new Promise((resolve) => { wake = resolve; });
@@ -104,10 +107,10 @@ async function main() {
 		}
 		if (items.length === 0) {
 			await sleep(idleMs);
-			idleMs = Math.min(idleMs * 2, 1000);
+			if (!fixedIdleMs) idleMs = Math.min(idleMs * 2, 1000);
 			continue;
 		}
-		idleMs = 100;
+		idleMs = fixedIdleMs || 100;
 		for (const m of items) {
 			inflight++;
 			// A failed message stays in the queue and comes back after the
