@@ -15,19 +15,21 @@
 
 typedef enum ecw_err {
 	ECW_OK = 0,
-	ECW_ERROR = -1,         /* anything else: an unexpected answer, a bug, TLS setup */
-	ECW_ENOMEM = -2,        /* out of memory, or a bounded buffer's cap reached */
-	ECW_EINVALID = -3,      /* bad input caught before any request, or 400 */
-	ECW_ENOTFOUND = -4,     /* 404 but a missing table; for queue delete/update a stale pop receipt too */
-	ECW_ECONFLICT = -5,     /* 409: already exists, being deleted, ... */
-	ECW_EPRECONDITION = -6, /* 412: If-Match did not match the current ETag */
-	ECW_EAUTH = -7,         /* 401/403: wrong key, expired or insufficient SAS */
-	ECW_EBUSY = -8,         /* 429/503: throttled or server busy (after retries) */
-	ECW_ETIMEOUT = -9,      /* 408/504 or a network timeout (after retries) */
-	ECW_ETRANSIENT = -10,   /* 500/502, refused or reset connection (after retries) */
-	ECW_ETOOLARGE = -11,    /* 413, or a body over a service limit caught before sending */
-	ECW_ENOTABLE = -12,     /* 404: the table itself does not exist */
-	ECW_ECANCELED = -13,    /* the worker is stopping: a wait was cut short (ecw_cancel.h) */
+	ECW_ERROR = -1,          /* anything else: an unexpected answer, a bug, TLS setup */
+	ECW_ENOMEM = -2,         /* out of memory, or a bounded buffer's cap reached */
+	ECW_EINVALID = -3,       /* bad input caught before any request, or 400 */
+	ECW_ENOTFOUND = -4,      /* any other 404; for queue delete/update a stale pop receipt too */
+	ECW_ECONFLICT = -5,      /* 409: already exists, being deleted, ... */
+	ECW_EPRECONDITION = -6,  /* 412: If-Match did not match the current ETag */
+	ECW_EAUTH = -7,          /* 401/403: wrong key, expired or insufficient SAS */
+	ECW_EBUSY = -8,          /* 429/503: throttled or server busy (after retries) */
+	ECW_ETIMEOUT = -9,       /* 408/504 or a network timeout (after retries) */
+	ECW_ETRANSIENT = -10,    /* 500/502, refused or reset connection (after retries) */
+	ECW_ETOOLARGE = -11,     /* 413, or a body over a service limit caught before sending */
+	ECW_ENOTABLE = -12,      /* 404: the table itself does not exist */
+	ECW_ECANCELED = -13,     /* the worker is stopping: a wait was cut short (ecw_cancel.h) */
+	ECW_EBLOBNOTFOUND = -14, /* 404 BlobNotFound: the container is there, the blob is not */
+	ECW_ENOCONTAINER = -15,  /* 404 ContainerNotFound: the blob container itself does not exist */
 } ecw_err;
 
 struct ecw_error {
@@ -67,7 +69,8 @@ bool ecw_error_is_transient(int code);
 
 /* True for ECW_ENOTFOUND and ECW_ENOTABLE: what was asked for is not there,
  * whether or not its table is (for the many callers to whom the two mean
- * the same: delete-if-exists, read-or-absent). */
+ * the same: delete-if-exists, read-or-absent); likewise ECW_EBLOBNOTFOUND
+ * and ECW_ENOCONTAINER for a blob and its container. */
 bool ecw_error_is_absent(int code);
 
 #endif

@@ -120,6 +120,8 @@ const char *ecw_error_name(int code)
 	case ECW_ETOOLARGE: return "ECW_ETOOLARGE";
 	case ECW_ENOTABLE: return "ECW_ENOTABLE";
 	case ECW_ECANCELED: return "ECW_ECANCELED";
+	case ECW_EBLOBNOTFOUND: return "ECW_EBLOBNOTFOUND";
+	case ECW_ENOCONTAINER: return "ECW_ENOCONTAINER";
 	}
 	return "ECW_UNKNOWN";
 }
@@ -131,5 +133,6 @@ bool ecw_error_is_transient(int code)
 
 bool ecw_error_is_absent(int code)
 {
-	return code == ECW_ENOTFOUND || code == ECW_ENOTABLE;
+	return code == ECW_ENOTFOUND || code == ECW_ENOTABLE || code == ECW_EBLOBNOTFOUND ||
+	       code == ECW_ENOCONTAINER;
 }

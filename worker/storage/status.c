@@ -25,9 +25,16 @@ int ecw_status_to_err(long status, const char *code)
 		 * apart by class, never by the service's string. */
 		if (code && strcmp(code, "TableNotFound") == 0)
 			return ECW_ENOTABLE;
+		/* The same for blobs: a missing container is not a missing blob. */
+		if (code && strcmp(code, "ContainerNotFound") == 0)
+			return ECW_ENOCONTAINER;
+		if (code && strcmp(code, "BlobNotFound") == 0)
+			return ECW_EBLOBNOTFOUND;
 		return ECW_ENOTFOUND;
 	case 408: return ECW_ETIMEOUT;
 	case 409: return ECW_ECONFLICT;
+	/* Table UpdateConditionNotSatisfied, blob ConditionNotMet: an If-Match
+	 * (or If-None-Match with an ETag) that did not hold. */
 	case 412: return ECW_EPRECONDITION;
 	case 413: return ECW_ETOOLARGE;
 	case 429: return ECW_EBUSY;
