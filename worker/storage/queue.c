@@ -2,7 +2,6 @@
 /* queue.c - the Queue service operations. Messages travel as
  * <QueueMessage><MessageText>escaped text</MessageText></QueueMessage>; the
  * text is sent as given (no base64: decoding is the caller's business). */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,29 +11,15 @@
 #include "date.h"
 #include "ecw_codec.h"
 #include "escape.h"
+#include "names.h"
 #include "xml.h"
 
 #define MAX_VISIBILITY_S 604800 /* 7 days */
 
-/* 3-63 characters: lowercase letters, digits and single dashes, starting
- * and ending with a letter or digit. */
 int ecw_queue_name_check(const char *name)
 {
-	size_t n = name ? strlen(name) : 0;
-
-	if (n < 3 || n > 63)
-		goto bad;
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-		if (c == '-') {
-			if (i == 0 || i == n - 1 || name[i - 1] == '-')
-				goto bad;
-		} else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) {
-			goto bad;
-		}
-	}
-	return 0;
-bad:
+	if (ecw_names_dns_valid(name))
+		return 0;
 	return ecw_error_set(ECW_EINVALID,
 			     "invalid queue name '%.70s': 3-63 lowercase letters, digits and single dashes",
 			     name ? name : "");
@@ -430,16 +415,9 @@ static bool printable_ascii(const char *s)
 	return true;
 }
 
-/* Metadata names are C# identifiers: a letter or '_', then letters, digits
- * and '_'. */
 static bool meta_name_ok(const char *s)
 {
-	if (!*s || strlen(s) > ECW_QUEUE_META_NAME_MAX || !(isalpha((unsigned char)*s) || *s == '_'))
-		return false;
-	for (; *s; s++)
-		if (!(isalnum((unsigned char)*s) || *s == '_'))
-			return false;
-	return true;
+	return ecw_names_meta_valid(s, ECW_QUEUE_META_NAME_MAX);
 }
 
 /* Keeps one x-ms-meta-* header, or marks out partial. The answer is the
