@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* ecw_storage.h - the Azure Storage Queue and Table REST client.
+/* ecw_storage.h - the Azure Storage Queue, Table and Blob REST client.
  * An ecw_account is a parsed connection string, or endpoints plus an Entra ID
  * token credential (ecw_token.h), set up once and then shared between threads. An ecw_client is one connection's worth of state (a libcurl handle
  * kept alive between requests, the retry policy): use one per thread. Every
@@ -24,13 +24,13 @@
 
 struct ecw_account;
 
-enum ecw_service { ECW_SVC_QUEUE, ECW_SVC_TABLE };
+enum ecw_service { ECW_SVC_QUEUE, ECW_SVC_TABLE, ECW_SVC_BLOB };
 
 /* Parses a connection string as the Azure SDKs do. On error the message names
  * the bad part but never echoes a key or signature. */
 int ecw_account_parse(struct ecw_account **out, const char *connstr) ECW_MUST_USE;
 /* For token authentication: a connection string naming only where the
- * account is (QueueEndpoint / TableEndpoint, or AccountName with the optional
+ * account is (QueueEndpoint / TableEndpoint / BlobEndpoint, or AccountName with the optional
  * DefaultEndpointsProtocol and EndpointSuffix). AccountKey,
  * SharedAccessSignature and UseDevelopmentStorage are errors. The account
  * signs nothing until it takes a credential. */
@@ -67,7 +67,14 @@ void ecw_account_set_reload(struct ecw_account *a, ecw_account_reload_fn reload,
 			    void (*payload_free)(void *payload), int64_t interval_ms);
 /* "" when the string carried only a SAS and endpoints. */
 const char *ecw_account_name(const struct ecw_account *a);
-/* Endpoint without a trailing slash, e.g. "http://127.0.0.1:10001/devstoreaccount1". */
+/* Endpoint without a trailing slash, e.g. "http://127.0.0.1:10001/devstoreaccount1".
+ * The queue and table endpoints are always there. The blob endpoint is
+ * BlobEndpoint, or derived from AccountName ({protocol}://{account}.blob.
+ * {suffix}), or Azurite's for UseDevelopmentStorage=true; NULL when the
+ * string names none (endpoints and a SAS without AccountName), or when the
+ * derived one would be plain http off loopback (an explicit BlobEndpoint
+ * like that is an error, as for the others). Blob calls then fail with
+ * ECW_EINVALID before any request. */
 const char *ecw_account_endpoint(const struct ecw_account *a, enum ecw_service svc);
 bool ecw_account_uses_sas(const struct ecw_account *a);
 /* Whether the account's credential could create a queue or a table of svc:
@@ -367,5 +374,126 @@ int ecw_batch_failed_index(const struct ecw_batch *b);
  * deletes). */
 int ecw_batch_status(const struct ecw_batch *b, size_t i);
 const char *ecw_batch_etag(const struct ecw_batch *b, size_t i);
+
+/* ---- blobs --------------------------------------------------------------- */
+
+/* Block blobs, each read or written whole, in containers. A call on a
+ * container that does not exist returns ECW_ENOCONTAINER, one on a blob that
+ * does not exist ECW_EBLOBNOTFOUND (both ecw_error_is_absent). A condition
+ * that did not hold (If-Match, or If-None-Match with an ETag) is
+ * ECW_EPRECONDITION, as for tables; If-None-Match "*" on a blob that exists
+ * is ECW_ECONFLICT (409 BlobAlreadyExists), as a table insert of an entity
+ * that exists. Names are checked before any request (ECW_EINVALID). */
+
+/* A blob name: 1-1024 characters of valid UTF-8, none of them a control
+ * character (U+0000-001F, U+007F-009F) or a backslash (which the service
+ * reads as '/'); no empty segment (a leading '/' or "//") and no segment
+ * ending in '.' ("." and "..", which URL normalization rewrites, included),
+ * so not ending in '/' or '.' either. The URL carries each segment
+ * percent-encoded, '/' kept. */
+#define ECW_BLOB_NAME_MAX 1024
+int ecw_blob_name_check(const char *name) ECW_MUST_USE;
+/* A container name: 3-63 lowercase letters, digits and single dashes,
+ * starting and ending with a letter or digit (the queue rule). */
+int ecw_blob_container_check(const char *container) ECW_MUST_USE;
+
+/* Creates the container; an existing one (409 ContainerAlreadyExists) is
+ * success. created_out may be NULL. */
+int ecw_blob_container_create(bool *created_out, struct ecw_client *c, const char *container) ECW_MUST_USE;
+/* Deletes the container and every blob in it. ECW_ENOCONTAINER when absent. */
+int ecw_blob_container_delete(struct ecw_client *c, const char *container) ECW_MUST_USE;
+
+/* Metadata: names are C identifiers (a letter or '_', then letters, digits
+ * and '_'; case-insensitive on the service, which keeps their case), values
+ * printable ASCII without leading, trailing or doubled spaces (the service
+ * folds whitespace in what it signs). At most ECW_BLOB_META_MAX pairs of at
+ * most ECW_BLOB_META_BYTES together, the service's limit. */
+#define ECW_BLOB_META_MAX 16
+#define ECW_BLOB_META_BYTES 8192
+struct ecw_blob_meta {
+	const char *name;
+	const char *value;
+};
+
+struct ecw_blob_put_options {
+	const char *content_type;         /* NULL: application/octet-stream; printable ASCII, < 256 bytes */
+	const char *if_match;             /* NULL, "*" (it exists) or an ETag: else ECW_EPRECONDITION */
+	const char *if_none_match;        /* NULL, "*" (it does not exist: else ECW_ECONFLICT) or an ETag */
+	const struct ecw_blob_meta *meta; /* n_meta pairs (the blob's whole metadata) */
+	size_t n_meta;
+};
+
+/* What the service tells of a blob: Get Blob and Get Blob Properties (from
+ * the answer's headers), or an item of a listing. A heap object:
+ * ecw_blob_info_free. */
+struct ecw_blob_info {
+	char *name;           /* the blob's name (a listing's item, or as asked) */
+	char etag[128];       /* byte for byte, quotes included: for If-Match */
+	time_t last_modified; /* the service's clock */
+	time_t service_date;  /* the answer's Date header (a listing: its page's), 0
+				* when absent: judge a blob's age by last_modified
+				* against it, never by the local clock */
+	long long content_length;
+	char content_type[256];
+	/* The metadata as the service gave it (names in their case; a listing's
+	 * only with opts.metadata). What does not fit (over ECW_BLOB_META_MAX
+	 * pairs or ECW_BLOB_META_BYTES, a value not printable ASCII, or more
+	 * headers than the transport keeps) sets meta_partial. */
+	struct ecw_blob_meta *meta;
+	size_t n_meta;
+	bool meta_partial;
+};
+void ecw_blob_info_free(struct ecw_blob_info *info);
+/* The value named name (case-insensitive), or NULL. */
+const char *ecw_blob_info_meta(const struct ecw_blob_info *info, const char *name);
+
+/* Put Blob: a block blob of len bytes, in one request (up to
+ * ECW_BLOB_PUT_MAX, this client's bound; the service takes more, in blocks
+ * this client does not send). etag_out (may be NULL) receives the new ETag;
+ * free() it. */
+#define ECW_BLOB_PUT_MAX ((size_t)256 * 1024 * 1024)
+int ecw_blob_put(char **etag_out, struct ecw_client *c, const char *container, const char *name,
+		 const void *data, size_t len, const struct ecw_blob_put_options *opts) ECW_MUST_USE;
+/* Get Blob: the whole blob into out (its old contents dropped), which must
+ * take max_bytes; a blob over max_bytes is ECW_ETOOLARGE with out empty,
+ * never a part of it. The answer is held in memory up to max_bytes (at least
+ * 64 KiB, room for an error's answer). info_out (may be NULL) receives its
+ * properties and metadata. */
+int ecw_blob_get(struct ecw_buf *out, struct ecw_blob_info **info_out, struct ecw_client *c,
+		 const char *container, const char *name, size_t max_bytes) ECW_MUST_USE;
+/* Get Blob Properties (HEAD). */
+int ecw_blob_props(struct ecw_blob_info **out, struct ecw_client *c, const char *container,
+		   const char *name) ECW_MUST_USE;
+/* Delete Blob with its snapshots (x-ms-delete-snapshots: include). if_match:
+ * NULL, "*" or an ETag (ECW_EPRECONDITION when it does not match). */
+int ecw_blob_delete(struct ecw_client *c, const char *container, const char *name,
+		    const char *if_match) ECW_MUST_USE;
+
+struct ecw_blob_list_options {
+	const char *prefix; /* NULL or "": every blob */
+	const char *marker; /* NULL: from the start; or a NextMarker (ecw_blob_list_marker) */
+	int max_results;    /* blobs per page, 1..5000; 0 = 1000 (a page then stays under
+			     * the answer's 32 MiB cap, metadata and all) */
+	bool metadata;      /* include=metadata: each item's meta */
+};
+
+struct ecw_blob_list;
+
+/* List Blobs: the container's blobs in name order, page by page
+ * (following NextMarker) as it is iterated. Nothing is sent until the first
+ * ecw_blob_list_next. */
+int ecw_blob_list_new(struct ecw_blob_list **out, struct ecw_client *c, const char *container,
+		      const struct ecw_blob_list_options *opts) ECW_MUST_USE;
+/* Sets *out to the next blob (ecw_blob_info_free) or to NULL at the end. */
+int ecw_blob_list_next(struct ecw_blob_info **out, struct ecw_blob_list *l) ECW_MUST_USE;
+/* Pages fetched so far (an empty page with a marker counts). */
+int ecw_blob_list_pages(const struct ecw_blob_list *l);
+/* Where the next page starts: the last page's NextMarker, to resume a
+ * listing later from (opts.marker); "" once the last page is in. */
+const char *ecw_blob_list_marker(const struct ecw_blob_list *l);
+/* The Date header of the last page's answer (0 before the first or when
+ * absent). */
+time_t ecw_blob_list_date(const struct ecw_blob_list *l);
+void ecw_blob_list_free(struct ecw_blob_list *l);
 
 #endif

@@ -2,7 +2,11 @@
 /* account.c - connection strings, parsed as the Azure SDKs parse them:
  * split on ';', skip empty parts, split each at its FIRST '=' (keys end in
  * '='), names case-insensitive. An explicit endpoint wins; otherwise it is
- * {protocol}://{account}.{queue|table}.{suffix}. Errors name the setting at
+ * {protocol}://{account}.{queue|table|blob}.{suffix}. The blob endpoint is
+ * optional (a queue-and-table string without AccountName has none), and a
+ * derived one that would break the plain-http rule below is left out rather
+ * than failing a string that worked before blobs came (account.h's
+ * blob_none says why; blob calls quote it). Errors name the setting at
  * fault and never echo a value that could be a secret. The same parser reads
  * the endpoints-only strings of token authentication, where a key or a SAS
  * is an error (the account then carries a token credential instead).
@@ -42,6 +46,7 @@ enum setting {
 	S_SUFFIX,
 	S_QUEUE_EP,
 	S_TABLE_EP,
+	S_BLOB_EP,
 	S_SAS,
 	S_DEV,
 	S_IGNORED, /* recognised, not used by a queue/table client */
@@ -60,7 +65,7 @@ static const struct {
 	{"TableEndpoint", S_TABLE_EP},
 	{"SharedAccessSignature", S_SAS},
 	{"UseDevelopmentStorage", S_DEV},
-	{"BlobEndpoint", S_IGNORED},
+	{"BlobEndpoint", S_BLOB_EP},
 	{"FileEndpoint", S_IGNORED},
 	{"BlobSecondaryEndpoint", S_IGNORED},
 	{"QueueSecondaryEndpoint", S_IGNORED},
@@ -88,6 +93,8 @@ static struct ecw_account *account_new(void)
 
 	if (!a)
 		return NULL;
+	for (int svc = 0; svc < ECW_SVC_COUNT; svc++)
+		a->endpoint_path[svc] = "";
 	pthread_rwlock_init(&a->secret_lock, NULL);
 	pthread_mutex_init(&a->reload_mu, NULL);
 	return a;
@@ -99,8 +106,8 @@ void ecw_account_free(struct ecw_account *a)
 		return;
 	free(a->name);
 	wipe_secret(a->key, a->key_len, a->sas);
-	free(a->endpoint[0]);
-	free(a->endpoint[1]);
+	for (int svc = 0; svc < ECW_SVC_COUNT; svc++)
+		free(a->endpoint[svc]);
 	ecw_token_credential_free(a->cred);
 	if (a->reload_payload_free)
 		a->reload_payload_free(a->reload_payload);
@@ -178,7 +185,10 @@ bool ecw_account_may_create(const struct ecw_account *a, enum ecw_service svc)
 	bool may;
 
 	ecw_account_secret_hold(a);
-	may = !a->sas || (field_has(a->sas, "ss", svc == ECW_SVC_TABLE ? "t" : "q") &&
+	may = !a->sas || (field_has(a->sas, "ss",
+				    svc == ECW_SVC_TABLE  ? "t"
+				    : svc == ECW_SVC_BLOB ? "b"
+							  : "q") &&
 			  field_has(a->sas, "srt", "c") && field_has(a->sas, "sp", "wc"));
 	ecw_account_secret_release(a);
 	return may;
@@ -219,26 +229,37 @@ static bool emulator_account(const struct ecw_account *a, const char *key, size_
 	       memcmp(key, DEV_KEY, key_len) == 0;
 }
 
-/* Both endpoints against the plain-http rule (see the top of the file). The
- * endpoint is named in full: it is a URL without a query (set_endpoint), so
- * never a secret. */
-static int check_plain_http(const struct ecw_account *a, bool for_token, const char *key, size_t key_len)
-{
-	for (int svc = 0; svc < 2; svc++) {
-		const char *ep = a->endpoint[svc],
-			   *setting = svc == ECW_SVC_QUEUE ? "QueueEndpoint" : "TableEndpoint";
-		size_t n = strlen(ep);
+static const char *const setting_name[ECW_SVC_COUNT] = {"QueueEndpoint", "TableEndpoint", "BlobEndpoint"};
 
-		if (!ecw_url_is_plain_http(ep, n))
+/* The endpoints against the plain-http rule (see the top of the file). The
+ * endpoint is named in full: it is a URL without a query (set_endpoint), so
+ * never a secret. A blob endpoint derived from AccountName (blob_derived)
+ * that breaks the rule is dropped, not an error. */
+static int check_plain_http(struct ecw_account *a, bool for_token, const char *key, size_t key_len,
+			    bool blob_derived)
+{
+	for (int svc = 0; svc < ECW_SVC_COUNT; svc++) {
+		const char *ep = a->endpoint[svc], *setting = setting_name[svc];
+		size_t n = ep ? strlen(ep) : 0;
+
+		if (!ep || !ecw_url_is_plain_http(ep, n))
 			continue;
+		if (!for_token && (ecw_url_is_loopback(ep, n) || emulator_account(a, key, key_len)))
+			continue;
+		if (svc == ECW_SVC_BLOB && blob_derived) {
+			free(a->endpoint[svc]);
+			a->endpoint[svc] = NULL;
+			a->endpoint_path[svc] = "";
+			a->blob_none =
+				"the blob endpoint derived from AccountName is http:// (give BlobEndpoint)";
+			continue;
+		}
 		if (for_token)
 			return ecw_error_set(
 				ECW_EINVALID,
-				"connection string: %s %s is http://: with token authentication both "
-				"endpoints must be https:// (a bearer token is a secret)",
+				"connection string: %s %s is http://: with token authentication every "
+				"endpoint must be https:// (a bearer token is a secret)",
 				setting, ep);
-		if (ecw_url_is_loopback(ep, n) || emulator_account(a, key, key_len))
-			continue;
 		return ecw_error_set(
 			ECW_EINVALID,
 			"connection string: %s %s is http://: the %s would cross the network in "
@@ -258,6 +279,7 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 	struct ecw_buf tmp;
 	const char *p, *end;
 	int err = ECW_EINVALID, part = 0;
+	bool blob_derived;
 
 	*out = NULL;
 	ecw_buf_init(&tmp, 0);
@@ -316,12 +338,13 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 	}
 
 	if (for_token && (val[S_KEY] || val[S_SAS] || val[S_DEV])) {
-		err = ecw_error_set(ECW_EINVALID,
-				    "connection string: %s cannot be used with token authentication "
-				    "(give only QueueEndpoint and TableEndpoint, or AccountName)",
-				    val[S_KEY]   ? "AccountKey"
-				    : val[S_SAS] ? "SharedAccessSignature"
-						 : "UseDevelopmentStorage");
+		err = ecw_error_set(
+			ECW_EINVALID,
+			"connection string: %s cannot be used with token authentication "
+			"(give only QueueEndpoint, TableEndpoint and BlobEndpoint, or AccountName)",
+			val[S_KEY]   ? "AccountKey"
+			: val[S_SAS] ? "SharedAccessSignature"
+				     : "UseDevelopmentStorage");
 		goto done;
 	}
 	if (val[S_DEV]) {
@@ -330,7 +353,8 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 					    "connection string: UseDevelopmentStorage must be 'true'");
 			goto done;
 		}
-		if (val[S_NAME] || val[S_KEY] || val[S_SAS] || val[S_QUEUE_EP] || val[S_TABLE_EP]) {
+		if (val[S_NAME] || val[S_KEY] || val[S_SAS] || val[S_QUEUE_EP] || val[S_TABLE_EP] ||
+		    val[S_BLOB_EP]) {
 			err = ecw_error_set(
 				ECW_EINVALID,
 				"connection string: UseDevelopmentStorage cannot be combined with account or endpoint settings");
@@ -344,7 +368,10 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 					strlen("http://127.0.0.1:10001/" DEV_ACCOUNT), "QueueEndpoint")) <
 			    0 ||
 		    (err = set_endpoint(a, ECW_SVC_TABLE, "http://127.0.0.1:10002/" DEV_ACCOUNT,
-					strlen("http://127.0.0.1:10002/" DEV_ACCOUNT), "TableEndpoint")) < 0)
+					strlen("http://127.0.0.1:10002/" DEV_ACCOUNT), "TableEndpoint")) <
+			    0 ||
+		    (err = set_endpoint(a, ECW_SVC_BLOB, "http://127.0.0.1:10000/" DEV_ACCOUNT,
+					strlen("http://127.0.0.1:10000/" DEV_ACCOUNT), "BlobEndpoint")) < 0)
 			goto done;
 	}
 
@@ -401,15 +428,24 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 	if (val[S_TABLE_EP] &&
 	    (err = set_endpoint(a, ECW_SVC_TABLE, val[S_TABLE_EP], vlen[S_TABLE_EP], "TableEndpoint")) < 0)
 		goto done;
+	if (val[S_BLOB_EP] &&
+	    (err = set_endpoint(a, ECW_SVC_BLOB, val[S_BLOB_EP], vlen[S_BLOB_EP], "BlobEndpoint")) < 0)
+		goto done;
+	blob_derived = !a->endpoint[ECW_SVC_BLOB];
 
-	for (int svc = 0; svc < 2; svc++) {
+	for (int svc = 0; svc < ECW_SVC_COUNT; svc++) {
+		static const char *const host_part[ECW_SVC_COUNT] = {"queue", "table", "blob"};
 		const char *proto = "https";
 		size_t plen = 5;
 		if (a->endpoint[svc])
 			continue;
+		if (!a->name[0] && svc == ECW_SVC_BLOB) {
+			a->blob_none = "the connection string has neither BlobEndpoint nor AccountName";
+			continue;
+		}
 		if (!a->name[0]) {
 			err = ecw_error_set(ECW_EINVALID, "connection string: %s or AccountName is required",
-					    svc == ECW_SVC_QUEUE ? "QueueEndpoint" : "TableEndpoint");
+					    setting_name[svc]);
 			goto done;
 		}
 		if (val[S_PROTOCOL]) {
@@ -430,14 +466,13 @@ static int parse(struct ecw_account **out, const char *connstr, bool for_token)
 			goto done;
 		}
 		if ((err = ecw_buf_printf(&tmp, "%.*s://%s.%s.%.*s", (int)plen, proto, a->name,
-					  svc == ECW_SVC_QUEUE ? "queue" : "table",
+					  host_part[svc],
 					  (int)(val[S_SUFFIX] ? vlen[S_SUFFIX] : strlen("core.windows.net")),
 					  val[S_SUFFIX] ? val[S_SUFFIX] : "core.windows.net")) < 0 ||
-		    (err = set_endpoint(a, (enum ecw_service)svc, tmp.ptr, tmp.len,
-					svc == ECW_SVC_QUEUE ? "QueueEndpoint" : "TableEndpoint")) < 0)
+		    (err = set_endpoint(a, (enum ecw_service)svc, tmp.ptr, tmp.len, setting_name[svc])) < 0)
 			goto done;
 	}
-	if ((err = check_plain_http(a, for_token, val[S_KEY], vlen[S_KEY])) < 0)
+	if ((err = check_plain_http(a, for_token, val[S_KEY], vlen[S_KEY], blob_derived)) < 0)
 		goto done;
 	*out = a;
 	a = NULL;
@@ -487,6 +522,15 @@ static bool same_secret(const struct ecw_account *a, const struct ecw_account *b
 	       (!a->sas || strcmp(a->sas, b->sas) == 0);
 }
 
+static bool same_endpoints(const struct ecw_account *a, const struct ecw_account *b)
+{
+	for (int svc = 0; svc < ECW_SVC_COUNT; svc++)
+		if ((!a->endpoint[svc]) != (!b->endpoint[svc]) ||
+		    (a->endpoint[svc] && strcmp(a->endpoint[svc], b->endpoint[svc]) != 0))
+			return false;
+	return true;
+}
+
 int ecw_account_update_secret(struct ecw_account *a, const char *connstr)
 {
 	struct ecw_account *n = NULL;
@@ -503,8 +547,7 @@ int ecw_account_update_secret(struct ecw_account *a, const char *connstr)
 		return err;
 	/* Endpoints and name are read without the lock (they never change):
 	 * only the secret may. */
-	if (strcmp(n->name, a->name) != 0 || strcmp(n->endpoint[0], a->endpoint[0]) != 0 ||
-	    strcmp(n->endpoint[1], a->endpoint[1]) != 0) {
+	if (strcmp(n->name, a->name) != 0 || !same_endpoints(a, n)) {
 		err = ecw_error_set(ECW_EINVALID,
 				    "connection string: it names another account or other endpoints than the "
 				    "ones in use; only the key or the SAS can change without a restart");

@@ -17,6 +17,8 @@
 #include "ecw_storage.h"
 #include "ecw_token.h"
 
+#define ECW_SVC_COUNT 3 /* the services of enum ecw_service */
+
 struct ecw_account {
 	char *name;         /* "" when only a SAS was given */
 	unsigned char *key; /* decoded AccountKey; NULL when none */
@@ -24,8 +26,9 @@ struct ecw_account {
 	char *sas;                         /* token without a leading '?'; NULL when none */
 	uint64_t gen;                      /* counts the secrets the account has held */
 	struct ecw_token_credential *cred; /* Entra ID tokens; NULL when none (owned) */
-	char *endpoint[2];                 /* by enum ecw_service; no trailing '/' */
-	const char *endpoint_path[2];      /* path part of endpoint[i] ("/devstoreaccount1" or "") */
+	char *endpoint[ECW_SVC_COUNT];     /* by enum ecw_service; no trailing '/'; the blob's may be NULL */
+	const char *endpoint_path[ECW_SVC_COUNT]; /* path part of endpoint[i] ("/devstoreaccount1" or "") */
+	const char *blob_none;                    /* why endpoint[ECW_SVC_BLOB] is NULL (static text) */
 	/* The one mutable part of a shared account: readers of the secret
 	 * take it shared, a new secret goes in with it held exclusively. */
 	pthread_rwlock_t secret_lock;

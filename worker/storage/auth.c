@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* auth.c - Shared Key signing for the Queue and Table services, and base64.
- * The two services sign different strings: Queue uses the Blob-style layout
- * with every x-ms-* header and every query parameter; Table signs only
- * VERB, Content-MD5, Content-Type, x-ms-date and the resource (+ ?comp=). */
+/* auth.c - Shared Key signing for the Queue, Table and Blob services, and
+ * HMAC. The services sign different strings: Queue and Blob the full layout
+ * with the standard headers, every x-ms-* header and every query parameter;
+ * Table only VERB, Content-MD5, Content-Type, x-ms-date and the resource
+ * (+ ?comp=). */
 #include <ctype.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -142,7 +143,8 @@ static int canonical_resource(struct ecw_buf *out, const struct ecw_account *a, 
 	return ecw_buf_cat(out, "/", a->name, a->endpoint_path[r->svc], ecw_buf_cstr(&r->path), NULL);
 }
 
-static int queue_sts(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)
+/* The Queue and Blob layout. */
+static int full_sts(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)
 {
 	struct ecw_kv hs[ECW_REQ_MAX_HEADERS], qs[ECW_REQ_MAX_QUERY];
 	struct ecw_buf hnames, qnames;
@@ -157,12 +159,15 @@ static int queue_sts(struct ecw_buf *out, const struct ecw_account *a, const str
 	nq = sorted_lower(qs, r->query, r->nquery, NULL, &qnames);
 	if (nh < 0 || nq < 0)
 		goto done;
-	/* VERB, Content-Encoding, Content-Language, Content-Length, Content-MD5,
-	 * Content-Type, Date, If-Modified-Since, If-Match, If-None-Match,
-	 * If-Unmodified-Since, Range. ecworker never sends the encoding,
-	 * language, MD5, Date or conditional-time headers. */
-	if ((err = ecw_buf_cat(out, r->method, "\n\n\n", clen, "\n\n", r->content_type ? r->content_type : "",
-			       "\n\n\n", hdr(r, "If-Match"), "\n\n\n", hdr(r, "Range"), "\n", NULL)) < 0)
+	/* VERB, Content-Encoding, Content-Language, Content-Length (empty when
+	 * 0), Content-MD5, Content-Type, Date, If-Modified-Since, If-Match,
+	 * If-None-Match, If-Unmodified-Since, Range. ecworker never sends the
+	 * encoding or language (Azurite signs the two in the other order), and
+	 * never Date (x-ms-date stands for it). */
+	if ((err = ecw_buf_cat(out, r->method, "\n\n\n", clen, "\n", hdr(r, "Content-MD5"), "\n",
+			       r->content_type ? r->content_type : "", "\n\n", hdr(r, "If-Modified-Since"),
+			       "\n", hdr(r, "If-Match"), "\n", hdr(r, "If-None-Match"), "\n",
+			       hdr(r, "If-Unmodified-Since"), "\n", hdr(r, "Range"), "\n", NULL)) < 0)
 		goto done;
 	for (int i = 0; i < nh; i++)
 		if ((err = ecw_buf_cat(out, hs[i].name, ":", hs[i].value, "\n", NULL)) < 0)
@@ -195,7 +200,7 @@ static int table_sts(struct ecw_buf *out, const struct ecw_account *a, const str
 
 int ecw_auth_string_to_sign(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)
 {
-	return r->svc == ECW_SVC_QUEUE ? queue_sts(out, a, r) : table_sts(out, a, r);
+	return r->svc == ECW_SVC_TABLE ? table_sts(out, a, r) : full_sts(out, a, r);
 }
 
 int ecw_auth_header(struct ecw_buf *out, const struct ecw_account *a, const struct ecw_request *r)

@@ -162,6 +162,19 @@ static int request_failed(const struct ecw_client *c, const struct ecw_request *
 			     ecw_buf_cstr(&r->path), why);
 }
 
+static const char *api_version(enum ecw_service svc)
+{
+	return svc == ECW_SVC_QUEUE  ? ECW_QUEUE_API_VERSION
+	       : svc == ECW_SVC_BLOB ? ECW_BLOB_API_VERSION
+				     : ECW_TABLE_API_VERSION;
+}
+
+/* The most r's answer may hold: its own cap, or its kind's. */
+static size_t answer_cap(const struct ecw_request *r)
+{
+	return r->answer_max ? r->answer_max : ecw_response_cap(r->op);
+}
+
 /* ---- libcurl transport ----------------------------------------------------- */
 
 /* The body as libcurl hands it over, under the response's cap (the body's
@@ -346,7 +359,12 @@ static int curl_send(struct ecw_client *c, struct ecw_response *resp, const char
 		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, r->body ? r->body : "");
 		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
 	}
-	curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, strcmp(r->method, "GET") == 0 ? NULL : r->method);
+	/* HEAD is libcurl's NOBODY (HTTPGET above turned it off again): as a
+	 * custom method it would wait for the body its Content-Length names. */
+	if (strcmp(r->method, "HEAD") == 0)
+		curl_easy_setopt(c->curl, CURLOPT_NOBODY, 1L);
+	curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST,
+			 strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0 ? NULL : r->method);
 	/* A Content-Length over the cap fails before the body is read. */
 	curl_easy_setopt(c->curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)resp->body.max);
 	/* A cancellation's deadline ends the transfer as its timeout would. */
@@ -388,7 +406,7 @@ static int transport_send(struct ecw_client *c, struct ecw_response *resp, const
 	uint64_t before;
 	int err;
 
-	resp->body.max = ecw_response_cap(r->op);
+	resp->body.max = answer_cap(r);
 	if (c->curl)
 		return curl_send(c, resp, url, r);
 	if (c->fresh_connect) {
@@ -462,11 +480,12 @@ static int classify(const struct ecw_client *c, const struct ecw_request *r, con
 	/* The service's text for an auth failure can quote the request's
 	 * signature; keep only the code. */
 	if (err == ECW_EAUTH && c->acct->cred)
-		snprintf(
-			msg, sizeof(msg), "%s",
-			"the service refused the access token (check that the identity has a data role on "
-			"the account, such as Storage Queue Data Contributor and Storage Table Data Contributor, "
-			"and that the token is for https://storage.azure.com)");
+		snprintf(msg, sizeof(msg),
+			 "the service refused the access token (check that the identity has a data role on "
+			 "the account, such as %s, and that the token is for https://storage.azure.com)",
+			 r->svc == ECW_SVC_BLOB
+				 ? "Storage Blob Data Contributor"
+				 : "Storage Queue Data Contributor and Storage Table Data Contributor");
 	else if (err == ECW_EAUTH)
 		snprintf(msg, sizeof(msg), "%s",
 			 "the service refused the credentials (check the account key or SAS)");
@@ -597,9 +616,7 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 
 	ecw_buf_init(&url, 0);
 	ecw_buf_init(&auth, 0);
-	if ((err = ecw_request_set_header(r, "x-ms-version",
-					  r->svc == ECW_SVC_QUEUE ? ECW_QUEUE_API_VERSION
-								  : ECW_TABLE_API_VERSION)) < 0)
+	if ((err = ecw_request_set_header(r, "x-ms-version", api_version(r->svc))) < 0)
 		goto done;
 	for (attempt = 1;; attempt++) {
 		ecw_response_reset(resp);
@@ -707,9 +724,7 @@ static int sign_for_pipeline(struct ecw_client *c, struct ecw_request *r, struct
 	int err;
 
 	ecw_buf_init(&auth, 0);
-	if ((err = ecw_request_set_header(r, "x-ms-version",
-					  r->svc == ECW_SVC_QUEUE ? ECW_QUEUE_API_VERSION
-								  : ECW_TABLE_API_VERSION)) < 0 ||
+	if ((err = ecw_request_set_header(r, "x-ms-version", api_version(r->svc))) < 0 ||
 	    (err = ecw_request_set_header(r, "x-ms-date", date)) < 0 ||
 	    (err = sign_with_secret(url, &auth, gen, c, r)) < 0)
 		goto done;
@@ -808,7 +823,7 @@ static void send_pipelined_chunk(struct ecw_client *c, struct ecw_request **rs, 
 		}
 		url_ptrs[signed_n] = urls[signed_n].ptr;
 		ecw_response_reset(&resps[signed_n]);
-		resps[signed_n].body.max = ecw_response_cap(rs[signed_n]->op);
+		resps[signed_n].body.max = answer_cap(rs[signed_n]);
 	}
 	if (c->fresh_connect) {
 		ecw_http_close_all(c->http);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* client.h - the client's private side (client.c; the client itself is
  * public, ecw_storage.h): sending a request with signing, retries and the
- * classification of failures. The top of the request path: queue.c, table.c
- * and batch.c call it; it drives http.c (or libcurl), auth.c and token.c,
+ * classification of failures. The top of the request path: queue.c, table.c,
+ * batch.c and blob.c call it; it drives http.c (or libcurl), auth.c and token.c,
  * none of which calls it back.
  *
  * Ownership: the request and the response are the caller's; the client only
@@ -21,6 +21,7 @@
 
 #define ECW_QUEUE_API_VERSION "2021-12-02"
 #define ECW_TABLE_API_VERSION "2019-02-02"
+#define ECW_BLOB_API_VERSION "2021-12-02"
 
 /* Dates, signs, sends (retrying transient failures), and maps a non-2xx
  * answer to an ecw_err with the last error set from the body and headers. */

@@ -24,7 +24,9 @@ struct ecw_kv {
 };
 
 #define ECW_REQ_MAX_QUERY 8
-#define ECW_REQ_MAX_HEADERS 16
+/* A blob put's metadata (ECW_BLOB_META_MAX pairs) beside its own headers
+ * and the client's. */
+#define ECW_REQ_MAX_HEADERS 32
 
 struct ecw_request {
 	enum ecw_service svc;
@@ -41,6 +43,8 @@ struct ecw_request {
 	size_t body_len;
 	const char *label; /* names the request in messages (not owned); NULL:
 				     * METHOD, endpoint path and path */
+	size_t answer_max; /* the most the answer's body may hold; 0: by op
+			    * (ecw_response_cap) */
 };
 
 void ecw_request_init(struct ecw_request *r, enum ecw_service svc, const char *method);

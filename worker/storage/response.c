@@ -124,6 +124,13 @@ static const struct {
      * each message's few hundred bytes of envelope. */
 	{"queue.receive", 16 * MiB},
 	{"queue.peek", 16 * MiB},
+	/* A blob listing's page: max_results blobs (1,000 unless the caller
+	 * asks for up to 5,000), each a name of up to 1,024 characters (up to
+	 * 3 KiB of UTF-8, more where XML escapes it), its properties (a KiB or
+	 * two of XML) and with include=metadata up to 8 KiB of metadata: a
+	 * page of 1,000 stays under 16 MiB. A blob's body is capped by its
+	 * reader (ecw_blob_get's max_bytes), not here. */
+	{"blob.list", 32 * MiB},
 	/* A token endpoint's JSON: an access token of a few KiB. */
 	{"token.get", 64 * KiB},
 };
