@@ -3,12 +3,14 @@
 # stops in-memory Azurite instances on ports the kernel picks, so runs never
 # collide. Callers set AZURITE (the azurite binary), AZURITE_LOG and
 # AZURITE_TLS_LOG, and a working directory AZURITE_DIR; azurite_start exports
-# ECW_TEST_QUEUE_PORT, ECW_TEST_TABLE_PORT and ECW_TEST_CONNECTION_STRING (the
-# public devstoreaccount1 key), azurite_start_tls ECW_TEST_HTTPS_QUEUE_PORT,
-# ECW_TEST_HTTPS_TABLE_PORT and ECW_TEST_CA_FILE (its self-signed certificate).
+# ECW_TEST_QUEUE_PORT, ECW_TEST_TABLE_PORT, ECW_TEST_BLOB_PORT and
+# ECW_TEST_CONNECTION_STRING (the public devstoreaccount1 key, all three
+# endpoints), azurite_start_tls ECW_TEST_HTTPS_QUEUE_PORT,
+# ECW_TEST_HTTPS_TABLE_PORT, ECW_TEST_HTTPS_BLOB_PORT and ECW_TEST_CA_FILE
+# (its self-signed certificate).
 
-AZ_PID=""        # the queue + table Azurite over http
-AZ_TLS_PID=""    # queue + table over https (self-signed) with --oauth basic, for test_tls and test_oauth
+AZ_PID=""        # the queue + table + blob Azurite over http
+AZ_TLS_PID=""    # the same over https (self-signed) with --oauth basic, for test_tls and test_oauth
 AZURITE_TLS_LOG="${AZURITE_TLS_LOG:-$AZURITE_DIR/azurite-https.log}"
 
 stop_pid() {
@@ -87,7 +89,6 @@ azurite_start() {
 	# Not --silent: the access log (one line per request) is what you want to
 	# read when a test fails. In memory, so --location must not be given; run
 	# from BUILD_DIR so nothing Azurite might write lands in the source tree.
-	# The blob service cannot be turned off: it gets a free port too.
 	(cd "$AZURITE_DIR" && exec "$AZURITE" --inMemoryPersistence --skipApiVersionCheck \
 		--disableTelemetry \
 		--blobHost 127.0.0.1 --blobPort 0 \
@@ -96,25 +97,26 @@ azurite_start() {
 		"${extra[@]}") >>"$AZURITE_LOG" 2>&1 &
 	AZ_PID=$!
 
-	local ports qp tp
-	if ! ports="$(wait_ports "$AZ_PID" "$AZURITE_LOG" Queue Table)"; then
+	local ports qp tp bp
+	if ! ports="$(wait_ports "$AZ_PID" "$AZURITE_LOG" Queue Table Blob)"; then
 		azurite_tail >&2
 		return 1
 	fi
-	read -r qp tp <<<"$ports"
+	read -r qp tp bp <<<"$ports"
 
 	local key="Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 	export ECW_TEST_QUEUE_PORT="$qp"
 	export ECW_TEST_TABLE_PORT="$tp"
-	export ECW_TEST_CONNECTION_STRING="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=$key;QueueEndpoint=http://127.0.0.1:$qp/devstoreaccount1;TableEndpoint=http://127.0.0.1:$tp/devstoreaccount1;"
-	echo "Azurite (pid $AZ_PID): queue port $qp, table port $tp, log $AZURITE_LOG"
+	export ECW_TEST_BLOB_PORT="$bp"
+	export ECW_TEST_CONNECTION_STRING="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=$key;QueueEndpoint=http://127.0.0.1:$qp/devstoreaccount1;TableEndpoint=http://127.0.0.1:$tp/devstoreaccount1;BlobEndpoint=http://127.0.0.1:$bp/devstoreaccount1;"
+	echo "Azurite (pid $AZ_PID): queue port $qp, table port $tp, blob port $bp, log $AZURITE_LOG"
 }
 
-# A second Azurite, queue and table over https with a self-signed certificate
-# made here, accepting bearer tokens as well as keys (--oauth basic: Azurite
-# checks a token's issuer, audience and lifetime, not its signature), for the
-# TLS and OAuth tests (ECW_TEST_HTTPS_QUEUE_PORT, ECW_TEST_HTTPS_TABLE_PORT,
-# ECW_TEST_CA_FILE). Without openssl the variables stay unset and those tests
+# A second Azurite, queue, table and blob over https with a self-signed
+# certificate made here, accepting bearer tokens as well as keys (--oauth
+# basic: Azurite checks a token's issuer, audience and lifetime, not its
+# signature), for the TLS and OAuth tests (ECW_TEST_HTTPS_QUEUE_PORT,
+# ECW_TEST_HTTPS_TABLE_PORT, ECW_TEST_HTTPS_BLOB_PORT, ECW_TEST_CA_FILE). Without openssl the variables stay unset and those tests
 # say so.
 azurite_start_tls() {
 	local dir="$AZURITE_DIR/tls"
@@ -139,15 +141,16 @@ azurite_start_tls() {
 		--tableHost 127.0.0.1 --tablePort 0 \
 		--cert "$dir/cert.pem" --key "$dir/key.pem") >>"$AZURITE_TLS_LOG" 2>&1 &
 	AZ_TLS_PID=$!
-	local ports qp tp
-	if ! ports="$(wait_ports "$AZ_TLS_PID" "$AZURITE_TLS_LOG" Queue Table)"; then
+	local ports qp tp bp
+	if ! ports="$(wait_ports "$AZ_TLS_PID" "$AZURITE_TLS_LOG" Queue Table Blob)"; then
 		azurite_tail >&2
 		return 1
 	fi
-	read -r qp tp <<<"$ports"
+	read -r qp tp bp <<<"$ports"
 	export ECW_TEST_HTTPS_QUEUE_PORT="$qp"
 	export ECW_TEST_HTTPS_TABLE_PORT="$tp"
+	export ECW_TEST_HTTPS_BLOB_PORT="$bp"
 	export ECW_TEST_CA_FILE="$dir/cert.pem"
-	echo "Azurite over https with OAuth (pid $AZ_TLS_PID): queue port $qp, table port $tp, log $AZURITE_TLS_LOG"
+	echo "Azurite over https with OAuth (pid $AZ_TLS_PID): queue port $qp, table port $tp, blob port $bp, log $AZURITE_TLS_LOG"
 }
 

@@ -22,6 +22,7 @@ pid=
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; azurite_stop; }
 trap cleanup EXIT
 azurite_start >/dev/null
+# Queue, table and blob endpoints (BlobEndpoint too, for jobs that keep blobs).
 export AZURE_STORAGE_CONNECTION_STRING="$ECW_TEST_CONNECTION_STRING"
 app() { node "$ROOT/tests/demo.js" "$@"; }
 outcomes() { grep -c ' message ' "$worker_log" || true; }

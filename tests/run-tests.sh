@@ -9,11 +9,12 @@
 # integration binaries (BUILD_DIR/tests/integration/test_*) this script starts
 # in-memory Azurites (queue + table on free ports), one for each binary that
 # may run at once (a lane), and always stops them on exit. A binary finds its
-# lane's in ECW_TEST_CONNECTION_STRING, ECW_TEST_QUEUE_PORT and
-# ECW_TEST_TABLE_PORT. For the TLS and OAuth tests it also starts one
-# queue + table Azurite over https (--oauth basic) with a self-signed
-# certificate made with openssl (ECW_TEST_HTTPS_QUEUE_PORT,
-# ECW_TEST_HTTPS_TABLE_PORT, ECW_TEST_CA_FILE; log BUILD_DIR/azurite-https.log,
+# lane's in ECW_TEST_CONNECTION_STRING, ECW_TEST_QUEUE_PORT,
+# ECW_TEST_TABLE_PORT and ECW_TEST_BLOB_PORT. For the TLS and OAuth tests it
+# also starts one queue + table + blob Azurite over https (--oauth basic) with
+# a self-signed certificate made with openssl (ECW_TEST_HTTPS_QUEUE_PORT,
+# ECW_TEST_HTTPS_TABLE_PORT, ECW_TEST_HTTPS_BLOB_PORT, ECW_TEST_CA_FILE; log
+# BUILD_DIR/azurite-https.log,
 # certificate in BUILD_DIR/tls/). Each lane's access log is kept:
 # BUILD_DIR/azurite.log for the first, BUILD_DIR/azurite-lane2.log and so on
 # for the others; a failed binary's report names its lane's (set
@@ -101,7 +102,7 @@ trap 'stop_pool; lanes_stop; azurite_stop; exit 143' TERM
 # Lane L (0, 1, ...) is the Azurite LANE_PID[L], its ports and connection
 # string, its access log LANE_LOG[L]. run_pool gives each binary it starts
 # a free slot, and pool_env exports that slot's lane to it.
-LANE_PID=() LANE_QP=() LANE_TP=() LANE_CS=() LANE_LOG=()
+LANE_PID=() LANE_QP=() LANE_TP=() LANE_BP=() LANE_CS=() LANE_LOG=()
 
 # lanes_start N: starts N lanes' Azurites, one after the other.
 lanes_start() {
@@ -111,6 +112,7 @@ lanes_start() {
 		((l == 0)) || AZURITE_LOG="$BUILD_DIR/azurite-lane$((l + 1)).log"
 		azurite_start || return 1
 		LANE_PID[l]="$AZ_PID" LANE_QP[l]="$ECW_TEST_QUEUE_PORT" LANE_TP[l]="$ECW_TEST_TABLE_PORT"
+		LANE_BP[l]="$ECW_TEST_BLOB_PORT"
 		LANE_CS[l]="$ECW_TEST_CONNECTION_STRING" LANE_LOG[l]="$AZURITE_LOG"
 		AZ_PID="" # the lane's now: lanes_stop stops it
 	done
@@ -380,6 +382,7 @@ pool_env() {
 	local l="$1"
 	[[ -n "${LANE_PID[l]:-}" ]] || return 0
 	export ECW_TEST_QUEUE_PORT="${LANE_QP[l]}" ECW_TEST_TABLE_PORT="${LANE_TP[l]}"
+	export ECW_TEST_BLOB_PORT="${LANE_BP[l]}"
 	export ECW_TEST_CONNECTION_STRING="${LANE_CS[l]}"
 }
 

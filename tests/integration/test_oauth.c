@@ -4,7 +4,7 @@
  * App Service style) gets a token from a token endpoint this test runs
  * (tokensrv.c, which checks every request field and mints a JWT), and sends
  * it as a bearer token to the https Azurite that run-tests.sh starts with
- * `--oauth basic`, trusted through storage.ca_file. Queue and table
+ * `--oauth basic`, trusted through storage.ca_file. Queue, table and blob
  * operations (batches too) go through; a token Azurite refuses (expired, or
  * for another audience) and a token endpoint that refuses the identity come
  * back as clear auth errors without a secret in them; and the worker process
@@ -27,7 +27,7 @@
 struct ot {
 	struct tokensrv *srv;
 	char token_file[640];
-	char queue[64], table[64];
+	char queue[64], table[64], container[64];
 	struct ecw_config *cfg;
 	struct ecw_account *acct;
 	struct ecw_client *c;
@@ -60,6 +60,7 @@ static int ot_setup(void **state)
 	clear_identity_env();
 	itest_unique_name(o->queue, sizeof(o->queue), 'q', "oauth");
 	itest_unique_name(o->table, sizeof(o->table), 't', "oauth");
+	itest_unique_name(o->container, sizeof(o->container), 'q', "oauth");
 	proc_write_file(o->token_file, sizeof(o->token_file), "federated-token.txt", ASSERTION "\n");
 	*state = o;
 	return 0;
@@ -83,16 +84,18 @@ static int ot_teardown(void **state)
 /* The storage section for the https Azurite; extra: more lines under storage:. */
 static void storage_yaml(char *out, size_t cap, const char *auth, bool ca_file, const char *extra)
 {
-	int k = snprintf(out, cap,
-	                 "storage:\n"
-	                 "  auth: %s\n"
-	                 "  connection_string: \"QueueEndpoint=https://127.0.0.1:%s/devstoreaccount1;"
-	                 "TableEndpoint=https://127.0.0.1:%s/devstoreaccount1\"\n"
-	                 "%s%s%s"
-	                 "%s",
-	                 auth, need_env("ECW_TEST_HTTPS_QUEUE_PORT"), need_env("ECW_TEST_HTTPS_TABLE_PORT"),
-	                 ca_file ? "  ca_file: \"" : "", ca_file ? need_env("ECW_TEST_CA_FILE") : "",
-	                 ca_file ? "\"\n" : "", extra ? extra : "");
+	int k =
+	    snprintf(out, cap,
+	             "storage:\n"
+	             "  auth: %s\n"
+	             "  connection_string: \"QueueEndpoint=https://127.0.0.1:%s/devstoreaccount1;"
+	             "TableEndpoint=https://127.0.0.1:%s/devstoreaccount1;"
+	             "BlobEndpoint=https://127.0.0.1:%s/devstoreaccount1\"\n"
+	             "%s%s%s"
+	             "%s",
+	             auth, need_env("ECW_TEST_HTTPS_QUEUE_PORT"), need_env("ECW_TEST_HTTPS_TABLE_PORT"),
+	             need_env("ECW_TEST_HTTPS_BLOB_PORT"), ca_file ? "  ca_file: \"" : "",
+	             ca_file ? need_env("ECW_TEST_CA_FILE") : "", ca_file ? "\"\n" : "", extra ? extra : "");
 	assert_true(k > 0 && (size_t)k < cap);
 }
 
@@ -201,15 +204,41 @@ static void table_round_trip(struct ot *o)
 	ecw_entity_free(big);
 }
 
+/* create / put / list / get / props / delete over https, then the container goes. */
+static void blob_round_trip(struct ot *o)
+{
+	struct ecw_blob_list *l = NULL;
+	struct ecw_blob_info *it = NULL, *props = NULL;
+	struct ecw_buf out;
+
+	ecw_buf_init(&out, 0);
+	ECW_ASSERT_OK(ecw_blob_container_create(NULL, o->c, o->container));
+	ECW_ASSERT_OK(ecw_blob_put(NULL, o->c, o->container, "via bearer", "via bearer", 10, NULL));
+	ECW_ASSERT_OK(ecw_blob_list_new(&l, o->c, o->container, NULL));
+	ECW_ASSERT_OK(ecw_blob_list_next(&it, l));
+	assert_non_null(it);
+	ECW_ASSERT_OK(ecw_blob_get(&out, NULL, o->c, o->container, it->name, 100));
+	assert_string_equal(ecw_buf_cstr(&out), "via bearer");
+	ECW_ASSERT_OK(ecw_blob_props(&props, o->c, o->container, it->name));
+	assert_string_equal(props->etag, it->etag);
+	ECW_ASSERT_OK(ecw_blob_delete(o->c, o->container, it->name, props->etag));
+	ECW_ASSERT_OK(ecw_blob_container_delete(o->c, o->container));
+	ecw_blob_info_free(props);
+	ecw_blob_info_free(it);
+	ecw_blob_list_free(l);
+	ecw_buf_dispose(&out);
+}
+
 /* ---- token exchange, then bearer requests --------------------------------------- */
 
-static void test_oauth__workload_identity_queue_and_table(void **state)
+static void test_oauth__workload_identity_queue_table_and_blob(void **state)
 {
 	struct ot *o = *state;
 
 	workload_identity(o, &(struct tokensrv_config){.mode = TOKENSRV_ENTRA, .assertion = ASSERTION}, true);
 	queue_round_trip(o);
 	table_round_trip(o);
+	blob_round_trip(o);
 	/* One token for all of it. */
 	assert_server_clean(o, 1);
 }
@@ -390,7 +419,7 @@ static void test_oauth__worker_runs_a_job_with_workload_identity(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_oauth__workload_identity_queue_and_table, ot_setup,
+	    cmocka_unit_test_setup_teardown(test_oauth__workload_identity_queue_table_and_blob, ot_setup,
 	                                    ot_teardown),
 	    cmocka_unit_test_setup_teardown(test_oauth__managed_identity_imds, ot_setup, ot_teardown),
 	    cmocka_unit_test_setup_teardown(test_oauth__managed_identity_app_service, ot_setup, ot_teardown),

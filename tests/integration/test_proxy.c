@@ -77,11 +77,48 @@ static void test_proxy__through_the_proxy_variable(void **state)
 	ecw_account_free(a);
 }
 
+/* Blobs through libcurl, HEAD too (libcurl's NOBODY: as a custom method it
+ * would wait for the body its Content-Length names, until the timeout). The
+ * proxy is the blob endpoint's Azurite. */
+static void test_proxy__blob_props_through_libcurl(void **state)
+{
+	static const struct ecw_client_options opts = ITEST_OPTIONS;
+	struct ecw_account *a = NULL;
+	struct ecw_client *c = NULL;
+	struct ecw_blob_info *info = NULL;
+	struct ecw_buf out;
+	char proxy[64], name[64];
+	int64_t start;
+	(void)state;
+
+	assert_true(snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%s", getenv("ECW_TEST_BLOB_PORT")) > 0);
+	ecw_buf_init(&out, 0);
+	assert_int_equal(setenv("http_proxy", proxy, 1), 0);
+	itest_client_for(&a, &c, itest_connstr(), &opts);
+	unsetenv("http_proxy");
+	itest_unique_name(name, sizeof(name), 'q', "pxblob");
+	start = itest_now_ms();
+	ECW_ASSERT_OK(ecw_blob_container_create(NULL, c, name));
+	ECW_ASSERT_OK(ecw_blob_put(NULL, c, name, "a b", "0123456789", 10, NULL));
+	ECW_ASSERT_OK(ecw_blob_props(&info, c, name, "a b"));
+	assert_int_equal(info->content_length, 10);
+	ECW_ASSERT_ERR(ecw_blob_props(&info, c, name, "absent"), ECW_EBLOBNOTFOUND);
+	ECW_ASSERT_OK(ecw_blob_get(&out, NULL, c, name, "a b", 10));
+	assert_int_equal(out.len, 10);
+	ECW_ASSERT_OK(ecw_blob_container_delete(c, name));
+	ITEST_CHECK(itest_now_ms() - start < 5000, "blob calls through libcurl took %lld ms",
+	            (long long)(itest_now_ms() - start));
+	ecw_buf_dispose(&out);
+	ecw_client_free(c);
+	ecw_account_free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_proxy__direct_without_variables),
 	    cmocka_unit_test(test_proxy__through_the_proxy_variable),
+	    cmocka_unit_test(test_proxy__blob_props_through_libcurl),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

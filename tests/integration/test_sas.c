@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* test_sas.c - SAS authentication against Azurite: an account SAS signed here
- * (the account-SAS string-to-sign of version 2019-02-02) drives both services
- * through a SAS-only connection string; a SAS with a wrong signature is an
- * auth error at once, and its signature never shows up in the error. */
+ * (the account-SAS string-to-sign of version 2019-02-02) drives the three
+ * services through a SAS-only connection string; a SAS with a wrong
+ * signature is an auth error at once, and its signature never shows up in
+ * the error. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@ static char *account_sas(bool break_signature)
 	/* account, permissions, services, resource types, start, expiry, IP,
 	 * protocol, version, each followed by a newline. */
 	assert_int_equal(ecw_buf_printf(&sts,
-	                                "devstoreaccount1\n%s\nqt\nsco\n\n%s\n\nhttps,http\n2019-02-02\n",
+	                                "devstoreaccount1\n%s\nbqt\nsco\n\n%s\n\nhttps,http\n2019-02-02\n",
 	                                perms, expiry),
 	                 0);
 	assert_int_equal(
@@ -34,7 +35,7 @@ static char *account_sas(bool break_signature)
 	if (break_signature)
 		sig.ptr[0] = sig.ptr[0] == 'A' ? 'B' : 'A';
 	assert_int_equal(ecw_buf_printf(&token,
-	                                "sv=2019-02-02&ss=qt&srt=sco&sp=%s&se=2099-01-01T00%%3A00%%3A00Z"
+	                                "sv=2019-02-02&ss=bqt&srt=sco&sp=%s&se=2099-01-01T00%%3A00%%3A00Z"
 	                                "&spr=https,http&sig=",
 	                                perms),
 	                 0);
@@ -48,19 +49,22 @@ static char *account_sas(bool break_signature)
 
 static char *sas_connstr(const char *sas)
 {
-	const char *qp = getenv("ECW_TEST_QUEUE_PORT"), *tp = getenv("ECW_TEST_TABLE_PORT");
+	const char *qp = getenv("ECW_TEST_QUEUE_PORT"), *tp = getenv("ECW_TEST_TABLE_PORT"),
+	           *bp = getenv("ECW_TEST_BLOB_PORT");
 	struct ecw_buf b;
 
 	assert_non_null(qp);
 	assert_non_null(tp);
+	assert_non_null(bp);
 	ecw_buf_init(&b, 0);
 	/* No AccountName, no key: only endpoints and the token (with a leading
 	 * '?', as the portal shows it). */
 	assert_int_equal(ecw_buf_printf(&b,
 	                                "QueueEndpoint=http://127.0.0.1:%s/devstoreaccount1;"
 	                                "TableEndpoint=http://127.0.0.1:%s/devstoreaccount1;"
+	                                "BlobEndpoint=http://127.0.0.1:%s/devstoreaccount1;"
 	                                "SharedAccessSignature=?%s",
-	                                qp, tp, sas),
+	                                qp, tp, bp, sas),
 	                 0);
 	return ecw_buf_take(&b);
 }
@@ -102,6 +106,43 @@ static void test_sas__queue_and_table_through_account_sas(void **state)
 	free(sas);
 }
 
+/* The SAS goes on the blob URL after the blob's own query (a listing's). */
+static void test_sas__blob_through_account_sas(void **state)
+{
+	struct itest *t = *state;
+	char *sas = account_sas(false), *cs = sas_connstr(sas);
+	struct ecw_account *acct;
+	struct ecw_client *c;
+	struct ecw_blob_list *l = NULL;
+	struct ecw_blob_info *it = NULL;
+	struct ecw_buf out;
+	char container[64];
+
+	ecw_buf_init(&out, 0);
+	itest_client_for(&acct, &c, cs, NULL);
+	itest_unique_name(container, sizeof(container), 'q', "sasblob");
+	assert_true(ecw_account_may_create(acct, ECW_SVC_BLOB));
+	ECW_ASSERT_OK(ecw_blob_container_create(NULL, c, container));
+	ECW_ASSERT_OK(ecw_blob_put(NULL, c, container, "via sas/x y", "via sas", 7, NULL));
+	ECW_ASSERT_OK(ecw_blob_get(&out, NULL, c, container, "via sas/x y", 100));
+	assert_string_equal(ecw_buf_cstr(&out), "via sas");
+	ECW_ASSERT_OK(ecw_blob_list_new(&l, c, container, &(struct ecw_blob_list_options){.prefix = "via"}));
+	ECW_ASSERT_OK(ecw_blob_list_next(&it, l));
+	assert_non_null(it);
+	assert_string_equal(it->name, "via sas/x y");
+	ECW_ASSERT_OK(ecw_blob_delete(c, container, "via sas/x y", it->etag));
+	ECW_ASSERT_OK(ecw_blob_container_delete(c, container));
+	(void)t;
+
+	ecw_blob_info_free(it);
+	ecw_blob_list_free(l);
+	ecw_buf_dispose(&out);
+	ecw_client_free(c);
+	ecw_account_free(acct);
+	free(cs);
+	free(sas);
+}
+
 static void test_sas__bad_signature_is_auth_error_without_retry_or_leak(void **state)
 {
 	struct itest *t = *state;
@@ -133,6 +174,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_sas__queue_and_table_through_account_sas, itest_setup,
 	                                    itest_teardown),
+	    cmocka_unit_test_setup_teardown(test_sas__blob_through_account_sas, itest_setup, itest_teardown),
 	    cmocka_unit_test_setup_teardown(test_sas__bad_signature_is_auth_error_without_retry_or_leak,
 	                                    itest_setup, itest_teardown),
 	};
