@@ -102,6 +102,7 @@ static void test_proxy__blob_props_through_libcurl(void **state)
 	ECW_ASSERT_OK(ecw_blob_put(NULL, c, name, "a b", "0123456789", 10, NULL));
 	ECW_ASSERT_OK(ecw_blob_props(&info, c, name, "a b"));
 	assert_int_equal(info->content_length, 10);
+	ecw_blob_info_free(info);
 	ECW_ASSERT_ERR(ecw_blob_props(&info, c, name, "absent"), ECW_EBLOBNOTFOUND);
 	ECW_ASSERT_OK(ecw_blob_get(&out, NULL, c, name, "a b", 10));
 	assert_int_equal(out.len, 10);
