@@ -2,7 +2,8 @@
 /* fuzz_connstr.c - connection strings (ecw_account_parse and
  * ecw_account_parse_endpoints, worker/storage/account.c), then a request URL
  * and, with a key, a Shared Key signature made from the parsed account.
- * Invariants: a parsed account has two http(s) endpoints without a trailing
+ * Invariants: a parsed account has queue and table http(s) endpoints (and a
+ * blob one, or why not) without a trailing
  * '/', each endpoint_path a suffix of its endpoint, and a key or a SAS
  * (endpoints-only: neither); an error never shows an AccountKey or
  * SharedAccessSignature value. */
@@ -79,9 +80,14 @@ static void no_secret_in(const char *msg, const char *s, bool endpoints_only)
 
 static void check_account(const struct ecw_account *a, bool endpoints_only)
 {
-	for (int svc = 0; svc < 2; svc++) {
+	for (int svc = 0; svc < ECW_SVC_COUNT; svc++) {
 		const char *ep = a->endpoint[svc];
 		size_t n;
+		/* The blob endpoint may be missing; then blob_none says why. */
+		if (svc == ECW_SVC_BLOB && !ep) {
+			FUZZ_CHECK(a->blob_none && *a->blob_none && !*a->endpoint_path[svc]);
+			continue;
+		}
 		FUZZ_CHECK(ep && (strncasecmp(ep, "http://", 7) == 0 || strncasecmp(ep, "https://", 8) == 0));
 		n = strlen(ep);
 		FUZZ_CHECK(ep[n - 1] != '/');

@@ -633,7 +633,7 @@ static void test_config__auth_errors(void **state)
 	/* A bearer token never travels over http. */
 	one_error("storage:\n  auth: workload-identity\n  connection_string: "
 	          "\"QueueEndpoint=http://127.0.0.1:1/a;TableEndpoint=https://127.0.0.1:2/a\"\n",
-	          "3:22", "with token authentication both endpoints must be https://");
+	          "3:22", "with token authentication every endpoint must be https://");
 	/* Options of one mode in another. */
 	one_error("storage: {account: acct}\n", "1:20",
 	          "storage.account is for auth: workload-identity or managed-identity");

@@ -373,6 +373,7 @@ int ecw_blob_get(struct ecw_buf *out, struct ecw_blob_info **info_out, struct ec
 	}
 	if ((err = info_from_headers(&info, &resp, name)) < 0)
 		goto done;
+	info->content_length = (long long)resp.body.len; /* chunked: no Content-Length */
 	/* The answer's buffer becomes out's: a blob is not copied. */
 	ecw_buf_dispose(out);
 	*out = resp.body;
