@@ -8,8 +8,8 @@
 //                    median and the min-max of the runs)
 //   BENCH_QUICK=1    a smaller workload and one run, for development
 //   BENCH_PARTS=...  a comma list of archive, fanout, idle, latency, delay,
-//                    audit, hotlist, perjob (default all but audit, hotlist and
-//                    perjob)
+//                    audit, hotlist, perjob, blobs (default all but audit,
+//                    hotlist, perjob and blobs)
 //
 // Parts:
 //   archive  employees moved Employees -> EmployeesArchive, one message each,
@@ -66,6 +66,15 @@
 //            (default 2,000; 500 quick) spread over the 10 departments:
 //            move (archive), index (by e-mail), index-list (by last name,
 //            distinct values). Not in the default parts.
+//   blobs    issue 36, beside an SDK peer doing the same with
+//            @azure/storage-blob and @azure/data-tables (sdk-worker.js
+//            with SDK_WORKER_JOB): 2,000 employees archived to blobs (job
+//            archive-to-blob, 400 quick) at concurrency 16 and 64, each
+//            blob checked afterwards; then 1,000 employees (200 quick) with
+//            3 blobs each under their prefix, the one they name and two
+//            past the grace, cleaned by the job employee-files (blob-ref)
+//            at concurrency 16 until each prefix holds only its named
+//            blob. Not in the default parts yet.
 //
 // Every measured run gets a fresh in-memory Azurite: Azurite 3.37's queue GC
 // freezes the whole emulator for about 20 s every 60 s once thousands of
@@ -87,6 +96,7 @@ const path = require("path");
 const readline = require("readline");
 const { QueueClient } = require("@azure/storage-queue");
 const { TableClient } = require("@azure/data-tables");
+const { BlobServiceClient } = require("@azure/storage-blob");
 const { readIndexList } = require("../interop/index-list-reader.js");
 
 const TESTS = path.resolve(__dirname, "..");
@@ -126,8 +136,8 @@ const QUICK = process.env.BENCH_QUICK === "1";
 const RUNS = envInt("BENCH_RUNS", QUICK ? 1 : 3, 1);
 const PARTS = (process.env.BENCH_PARTS || "archive,fanout,idle,latency,delay").split(",").map((s) => s.trim());
 for (const p of PARTS)
-	if (!["archive", "fanout", "idle", "latency", "delay", "audit", "hotlist", "perjob"].includes(p)) {
-		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency, delay, audit, hotlist, perjob)`);
+	if (!["archive", "fanout", "idle", "latency", "delay", "audit", "hotlist", "perjob", "blobs"].includes(p)) {
+		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency, delay, audit, hotlist, perjob, blobs)`);
 		process.exit(2);
 	}
 
@@ -141,6 +151,8 @@ SIZE.hotKeys = envInt("BENCH_HOT_KEYS", QUICK ? 600 : 3000, 10);
 SIZE.hotKeysBig = envInt("BENCH_HOT_KEYS_BIG", QUICK ? 4000 : 20000, 0);
 const HOT_QUEUED = 4000; // the most hot-list messages waiting on the queue at once
 SIZE.perJob = envInt("BENCH_PER_JOB_MSGS", QUICK ? 500 : 2000, 10);
+SIZE.blobArchive = QUICK ? 400 : 2000;
+SIZE.blobRef = QUICK ? 200 : 1000;
 SIZE.auditSources = envInt("BENCH_AUDIT_SOURCES", QUICK ? 2000 : 10000, 100);
 const CONCURRENCY = [1, 16, 64];
 const LATENCY_MS = 5;
@@ -288,9 +300,10 @@ function connects(port) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function connectionString(queuePort, tablePort) {
+function connectionString(queuePort, tablePort, blobPort) {
 	return `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${DEV_KEY};` +
-		`QueueEndpoint=http://127.0.0.1:${queuePort}/devstoreaccount1;TableEndpoint=http://127.0.0.1:${tablePort}/devstoreaccount1;`;
+		`QueueEndpoint=http://127.0.0.1:${queuePort}/devstoreaccount1;TableEndpoint=http://127.0.0.1:${tablePort}/devstoreaccount1;` +
+		`BlobEndpoint=http://127.0.0.1:${blobPort}/devstoreaccount1;`;
 }
 
 let azuriteCount = 0;
@@ -307,13 +320,14 @@ async function startAzurite() {
 	{ cwd: dir, logFile: path.join(dir, "azurite.log") });
 	for (let i = 0; ; i++) {
 		if (az.exited) throw new Error(`Azurite exited during start-up (see ${dir}/azurite.log)`);
-		if ((await connects(qp)) && (await connects(tp))) break;
+		if ((await connects(qp)) && (await connects(tp)) && (await connects(bp))) break;
 		if (i > 200) throw new Error("Azurite did not listen within 20 s");
 		await sleep(100);
 	}
 	az.queuePort = qp;
 	az.tablePort = tp;
-	az.cs = connectionString(qp, tp);
+	az.blobPort = bp;
+	az.cs = connectionString(qp, tp, bp);
 	return az;
 }
 
@@ -367,7 +381,7 @@ async function storageRequests(port) {
 
 const TABLE_WRITES = new Set(["table.batch", "table.insert", "table.upsert", "table.upsert_merge", "table.update",
 	"table.merge", "table.delete"]);
-const SETUP_OPS = new Set(["queue.create", "table.create"]);
+const SETUP_OPS = new Set(["queue.create", "table.create", "blob.container_create"]);
 
 // A worker process that logs JSON lines: classify(j) says which line means
 // it is ready, which a message done or failed.
@@ -433,13 +447,15 @@ function startEcworker(cs, concurrency, pollMax, tag, config = "bench.yaml") {
 	return w;
 }
 
-// sdk-worker.js: its lines carry the requests it has sent so far.
-function startSdkWorker(cs, concurrency, tag, idleMs = 0) {
+// sdk-worker.js: its lines carry the requests it has sent so far. job:
+// its SDK_WORKER_JOB; to: the archive table, or the container.
+function startSdkWorker(cs, concurrency, tag, idleMs = 0, job = "archive", to = "EmployeesArchive") {
 	let atReady = 0;
 	let last = 0;
 	const w = new Worker(`SDK worker ${tag}`, process.execPath,
-		[path.join(__dirname, "sdk-worker.js"), QUEUE, "Employees", "EmployeesArchive", String(concurrency)],
-		{ env: { AZURE_STORAGE_CONNECTION_STRING: cs, SDK_WORKER_IDLE_MS: String(idleMs) }, logFile: path.join(WORKDIR, `${tag}.log`) },
+		[path.join(__dirname, "sdk-worker.js"), QUEUE, "Employees", to, String(concurrency)],
+		{ env: { AZURE_STORAGE_CONNECTION_STRING: cs, SDK_WORKER_IDLE_MS: String(idleMs), SDK_WORKER_JOB: job,
+			SDK_WORKER_GRACE_S: String(BLOB_GRACE_S) }, logFile: path.join(WORKDIR, `${tag}.log`) },
 		(j) => {
 			if (j.msg === "ready") {
 				atReady = j.requests;
@@ -541,7 +557,9 @@ function archiveMessage(e) {
 // One measured archive run on a fresh Azurite. kind: "ecworker" or "sdk";
 // present: whether the employees exist (false: the worker has nothing to
 // move); proxy: through faultproxy.
-async function archiveRun({ kind, concurrency, n, present = true, proxy = false, tag }) {
+// toBlob: the archive-to-blob job (issue 36), into the container
+// employee-archive, instead of the table move.
+async function archiveRun({ kind, concurrency, n, present = true, proxy = false, toBlob = false, tag }) {
 	const az = await startAzurite();
 	let w = null;
 	let px = null;
@@ -549,12 +567,13 @@ async function archiveRun({ kind, concurrency, n, present = true, proxy = false,
 		const seeded = Array.from({ length: n }, (_, i) => employee(i));
 		const emp = tableClient(az.cs, "Employees");
 		await emp.createTable();
-		await tableClient(az.cs, "EmployeesArchive").createTable();
+		if (!toBlob) await tableClient(az.cs, "EmployeesArchive").createTable();
 		if (present) await insertAll(emp, seeded);
-		await enqueue(az.cs, seeded.map(archiveMessage));
+		await enqueue(az.cs, seeded.map(toBlob ? blobArchiveMessage : archiveMessage));
 		if (proxy) px = await startProxy(az);
 		const cs = px ? px.cs : az.cs;
-		w = kind === "ecworker" ? startEcworker(cs, concurrency, "1s", tag) : startSdkWorker(cs, concurrency, tag);
+		if (kind === "ecworker") w = startEcworker(cs, concurrency, "1s", tag);
+		else w = toBlob ? startSdkWorker(cs, concurrency, tag, 0, "archive-to-blob", ARCHIVE_CONTAINER) : startSdkWorker(cs, concurrency, tag);
 		await w.ready();
 		const t0 = process.hrtime.bigint();
 		const [w0, az0, px0] = [cpuTimes(w.pid), cpuUs(az.pid), px ? cpuUs(px.pid) : 0];
@@ -566,7 +585,7 @@ async function archiveRun({ kind, concurrency, n, present = true, proxy = false,
 		await w.stop();
 		if (px) await px.stop();
 		if (w.failed) throw new Error(`${w.failed} message outcomes other than success (see ${w.log.path})`);
-		if (present) await verifyArchive(az.cs, seeded);
+		if (present) await (toBlob ? verifyBlobArchive(az.cs, seeded) : verifyArchive(az.cs, seeded));
 		return {
 			kind, concurrency, n, present, proxy, seconds: wall, msgsPerS: n / wall, cpuUsPerMsg: (w1.cpu - w0.cpu) / n,
 			sysUsPerMsg: (w1.sys - w0.sys) / n,
@@ -578,6 +597,135 @@ async function archiveRun({ kind, concurrency, n, present = true, proxy = false,
 		if (px) await px.stop();
 		await az.stop();
 	}
+}
+
+// ---- blobs (issue 36) -----------------------------------------------------------------------
+
+const ARCHIVE_CONTAINER = "employee-archive";
+const FILES_CONTAINER = "employee-files";
+const BLOB_GRACE_S = 1; // bench.yaml's employee-files grace
+const BLOB_CONCURRENCY = [16, 64];
+
+function blobArchiveMessage(e) {
+	return JSON.stringify({ job: "archive-to-blob", pk: e.partitionKey, rk: e.rowKey });
+}
+
+function containerClient(cs, name) {
+	return BlobServiceClient.fromConnectionString(cs).getContainerClient(name);
+}
+
+async function listBlobs(cs, container, prefix) {
+	const out = [];
+	for await (const b of containerClient(cs, container).listBlobsFlat(prefix ? { prefix } : {})) out.push(b);
+	return out;
+}
+
+// Employees is empty and the container holds one blob per seeded employee,
+// "{PartitionKey}/{RowKey}.json", the Table service's JSON of it: its Email,
+// and its Int64 beyond 2^53 typed and exact.
+async function verifyBlobArchive(cs, seeded) {
+	const left = await listAll(tableClient(cs, "Employees"));
+	if (left.length) throw new Error(`${left.length} employees were not moved (first: ${left[0].partitionKey}/${left[0].rowKey})`);
+	const blobs = await listBlobs(cs, ARCHIVE_CONTAINER);
+	if (blobs.length !== seeded.length) throw new Error(`the container holds ${blobs.length} blobs, not ${seeded.length}`);
+	const c = containerClient(cs, ARCHIVE_CONTAINER);
+	await pool(seeded, 16, async (e) => {
+		const name = `${e.partitionKey}/${e.rowKey}.json`;
+		const j = JSON.parse((await c.getBlobClient(name).downloadToBuffer()).toString("utf8"));
+		if (j.PartitionKey !== e.partitionKey || j.RowKey !== e.rowKey || j.Email !== e.Email ||
+			j["EmployeeNo@odata.type"] !== "Edm.Int64" || j.EmployeeNo !== e.EmployeeNo.value)
+			throw new Error(`blob ${name} does not hold its employee as the Table service's JSON`);
+	});
+}
+
+// One measured blob-ref run on a fresh Azurite: n employees, each naming its
+// photo, with 3 blobs under "{PartitionKey}/{RowKey}/": the photo it names
+// and two it replaced, older than the grace; one message each. Ends when
+// each prefix holds only the named photo.
+async function blobRefRun({ kind, concurrency, n, tag }) {
+	const az = await startAzurite();
+	let w = null;
+	try {
+		const photo = (e, k) => `${e.partitionKey}/${e.rowKey}/photo-${k}.jpg`;
+		const seeded = Array.from({ length: n }, (_, i) => employee(i)).map((e) => ({ ...e, Photo: photo(e, 2) }));
+		const emp = tableClient(az.cs, "Employees");
+		await emp.createTable();
+		await insertAll(emp, seeded);
+		const c = containerClient(az.cs, FILES_CONTAINER);
+		await c.create();
+		const jpeg = Buffer.alloc(2048, 0xab);
+		await pool(seeded.flatMap((e) => [0, 1, 2].map((k) => photo(e, k))), 16,
+			(name) => c.getBlockBlobClient(name).upload(jpeg, jpeg.length));
+		await sleep(BLOB_GRACE_S * 1000 + 1100); // the replaced photos are past the grace (Last-Modified has whole seconds)
+		await enqueue(az.cs, seeded.map((e) => JSON.stringify({ job: "employee-files", pk: e.partitionKey, rk: e.rowKey })));
+		w = kind === "ecworker" ? startEcworker(az.cs, concurrency, "1s", tag) : startSdkWorker(az.cs, concurrency, tag, 0, "blob-ref", FILES_CONTAINER);
+		await w.ready();
+		const t0 = process.hrtime.bigint();
+		const w0 = cpuTimes(w.pid);
+		await w.done(n);
+		const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+		const w1 = cpuTimes(w.pid);
+		const rssKb = peakRssKb(w.pid);
+		const requests = await w.requestCounts();
+		await w.stop();
+		if (w.failed) throw new Error(`${w.failed} message outcomes other than success (see ${w.log.path})`);
+		const left = (await listBlobs(az.cs, FILES_CONTAINER)).map((b) => b.name).sort();
+		const want = seeded.map((e) => e.Photo).sort();
+		if (left.length !== want.length || left.some((x, i) => x !== want[i]))
+			throw new Error(`the container holds ${left.length} blobs, not the ${want.length} named photos`);
+		return { kind, concurrency, n, seconds: wall, msgsPerS: n / wall, cpuUsPerMsg: (w1.cpu - w0.cpu) / n,
+			sysUsPerMsg: (w1.sys - w0.sys) / n, peakRssMb: rssKb / 1024, requestsPerMsg: requests.total / n };
+	} finally {
+		if (w) await w.stop();
+		await az.stop();
+	}
+}
+
+async function measureBlobs() {
+	const blobs = { archive: { ecworker: {}, sdk: {} }, ref: { ecworker: [], sdk: [] } };
+	for (let r = 1; r <= RUNS; r++) {
+		for (const c of BLOB_CONCURRENCY) {
+			const order = (r + c / 16) % 2 ? ["ecworker", "sdk"] : ["sdk", "ecworker"];
+			for (const kind of order) {
+				progress(`blob archive run ${r}/${RUNS}: ${kind} at concurrency ${c}, ${SIZE.blobArchive} messages`);
+				const res = await archiveRun({ kind, concurrency: c, n: SIZE.blobArchive, toBlob: true, tag: `blobarchive-${kind}-c${c}-run${r}` });
+				progress(`  ${fmt(res.msgsPerS, 1)} msgs/s, ${fmt(res.cpuUsPerMsg, 0)} µs CPU/msg, ${fmt(res.peakRssMb, 1)} MB, ${fmt(res.requestsPerMsg, 2)} requests/msg`);
+				(blobs.archive[kind][c] ||= []).push(res);
+			}
+		}
+		for (const kind of r % 2 ? ["ecworker", "sdk"] : ["sdk", "ecworker"]) {
+			progress(`blob-ref run ${r}/${RUNS}: ${kind} at concurrency 16, ${SIZE.blobRef} employees with 3 blobs each`);
+			const res = await blobRefRun({ kind, concurrency: 16, n: SIZE.blobRef, tag: `blobref-${kind}-run${r}` });
+			progress(`  ${fmt(res.msgsPerS, 1)} msgs/s, ${fmt(res.cpuUsPerMsg, 0)} µs CPU/msg, ${fmt(res.peakRssMb, 1)} MB, ${fmt(res.requestsPerMsg, 2)} requests/msg`);
+			blobs.ref[kind].push(res);
+		}
+	}
+	return blobs;
+}
+
+function summarizeBlobs(blobs, t) {
+	const summary = { archive: {} };
+	for (const c of BLOB_CONCURRENCY) {
+		const [e, s] = [blobs.archive.ecworker[c], blobs.archive.sdk[c]];
+		const [E, S] = [statsOf(e), statsOf(s)];
+		const rate = stat(e.map((x, i) => x.msgsPerS / s[i].msgsPerS));
+		const cpu = stat(e.map((x, i) => x.cpuUsPerMsg / s[i].cpuUsPerMsg));
+		summary.archive[c] = { ecworker: E, sdk: S, msgsPerSRatio: rate, cpuPerMsgRatio: cpu };
+		t.add(`archive to blobs c${c} (${SIZE.blobArchive} msgs): msgs/s`, fmtStat(E.msgsPerS, 1), fmtStat(S.msgsPerS, 1), fmtStat(rate, 2),
+			">= 1 x peer", rate.median >= 1);
+		t.add(`archive to blobs c${c}: CPU µs/msg`, fmtStat(E.cpuUsPerMsg, 0), fmtStat(S.cpuUsPerMsg, 0), fmtStat(cpu, 3),
+			"<= 0.05 x peer", cpu.median <= 0.05);
+		t.add(`archive to blobs c${c}: peak RSS MB`, fmtStat(E.peakRssMb, 1), fmtStat(S.peakRssMb, 1), "", "<= 20", E.peakRssMb.median <= 20);
+		t.add(`archive to blobs c${c}: storage requests/msg`, fmtStat(E.requestsPerMsg, 2), fmtStat(S.requestsPerMsg, 2));
+	}
+	const [E, S] = [statsOf(blobs.ref.ecworker), statsOf(blobs.ref.sdk)];
+	summary.ref = { ecworker: E, sdk: S };
+	t.add(`blob-ref c16 (${SIZE.blobRef} employees x 3 blobs): msgs/s`, fmtStat(E.msgsPerS, 1), fmtStat(S.msgsPerS, 1),
+		fmt(E.msgsPerS.median / S.msgsPerS.median, 2));
+	t.add("blob-ref c16: CPU µs/msg", fmtStat(E.cpuUsPerMsg, 0), fmtStat(S.cpuUsPerMsg, 0), fmt(E.cpuUsPerMsg.median / S.cpuUsPerMsg.median, 3));
+	t.add("blob-ref c16: peak RSS MB", fmtStat(E.peakRssMb, 1), fmtStat(S.peakRssMb, 1));
+	t.add("blob-ref c16: storage requests/msg", fmtStat(E.requestsPerMsg, 2), fmtStat(S.requestsPerMsg, 2));
+	return summary;
 }
 
 // The CPU floor of one storage round trip on this machine: tests/tools/rtfloor
@@ -1327,6 +1475,7 @@ async function main() {
 	if (PARTS.includes("audit")) result.raw.audit = await measureAudit();
 	if (PARTS.includes("hotlist")) result.raw.hotlist = await measureHotlist();
 	if (PARTS.includes("perjob")) result.raw.perjob = await measurePerJob();
+	if (PARTS.includes("blobs")) result.raw.blobs = await measureBlobs();
 	if (idle) {
 		progress("idle: waiting for its windows to end");
 		result.raw.idle = await idle;
@@ -1342,6 +1491,7 @@ async function main() {
 	if (raw.audit) summary.audit = summarizeAudit(raw.audit, t);
 	if (raw.hotlist) summary.hotlist = summarizeHotlist(raw.hotlist, t);
 	if (raw.perjob) summary.perjob = summarizePerJob(raw.perjob, t);
+	if (raw.blobs) summary.blobs = summarizeBlobs(raw.blobs, t);
 	result.seconds = (Date.now() - started) / 1000;
 	result.loadavgEnd = os.loadavg().map((x) => x.toFixed(2));
 	fs.mkdirSync(path.dirname(opts.out), { recursive: true });
