@@ -20,7 +20,8 @@
  * converges. And `ecworker audit`: orphans (unnamed old blobs, blobs of a
  * missing entity) found by listing the container and inverting the
  * prefix, --repair deleting them; a dangling reference reported as missing
- * and never repaired. */
+ * and never repaired; a scheduled audit with repair: true, its
+ * ecw_audit_drift. */
 #include "auditfx.h"
 #include "itest.h"
 #include "proc.h"
@@ -31,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ecw_config.h"
 #include "ecw_crash.h"
@@ -636,6 +638,62 @@ static void test_job_blob_ref__audit_finds_and_repairs(void **state)
 	free(out);
 }
 
+/* A scheduled audit with repair: true (on a simulated clock inside one
+ * hourly window; the grace is judged on the service's clock all the same):
+ * the orphan is deleted and ecw_audit_drift shows 0 orphans, while the
+ * dangling reference, never repaired, stays 1. */
+static void test_job_blob_ref__scheduled_audit_repairs_orphans(void **state)
+{
+	struct br *b = *state;
+	struct wfx_worker w = WFX_WORKER(b->x.t->queue, b->x.poison);
+	char path[640], jobs[2048], one[1024], extra[256], clock[128];
+	const char *args[] = {"run", "-c", path, NULL};
+	const char *env[] = {clock, NULL};
+	struct timespec ts;
+	struct proc p;
+
+	write_employee(b, "Sales", "1", "Sales/1/photo.jpg", "Sales/1/gone.pdf");
+	put_blob(b, "Sales/1/photo.jpg", "p");
+	put_blob(b, "HR/9/a.jpg", "orphan");
+	wait_past_grace(b, "HR/9/a.jpg");
+	clock_gettime(CLOCK_REALTIME, &ts);
+	/* 2020-10-11 10:20 UTC at the start, real speed */
+	snprintf(clock, sizeof(clock), "ECW_TEST_CLOCK=%lld:%lld:1",
+	         (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, 1602411600LL * 1000);
+	snprintf(jobs, sizeof(jobs),
+	         "%sschedules:\n  - {audit: files, every: 1h, catch_up: 1, repair: true}\n",
+	         job_text(one, sizeof(one), b, NULL));
+	snprintf(extra, sizeof(extra), "  schedule_table: %s\n", itest_extra_table(b->x.t, "brsched"));
+	w.jobs = jobs;
+	w.worker_extra = extra;
+	w.metrics_port = proc_free_port();
+	wfx_write_config(path, sizeof(path), "blobref-sched", &w);
+	proc_start(&p, "blobref-sched", args, env);
+
+	int64_t end = itest_now_ms() + 30000;
+	double orphan = -1, missing = -1;
+	for (;;) {
+		char *page = NULL;
+		int f1 = 0, f2 = 0;
+		if (proc_http_get(&page, w.metrics_port, "/metrics") == 200) {
+			orphan = proc_metric(page, "ecw_audit_drift", &f1, "job=\"files\"", "kind=\"orphan\"",
+			                     NULL);
+			missing = proc_metric(page, "ecw_audit_drift", &f2, "job=\"files\"",
+			                      "kind=\"missing\"", NULL);
+		}
+		free(page);
+		if (f1 == 1 && f2 == 1)
+			break;
+		ITEST_CHECK(itest_now_ms() < end, "no ecw_audit_drift for files; log:\n%s",
+		            proc_tail(p.log_path, 20));
+		itest_sleep_ms(200);
+	}
+	proc_stop(&p, 10000);
+	ITEST_CHECK(orphan == 0 && missing == 1, "drift: orphan %g, missing %g", orphan, missing);
+	assert_blobs(b, (const char *const[]){"Sales/1/photo.jpg", NULL},
+	             (const char *const[]){"HR/9/a.jpg", NULL}, "scheduled audit");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -657,6 +715,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_job_blob_ref__crash_after_each_step_converges, br_setup,
 	                                    br_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_blob_ref__audit_finds_and_repairs, br_setup,
+	                                    br_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_blob_ref__scheduled_audit_repairs_orphans, br_setup,
 	                                    br_teardown),
 	};
 	return cmocka_run_group_tests_name("job_blob_ref", tests, NULL, NULL);
