@@ -30,6 +30,7 @@ typedef enum ecw_err {
 	ECW_ECANCELED = -13,     /* the worker is stopping: a wait was cut short (ecw_cancel.h) */
 	ECW_EBLOBNOTFOUND = -14, /* 404 BlobNotFound: the container is there, the blob is not */
 	ECW_ENOCONTAINER = -15,  /* 404 ContainerNotFound: the blob container itself does not exist */
+	ECW_ELATER = -16,        /* no failure: a job is not done yet and asks to run again later */
 } ecw_err;
 
 struct ecw_error {
@@ -39,7 +40,8 @@ struct ecw_error {
 	char request_id[64];   /* x-ms-request-id; "" if none */
 	char message[512];     /* one line for logs */
 	/* ECW_ENOTABLE: the table that does not exist, as the request named it
-	 * ("" when unknown); "" for every other code. Set by worker/storage. */
+	 * ("" when unknown); ECW_ENOCONTAINER: the blob container, likewise;
+	 * "" for every other code. Set by worker/storage. */
 	char table[64];
 };
 
@@ -56,9 +58,10 @@ int ecw_error_set_http(int code, int http_status, const char *service_code, cons
 
 void ecw_error_clear(void);
 
-/* Names the missing table of the last error when it is ECW_ENOTABLE (the
- * storage client, which knows which table a request named); does nothing
- * for any other code. At most 63 bytes of the name are kept. */
+/* Names the missing table of the last error when it is ECW_ENOTABLE, or
+ * the missing container when it is ECW_ENOCONTAINER (the storage client,
+ * which knows what a request named); does nothing for any other code. At
+ * most 63 bytes of the name are kept. */
 void ecw_error_set_table(const char *table, size_t len);
 
 /* "ECW_ENOTFOUND" style names, for logs and tests. */

@@ -45,6 +45,7 @@ struct ecw_job_ctx {
 	const char *const *peers;
 	size_t npeers;
 	char outcome_detail[64]; /* optional word for the log ("missing", ...) */
+	int later_s;             /* with ECW_ELATER: run me again in this many seconds (1..604800) */
 	char error[512];         /* run_group: why this member failed */
 	int error_status;        /* run_group: the storage answer's HTTP status behind error, 0 if none */
 	char error_code[64];     /* run_group: its x-ms-error-code, "" if none */
@@ -61,8 +62,12 @@ int ecw_job_check_lease(const struct ecw_job_ctx *ctx) ECW_MUST_USE;
  * ECW_ENOTABLE (a table the job reads or writes does not exist) holds the
  * message, never poisoned for it, until the table exists: a job never reads
  * a missing table as an absent entity, and writes nothing once it meets
- * one; every other error is transient (retried with backoff until
- * max_dequeue_count). */
+ * one; ECW_ENOCONTAINER (a blob container the job needs does not exist) is
+ * held the same way; ECW_ELATER is no failure: the job is not done yet and
+ * asks to run again in ctx->later_s seconds (blob-ref: a blob still in its
+ * grace), so the message is hidden that long, requeued rather than
+ * poisoned at its last allowed delivery, and chains nothing; every other
+ * error is transient (retried with backoff until max_dequeue_count). */
 bool ecw_job_err_is_permanent(int err);
 
 struct ecw_job_type {
@@ -112,6 +117,11 @@ struct ecw_job_type {
 	/* The table the job writes (archive, index, targets), for `ecworker
 	 * status`; may be NULL. */
 	const char *(*target_table)(const void *settings);
+	/* The application's blob container the job works in (blob-ref), for
+	 * the preflight (check-config --online, and the start: a missing one
+	 * blocks the job, as a missing source table does); never created by
+	 * the worker. May be NULL. */
+	const char *(*container)(const void *settings);
 	/* Keyless types: the message fields run reads besides "job" and
 	 * "window_start" (NULL-terminated, e.g. {"device", NULL}), so that a
 	 * schedule can check it provides them; may be NULL (none). */

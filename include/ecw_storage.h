@@ -141,6 +141,9 @@ struct ecw_client_stats {
 	uint64_t connections; /* new TCP connections opened */
 };
 void ecw_client_stats(struct ecw_client_stats *out, const struct ecw_client *c);
+/* The endpoint of svc of the account c uses (ecw_account_endpoint): what a
+ * blob's URL starts with, for a job that reads blob URLs. */
+const char *ecw_client_endpoint(const struct ecw_client *c, enum ecw_service svc);
 
 /* ---- queues -------------------------------------------------------------- */
 

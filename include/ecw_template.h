@@ -42,6 +42,13 @@ int ecw_template_compile_flags(struct ecw_template **out, const char *text, cons
 			       unsigned flags) ECW_MUST_USE;
 void ecw_template_free(struct ecw_template *t);
 const char *ecw_template_text(const struct ecw_template *t);
+/* The parts t was compiled into, in order (i < ecw_template_nparts(t)):
+ * literal text ("{{" read as "{"), or a placeholder (*field), whose
+ * property name is returned and which is *plain when it has no format or
+ * padding. For a job that reasons about all that a template can render
+ * (blob-ref's prefix rule). */
+size_t ecw_template_nparts(const struct ecw_template *t);
+const char *ecw_template_part(const struct ecw_template *t, size_t i, bool *field, bool *plain);
 /* Whether t could have rendered s, judged by its literal text alone: s
  * starts with the text before t's first placeholder and ends with the text
  * after its last (equals it, with none). false means no entity renders s;

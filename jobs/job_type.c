@@ -14,6 +14,7 @@ extern const struct ecw_job_type ecw_job_index_list;
 extern const struct ecw_job_type ecw_job_fanout;
 extern const struct ecw_job_type ecw_job_rollup;
 extern const struct ecw_job_type ecw_job_purge_tables;
+extern const struct ecw_job_type ecw_job_blob_ref;
 
 #ifdef ECW_TESTING
 /* Test-only types (tests/support/test_jobs.c), compiled only into test builds. */
@@ -28,6 +29,7 @@ static const struct ecw_job_type *const types[] = {
 	&ecw_job_fanout,
 	&ecw_job_rollup,
 	&ecw_job_purge_tables,
+	&ecw_job_blob_ref,
 #ifdef ECW_TESTING
 	&ecw_job_test_noop,
 	&ecw_job_test_fail,

@@ -198,6 +198,18 @@ const char *ecw_template_text(const struct ecw_template *t)
 	return t->source;
 }
 
+size_t ecw_template_nparts(const struct ecw_template *t)
+{
+	return t->n;
+}
+
+const char *ecw_template_part(const struct ecw_template *t, size_t i, bool *field, bool *plain)
+{
+	*field = t->parts[i].field;
+	*plain = t->parts[i].fmt == FMT_NONE && !t->parts[i].now;
+	return t->parts[i].text;
+}
+
 int ecw_template_select_add(struct ecw_buf *out, const char *name)
 {
 	size_t n = strlen(name);

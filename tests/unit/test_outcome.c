@@ -445,6 +445,47 @@ static void test_outcome__missing_table_holds_never_poisons(void **state)
 	is(&o, ECW_ACTION_REQUEUE, ECW_REASON_NONE, "requeued");
 }
 
+/* A missing blob container (ECW_ENOCONTAINER) blocks the job as a missing
+ * table does. */
+static void test_outcome__missing_container_holds_never_poisons(void **state)
+{
+	(void)state;
+	for (long n = 1; n < defaults.max_dequeue_count; n++) {
+		struct ecw_outcome o = ran(ECW_ENOCONTAINER, n);
+		is(&o, ECW_ACTION_RETRY, ECW_REASON_NONE, "blocked");
+	}
+	struct ecw_outcome o = ran(ECW_ENOCONTAINER, defaults.max_dequeue_count);
+	is(&o, ECW_ACTION_REQUEUE, ECW_REASON_NONE, "requeued");
+}
+
+/* A job that asked to run again later (ECW_ELATER: blob-ref's blobs in
+ * their grace) is hidden exactly as long as it asked (within 1 s .. 7 days),
+ * whatever the backoff, and requeued at its last allowed delivery: never
+ * poisoned for waiting. */
+static void test_outcome__later_waits_as_asked_never_poisons(void **state)
+{
+	static const int asked[] = {1, 7, 601, 604800, 0, 900000};
+	static const int want[] = {1, 7, 601, 604800, 1, 604800};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(asked) / sizeof(asked[0]); i++)
+		for (long n = 1; n <= defaults.max_dequeue_count; n++) {
+			struct ecw_outcome o;
+			struct ecw_outcome_facts f = {.stage = ECW_STAGE_RAN,
+			                              .decoded = true,
+			                              .runnable = true,
+			                              .err = ECW_ELATER,
+			                              .later_s = asked[i],
+			                              .dequeue_count = n};
+			ecw_outcome_decide(&o, &f, &defaults, no_jitter);
+			if (n < defaults.max_dequeue_count)
+				is(&o, ECW_ACTION_RETRY, ECW_REASON_NONE, "waiting");
+			else
+				is(&o, ECW_ACTION_REQUEUE, ECW_REASON_NONE, "requeued");
+			assert_int_equal(o.hide_s, want[i]);
+		}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -466,6 +507,8 @@ int main(void)
 	    cmocka_unit_test(test_outcome__interrupted_is_left_to_its_lease),
 	    cmocka_unit_test(test_outcome__outage_keeps_the_other_rows),
 	    cmocka_unit_test(test_outcome__missing_table_holds_never_poisons),
+	    cmocka_unit_test(test_outcome__missing_container_holds_never_poisons),
+	    cmocka_unit_test(test_outcome__later_waits_as_asked_never_poisons),
 	};
 	return cmocka_run_group_tests_name("outcome", tests, NULL, NULL);
 }

@@ -94,7 +94,7 @@ void ecw_error_clear(void)
 
 void ecw_error_set_table(const char *table, size_t len)
 {
-	if (last.code != ECW_ENOTABLE)
+	if (last.code != ECW_ENOTABLE && last.code != ECW_ENOCONTAINER)
 		return;
 	if (len >= sizeof(last.table))
 		len = sizeof(last.table) - 1;
@@ -122,6 +122,7 @@ const char *ecw_error_name(int code)
 	case ECW_ECANCELED: return "ECW_ECANCELED";
 	case ECW_EBLOBNOTFOUND: return "ECW_EBLOBNOTFOUND";
 	case ECW_ENOCONTAINER: return "ECW_ENOCONTAINER";
+	case ECW_ELATER: return "ECW_ELATER";
 	}
 	return "ECW_UNKNOWN";
 }

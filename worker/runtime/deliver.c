@@ -175,6 +175,7 @@ static void decide(struct runtime *rt, struct delivery *d, enum ecw_outcome_stag
 		.decoded = s->decoded,
 		.runnable = runnable,
 		.err = err,
+		.later_s = d->ctx.later_s,
 		.dequeue_count = s->msg.dequeue_count,
 		.lease_lost = atomic_load(&s->lease_lost),
 		.outage = outage,
@@ -424,8 +425,9 @@ static void log_message(const struct delivery *d)
 	const struct slot *s = d->s;
 	const struct ecw_message *m = &s->m;
 	const char *outcome = d->o.word;
-	struct ecw_log_line *l =
-		ecw_log_begin(strcmp(outcome, "succeeded") == 0 ? ECW_LOG_INFO : ECW_LOG_WARN, "message");
+	/* Waiting is the job's design (ECW_ELATER), no failure. */
+	bool fine = strcmp(outcome, "succeeded") == 0 || strcmp(outcome, "waiting") == 0;
+	struct ecw_log_line *l = ecw_log_begin(fine ? ECW_LOG_INFO : ECW_LOG_WARN, "message");
 
 	ecw_log_str(l, "outcome", outcome);
 	ecw_log_str(l, "job", m->job);
@@ -506,10 +508,16 @@ static void judge(struct runtime *rt, struct ecw_client *c, struct delivery *d, 
 	if (err == 0 && d->s->def->then && (err = enqueue_then(rt, c, d)) < 0)
 		note_failure(d, err);
 	d->run_err = err;
-	if (err == 0)
+	if (err == 0 || err == ECW_ELATER)
 		ecw_job_block_clear(d->s->def->name);
 	else if (err == ECW_ENOTABLE)
 		ecw_job_block_note(d->s->def->name, d->error_table, NULL, ecw_clock_now_ms());
+	else if (err == ECW_ENOCONTAINER)
+		ecw_job_block_note(d->s->def->name, d->error_table,
+				   "the blob container does not exist: create it (ecworker never does: it is "
+				   "the application's), or correct the job's container name; the job's "
+				   "messages are held (retried, never poisoned) and complete once it exists",
+				   ecw_clock_now_ms());
 	d->outage = ecw_circuit_note(rt->circuit, err);
 	decide(rt, d, ECW_STAGE_RAN, true, err, d->outage);
 	for (const struct slot *r = d->s->riders; r; r = r->next_rider)

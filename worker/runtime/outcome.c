@@ -28,7 +28,13 @@
  *                      ECW_ENOTABLE: a configuration problem, never the
  *                      message's) held as during an outage: hidden for the
  *                      backoff, requeued at its last allowed delivery, never
- *                      poisoned for it (job_block.c says who is told).
+ *                      poisoned for it (job_block.c says who is told); a
+ *                      missing blob container (ECW_ENOCONTAINER) alike;
+ *   waiting            (the job is not done yet and asked to run again in
+ *                      later_s seconds, ECW_ELATER: blob-ref's blobs in their
+ *                      grace) hidden exactly that long, requeued at its last
+ *                      allowed delivery, never poisoned for it: the wait is
+ *                      the job's design, not a failure.
  * Undecodable text is refused before the dequeue count is looked at, so its
  * envelope says "permanent" whatever the count. */
 #include <stddef.h>
@@ -107,7 +113,10 @@ static void after_run(struct ecw_outcome *o, const struct ecw_outcome_facts *f,
 		set(o, ECW_ACTION_LEAVE, ECW_REASON_NONE, "interrupted");
 	} else if (ecw_job_err_is_permanent(f->err)) {
 		set(o, ECW_ACTION_POISON, ECW_REASON_PERMANENT, "poisoned");
-	} else if (f->err == ECW_ENOTABLE) {
+	} else if (f->err == ECW_ELATER) {
+		wait_out_outage(o, f, l, "waiting", random);
+		o->hide_s = f->later_s < 1 ? 1 : f->later_s > 604800 ? 604800 : f->later_s;
+	} else if (f->err == ECW_ENOTABLE || f->err == ECW_ENOCONTAINER) {
 		wait_out_outage(o, f, l, "blocked", random);
 	} else if (f->outage) {
 		wait_out_outage(o, f, l, "retried", random);

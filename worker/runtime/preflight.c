@@ -51,6 +51,25 @@ static int not_a_fact(struct check *k, int err, const char *what)
 	return 0;
 }
 
+/* A container: one listing page of at most one blob. */
+static int container_exists(struct check *k, const char *container)
+{
+	struct ecw_blob_list_options lo = {.max_results = 1};
+	struct ecw_blob_list *l = NULL;
+	struct ecw_blob_info *it = NULL;
+	int err = ecw_blob_list_new(&l, k->c, container, &lo);
+
+	if (err == 0)
+		err = ecw_blob_list_next(&it, l);
+	ecw_blob_info_free(it);
+	ecw_blob_list_free(l);
+	if (err == 0)
+		return 1;
+	if (err == ECW_ENOCONTAINER)
+		return 0;
+	return not_a_fact(k, err, container) < 0 ? err : -1;
+}
+
 /* 1: it exists, 0: it does not, < 0: no answer (or refused: k->refused). */
 static int queue_exists(struct check *k, const char *queue)
 {
@@ -118,6 +137,17 @@ static int check_job(struct check *k, const struct ecw_job_def *d)
 		    d->name, source);
 	else if (source && r < 0 && !k->refused)
 		return r;
+	if (d->type->container && !k->refused) {
+		const char *container = d->type->container(d->settings);
+		if ((r = container_exists(k, container)) == 0)
+			say(k, ECW_PREFLIGHT_SOURCE, d->name, container,
+			    "job '%s' works in blob container '%s', which does not exist: correct the name, or "
+			    "create it (the worker never creates an application's container); its messages are "
+			    "held until it exists",
+			    d->name, container);
+		else if (r < 0 && !k->refused)
+			return r;
+	}
 	if (!target || (source && strcmp(source, target) == 0) || k->refused)
 		return 0;
 	if ((r = table_exists(k, target)) == 0) {

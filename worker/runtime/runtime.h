@@ -31,6 +31,7 @@ int ecw_runtime_run(const struct ecw_config *cfg, bool *threads_done);
  *   source        a table a job reads (its source, a move's `from`) that
  *                 does not exist: the worker never creates one (a typo'd
  *                 source made empty would read as "every entity deleted");
+ *                 likewise a blob container a job works in (blob-ref);
  *   target        a table a job writes that does not exist while
  *                 create_missing is off, or that the credential could not
  *                 create; the schedules' table likewise.

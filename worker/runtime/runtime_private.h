@@ -182,6 +182,7 @@ struct ecw_outcome_facts {
 	bool runnable;
 	/* RAN: 0, or the ecw_err the job (or a follow-up's put) returned. */
 	int err;
+	int later_s;        /* RAN with ECW_ELATER: the seconds the job asked to wait */
 	long dequeue_count; /* this delivery's, from the queue */
 	bool lease_lost;    /* the queue no longer lets this worker settle it */
 	bool released;      /* shutdown gave it back: nobody settles it */
@@ -226,7 +227,9 @@ struct ecw_outcome {
 				    * the circuit is open), "requeued", "poisoned",
 				    * "poison-failed", "lease-lost", "released",
 				    * "interrupted" (shutdown cut the job short),
-				    * "blocked" (a table of the job's is missing) */
+				    * "blocked" (a table or container of the job's is
+				    * missing), "waiting" (the job asked to run again
+				    * later: ECW_ELATER) */
 };
 
 /* The rules. random is called once for a hidden time's jitter (retried,

@@ -137,6 +137,11 @@ const struct ecw_account *ecw_client_account(const struct ecw_client *c)
 	return c->acct;
 }
 
+const char *ecw_client_endpoint(const struct ecw_client *c, enum ecw_service svc)
+{
+	return ecw_account_endpoint(c->acct, svc);
+}
+
 #ifdef ECW_TESTING
 void ecw_client_inject_faults(struct ecw_client *c, int count, enum ecw_fault_kind kind, long status)
 {
@@ -435,17 +440,19 @@ int64_t ecw_client_retry_delay_ms(const struct ecw_client_options *o, int retry,
 /* A table request's path starts with its table: /{table}(...), /{table}()
  * or /{table}. The table a 404 TableNotFound is about goes into the last
  * error (ecw_error_set_table), for the runtime's job_blocked line and gauge.
- * A $batch names its table in its body: batch.c names it. */
+ * A $batch names its table in its body: batch.c names it. A blob request's
+ * path starts with its container (/{container}/{blob}, /{container}?...),
+ * named likewise for a 404 ContainerNotFound. */
 static void name_missing_table(const struct ecw_request *r)
 {
 	const char *path = ecw_buf_cstr(&r->path);
 	size_t n;
 
-	if (r->svc != ECW_SVC_TABLE || *path != '/')
+	if ((r->svc != ECW_SVC_TABLE && r->svc != ECW_SVC_BLOB) || *path != '/')
 		return;
 	path++;
-	n = strcspn(path, "(/?");
-	if (n > 0 && *path != '$' && !(n == 6 && memcmp(path, "Tables", 6) == 0))
+	n = strcspn(path, r->svc == ECW_SVC_BLOB ? "/?" : "(/?");
+	if (r->svc == ECW_SVC_BLOB || (n > 0 && *path != '$' && !(n == 6 && memcmp(path, "Tables", 6) == 0)))
 		ecw_error_set_table(path, n);
 }
 
@@ -495,7 +502,7 @@ static int classify(const struct ecw_client *c, const struct ecw_request *r, con
 			   c->acct->endpoint_path[r->svc], ecw_buf_cstr(&r->path), resp->status, code,
 			   *msg ? ": " : "", msg, reqid ? " (request id " : "", reqid ? reqid : "",
 			   reqid ? ")" : "");
-	if (err == ECW_ENOTABLE)
+	if (err == ECW_ENOTABLE || err == ECW_ENOCONTAINER)
 		name_missing_table(r);
 	return err;
 }
