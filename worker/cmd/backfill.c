@@ -163,9 +163,10 @@ int ecw_cmd_backfill(int argc, char **argv)
 	static const char help[] =
 		"usage: ecworker backfill [-c FILE] JOB [--filter ODATA] [--rate N] [--queue NAME]\n\n"
 		"Scans JOB's source table and enqueues one message per entity, so derived data\n"
-		"(a new index, say) is built over what already exists. The worker then processes\n"
-		"them like any other message. Progress goes to stderr when it is a terminal; a\n"
-		"summary ends the run. Ctrl-C stops after the message in hand.\n\n"
+		"(a new index, say) is built over what already exists (a move from blobs: one per\n"
+		"blob of its container). The worker then processes them like any other message.\n"
+		"Progress goes to stderr when it is a terminal; a summary ends the run. Ctrl-C\n"
+		"stops after the message in hand.\n\n"
 		"  -c, --config FILE   configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 		"      --filter ODATA  only entities matching this $filter, e.g. \"PartitionKey eq 'Sales'\"\n"
 		"      --rate N        at most N messages per second (default: as fast as storage allows)\n"
