@@ -114,6 +114,12 @@ struct ecw_job_type {
 	/* The table whose entities the job derives from, for `ecworker
 	 * backfill`; may be NULL when the job has none. */
 	const char *(*source_table)(const void *settings);
+	/* For `ecworker backfill` of a job whose source is no table
+	 * (source_table NULL: a move from blobs): calls each(arg, pk, rk) for
+	 * every source it finds, in its order, until each returns non-zero
+	 * (returned) or an error; 0 at the end. May be NULL. */
+	int (*source_keys)(const void *settings, struct ecw_client *c,
+			   int (*each)(void *arg, const char *pk, const char *rk), void *arg);
 	/* The table the job writes (archive, index, targets), for `ecworker
 	 * status`; may be NULL. */
 	const char *(*target_table)(const void *settings);

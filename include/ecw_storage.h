@@ -320,6 +320,10 @@ int ecw_table_get_many(struct ecw_entity **out, struct ecw_client *c, const char
 
 /* Appends 'value' as an OData string literal: quoted, single quotes doubled. */
 int ecw_escape_filter_string(struct ecw_buf *filter, const char *value) ECW_MUST_USE;
+/* Appends n bytes as JavaScript's encodeURIComponent does: A-Z a-z 0-9
+ * - _ . ! ~ * ' ( ) as they are, every other byte as %XX (uppercase hex).
+ * The result is printable ASCII without spaces (a blob metadata value). */
+int ecw_escape_pct(struct ecw_buf *out, const char *s, size_t n) ECW_MUST_USE;
 
 struct ecw_query_options {
 	const char *filter; /* OData $filter, NULL for all entities */

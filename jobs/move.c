@@ -38,7 +38,11 @@
  * source's delete then succeeds for the newer run only, and the older copy
  * stays under its old key. A source changed between a
  * run's read and its delete is never lost: the delete fails with 412 and the
- * run starts over with the new version, replacing the older copy. */
+ * run starts over with the new version, replacing the older copy.
+ *
+ * A move with one side in blobs (from_blob or to_blob) is parsed, run and
+ * audited by jobs/move_blob.c, with its own steps and argument there; this
+ * file's ops table hands it over. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,12 +50,14 @@
 #include "ecw_audit.h"
 #include "ecw_job.h"
 #include "jobs_private.h"
+#include "move_private.h"
 
 #define MAX_ROUNDS 5
 
 struct move {
 	char *from, *to;
 	struct ecw_template *to_pk, *to_rk; /* NULL: keep the key */
+	struct ecw_move_blob *blob;         /* a side in blobs: move_blob.c runs it */
 };
 
 static void move_free(void *p)
@@ -62,6 +68,7 @@ static void move_free(void *p)
 		return;
 	free(m->from);
 	free(m->to);
+	ecw_move_blob_free(m->blob);
 	ecw_template_free(m->to_pk);
 	ecw_template_free(m->to_rk);
 	free(m);
@@ -77,6 +84,14 @@ static int move_parse(void **out, const struct ecw_node *job, struct ecw_node_er
 	*out = NULL;
 	if (!m)
 		return -1;
+	if (ecw_move_blob_wanted(job)) {
+		if (ecw_move_blob_parse(&m->blob, job, errs) < 0) {
+			move_free(m);
+			return -1;
+		}
+		*out = m;
+		return 0;
+	}
 	bad |= ecw_node_check_keys(job, allowed, "move job", errs) > 0;
 	bad |= ecw_job_setting_table(&m->from, job, "from", true, errs) < 0;
 	bad |= ecw_job_setting_table(&m->to, job, "to", true, errs) < 0;
@@ -98,6 +113,8 @@ static int move_prepare(const void *settings, struct ecw_client *c)
 {
 	const struct move *m = settings;
 
+	if (m->blob)
+		return ecw_move_blob_prepare(m->blob, c);
 	if (strcmp(m->to, m->from) == 0)
 		return 0; /* re-keyed in place: the table is the source, never made */
 	return ecw_table_create(NULL, c, m->to);
@@ -203,6 +220,8 @@ static int move_run(const void *settings, struct ecw_job_ctx *ctx)
 	const struct move *m = settings;
 	int err = 0;
 
+	if (m->blob)
+		return ecw_move_blob_run(m->blob, ctx);
 	for (int round = 0; round < MAX_ROUNDS; round++) {
 		struct ecw_entity *src = NULL, *copy = NULL;
 
@@ -386,6 +405,17 @@ static void move_run_group(const void *settings, struct ecw_job_ctx *ctxs, size_
 			ecw_job_member_fail(&ctxs[i], &errs[i], ecw_error_set(ECW_ENOMEM, "out of memory"));
 		return;
 	}
+	if (m->blob) {
+		/* Blobs have no transactions: one by one. */
+		for (size_t i = 0; i < n; i++) {
+			ecw_error_clear();
+			int err = ecw_move_blob_run(m->blob, &ctxs[i]);
+			if (err < 0)
+				ecw_job_member_fail(&ctxs[i], &errs[i], err);
+		}
+		free(mem);
+		return;
+	}
 	/* 1. Read every source: one query per 14 members. */
 	read_sources(m, ctxs, mem, n, errs);
 	ecw_crash_point("move.group.read");
@@ -500,6 +530,8 @@ static int move_audit(const void *settings, struct ecw_audit_ctx *ctx)
 	struct ecw_table_query *q = NULL;
 	int err;
 
+	if (m->blob)
+		return ecw_move_blob_audit(m->blob, ctx);
 	if ((err = ecw_audit_query(&q, ctx, m->from, "PartitionKey", NULL)) < 0)
 		return err;
 	for (;;) {
@@ -550,12 +582,26 @@ static int move_audit(const void *settings, struct ecw_audit_ctx *ctx)
 
 static const char *move_source(const void *settings)
 {
-	return ((const struct move *)settings)->from;
+	const struct move *m = settings;
+
+	return m->blob ? ecw_move_blob_source_table(m->blob) : m->from;
+}
+
+static int move_source_keys(const void *settings, struct ecw_client *c,
+			    int (*each)(void *arg, const char *pk, const char *rk), void *arg)
+{
+	const struct move *m = settings;
+
+	if (!m->blob)
+		return ecw_error_set(ECW_EINVALID, "move %s -> %s: its source is a table", m->from, m->to);
+	return ecw_move_blob_source_keys(m->blob, c, each, arg);
 }
 
 static const char *move_target(const void *settings)
 {
-	return ((const struct move *)settings)->to;
+	const struct move *m = settings;
+
+	return m->blob ? ecw_move_blob_target_table(m->blob) : m->to;
 }
 
 const struct ecw_job_type ecw_job_move = {
@@ -573,6 +619,7 @@ const struct ecw_job_type ecw_job_move = {
 	.group_max = ECW_TABLE_GET_MANY_KEYS,
 	.free = move_free,
 	.source_table = move_source,
+	.source_keys = move_source_keys,
 	.target_table = move_target,
 	.audit = move_audit,
 };

@@ -285,9 +285,17 @@ static bool auditable(const struct ecw_job_def *j)
 	return j->type->audit != NULL;
 }
 
+/* Names alike, NULL (a side in blobs) alike with NULL. */
+static bool same_side(const char *a, const char *b)
+{
+	return a && b ? strcmp(a, b) == 0 : a == b;
+}
+
 /* Two moves of opposite directions (from A to B, from B to A) both find an
  * entity that is in both tables; repaired, it would be completed in the
- * direction of whichever ran first, so --repair needs one named. */
+ * direction of whichever ran first, so --repair needs one named. A move to
+ * blobs and one from blobs into its table count as opposite (whichever
+ * containers they name: naming the job is never wrong). */
 static const struct ecw_job_def *inverse_move(const struct ecw_config *cfg, const struct ecw_job_def *j)
 {
 	const char *from, *to;
@@ -300,8 +308,8 @@ static const struct ecw_job_def *inverse_move(const struct ecw_config *cfg, cons
 		const struct ecw_job_def *o = &cfg->jobs[i];
 		if (o == j || o->type != j->type)
 			continue;
-		if (strcmp(o->type->source_table(o->settings), to) == 0 &&
-		    strcmp(o->type->target_table(o->settings), from) == 0)
+		if (same_side(o->type->source_table(o->settings), to) &&
+		    same_side(o->type->target_table(o->settings), from))
 			return o;
 	}
 	return NULL;
