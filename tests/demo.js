@@ -2,11 +2,13 @@
 // demo.js - the application side of `make demo`, written with the official
 // Azure SDK for JavaScript: it seeds and changes entities the way an app
 // would, and shows what ecworker derived from them.
-//   node demo.js seed | change | show | telemetry | late | rollups
+//   node demo.js seed | change | show | telemetry | late | rollups | archived | photo | photos
 "use strict";
 const { TableClient } = require("@azure/data-tables");
+const { BlobServiceClient } = require("@azure/storage-blob");
 const cs = process.env.AZURE_STORAGE_CONNECTION_STRING;
 const table = (name) => TableClient.fromConnectionString(cs, name, { allowInsecureConnection: true });
+const container = (name) => BlobServiceClient.fromConnectionString(cs).getContainerClient(name);
 
 const employees = [
 	["Sales", "o'brien 001", "Pat", "O'Brien", "pat.obrien@example.com"],
@@ -17,6 +19,7 @@ const employees = [
 
 async function seed() {
 	for (const t of ["Employees", "Customers", "Orders"]) await table(t).createTable();
+	await container("employee-files").createIfNotExists(); // the application's: the worker never creates it
 	for (const [pk, rk, first, last, email] of employees)
 		await table("Employees").upsertEntity({ partitionKey: pk, rowKey: rk, FirstName: first,
 			LastName: last, Email: email, Salary: { value: "50000", type: "Double" } }, "Replace");
@@ -84,5 +87,39 @@ async function rollups() {
 			(e.minDepth !== undefined ? `  min ${e.minDepth}  max ${e.maxDepth}` : "") + `  samples ${e.samples}`);
 }
 
-const cmds = { seed, change, show, telemetry, late, rollups };
+async function blobs(name, prefix) {
+	const out = [];
+	for await (const b of container(name).listBlobsFlat(prefix ? { prefix } : {})) out.push(b);
+	return out;
+}
+
+// What the blob archive holds, read as any application would: JSON.
+async function archived() {
+	console.log("employee-archive (blobs, the Table service's JSON):");
+	for (const b of await blobs("employee-archive")) {
+		const text = (await container("employee-archive").getBlobClient(b.name).downloadToBuffer()).toString("utf8");
+		console.log(`  ${b.name}  ${text}`);
+	}
+	const e = await table("Employees").getEntity("Sales", "o'brien 001").catch(() => null);
+	console.log(`Employees has Sales/o'brien 001: ${e ? `yes (${e.FirstName} ${e.LastName}, Salary ${e.Salary})` : "no"}`);
+}
+
+// Alex Jones's photo, uploaded before the entity names it; a second call
+// replaces it: the new blob is uploaded, then the entity names it.
+async function photo() {
+	const c = container("employee-files");
+	const have = (await blobs("employee-files", "Ops/jones 003/")).length;
+	const name = `Ops/jones 003/photo-${have + 1}.jpg`;
+	const bytes = Buffer.from(`a photo, take ${have + 1}`);
+	await c.getBlockBlobClient(name).upload(bytes, bytes.length, { blobHTTPHeaders: { blobContentType: "image/jpeg" } });
+	await table("Employees").updateEntity({ partitionKey: "Ops", rowKey: "jones 003", Photo: name }, "Merge");
+}
+
+async function photos() {
+	const e = await table("Employees").getEntity("Ops", "jones 003");
+	console.log(`employee-files under Ops/jones 003/ (the entity names ${e.Photo}):`);
+	for (const b of await blobs("employee-files", "Ops/jones 003/")) console.log(`  ${b.name}`);
+}
+
+const cmds = { seed, change, show, telemetry, late, rollups, archived, photo, photos };
 cmds[process.argv[2]]().then(() => process.exit(0), (e) => { console.error("demo.js: " + e.message); process.exit(1); });

@@ -7,7 +7,9 @@
 # application changes things, archives an employee, sends one garbage message,
 # and the worker brings everything back in line. Then a water tank's hourly
 # readings are rolled up into daily and weekly aggregates, and recomputed when
-# late readings arrive. Ends with SIGTERM.
+# late readings arrive. Then an employee is archived into a blob and
+# restored, and a photo the employee no longer names is deleted. Ends with
+# SIGTERM.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
@@ -70,6 +72,21 @@ app late
 "$bin" enqueue -c "$cfg" tank-weekly --field device=tank-7 --field window_start=2020-10-05 >/dev/null
 wait_for 21
 app rollups
+echo "== archives in blobs: Pat O'Brien archived to a blob (then: the indexes), then restored"
+"$bin" enqueue -c "$cfg" archive-employee-to-blob Sales "o'brien 001" >/dev/null
+wait_for 24
+app archived
+"$bin" enqueue -c "$cfg" restore-employee-from-blob Sales "o'brien 001" >/dev/null
+wait_for 27
+app archived
+echo "== the large-entities pattern: Alex Jones's photo, then a new one (the entity names the new)"
+app photo
+app photo
+app photos
+sleep 3 # past the job's grace (2 s): the replaced photo may go
+"$bin" enqueue -c "$cfg" employee-files Ops "jones 003" >/dev/null
+wait_for 28
+app photos
 echo "== ecworker status -c config/demo.yaml"
 "$bin" status -c "$cfg"
 echo "== ecworker poison list -c config/demo.yaml   (what an operator sees; see the runbook in worker/README.md)"
