@@ -123,10 +123,11 @@ struct ecw_job_type {
 	/* The table the job writes (archive, index, targets), for `ecworker
 	 * status`; may be NULL. */
 	const char *(*target_table)(const void *settings);
-	/* The application's blob container the job works in (blob-ref), for
-	 * the preflight (check-config --online, and the start: a missing one
-	 * blocks the job, as a missing source table does); never created by
-	 * the worker. May be NULL. */
+	/* The application's blob container the job works in (blob-ref) or
+	 * reads (a move from_blob), for the preflight (check-config --online,
+	 * and the start: a missing one blocks the job, as a missing source
+	 * table does); never created by the worker. The member may be NULL,
+	 * and so may what it returns (none for these settings). */
 	const char *(*container)(const void *settings);
 	/* Keyless types: the message fields run reads besides "job" and
 	 * "window_start" (NULL-terminated, e.g. {"device", NULL}), so that a

@@ -604,6 +604,13 @@ static const char *move_target(const void *settings)
 	return m->blob ? ecw_move_blob_target_table(m->blob) : m->to;
 }
 
+static const char *move_container(const void *settings)
+{
+	const struct move *m = settings;
+
+	return m->blob ? ecw_move_blob_source_container(m->blob) : NULL;
+}
+
 const struct ecw_job_type ecw_job_move = {
 	.name = "move",
 	.parse = move_parse,
@@ -621,5 +628,6 @@ const struct ecw_job_type ecw_job_move = {
 	.source_table = move_source,
 	.source_keys = move_source_keys,
 	.target_table = move_target,
+	.container = move_container,
 	.audit = move_audit,
 };

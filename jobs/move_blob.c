@@ -408,6 +408,11 @@ const char *ecw_move_blob_source_table(const struct ecw_move_blob *b)
 	return b->archive ? b->table : NULL;
 }
 
+const char *ecw_move_blob_source_container(const struct ecw_move_blob *b)
+{
+	return b->archive ? NULL : b->container;
+}
+
 const char *ecw_move_blob_target_table(const struct ecw_move_blob *b)
 {
 	return b->archive ? NULL : b->table;

@@ -36,5 +36,9 @@ const char *ecw_move_blob_source_table(const struct ecw_move_blob *b);
 int ecw_move_blob_source_keys(const struct ecw_move_blob *b, struct ecw_client *c,
 			      int (*each)(void *arg, const char *pk, const char *rk), void *arg) ECW_MUST_USE;
 const char *ecw_move_blob_target_table(const struct ecw_move_blob *b);
+/* A restore's container (from_blob), which the worker never creates, for
+ * the preflight (ecw_job.h, container); NULL for an archive, whose
+ * container is created at prepare. */
+const char *ecw_move_blob_source_container(const struct ecw_move_blob *b);
 
 #endif

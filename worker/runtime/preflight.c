@@ -137,8 +137,8 @@ static int check_job(struct check *k, const struct ecw_job_def *d)
 		    d->name, source);
 	else if (source && r < 0 && !k->refused)
 		return r;
-	if (d->type->container && !k->refused) {
-		const char *container = d->type->container(d->settings);
+	const char *container = d->type->container ? d->type->container(d->settings) : NULL;
+	if (container && !k->refused) {
 		if ((r = container_exists(k, container)) == 0)
 			say(k, ECW_PREFLIGHT_SOURCE, d->name, container,
 			    "job '%s' works in blob container '%s', which does not exist: correct the name, or "
