@@ -130,9 +130,9 @@ static void test_job_move_blob_crash__restore_after_deleted(void **state)
 	crash_after(*state, true, "move.from_blob.deleted", MV_IN_TARGET, "already-moved");
 }
 
-/* A restore from a container nobody created: its message is held
- * (`blocked`, naming the container), never poisoned; the worker does not
- * create a container it only reads. */
+/* A restore from a container nobody created: check-config --online names
+ * it; its message is held (`blocked`, naming the container), never
+ * poisoned; the worker does not create a container it only reads. */
 static void test_job_move_blob_crash__missing_container_blocks(void **state)
 {
 	struct mv *m = *state;
@@ -145,6 +145,20 @@ static void test_job_move_blob_crash__missing_container_blocks(void **state)
 	         "  restore-blob: {type: move, from_blob: {container: %s, name: \"" MBX_TEMPLATE
 	         "\"}, to: %s}\n",
 	         container, m->emp);
+	/* check-config --online names the restore's container (preflight.c,
+	 * the job type's container). */
+	struct wfx_worker w = WFX_WORKER(m->fx.t->queue, m->fx.poison);
+	char path[640], line[256], *out = NULL, *err = NULL;
+	w.jobs = jobs;
+	wfx_write_config(path, sizeof(path), "moveblob-online", &w);
+	const char *online[] = {"check-config", "--online", "-c", path, NULL};
+	int rc = proc_run(&out, &err, "moveblob-online", online, NULL, 30000);
+	ITEST_CHECK(rc == 1, "check-config --online exited %d:\n%s\n%s", rc, out, err);
+	snprintf(line, sizeof(line), "job 'restore-blob' works in blob container '%s', which does not exist",
+	         container);
+	ITEST_CHECK(strstr(out, line), "no line \"%s\" in:\n%s", line, out);
+	free(out);
+	free(err);
 	mv_put_job(m, "restore-blob", "Sales", "e1", NULL, false, id);
 	mv_start_worker(&p, m, "moveblob-blocked", jobs, &o);
 	PROC_EXPECT_LOG(&p, 1, 15000, "message", "message_id", id, "outcome", "blocked");
