@@ -406,14 +406,8 @@ static void move_run_group(const void *settings, struct ecw_job_ctx *ctxs, size_
 		return;
 	}
 	if (m->blob) {
-		/* Blobs have no transactions: one by one. */
-		for (size_t i = 0; i < n; i++) {
-			ecw_error_clear();
-			int err = ecw_move_blob_run(m->blob, &ctxs[i]);
-			if (err < 0)
-				ecw_job_member_fail(&ctxs[i], &errs[i], err);
-		}
 		free(mem);
+		ecw_move_blob_run_group(m->blob, ctxs, n, errs);
 		return;
 	}
 	/* 1. Read every source: one query per 14 members. */

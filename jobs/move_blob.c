@@ -78,8 +78,10 @@
  * creates what a move writes (to_blob's container, `to`'s table, with
  * create_missing), never what it reads.
  *
- * Groups: a blob move runs its messages one by one (Blob storage has no
- * transactions to batch with); the table move's run_group hands them here. */
+ * Groups (messages of one partition run together: the sources read by one
+ * query and deleted by one transaction, or the restored entities inserted by
+ * one) are in jobs/move_blob_group.c, with their crash-safety argument; it
+ * takes the steps below from here (move_blob_private.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,32 +89,11 @@
 #include "ecw_audit.h"
 #include "ecw_job.h"
 #include "jobs_private.h"
+#include "move_blob_private.h"
 #include "move_private.h"
 
 #define MAX_ROUNDS 5
 #define RESTART 1
-
-/* The largest blob a restore reads: an entity is at most 1 MiB in the
- * service (strings counted as UTF-16), whose JSON stays under 4 MiB even
- * when every character is a control character written \u00XX. */
-#define BLOB_MAX ((size_t)4 * 1024 * 1024)
-
-/* A rendered name: keys of 1 KiB, each byte escaped at most to 3, and the
- * literal text; ecw_blob_name_check refuses what is over 1,024 characters. */
-#define NAME_BUF_MAX ((size_t)16 * 1024)
-
-/* A name template: lit[0] KEY lit[1] KEY lit[2]. */
-struct blob_name {
-	char *lit[3];
-	bool pk_first; /* {PartitionKey} before {RowKey} */
-};
-
-struct ecw_move_blob {
-	char *table; /* `from` (archive) or `to` (restore) */
-	char *container;
-	struct blob_name name;
-	bool archive; /* to_blob: the table to blobs; else from_blob: blobs to the table */
-};
 
 /* ---- the name ---------------------------------------------------------------------------------- */
 
@@ -158,7 +139,8 @@ static bool name_unkey(struct ecw_buf *out, const char *s, size_t n)
 	return true;
 }
 
-static int name_render(struct ecw_buf *out, const struct blob_name *t, const char *pk, const char *rk)
+static int name_render(struct ecw_buf *out, const struct ecw_move_blob_name *t, const char *pk,
+		       const char *rk)
 {
 	int err;
 
@@ -171,7 +153,8 @@ static int name_render(struct ecw_buf *out, const struct blob_name *t, const cha
 
 /* The keys a name was rendered from, when it is one of t's: false for a
  * name t cannot have rendered (another job's blob, or none of ours). */
-static bool name_keys(struct ecw_buf *pk, struct ecw_buf *rk, const struct blob_name *t, const char *name)
+static bool name_keys(struct ecw_buf *pk, struct ecw_buf *rk, const struct ecw_move_blob_name *t,
+		      const char *name)
 {
 	size_t len = strlen(name), l0 = strlen(t->lit[0]), l1 = strlen(t->lit[1]), l2 = strlen(t->lit[2]);
 	size_t before = (size_t)(strchr(t->lit[1], '/') - t->lit[1]); /* lit[1]'s text before its '/' */
@@ -203,7 +186,7 @@ static bool name_keys(struct ecw_buf *pk, struct ecw_buf *rk, const struct blob_
 	return true;
 }
 
-static void name_dispose(struct blob_name *t)
+static void name_dispose(struct ecw_move_blob_name *t)
 {
 	for (int i = 0; i < 3; i++)
 		free(t->lit[i]);
@@ -211,8 +194,8 @@ static void name_dispose(struct blob_name *t)
 
 /* Splits text into its literals around {PartitionKey} and {RowKey} ({{ and
  * }} as braces), and checks the rule above. Reports at node `at`. */
-static int name_parse(struct blob_name *t, const char *text, const char *key, const struct ecw_node *at,
-		      struct ecw_node_errors *errs)
+static int name_parse(struct ecw_move_blob_name *t, const char *text, const char *key,
+		      const struct ecw_node *at, struct ecw_node_errors *errs)
 {
 	struct ecw_template *compiled = NULL;
 	struct ecw_buf lit, probe;
@@ -220,7 +203,7 @@ static int name_parse(struct blob_name *t, const char *text, const char *key, co
 	int n = 0, rc = -1;
 
 	ecw_buf_init(&lit, 0);
-	ecw_buf_init(&probe, NAME_BUF_MAX);
+	ecw_buf_init(&probe, ECW_MOVE_BLOB_NAME_MAX);
 	char what[32];
 
 	/* The template's own syntax first, with its own messages. */
@@ -420,9 +403,7 @@ const char *ecw_move_blob_target_table(const struct ecw_move_blob *b)
 
 /* ---- shared steps ------------------------------------------------------------------------------ */
 
-/* A missing container is held as a missing table is (the runtime's
- * `blocked`): the error names it. Other errors pass. */
-static int no_container(const struct ecw_move_blob *b, int err)
+int ecw_move_blob_no_container(const struct ecw_move_blob *b, int err)
 {
 	if (err != ECW_ENOCONTAINER)
 		return err;
@@ -434,9 +415,7 @@ static int no_container(const struct ecw_move_blob *b, int err)
 	return err;
 }
 
-/* The blob's name for these keys; a name the service would refuse (over
- * 1,024 characters) is a permanent error, nothing written. */
-static int blob_name_of(struct ecw_buf *out, const struct ecw_move_blob *b, const char *pk, const char *rk)
+int ecw_move_blob_name_of(struct ecw_buf *out, const struct ecw_move_blob *b, const char *pk, const char *rk)
 {
 	int err;
 
@@ -452,8 +431,7 @@ static int blob_name_of(struct ecw_buf *out, const struct ecw_move_blob *b, cons
 	return 0;
 }
 
-/* The source is gone: done. detail tells whether the target holds it. */
-static int source_missing(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx, const char *name)
+int ecw_move_blob_source_missing(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx, const char *name)
 {
 	const char *detail = "missing";
 	int err;
@@ -465,7 +443,7 @@ static int source_missing(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx
 		if (err == 0)
 			detail = "already-moved";
 		else if (err != ECW_EBLOBNOTFOUND)
-			return no_container(b, err);
+			return ecw_move_blob_no_container(b, err);
 	} else {
 		struct ecw_entity *t = NULL;
 		err = ecw_table_get(&t, ctx->client, b->table, ctx->pk, ctx->rk);
@@ -498,26 +476,40 @@ static int archive_meta(struct ecw_blob_meta meta[4], struct ecw_buf *pk, struct
 	return 0;
 }
 
-/* Step 2: the blob written only into an empty place, or over the blob as
- * it was while the source was still the version read (the careful path). */
-static int write_archive(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx, const char *name,
-			 const struct ecw_entity *src, struct ecw_buf *json)
+int ecw_move_blob_put(const struct ecw_move_blob *b, struct ecw_client *c, const char *name,
+		      const struct ecw_entity *src, const char *if_match, struct ecw_buf *json)
 {
 	struct ecw_blob_meta meta[4];
-	struct ecw_blob_put_options o = {
-		.content_type = "application/json", .if_none_match = "*", .meta = meta, .n_meta = 4};
-	struct ecw_blob_info *info = NULL;
-	struct ecw_entity *again = NULL;
+	struct ecw_blob_put_options o = {.content_type = "application/json",
+					 .if_none_match = if_match ? NULL : "*",
+					 .if_match = if_match,
+					 .meta = meta,
+					 .n_meta = 4};
 	struct ecw_buf mpk, mrk;
 	int err;
 
 	ecw_buf_init(&mpk, 0);
 	ecw_buf_init(&mrk, 0);
 	ecw_buf_reset(json);
-	if ((err = ecw_entity_to_json(json, src)) < 0 || (err = archive_meta(meta, &mpk, &mrk, b, src)) < 0 ||
-	    (err = ecw_job_check_lease(ctx)) < 0)
+	if ((err = ecw_entity_to_json(json, src)) == 0 && (err = archive_meta(meta, &mpk, &mrk, b, src)) == 0)
+		err = ecw_blob_put(NULL, c, b->container, name, json->ptr, json->len, &o);
+	ecw_buf_dispose(&mpk);
+	ecw_buf_dispose(&mrk);
+	return err;
+}
+
+/* Step 2: the blob written only into an empty place, or over the blob as
+ * it was while the source was still the version read (the careful path). */
+static int write_archive(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx, const char *name,
+			 const struct ecw_entity *src, struct ecw_buf *json)
+{
+	struct ecw_blob_info *info = NULL;
+	struct ecw_entity *again = NULL;
+	int err;
+
+	if ((err = ecw_job_check_lease(ctx)) < 0)
 		goto done;
-	err = ecw_blob_put(NULL, ctx->client, b->container, name, json->ptr, json->len, &o);
+	err = ecw_move_blob_put(b, ctx->client, name, src, NULL, json);
 	if (err != ECW_ECONFLICT)
 		goto done;
 	ecw_error_clear();
@@ -532,19 +524,14 @@ static int write_archive(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx,
 		err = RESTART; /* changed since the first read */
 	else if (err == ECW_ENOTFOUND)
 		err = RESTART; /* someone moved it meanwhile */
-	if (err == 0 && (err = ecw_job_check_lease(ctx)) == 0) {
-		o.if_none_match = NULL;
-		o.if_match = info->etag;
-		err = ecw_blob_put(NULL, ctx->client, b->container, name, json->ptr, json->len, &o);
-	}
+	if (err == 0 && (err = ecw_job_check_lease(ctx)) == 0)
+		err = ecw_move_blob_put(b, ctx->client, name, src, info->etag, json);
 	if (err == ECW_EPRECONDITION || err == ECW_EBLOBNOTFOUND || err == ECW_ECONFLICT)
 		err = RESTART; /* the blob changed under us (Azurite: 412 on a blob gone) */
 done:
 	ecw_blob_info_free(info);
 	ecw_entity_free(again);
-	ecw_buf_dispose(&mpk);
-	ecw_buf_dispose(&mrk);
-	return no_container(b, err);
+	return ecw_move_blob_no_container(b, err);
 }
 
 static int archive(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx, const char *name)
@@ -552,14 +539,14 @@ static int archive(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx, const
 	struct ecw_buf json;
 	int err = 0;
 
-	ecw_buf_init(&json, BLOB_MAX);
+	ecw_buf_init(&json, ECW_MOVE_BLOB_MAX);
 	for (int round = 0; round < MAX_ROUNDS; round++) {
 		struct ecw_entity *src = NULL;
 
 		err = ecw_table_get(&src, ctx->client, b->table, ctx->pk, ctx->rk);
 		ecw_crash_point("move.to_blob.read");
 		if (err == ECW_ENOTFOUND) {
-			err = source_missing(b, ctx, name);
+			err = ecw_move_blob_source_missing(b, ctx, name);
 			goto done;
 		}
 		if (err < 0)
@@ -621,6 +608,28 @@ static int parse_archive(struct ecw_entity **out, const struct ecw_move_blob *b,
 	return 0;
 }
 
+int ecw_move_blob_read(struct ecw_entity **out, struct ecw_blob_info **info, struct ecw_buf *body,
+		       const struct ecw_move_blob *b, const struct ecw_job_ctx *ctx, const char *name)
+{
+	int err;
+
+	*out = NULL;
+	*info = NULL;
+	err = ecw_blob_get(body, info, ctx->client, b->container, name, ECW_MOVE_BLOB_MAX);
+	if (err == ECW_ETOOLARGE)
+		err = ecw_error_set(ECW_ETOOLARGE,
+				    "blob '%.200s' in container %s is over %zu MiB, more than any entity's "
+				    "JSON: not restored",
+				    name, b->container, ECW_MOVE_BLOB_MAX >> 20);
+	if (err == 0)
+		err = parse_archive(out, b, ctx, name, body);
+	if (err < 0) {
+		ecw_blob_info_free(*info);
+		*info = NULL;
+	}
+	return err;
+}
+
 /* Step 2: the entity inserted, or written over the target as it was while
  * the blob was still the version read. */
 static int write_restored(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx, const char *name,
@@ -652,7 +661,7 @@ static int write_restored(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx
 		err = RESTART; /* the target changed under us */
 	ecw_entity_free(target);
 	ecw_blob_info_free(info);
-	return no_container(b, err);
+	return ecw_move_blob_no_container(b, err);
 }
 
 static int restore(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx, const char *name)
@@ -660,25 +669,18 @@ static int restore(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx, const
 	struct ecw_buf body;
 	int err = 0;
 
-	ecw_buf_init(&body, BLOB_MAX);
+	ecw_buf_init(&body, ECW_MOVE_BLOB_MAX);
 	for (int round = 0; round < MAX_ROUNDS; round++) {
 		struct ecw_blob_info *info = NULL;
 		struct ecw_entity *e = NULL;
 
-		err = ecw_blob_get(&body, &info, ctx->client, b->container, name, BLOB_MAX);
+		err = ecw_move_blob_read(&e, &info, &body, b, ctx, name);
 		ecw_crash_point("move.from_blob.read");
 		if (err == ECW_EBLOBNOTFOUND) {
-			ecw_blob_info_free(info);
-			err = source_missing(b, ctx, name);
+			err = ecw_move_blob_source_missing(b, ctx, name);
 			goto done;
 		}
-		if (err == ECW_ETOOLARGE)
-			err = ecw_error_set(
-				ECW_ETOOLARGE,
-				"blob '%.200s' in container %s is over %zu MiB, more than any entity's "
-				"JSON: not restored",
-				name, b->container, BLOB_MAX >> 20);
-		if (err == 0 && (err = parse_archive(&e, b, ctx, name, &body)) == 0)
+		if (err == 0)
 			err = write_restored(b, ctx, name, e, info->etag);
 		ecw_entity_free(e);
 		if (err == RESTART) {
@@ -688,7 +690,7 @@ static int restore(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx, const
 		}
 		if (err < 0) {
 			ecw_blob_info_free(info);
-			err = no_container(b, err);
+			err = ecw_move_blob_no_container(b, err);
 			goto done;
 		}
 		ecw_crash_point("move.from_blob.written");
@@ -702,7 +704,7 @@ static int restore(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx, const
 			err = 0;
 		}
 		if (err != ECW_EPRECONDITION) {
-			err = no_container(b, err);
+			err = ecw_move_blob_no_container(b, err);
 			goto done;
 		}
 		ecw_error_clear(); /* the blob changed since we read it: restore the newer one */
@@ -720,8 +722,8 @@ int ecw_move_blob_run(const void *settings, struct ecw_job_ctx *ctx)
 	struct ecw_buf name;
 	int err;
 
-	ecw_buf_init(&name, NAME_BUF_MAX);
-	if ((err = blob_name_of(&name, b, ctx->pk, ctx->rk)) == 0)
+	ecw_buf_init(&name, ECW_MOVE_BLOB_NAME_MAX);
+	if ((err = ecw_move_blob_name_of(&name, b, ctx->pk, ctx->rk)) == 0)
 		err = b->archive ? archive(b, ctx, ecw_buf_cstr(&name))
 				 : restore(b, ctx, ecw_buf_cstr(&name));
 	ecw_buf_dispose(&name);
@@ -757,9 +759,9 @@ static int audit_blob_entity(struct ecw_entity **out, bool *foreign, const struc
 
 	*out = NULL;
 	*foreign = false;
-	ecw_buf_init(&body, BLOB_MAX);
+	ecw_buf_init(&body, ECW_MOVE_BLOB_MAX);
 	ecw_audit_pace(ctx);
-	err = ecw_blob_get(&body, NULL, ctx->client, b->container, name, BLOB_MAX);
+	err = ecw_blob_get(&body, NULL, ctx->client, b->container, name, ECW_MOVE_BLOB_MAX);
 	if (err == ECW_EBLOBNOTFOUND) {
 		err = 0;
 	} else if (err == ECW_ETOOLARGE ||
@@ -773,7 +775,7 @@ static int audit_blob_entity(struct ecw_entity **out, bool *foreign, const struc
 	if (err == 0)
 		ecw_error_clear();
 	ecw_buf_dispose(&body);
-	return no_container(b, err);
+	return ecw_move_blob_no_container(b, err);
 }
 
 /* One pair found: the entity in the move's source and in its target (the
@@ -801,7 +803,7 @@ static int audit_archive(const struct ecw_move_blob *b, struct ecw_audit_ctx *ct
 	struct ecw_buf name;
 	int err;
 
-	ecw_buf_init(&name, NAME_BUF_MAX);
+	ecw_buf_init(&name, ECW_MOVE_BLOB_NAME_MAX);
 	if ((err = ecw_audit_query(&q, ctx, b->table, "PartitionKey", NULL)) < 0)
 		goto done;
 	for (;;) {
@@ -810,7 +812,7 @@ static int audit_archive(const struct ecw_move_blob *b, struct ecw_audit_ctx *ct
 
 		if ((err = ecw_audit_next(&src, q, ctx)) < 0 || !src)
 			break;
-		if (blob_name_of(&name, b, ecw_entity_pk(src), ecw_entity_rk(src)) < 0)
+		if (ecw_move_blob_name_of(&name, b, ecw_entity_pk(src), ecw_entity_rk(src)) < 0)
 			ecw_error_clear(); /* the move would poison its message: nothing to compare */
 		else if ((err = audit_blob_entity(&copy, &foreign, b, ctx, ecw_buf_cstr(&name),
 						  ecw_entity_pk(src), ecw_entity_rk(src))) == 0 &&
@@ -857,7 +859,7 @@ static int walk_names(const struct ecw_move_blob *b, struct ecw_client *c, const
 			break;
 	}
 	if (err == ECW_ENOCONTAINER)
-		err = no_container(b, err);
+		err = ecw_move_blob_no_container(b, err);
 done:
 	ecw_blob_list_free(l);
 	ecw_buf_dispose(&pk);
@@ -923,7 +925,7 @@ static int audit_restore(const struct ecw_move_blob *b, struct ecw_audit_ctx *ct
 	struct ecw_buf prefix;
 	int err;
 
-	ecw_buf_init(&prefix, NAME_BUF_MAX);
+	ecw_buf_init(&prefix, ECW_MOVE_BLOB_NAME_MAX);
 	/* One partition: its names start with lit[0], the key and lit[1] when
 	 * the PartitionKey comes first; else every name is read. */
 	if ((err = ecw_buf_adds(&prefix, b->name.lit[0])) == 0 && ctx->partition && b->name.pk_first &&

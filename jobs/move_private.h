@@ -2,7 +2,8 @@
 /* move_private.h - what the move job (jobs/move.c, which holds the type's
  * ops table) shares with its blob form (jobs/move_blob.c, below it) and no
  * one else: a move with `from_blob` or `to_blob` is parsed, prepared, run
- * and audited there. Only those two files include it (tests/check-deps.sh). */
+ * and audited there (its groups in jobs/move_blob_group.c). Only those
+ * files include it (tests/check-deps.sh). */
 #ifndef ECW_MOVE_PRIVATE_H
 #define ECW_MOVE_PRIVATE_H
 
@@ -26,6 +27,9 @@ void ecw_move_blob_free(struct ecw_move_blob *b);
 int ecw_move_blob_prepare(const struct ecw_move_blob *b, struct ecw_client *c) ECW_MUST_USE;
 /* One message (settings: a struct ecw_move_blob). */
 int ecw_move_blob_run(const void *settings, struct ecw_job_ctx *ctx) ECW_MUST_USE;
+/* A group of n messages on one partition (ecw_job.h run_group; settings: a
+ * struct ecw_move_blob): jobs/move_blob_group.c. */
+void ecw_move_blob_run_group(const void *settings, struct ecw_job_ctx *ctxs, size_t n, int *errs);
 /* The audit (ecw_audit.h): entities in both places. */
 int ecw_move_blob_audit(const struct ecw_move_blob *b, struct ecw_audit_ctx *ctx) ECW_MUST_USE;
 /* The table side: the source of an archive (`from`), the target of a

@@ -59,7 +59,8 @@ private worker/runtime/runtime_private.h  worker/runtime/*
 private worker/storage/http_conn.h worker/storage/http.c worker/storage/http_answer.c worker/storage/http_conn.c worker/storage/http_answer.h
 private worker/storage/http_answer.h worker/storage/http.c worker/storage/http_answer.c
 private jobs/fanout_private.h  jobs/fanout.c jobs/fanout_audit.c
-private jobs/move_private.h    jobs/move.c jobs/move_blob.c
+private jobs/move_private.h    jobs/move.c jobs/move_blob.c jobs/move_blob_group.c
+private jobs/move_blob_private.h jobs/move_blob.c jobs/move_blob_group.c
 private jobs/index_private.h   jobs/index.c jobs/index_audit.c
 private jobs/blob_ref_private.h jobs/blob_ref.c jobs/blob_ref_audit.c
 private jobs/index_list_private.h jobs/index_list.c jobs/index_list_audit.c jobs/index_list_store.c jobs/index_list_combine.c jobs/index_list_tuples.c jobs/index_list_combine_private.h

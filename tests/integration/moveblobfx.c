@@ -179,3 +179,32 @@ struct ecw_entity *mbx_every_type(const char *pk, const char *rk, int version)
 	ECW_ASSERT_OK(ecw_entity_set_binary(e, "Bytes", bytes, sizeof(bytes)));
 	return e;
 }
+
+enum mv_where mbx_where_is(struct mv *m, const char *container, const struct ecw_entity *e, const char *when)
+{
+	struct ecw_entity *t = mv_get_or_null(m, m->emp, ecw_entity_pk(e), ecw_entity_rk(e));
+	struct ecw_entity *b = mbx_blob_entity(m->c, container, ecw_entity_pk(e), ecw_entity_rk(e), NULL);
+	enum mv_where w = t && b ? MV_IN_BOTH : t ? MV_IN_SOURCE : MV_IN_TARGET;
+
+	ITEST_CHECK(t || b, "%s: %s/%s is in neither place (lost)", when, ecw_entity_pk(e), ecw_entity_rk(e));
+	if (t)
+		mv_assert_same_entity(e, t, when);
+	if (b)
+		mv_assert_same_entity(e, b, when);
+	ecw_entity_free(t);
+	ecw_entity_free(b);
+	return w;
+}
+
+int mbx_mv_setup(void **state, char container[64])
+{
+	mv_setup(state);
+	mbx_container_new(container, ((struct mv *)*state)->c, false); /* the worker creates it */
+	return 0;
+}
+
+int mbx_mv_teardown(void **state, const char *container)
+{
+	mbx_container_drop(((struct mv *)*state)->c, container);
+	return mv_teardown(state);
+}

@@ -17,6 +17,7 @@
 #include "ecw_config.h"
 #include "ecw_entity.h"
 #include "itest.h"
+#include "movefx.h"
 
 /* The name template of the tests' jobs. */
 #define MBX_TEMPLATE "{PartitionKey}/{RowKey}.json"
@@ -63,5 +64,17 @@ struct ecw_entity *mbx_blob_entity(struct ecw_client *c, const char *container, 
  * Azurite's table keeps it as 0 (JSON.stringify(-0) is "0"), so no test
  * through Azurite can show a -0 kept. */
 struct ecw_entity *mbx_every_type(const char *pk, const char *rk, int version);
+
+/* cmocka setup and teardown of the tests that run a worker process:
+ * movefx's fixture (mv_setup) and a fresh container name in container, not
+ * created (the worker creates what an archive writes); dropped after. */
+int mbx_mv_setup(void **state, char container[64]);
+int mbx_mv_teardown(void **state, const char *container);
+
+/* Where e is with m's employee table (m->emp) as the table side and
+ * container as the blob side: MV_IN_SOURCE (the table), MV_IN_TARGET (the
+ * blob) or MV_IN_BOTH; each copy must equal e, and one must exist (the test
+ * fails naming when otherwise). */
+enum mv_where mbx_where_is(struct mv *m, const char *container, const struct ecw_entity *e, const char *when);
 
 #endif

@@ -638,6 +638,44 @@ static void test_job_blob_ref__audit_finds_and_repairs(void **state)
 	free(out);
 }
 
+/* --repair --via-queue: the audit deletes nothing itself; each entity with
+ * orphans gets the job's message once (Sales/1 has two, HR/9 is gone), and
+ * a worker then deletes the orphans past grace and leaves the named blob;
+ * the next audit finds none. */
+static void test_job_blob_ref__audit_via_queue_repairs_through_the_worker(void **state)
+{
+	struct br *b = *state;
+	const char *repair[] = {"--repair", "--via-queue", "--json", NULL}, *args[] = {"--json", NULL};
+	const char *run_args[] = {"run", "-c", b->x.config, NULL};
+	struct proc p;
+	const char *orphans[] = {"Sales/1/old.jpg", "Sales/1/older.jpg", "HR/9/a.jpg", NULL};
+	char *out = NULL;
+	long long n = -1;
+
+	write_employee(b, "Sales", "1", "Sales/1/photo.jpg", NULL);
+	put_blob(b, "Sales/1/photo.jpg", "p");
+	for (int i = 0; orphans[i]; i++)
+		put_blob(b, orphans[i], "o");
+	wait_past_grace(b, "HR/9/a.jpg");
+	write_worker(b, "blobref-via-queue", 5, NULL);
+	assert_int_equal(auditfx_run(&out, b->x.config, "blobref-audit-via-queue", repair), 0);
+	auditfx_counts_are(out, "files", 0, 0, 3, 0, 3);
+	ITEST_CHECK(strstr(out, "\"via_queue\":true"), "no via_queue in %s", out);
+	free(out);
+	assert_blobs(b, orphans, NULL, "queued, before any worker ran");
+	ECW_ASSERT_OK(ecw_queue_count(&n, client(b), b->x.t->queue));
+	assert_int_equal(n, 2); /* one message per entity, not per orphan */
+
+	proc_start(&p, "blobref-via-queue-worker", run_args, NULL);
+	PROC_EXPECT_LOG(&p, 2, 20000, "message", "job", "files", "outcome", "succeeded");
+	proc_stop(&p, 10000);
+	assert_blobs(b, (const char *const[]){"Sales/1/photo.jpg", NULL}, orphans, "after the worker");
+	wfx_assert_queues_empty(&b->x);
+	assert_int_equal(auditfx_run(&out, b->x.config, "blobref-audit-via-queue-again", args), 0);
+	auditfx_counts_are(out, "files", 0, 0, 0, 0, 0);
+	free(out);
+}
+
 /* A scheduled audit with repair: true (on a simulated clock inside one
  * hourly window; the grace is judged on the service's clock all the same):
  * the orphan is deleted and ecw_audit_drift shows 0 orphans, while the
@@ -716,6 +754,8 @@ int main(void)
 	                                    br_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_blob_ref__audit_finds_and_repairs, br_setup,
 	                                    br_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_blob_ref__audit_via_queue_repairs_through_the_worker,
+	                                    br_setup, br_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_blob_ref__scheduled_audit_repairs_orphans, br_setup,
 	                                    br_teardown),
 	};

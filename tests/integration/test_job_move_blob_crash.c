@@ -6,7 +6,8 @@
  * redelivered message to the no-crash state, never in both places or
  * neither after it; a missing container holding the messages (outcome
  * `blocked`, the container named, nothing poisoned or deleted); and a blob
- * that is no entity poisoned at once, with the reason. The job's other cases
+ * that is no entity poisoned at once, with the reason; `then:` after an
+ * archive; backfill of a restore. The job's other cases
  * run in this process in test_job_move_blob.c. Run one case with
  * ECW_TEST_FILTER='test_job_move_blob_crash__archive*'. */
 #include "itest.h"
@@ -23,32 +24,12 @@ static char container[64];
 
 static int setup(void **state)
 {
-	mv_setup(state);
-	mbx_container_new(container, ((struct mv *)*state)->c, false); /* the worker creates it */
-	return 0;
+	return mbx_mv_setup(state, container);
 }
 
 static int teardown(void **state)
 {
-	mbx_container_drop(((struct mv *)*state)->c, container);
-	return mv_teardown(state);
-}
-
-/* Where the employee is: in the table, in the blob, both (identical). */
-static enum mv_where where_is(struct mv *m, const struct ecw_entity *e, const char *when)
-{
-	struct ecw_entity *t = mv_get_or_null(m, m->emp, ecw_entity_pk(e), ecw_entity_rk(e));
-	struct ecw_entity *b = mbx_blob_entity(m->c, container, ecw_entity_pk(e), ecw_entity_rk(e), NULL);
-	enum mv_where w = t && b ? MV_IN_BOTH : t ? MV_IN_SOURCE : MV_IN_TARGET;
-
-	ITEST_CHECK(t || b, "%s: in neither place (lost)", when);
-	if (t)
-		mv_assert_same_entity(e, t, when);
-	if (b)
-		mv_assert_same_entity(e, b, when);
-	ecw_entity_free(t);
-	ecw_entity_free(b);
-	return w;
+	return mbx_mv_teardown(state, container);
 }
 
 /* The message of job for the employee crashes a worker right after point,
@@ -74,14 +55,14 @@ static void crash_after(struct mv *m, bool restore, const char *point, enum mv_w
 		PROC_EXPECT_LOG(&p1, 1, 15000, "message", "message_id", id, "outcome", "succeeded");
 		mv_finish(&p1);
 	}
-	assert_int_equal(where_is(m, e, "before"), start);
+	assert_int_equal(mbx_where_is(m, container, e, "before"), start);
 	mv_put_job(m, job, ecw_entity_pk(e), ecw_entity_rk(e), NULL, false, id);
 	o.crash_at = point;
 	snprintf(name, sizeof(name), "moveblob-crash-%s", point + 5);
 	mv_start_crashing_worker(&p1, m, name, jobs, &o);
 	assert_int_equal(proc_count(&p1, "message", "message_id", id, NULL), 0);
 	assert_int_equal(mv_queue_count(m, m->fx.t->queue), 1);
-	enum mv_where after = where_is(m, e, "after the crash");
+	enum mv_where after = mbx_where_is(m, container, e, "after the crash");
 	ITEST_CHECK(after == (then == MV_IN_BOTH     ? MV_IN_BOTH
 	                      : then == MV_IN_SOURCE ? start
 	                                             : end),
@@ -93,7 +74,7 @@ static void crash_after(struct mv *m, bool restore, const char *point, enum mv_w
 	PROC_EXPECT_LOG(&p2, 1, 15000, "message", "message_id", id, "outcome", "succeeded", "dequeue_count",
 	                "2");
 	mv_expect_success(&p2, id, rerun_detail);
-	assert_int_equal(where_is(m, e, "after the rerun"), end);
+	assert_int_equal(mbx_where_is(m, container, e, "after the rerun"), end);
 	assert_int_equal(mv_queue_count(m, m->fx.t->queue), 0);
 	assert_int_equal(mv_queue_count(m, m->fx.poison), 0);
 	mv_finish(&p2);
@@ -201,6 +182,85 @@ static void test_job_move_blob_crash__unparsable_blob_poisons(void **state)
 	ecw_blob_info_free(info);
 }
 
+/* `then:` after an archive to blobs: three messages of one partition (run
+ * as a group) each enqueue the follow-up for the same keys and trace id
+ * once the entity is in its blob, and a message for nobody ("missing")
+ * too, as after a table move. */
+static void test_job_move_blob_crash__then_follows_an_archive(void **state)
+{
+	static const char *const rks[] = {"o'brien 001.", "e2", "%41"};
+	struct mv *m = *state;
+	struct mv_wopts o = MV_WOPTS_DEFAULT;
+	struct ecw_entity *e[3];
+	char jobs[1024], id[64];
+	struct proc p;
+	struct proc_log log;
+
+	snprintf(jobs, sizeof(jobs),
+	         "  archive-blob: {type: move, from: %s, to_blob: {container: %s, name: \"" MBX_TEMPLATE
+	         "\"}, then: [note]}\n"
+	         "  note: {type: test-count, table: %s}\n",
+	         m->emp, container, m->note);
+	for (int i = 0; i < 3; i++) {
+		e[i] = mbx_every_type("Sales%", rks[i], i);
+		mv_write_entity(m, m->emp, e[i]);
+		mv_put_job(m, "archive-blob", "Sales%", rks[i], "trace-36", false, id);
+	}
+	mv_put_job(m, "archive-blob", "Sales%", "nobody", "trace-36", false, id);
+	o.concurrency = 1;
+	mv_start_worker(&p, m, "moveblob-then", jobs, &o);
+	PROC_EXPECT_LOG(&p, 4, 15000, "message", "job", "archive-blob", "outcome", "succeeded");
+	PROC_EXPECT_LOG(&p, 4, 15000, "message", "job", "note", "outcome", "succeeded");
+	itest_sleep_ms(600); /* a second run of anything would be a bug */
+	proc_log_read(&log, p.log_path);
+	assert_int_equal(proc_log_count(&log, "message", "job", "archive-blob", NULL), 4);
+	assert_int_equal(proc_log_count(&log, "message", "job", "note", NULL), 4);
+	for (int i = 0; i < 4; i++) {
+		const char *rk = i < 3 ? rks[i] : "nobody";
+		struct json_object *l = proc_log_find(&log, 0, "message", "job", "note", "rk", rk, NULL);
+		ITEST_CHECK(l != NULL, "no follow-up line for %s", rk);
+		assert_string_equal(proc_field(l, "pk"), "Sales%");
+		assert_string_equal(proc_field(l, "id"), "trace-36"); /* the trace follows the chain */
+	}
+	proc_log_dispose(&log);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(mbx_where_is(m, container, e[i], "archived, then noted"), MV_IN_TARGET);
+		ecw_entity_free(e[i]);
+	}
+	assert_int_equal(mv_table_rows(m, m->note), 4);
+	assert_int_equal(mv_queue_count(m, m->fx.t->queue), 0);
+	assert_int_equal(mv_queue_count(m, m->fx.poison), 0);
+	mv_finish(&p);
+}
+
+/* `ecworker audit --repair` over both directions (archive-blob and
+ * restore-blob) is refused, naming both jobs and what they move between: a
+ * pair found in both places would be completed in whichever direction ran
+ * first. Naming one job is accepted. */
+static void test_job_move_blob_crash__audit_repair_of_both_directions_is_refused(void **state)
+{
+	struct mv *m = *state;
+	struct wfx_worker w = WFX_WORKER(m->fx.t->queue, m->fx.poison);
+	char jobs[768], cfg[640], *out = NULL, *err = NULL;
+
+	w.jobs = mbx_jobs(jobs, sizeof(jobs), m->emp, container);
+	wfx_write_config(cfg, sizeof(cfg), "moveblob-audit-both", &w);
+	int code = proc_run(&out, &err, "moveblob-audit-both",
+	                    (const char *const[]){"audit", "-c", cfg, "--repair", NULL}, NULL, 30000);
+	assert_int_equal(code, 2);
+	ITEST_CHECK(strstr(err, "jobs 'archive-blob' and 'restore-blob' move between the same table and "
+	                        "blobs in opposite directions"),
+	            "stderr: %s", err);
+	free(out);
+	free(err);
+	code = proc_run(&out, &err, "moveblob-audit-one",
+	                (const char *const[]){"audit", "-c", cfg, "--repair", "archive-blob", NULL}, NULL,
+	                30000);
+	ITEST_CHECK(code == 0, "exit %d; stderr: %s", code, err);
+	free(out);
+	free(err);
+}
+
 /* `ecworker backfill` of a restore lists its container and enqueues the
  * keys of each blob its name template can have made (names escaped, a blob
  * of another kind passed over); a worker then restores them all. --filter
@@ -256,6 +316,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_job_move_blob_crash__archive_after_read, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_job_move_blob_crash__then_follows_an_archive, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_job_move_blob_crash__audit_repair_of_both_directions_is_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_job_move_blob_crash__archive_after_written, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_job_move_blob_crash__archive_after_deleted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_job_move_blob_crash__restore_after_read, setup, teardown),

@@ -14,10 +14,16 @@
 //                                              sends {"job","pk","rk","id"} (JSON.stringify); prints the id
 //   node sdk.js read-list TABLE PK VALUE       prints the index list's keys as JSON, read as the
 //                                              jobs/README.md's reader reads them (index-list-reader.js)
+//   node sdk.js read-blob-entity CONTAINER NAME
+//                                              downloads the blob with @azure/storage-blob, checks its
+//                                              content type, and parses it with the Tables SDK's own
+//                                              deserializer; prints it as read-entity does
 // The connection string comes from ECW_TEST_CONNECTION_STRING.
 "use strict";
 const { QueueClient } = require("@azure/storage-queue");
 const { TableClient } = require("@azure/data-tables");
+const { BlobServiceClient } = require("@azure/storage-blob");
+const path = require("path");
 const { readIndexList } = require("./index-list-reader.js");
 
 const cs = process.env.ECW_TEST_CONNECTION_STRING;
@@ -109,6 +115,26 @@ function checkEmployee(raw, app, want) {
 		fail("Hired reads as " + String(app.Hired));
 }
 
+// The Tables SDK's own parser of an entity's JSON (what getEntity runs on the
+// service's answer). Its package exports only the client API, so it is
+// loaded by its file, beside the entry point.
+function tablesDeserialize() {
+	const dir = path.dirname(require.resolve("@azure/data-tables"));
+	return require(path.join(dir, "serialization.js")).deserialize;
+}
+
+// An entity read with disableTypeConversion, as one line of JSON with its
+// properties in name order: {"Prop":{"type":"Int64","value":"..."},...}.
+function printEntity(e) {
+	const out = {};
+	for (const k of Object.keys(e).sort()) {
+		if (k === "etag" || k === "timestamp" || k === "odata.metadata") continue;
+		const v = e[k];
+		out[k] = typeof v === "object" && v !== null ? v : { type: typeof v, value: v };
+	}
+	process.stdout.write(JSON.stringify(out));
+}
+
 async function main() {
 	if (!cs) throw new Error("ECW_TEST_CONNECTION_STRING is not set");
 	switch (cmd) {
@@ -134,13 +160,26 @@ async function main() {
 	}
 	case "read-entity": {
 		const t = TableClient.fromConnectionString(cs, args[0], { allowInsecureConnection: true });
-		const e = await t.getEntity(args[1], args[2], { disableTypeConversion: true });
-		const out = {};
-		for (const [k, v] of Object.entries(e)) {
-			if (k === "etag" || k === "timestamp" || k === "odata.metadata") continue;
-			out[k] = typeof v === "object" && v !== null ? v : { type: typeof v, value: v };
-		}
-		process.stdout.write(JSON.stringify(out));
+		printEntity(await t.getEntity(args[1], args[2], { disableTypeConversion: true }));
+		break;
+	}
+	case "read-blob-entity": {
+		const b = BlobServiceClient.fromConnectionString(cs).getContainerClient(args[0]).getBlobClient(args[1]);
+		const body = await b.downloadToBuffer();
+		const props = await b.getProperties();
+		if (props.contentType !== "application/json")
+			throw new Error("the blob's content type is " + props.contentType);
+		// JSON.parse as the SDK parses the service's answer; a blob that is
+		// not one JSON object fails here.
+		const json = JSON.parse(body.toString("utf8"));
+		if (typeof json !== "object" || json === null || Array.isArray(json))
+			throw new Error("the blob is no JSON object: " + body.toString("utf8").slice(0, 200));
+		// A typed number keeps its JSON number as value where an inferred
+		// one is given as text: text for both, as read-entity prints them.
+		const e = tablesDeserialize()(json, true);
+		for (const v of Object.values(e))
+			if (typeof v === "object" && v !== null && typeof v.value === "number") v.value = String(v.value);
+		printEntity(e);
 		break;
 	}
 	case "write-entity": {

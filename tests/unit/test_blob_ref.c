@@ -78,8 +78,11 @@ static void test_blob_ref__prefix_render_and_invert(void **state)
 {
 	/* Keys may hold anything but / \ # ? and controls. */
 	static const char *const keys[][2] = {
-	    {"Sales", "00042"}, {"a b%20c", "é€😀"}, {"x.y", "'quoted'"},
-	    {"..a", "b"},       {"{x}", "}{"},      {"-", "%"},
+	    /* UTF-8 written as escapes: clang-format 14 and 19 count the
+	     * columns of multibyte text differently. */
+	    {"Sales", "00042"},  {"a b%20c", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"},
+	    {"x.y", "'quoted'"}, {"..a", "b"},
+	    {"{x}", "}{"},       {"-", "%"},
 	};
 	struct ecw_template *t = compile("emp/{PartitionKey}-p/{RowKey}/");
 	struct ecw_buf out;

@@ -40,11 +40,11 @@ static const char help[] =
 	"                      [--rate N] [--partition PK]\n\n"
 	"Compares each job's derived data with a recomputation from its source, in both\n"
 	"directions, and reports what differs: missing (a source's derived entity is not\n"
-	"there), stale (it differs; a move: the entity is in both tables, identical),\n"
+	"there), stale (it differs; a move: the entity is in both places, identical),\n"
 	"orphan (its source is gone or no longer gives it), conflict (two claims the audit\n"
 	"will not choose between). Without JOB, every job whose type can be audited (move,\n"
-	"index, index-list and fanout so far). A part a job's audit could not check is\n"
-	"printed as a limit (\"limits\" in --json). Read-only unless --repair.\n\n"
+	"index, index-list, fanout and blob-ref so far). A part a job's audit could not\n"
+	"check is printed as a limit (\"limits\" in --json). Read-only unless --repair.\n\n"
 	"  -c, --config FILE    configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 	"      --repair         fix each finding through the job's own run, as a message\n"
 	"                       would (conflicts are never repaired)\n"
@@ -296,6 +296,12 @@ static bool same_side(const char *a, const char *b)
  * direction of whichever ran first, so --repair needs one named. A move to
  * blobs and one from blobs into its table count as opposite (whichever
  * containers they name: naming the job is never wrong). */
+/* A move with a side in blobs: the restore names its container. */
+static bool moves_blobs(const struct ecw_job_def *j)
+{
+	return j->type->container && j->type->container(j->settings);
+}
+
 static const struct ecw_job_def *inverse_move(const struct ecw_config *cfg, const struct ecw_job_def *j)
 {
 	const char *from, *to;
@@ -354,9 +360,10 @@ static const struct ecw_job_def **choose_jobs(const struct ecw_config *cfg, char
 		}
 		if (repair && (inv = inverse_move(cfg, j))) {
 			fprintf(stderr,
-				"audit: --repair: jobs '%s' and '%s' move between the same tables in opposite "
+				"audit: --repair: jobs '%s' and '%s' move between the same %s in opposite "
 				"directions; name the one whose direction completes a move found in both\n",
-				j->name, inv->name);
+				j->name, inv->name,
+				moves_blobs(j) || moves_blobs(inv) ? "table and blobs" : "tables");
 			bad = true;
 		}
 		v[k++] = j;
