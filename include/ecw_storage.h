@@ -384,13 +384,14 @@ const char *ecw_batch_etag(const struct ecw_batch *b, size_t i);
 
 /* ---- blobs --------------------------------------------------------------- */
 
-/* Block blobs, each read or written whole, in containers. A call on a
- * container that does not exist returns ECW_ENOCONTAINER, one on a blob that
- * does not exist ECW_EBLOBNOTFOUND (both ecw_error_is_absent). A condition
- * that did not hold (If-Match, or If-None-Match with an ETag) is
- * ECW_EPRECONDITION, as for tables; If-None-Match "*" on a blob that exists
- * is ECW_ECONFLICT (409 BlobAlreadyExists), as a table insert of an entity
- * that exists. Names are checked before any request (ECW_EINVALID). */
+/* Block blobs in containers, each written whole or in blocks and read whole
+ * or by ranges. A call on a container that does not exist returns
+ * ECW_ENOCONTAINER, one on a blob that does not exist ECW_EBLOBNOTFOUND
+ * (both ecw_error_is_absent). A condition that did not hold (If-Match, or
+ * If-None-Match with an ETag) is ECW_EPRECONDITION, as for tables;
+ * If-None-Match "*" on a blob that exists is ECW_ECONFLICT (409
+ * BlobAlreadyExists), as a table insert of an entity that exists. Names are
+ * checked before any request (ECW_EINVALID). */
 
 /* A blob name: 1-1024 characters of valid UTF-8, none of them a control
  * character (U+0000-001F, U+007F-009F) or a backslash (which the service
@@ -440,7 +441,11 @@ struct ecw_blob_info {
 	time_t service_date;  /* the answer's Date header (a listing: its page's), 0
 				* when absent: judge a blob's age by last_modified
 				* against it, never by the local clock */
+	/* The blob's size; for ecw_blob_get_range the bytes of the range read. */
 	long long content_length;
+	/* The blob's size from every call (for ecw_blob_get_range its
+	 * Content-Range's total). */
+	long long total_length;
 	char content_type[256];
 	/* The metadata as the service gave it (names in their case; a listing's
 	 * only with opts.metadata). What does not fit (over ECW_BLOB_META_MAX
@@ -455,8 +460,8 @@ void ecw_blob_info_free(struct ecw_blob_info *info);
 const char *ecw_blob_info_meta(const struct ecw_blob_info *info, const char *name);
 
 /* Put Blob: a block blob of len bytes, in one request (up to
- * ECW_BLOB_PUT_MAX, this client's bound; the service takes more, in blocks
- * this client does not send). etag_out (may be NULL) receives the new ETag;
+ * ECW_BLOB_PUT_MAX, this client's bound; more goes in blocks,
+ * ecw_blob_put_block). etag_out (may be NULL) receives the new ETag;
  * free() it. */
 #define ECW_BLOB_PUT_MAX ((size_t)256 * 1024 * 1024)
 int ecw_blob_put(char **etag_out, struct ecw_client *c, const char *container, const char *name,
@@ -468,9 +473,54 @@ int ecw_blob_put(char **etag_out, struct ecw_client *c, const char *container, c
  * properties and metadata. */
 int ecw_blob_get(struct ecw_buf *out, struct ecw_blob_info **info_out, struct ecw_client *c,
 		 const char *container, const char *name, size_t max_bytes) ECW_MUST_USE;
+/* Get Blob with x-ms-range: at most len bytes from offset (>= 0; len >= 1)
+ * into out, its old contents dropped, as ecw_blob_get. The answer is held
+ * in memory up to len (at least 64 KiB, room for an error's answer),
+ * whatever the blob's size, so a large blob streams in chunks: read from 0,
+ * then on while offset < info->total_length. info_out (may be NULL)
+ * receives the properties and metadata, content_length the bytes read and
+ * total_length the blob's size. A range starting at or past the end (every
+ * range of an empty blob; the service's 416 InvalidRange) is no error: 0
+ * with out empty and, when info_out is asked for, the blob's properties read
+ * by a Get Blob Properties with the same If-Match (content_length 0,
+ * total_length its size, which can be past offset if it grew in between).
+ * if_match: NULL, "*" or an ETag (else ECW_EPRECONDITION): streaming with
+ * the first chunk's ETag fails rather than mixing two versions. */
+int ecw_blob_get_range(struct ecw_buf *out, struct ecw_blob_info **info_out, struct ecw_client *c,
+		       const char *container, const char *name, long long offset, size_t len,
+		       const char *if_match) ECW_MUST_USE;
 /* Get Blob Properties (HEAD). */
 int ecw_blob_props(struct ecw_blob_info **out, struct ecw_client *c, const char *container,
 		   const char *name) ECW_MUST_USE;
+/* Blocks: a blob of up to ECW_BLOB_BLOCKS_MAX blocks (the service's cap)
+ * of up to ECW_BLOB_BLOCK_MAX bytes each (this client's bound, what a
+ * streaming writer holds at once). Each block is put under an id, then the
+ * list of ids commits them in order as the blob's whole content; until then
+ * the blob (or its old content) is unchanged and the blocks invisible. A
+ * block id is the caller's text, 1..ECW_BLOB_BLOCK_ID_MAX bytes of
+ * printable ASCII (sent base64'd); every id of one blob must have the same
+ * length (the service's rule: a put under an id of another length than
+ * the blob's uncommitted blocks' is 400, ECW_EINVALID; a list mixing
+ * lengths is refused before any request).
+ * Putting a block again under its id replaces it, so a retried put is
+ * harmless. Blocks never committed are dropped by the service after a week,
+ * and every block not in a list when that list is committed. */
+#define ECW_BLOB_BLOCK_MAX ((size_t)4 * 1024 * 1024)
+#define ECW_BLOB_BLOCK_ID_MAX 48
+#define ECW_BLOB_BLOCKS_MAX 50000
+/* Put Block: len (1..ECW_BLOB_BLOCK_MAX) bytes of data under block_id. */
+int ecw_blob_put_block(struct ecw_client *c, const char *container, const char *name, const char *block_id,
+		       const void *data, size_t len) ECW_MUST_USE;
+/* Put Block List: the blob becomes blocks block_ids[0..n) in that order
+ * (each the latest block put under its id; n may be 0: an empty blob). An
+ * id with no block is 400 InvalidBlockList (ECW_EINVALID). opts (may be
+ * NULL) as for ecw_blob_put: the content type, the whole metadata and the
+ * conditions (If-Match failing: ECW_EPRECONDITION; If-None-Match "*" on a
+ * blob that exists: ECW_ECONFLICT), which the commit alone decides.
+ * etag_out (may be NULL) receives the new ETag; free() it. */
+int ecw_blob_put_block_list(char **etag_out, struct ecw_client *c, const char *container, const char *name,
+			    const char *const *block_ids, size_t n,
+			    const struct ecw_blob_put_options *opts) ECW_MUST_USE;
 /* Delete Blob with its snapshots (x-ms-delete-snapshots: include). if_match:
  * NULL, "*" or an ETag (ECW_EPRECONDITION when it does not match). */
 int ecw_blob_delete(struct ecw_client *c, const char *container, const char *name,

@@ -216,6 +216,7 @@ static void record(struct fake_transport *f, const char *url, const struct ecw_r
 		q->body = xstrndup(r->body, r->body_len);
 		q->body_len = r->body_len;
 	}
+	q->answer_max = r->answer_max;
 	q->auth_ok = false;
 	const char *auth = fake_header(q, "Authorization");
 	if (f->acct && f->acct->key && auth) {

@@ -84,6 +84,7 @@ struct fake_request {
 	char *content_type; /* NULL when the request carried none */
 	char *body;         /* NUL-terminated copy; NULL when there was none */
 	size_t body_len;
+	size_t answer_max; /* the request's own cap on its answer (0: by op) */
 	/* When the account has a key: the Authorization header equals what
 	 * ecw_auth_header computes for the request as sent. */
 	bool auth_ok;

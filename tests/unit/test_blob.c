@@ -13,6 +13,7 @@
  * blob endpoints of connection strings. */
 #include "support.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,231 @@ static void test_blob__get_headers_and_cap(void **state)
 	ecw_buf_dispose(&out);
 }
 
+/* A block id is base64'd, then percent-encoded in the URL ('+', '/' and
+ * '='), and signed decoded. */
+static void test_blob__put_block_url(void **state)
+{
+	struct client_fixture *fx = *state;
+
+	fake_respond(&fx->fake, 201, NULL, NULL);
+	assert_int_equal(ecw_blob_put_block(fx->c, "reports", "log/part 1", "?????~~", "12345", 5), 0);
+	const struct fake_request *q = &fx->fake.reqs[0];
+	assert_str(q->method, "PUT");
+	assert_str(q->url, "http://127.0.0.1:10000/devstoreaccount1/reports/log/part%201"
+	                   "?comp=block&blockid=Pz8%2FPz9%2Bfg%3D%3D");
+	assert_str(q->content_type, "application/octet-stream");
+	assert_int_equal(q->body_len, 5);
+	assert_str(q->body, "12345");
+	assert_null(fake_header(q, "x-ms-blob-type"));
+	assert_signed(q, "PUT\n\n\n5\n\napplication/octet-stream\n\n\n\n\n\n\n"
+	                 "x-ms-date:{date}\nx-ms-version:2021-12-02\n" RES "/reports/log/part%201\n"
+	                 "blockid:Pz8/Pz9+fg==\ncomp:block");
+}
+
+/* The list is the ids in order, each base64'd (so "<a&b/>1" is no markup);
+ * the blob's type, metadata and conditions ride on the commit. */
+static void test_blob__put_block_list_body(void **state)
+{
+	struct client_fixture *fx = *state;
+	const char *const ids[] = {"?????~~", "0000001", "<a&b/>1"};
+	const struct ecw_blob_meta meta[] = {{"rows", "3"}};
+	char *etag = NULL;
+
+	fake_respond(&fx->fake, 201, "ETag: \"0x8E1\"\n", NULL);
+	assert_int_equal(
+	    ecw_blob_put_block_list(&etag, fx->c, "reports", "log/a.jsonl", ids, 3,
+	                            &(struct ecw_blob_put_options){.content_type = "application/x-ndjson",
+	                                                           .if_match = "\"0x8E0\"",
+	                                                           .meta = meta,
+	                                                           .n_meta = 1}),
+	    0);
+	assert_str(etag, "\"0x8E1\"");
+	free(etag);
+	const struct fake_request *q = &fx->fake.reqs[0];
+	static const char body[] = "<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>"
+	                           "<Latest>Pz8/Pz9+fg==</Latest><Latest>MDAwMDAwMQ==</Latest>"
+	                           "<Latest>PGEmYi8+MQ==</Latest></BlockList>";
+	assert_str(q->url, "http://127.0.0.1:10000/devstoreaccount1/reports/log/a.jsonl?comp=blocklist");
+	assert_str(q->body, body);
+	assert_int_equal(q->body_len, strlen(body));
+	assert_str(q->content_type, "application/xml");
+	assert_null(fake_header(q, "x-ms-blob-type"));
+	assert_signed(q, "PUT\n\n\n148\n\napplication/xml\n\n\n\"0x8E0\"\n\n\n\n"
+	                 "x-ms-blob-content-type:application/x-ndjson\nx-ms-date:{date}\nx-ms-meta-rows:3\n"
+	                 "x-ms-version:2021-12-02\n" RES "/reports/log/a.jsonl\ncomp:blocklist");
+
+	/* No ids: an empty blob, of the default type; If-None-Match too. */
+	fake_respond(&fx->fake, 201, "ETag: \"0x8E2\"\n", NULL);
+	assert_int_equal(ecw_blob_put_block_list(NULL, fx->c, "reports", "empty", NULL, 0,
+	                                         &(struct ecw_blob_put_options){.if_none_match = "*"}),
+	                 0);
+	q = &fx->fake.reqs[1];
+	assert_str(q->body, "<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList></BlockList>");
+	assert_str(fake_header(q, "x-ms-blob-content-type"), "application/octet-stream");
+	assert_str(fake_header(q, "If-None-Match"), "*");
+	assert_null(fake_header(q, "If-Match"));
+}
+
+/* The range goes as x-ms-range (a canonicalized header, the Range line
+ * left empty); the answer's cap follows the range, not the blob; the
+ * Content-Range gives the blob's size. */
+static void test_blob__get_range_header(void **state)
+{
+	struct client_fixture *fx = *state;
+	struct ecw_blob_info *info = NULL;
+	struct ecw_buf out;
+
+	ecw_buf_init(&out, 0);
+	fake_respond(&fx->fake, 206,
+	             "ETag: \"0x8DB\"\nContent-Length: 4\nContent-Range: bytes 4-7/10\n"
+	             "Content-Type: text/plain\nx-ms-meta-Kind: log\n",
+	             "4567");
+	assert_int_equal(ecw_blob_get_range(&out, &info, fx->c, "c-1", "a/b", 4, 4, "\"0x8DB\""), 0);
+	assert_int_equal(out.len, 4);
+	assert_memory_equal(out.ptr, "4567", 4);
+	assert_int_equal(info->content_length, 4);
+	assert_int_equal(info->total_length, 10);
+	assert_str(info->etag, "\"0x8DB\"");
+	assert_str(ecw_blob_info_meta(info, "kind"), "log");
+	ecw_blob_info_free(info);
+	const struct fake_request *q = &fx->fake.reqs[0];
+	assert_str(q->method, "GET");
+	assert_str(q->url, "http://127.0.0.1:10000/devstoreaccount1/c-1/a/b");
+	assert_str(fake_header(q, "x-ms-range"), "bytes=4-7");
+	assert_null(fake_header(q, "Range"));
+	assert_int_equal(q->answer_max, 64 * 1024); /* room for an error's answer */
+	assert_signed(q, "GET\n\n\n\n\n\n\n\n\"0x8DB\"\n\n\n\n"
+	                 "x-ms-date:{date}\nx-ms-range:bytes=4-7\nx-ms-version:2021-12-02\n" RES "/c-1/a/b");
+
+	/* A 4 MiB chunk of a far larger blob: the cap is the chunk's. */
+	fake_respond(&fx->fake, 206, "ETag: \"0x8DB\"\nContent-Range: bytes 8388608-8388609/9000000\n", "ab");
+	assert_int_equal(
+	    ecw_blob_get_range(&out, &info, fx->c, "c-1", "a/b", 8388608, ECW_BLOB_BLOCK_MAX, NULL), 0);
+	q = &fx->fake.reqs[1];
+	assert_str(fake_header(q, "x-ms-range"), "bytes=8388608-12582911");
+	assert_int_equal(q->answer_max, ECW_BLOB_BLOCK_MAX);
+	assert_null(fake_header(q, "If-Match"));
+	assert_int_equal(info->content_length, 2);
+	assert_int_equal(info->total_length, 9000000);
+	ecw_blob_info_free(info);
+
+	/* An answer that is not the range asked for is no chunk of the blob. */
+	fake_respond(&fx->fake, 206, "ETag: \"0x8DB\"\nContent-Range: bytes 0-3/10\n", "0123");
+	assert_int_equal(ecw_blob_get_range(&out, &info, fx->c, "c-1", "a/b", 4, 4, NULL), ECW_ERROR);
+	assert_int_equal(out.len, 0);
+	assert_null(info);
+	fake_respond(&fx->fake, 206, "ETag: \"0x8DB\"\nContent-Range: bytes 3-7/10\n", "4567");
+	assert_int_equal(ecw_blob_get_range(&out, &info, fx->c, "c-1", "a/b", 4, 4, NULL), ECW_ERROR);
+	fake_respond(&fx->fake, 200, "ETag: \"0x8DB\"\n", "0123");
+	assert_int_equal(ecw_blob_get_range(&out, &info, fx->c, "c-1", "a/b", 0, 4, NULL), ECW_ERROR);
+	assert_true(str_contains(ecw_error_last()->message, "no Content-Range"));
+	ecw_buf_dispose(&out);
+}
+
+/* A range at or past the end: the service's 416 is 0 with out empty, and
+ * the properties read apart (with the If-Match) when they are asked for;
+ * Azurite's 206 of no bytes for a range starting at the end is the same. */
+static void test_blob__get_range_past_end(void **state)
+{
+	struct client_fixture *fx = *state;
+	struct ecw_blob_info *info = NULL;
+	struct ecw_buf out;
+	static const char invalid_range[] = "Content-Type: application/xml\nx-ms-error-code: InvalidRange\n";
+
+	ecw_buf_init(&out, 0);
+	assert_int_equal(ecw_buf_adds(&out, "old"), 0);
+	fake_respond(&fx->fake, 416, invalid_range,
+	             "<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>InvalidRange</Code>"
+	             "<Message>The range specified is invalid for the current size of the "
+	             "resource.</Message></Error>");
+	fake_respond(&fx->fake, 200, "ETag: \"0x8DB\"\nContent-Length: 10\nx-ms-meta-Kind: log\n", NULL);
+	assert_int_equal(ecw_blob_get_range(&out, &info, fx->c, "c-1", "a/b", 10, 4, "\"0x8DB\""), 0);
+	assert_int_equal(out.len, 0);
+	assert_int_equal(info->content_length, 0);
+	assert_int_equal(info->total_length, 10);
+	assert_str(ecw_blob_info_meta(info, "kind"), "log");
+	assert_int_equal(ecw_error_last()->code, ECW_OK);
+	ecw_blob_info_free(info);
+	assert_int_equal(fx->fake.nreqs, 2);
+	assert_str(fx->fake.reqs[1].method, "HEAD");
+	assert_str(fake_header(&fx->fake.reqs[1], "If-Match"), "\"0x8DB\"");
+	assert_null(fake_header(&fx->fake.reqs[1], "x-ms-range"));
+
+	/* Without info_out, one request. */
+	fake_respond(&fx->fake, 416, invalid_range, NULL);
+	assert_int_equal(ecw_blob_get_range(&out, NULL, fx->c, "c-1", "a/b", 10, 4, NULL), 0);
+	assert_int_equal(out.len, 0);
+	assert_int_equal(fx->fake.nreqs, 3);
+
+	/* Azurite: a range from the end is a 206 of "bytes 10-9/10". */
+	fake_respond(&fx->fake, 206, "ETag: \"0x8DB\"\nContent-Length: 0\nContent-Range: bytes 10-9/10\n",
+	             NULL);
+	assert_int_equal(ecw_blob_get_range(&out, &info, fx->c, "c-1", "a/b", 10, 4, NULL), 0);
+	assert_int_equal(out.len, 0);
+	assert_int_equal(info->total_length, 10);
+	ecw_blob_info_free(info);
+	/* ... but no bytes for a range inside the blob are an error. */
+	fake_respond(&fx->fake, 206, "ETag: \"0x8DB\"\nContent-Range: bytes 10-9/12\n", NULL);
+	assert_int_equal(ecw_blob_get_range(&out, &info, fx->c, "c-1", "a/b", 10, 4, NULL), ECW_ERROR);
+
+	/* If-Match that fails, and any other error, stays one. */
+	fake_respond(&fx->fake, 412, "x-ms-error-code: ConditionNotMet\n", NULL);
+	assert_int_equal(ecw_blob_get_range(&out, &info, fx->c, "c-1", "a/b", 0, 4, "\"0x8DA\""),
+	                 ECW_EPRECONDITION);
+	assert_null(info);
+	fake_respond(&fx->fake, 404, "x-ms-error-code: BlobNotFound\n", NULL);
+	assert_int_equal(ecw_blob_get_range(&out, &info, fx->c, "c-1", "a/b", 0, 4, NULL), ECW_EBLOBNOTFOUND);
+	ecw_buf_dispose(&out);
+}
+
+/* Bad input is ECW_EINVALID before any request. */
+static void test_blob__block_input_refused(void **state)
+{
+	struct client_fixture *fx = *state;
+	const char *const mixed[] = {"000001", "000002", "00003"}, *const with_null[] = {"000001", NULL};
+	char id49[ECW_BLOB_BLOCK_ID_MAX + 2];
+	struct ecw_buf out;
+	const struct {
+		const char *id;
+		size_t len;
+	} blocks[] = {{"", 1},          {id49, 1},
+	              {"tab\there", 1}, {"caf\xc3\xa9", 1},
+	              {"ok", 0},        {"ok", ECW_BLOB_BLOCK_MAX + 1}};
+
+	memset(id49, 'x', sizeof(id49) - 1);
+	id49[sizeof(id49) - 1] = '\0';
+	for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++)
+		assert_int_equal(ecw_blob_put_block(fx->c, "c-1", "b", blocks[i].id, "x", blocks[i].len),
+		                 ECW_EINVALID);
+	id49[ECW_BLOB_BLOCK_ID_MAX] = '\0'; /* 48 bytes: the most */
+	fake_respond(&fx->fake, 201, NULL, NULL);
+	assert_int_equal(ecw_blob_put_block(fx->c, "c-1", "b", id49, "x", 1), 0);
+	assert_int_equal(fx->fake.nreqs, 1);
+	assert_int_equal(ecw_blob_put_block(fx->c, "c-1", "b", NULL, "x", 1), ECW_EINVALID);
+	assert_int_equal(ecw_blob_put_block(fx->c, "c-1", "b", "ok", NULL, 1), ECW_EINVALID);
+	assert_int_equal(ecw_blob_put_block(fx->c, "c-1", "b/../c", "ok", "x", 1), ECW_EINVALID);
+
+	assert_int_equal(ecw_blob_put_block_list(NULL, fx->c, "c-1", "b", mixed, 3, NULL), ECW_EINVALID);
+	assert_true(str_contains(ecw_error_last()->message, "block id 3 is 5 bytes, the first 6"));
+	assert_int_equal(ecw_blob_put_block_list(NULL, fx->c, "c-1", "b", with_null, 2, NULL), ECW_EINVALID);
+	assert_int_equal(
+	    ecw_blob_put_block_list(NULL, fx->c, "c-1", "b", mixed, ECW_BLOB_BLOCKS_MAX + 1, NULL),
+	    ECW_EINVALID);
+	assert_true(str_contains(ecw_error_last()->message, "at most 50000"));
+	assert_int_equal(ecw_blob_put_block_list(NULL, fx->c, "c-1", "b", NULL, 1, NULL), ECW_EINVALID);
+	assert_int_equal(ecw_blob_put_block_list(NULL, fx->c, "c-1", "b", mixed, 2,
+	                                         &(struct ecw_blob_put_options){.if_match = "a\nb"}),
+	                 ECW_EINVALID);
+
+	ecw_buf_init(&out, 0);
+	assert_int_equal(ecw_blob_get_range(&out, NULL, fx->c, "c-1", "b", 0, 0, NULL), ECW_EINVALID);
+	assert_int_equal(ecw_blob_get_range(&out, NULL, fx->c, "c-1", "b", -1, 4, NULL), ECW_EINVALID);
+	assert_int_equal(ecw_blob_get_range(&out, NULL, fx->c, "c-1", "b", LLONG_MAX, 2, NULL), ECW_EINVALID);
+	assert_int_equal(ecw_blob_get_range(&out, NULL, fx->c, "c-1", "b", 0, 4, "x\r\ny"), ECW_EINVALID);
+	ecw_buf_dispose(&out);
+	assert_int_equal(fx->fake.nreqs, 1);
+}
+
 static void test_blob__errors_classified(void **state)
 {
 	struct client_fixture *fx = *state;
@@ -361,10 +587,19 @@ int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
 	const struct CMUnitTest tests[] = {
-	    T(test_blob__put_string_to_sign),      T(test_blob__put_empty_if_none_match_string_to_sign),
-	    T(test_blob__list_string_to_sign),     T(test_blob__delete_string_to_sign),
-	    T(test_blob__get_headers_and_cap),     T(test_blob__errors_classified),
-	    cmocka_unit_test(test_blob__list_xml), cmocka_unit_test(test_blob__endpoints),
+	    T(test_blob__put_string_to_sign),
+	    T(test_blob__put_empty_if_none_match_string_to_sign),
+	    T(test_blob__list_string_to_sign),
+	    T(test_blob__delete_string_to_sign),
+	    T(test_blob__get_headers_and_cap),
+	    T(test_blob__errors_classified),
+	    T(test_blob__put_block_url),
+	    T(test_blob__put_block_list_body),
+	    T(test_blob__get_range_header),
+	    T(test_blob__get_range_past_end),
+	    T(test_blob__block_input_refused),
+	    cmocka_unit_test(test_blob__list_xml),
+	    cmocka_unit_test(test_blob__endpoints),
 	};
 	return cmocka_run_group_tests_name("blob", tests, NULL, NULL);
 }

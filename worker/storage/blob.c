@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* blob.c - the Blob service operations: block blobs put and read whole,
- * their properties, deletes, listings, and containers. Requests go through
- * the client like the queue's (ecw_client_send: Shared Key with the full
- * layout, a SAS, or a bearer token; retries; errors classified once in
- * status.c), so the retry rules and the worker's circuit apply to them too.
+/* blob.c - the Blob service operations: block blobs put whole or block by
+ * block and read whole or by ranges, their properties, deletes, listings,
+ * and containers. Requests go through the client like the queue's
+ * (ecw_client_send: Shared Key with the full layout, a SAS, or a bearer
+ * token; retries; errors classified once in status.c), so the retry rules
+ * and the worker's circuit apply to them too.
  *
  * A blob's name goes into the URL one path segment at a time,
  * percent-encoded as encodeURIComponent does, the '/' between segments
@@ -11,10 +12,13 @@
  * the way would rewrite (a backslash, "." and ".." segments, empty ones) are
  * refused before any request.
  *
- * A retried put whose first answer was lost meets its own write: with
- * If-None-Match "*" that is ECW_ECONFLICT, with an If-Match on the old ETag
- * ECW_EPRECONDITION; a caller that conditions its writes reads the blob's
- * ETag to tell its own write from another's. */
+ * A retried put (or block list) whose first answer was lost meets its own
+ * write: with If-None-Match "*" that is ECW_ECONFLICT, with an If-Match on
+ * the old ETag ECW_EPRECONDITION; a caller that conditions its writes reads
+ * the blob's ETag to tell its own write from another's. A retried Put Block
+ * only puts the same bytes under the same id again. */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +230,7 @@ static int info_from_headers(struct ecw_blob_info **out, const struct ecw_respon
 		err = ecw_error_set(ECW_ERROR, "blob: the answer's Content-Length is not a number");
 		goto done;
 	}
+	info->total_length = info->content_length;
 	snprintf(info->content_type, sizeof(info->content_type), "%s", type ? type : "");
 	for (size_t i = 0; i < resp->nheaders; i++) {
 		const char *n, *v;
@@ -293,58 +298,98 @@ int ecw_blob_container_delete(struct ecw_client *c, const char *container)
 
 /* ---- blobs ------------------------------------------------------------------------------------ */
 
+/* What a Put Blob and a Put Block List share: opts checked, then its
+ * conditions and metadata set on r; the content type is the caller's to
+ * send (a put's body type, a commit's x-ms-blob-content-type). */
+static int put_options(struct ecw_request *r, const struct ecw_blob_put_options *opts)
+{
+	char header[sizeof(META_PREFIX) + ECW_BLOB_META_BYTES];
+	int err;
+
+	if ((err = check_condition("If-Match", opts->if_match)) < 0 ||
+	    (err = check_condition("If-None-Match", opts->if_none_match)) < 0 ||
+	    (err = check_meta(opts->meta, opts->n_meta)) < 0)
+		return err;
+	if (opts->content_type && !header_value_ok(opts->content_type, CONTENT_TYPE_MAX))
+		return ecw_error_set(ECW_EINVALID, "blob: a content type is 1-%d bytes of printable ASCII",
+				     CONTENT_TYPE_MAX);
+	if ((opts->if_match && (err = ecw_request_set_header(r, "If-Match", opts->if_match)) < 0) ||
+	    (opts->if_none_match &&
+	     (err = ecw_request_set_header(r, "If-None-Match", opts->if_none_match)) < 0))
+		return err;
+	for (size_t i = 0; i < opts->n_meta; i++) {
+		snprintf(header, sizeof(header), META_PREFIX "%s", opts->meta[i].name);
+		if ((err = ecw_request_set_header(r, header, opts->meta[i].value)) < 0)
+			return err;
+	}
+	return 0;
+}
+
+/* Sends a put (r, its options set) and hands its new ETag to etag_out. */
+static int put_send(char **etag_out, struct ecw_client *c, struct ecw_request *r)
+{
+	struct ecw_response resp;
+	const char *etag;
+	int err;
+
+	ecw_response_init(&resp);
+	if ((err = ecw_client_send(&resp, c, r)) == 0) {
+		etag = ecw_response_header(&resp, "ETag");
+		if (etag_out && (!etag || !(*etag_out = strdup(etag))))
+			err = etag ? ecw_error_set(ECW_ENOMEM, "out of memory")
+				   : ecw_error_set(ECW_ERROR, "blob: %s answered without an ETag", r->op);
+	}
+	ecw_response_dispose(&resp);
+	return err;
+}
+
 int ecw_blob_put(char **etag_out, struct ecw_client *c, const char *container, const char *name,
 		 const void *data, size_t len, const struct ecw_blob_put_options *opts)
 {
 	static const struct ecw_blob_put_options none = {0};
 	struct ecw_request r;
-	struct ecw_response resp;
-	char header[sizeof(META_PREFIX) + ECW_BLOB_META_BYTES];
-	const char *etag;
 	int err;
 
 	if (etag_out)
 		*etag_out = NULL;
 	if (!opts)
 		opts = &none;
-	ecw_response_init(&resp);
-	if ((err = blob_request(&r, c, "blob.put", "PUT", container, name)) < 0 ||
-	    (err = check_condition("If-Match", opts->if_match)) < 0 ||
-	    (err = check_condition("If-None-Match", opts->if_none_match)) < 0 ||
-	    (err = check_meta(opts->meta, opts->n_meta)) < 0)
+	if ((err = blob_request(&r, c, "blob.put", "PUT", container, name)) < 0)
 		goto done;
-	if (opts->content_type && !header_value_ok(opts->content_type, CONTENT_TYPE_MAX)) {
-		err = ecw_error_set(ECW_EINVALID, "blob: a content type is 1-%d bytes of printable ASCII",
-				    CONTENT_TYPE_MAX);
-		goto done;
-	}
 	if (len > ECW_BLOB_PUT_MAX) {
 		err = ecw_error_set(ECW_ETOOLARGE, "blob: %zu bytes to put, at most %zu in one request", len,
 				    ECW_BLOB_PUT_MAX);
 		goto done;
 	}
-	if ((err = ecw_request_set_header(&r, "x-ms-blob-type", "BlockBlob")) < 0 ||
-	    (opts->if_match && (err = ecw_request_set_header(&r, "If-Match", opts->if_match)) < 0) ||
-	    (opts->if_none_match &&
-	     (err = ecw_request_set_header(&r, "If-None-Match", opts->if_none_match)) < 0))
+	if ((err = put_options(&r, opts)) < 0 ||
+	    (err = ecw_request_set_header(&r, "x-ms-blob-type", "BlockBlob")) < 0)
 		goto done;
-	for (size_t i = 0; i < opts->n_meta; i++) {
-		snprintf(header, sizeof(header), META_PREFIX "%s", opts->meta[i].name);
-		if ((err = ecw_request_set_header(&r, header, opts->meta[i].value)) < 0)
-			goto done;
-	}
 	r.content_type = opts->content_type ? opts->content_type : "application/octet-stream";
 	r.body = data ? data : "";
 	r.body_len = len;
-	if ((err = ecw_client_send(&resp, c, &r)) < 0)
-		goto done;
-	etag = ecw_response_header(&resp, "ETag");
-	if (etag_out && (!etag || !(*etag_out = strdup(etag))))
-		err = etag ? ecw_error_set(ECW_ENOMEM, "out of memory")
-			   : ecw_error_set(ECW_ERROR, "blob: put answered without an ETag");
+	err = put_send(etag_out, c, &r);
 done:
 	ecw_request_dispose(&r);
-	ecw_response_dispose(&resp);
+	return err;
+}
+
+/* Ends a get: on success (err 0) the answer's body becomes out's (a blob is
+ * not copied) and info info_out's (may be NULL); else both are freed.
+ * Returns err. */
+static int answer_take(struct ecw_buf *out, struct ecw_blob_info **info_out, struct ecw_response *resp,
+		       struct ecw_blob_info *info, int err)
+{
+	if (err == 0) {
+		ecw_buf_dispose(out);
+		*out = resp->body;
+		ecw_buf_init(&resp->body, 0);
+		if (info_out) {
+			*info_out = info;
+			info = NULL;
+		}
+	}
+	ecw_blob_info_free(info);
+	ecw_response_dispose(resp);
 	return err;
 }
 
@@ -371,25 +416,17 @@ int ecw_blob_get(struct ecw_buf *out, struct ecw_blob_info **info_out, struct ec
 				    name, resp.body.len, max_bytes);
 		goto done;
 	}
-	if ((err = info_from_headers(&info, &resp, name)) < 0)
-		goto done;
-	info->content_length = (long long)resp.body.len; /* chunked: no Content-Length */
-	/* The answer's buffer becomes out's: a blob is not copied. */
-	ecw_buf_dispose(out);
-	*out = resp.body;
-	ecw_buf_init(&resp.body, 0);
-	if (info_out) {
-		*info_out = info;
-		info = NULL;
-	}
+	/* chunked: no Content-Length */
+	if ((err = info_from_headers(&info, &resp, name)) == 0)
+		info->content_length = info->total_length = (long long)resp.body.len;
 done:
-	ecw_blob_info_free(info);
 	ecw_request_dispose(&r);
-	ecw_response_dispose(&resp);
-	return err;
+	return answer_take(out, info_out, &resp, info, err);
 }
 
-int ecw_blob_props(struct ecw_blob_info **out, struct ecw_client *c, const char *container, const char *name)
+/* Get Blob Properties, with If-Match when given. */
+static int props_call(struct ecw_blob_info **out, struct ecw_client *c, const char *container,
+		      const char *name, const char *if_match)
 {
 	struct ecw_request r;
 	struct ecw_response resp;
@@ -398,6 +435,7 @@ int ecw_blob_props(struct ecw_blob_info **out, struct ecw_client *c, const char 
 	*out = NULL;
 	ecw_response_init(&resp);
 	if ((err = blob_request(&r, c, "blob.props", "HEAD", container, name)) == 0 &&
+	    (!if_match || (err = ecw_request_set_header(&r, "If-Match", if_match)) == 0) &&
 	    (err = ecw_client_send(&resp, c, &r)) == 0)
 		err = info_from_headers(out, &resp, name);
 	ecw_request_dispose(&r);
@@ -405,9 +443,221 @@ int ecw_blob_props(struct ecw_blob_info **out, struct ecw_client *c, const char 
 	return err;
 }
 
+int ecw_blob_props(struct ecw_blob_info **out, struct ecw_client *c, const char *container, const char *name)
+{
+	return props_call(out, c, container, name, NULL);
+}
+
+/* A decimal number of digits only, from s to end. */
+static bool number_in(long long *out, const char *s, const char *end)
+{
+	char *stop;
+
+	if (s == end || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	*out = strtoll(s, &stop, 10);
+	return stop == end && errno == 0;
+}
+
+/* The blob's size from a ranged answer's Content-Range, "bytes
+ * FIRST-LAST/TOTAL", checked against the got bytes asked for at offset. An
+ * empty answer is a range past the end, whose FIRST-LAST only Azurite
+ * sends (as "N-(N-1)", for a range starting at the end; the service
+ * answers 416): only its TOTAL is read. */
+static int range_total(long long *total, const struct ecw_response *resp, long long offset, size_t got)
+{
+	const char *v = ecw_response_header(resp, "Content-Range"), *dash, *slash;
+	long long first, last;
+
+	if (!v || strncmp(v, "bytes ", 6) != 0 || !(slash = strrchr(v, '/')) ||
+	    !number_in(total, slash + 1, slash + strlen(slash)))
+		return ecw_error_set(ECW_ERROR, "blob: the answer to a ranged read has %s Content-Range",
+				     v ? "a bad" : "no");
+	if (got == 0 && *total <= offset)
+		return 0;
+	dash = memchr(v + 6, '-', (size_t)(slash - v - 6));
+	if (got == 0 || !dash || !number_in(&first, v + 6, dash) || !number_in(&last, dash + 1, slash) ||
+	    first != offset || last != offset + (long long)got - 1 || last >= *total)
+		return ecw_error_set(ECW_ERROR,
+				     "blob: the answer's Content-Range (%.60s) is not the %zu bytes it "
+				     "carried from %lld",
+				     v, got, offset);
+	return 0;
+}
+
+/* The info of a ranged answer of got bytes: its headers', with the range's
+ * length and the blob's. */
+static int range_info(struct ecw_blob_info **out, const struct ecw_response *resp, const char *name,
+		      long long offset, size_t len)
+{
+	long long total;
+	int err;
+
+	*out = NULL;
+	if (resp->body.len > len)
+		return ecw_error_set(ECW_ERROR, "blob %.70s: %zu bytes for a range of %zu", name,
+				     resp->body.len, len);
+	if ((err = range_total(&total, resp, offset, resp->body.len)) < 0 ||
+	    (err = info_from_headers(out, resp, name)) < 0)
+		return err;
+	(*out)->content_length = (long long)resp->body.len;
+	(*out)->total_length = total;
+	return 0;
+}
+
+int ecw_blob_get_range(struct ecw_buf *out, struct ecw_blob_info **info_out, struct ecw_client *c,
+		       const char *container, const char *name, long long offset, size_t len,
+		       const char *if_match)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	struct ecw_blob_info *info = NULL;
+	char range[64];
+	int err;
+
+	ecw_buf_reset(out);
+	if (info_out)
+		*info_out = NULL;
+	ecw_response_init(&resp);
+	if ((err = blob_request(&r, c, "blob.get_range", "GET", container, name)) < 0 ||
+	    (err = check_condition("If-Match", if_match)) < 0)
+		goto done;
+	if (offset < 0 || len == 0 || len > (unsigned long long)(LLONG_MAX - offset)) {
+		err = ecw_error_set(ECW_EINVALID, "blob: a range of %zu bytes from %lld (at least 1, from 0)",
+				    len, offset);
+		goto done;
+	}
+	snprintf(range, sizeof(range), "bytes=%lld-%lld", offset, offset + (long long)(len - 1));
+	if ((err = ecw_request_set_header(&r, "x-ms-range", range)) < 0 ||
+	    (if_match && (err = ecw_request_set_header(&r, "If-Match", if_match)) < 0))
+		goto done;
+	/* The range's bytes, not the blob's: what bounds a streaming reader. */
+	r.answer_max = len > ANSWER_MIN ? len : ANSWER_MIN;
+	err = ecw_client_send(&resp, c, &r);
+	/* 416 InvalidRange: the blob ends at or before offset, no error to
+	 * a reader. Its properties are asked apart: a 416 carries neither
+	 * ETag nor metadata. */
+	if (err == ECW_ERROR && ecw_error_last()->http_status == 416) {
+		ecw_error_clear();
+		ecw_buf_reset(&resp.body);
+		err = 0;
+		if (info_out && (err = props_call(&info, c, container, name, if_match)) == 0) {
+			info->total_length = info->content_length;
+			info->content_length = 0;
+		}
+	} else if (err == 0) {
+		err = range_info(&info, &resp, name, offset, len);
+	}
+done:
+	ecw_request_dispose(&r);
+	return answer_take(out, info_out, &resp, info, err);
+}
+
 int ecw_blob_delete(struct ecw_client *c, const char *container, const char *name, const char *if_match)
 {
 	return bodyless_call(c, "blob.delete", "DELETE", container, name, if_match);
+}
+
+/* ---- blocks ----------------------------------------------------------------------------------- */
+
+/* Appends the block id i (0-based) of a blob as the service takes it,
+ * base64, after checking it: printable ASCII, 1..ECW_BLOB_BLOCK_ID_MAX bytes,
+ * and as long as want_len (0: any). */
+static int block_id_b64(struct ecw_buf *out, const char *id, size_t i, size_t want_len)
+{
+	if (!id || !header_value_ok(id, ECW_BLOB_BLOCK_ID_MAX))
+		return ecw_error_set(ECW_EINVALID, "blob: block id %zu is not 1-%d bytes of printable ASCII",
+				     i + 1, ECW_BLOB_BLOCK_ID_MAX);
+	if (want_len && strlen(id) != want_len)
+		return ecw_error_set(ECW_EINVALID,
+				     "blob: block id %zu is %zu bytes, the first %zu: the ids of a blob all "
+				     "have one length",
+				     i + 1, strlen(id), want_len);
+	return ecw_base64_encode(out, id, strlen(id));
+}
+
+int ecw_blob_put_block(struct ecw_client *c, const char *container, const char *name, const char *block_id,
+		       const void *data, size_t len)
+{
+	struct ecw_request r;
+	struct ecw_response resp;
+	struct ecw_buf id;
+	int err;
+
+	ecw_buf_init(&id, 0);
+	ecw_response_init(&resp);
+	if ((err = blob_request(&r, c, "blob.put_block", "PUT", container, name)) < 0 ||
+	    (err = block_id_b64(&id, block_id, 0, 0)) < 0)
+		goto done;
+	if (!data || len == 0 || len > ECW_BLOB_BLOCK_MAX) {
+		err = ecw_error_set(ECW_EINVALID, "blob: a block is 1-%zu bytes of data, not %zu",
+				    ECW_BLOB_BLOCK_MAX, data ? len : 0);
+		goto done;
+	}
+	/* The query keeps the base64 as it is; the URL percent-encodes its
+	 * '+', '/' and '='. */
+	if ((err = ecw_request_add_query(&r, "comp", "block")) < 0 ||
+	    (err = ecw_request_add_query(&r, "blockid", ecw_buf_cstr(&id))) < 0)
+		goto done;
+	r.content_type = "application/octet-stream";
+	r.body = data;
+	r.body_len = len;
+	err = ecw_client_send(&resp, c, &r);
+done:
+	ecw_buf_dispose(&id);
+	ecw_request_dispose(&r);
+	ecw_response_dispose(&resp);
+	return err;
+}
+
+#define BLOCK_LIST_HEAD "<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>"
+#define BLOCK_LIST_TAIL "</BlockList>"
+/* An id's entry: <Latest>, base64 of at most 48 bytes, </Latest>. */
+#define BLOCK_ENTRY_MAX (sizeof("<Latest></Latest>") - 1 + (ECW_BLOB_BLOCK_ID_MAX + 2) / 3 * 4)
+
+int ecw_blob_put_block_list(char **etag_out, struct ecw_client *c, const char *container, const char *name,
+			    const char *const *block_ids, size_t n, const struct ecw_blob_put_options *opts)
+{
+	static const struct ecw_blob_put_options none = {0};
+	struct ecw_request r;
+	struct ecw_buf body;
+	int err;
+
+	if (etag_out)
+		*etag_out = NULL;
+	if (!opts)
+		opts = &none;
+	ecw_buf_init(&body, sizeof(BLOCK_LIST_HEAD BLOCK_LIST_TAIL) + ECW_BLOB_BLOCKS_MAX * BLOCK_ENTRY_MAX);
+	if ((err = blob_request(&r, c, "blob.put_block_list", "PUT", container, name)) < 0)
+		goto done;
+	if (n > ECW_BLOB_BLOCKS_MAX || (n && !block_ids)) {
+		err = ecw_error_set(ECW_EINVALID, "blob: a block list of %zu ids, at most %d", n,
+				    ECW_BLOB_BLOCKS_MAX);
+		goto done;
+	}
+	/* Base64 is letters, digits, '+', '/' and '=': nothing to escape. */
+	if ((err = ecw_buf_adds(&body, BLOCK_LIST_HEAD)) < 0)
+		goto done;
+	for (size_t i = 0; i < n; i++)
+		if ((err = ecw_buf_adds(&body, "<Latest>")) < 0 ||
+		    (err = block_id_b64(&body, block_ids[i], i, i ? strlen(block_ids[0]) : 0)) < 0 ||
+		    (err = ecw_buf_adds(&body, "</Latest>")) < 0)
+			goto done;
+	if ((err = ecw_buf_adds(&body, BLOCK_LIST_TAIL)) < 0 || (err = put_options(&r, opts)) < 0 ||
+	    (err = ecw_request_add_query(&r, "comp", "blocklist")) < 0 ||
+	    (err = ecw_request_set_header(&r, "x-ms-blob-content-type",
+					  opts->content_type ? opts->content_type
+							     : "application/octet-stream")) < 0)
+		goto done;
+	r.content_type = "application/xml";
+	r.body = body.ptr;
+	r.body_len = body.len;
+	err = put_send(etag_out, c, &r);
+done:
+	ecw_buf_dispose(&body);
+	ecw_request_dispose(&r);
+	return err;
 }
 
 /* ---- listings --------------------------------------------------------------------------------- */

@@ -445,6 +445,7 @@ static int blob_field_done(struct blob_reader *r)
 		b->content_length = strtoll(v, &end, 10);
 		if (end == v || *end || b->content_length < 0)
 			return ecw_error_set(ECW_ERROR, "blob list: a bad Content-Length in the answer");
+		b->total_length = b->content_length;
 		return 0;
 	case B_TYPE: copy_text(b->content_type, sizeof(b->content_type), t); return 0;
 	case B_META:
