@@ -18,6 +18,9 @@
  *   date_int        yyyyMMdd
  *   hash4           4 lowercase hex digits: the first 2 bytes of the SHA-256
  *                   of the value's text, to spread hot partitions
+ *   a date pattern  yyyy MM dd HH mm ss (zero-padded, UTC) and the
+ *                   separators / - _ . T, at least one field:
+ *                   {window:yyyy/MM/dd/HH} renders 2026/11/29/21
  * The time formatters take a DateTime, or Unix seconds as Int32, Int64 or a
  * String of digits; anything else renders as ECW_EINVALID naming the
  * property. {now:inverted_ticks|unix|date_int} is the wall clock

@@ -15,6 +15,7 @@ extern const struct ecw_job_type ecw_job_fanout;
 extern const struct ecw_job_type ecw_job_rollup;
 extern const struct ecw_job_type ecw_job_purge_tables;
 extern const struct ecw_job_type ecw_job_blob_ref;
+extern const struct ecw_job_type ecw_job_export;
 
 #ifdef ECW_TESTING
 /* Test-only types (tests/support/test_jobs.c), compiled only into test builds. */
@@ -30,6 +31,7 @@ static const struct ecw_job_type *const types[] = {
 	&ecw_job_rollup,
 	&ecw_job_purge_tables,
 	&ecw_job_blob_ref,
+	&ecw_job_export,
 #ifdef ECW_TESTING
 	&ecw_job_test_noop,
 	&ecw_job_test_fail,

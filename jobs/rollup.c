@@ -133,30 +133,6 @@ static bool valid_property_name(struct ecw_entity *scratch, const char *name)
 	return ecw_entity_set_bool(scratch, name, true) == 0;
 }
 
-static bool strv_has(char *const *v, const char *s)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		if (strcmp(v[i], s) == 0)
-			return true;
-	return false;
-}
-
-static int strv_add(char ***v, const char *s)
-{
-	size_t n = 0;
-	char **nv;
-
-	while (*v && (*v)[n])
-		n++;
-	if (!(nv = realloc(*v, (n + 2) * sizeof(*nv))))
-		return -1;
-	*v = nv;
-	if (!(nv[n] = strdup(s)))
-		return -1;
-	nv[n + 1] = NULL;
-	return 0;
-}
-
 /* The field names of a compiled (so well-formed) template: each "{Name" or
  * "{Name:spec" that is not an escaped "{{". */
 static int template_fields(char ***out, const struct ecw_template *t)
@@ -171,7 +147,7 @@ static int template_fields(char ***out, const struct ecw_template *t)
 		} else if (s[i] == '{') {
 			size_t n = strcspn(s + i + 1, ":}");
 			char *name = strndup(s + i + 1, n);
-			int bad = !name || (!strv_has(*out, name) && strv_add(out, name) < 0);
+			int bad = !name || (!ecw_strv_has(*out, name) && ecw_strv_add(out, name) < 0);
 			free(name);
 			if (bad)
 				return -1;
@@ -206,7 +182,7 @@ static int check_template(char ***all, const struct ecw_template *t, const struc
 			ecw_node_error(errs, ecw_node_get(job, key), "%s: {%s} cannot be a message field: %s",
 				       key, mine[i], ecw_error_last()->message);
 			bad = 1;
-		} else if (!strv_has(*all, mine[i]) && strv_add(all, mine[i]) < 0) {
+		} else if (!ecw_strv_has(*all, mine[i]) && ecw_strv_add(all, mine[i]) < 0) {
 			ecw_node_error(errs, ecw_node_get(job, key), "%s: out of memory", key);
 			bad = 1;
 		}
@@ -346,7 +322,7 @@ static int parse_aggregates(struct rollup *r, const struct ecw_node *job, struct
 	return bad ? -1 : 0;
 }
 
-static int parse_window(struct rollup *r, const struct ecw_node *job, struct ecw_node_errors *errs)
+int ecw_rollup_window_setting(int64_t *out_ms, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	char *text = NULL;
 	int64_t ms = 0;
@@ -360,7 +336,7 @@ static int parse_window(struct rollup *r, const struct ecw_node *job, struct ecw
 			       "window: 1h, 1d or 1w (weeks start Monday)");
 		rc = -1;
 	}
-	r->window_ms = ms;
+	*out_ms = ms;
 	free(text);
 	return rc;
 }
@@ -385,7 +361,7 @@ static int rollup_parse(void **out, const struct ecw_node *job, struct ecw_node_
 	bad |= ecw_job_setting_table(&r->to, job, "to", false, errs) < 0;
 	bad |= ecw_job_setting_template(&r->from_pk, job, "from_partition", true, errs) < 0;
 	bad |= ecw_job_setting_template(&r->to_pk, job, "to_partition", true, errs) < 0;
-	bad |= parse_window(r, job, errs) < 0;
+	bad |= ecw_rollup_window_setting(&r->window_ms, job, errs) < 0;
 	bad |= parse_aggregates(r, job, scratch, errs) < 0;
 	if (!r->to && r->source && !(r->to = strdup(r->source)))
 		bad = 1;
@@ -405,7 +381,7 @@ static int rollup_parse(void **out, const struct ecw_node *job, struct ecw_node_
 		bad = 1;
 	}
 	for (size_t i = 0; !bad && r->fields && r->fields[i]; i++)
-		if (!strv_has(to_fields, r->fields[i])) {
+		if (!ecw_strv_has(to_fields, r->fields[i])) {
 			/* Two raw partitions would write one aggregate in turn. */
 			ecw_node_error(
 				errs, ecw_node_get(job, "to_partition"),

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* rollup_private.h - the parts of the rollup job type (jobs/rollup.c) that
  * the unit tests check without a service: window arithmetic, the message's
- * window_start, the range filter, and the aggregation of rows. Only rollup.c
- * and its tests include it. The accumulator is a heap object
+ * window_start, the range filter, and the aggregation of rows. Only rollup.c,
+ * the export job (jobs/export.c, export_run.c: its windows are rollup's) and
+ * their tests include it. The accumulator is a heap object
  * (ecw_rollup_acc_new / _free); entities it hands out are the caller's. */
 #ifndef ECW_ROLLUP_PRIVATE_H
 #define ECW_ROLLUP_PRIVATE_H
@@ -16,6 +17,13 @@
 #define ECW_ROLLUP_HOUR_MS INT64_C(3600000)
 #define ECW_ROLLUP_DAY_MS INT64_C(86400000)
 #define ECW_ROLLUP_WEEK_MS INT64_C(604800000)
+
+struct ecw_node;
+struct ecw_node_errors;
+
+/* The job's `window:` (1h, 1d or 1w, weeks starting Monday) into *out_ms;
+ * -1 with the problem in errs. */
+int ecw_rollup_window_setting(int64_t *out_ms, const struct ecw_node *job, struct ecw_node_errors *errs);
 
 /* Parses a message's window_start for a window of window_ms (one of the
  * three above) into Unix seconds: "YYYY-MM-DD" (1d and 1w only),

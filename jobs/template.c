@@ -27,6 +27,7 @@ enum fmt {
 	FMT_UNIX,           /* 10 digits of Unix seconds */
 	FMT_DATE_INT,       /* yyyyMMdd */
 	FMT_HASH4,          /* 4 hex digits of SHA-256 */
+	FMT_DATE_PATTERN,   /* {Name:yyyy/MM/dd/HH}: the time's fields in UTC */
 };
 
 struct part {
@@ -38,6 +39,7 @@ struct part {
 	char fill; /* FMT_PAD */
 	bool left; /* pad on the left ('>') */
 	int width;
+	char *pattern; /* FMT_DATE_PATTERN */
 };
 
 #define TICKS_PER_SECOND INT64_C(10000000)
@@ -165,8 +167,10 @@ void ecw_template_free(struct ecw_template *t)
 {
 	if (!t)
 		return;
-	for (size_t i = 0; i < t->n; i++)
+	for (size_t i = 0; i < t->n; i++) {
 		free(t->parts[i].text);
+		free(t->parts[i].pattern);
+	}
 	free(t->parts);
 	free(t->source);
 	free(t);
@@ -253,6 +257,66 @@ static int add_part(struct ecw_template *t, const char *s, size_t n, bool field)
 	return 0;
 }
 
+/* The fields a date pattern may hold, each a fixed number of digits. */
+static const struct {
+	const char *token;
+	int digits;
+} date_tokens[] = {{"yyyy", 4}, {"MM", 2}, {"dd", 2}, {"HH", 2}, {"mm", 2}, {"ss", 2}};
+
+/* The length of the date token at s (n bytes left), or 0. */
+static size_t date_token_at(const char *s, size_t n, int *which)
+{
+	for (int k = 0; k < (int)(sizeof(date_tokens) / sizeof(date_tokens[0])); k++) {
+		size_t len = strlen(date_tokens[k].token);
+		if (len <= n && memcmp(s, date_tokens[k].token, len) == 0) {
+			*which = k;
+			return len;
+		}
+	}
+	return 0;
+}
+
+/* "yyyy/MM/dd/HH", "yyyyMMddHH": date tokens and the separators / - _ . T,
+ * at least one token. Never an arbitrary letter: a typo is refused rather
+ * than written into every name as it is. */
+static bool date_pattern_valid(const char *s, size_t n)
+{
+	bool token = false;
+	int which;
+
+	for (size_t i = 0; i < n;) {
+		size_t len = date_token_at(s + i, n - i, &which);
+		if (len) {
+			token = true;
+			i += len;
+		} else if (strchr("/-_.T", s[i]) && s[i]) {
+			i++;
+		} else {
+			return false;
+		}
+	}
+	return token;
+}
+
+static int format_date_pattern(struct ecw_buf *out, const char *pattern, int64_t ticks)
+{
+	int64_t day = ticks / TICKS_PER_DAY, in_day = ticks % TICKS_PER_DAY / TICKS_PER_SECOND;
+	int y, m, d, which, err = 0;
+
+	ecw_clock_civil_from_days(day - 719162, &y, &m, &d);
+	const int values[] = {y, m, d, (int)(in_day / 3600), (int)(in_day / 60 % 60), (int)(in_day % 60)};
+	for (size_t i = 0, n = strlen(pattern); i < n && err == 0;) {
+		size_t len = date_token_at(pattern + i, n - i, &which);
+		if (len) {
+			err = ecw_buf_printf(out, "%0*d", date_tokens[which].digits, values[which]);
+			i += len;
+		} else {
+			err = ecw_buf_addc(out, pattern[i++]);
+		}
+	}
+	return err;
+}
+
 static const struct {
 	const char *name;
 	enum fmt fmt;
@@ -315,11 +379,24 @@ static int parse_field(struct ecw_template *t, const char *s, size_t n, const ch
 			p->now = true;
 			return 0;
 		}
+		if (date_pattern_valid(spec, sn)) {
+			if (strcmp(p->text, "now") == 0)
+				return ecw_error_set(
+					ECW_EINVALID,
+					"%s: {now:%.*s} at column %zu: now takes inverted_ticks, unix or "
+					"date_int",
+					what, (int)sn, spec, col);
+			if (!(p->pattern = strndup(spec, sn)))
+				return ecw_error_set(ECW_ENOMEM, "out of memory");
+			p->fmt = FMT_DATE_PATTERN;
+			return 0;
+		}
 		if (sn < 3 || (spec[1] != '>' && spec[1] != '<'))
 			return ecw_error_set(
 				ECW_EINVALID,
 				"%s: format at column %zu must be FILL>WIDTH or FILL<WIDTH, like {Id:0>6}, "
-				"or one of inverted_ticks, unix, date_int, hash4",
+				"one of inverted_ticks, unix, date_int, hash4, or a date pattern of yyyy, "
+				"MM, dd, HH, mm, ss and / - _ . like {window:yyyy/MM/dd/HH}",
 				what, col);
 		w = strtol(spec + 2, &end, 10);
 		if (end != spec + sn || w < 1 || w > 255 || spec[2] < '0' || spec[2] > '9')
@@ -527,9 +604,10 @@ static int format_value(struct ecw_buf *out, const struct part *p, const struct 
 			prop = &key;
 		}
 		if ((err = prop_ticks(&ticks, prop,
-				      p->fmt == FMT_UNIX       ? "unix"
-				      : p->fmt == FMT_DATE_INT ? "date_int"
-							       : "inverted_ticks")) < 0)
+				      p->fmt == FMT_UNIX           ? "unix"
+				      : p->fmt == FMT_DATE_INT     ? "date_int"
+				      : p->fmt == FMT_DATE_PATTERN ? p->pattern
+								   : "inverted_ticks")) < 0)
 			return err;
 	}
 	switch (p->fmt) {
@@ -546,6 +624,7 @@ static int format_value(struct ecw_buf *out, const struct part *p, const struct 
 	case FMT_DATE_INT:
 		ecw_clock_civil_from_days(ticks / TICKS_PER_DAY - 719162, &y, &m, &d);
 		return ecw_buf_printf(out, "%04d%02d%02d", y, m, d);
+	case FMT_DATE_PATTERN: return format_date_pattern(out, p->pattern, ticks);
 	default: return ecw_error_set(ECW_ERROR, "template: unknown formatter");
 	}
 }

@@ -2,7 +2,7 @@
 // demo.js - the application side of `make demo`, written with the official
 // Azure SDK for JavaScript: it seeds and changes entities the way an app
 // would, and shows what ecworker derived from them.
-//   node demo.js seed | change | show | telemetry | late | rollups | archived | photo | photos
+//   node demo.js seed | change | show | telemetry | late | rollups | archived | photo | photos | history
 "use strict";
 const { TableClient } = require("@azure/data-tables");
 const { BlobServiceClient } = require("@azure/storage-blob");
@@ -121,5 +121,20 @@ async function photos() {
 	for (const b of await blobs("employee-files", "Ops/jones 003/")) console.log(`  ${b.name}`);
 }
 
-const cmds = { seed, change, show, telemetry, late, rollups, archived, photo, photos };
+// The exported day, read as any application would: a line is an entity's
+// JSON; and the raw rows the table still holds for that day.
+async function history() {
+	for (const b of await blobs("tank-history")) {
+		const props = await container("tank-history").getBlobClient(b.name).getProperties();
+		const lines = (await container("tank-history").getBlobClient(b.name).downloadToBuffer()).toString("utf8").trimEnd().split("\n");
+		console.log(`tank-history/${b.name}: ${lines.length} lines (metadata ecw_count ${props.metadata.ecw_count}, ` +
+			`${props.metadata.ecw_first_time} to ${props.metadata.ecw_last_time}):`);
+		for (const l of [lines[0], lines[1], "...", lines[lines.length - 1]]) console.log(`  ${l}`);
+	}
+	const left = await list("TankTelemetry", `PartitionKey eq 'tank-7_raw' and RowKey ge '${day}' and RowKey lt '${day + 86400}'`);
+	const before = await list("TankTelemetry", `PartitionKey eq 'tank-7_raw' and RowKey lt '${day}'`);
+	console.log(`TankTelemetry raw rows of 2020-10-11 left: ${left.length}; of 2020-10-10 (not exported): ${before.length}`);
+}
+
+const cmds = { seed, change, show, telemetry, late, rollups, archived, photo, photos, history };
 cmds[process.argv[2]]().then(() => process.exit(0), (e) => { console.error("demo.js: " + e.message); process.exit(1); });

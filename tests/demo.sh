@@ -8,8 +8,9 @@
 # and the worker brings everything back in line. Then a water tank's hourly
 # readings are rolled up into daily and weekly aggregates, and recomputed when
 # late readings arrive. Then an employee is archived into a blob and
-# restored, and a photo the employee no longer names is deleted. Ends with
-# SIGTERM.
+# restored, and a photo the employee no longer names is deleted; and a day
+# of the tank's raw readings is exported to a blob and leaves the table.
+# Ends with SIGTERM.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
@@ -87,6 +88,10 @@ sleep 3 # past the job's grace (2 s): the replaced photo may go
 "$bin" enqueue -c "$cfg" employee-files Ops "jones 003" >/dev/null
 wait_for 28
 app photos
+echo "== log history: the tank's raw readings of 2020-10-11 exported to a blob (JSON lines), then deleted"
+"$bin" enqueue -c "$cfg" tank-history --field device=tank-7 --field window_start=2020-10-11 >/dev/null
+wait_for 29
+app history
 echo "== ecworker status -c config/demo.yaml"
 "$bin" status -c "$cfg"
 echo "== ecworker poison list -c config/demo.yaml   (what an operator sees; see the runbook in worker/README.md)"

@@ -136,8 +136,8 @@ const QUICK = process.env.BENCH_QUICK === "1";
 const RUNS = envInt("BENCH_RUNS", QUICK ? 1 : 3, 1);
 const PARTS = (process.env.BENCH_PARTS || "archive,fanout,idle,latency,delay").split(",").map((s) => s.trim());
 for (const p of PARTS)
-	if (!["archive", "fanout", "idle", "latency", "delay", "audit", "hotlist", "perjob", "blobs"].includes(p)) {
-		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency, delay, audit, hotlist, perjob, blobs)`);
+	if (!["archive", "fanout", "idle", "latency", "delay", "audit", "hotlist", "perjob", "blobs", "export"].includes(p)) {
+		console.error(`bench.js: unknown part '${p}' in BENCH_PARTS (archive, fanout, idle, latency, delay, audit, hotlist, perjob, blobs, export)`);
 		process.exit(2);
 	}
 
@@ -153,6 +153,8 @@ const HOT_QUEUED = 4000; // the most hot-list messages waiting on the queue at o
 SIZE.perJob = envInt("BENCH_PER_JOB_MSGS", QUICK ? 500 : 2000, 10);
 SIZE.blobArchive = QUICK ? 400 : 2000;
 SIZE.blobRef = QUICK ? 200 : 1000;
+SIZE.exportRows = envInt("BENCH_EXPORT_ROWS", QUICK ? 20000 : 200000, 100);
+SIZE.exportSmall = Math.max(100, Math.floor(SIZE.exportRows / 10));
 SIZE.auditSources = envInt("BENCH_AUDIT_SOURCES", QUICK ? 2000 : 10000, 100);
 const CONCURRENCY = [1, 16, 64];
 const LATENCY_MS = 5;
@@ -726,6 +728,112 @@ function summarizeBlobs(blobs, t) {
 	t.add("blob-ref c16: peak RSS MB", fmtStat(E.peakRssMb, 1), fmtStat(S.peakRssMb, 1));
 	t.add("blob-ref c16: storage requests/msg", fmtStat(E.requestsPerMsg, 2), fmtStat(S.requestsPerMsg, 2));
 	return summary;
+}
+
+// ---- export (issue 37): one window of log rows into a blob, then deleted --------------
+
+const EXPORT_WINDOW_S = 1795986000; // 2026-11-29T21:00:00Z, bench-export.yaml's message
+const TICKS_EPOCH = 621355968000000000n;
+const TICKS_MAX = 3155378975999999999n;
+const invTicks = (ms) => String(TICKS_MAX - (BigInt(ms) * 10000n + TICKS_EPOCH)).padStart(19, "0");
+
+// Log row i of n, spread over the hour, about 300 bytes of JSON.
+function logRow(i, n) {
+	const ms = EXPORT_WINDOW_S * 1000 + Math.floor((i * 3600000) / n);
+	return {
+		partitionKey: "web",
+		rowKey: `${invTicks(ms)}_${String(i).padStart(6, "0")}`,
+		Level: i % 10 ? "Info" : "Warn",
+		Host: `web-${String(i % 8).padStart(2, "0")}`,
+		LatencyMs: i % 997,
+		Bytes: { value: String(1000000000000 + i), type: "Int64" },
+		When: { value: new Date(ms).toISOString(), type: "DateTime" },
+		Message: `GET /api/orders/${i}?page=${i % 50} 200 `.padEnd(150, "."),
+	};
+}
+
+// Seeds n rows and runs one export of their window with ecworker or the SDK
+// script; checks the blob holds every row once and the table none.
+async function exportRun({ kind, n, tag }) {
+	const az = await startAzurite();
+	let w = null;
+	try {
+		const logs = tableClient(az.cs, "AppLogs");
+		await logs.createTable();
+		const rows = Array.from({ length: n }, (_, i) => logRow(i, n));
+		await insertAll(logs, rows);
+		await containerClient(az.cs, "logs").createIfNotExists();
+		const name = "web/2026/11/29/2100/000001.log";
+		let res;
+		if (kind === "ecworker") {
+			await enqueue(az.cs, [JSON.stringify({ job: "applogs-hourly", app: "web", window_start: "2026-11-29T21:00Z" })]);
+			w = startEcworker(az.cs, 1, "1s", tag, "bench-export.yaml");
+			await w.ready();
+			const t0 = process.hrtime.bigint();
+			const c0 = cpuTimes(w.pid);
+			await w.done(1);
+			const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+			const c1 = cpuTimes(w.pid);
+			res = { seconds: wall, cpuUs: c1.cpu - c0.cpu, peakRssMb: peakRssKb(w.pid) / 1024,
+				requests: (await w.requestCounts()).total };
+			await w.stop();
+			if (w.failed) throw new Error(`the export did not succeed (see ${w.log.path})`);
+		} else {
+			const lo = invTicks((EXPORT_WINDOW_S + 3600) * 1000);
+			const hi = invTicks(EXPORT_WINDOW_S * 1000 - 1);
+			const t0 = process.hrtime.bigint();
+			const out = execFileSync(process.execPath, [path.join(__dirname, "sdk-export.js"), "AppLogs", "web", lo, hi, "logs", name],
+				{ env: { ...process.env, AZURE_STORAGE_CONNECTION_STRING: az.cs }, maxBuffer: 1 << 20 }).toString();
+			const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+			const j = JSON.parse(out.trim().split("\n").pop());
+			if (j.rows !== n) throw new Error(`the SDK script exported ${j.rows} rows, not ${n}`);
+			res = { seconds: wall, cpuUs: j.cpuUs, peakRssMb: j.maxRssKb / 1024, requests: NaN };
+		}
+		const text = (await containerClient(az.cs, "logs").getBlobClient(name).downloadToBuffer()).toString("utf8");
+		const lines = text.split("\n").filter((l) => l);
+		const keys = new Set(lines.map((l) => JSON.parse(l).RowKey));
+		if (lines.length !== n || keys.size !== n) throw new Error(`${kind}: the blob holds ${lines.length} lines (${keys.size} rows), not ${n}`);
+		const left = await listAll(logs);
+		if (left.length) throw new Error(`${kind}: ${left.length} rows left in the table`);
+		return { kind, n, ...res, cpuUsPerRow: res.cpuUs / n, rowsPerS: n / res.seconds };
+	} finally {
+		if (w) await w.stop();
+		await az.stop();
+	}
+}
+
+async function measureExport() {
+	const runs = { ecworker: [], sdk: [], small: [] };
+	for (let r = 1; r <= RUNS; r++) {
+		for (const kind of r % 2 ? ["ecworker", "sdk"] : ["sdk", "ecworker"]) {
+			progress(`export run ${r}/${RUNS}: ${kind}, one window of ${SIZE.exportRows} rows`);
+			const res = await exportRun({ kind, n: SIZE.exportRows, tag: `export-${kind}-run${r}` });
+			progress(`  ${fmt(res.seconds, 1)} s, ${fmt(res.cpuUs / 1e6, 2)} s CPU, ${fmt(res.peakRssMb, 1)} MB`);
+			runs[kind].push(res);
+		}
+		progress(`export run ${r}/${RUNS}: ecworker, one window of ${SIZE.exportSmall} rows (memory)`);
+		const res = await exportRun({ kind: "ecworker", n: SIZE.exportSmall, tag: `export-small-run${r}` });
+		progress(`  ${fmt(res.seconds, 1)} s, ${fmt(res.peakRssMb, 1)} MB`);
+		runs.small.push(res);
+	}
+	return runs;
+}
+
+function summarizeExport(runs, t) {
+	const keys = ["seconds", "cpuUsPerRow", "peakRssMb", "requests"];
+	const of = (list) => Object.fromEntries(keys.map((k) => [k, stat(list.map((x) => x[k]))]));
+	const [E, S, M] = [of(runs.ecworker), of(runs.sdk), of(runs.small)];
+	const cpu = stat(runs.ecworker.map((x, i) => x.cpuUs / runs.sdk[i].cpuUs));
+	const time = stat(runs.ecworker.map((x, i) => x.seconds / runs.sdk[i].seconds));
+	t.add(`export of ${SIZE.exportRows} rows: seconds`, fmtStat(E.seconds, 1), fmtStat(S.seconds, 1), fmtStat(time, 2));
+	t.add(`export of ${SIZE.exportRows} rows: CPU µs/row`, fmtStat(E.cpuUsPerRow, 1), fmtStat(S.cpuUsPerRow, 1), fmtStat(cpu, 3),
+		"<= 0.1 x peer", cpu.median <= 0.1);
+	t.add(`export of ${SIZE.exportRows} rows: peak RSS MB`, fmtStat(E.peakRssMb, 1), fmtStat(S.peakRssMb, 1), "", "<= 32",
+		E.peakRssMb.max <= 32);
+	t.add(`export of ${SIZE.exportSmall} rows: peak RSS MB`, fmtStat(M.peakRssMb, 1), "", "", "flat",
+		E.peakRssMb.max <= M.peakRssMb.max * 1.25);
+	t.add(`export of ${SIZE.exportRows} rows: storage requests`, fmtStat(E.requests, 0), "");
+	return { ecworker: E, sdk: S, small: M, cpuRatio: cpu, timeRatio: time };
 }
 
 // The CPU floor of one storage round trip on this machine: tests/tools/rtfloor
@@ -1476,6 +1584,7 @@ async function main() {
 	if (PARTS.includes("hotlist")) result.raw.hotlist = await measureHotlist();
 	if (PARTS.includes("perjob")) result.raw.perjob = await measurePerJob();
 	if (PARTS.includes("blobs")) result.raw.blobs = await measureBlobs();
+	if (PARTS.includes("export")) result.raw.export = await measureExport();
 	if (idle) {
 		progress("idle: waiting for its windows to end");
 		result.raw.idle = await idle;
@@ -1492,6 +1601,7 @@ async function main() {
 	if (raw.hotlist) summary.hotlist = summarizeHotlist(raw.hotlist, t);
 	if (raw.perjob) summary.perjob = summarizePerJob(raw.perjob, t);
 	if (raw.blobs) summary.blobs = summarizeBlobs(raw.blobs, t);
+	if (raw.export) summary.export = summarizeExport(raw.export, t);
 	result.seconds = (Date.now() - started) / 1000;
 	result.loadavgEnd = os.loadavg().map((x) => x.toFixed(2));
 	fs.mkdirSync(path.dirname(opts.out), { recursive: true });

@@ -400,3 +400,20 @@ void itest_check_delete_many(struct ecw_client *c, const char *q)
 	assert_int_equal(left, 1);
 	ecw_queue_msgs_free(m, n);
 }
+
+char *itest_replace(const char *text, const char *from, const char *to)
+{
+	const char *at = strstr(text, from);
+	size_t head, n;
+	char *out;
+
+	ITEST_CHECK(at != NULL, "%s\n  expected to contain %s", text, from);
+	head = (size_t)(at - text);
+	n = strlen(text) - strlen(from) + strlen(to);
+	out = malloc(n + 1);
+	assert_non_null(out);
+	memcpy(out, text, head);
+	memcpy(out + head, to, strlen(to));
+	memcpy(out + head + strlen(to), at + strlen(from), strlen(at + strlen(from)) + 1);
+	return out;
+}

@@ -118,6 +118,10 @@ void itest_assert_service_error(int http_status, const char *service_code);
  * The queue then holds the fourth. */
 void itest_check_delete_many(struct ecw_client *c, const char *q);
 
+/* A copy of text (free() it) with its one occurrence of from replaced by
+ * to; fails the test when text does not hold from. */
+char *itest_replace(const char *text, const char *from, const char *to);
+
 /* Formats the last error for a failure message. */
 const char *itest_last_error(void);
 

@@ -18,6 +18,8 @@
 //                                              downloads the blob with @azure/storage-blob, checks its
 //                                              content type, and parses it with the Tables SDK's own
 //                                              deserializer; prints it as read-entity does
+//   node sdk.js read-blob-lines CONTAINER NAME  an export's JSON lines, each parsed as read-blob-entity
+//                                              parses a blob, printed one per line
 // The connection string comes from ECW_TEST_CONNECTION_STRING.
 "use strict";
 const { QueueClient } = require("@azure/storage-queue");
@@ -123,6 +125,15 @@ function tablesDeserialize() {
 	return require(path.join(dir, "serialization.js")).deserialize;
 }
 
+// A typed number keeps its JSON number as value where an inferred one is
+// given as text (disableTypeConversion): text for both, as read-entity
+// prints them.
+function typedAsText(e) {
+	for (const v of Object.values(e))
+		if (typeof v === "object" && v !== null && typeof v.value === "number") v.value = String(v.value);
+	return e;
+}
+
 // An entity read with disableTypeConversion, as one line of JSON with its
 // properties in name order: {"Prop":{"type":"Int64","value":"..."},...}.
 function printEntity(e) {
@@ -163,6 +174,16 @@ async function main() {
 		printEntity(await t.getEntity(args[1], args[2], { disableTypeConversion: true }));
 		break;
 	}
+	case "read-blob-lines": {
+		const b = BlobServiceClient.fromConnectionString(cs).getContainerClient(args[0]).getBlobClient(args[1]);
+		const text = (await b.downloadToBuffer()).toString("utf8");
+		if (!text.endsWith("\n")) throw new Error("the blob does not end with a newline");
+		for (const line of text.slice(0, -1).split("\n")) {
+			printEntity(typedAsText(tablesDeserialize()(JSON.parse(line), true)));
+			process.stdout.write("\n");
+		}
+		break;
+	}
 	case "read-blob-entity": {
 		const b = BlobServiceClient.fromConnectionString(cs).getContainerClient(args[0]).getBlobClient(args[1]);
 		const body = await b.downloadToBuffer();
@@ -174,12 +195,7 @@ async function main() {
 		const json = JSON.parse(body.toString("utf8"));
 		if (typeof json !== "object" || json === null || Array.isArray(json))
 			throw new Error("the blob is no JSON object: " + body.toString("utf8").slice(0, 200));
-		// A typed number keeps its JSON number as value where an inferred
-		// one is given as text: text for both, as read-entity prints them.
-		const e = tablesDeserialize()(json, true);
-		for (const v of Object.values(e))
-			if (typeof v === "object" && v !== null && typeof v.value === "number") v.value = String(v.value);
-		printEntity(e);
+		printEntity(typedAsText(tablesDeserialize()(json, true)));
 		break;
 	}
 	case "write-entity": {

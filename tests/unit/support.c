@@ -370,3 +370,23 @@ struct ecw_config *config_parse_ok(const char *text, const char *file)
 	ecw_node_errors_dispose(&errs);
 	return cfg;
 }
+
+void config_parse_bad(const char *text, const char *file, const char *pos, const char *needle)
+{
+	struct ecw_node_errors errs;
+	struct ecw_config *cfg = NULL;
+	char prefix[128];
+	bool found = false;
+
+	ecw_node_errors_init(&errs);
+	assert_int_equal(ecw_config_parse(&cfg, text, strlen(text), file, &errs), ECW_EINVALID);
+	assert_null(cfg);
+	snprintf(prefix, sizeof(prefix), "%s:%s: ", file, pos);
+	for (size_t i = 0; i < errs.n; i++)
+		found |= str_starts(errs.lines[i], prefix) && str_contains(errs.lines[i], needle);
+	if (!found) {
+		config_dump(&errs);
+		fail_msg("no error \"%s...%s...\" for:\n%s", prefix, needle, text);
+	}
+	ecw_node_errors_dispose(&errs);
+}

@@ -150,5 +150,9 @@ struct ecw_config;
 struct ecw_node_errors;
 void config_dump(const struct ecw_node_errors *errs);
 struct ecw_config *config_parse_ok(const char *text, const char *file);
+/* Configuration text that must be refused with an error at FILE:pos (a
+ * "LINE:COL") that mentions needle; fails the test printing every error
+ * otherwise. */
+void config_parse_bad(const char *text, const char *file, const char *pos, const char *needle);
 
 #endif

@@ -158,37 +158,12 @@ static void test_rollup__filter(void **state)
 
 static struct ecw_config *config_ok(const char *text)
 {
-	struct ecw_node_errors errs;
-	struct ecw_config *cfg = NULL;
-	int err;
-
-	ecw_node_errors_init(&errs);
-	err = ecw_config_parse(&cfg, text, strlen(text), "r.yaml", &errs);
-	if (err != 0)
-		fail_msg("config: %s", errs.n ? errs.lines[0] : ecw_error_last()->message);
-	ecw_node_errors_dispose(&errs);
-	return cfg;
+	return config_parse_ok(text, "r.yaml");
 }
 
 static void config_bad(const char *text, const char *pos, const char *needle)
 {
-	struct ecw_node_errors errs;
-	struct ecw_config *cfg = NULL;
-	char prefix[64];
-	bool found = false;
-
-	ecw_node_errors_init(&errs);
-	assert_int_equal(ecw_config_parse(&cfg, text, strlen(text), "r.yaml", &errs), ECW_EINVALID);
-	assert_null(cfg);
-	snprintf(prefix, sizeof(prefix), "r.yaml:%s: ", pos);
-	for (size_t i = 0; i < errs.n; i++)
-		found |= str_starts(errs.lines[i], prefix) && str_contains(errs.lines[i], needle);
-	if (!found) {
-		for (size_t i = 0; i < errs.n; i++)
-			print_message("  error: %s\n", errs.lines[i]);
-		fail_msg("no error \"%s...%s...\" for:\n%s", prefix, needle, text);
-	}
-	ecw_node_errors_dispose(&errs);
+	config_parse_bad(text, "r.yaml", pos, needle);
 }
 
 static void test_rollup__config(void **state)

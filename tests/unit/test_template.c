@@ -522,6 +522,35 @@ static void test_template__unix_date_int_hash4(void **state)
 	render_is("{PartitionKey:hash4}-{Year:0>4}", ECW_TEMPLATE_PLAIN, "8de4-0026");
 }
 
+/* A date pattern: yyyy MM dd HH mm ss zero-padded in UTC, with / - _ . T
+ * between; a DateTime (its fraction dropped) or Unix seconds. */
+static void test_template__date_pattern(void **state)
+{
+	static const char *const bad[] = {"{When:yyyy/MM/dx}", "{When:YYYY}",    "{When:yyyy MM}", "{When:/}",
+	                                  "{When:yyy}",        "{now:yyyyMMdd}", "{When:yyyy:MM}", NULL};
+	struct ecw_template *t = NULL;
+	char got[128];
+
+	(void)state;
+	assert_int_equal(render_when(got, "{When:yyyy/MM/dd/HH}00/000001.log",
+	                             when('d', "2026-11-29T21:59:59.9999999Z", 0)),
+	                 0);
+	assert_string_equal(got, "2026/11/29/2100/000001.log");
+	assert_int_equal(render_when(got, "{When:yyyyMMddHH}", when('d', "0001-01-01T00:00:00Z", 0)), 0);
+	assert_string_equal(got, "0001010100");
+	assert_int_equal(render_when(got, "{When:yyyy-MM-ddTHH.mm.ss_}", when('l', NULL, 1602419696)), 0);
+	assert_string_equal(got, "2020-10-11T12.34.56_");
+	assert_int_equal(render_when(got, "x{When:dd}", when('s', "1602374400", 0)), 0);
+	assert_string_equal(got, "x11");
+	assert_int_equal(render_when(got, "{When:yyyy}", when('b', NULL, 0)), ECW_EINVALID);
+	assert_non_null(strstr(ecw_error_last()->message, "'When'"));
+	for (int i = 0; bad[i]; i++) {
+		if (ecw_template_compile_flags(&t, bad[i], "name", ECW_TEMPLATE_ALLOW_NOW) != ECW_EINVALID)
+			fail_msg("'%s' compiled", bad[i]);
+		assert_null(t);
+	}
+}
+
 /* A value that is not a time is a permanent error naming the property. */
 static void test_template__time_formatters_refuse_other_types(void **state)
 {
@@ -757,6 +786,7 @@ int main(void)
 	    cmocka_unit_test(test_template__inverted_ticks_newest_first),
 	    cmocka_unit_test(test_template__inverted_ticks_round_trip),
 	    cmocka_unit_test(test_template__unix_date_int_hash4),
+	    cmocka_unit_test(test_template__date_pattern),
 	    cmocka_unit_test(test_template__time_formatters_refuse_other_types),
 	    cmocka_unit_test(test_template__now_refused_by_default),
 	    cmocka_unit_test(test_template__now_refused_in_job_config),

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/* export_private.h - what the export job's parts share, and no one else
+ * (with its unit tests): the settings (jobs/export.c), a run
+ * (jobs/export_run.c), a blob read line by line in ranges and a blob
+ * written line by line in blocks (jobs/export_io.c), and the order of
+ * keys. Both streams are heap objects the caller frees
+ * (ecw_export_reader_free, ecw_export_writer_free); each holds at most one
+ * chunk or block (ECW_EXPORT_CHUNK, ECW_BLOB_BLOCK_MAX) and one line, so a
+ * window of any size takes bounded memory. */
+#ifndef ECW_EXPORT_PRIVATE_H
+#define ECW_EXPORT_PRIVATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <stdint.h>
+
+#include "ecw_buf.h"
+#include "ecw_err.h"
+#include "ecw_job.h"
+#include "ecw_storage.h"
+
+/* How much of a blob one ranged read takes. */
+#define ECW_EXPORT_CHUNK ((size_t)4 * 1024 * 1024)
+/* The longest line: one entity's JSON (an entity is at most 1 MiB in the
+ * service, counted in UTF-16; its JSON stays under 4 MiB even when every
+ * character is written \u00XX). */
+#define ECW_EXPORT_LINE_MAX ((size_t)4 * 1024 * 1024)
+
+/* ---- the settings (jobs/export.c), read-only once parsed ---- */
+
+struct ecw_template;
+
+enum ecw_export_rows {
+	ECW_EXPORT_ROWS_ANY,            /* the partition is the window: every row */
+	ECW_EXPORT_ROWS_UNIX,           /* RowKey: 10 digits of Unix seconds */
+	ECW_EXPORT_ROWS_INVERTED_TICKS, /* RowKey: 19 digits of inverted .NET ticks */
+};
+
+struct ecw_export {
+	char *source, *container;
+	struct ecw_template *from_pk, *name; /* over the message's fields and {window} */
+	enum ecw_export_rows rows;
+	int64_t window_ms;
+	bool delete_after;
+	/* The templates' message fields, NULL-terminated (not window, which
+	 * the window_start gives, nor window_start itself). */
+	char **fields;
+};
+
+/* One message (jobs/export_run.c; settings: a struct ecw_export). */
+int ecw_export_run(const void *settings, struct ecw_job_ctx *ctx) ECW_MUST_USE;
+
+/* ---- reading (jobs/export_io.c) ---- */
+
+/* The lines of blob name in container, read in ranges of ECW_EXPORT_CHUNK,
+ * each If-Match etag (the version the export merges with: a blob changed
+ * since is ECW_EPRECONDITION, and the export starts over). */
+struct ecw_export_reader;
+int ecw_export_reader_new(struct ecw_export_reader **out, struct ecw_client *c, const char *container,
+			  const char *name, const char *etag) ECW_MUST_USE;
+/* The next line without its '\n' (*line valid until the next call), or
+ * *line NULL at the end. A line over ECW_EXPORT_LINE_MAX is ECW_ETOOLARGE; a
+ * last line without '\n' is ECW_EINVALID (a blob cut short): both name the
+ * blob. */
+int ecw_export_reader_next(struct ecw_export_reader *r, const char **line, size_t *len) ECW_MUST_USE;
+void ecw_export_reader_free(struct ecw_export_reader *r);
+
+/* ---- writing (jobs/export_io.c) ---- */
+
+/* Lines written into blob name in container as blocks of at most
+ * ECW_BLOB_BLOCK_MAX, under ids that start with run_id (this run's own, so
+ * that two runs of one window never replace each other's blocks), and
+ * committed at the end; nothing is visible before the commit. */
+struct ecw_export_writer;
+int ecw_export_writer_new(struct ecw_export_writer **out, struct ecw_client *c, const char *container,
+			  const char *name, const char run_id[9]) ECW_MUST_USE;
+/* Appends line and a '\n'; puts a block when the buffer is full (crash
+ * point export.block after each). */
+int ecw_export_writer_add(struct ecw_export_writer *w, const char *line, size_t len) ECW_MUST_USE;
+/* Puts what is buffered and commits the blocks in order, with o's content
+ * type, metadata and conditions (ecw_blob_put_block_list's errors). */
+int ecw_export_writer_commit(char **etag_out, struct ecw_export_writer *w,
+			     const struct ecw_blob_put_options *o) ECW_MUST_USE;
+/* Blocks put so far. */
+size_t ecw_export_writer_blocks(const struct ecw_export_writer *w);
+void ecw_export_writer_free(struct ecw_export_writer *w);
+
+/* ---- the order of keys (jobs/export_run.c) ---- */
+
+/* The table's order of two keys (valid UTF-8): ordinal over UTF-16 code
+ * units, as the service sorts PartitionKey and RowKey, so a character
+ * beyond U+FFFF (a surrogate pair) sorts before U+E000..U+FFFF, unlike
+ * strcmp's byte order. <0, 0 or >0. */
+int ecw_export_key_cmp(const char *a, const char *b);
+
+#endif

@@ -1,0 +1,571 @@
+/* SPDX-License-Identifier: MIT */
+/* export_run.c - one message of the export job (settings: jobs/export.c):
+ * {"job":"applogs-hourly","app":"web","window_start":"2026-11-29T21:00Z"}.
+ *
+ *   1. the blob's properties (its ETag B,     a blob that is no export (no
+ *      or absent)                             ecw_format metadata) is a
+ *                                             permanent error: never merged
+ *                                             over
+ *   2. merge, streaming: the window's rows    both sides sorted by keys; on
+ *      (a query, page by page) and the        equal keys the row wins; lines
+ *      blob's lines (ranged reads If-Match    out of order are an error, as
+ *      B), written as blocks of 4 MiB         is a blob changed meanwhile
+ *                                             (412: start over)
+ *   3. commit the blocks: Put Block List      412 / 409 (another run
+ *      If-Match B (If-None-Match "*" when     committed): start over; no row
+ *      there was none), with the count and    in the table: nothing to
+ *      the first and last times in the        commit; nothing new or
+ *      metadata                               changed: no commit either
+ *   4. delete_after: query the window again,  a batch refused (a row changed
+ *      read the committed blob alongside, and or gone since this pass read
+ *      delete, in transactions of up to 100   it): each of its rows alone,
+ *      If-Match the ETag just read, each row  If-Match; those refused stay
+ *      whose JSON is exactly its blob line    for the next export
+ *
+ * Crash safety (a crash = the process dies right after the step; the
+ * message comes back and the job runs again):
+ *   after a block (export.block): nothing is committed; the blob is as it
+ *       was and every row still in the table. The rerun writes blocks under
+ *       its own run id, so a dead run's blocks are never committed.
+ *   after the commit (export.committed): every row is in the table and in
+ *       the blob, once (the merge keeps one line per key). The rerun merges
+ *       again: the rows equal their lines, so it commits nothing and goes on
+ *       to step 4.
+ *   after a delete batch (export.deleted): the deleted rows are in the blob
+ *       only, the rest in both. The rerun keeps the blob's lines of the
+ *       deleted rows (a line no row replaces stays), and deletes the rest.
+ * So every row is in the table or the blob whenever the process dies, and
+ * once in the blob. Late rows: a row written after its window was exported
+ * is merged into the blob by the window's next export (a schedule's next
+ * pass, or a message sent again); nothing in the blob is overwritten away.
+ * Competing runs of one window: each commits only If-Match the blob it
+ * merged with, so the loser starts over from the winner's blob; a delete
+ * happens only for a row whose current JSON (If-Match its current ETag) is
+ * in the blob as committed, so no run can delete what the blob lacks.
+ *
+ * Memory: a page of rows, one chunk of the blob, one block and one line
+ * (jobs/export_io.c), whatever the window's size; the delete pass holds at
+ * most one transaction's rows. */
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecw_job.h"
+#include "export_private.h"
+#include "jobs_private.h"
+#include "rollup_private.h"
+
+#define MAX_ROUNDS 5
+#define RESTART 1
+
+/* ---- the order of keys -------------------------------------------------------------------------- */
+
+/* The code point at s (valid UTF-8), ranked in UTF-16 code unit order: a
+ * character beyond U+FFFF (a surrogate pair, D800..DFFF first) sorts after
+ * U+D7FF and before U+E000..U+FFFF. */
+static uint32_t utf16_rank(const unsigned char *s)
+{
+	uint32_t c = s[0];
+	int more = c < 0x80 ? 0 : c < 0xE0 ? 1 : c < 0xF0 ? 2 : 3;
+
+	if (more)
+		c &= 0x3Fu >> more;
+	for (int i = 1; i <= more && s[i]; i++)
+		c = c << 6 | (s[i] & 0x3Fu);
+	return c >= 0xE000 && c <= 0xFFFF ? c + 0x200000 : c;
+}
+
+int ecw_export_key_cmp(const char *a, const char *b)
+{
+	size_t i = 0;
+
+	while (a[i] && a[i] == b[i])
+		i++;
+	if (a[i] == b[i])
+		return 0;
+	if (!a[i] || !b[i])
+		return a[i] ? 1 : -1;
+	while (i > 0 && ((unsigned char)a[i] & 0xC0) == 0x80)
+		i--; /* to the start of the character where they differ */
+	uint32_t ra = utf16_rank((const unsigned char *)a + i), rb = utf16_rank((const unsigned char *)b + i);
+	return ra < rb ? -1 : ra > rb ? 1 : 0;
+}
+
+static int keys_cmp(const struct ecw_entity *a, const struct ecw_entity *b)
+{
+	int c = ecw_export_key_cmp(ecw_entity_pk(a), ecw_entity_pk(b));
+	return c ? c : ecw_export_key_cmp(ecw_entity_rk(a), ecw_entity_rk(b));
+}
+
+/* ---- one run ------------------------------------------------------------------------------------ */
+
+struct run {
+	const struct ecw_export *x;
+	struct ecw_job_ctx *ctx;
+	int64_t start_s;
+	char pk[ECW_KEY_MAX + 1];
+	char window_iso[32];
+	struct ecw_buf name, filter;
+	char run_id[9];
+	/* The round's counts */
+	long long rows, lines, deleted, kept;
+	bool changed;             /* a row the blob lacked, or held otherwise */
+	char first[32], last[32]; /* "" when not time-keyed */
+};
+
+static int blocked(const struct run *u, int err)
+{
+	if (err != ECW_ENOCONTAINER)
+		return err;
+	err = ecw_error_set(
+		ECW_ENOTABLE,
+		"container '%s' does not exist: correct the name, or create it (the worker creates "
+		"it with create_missing)",
+		u->x->container);
+	ecw_error_set_table(u->x->container, strlen(u->x->container));
+	return err;
+}
+
+/* The entity's time from its RowKey, into first/last (time-keyed rows only;
+ * a RowKey of another form is left out of them). */
+static void note_time(struct run *u, const struct ecw_entity *e)
+{
+	char iso[32]; /* ECW_ISO_TICKS_SIZE, or ecw_rollup_iso's 32 */
+	const char *rk = ecw_entity_rk(e);
+
+	if (u->x->rows == ECW_EXPORT_ROWS_ANY)
+		return;
+	if (u->x->rows == ECW_EXPORT_ROWS_INVERTED_TICKS) {
+		if (ecw_template_inverted_ticks_to_iso(iso, rk) < 0) {
+			ecw_error_clear();
+			return;
+		}
+	} else {
+		long long s = 0;
+		for (int i = 0; i < 10; i++) {
+			if (rk[i] < '0' || rk[i] > '9')
+				return;
+			s = s * 10 + (rk[i] - '0');
+		}
+		ecw_rollup_iso(iso, s);
+	}
+	if (!u->first[0] || strcmp(iso, u->first) < 0)
+		snprintf(u->first, sizeof(u->first), "%s", iso);
+	if (!u->last[0] || strcmp(iso, u->last) > 0)
+		snprintf(u->last, sizeof(u->last), "%s", iso);
+}
+
+/* The window's rows, in the table's order of keys. */
+static int query_window(struct ecw_table_query **q, const struct run *u)
+{
+	struct ecw_query_options qo = {.filter = ecw_buf_cstr(&u->filter), .top = 1000};
+
+	return ecw_table_query_new(q, u->ctx->client, u->x->source, &qo);
+}
+
+/* The blob's side of a merge: the current line and its entity. */
+struct blob_side {
+	struct ecw_export_reader *rd;
+	const char *line;
+	size_t len;
+	struct ecw_entity *e; /* NULL at the end */
+};
+
+static int blob_next(struct blob_side *b, const struct run *u)
+{
+	struct ecw_entity *prev = b->e;
+	int err;
+
+	b->e = NULL;
+	if (b->rd && (err = ecw_export_reader_next(b->rd, &b->line, &b->len)) < 0) {
+		ecw_entity_free(prev);
+		return err;
+	}
+	if (b->rd && b->line && ecw_entity_from_json(&b->e, b->line, b->len) < 0) {
+		ecw_entity_free(prev);
+		return ecw_error_set(ECW_EINVALID,
+				     "blob '%.200s' in container %s holds a line that is no entity: %s",
+				     ecw_buf_cstr(&u->name), u->x->container, ecw_error_last()->message);
+	}
+	if (prev && b->e && keys_cmp(prev, b->e) >= 0)
+		err = ecw_error_set(
+			ECW_EINVALID,
+			"blob '%.200s' in container %s is not sorted by keys (at %.100s/%.100s): not "
+			"merged",
+			ecw_buf_cstr(&u->name), u->x->container, ecw_entity_pk(b->e), ecw_entity_rk(b->e));
+	else
+		err = 0;
+	ecw_entity_free(prev);
+	return err;
+}
+
+/* The next row of the query, which must come after prev (the table's order). */
+static int row_next(struct ecw_entity **row, struct ecw_table_query *q, const struct run *u)
+{
+	struct ecw_entity *prev = *row;
+	int err = ecw_table_query_next(row, q);
+
+	if (err == 0 && prev && *row && keys_cmp(prev, *row) >= 0)
+		err = ecw_error_set(
+			ECW_ERROR,
+			"export %s: the table's rows came out of key order at %.100s/%.100s (this "
+			"worker's order of keys differs from the service's): nothing written",
+			u->x->source, ecw_entity_pk(*row), ecw_entity_rk(*row));
+	ecw_entity_free(prev);
+	return err;
+}
+
+/* The metadata of the blob to commit (values in bufs the caller disposes). */
+static int commit_meta(struct ecw_blob_meta meta[8], size_t *n, struct ecw_buf *pk, struct ecw_buf *count,
+		       const struct run *u)
+{
+	int err;
+
+	if ((err = ecw_escape_pct(pk, u->pk, strlen(u->pk))) < 0 || (err = ecw_buf_addi(count, u->lines)) < 0)
+		return err;
+	*n = 0;
+	meta[(*n)++] = (struct ecw_blob_meta){"ecw_format", "jsonl"};
+	meta[(*n)++] = (struct ecw_blob_meta){"ecw_source_table", u->x->source};
+	meta[(*n)++] = (struct ecw_blob_meta){"ecw_partition_key", ecw_buf_cstr(pk)};
+	meta[(*n)++] = (struct ecw_blob_meta){"ecw_window_start", u->window_iso};
+	meta[(*n)++] = (struct ecw_blob_meta){"ecw_count", ecw_buf_cstr(count)};
+	if (u->first[0]) {
+		meta[(*n)++] = (struct ecw_blob_meta){"ecw_first_time", u->first};
+		meta[(*n)++] = (struct ecw_blob_meta){"ecw_last_time", u->last};
+	}
+	return 0;
+}
+
+static int commit(char **etag_out, struct ecw_export_writer *w, const struct run *u, const char *etag)
+{
+	struct ecw_blob_meta meta[8];
+	struct ecw_blob_put_options o = {.content_type = "application/x-ndjson",
+					 .if_match = etag,
+					 .if_none_match = etag ? NULL : "*",
+					 .meta = meta};
+	struct ecw_buf pk, count;
+	int err;
+
+	ecw_buf_init(&pk, 0);
+	ecw_buf_init(&count, 0);
+	if ((err = commit_meta(meta, &o.n_meta, &pk, &count, u)) == 0 &&
+	    (err = ecw_job_check_lease(u->ctx)) == 0)
+		err = ecw_export_writer_commit(etag_out, w, &o);
+	ecw_buf_dispose(&pk);
+	ecw_buf_dispose(&count);
+	return err;
+}
+
+/* Steps 2 and 3: *etag_out the ETag of the blob that holds the window's
+ * rows (the new one, or etag when nothing changed), NULL when the table had
+ * none. */
+static int merge_and_commit(char **etag_out, struct run *u, const char *etag)
+{
+	struct ecw_table_query *q = NULL;
+	struct ecw_export_writer *w = NULL;
+	struct blob_side b = {0};
+	struct ecw_entity *row = NULL;
+	struct ecw_buf json;
+	int err;
+
+	*etag_out = NULL;
+	ecw_buf_init(&json, ECW_EXPORT_LINE_MAX);
+	if ((err = query_window(&q, u)) < 0 ||
+	    (err = ecw_export_writer_new(&w, u->ctx->client, u->x->container, ecw_buf_cstr(&u->name),
+					 u->run_id)) < 0)
+		goto done;
+	if (etag && (err = ecw_export_reader_new(&b.rd, u->ctx->client, u->x->container,
+						 ecw_buf_cstr(&u->name), etag)) < 0)
+		goto done;
+	/* No row in the window: nothing to export, the blob is left unread. */
+	if ((err = row_next(&row, q, u)) < 0 || !row || (err = blob_next(&b, u)) < 0)
+		goto done;
+	while (row || b.e) {
+		int c = !row ? 1 : !b.e ? -1 : keys_cmp(row, b.e);
+		if (c <= 0) {
+			ecw_buf_reset(&json);
+			if ((err = ecw_entity_to_json(&json, row)) < 0 ||
+			    (err = ecw_export_writer_add(w, json.ptr, json.len)) < 0)
+				goto done;
+			u->changed |= c < 0 || json.len != b.len || memcmp(json.ptr, b.line, json.len) != 0;
+			note_time(u, row);
+			u->rows++;
+			if ((err = row_next(&row, q, u)) < 0 || (c == 0 && (err = blob_next(&b, u)) < 0))
+				goto done;
+		} else {
+			if ((err = ecw_export_writer_add(w, b.line, b.len)) < 0)
+				goto done;
+			note_time(u, b.e);
+			if ((err = blob_next(&b, u)) < 0)
+				goto done;
+		}
+		u->lines++;
+	}
+	if (u->rows == 0 || !u->changed) {
+		/* Nothing to commit (blocks put are dropped by the service). */
+		if (u->rows && !(*etag_out = strdup(etag)))
+			err = ecw_error_set(ECW_ENOMEM, "out of memory");
+		goto done;
+	}
+	if ((err = commit(etag_out, w, u, etag)) == 0)
+		ecw_crash_point("export.committed");
+done:
+	ecw_entity_free(row);
+	ecw_entity_free(b.e);
+	ecw_export_reader_free(b.rd);
+	ecw_export_writer_free(w);
+	ecw_table_query_free(q);
+	ecw_buf_dispose(&json);
+	return err;
+}
+
+/* A transaction of deletes: n rows of one partition, If-Match their ETags.
+ * Refused as a whole (a row changed or gone since it was read), each goes
+ * alone; those refused again stay for the next export. Frees the rows. */
+static int delete_rows(struct run *u, struct ecw_entity **rows, size_t n)
+{
+	struct ecw_batch *tx = NULL;
+	int err;
+
+	if (n == 0)
+		return 0;
+	if ((err = ecw_job_check_lease(u->ctx)) < 0 || (err = ecw_batch_new(&tx, u->x->source)) < 0)
+		goto done;
+	for (size_t i = 0; i < n && err == 0; i++)
+		err = ecw_batch_add_borrowed(tx, ECW_BATCH_DELETE, rows[i], ecw_entity_etag(rows[i]));
+	if (err == 0 && (err = ecw_batch_submit(u->ctx->client, tx)) == 0) {
+		u->deleted += (long long)n;
+		ecw_crash_point("export.deleted");
+		goto done;
+	}
+	if (err != ECW_EPRECONDITION && err != ECW_ENOTFOUND)
+		goto done;
+	ecw_error_clear();
+	err = 0;
+	for (size_t i = 0; i < n && err == 0; i++) {
+		err = ecw_table_delete(u->ctx->client, u->x->source, ecw_entity_pk(rows[i]),
+				       ecw_entity_rk(rows[i]), ecw_entity_etag(rows[i]));
+		if (err == 0) {
+			u->deleted++;
+		} else if (err == ECW_EPRECONDITION || err == ECW_ENOTFOUND) {
+			u->kept++; /* changed since: the next export takes it */
+			ecw_error_clear();
+			err = 0;
+		}
+	}
+done:
+	ecw_batch_free(tx);
+	for (size_t i = 0; i < n; i++)
+		ecw_entity_free(rows[i]);
+	return err;
+}
+
+/* Step 4: the window's rows that the blob of etag holds exactly, deleted. */
+static int delete_exported(struct run *u, const char *etag)
+{
+	struct ecw_entity *held[ECW_BATCH_MAX_OPS], *row = NULL;
+	struct ecw_table_query *q = NULL;
+	struct blob_side b = {0};
+	struct ecw_buf json;
+	size_t n = 0;
+	int err;
+
+	ecw_buf_init(&json, ECW_EXPORT_LINE_MAX);
+	if ((err = query_window(&q, u)) < 0 ||
+	    (err = ecw_export_reader_new(&b.rd, u->ctx->client, u->x->container, ecw_buf_cstr(&u->name),
+					 etag)) < 0 ||
+	    (err = blob_next(&b, u)) < 0)
+		goto done;
+	while ((err = row_next(&row, q, u)) == 0 && row) {
+		while (b.e && keys_cmp(b.e, row) < 0)
+			if ((err = blob_next(&b, u)) < 0)
+				goto done;
+		ecw_buf_reset(&json);
+		if ((err = ecw_entity_to_json(&json, row)) < 0)
+			goto done;
+		if (!b.e || keys_cmp(b.e, row) != 0 || json.len != b.len ||
+		    memcmp(json.ptr, b.line, b.len) != 0) {
+			u->kept++; /* not in the blob as it is now: the next export takes it */
+			continue;
+		}
+		held[n++] = row; /* the transaction's now */
+		row = NULL;
+		if (n == ECW_BATCH_MAX_OPS) {
+			err = delete_rows(u, held, n);
+			n = 0;
+			if (err < 0)
+				goto done;
+		}
+	}
+	if (err == 0) {
+		err = delete_rows(u, held, n);
+		n = 0;
+	}
+done:
+	for (size_t i = 0; i < n; i++)
+		ecw_entity_free(held[i]);
+	ecw_entity_free(row);
+	ecw_entity_free(b.e);
+	ecw_export_reader_free(b.rd);
+	ecw_table_query_free(q);
+	ecw_buf_dispose(&json);
+	return err;
+}
+
+static bool restart_err(int err)
+{
+	return err == ECW_EPRECONDITION || err == ECW_ECONFLICT || err == ECW_EBLOBNOTFOUND;
+}
+
+static int round_once(struct run *u)
+{
+	struct ecw_blob_info *info = NULL;
+	char *etag = NULL;
+	int err;
+
+	u->rows = u->lines = u->deleted = u->kept = 0;
+	u->changed = false;
+	u->first[0] = u->last[0] = '\0';
+	err = ecw_blob_props(&info, u->ctx->client, u->x->container, ecw_buf_cstr(&u->name));
+	if (err == ECW_EBLOBNOTFOUND) {
+		ecw_error_clear();
+		err = 0;
+	}
+	if (err == 0 && info && !ecw_blob_info_meta(info, "ecw_format"))
+		err = ecw_error_set(ECW_EINVALID,
+				    "blob '%.200s' in container %s exists and is no export (no ecw_format "
+				    "metadata): it is neither merged nor overwritten",
+				    ecw_buf_cstr(&u->name), u->x->container);
+	if (err == 0)
+		err = merge_and_commit(&etag, u, info ? info->etag : NULL);
+	if (err == 0 && etag && u->x->delete_after)
+		err = delete_exported(u, etag);
+	ecw_blob_info_free(info);
+	free(etag);
+	if (restart_err(err)) {
+		ecw_error_clear(); /* the blob changed under us: another run committed */
+		return RESTART;
+	}
+	return blocked(u, err);
+}
+
+/* The message's fields as String properties, and the window as the
+ * DateTime `window`, for the templates. */
+static int message_entity(struct ecw_entity **out, const struct run *u)
+{
+	const struct ecw_export *x = u->x;
+	int err = ecw_entity_new(out, "p", "r");
+
+	if (err == 0)
+		err = ecw_entity_set_datetime(*out, "window", u->window_iso);
+	if (err == 0)
+		err = ecw_entity_set_string(*out, "window_start", u->window_iso, strlen(u->window_iso));
+	for (size_t i = 0; err == 0 && x->fields && x->fields[i]; i++) {
+		struct json_object *v = NULL;
+		if (!json_object_object_get_ex(u->ctx->message, x->fields[i], &v) ||
+		    !json_object_is_type(v, json_type_string) ||
+		    strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v))
+			err = ecw_error_set(
+				ECW_EINVALID,
+				"export job '%s': the message needs \"%s\" as a string (a template uses it)",
+				u->ctx->job, x->fields[i]);
+		else
+			err = ecw_entity_set_string(*out, x->fields[i], json_object_get_string(v),
+						    (size_t)json_object_get_string_len(v));
+	}
+	return err;
+}
+
+/* The window's rows: the partition, and with time-keyed rows the RowKey
+ * range of the window (inverted ticks count down: the newest row's key is
+ * the smallest). */
+static int window_filter(struct run *u)
+{
+	const int64_t per_s = 10000000, epoch = INT64_C(621355968000000000),
+		      max = INT64_C(3155378975999999999);
+	int64_t end_s = u->start_s + u->x->window_ms / 1000;
+	char lo[24], hi[24];
+	int err;
+
+	if ((err = ecw_buf_adds(&u->filter, "PartitionKey eq ")) < 0 ||
+	    (err = ecw_escape_filter_string(&u->filter, u->pk)) < 0 || u->x->rows == ECW_EXPORT_ROWS_ANY)
+		return err;
+	if (u->x->rows == ECW_EXPORT_ROWS_UNIX) {
+		snprintf(lo, sizeof(lo), "%010" PRId64, u->start_s);
+		snprintf(hi, sizeof(hi), "%010" PRId64, end_s);
+	} else {
+		snprintf(lo, sizeof(lo), "%019" PRId64, max - (end_s * per_s + epoch) + 1);
+		snprintf(hi, sizeof(hi), "%019" PRId64, max - (u->start_s * per_s + epoch) + 1);
+	}
+	if ((err = ecw_buf_adds(&u->filter, " and RowKey ge ")) < 0 ||
+	    (err = ecw_escape_filter_string(&u->filter, lo)) < 0 ||
+	    (err = ecw_buf_adds(&u->filter, " and RowKey lt ")) < 0)
+		return err;
+	return ecw_escape_filter_string(&u->filter, hi);
+}
+
+/* The run's names: the partition, the blob and the filter. */
+static int names(struct run *u)
+{
+	struct ecw_entity *fields = NULL;
+	struct ecw_buf pk;
+	int err;
+
+	ecw_buf_init(&pk, 0);
+	if ((err = message_entity(&fields, u)) == 0 &&
+	    (err = ecw_template_render(&pk, u->x->from_pk, fields, ECW_TEMPLATE_PLAIN)) == 0 &&
+	    (err = ecw_entity_key_check(ecw_buf_cstr(&pk), "from_partition result")) == 0 &&
+	    (err = ecw_template_render(&u->name, u->x->name, fields, ECW_TEMPLATE_PLAIN)) == 0 &&
+	    (err = ecw_blob_name_check(ecw_buf_cstr(&u->name))) == 0) {
+		memcpy(u->pk, ecw_buf_cstr(&pk), pk.len + 1);
+		err = window_filter(u);
+	}
+	ecw_entity_free(fields);
+	ecw_buf_dispose(&pk);
+	return err;
+}
+
+int ecw_export_run(const void *settings, struct ecw_job_ctx *ctx)
+{
+	struct run u = {.x = settings, .ctx = ctx};
+	struct json_object *ws = NULL;
+	unsigned char rnd[4];
+	int err;
+
+	ecw_buf_init(&u.name, 0);
+	ecw_buf_init(&u.filter, 0);
+	if (!ctx->message || !json_object_object_get_ex(ctx->message, "window_start", &ws) ||
+	    !json_object_is_type(ws, json_type_string)) {
+		err = ecw_error_set(ECW_EINVALID,
+				    "export job '%s': the message needs \"window_start\" as a string",
+				    ctx->job);
+		goto done;
+	}
+	if ((err = ecw_rollup_window_parse(&u.start_s, json_object_get_string(ws), u.x->window_ms)) < 0)
+		goto done;
+	ecw_rollup_iso(u.window_iso, u.start_s);
+	if ((err = names(&u)) < 0)
+		goto done;
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
+		err = ecw_error_set(ECW_ERROR, "no random bytes for the blocks' ids");
+		goto done;
+	}
+	snprintf(u.run_id, sizeof(u.run_id), "%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3]);
+	for (int round = 0; round < MAX_ROUNDS; round++) {
+		if ((err = round_once(&u)) == RESTART)
+			continue;
+		if (err == 0)
+			snprintf(ctx->outcome_detail, sizeof(ctx->outcome_detail),
+				 "%lld rows, %lld lines, %lld deleted", u.rows, u.lines, u.deleted);
+		goto done;
+	}
+	err = ecw_error_set(ECW_ETRANSIENT, "export %s: blob '%.200s' kept changing under us (%d rounds)",
+			    u.x->source, ecw_buf_cstr(&u.name), MAX_ROUNDS);
+done:
+	ecw_buf_dispose(&u.name);
+	ecw_buf_dispose(&u.filter);
+	return err;
+}

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/* test_export.c - the export job type (jobs/export.c) without a service: the
+ * order of keys the merge relies on (the table's: UTF-16 code units, not
+ * bytes), and the configuration's rules at their line and column, through
+ * the real registry. Runs against Azurite are in
+ * tests/integration/test_job_export.c. */
+#include "support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ecw_config.h"
+#include "ecw_job.h"
+#include "export_private.h"
+
+static void test_export__key_order_is_the_tables(void **state)
+{
+	/* Ascending in UTF-16 code units: U+D7FF, then a character beyond
+	 * U+FFFF (its surrogate pair starts with D8..DB), then U+E000 and
+	 * U+FFFD; strcmp would put the 4-byte one last. */
+	static const char *const keys[] = {"",
+	                                   "0",
+	                                   "00",
+	                                   "A",
+	                                   "a",
+	                                   "a\x7f",
+	                                   "\xc3\xa9",         /* U+00E9 */
+	                                   "\xed\x9f\xbf",     /* U+D7FF */
+	                                   "\xf0\x9f\x98\x80", /* U+1F600 */
+	                                   "\xf0\x9f\x98\x81",
+	                                   "\xf4\x8f\xbf\xbf", /* U+10FFFF */
+	                                   "\xee\x80\x80",     /* U+E000 */
+	                                   "\xef\xbf\xbd",     /* U+FFFD */
+	                                   "\xef\xbf\xbdx",
+	                                   NULL};
+
+	(void)state;
+	for (int i = 0; keys[i]; i++)
+		for (int j = 0; keys[j]; j++) {
+			int c = ecw_export_key_cmp(keys[i], keys[j]);
+			if ((i < j && c >= 0) || (i == j && c != 0) || (i > j && c <= 0))
+				fail_msg("key %d against key %d: %d", i, j, c);
+		}
+	/* Differing after a shared multibyte prefix. */
+	assert_true(ecw_export_key_cmp("x\xc3\xa9\xf0\x9f\x98\x80", "x\xc3\xa9\xee\x80\x80") < 0);
+}
+
+/* ---- configuration ---------------------------------------------------------------------------- */
+
+#define HEAD "storage: {connection_string: \"UseDevelopmentStorage=true\"}\njobs:\n  j:\n    type: export\n"
+
+static struct ecw_config *config_ok(const char *text)
+{
+	return config_parse_ok(text, "x.yaml");
+}
+
+static void config_bad(const char *text, const char *pos, const char *needle)
+{
+	config_parse_bad(text, "x.yaml", pos, needle);
+}
+
+static void test_export__config(void **state)
+{
+	(void)state;
+	struct ecw_config *cfg = config_ok(
+	    HEAD "    source: AppLogs\n    from_partition: \"{app}_{window:yyyyMMddHH}\"\n    window: 1h\n"
+	         "    to_blob: {container: logs, name: \"{app}/{window:yyyy/MM/dd/HH}00/000001.log\"}\n"
+	         "    delete_after: true\n");
+	const struct ecw_job_def *j = ecw_config_job(cfg, "j");
+	assert_string_equal(j->type->name, "export");
+	assert_true(j->type->keyless);
+	assert_int_equal(j->type->window_ms(j->settings), 3600000);
+	assert_string_equal(j->type->source_table(j->settings), "AppLogs");
+	const char *const *f = j->type->message_fields(j->settings);
+	assert_string_equal(f[0], "app"); /* window is the window's, not the message's */
+	assert_null(f[1]);
+	ecw_config_free(cfg);
+
+	/* A day's RowKey range of one partition per app and host. */
+	cfg = config_ok(
+	    HEAD
+	    "    source: AppLogs\n    from_partition: \"{app}-{host}\"\n    row_keys: inverted_ticks\n"
+	    "    window: 1d\n    to_blob: {container: logs, name: \"{host}/{app}/{window:yyyy-MM-dd}.log\"}\n");
+	f = ecw_config_job(cfg, "j")->type->message_fields(ecw_config_job(cfg, "j")->settings);
+	assert_string_equal(f[0], "app");
+	assert_string_equal(f[1], "host");
+	assert_null(f[2]);
+	ecw_config_free(cfg);
+}
+
+static void test_export__config_refusals(void **state)
+{
+	(void)state;
+	/* Two windows in one blob. */
+	config_bad(HEAD
+	           "    source: Logs\n    from_partition: \"{app}\"\n    row_keys: unix\n    window: 1h\n"
+	           "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMdd}.log\"}\n",
+	           "9:14", "two windows would share the blob");
+	/* Two partitions in one blob. */
+	config_bad(
+	    HEAD
+	    "    source: Logs\n    from_partition: \"{app}-{host}\"\n    row_keys: unix\n    window: 1d\n"
+	    "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMdd}.log\"}\n",
+	    "9:14", "{host} is missing");
+	/* The partition is the window with row_keys: any. */
+	config_bad(HEAD "    source: Logs\n    from_partition: \"{app}\"\n    window: 1d\n"
+	                "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMdd}.log\"}\n",
+	           "6:21", "the partition is the window");
+	/* No entity to name. */
+	config_bad(HEAD "    source: Logs\n    from_partition: \"{RowKey}\"\n    window: 1d\n"
+	                "    to_blob: {container: logs, name: \"{RowKey}/{window:yyyyMMdd}.log\"}\n",
+	           "6:21", "names no entity");
+	/* An invalid blob name, a bad container, row_keys, window, compress. */
+	config_bad(HEAD "    source: Logs\n    from_partition: \"{app}_{window:yyyyMMdd}\"\n    window: 1d\n"
+	                "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMdd}/\"}\n",
+	           "8:14", "no valid blob name");
+	config_bad(HEAD "    source: Logs\n    from_partition: \"{app}_{window:yyyyMMdd}\"\n    window: 1d\n"
+	                "    to_blob: {container: Logs, name: \"{app}/{window:yyyyMMdd}\"}\n",
+	           "8:26", "invalid container name");
+	config_bad(HEAD
+	           "    source: Logs\n    from_partition: \"{app}\"\n    row_keys: ticks\n    window: 1d\n"
+	           "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMdd}\"}\n",
+	           "7:15", "row_keys: any");
+	config_bad(HEAD "    source: Logs\n    from_partition: \"{app}_{window:yyyyMMdd}\"\n    window: 2h\n"
+	                "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMdd}\"}\n",
+	           "7:13", "window: 1h, 1d or 1w");
+	config_bad(HEAD
+	           "    source: Logs\n    from_partition: \"{app}_{window:yyyyMMdd}\"\n    window: 1d\n"
+	           "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMdd}\"}\n    compress: zip\n",
+	           "9:15", "compress: none");
+	config_bad(HEAD "    source: Logs\n    from_partition: \"{app}_{window:yyyyMMdd}\"\n    window: 1d\n",
+	           "4:5", "to_blob");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_export__key_order_is_the_tables),
+	    cmocka_unit_test(test_export__config),
+	    cmocka_unit_test(test_export__config_refusals),
+	};
+	return cmocka_run_group_tests_name("export", tests, NULL, NULL);
+}
