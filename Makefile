@@ -28,7 +28,7 @@ CC      ?= cc
 VERSION := $(shell sed -n 's/^\#define ECW_VERSION "\(.*\)"$$/\1/p' include/ecw_version.h)
 PREFIX  ?= /usr/local
 DESTDIR ?=
-PKGS    := libcurl libssl libcrypto json-c yaml-0.1 expat libmicrohttpd
+PKGS    := libcurl libssl libcrypto json-c yaml-0.1 expat libmicrohttpd zlib
 CFLAGS  ?= -O2 -g
 
 # `make V=1` shows the full commands.
@@ -178,6 +178,7 @@ $(BUILD_INFO): FORCE
 	  echo '#define ECW_BUILT_WITH_YAML "$(call safe_str,$(shell pkg-config --modversion yaml-0.1))"'; \
 	  echo '#define ECW_BUILT_WITH_EXPAT "$(call safe_str,$(shell pkg-config --modversion expat))"'; \
 	  echo '#define ECW_BUILT_WITH_LIBMICROHTTPD "$(call safe_str,$(shell pkg-config --modversion libmicrohttpd))"'; \
+	  echo '#define ECW_BUILT_WITH_ZLIB "$(call safe_str,$(shell pkg-config --modversion zlib))"'; \
 	} >$@.tmp && { cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@; }
 
 $(BUILD)/obj/worker/cmd/version.o $(BUILD)/tobj/worker/cmd/version.o: $(BUILD_INFO)
@@ -240,7 +241,7 @@ $(BUILD)/tests/tools/%: tests/tools/%.c
 # ---- dependencies --------------------------------------------------------
 
 APT_PKGS := build-essential pkg-config libcurl4-openssl-dev libssl-dev libjson-c-dev \
-	libyaml-dev libcmocka-dev libexpat1-dev libmicrohttpd-dev openssl clang-format
+	libyaml-dev libcmocka-dev libexpat1-dev libmicrohttpd-dev zlib1g-dev openssl clang-format
 NODE_STAMP := tests/node_modules/.ecw-installed
 
 PROMTOOL := $(BUILD)/tools/usr/bin/promtool

@@ -122,6 +122,12 @@ static int check_windows(const struct ecw_export *x, const struct ecw_node *job,
 		ecw_node_error(errs, ecw_node_get(job, "to_blob"),
 			       "to_blob.name: it makes no valid blob name: %s", ecw_error_last()->message);
 		bad = 1;
+	} else if (x->gzip != (a.len > 3 && strcmp(ecw_buf_cstr(&a) + a.len - 3, ".gz") == 0)) {
+		ecw_node_error(errs, ecw_node_get(job, "to_blob"),
+			       x->gzip ? "to_blob.name: with compress: gzip the name ends in .gz (\"%s\")"
+				       : "to_blob.name: a name ending in .gz needs compress: gzip (\"%s\")",
+			       ecw_buf_cstr(&a));
+		bad = 1;
 	}
 	if (!bad && x->rows == ECW_EXPORT_ROWS_ANY &&
 	    (render_sample(&a, x, x->from_pk, monday) < 0 ||
@@ -188,16 +194,16 @@ static int parse_to_blob(struct ecw_export *x, const struct ecw_node *job, struc
 	return bad ? -1 : 0;
 }
 
-static int parse_compress(const struct ecw_node *job, struct ecw_node_errors *errs)
+static int parse_compress(struct ecw_export *x, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	char *text = NULL;
 	int rc = 0;
 
 	if (ecw_node_string(&text, job, "compress", false, errs) < 0)
 		return -1;
-	if (text && strcmp(text, "none") != 0) {
-		ecw_node_error(errs, ecw_node_get(job, "compress"),
-			       "compress: none (gzip is not built yet: issue 37)");
+	x->gzip = text && strcmp(text, "gzip") == 0;
+	if (text && !x->gzip && strcmp(text, "none") != 0) {
+		ecw_node_error(errs, ecw_node_get(job, "compress"), "compress: none or gzip");
 		rc = -1;
 	}
 	free(text);
@@ -223,7 +229,7 @@ static int export_parse(void **out, const struct ecw_node *job, struct ecw_node_
 	bad |= parse_rows(x, job, errs) < 0;
 	bad |= ecw_rollup_window_setting(&x->window_ms, job, errs) < 0;
 	bad |= parse_to_blob(x, job, errs) < 0;
-	bad |= parse_compress(job, errs) < 0;
+	bad |= parse_compress(x, job, errs) < 0;
 	bad |= ecw_node_read_bool(&x->delete_after, job, "delete_after", false, "export job", errs) < 0;
 	if (!bad) {
 		char **name_fields = NULL;

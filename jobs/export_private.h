@@ -43,10 +43,14 @@ struct ecw_export {
 	enum ecw_export_rows rows;
 	int64_t window_ms;
 	bool delete_after;
+	bool gzip; /* compress: gzip (the name ends in .gz) */
 	/* The templates' message fields, NULL-terminated (not window, which
 	 * the window_start gives, nor window_start itself). */
 	char **fields;
 };
+
+/* The blob's ecw_format metadata: "jsonl", or "jsonl+gzip" (jobs/export_run.c). */
+const char *ecw_export_format(const struct ecw_export *x);
 
 /* One message (jobs/export_run.c; settings: a struct ecw_export). */
 int ecw_export_run(const void *settings, struct ecw_job_ctx *ctx) ECW_MUST_USE;
@@ -55,10 +59,12 @@ int ecw_export_run(const void *settings, struct ecw_job_ctx *ctx) ECW_MUST_USE;
 
 /* The lines of blob name in container, read in ranges of ECW_EXPORT_CHUNK,
  * each If-Match etag (the version the export merges with: a blob changed
- * since is ECW_EPRECONDITION, and the export starts over). */
+ * since is ECW_EPRECONDITION, and the export starts over); gzip: a gzip
+ * stream, inflated across ranges (a blob that is not a whole one is
+ * ECW_EINVALID naming it). */
 struct ecw_export_reader;
 int ecw_export_reader_new(struct ecw_export_reader **out, struct ecw_client *c, const char *container,
-			  const char *name, const char *etag) ECW_MUST_USE;
+			  const char *name, const char *etag, bool gzip) ECW_MUST_USE;
 /* The next line without its '\n' (*line valid until the next call), or
  * *line NULL at the end. A line over ECW_EXPORT_LINE_MAX is ECW_ETOOLARGE; a
  * last line without '\n' is ECW_EINVALID (a blob cut short): both name the
@@ -71,10 +77,12 @@ void ecw_export_reader_free(struct ecw_export_reader *r);
 /* Lines written into blob name in container as blocks of at most
  * ECW_BLOB_BLOCK_MAX, under ids that start with run_id (this run's own, so
  * that two runs of one window never replace each other's blocks), and
- * committed at the end; nothing is visible before the commit. */
+ * committed at the end; nothing is visible before the commit. gzip: one
+ * gzip stream across the blocks (zlib's default level; the same lines give
+ * the same bytes). */
 struct ecw_export_writer;
 int ecw_export_writer_new(struct ecw_export_writer **out, struct ecw_client *c, const char *container,
-			  const char *name, const char run_id[9]) ECW_MUST_USE;
+			  const char *name, const char run_id[9], bool gzip) ECW_MUST_USE;
 /* Appends line and a '\n'; puts a block when the buffer is full (crash
  * point export.block after each). */
 int ecw_export_writer_add(struct ecw_export_writer *w, const char *line, size_t len) ECW_MUST_USE;
@@ -85,6 +93,14 @@ int ecw_export_writer_commit(char **etag_out, struct ecw_export_writer *w,
 /* Blocks put so far. */
 size_t ecw_export_writer_blocks(const struct ecw_export_writer *w);
 void ecw_export_writer_free(struct ecw_export_writer *w);
+
+/* A line's keys and version: the head the export writes,
+ * {"PartitionKey":"..","RowKey":"..","odata.etag":"..",... read without
+ * parsing the rest; any other layout by parsing the whole line (its etag
+ * then "" when it has none). ECW_EINVALID when the line is no entity. The
+ * buffers are the caller's (reset first). */
+int ecw_export_line_head(struct ecw_buf *pk, struct ecw_buf *rk, struct ecw_buf *etag, const char *line,
+			 size_t len) ECW_MUST_USE;
 
 /* ---- the order of keys (jobs/export_run.c) ---- */
 

@@ -16,11 +16,13 @@
  *      there was none), with the count and    in the table: nothing to
  *      the first and last times in the        commit; nothing new or
  *      metadata                               changed: no commit either
- *   4. delete_after: query the window again,  a batch refused (a row changed
- *      read the committed blob alongside, and or gone since this pass read
- *      delete, in transactions of up to 100   it): each of its rows alone,
- *      If-Match the ETag just read, each row  If-Match; those refused stay
- *      whose JSON is exactly its blob line    for the next export
+ *   4. delete_after: query the window's keys  a batch refused (a row changed
+ *      and ETags again, read the committed    or gone since this pass read
+ *      blob alongside, and delete, in         it): each of its rows alone,
+ *      transactions of up to 100 If-Match,    If-Match; those refused stay
+ *      each row whose ETag is its line's      for the next export
+ *      (each line carries the version it
+ *      holds: "odata.etag", after the keys)
  *
  * Crash safety (a crash = the process dies right after the step; the
  * message comes back and the job runs again):
@@ -40,8 +42,9 @@
  * pass, or a message sent again); nothing in the blob is overwritten away.
  * Competing runs of one window: each commits only If-Match the blob it
  * merged with, so the loser starts over from the winner's blob; a delete
- * happens only for a row whose current JSON (If-Match its current ETag) is
- * in the blob as committed, so no run can delete what the blob lacks.
+ * happens only for a row whose current version (its ETag, and the delete
+ * If-Match it) is the one a line of the committed blob holds, so no run can
+ * delete what the blob lacks.
  *
  * Memory: a page of rows, one chunk of the blob, one block and one line
  * (jobs/export_io.c), whatever the window's size; the delete pass holds at
@@ -53,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ecw_codec.h"
 #include "ecw_job.h"
 #include "export_private.h"
 #include "jobs_private.h"
@@ -94,10 +98,20 @@ int ecw_export_key_cmp(const char *a, const char *b)
 	return ra < rb ? -1 : ra > rb ? 1 : 0;
 }
 
-static int keys_cmp(const struct ecw_entity *a, const struct ecw_entity *b)
+static int keys_cmp(const char *pk_a, const char *rk_a, const char *pk_b, const char *rk_b)
 {
-	int c = ecw_export_key_cmp(ecw_entity_pk(a), ecw_entity_pk(b));
-	return c ? c : ecw_export_key_cmp(ecw_entity_rk(a), ecw_entity_rk(b));
+	int c = ecw_export_key_cmp(pk_a, pk_b);
+	return c ? c : ecw_export_key_cmp(rk_a, rk_b);
+}
+
+static int rows_cmp(const struct ecw_entity *a, const struct ecw_entity *b)
+{
+	return keys_cmp(ecw_entity_pk(a), ecw_entity_rk(a), ecw_entity_pk(b), ecw_entity_rk(b));
+}
+
+const char *ecw_export_format(const struct ecw_export *x)
+{
+	return x->gzip ? "jsonl+gzip" : "jsonl";
 }
 
 /* ---- one run ------------------------------------------------------------------------------------ */
@@ -129,12 +143,11 @@ static int blocked(const struct run *u, int err)
 	return err;
 }
 
-/* The entity's time from its RowKey, into first/last (time-keyed rows only;
+/* A row's time from its RowKey, into first/last (time-keyed rows only;
  * a RowKey of another form is left out of them). */
-static void note_time(struct run *u, const struct ecw_entity *e)
+static void note_time(struct run *u, const char *rk)
 {
 	char iso[32]; /* ECW_ISO_TICKS_SIZE, or ecw_rollup_iso's 32 */
-	const char *rk = ecw_entity_rk(e);
 
 	if (u->x->rows == ECW_EXPORT_ROWS_ANY)
 		return;
@@ -158,48 +171,96 @@ static void note_time(struct run *u, const struct ecw_entity *e)
 		snprintf(u->last, sizeof(u->last), "%s", iso);
 }
 
-/* The window's rows, in the table's order of keys. */
-static int query_window(struct ecw_table_query **q, const struct run *u)
+/* The window's rows, in the table's order of keys (select: NULL for
+ * whole rows; the keys and ETag come with any). */
+static int query_window(struct ecw_table_query **q, const struct run *u, const char *select)
 {
-	struct ecw_query_options qo = {.filter = ecw_buf_cstr(&u->filter), .top = 1000};
+	struct ecw_query_options qo = {.filter = ecw_buf_cstr(&u->filter), .select = select, .top = 1000};
 
 	return ecw_table_query_new(q, u->ctx->client, u->x->source, &qo);
 }
 
-/* The blob's side of a merge: the current line and its entity. */
+/* The blob's side of a merge: the current line and its head. */
 struct blob_side {
 	struct ecw_export_reader *rd;
-	const char *line;
+	const char *line; /* NULL at the end */
 	size_t len;
-	struct ecw_entity *e; /* NULL at the end */
+	struct ecw_buf pk, rk, etag;     /* the line's keys and version */
+	struct ecw_buf prev_pk, prev_rk; /* the line before, for the order */
 };
+
+static void blob_side_init(struct blob_side *b)
+{
+	memset(b, 0, sizeof(*b));
+	ecw_buf_init(&b->pk, ECW_KEY_MAX + 1);
+	ecw_buf_init(&b->rk, ECW_KEY_MAX + 1);
+	ecw_buf_init(&b->etag, 256);
+	ecw_buf_init(&b->prev_pk, ECW_KEY_MAX + 1);
+	ecw_buf_init(&b->prev_rk, ECW_KEY_MAX + 1);
+}
+
+static void blob_side_dispose(struct blob_side *b)
+{
+	ecw_export_reader_free(b->rd);
+	ecw_buf_dispose(&b->pk);
+	ecw_buf_dispose(&b->rk);
+	ecw_buf_dispose(&b->etag);
+	ecw_buf_dispose(&b->prev_pk);
+	ecw_buf_dispose(&b->prev_rk);
+}
 
 static int blob_next(struct blob_side *b, const struct run *u)
 {
-	struct ecw_entity *prev = b->e;
+	struct ecw_buf t;
+	bool had = b->line != NULL;
 	int err;
 
-	b->e = NULL;
-	if (b->rd && (err = ecw_export_reader_next(b->rd, &b->line, &b->len)) < 0) {
-		ecw_entity_free(prev);
+	if (!b->rd)
+		return 0;
+	t = b->prev_pk, b->prev_pk = b->pk, b->pk = t;
+	t = b->prev_rk, b->prev_rk = b->rk, b->rk = t;
+	if ((err = ecw_export_reader_next(b->rd, &b->line, &b->len)) < 0 || !b->line)
 		return err;
-	}
-	if (b->rd && b->line && ecw_entity_from_json(&b->e, b->line, b->len) < 0) {
-		ecw_entity_free(prev);
+	if (ecw_export_line_head(&b->pk, &b->rk, &b->etag, b->line, b->len) < 0)
 		return ecw_error_set(ECW_EINVALID,
 				     "blob '%.200s' in container %s holds a line that is no entity: %s",
 				     ecw_buf_cstr(&u->name), u->x->container, ecw_error_last()->message);
-	}
-	if (prev && b->e && keys_cmp(prev, b->e) >= 0)
-		err = ecw_error_set(
+	if (had && keys_cmp(ecw_buf_cstr(&b->prev_pk), ecw_buf_cstr(&b->prev_rk), ecw_buf_cstr(&b->pk),
+			    ecw_buf_cstr(&b->rk)) >= 0)
+		return ecw_error_set(
 			ECW_EINVALID,
 			"blob '%.200s' in container %s is not sorted by keys (at %.100s/%.100s): not "
 			"merged",
-			ecw_buf_cstr(&u->name), u->x->container, ecw_entity_pk(b->e), ecw_entity_rk(b->e));
-	else
-		err = 0;
-	ecw_entity_free(prev);
-	return err;
+			ecw_buf_cstr(&u->name), u->x->container, ecw_buf_cstr(&b->pk), ecw_buf_cstr(&b->rk));
+	return 0;
+}
+
+/* The current line's place against row's keys (the end comes last). */
+static int line_vs_row(const struct blob_side *b, const struct ecw_entity *row)
+{
+	if (!b->line)
+		return 1;
+	return keys_cmp(ecw_buf_cstr(&b->pk), ecw_buf_cstr(&b->rk), ecw_entity_pk(row), ecw_entity_rk(row));
+}
+
+/* A row's line: its JSON (ecw_entity_to_json) with its ETag after the keys,
+ * as the service's own JSON for an entity carries it:
+ * {"PartitionKey":..,"RowKey":..,"odata.etag":"W/\"..\"",...}. The ETag
+ * tells the delete pass which version the blob holds. */
+static int make_line(struct ecw_buf *line, struct ecw_buf *json, const struct ecw_entity *row)
+{
+	const char *pk = ecw_entity_pk(row), *rk = ecw_entity_rk(row), *etag = ecw_entity_etag(row);
+	size_t head = strlen("{\"PartitionKey\":") + ecw_json_quote_len(pk, strlen(pk)) +
+		      strlen(",\"RowKey\":") + ecw_json_quote_len(rk, strlen(rk));
+	int err;
+
+	ecw_buf_reset(json);
+	ecw_buf_reset(line);
+	if ((err = ecw_entity_to_json(json, row)) < 0 || (err = ecw_buf_add(line, json->ptr, head)) < 0 ||
+	    (err = ecw_buf_adds(line, ",\"odata.etag\":")) < 0 ||
+	    (err = ecw_json_quote(line, etag ? etag : "", etag ? strlen(etag) : 0)) < 0)
+		return err;
+	return ecw_buf_add(line, json->ptr + head, json->len - head);
 }
 
 /* The next row of the query, which must come after prev (the table's order). */
@@ -208,7 +269,7 @@ static int row_next(struct ecw_entity **row, struct ecw_table_query *q, const st
 	struct ecw_entity *prev = *row;
 	int err = ecw_table_query_next(row, q);
 
-	if (err == 0 && prev && *row && keys_cmp(prev, *row) >= 0)
+	if (err == 0 && prev && *row && rows_cmp(prev, *row) >= 0)
 		err = ecw_error_set(
 			ECW_ERROR,
 			"export %s: the table's rows came out of key order at %.100s/%.100s (this "
@@ -227,7 +288,7 @@ static int commit_meta(struct ecw_blob_meta meta[8], size_t *n, struct ecw_buf *
 	if ((err = ecw_escape_pct(pk, u->pk, strlen(u->pk))) < 0 || (err = ecw_buf_addi(count, u->lines)) < 0)
 		return err;
 	*n = 0;
-	meta[(*n)++] = (struct ecw_blob_meta){"ecw_format", "jsonl"};
+	meta[(*n)++] = (struct ecw_blob_meta){"ecw_format", ecw_export_format(u->x)};
 	meta[(*n)++] = (struct ecw_blob_meta){"ecw_source_table", u->x->source};
 	meta[(*n)++] = (struct ecw_blob_meta){"ecw_partition_key", ecw_buf_cstr(pk)};
 	meta[(*n)++] = (struct ecw_blob_meta){"ecw_window_start", u->window_iso};
@@ -242,7 +303,8 @@ static int commit_meta(struct ecw_blob_meta meta[8], size_t *n, struct ecw_buf *
 static int commit(char **etag_out, struct ecw_export_writer *w, const struct run *u, const char *etag)
 {
 	struct ecw_blob_meta meta[8];
-	struct ecw_blob_put_options o = {.content_type = "application/x-ndjson",
+	struct ecw_blob_put_options o = {.content_type =
+						 u->x->gzip ? "application/gzip" : "application/x-ndjson",
 					 .if_match = etag,
 					 .if_none_match = etag ? NULL : "*",
 					 .meta = meta};
@@ -266,39 +328,40 @@ static int merge_and_commit(char **etag_out, struct run *u, const char *etag)
 {
 	struct ecw_table_query *q = NULL;
 	struct ecw_export_writer *w = NULL;
-	struct blob_side b = {0};
 	struct ecw_entity *row = NULL;
-	struct ecw_buf json;
+	struct ecw_buf json, line;
+	struct blob_side b;
 	int err;
 
 	*etag_out = NULL;
+	blob_side_init(&b);
 	ecw_buf_init(&json, ECW_EXPORT_LINE_MAX);
-	if ((err = query_window(&q, u)) < 0 ||
+	ecw_buf_init(&line, ECW_EXPORT_LINE_MAX + 256);
+	if ((err = query_window(&q, u, NULL)) < 0 ||
 	    (err = ecw_export_writer_new(&w, u->ctx->client, u->x->container, ecw_buf_cstr(&u->name),
-					 u->run_id)) < 0)
+					 u->run_id, u->x->gzip)) < 0)
 		goto done;
 	if (etag && (err = ecw_export_reader_new(&b.rd, u->ctx->client, u->x->container,
-						 ecw_buf_cstr(&u->name), etag)) < 0)
+						 ecw_buf_cstr(&u->name), etag, u->x->gzip)) < 0)
 		goto done;
 	/* No row in the window: nothing to export, the blob is left unread. */
 	if ((err = row_next(&row, q, u)) < 0 || !row || (err = blob_next(&b, u)) < 0)
 		goto done;
-	while (row || b.e) {
-		int c = !row ? 1 : !b.e ? -1 : keys_cmp(row, b.e);
+	while (row || b.line) {
+		int c = !row ? 1 : -line_vs_row(&b, row);
 		if (c <= 0) {
-			ecw_buf_reset(&json);
-			if ((err = ecw_entity_to_json(&json, row)) < 0 ||
-			    (err = ecw_export_writer_add(w, json.ptr, json.len)) < 0)
+			if ((err = make_line(&line, &json, row)) < 0 ||
+			    (err = ecw_export_writer_add(w, line.ptr, line.len)) < 0)
 				goto done;
-			u->changed |= c < 0 || json.len != b.len || memcmp(json.ptr, b.line, json.len) != 0;
-			note_time(u, row);
+			u->changed |= c < 0 || line.len != b.len || memcmp(line.ptr, b.line, line.len) != 0;
+			note_time(u, ecw_entity_rk(row));
 			u->rows++;
 			if ((err = row_next(&row, q, u)) < 0 || (c == 0 && (err = blob_next(&b, u)) < 0))
 				goto done;
 		} else {
 			if ((err = ecw_export_writer_add(w, b.line, b.len)) < 0)
 				goto done;
-			note_time(u, b.e);
+			note_time(u, ecw_buf_cstr(&b.rk));
 			if ((err = blob_next(&b, u)) < 0)
 				goto done;
 		}
@@ -314,11 +377,11 @@ static int merge_and_commit(char **etag_out, struct run *u, const char *etag)
 		ecw_crash_point("export.committed");
 done:
 	ecw_entity_free(row);
-	ecw_entity_free(b.e);
-	ecw_export_reader_free(b.rd);
+	blob_side_dispose(&b);
 	ecw_export_writer_free(w);
 	ecw_table_query_free(q);
 	ecw_buf_dispose(&json);
+	ecw_buf_dispose(&line);
 	return err;
 }
 
@@ -363,32 +426,31 @@ done:
 	return err;
 }
 
-/* Step 4: the window's rows that the blob of etag holds exactly, deleted. */
+/* Step 4: the window's rows whose version (ETag) the blob of etag holds,
+ * deleted. Only keys and ETags are read: a row's ETag changes with every
+ * write, so an equal one is the row exactly as the line holds it. */
 static int delete_exported(struct run *u, const char *etag)
 {
 	struct ecw_entity *held[ECW_BATCH_MAX_OPS], *row = NULL;
 	struct ecw_table_query *q = NULL;
-	struct blob_side b = {0};
-	struct ecw_buf json;
+	struct blob_side b;
 	size_t n = 0;
 	int err;
 
-	ecw_buf_init(&json, ECW_EXPORT_LINE_MAX);
-	if ((err = query_window(&q, u)) < 0 ||
-	    (err = ecw_export_reader_new(&b.rd, u->ctx->client, u->x->container, ecw_buf_cstr(&u->name),
-					 etag)) < 0 ||
+	blob_side_init(&b);
+	if ((err = query_window(&q, u, "RowKey")) < 0 ||
+	    (err = ecw_export_reader_new(&b.rd, u->ctx->client, u->x->container, ecw_buf_cstr(&u->name), etag,
+					 u->x->gzip)) < 0 ||
 	    (err = blob_next(&b, u)) < 0)
 		goto done;
 	while ((err = row_next(&row, q, u)) == 0 && row) {
-		while (b.e && keys_cmp(b.e, row) < 0)
+		int c;
+		while ((c = line_vs_row(&b, row)) < 0)
 			if ((err = blob_next(&b, u)) < 0)
 				goto done;
-		ecw_buf_reset(&json);
-		if ((err = ecw_entity_to_json(&json, row)) < 0)
-			goto done;
-		if (!b.e || keys_cmp(b.e, row) != 0 || json.len != b.len ||
-		    memcmp(json.ptr, b.line, b.len) != 0) {
-			u->kept++; /* not in the blob as it is now: the next export takes it */
+		if (c != 0 || !ecw_entity_etag(row) ||
+		    strcmp(ecw_buf_cstr(&b.etag), ecw_entity_etag(row)) != 0) {
+			u->kept++; /* not in the blob in this version: the next export takes it */
 			continue;
 		}
 		held[n++] = row; /* the transaction's now */
@@ -408,10 +470,8 @@ done:
 	for (size_t i = 0; i < n; i++)
 		ecw_entity_free(held[i]);
 	ecw_entity_free(row);
-	ecw_entity_free(b.e);
-	ecw_export_reader_free(b.rd);
+	blob_side_dispose(&b);
 	ecw_table_query_free(q);
-	ecw_buf_dispose(&json);
 	return err;
 }
 
@@ -439,6 +499,14 @@ static int round_once(struct run *u)
 				    "blob '%.200s' in container %s exists and is no export (no ecw_format "
 				    "metadata): it is neither merged nor overwritten",
 				    ecw_buf_cstr(&u->name), u->x->container);
+	else if (err == 0 && info &&
+		 strcmp(ecw_blob_info_meta(info, "ecw_format"), ecw_export_format(u->x)) != 0)
+		err = ecw_error_set(
+			ECW_EINVALID,
+			"blob '%.200s' in container %s is an export of format %.40s, and this job "
+			"writes %s (compress changed?): it is neither merged nor overwritten",
+			ecw_buf_cstr(&u->name), u->x->container, ecw_blob_info_meta(info, "ecw_format"),
+			ecw_export_format(u->x));
 	if (err == 0)
 		err = merge_and_commit(&etag, u, info ? info->etag : NULL);
 	if (err == 0 && etag && u->x->delete_after)

@@ -605,7 +605,7 @@ static void test_cli__version_names_commit_and_libraries(void **state)
 		snprintf(want, sizeof(want), "  json-c         %s / %s\n", ECW_BUILT_WITH_JSON_C,
 		         json_c_version());
 		ITEST_CHECK(strstr(out, want), "%s printed:\n%s\nwithout: %s", spellings[i], out, want);
-		for (const char *lib = "openssl\0libyaml\0expat\0libmicrohttpd\0"; *lib;
+		for (const char *lib = "openssl\0libyaml\0expat\0libmicrohttpd\0zlib\0"; *lib;
 		     lib += strlen(lib) + 1) {
 			const char *at = strstr(out, lib);
 			ITEST_CHECK(at && strstr(at, " / ") && strchr(at, '\n') > strstr(at, " / ") + 3,

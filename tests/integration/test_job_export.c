@@ -6,7 +6,8 @@
  * official SDK exactly as it read the rows; late rows merged into the
  * blob; a row changed between the commit and the delete kept and taken by
  * the next export; a window spanning several blocks; nothing written for an
- * empty window; a blob that is no export refused. The crash tests (a worker
+ * empty window; a blob that is no export refused; compress: gzip across
+ * blocks and ranges. The crash tests (a worker
  * process dying after each step) are in test_job_export_crash.c. */
 #include "itest.h"
 #include "moveblobfx.h"
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "ecw_config.h"
 #include "ecw_crash.h"
@@ -35,7 +37,7 @@ struct xf {
 	const struct ecw_job_def *def;
 };
 
-static int xf_setup(void **state)
+static int setup_with(void **state, bool gzip)
 {
 	struct xf *x = calloc(1, sizeof(*x));
 	struct ecw_node_errors errs;
@@ -51,9 +53,9 @@ static int xf_setup(void **state)
 	         "storage: {connection_string: \"${ECW_TEST_CONNECTION_STRING}\"}\njobs:\n"
 	         "  logs:\n    type: export\n    source: %s\n    from_partition: \"{app}\"\n"
 	         "    row_keys: inverted_ticks\n    window: 1h\n"
-	         "    to_blob: {container: %s, name: \"{app}/{window:yyyy/MM/dd/HH}00/000001.log\"}\n"
-	         "    delete_after: true\n",
-	         x->t->table, x->container);
+	         "    to_blob: {container: %s, name: \"{app}/{window:yyyy/MM/dd/HH}00/000001.log%s\"}\n"
+	         "    delete_after: true\n    compress: %s\n",
+	         x->t->table, x->container, gzip ? ".gz" : "", gzip ? "gzip" : "none");
 	ecw_node_errors_init(&errs);
 	if (ecw_config_parse(&x->cfg, text, strlen(text), "export.yaml", &errs) < 0)
 		fail_msg("config: %s", errs.n ? errs.lines[0] : "?");
@@ -61,6 +63,16 @@ static int xf_setup(void **state)
 	x->def = ecw_config_job(x->cfg, "logs");
 	*state = x;
 	return 0;
+}
+
+static int xf_setup(void **state)
+{
+	return setup_with(state, false);
+}
+
+static int xf_setup_gzip(void **state)
+{
+	return setup_with(state, true);
 }
 
 static int xf_teardown(void **state)
@@ -136,6 +148,32 @@ static struct ecw_entity *get_row(struct xf *x, const char *rk)
 	return e;
 }
 
+/* body, one whole gzip stream, replaced by what it inflates to. */
+static void gunzip(struct ecw_buf *body)
+{
+	struct ecw_buf out;
+	z_stream z = {0};
+	char chunk[65536];
+	int rc;
+
+	ecw_buf_init(&out, 0);
+	assert_int_equal(inflateInit2(&z, 15 + 16), Z_OK);
+	z.next_in = (Bytef *)body->ptr;
+	z.avail_in = (uInt)body->len;
+	do {
+		z.next_out = (Bytef *)chunk;
+		z.avail_out = sizeof(chunk);
+		rc = inflate(&z, Z_NO_FLUSH);
+		ITEST_CHECK(rc == Z_OK || rc == Z_STREAM_END, "the blob is no gzip stream (%d)", rc);
+		ECW_ASSERT_OK(ecw_buf_add(&out, chunk, sizeof(chunk) - z.avail_out));
+	} while (rc != Z_STREAM_END);
+	ITEST_CHECK(z.avail_in == 0, "%u bytes after the gzip stream", z.avail_in);
+	inflateEnd(&z);
+	ecw_buf_reset(body);
+	ECW_ASSERT_OK(ecw_buf_add(body, out.ptr, out.len));
+	ecw_buf_dispose(&out);
+}
+
 /* The export's lines, each parsed; *n set. */
 static struct ecw_entity **blob_lines(struct xf *x, const char *name, size_t *n, struct ecw_blob_info **info)
 {
@@ -146,6 +184,8 @@ static struct ecw_entity **blob_lines(struct xf *x, const char *name, size_t *n,
 	*n = 0;
 	ecw_buf_init(&body, 0);
 	ECW_ASSERT_OK(ecw_blob_get(&body, info, x->t->client, x->container, name, 64u << 20));
+	if (strlen(name) > 3 && strcmp(name + strlen(name) - 3, ".gz") == 0)
+		gunzip(&body);
 	for (const char *p = ecw_buf_cstr(&body), *end = p + body.len; p < end;) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		ITEST_CHECK(nl != NULL, "the blob's last line has no newline");
@@ -398,6 +438,59 @@ static void test_job_export__empty_window_and_foreign_blob(void **state)
 	ecw_entity_free(e);
 }
 
+/* compress: gzip: one gzip stream across blocks (rows of random text, so
+ * that it takes more than one 4 MiB block), read back across ranges when a
+ * late row is merged in; content type application/gzip, ecw_format
+ * jsonl+gzip; the rows deleted as without compression. */
+static void test_job_export__gzip_across_blocks_and_ranges(void **state)
+{
+	enum { N = 120 };
+	struct xf *x = *state;
+	struct ecw_entity *e[N + 1], **lines;
+	struct ecw_blob_info *info = NULL;
+	char detail[64], *text = malloc(30000);
+	uint64_t seed = 36;
+	size_t n = 0;
+
+	assert_non_null(text);
+	for (int i = 0; i < N + 1; i++) {
+		char rk[64];
+		row_key(rk, WINDOW_S + 3599 - i * 29, 0, "");
+		e[i] = mbx_every_type(APP, rk, i);
+		for (int prop = 0; prop < 2; prop++) {
+			for (int k = 0; k < 29999;
+			     k++) { /* printable, incompressible: xorshift's high bits */
+				seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+				text[k] = (char)(' ' + (seed >> 40) % 95);
+			}
+			ECW_ASSERT_OK(ecw_entity_set_string(e[i], prop ? "Noise2" : "Noise", text, 29999));
+		}
+		if (i != N / 2)
+			ECW_ASSERT_OK(
+			    ecw_table_write(NULL, x->t->client, x->t->table, e[i], ECW_WRITE_INSERT, NULL));
+	}
+	ECW_ASSERT_OK(run(x, APP, WINDOW, detail));
+	assert_string_equal(detail, "120 rows, 120 lines, 120 deleted");
+	ECW_ASSERT_OK(ecw_table_write(NULL, x->t->client, x->t->table, e[N / 2], ECW_WRITE_INSERT, NULL));
+	ECW_ASSERT_OK(run(x, APP, WINDOW, detail));
+	assert_string_equal(detail, "1 rows, 121 lines, 1 deleted");
+	lines = blob_lines(x, NAME ".gz", &n, &info);
+	ITEST_CHECK(info->content_length > (long long)(9u << 19), "the gzip blob is %lld bytes: one block?",
+	            info->content_length);
+	assert_string_equal(info->content_type, "application/gzip");
+	assert_string_equal(ecw_blob_info_meta(info, "ecw_format"), "jsonl+gzip");
+	assert_string_equal(ecw_blob_info_meta(info, "ecw_count"), "121");
+	assert_int_equal(n, N + 1);
+	for (int i = 0; i < N + 1; i++) {
+		mv_assert_same_entity(e[i], lines[i], "a line of the gzip export");
+		assert_null(get_row(x, ecw_entity_rk(e[i])));
+		ecw_entity_free(e[i]);
+	}
+	free_all(lines, n);
+	ecw_blob_info_free(info);
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -409,6 +502,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_job_export__window_over_several_blocks, xf_setup,
 	                                    xf_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_export__empty_window_and_foreign_blob, xf_setup,
+	                                    xf_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_export__gzip_across_blocks_and_ranges, xf_setup_gzip,
 	                                    xf_teardown),
 	};
 	return cmocka_run_group_tests_name("job_export", tests, NULL, NULL);

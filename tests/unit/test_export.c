@@ -46,6 +46,42 @@ static void test_export__key_order_is_the_tables(void **state)
 	assert_true(ecw_export_key_cmp("x\xc3\xa9\xf0\x9f\x98\x80", "x\xc3\xa9\xee\x80\x80") < 0);
 }
 
+/* A line's head: read without parsing the rest in the layout the export
+ * writes, escapes and surrogate pairs decoded; any other layout parsed
+ * whole (no ETag: ""); a line that is no entity refused. */
+static void test_export__line_head(void **state)
+{
+	struct ecw_buf pk, rk, etag;
+
+	(void)state;
+	ecw_buf_init(&pk, 0);
+	ecw_buf_init(&rk, 0);
+	ecw_buf_init(&etag, 0);
+	static const char fast[] =
+	    "{\"PartitionKey\":\"a\\\"b\\\\c\\/\\u00e9\\ud83d\\ude00\",\"RowKey\":\"\\t x\","
+	    "\"odata.etag\":\"W/\\\"datetime'2026-11-29T21%3A00Z'\\\"\",\"N\":1,\"Oops\":[}";
+	/* The rest is never read: even a broken tail passes. */
+	assert_int_equal(ecw_export_line_head(&pk, &rk, &etag, fast, strlen(fast)), 0);
+	assert_string_equal(ecw_buf_cstr(&pk), "a\"b\\c/\xc3\xa9\xf0\x9f\x98\x80");
+	assert_string_equal(ecw_buf_cstr(&rk), "\t x");
+	assert_string_equal(ecw_buf_cstr(&etag), "W/\"datetime'2026-11-29T21%3A00Z'\"");
+
+	static const char other[] = "{\"RowKey\":\"r\",\"N\":1,\"PartitionKey\":\"p\"}";
+	assert_int_equal(ecw_export_line_head(&pk, &rk, &etag, other, strlen(other)), 0);
+	assert_string_equal(ecw_buf_cstr(&pk), "p");
+	assert_string_equal(ecw_buf_cstr(&rk), "r");
+	assert_string_equal(ecw_buf_cstr(&etag), "");
+
+	static const char *const bad[] = {"{\"PartitionKey\":\"p\"}", "not json",
+	                                  "{\"PartitionKey\":\"p\",\"RowKey\":1}", NULL};
+	for (int i = 0; bad[i]; i++)
+		if (ecw_export_line_head(&pk, &rk, &etag, bad[i], strlen(bad[i])) == 0)
+			fail_msg("line %d was read as an entity: %s", i, bad[i]);
+	ecw_buf_dispose(&pk);
+	ecw_buf_dispose(&rk);
+	ecw_buf_dispose(&etag);
+}
+
 /* ---- configuration ---------------------------------------------------------------------------- */
 
 #define HEAD "storage: {connection_string: \"UseDevelopmentStorage=true\"}\njobs:\n  j:\n    type: export\n"
@@ -128,7 +164,16 @@ static void test_export__config_refusals(void **state)
 	config_bad(HEAD
 	           "    source: Logs\n    from_partition: \"{app}_{window:yyyyMMdd}\"\n    window: 1d\n"
 	           "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMdd}\"}\n    compress: zip\n",
-	           "9:15", "compress: none");
+	           "9:15", "compress: none or gzip");
+	/* gzip and the name's .gz go together. */
+	config_bad(
+	    HEAD
+	    "    source: Logs\n    from_partition: \"{app}_{window:yyyyMMdd}\"\n    window: 1d\n"
+	    "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMdd}.log\"}\n    compress: gzip\n",
+	    "8:14", "ends in .gz");
+	config_bad(HEAD "    source: Logs\n    from_partition: \"{app}_{window:yyyyMMdd}\"\n    window: 1d\n"
+	                "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMdd}.log.gz\"}\n",
+	           "8:14", "needs compress: gzip");
 	config_bad(HEAD "    source: Logs\n    from_partition: \"{app}_{window:yyyyMMdd}\"\n    window: 1d\n",
 	           "4:5", "to_blob");
 }
@@ -137,6 +182,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_export__key_order_is_the_tables),
+	    cmocka_unit_test(test_export__line_head),
 	    cmocka_unit_test(test_export__config),
 	    cmocka_unit_test(test_export__config_refusals),
 	};

@@ -29,16 +29,20 @@ static const char *json_escape(unsigned char c, char tmp[7])
 	return tmp;
 }
 
+/* A byte that stands as it is: most of them, tested inline so that long
+ * strings (an export writes a table's worth) cost a compare a byte. */
+static inline int plain(unsigned char c)
+{
+	return c >= 0x20 && c != '"' && c != '\\';
+}
+
 size_t ecw_json_quote_len(const char *s, size_t n)
 {
 	size_t len = 2;
 	char tmp[7];
 
-	for (size_t i = 0; i < n; i++) {
-		const char *e = json_escape((unsigned char)s[i], tmp);
-
-		len += e ? strlen(e) : 1;
-	}
+	for (size_t i = 0; i < n; i++)
+		len += plain((unsigned char)s[i]) ? 1 : strlen(json_escape((unsigned char)s[i], tmp));
 	return len;
 }
 
@@ -51,10 +55,9 @@ int ecw_json_quote(struct ecw_buf *out, const char *s, size_t n)
 	if ((err = ecw_buf_addc(out, '"')) < 0)
 		return err;
 	for (size_t i = 0; i < n; i++) {
-		const char *e = json_escape((unsigned char)s[i], tmp);
-
-		if (!e)
+		if (plain((unsigned char)s[i]))
 			continue;
+		const char *e = json_escape((unsigned char)s[i], tmp);
 		if ((err = ecw_buf_add(out, s + run, i - run)) < 0 || (err = ecw_buf_adds(out, e)) < 0)
 			return err;
 		run = i + 1;

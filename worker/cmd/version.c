@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <yaml.h>
+#include <zlib.h>
 
 #include "cmd.h"
 #include "ecw_build_info.h"
@@ -61,5 +62,6 @@ int ecw_cmd_version(int argc, char **argv)
 	printf("  %-14s %s / %s\n", "libyaml", ECW_BUILT_WITH_YAML, yaml_get_version_string());
 	printf("  %-14s %s / %s\n", "expat", ECW_BUILT_WITH_EXPAT, expat_version());
 	printf("  %-14s %s / %s\n", "libmicrohttpd", ECW_BUILT_WITH_LIBMICROHTTPD, MHD_get_version());
+	printf("  %-14s %s / %s\n", "zlib", ECW_BUILT_WITH_ZLIB, zlibVersion());
 	return 0;
 }
