@@ -262,11 +262,6 @@ void ecw_export_writer_free(struct ecw_export_writer *w)
 	free(w);
 }
 
-size_t ecw_export_writer_blocks(const struct ecw_export_writer *w)
-{
-	return w->nids;
-}
-
 /* What is buffered, as the next block. */
 static int put_block(struct ecw_export_writer *w)
 {

@@ -90,8 +90,6 @@ int ecw_export_writer_add(struct ecw_export_writer *w, const char *line, size_t 
  * type, metadata and conditions (ecw_blob_put_block_list's errors). */
 int ecw_export_writer_commit(char **etag_out, struct ecw_export_writer *w,
 			     const struct ecw_blob_put_options *o) ECW_MUST_USE;
-/* Blocks put so far. */
-size_t ecw_export_writer_blocks(const struct ecw_export_writer *w);
 void ecw_export_writer_free(struct ecw_export_writer *w);
 
 /* A line's keys and version: the head the export writes,

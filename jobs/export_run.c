@@ -428,7 +428,10 @@ done:
 
 /* Step 4: the window's rows whose version (ETag) the blob of etag holds,
  * deleted. Only keys and ETags are read: a row's ETag changes with every
- * write, so an equal one is the row exactly as the line holds it. */
+ * write, so an equal one is the row exactly as the line holds it. A row is
+ * deleted only on an exact key and ETag match, so rows out of order (the
+ * check row_next makes is skipped after a row joins a transaction) can only
+ * be kept, never deleted wrongly. */
 static int delete_exported(struct run *u, const char *etag)
 {
 	struct ecw_entity *held[ECW_BATCH_MAX_OPS], *row = NULL;
@@ -552,8 +555,7 @@ static int message_entity(struct ecw_entity **out, const struct run *u)
  * the smallest). */
 static int window_filter(struct run *u)
 {
-	const int64_t per_s = 10000000, epoch = INT64_C(621355968000000000),
-		      max = INT64_C(3155378975999999999);
+	const int64_t per_s = ECW_TICKS_PER_SECOND, epoch = ECW_TICKS_UNIX_EPOCH, max = ECW_TICKS_MAX;
 	int64_t end_s = u->start_s + u->x->window_ms / 1000;
 	char lo[24], hi[24];
 	int err;

@@ -17,6 +17,13 @@
 
 /* ---- times as keys (jobs/template.c) ---- */
 
+/* .NET ticks (100 ns since 0001-01-01 UTC): a second, 1970-01-01, and
+ * DateTime.MaxValue (9999-12-31T23:59:59.9999999), whose difference from a
+ * time is its inverted ticks. */
+#define ECW_TICKS_PER_SECOND INT64_C(10000000)
+#define ECW_TICKS_UNIX_EPOCH INT64_C(621355968000000000)
+#define ECW_TICKS_MAX INT64_C(3155378975999999999)
+
 /* "YYYY-MM-DDThh:mm:ss.fffffffZ" and its NUL. */
 #define ECW_ISO_TICKS_SIZE 29
 

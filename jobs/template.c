@@ -42,11 +42,7 @@ struct part {
 	char *pattern; /* FMT_DATE_PATTERN */
 };
 
-#define TICKS_PER_SECOND INT64_C(10000000)
-#define TICKS_PER_DAY (86400 * TICKS_PER_SECOND)
-/* 1970-01-01 in ticks, and DateTime.MaxValue.Ticks (9999-12-31T23:59:59.9999999). */
-#define TICKS_UNIX_EPOCH INT64_C(621355968000000000)
-#define TICKS_MAX INT64_C(3155378975999999999)
+#define TICKS_PER_DAY (86400 * ECW_TICKS_PER_SECOND)
 
 bool ecw_template_civil_date_valid(int y, int m, int d)
 {
@@ -85,8 +81,9 @@ static bool iso_to_ticks(int64_t *out, const char *s, size_t n)
 	}
 	if (i != n - 1 || s[i] != 'Z')
 		return false;
-	*out = (ecw_clock_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) * TICKS_PER_SECOND +
-	       frac + TICKS_UNIX_EPOCH;
+	*out = (ecw_clock_days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) *
+		       ECW_TICKS_PER_SECOND +
+	       frac + ECW_TICKS_UNIX_EPOCH;
 	return true;
 }
 
@@ -95,15 +92,15 @@ int ecw_template_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], int64_t ticks)
 	int y, m, d;
 	int64_t days, rem;
 
-	if (ticks < 0 || ticks > TICKS_MAX)
+	if (ticks < 0 || ticks > ECW_TICKS_MAX)
 		return ecw_error_set(ECW_EINVALID, "ticks %" PRId64 " are outside 0001-01-01..9999-12-31",
 				     ticks);
 	days = ticks / TICKS_PER_DAY;
 	rem = ticks % TICKS_PER_DAY;
 	ecw_clock_civil_from_days(days - 719162, &y, &m, &d); /* 719162: days from 0001-01-01 to 1970-01-01 */
 	snprintf(out, ECW_ISO_TICKS_SIZE, "%04d-%02d-%02dT%02d:%02d:%02d.%07dZ", y, m, d,
-		 (int)(rem / (3600 * TICKS_PER_SECOND)), (int)(rem / (60 * TICKS_PER_SECOND) % 60),
-		 (int)(rem / TICKS_PER_SECOND % 60), (int)(rem % TICKS_PER_SECOND));
+		 (int)(rem / (3600 * ECW_TICKS_PER_SECOND)), (int)(rem / (60 * ECW_TICKS_PER_SECOND) % 60),
+		 (int)(rem / ECW_TICKS_PER_SECOND % 60), (int)(rem % ECW_TICKS_PER_SECOND));
 	return 0;
 }
 
@@ -116,10 +113,10 @@ int ecw_template_inverted_ticks_to_iso(char out[ECW_ISO_TICKS_SIZE], const char 
 			return ecw_error_set(ECW_EINVALID, "an inverted-ticks key starts with 19 digits");
 		inv = inv * 10 + (uint64_t)(key[i] - '0');
 	}
-	if (inv > (uint64_t)TICKS_MAX)
+	if (inv > (uint64_t)ECW_TICKS_MAX)
 		return ecw_error_set(ECW_EINVALID, "inverted ticks %" PRIu64 " exceed DateTime.MaxValue",
 				     inv);
-	return ecw_template_ticks_to_iso(out, TICKS_MAX - (int64_t)inv);
+	return ecw_template_ticks_to_iso(out, ECW_TICKS_MAX - (int64_t)inv);
 }
 
 /* A time for unix/date_int/inverted_ticks, in ticks: a DateTime, or Unix
@@ -146,7 +143,7 @@ static int prop_ticks(int64_t *out, const struct ecw_prop *p, const char *fmt)
 	}
 	/* Unix seconds up to 9999-12-31T23:59:59. */
 	if (p->type != ECW_EDM_DATETIME && secs >= 0 && secs <= 253402300799LL) {
-		*out = secs * TICKS_PER_SECOND + TICKS_UNIX_EPOCH;
+		*out = secs * ECW_TICKS_PER_SECOND + ECW_TICKS_UNIX_EPOCH;
 		return 0;
 	}
 	return ecw_error_set(
@@ -300,7 +297,7 @@ static bool date_pattern_valid(const char *s, size_t n)
 
 static int format_date_pattern(struct ecw_buf *out, const char *pattern, int64_t ticks)
 {
-	int64_t day = ticks / TICKS_PER_DAY, in_day = ticks % TICKS_PER_DAY / TICKS_PER_SECOND;
+	int64_t day = ticks / TICKS_PER_DAY, in_day = ticks % TICKS_PER_DAY / ECW_TICKS_PER_SECOND;
 	int y, m, d, which, err = 0;
 
 	ecw_clock_civil_from_days(day - 719162, &y, &m, &d);
@@ -611,9 +608,10 @@ static int format_value(struct ecw_buf *out, const struct part *p, const struct 
 			return err;
 	}
 	switch (p->fmt) {
-	case FMT_INVERTED_TICKS: return ecw_buf_printf(out, "%019" PRId64, TICKS_MAX - ticks);
+	case FMT_INVERTED_TICKS: return ecw_buf_printf(out, "%019" PRId64, ECW_TICKS_MAX - ticks);
 	case FMT_UNIX:
-		secs = ticks >= TICKS_UNIX_EPOCH ? (ticks - TICKS_UNIX_EPOCH) / TICKS_PER_SECOND : -1;
+		secs = ticks >= ECW_TICKS_UNIX_EPOCH ? (ticks - ECW_TICKS_UNIX_EPOCH) / ECW_TICKS_PER_SECOND
+						     : -1;
 		/* Ten digits, so that text order is time order: 1970..2286. */
 		if (secs < 0 || secs > 9999999999LL)
 			return ecw_error_set(ECW_EINVALID,
@@ -846,7 +844,7 @@ int ecw_template_render(struct ecw_buf *out, const struct ecw_template *t, const
 	/* One reading of the clock per rendering: two {now:...} agree. */
 	for (size_t i = 0; i < t->n; i++)
 		if (t->parts[i].now) {
-			now_ticks = ecw_clock_wall_ms() * 10000 + TICKS_UNIX_EPOCH;
+			now_ticks = ecw_clock_wall_ms() * 10000 + ECW_TICKS_UNIX_EPOCH;
 			break;
 		}
 	for (size_t i = 0; i < t->n && err == 0; i++) {
