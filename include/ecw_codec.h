@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* ecw_codec.h - base64 (RFC 4648, standard alphabet, padded; base64.c),
- * UTF-8 decoding (utf8.c), JSON string literals (json_quote.c) and text safe
- * for a terminal (term_escape.c), written to caller-owned ecw_bufs. Decoding is strict: what the service or a message
+ * UTF-8 decoding (utf8.c), JSON string literals (json_quote.c), text safe
+ * for a terminal (term_escape.c), written to caller-owned ecw_bufs, and a
+ * string hash (hash.c). Decoding is strict: what the service or a message
  * could carry ambiguously is refused, never guessed. */
 #ifndef ECW_CODEC_H
 #define ECW_CODEC_H
@@ -9,6 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ecw_buf.h"
+
+/* FNV-1a (64 bits) of s with its NUL, continuing from h (a first string:
+ * from ECW_HASH_START): to tell keys apart before comparing them, never
+ * for anything an attacker may aim at. */
+#define ECW_HASH_START 14695981039346656037ULL
+uint64_t ecw_hash_str(uint64_t h, const char *s);
 
 int ecw_base64_encode(struct ecw_buf *out, const void *p, size_t n) ECW_MUST_USE;
 /* Rejects bad characters, bad padding, bad lengths and non-canonical bits. */

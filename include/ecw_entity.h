@@ -87,6 +87,10 @@ bool ecw_entity_prop_equal(const struct ecw_prop *a, const struct ecw_prop *b);
  * "@odata.type" annotation for every type JSON cannot tell apart
  * (Int64, Double, DateTime, Guid, Binary). One line. */
 int ecw_entity_to_json(struct ecw_buf *out, const struct ecw_entity *e) ECW_MUST_USE;
+/* What ecw_entity_to_json writes after the keys: ,"Name":value for each
+ * property, and the closing brace. For a caller that writes the keys
+ * itself, with something after them (the export's "odata.etag"). */
+int ecw_entity_props_to_json(struct ecw_buf *out, const struct ecw_entity *e) ECW_MUST_USE;
 /* Parses one entity as the service returns it (minimal or no metadata).
  * Unannotated numbers are Int32 when written without '.', 'e' or 'E' and in
  * range, otherwise Double: the service writes doubles as 50000.0. */

@@ -474,8 +474,8 @@ int ecw_blob_put(char **etag_out, struct ecw_client *c, const char *container, c
 int ecw_blob_get(struct ecw_buf *out, struct ecw_blob_info **info_out, struct ecw_client *c,
 		 const char *container, const char *name, size_t max_bytes) ECW_MUST_USE;
 /* Get Blob with x-ms-range: at most len bytes from offset (>= 0; len >= 1)
- * into out, its old contents dropped, as ecw_blob_get. The answer is held
- * in memory up to len (at least 64 KiB, room for an error's answer),
+ * into out, its old contents dropped (its memory reused for them), as
+ * ecw_blob_get. The answer is held in memory up to len (at least 64 KiB, room for an error's answer),
  * whatever the blob's size, so a large blob streams in chunks: read from 0,
  * then on while offset < info->total_length. info_out (may be NULL)
  * receives the properties and metadata, content_length the bytes read and

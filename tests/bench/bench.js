@@ -29,17 +29,20 @@
 //            than it works, so it runs alongside the other parts, on an
 //            Azurite of its own.
 //   latency  end-to-end latency under a steady load: 20, 100 and 200
-//            archive messages a second for BENCH_STEADY_S seconds each
-//            (default 20; 5 quick), over 50 partitions, to ecworker and to
+//            archive messages a second for BENCH_STEADY_WARMUP_S and then
+//            BENCH_STEADY_S seconds each (default 2 + 20; 2 + 5 quick),
+//            over 50 partitions, to ecworker and to
 //            the SDK worker (polling every 50 ms when empty), both at
 //            concurrency 16 and ecworker with its default configuration
 //            (tests/bench/bench-defaults.yaml): p50,
 //            p90, p99 and max of the time from just before a message's send
 //            to its archive copy's Timestamp (Azurite's clock is this
 //            machine's), of the messages sent after the load's first
-//            BENCH_STEADY_WARMUP_S seconds (default 2); those sent in them
-//            are reported apart as the start of the load (a worker at rest
-//            sees the first message at its next poll).
+//            BENCH_STEADY_WARMUP_S seconds; those sent in them are reported
+//            apart as the start of the load (a worker at rest sees the
+//            first message at its next poll). Azurite's queue and table
+//            services run as two processes here (startAzuriteSplit). Each
+//            message's figures: build/bench/<run>-latencies.json.
 //            BENCH_STEADY_RATES=20,100,200 (the default) picks the rates.
 //   delay    msgs/s through faultproxy (5 ms each way) at concurrency 1 and
 //            64, and directly at 64.
@@ -330,6 +333,38 @@ async function startAzurite() {
 	az.tablePort = tp;
 	az.blobPort = bp;
 	az.cs = connectionString(qp, tp, bp);
+	return az;
+}
+
+// Azurite's queue and table services as two processes, for the latency
+// part: one Azurite runs every service on one Node thread, which a steady
+// 200 msgs/s (about 1,000 requests a second) saturates here, so that it, not
+// the worker, would set the latency. Both workers meet the same pair. pids:
+// both processes, for their CPU.
+async function startAzuriteSplit() {
+	const n = ++azuriteCount;
+	const dir = path.join(WORKDIR, `azurite-${n}`);
+	fs.mkdirSync(dir, { recursive: true });
+	const [qp, tp] = [await freePort(), await freePort()];
+	const common = ["--silent", "--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry"];
+	const bin = (name) => fs.realpathSync(path.join(path.dirname(AZURITE), name));
+	const queue = new Child(`Azurite queue #${n}`, process.execPath, [bin("azurite-queue"), ...common, "--queueHost", "127.0.0.1",
+		"--queuePort", String(qp)], { cwd: dir, logFile: path.join(dir, "azurite-queue.log") });
+	const table = new Child(`Azurite table #${n}`, process.execPath, [bin("azurite-table"), ...common, "--tableHost", "127.0.0.1",
+		"--tablePort", String(tp)], { cwd: dir, logFile: path.join(dir, "azurite-table.log") });
+	const az = {
+		pids: [queue.pid, table.pid], queuePort: qp, tablePort: tp, cs: connectionString(qp, tp),
+		stop: async () => { await queue.stop(); await table.stop(); },
+	};
+	for (let i = 0; ; i++) {
+		if (queue.exited || table.exited) {
+			await az.stop();
+			throw new Error(`Azurite exited during start-up (see ${dir}/azurite-*.log)`);
+		}
+		if ((await connects(qp)) && (await connects(tp))) break;
+		if (i > 200) throw new Error("Azurite did not listen within 20 s");
+		await sleep(100);
+	}
 	return az;
 }
 
@@ -1138,8 +1173,10 @@ const STEADY_PARTITIONS = 50;
 // The load's first seconds are its start, not its steady state: a worker at
 // rest sees the first message only at its next poll (ecworker's grows
 // towards poll_interval.max while idle; the SDK worker's stays at 50 ms), and
-// what arrived meanwhile comes as a burst. Both workers' messages sent in
-// those seconds are reported apart, as "start of load".
+// what arrived meanwhile comes as a burst, which drains at what the worker
+// and Azurite take beyond the load itself. Both workers' messages sent in
+// those seconds are reported apart, as "start of load", and the
+// BENCH_STEADY_S steady seconds come after them.
 const STEADY_WARMUP_S = envInt("BENCH_STEADY_WARMUP_S", 2, 0);
 
 function percentile(sorted, p) {
@@ -1155,7 +1192,7 @@ async function archiveLatencies(cs, sentAt, t0) {
 	return archived.map((e) => {
 		const sent = sentAt.get(`${e.partitionKey}\u0000${e.rowKey}`);
 		if (sent === undefined) throw new Error(`archived ${e.partitionKey}/${e.rowKey} was not sent`);
-		return { ms: Date.parse(e.timestamp) - sent, sentAfter: sent - t0 };
+		return { ms: Date.parse(e.timestamp) - sent, sentAfter: sent - t0, pk: e.partitionKey, rk: e.rowKey };
 	});
 }
 
@@ -1167,14 +1204,15 @@ function latencyStats(ms) {
 }
 
 // One steady-load run on a fresh Azurite: `rate` archive messages a second
-// for STEADY_S seconds, over 50 partitions, each sent on its own schedule
+// for STEADY_WARMUP_S + STEADY_S seconds, over 50 partitions, each sent on its own schedule
 // (message i at i / rate s, not waiting for the sends before it), to a worker
 // at concurrency 16.
 async function steadyRun({ kind, rate, tag }) {
-	const az = await startAzurite();
+	const az = await startAzuriteSplit();
+	const azCpuUs = () => az.pids.reduce((sum, pid) => sum + cpuUs(pid), 0);
 	let w = null;
 	try {
-		const n = rate * STEADY_S;
+		const n = rate * (STEADY_WARMUP_S + STEADY_S);
 		const seeded = Array.from({ length: n }, (_, i) => ({ ...employee(i), partitionKey: `dept-${String(i % STEADY_PARTITIONS).padStart(2, "0")}` }));
 		const emp = tableClient(az.cs, "Employees");
 		await emp.createTable();
@@ -1188,7 +1226,7 @@ async function steadyRun({ kind, rate, tag }) {
 		const sentAt = new Map();
 		const sends = [];
 		const t0 = Date.now();
-		const [w0, az0] = [cpuTimes(w.pid), cpuUs(az.pid)];
+		const [w0, az0] = [cpuTimes(w.pid), azCpuUs()];
 		for (let i = 0; i < n; i++) {
 			const wait = t0 + (i * 1000) / rate - Date.now();
 			if (wait > 0) await sleep(wait);
@@ -1201,13 +1239,16 @@ async function steadyRun({ kind, rate, tag }) {
 		const sendSeconds = (sentAll - t0) / 1000;
 		await w.done(n);
 		const w1 = cpuTimes(w.pid);
-		const az1 = cpuUs(az.pid);
+		const az1 = azCpuUs();
 		// Still draining a second after the last send: the load was more
 		// than the worker and Azurite together could take.
 		const drainMs = Date.now() - sentAll;
 		await w.stop();
 		if (w.failed) throw new Error(`${w.failed} message outcomes other than success (see ${w.log.path})`);
 		const lat = await archiveLatencies(az.cs, sentAt, t0);
+		// Each message's figures beside the worker's log (its lines say
+		// when each message's run began and how long it waited for it).
+		fs.writeFileSync(path.join(WORKDIR, `${tag}-latencies.json`), JSON.stringify(lat));
 		const steady = latencyStats(lat.filter((x) => x.sentAfter >= STEADY_WARMUP_S * 1000).map((x) => x.ms));
 		const start = latencyStats(lat.filter((x) => x.sentAfter < STEADY_WARMUP_S * 1000).map((x) => x.ms));
 		return {
@@ -1227,7 +1268,7 @@ async function measureSteady() {
 		for (const rate of STEADY_RATES) {
 			const order = (r + rate / 20) % 2 ? ["ecworker", "sdk"] : ["sdk", "ecworker"];
 			for (const kind of order) {
-				progress(`latency run ${r}/${RUNS}: ${kind} at concurrency 16, ${rate} msgs/s for ${STEADY_S} s over ${STEADY_PARTITIONS} partitions`);
+				progress(`latency run ${r}/${RUNS}: ${kind} at concurrency 16, ${rate} msgs/s for ${STEADY_WARMUP_S} + ${STEADY_S} s over ${STEADY_PARTITIONS} partitions`);
 				const res = await steadyRun({ kind, rate, tag: `latency-${kind}-${rate}-run${r}` });
 				progress(`  p50 ${res.p50} ms, p90 ${res.p90}, p99 ${res.p99}, max ${res.max}; the first ${STEADY_WARMUP_S} s: p50 ${res.startP50}, p99 ${res.startP99}, max ${res.startMax} (offered ${fmt(res.offeredPerS, 1)} msgs/s; ` +
 					`the last done ${res.drainMs} ms after the last send${res.saturated ? ": saturated" : ""}; Azurite ${fmt(res.azuriteCpuPct, 0)}% CPU)`);

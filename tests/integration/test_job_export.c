@@ -35,6 +35,10 @@ struct xf {
 	char container[64];
 	struct ecw_config *cfg;
 	const struct ecw_job_def *def;
+	/* When set, run() uses it: a client that counts the table queries. */
+	struct ecw_account *acct;
+	struct ecw_client *client;
+	int queries;
 };
 
 static int setup_with(void **state, bool gzip)
@@ -81,6 +85,9 @@ static int xf_teardown(void **state)
 	void *inner = x->t;
 
 	ecw_crash_point_hook(NULL, NULL);
+	unsetenv("ECW_TEST_EXPORT_SPANS_MAX");
+	ecw_client_free(x->client);
+	ecw_account_free(x->acct);
 	mbx_container_drop(x->t->client, x->container);
 	ecw_config_free(x->cfg);
 	itest_teardown(&inner);
@@ -94,7 +101,7 @@ static int run(struct xf *x, const char *app, const char *window, char *detail)
 {
 	atomic_bool lost = false;
 	struct json_object *msg = json_object_new_object();
-	struct ecw_job_ctx ctx = {.client = x->t->client,
+	struct ecw_job_ctx ctx = {.client = x->client ? x->client : x->t->client,
 	                          .job = "logs",
 	                          .trace_id = "test",
 	                          .message_id = "test",
@@ -491,6 +498,70 @@ static void test_job_export__gzip_across_blocks_and_ranges(void **state)
 	free(text);
 }
 
+/* on_attempt of x->client: counts its table queries. */
+static void count_queries(void *payload, const char *op, int status, int attempt)
+{
+	struct xf *x = payload;
+
+	(void)status;
+	(void)attempt;
+	if (strcmp(op, "table.query") == 0)
+		x->queries++;
+}
+
+/* Six rows exported and deleted, then three late rows, each between two of
+ * their lines (three spans of row lines in the merge): the second export
+ * merges them in their places and deletes exactly them, rows with their
+ * lines' ETags. Returns the table queries of the second export. */
+static int late_rows_between_lines(struct xf *x)
+{
+	struct ecw_client_options o = ITEST_OPTIONS;
+	struct ecw_entity *e[9], **lines;
+	char detail[64];
+	size_t n = 0;
+
+	o.on_attempt = count_queries;
+	o.on_attempt_payload = x;
+	itest_client_for(&x->acct, &x->client, getenv("ECW_TEST_CONNECTION_STRING"), &o);
+	/* e[] in the blob's order: newest first (inverted ticks). */
+	for (int i = 0; i < 9; i += 3) {
+		e[i] = write_row(x, WINDOW_S + 3000 - 300 * i, 0, "", 1);
+		e[i + 2] = write_row(x, WINDOW_S + 3000 - 300 * i - 200, 0, "", 1);
+	}
+	ECW_ASSERT_OK(run(x, APP, WINDOW, detail));
+	assert_string_equal(detail, "6 rows, 6 lines, 6 deleted");
+	for (int i = 1; i < 9; i += 3)
+		e[i] = write_row(x, WINDOW_S + 3000 - 300 * (i - 1) - 100, 0, "late", 2);
+	x->queries = 0;
+	ECW_ASSERT_OK(run(x, APP, WINDOW, detail));
+	assert_string_equal(detail, "3 rows, 9 lines, 3 deleted");
+	lines = blob_lines(x, NAME, &n, NULL);
+	assert_int_equal(n, 9);
+	for (int i = 0; i < 9; i++) {
+		mv_assert_same_entity(e[i], lines[i], "the old lines and the late rows in key order");
+		assert_null(get_row(x, ecw_entity_rk(e[i])));
+		ecw_entity_free(e[i]);
+	}
+	free_all(lines, n);
+	return x->queries;
+}
+
+/* The delete pass reads only the committed blob: the merge's query is the
+ * export's only one (a second, of keys and ETags, cost a fifth of its CPU
+ * in the bench). */
+static void test_job_export__delete_pass_reads_the_table_once(void **state)
+{
+	assert_int_equal(late_rows_between_lines(*state), 1);
+}
+
+/* With more spans than the merge keeps, the delete pass queries the
+ * window's keys and ETags instead, and deletes the same rows. */
+static void test_job_export__too_many_spans_query_again(void **state)
+{
+	setenv("ECW_TEST_EXPORT_SPANS_MAX", "2", 1);
+	assert_int_equal(late_rows_between_lines(*state), 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -504,6 +575,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_job_export__empty_window_and_foreign_blob, xf_setup,
 	                                    xf_teardown),
 	    cmocka_unit_test_setup_teardown(test_job_export__gzip_across_blocks_and_ranges, xf_setup_gzip,
+	                                    xf_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_export__delete_pass_reads_the_table_once, xf_setup,
+	                                    xf_teardown),
+	    cmocka_unit_test_setup_teardown(test_job_export__too_many_spans_query_again, xf_setup,
 	                                    xf_teardown),
 	};
 	return cmocka_run_group_tests_name("job_export", tests, NULL, NULL);

@@ -185,6 +185,9 @@ static void drain_queue(struct st *s, const char *name)
 	int64_t end = itest_now_ms() + 60000;
 
 	start(&p, s, name, NULL, NULL, NULL);
+	/* Its signals are handled from "start" on: a SIGTERM before it (an
+	 * empty queue, on a loaded machine) killed it with 143. */
+	PROC_EXPECT_LOG(&p, 1, 30000, "start");
 	do {
 		itest_sleep_ms(200);
 		ECW_ASSERT_OK(ecw_queue_count(&n, s->fx.t->client, s->fx.t->queue));

@@ -443,6 +443,9 @@ static void log_message(const struct delivery *d)
 	}
 	ecw_log_int(l, "dequeue_count", s->msg.dequeue_count);
 	ecw_log_int(l, "duration_ms", ecw_clock_now_ms() - d->t0);
+	/* How long it was held before its run began (received, waiting for a
+	 * job thread or for a run of its keys to end). */
+	ecw_log_int(l, "waited_ms", d->t0 - s->received_ms);
 	if (d->group > 1)
 		ecw_log_int(l, "group", (int64_t)d->group);
 	if (d->duplicates > 0)

@@ -28,6 +28,7 @@
 #include "runtime_private.h"
 #include "connect.h"
 #include "ecw_cancel.h"
+#include "ecw_codec.h"
 #include "ecw_clock.h"
 #include "ecw_job.h"
 #include "ecw_log.h"
@@ -166,15 +167,6 @@ static bool may_receive(const struct runtime *rt)
 static bool receiver_should_wake(const struct runtime *rt)
 {
 	return may_receive(rt) || rt->inflight == 0;
-}
-
-/* FNV-1a of s, continuing from h, with its NUL. */
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-	do
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	while (*s++);
-	return h;
 }
 
 /* Runs what ecw_runtime_take_work took: members and riders alike are concluded on
@@ -475,8 +467,8 @@ static int place(struct runtime *rt, const struct ecw_queue_def *queue, struct e
 		s->def = def;
 		s->groupable = groupable;
 		s->keyed = keyed;
-		s->pk_hash = keyed ? fnv1a(14695981039346656037ULL, m.pk) : 0;
-		s->keys_hash = keyed ? fnv1a(s->pk_hash, m.rk) : 0;
+		s->pk_hash = keyed ? ecw_hash_str(ECW_HASH_START, m.pk) : 0;
+		s->keys_hash = keyed ? ecw_hash_str(s->pk_hash, m.rk) : 0;
 		s->riders = s->next_rider = NULL;
 		s->received_ms = now;
 		s->renew_at_ms = now + (int64_t)rt->vis_s * 500;

@@ -7,11 +7,13 @@
  * the failing operation's 0-based index and a colon. */
 #include <json-c/json.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "batch.h"
+#include "ecw_codec.h"
 #include "client.h"
 #include "ecw_clock.h"
 #include "escape.h"
@@ -25,6 +27,7 @@ struct batch_op {
 	char *if_match;
 	int status;
 	char *etag;
+	uint64_t rk_hash; /* FNV-1a of the RowKey: the twice-check compares it first */
 };
 
 struct ecw_batch {
@@ -102,14 +105,19 @@ static int add(struct ecw_batch *b, enum ecw_batch_op op, const struct ecw_entit
 	if (b->n && strcmp(ecw_entity_pk(b->ops[0].e), ecw_entity_pk(e)) != 0)
 		return ecw_error_set(ECW_EINVALID, "batch: every operation must be in partition '%.100s'",
 				     ecw_entity_pk(b->ops[0].e));
+	/* RowKeys often share a long prefix (19 digits of ticks): comparing
+	 * each pair was 4% of an export's CPU, the hash first makes it
+	 * nothing. */
+	uint64_t h = ecw_hash_str(ECW_HASH_START, ecw_entity_rk(e));
 	for (size_t i = 0; i < b->n; i++)
-		if (strcmp(ecw_entity_rk(b->ops[i].e), ecw_entity_rk(e)) == 0)
+		if (b->ops[i].rk_hash == h && strcmp(ecw_entity_rk(b->ops[i].e), ecw_entity_rk(e)) == 0)
 			return ecw_error_set(ECW_EINVALID,
 					     "batch: RowKey '%.100s' appears twice (operations %zu and %zu)",
 					     ecw_entity_rk(e), i, b->n);
 	slot = &b->ops[b->n];
 	memset(slot, 0, sizeof(*slot));
 	slot->op = op;
+	slot->rk_hash = h;
 	/* A delete is its keys: the rest of the entity would be copied for
 	 * nothing. */
 	if (!borrowed) {

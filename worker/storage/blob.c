@@ -520,6 +520,14 @@ int ecw_blob_get_range(struct ecw_buf *out, struct ecw_blob_info **info_out, str
 	if (info_out)
 		*info_out = NULL;
 	ecw_response_init(&resp);
+	/* The range is read into out's memory: a reader that reads range
+	 * after range into one buffer allocates it once, not a growing one
+	 * per range (its reallocs and fresh pages were a tenth of an export's
+	 * delete pass). */
+	resp.body.ptr = out->ptr;
+	resp.body.cap = out->cap;
+	out->ptr = NULL;
+	out->cap = 0;
 	if ((err = blob_request(&r, c, "blob.get_range", "GET", container, name)) < 0 ||
 	    (err = check_condition("If-Match", if_match)) < 0)
 		goto done;

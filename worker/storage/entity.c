@@ -524,15 +524,22 @@ static int json_double(struct ecw_buf *out, double d)
 
 int ecw_entity_to_json(struct ecw_buf *out, const struct ecw_entity *e)
 {
-	struct ecw_buf b64;
 	int err;
 
-	ecw_buf_init(&b64, 0);
 	if ((err = ecw_buf_adds(out, "{\"PartitionKey\":")) < 0 ||
 	    (err = ecw_json_quote(out, e->pk, strlen(e->pk))) < 0 ||
 	    (err = ecw_buf_adds(out, ",\"RowKey\":")) < 0 ||
 	    (err = ecw_json_quote(out, e->rk, strlen(e->rk))) < 0)
-		goto done;
+		return err;
+	return ecw_entity_props_to_json(out, e);
+}
+
+int ecw_entity_props_to_json(struct ecw_buf *out, const struct ecw_entity *e)
+{
+	struct ecw_buf b64;
+	int err = 0;
+
+	ecw_buf_init(&b64, 0);
 	for (size_t i = 0; i < e->n; i++) {
 		const struct ecw_prop *p = &e->props[i];
 		bool annotate =
