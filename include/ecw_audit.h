@@ -48,6 +48,7 @@
 
 struct ecw_client;
 struct ecw_entity;
+struct json_object;
 struct ecw_job_ctx;
 struct ecw_table_query;
 
@@ -112,6 +113,10 @@ struct ecw_audit_ctx {
 	 * keys (pk, rk) instead of running the job in this process; 0 when the
 	 * message is on the queue. NULL: repairs run here. */
 	int (*requeue)(const char *pk, const char *rk, void *payload);
+	/* The same for a keyless job (a window): its message with these
+	 * fields ("name=value", NULL-terminated) put; 0 when it is on the
+	 * queue. Set with requeue. */
+	int (*requeue_fields)(char *const *fields, void *payload);
 	/* After a repair ran the job here for the source's keys (pk, rk): what
 	 * the job's message would have chained (`then:`), run the same way, so
 	 * that a repaired move also leaves no index entry behind; 0, or the
@@ -168,6 +173,20 @@ int ecw_audit_table_missing(void);
 void ecw_audit_converge(struct ecw_audit_ctx *ctx, int (*run)(const void *, struct ecw_job_ctx *),
 			const void *settings, const char *pk, const char *rk, struct ecw_audit_finding *f,
 			char *why, size_t cap);
+/* A keyless job's message as JSON, {"job": job, name: value, ...}, from
+ * fields ("name=value", NULL-terminated; names under 64 bytes): what
+ * ecw_audit_converge_fields runs. ECW_EINVALID, ECW_ENOMEM. */
+int ecw_audit_message(struct json_object **out, const char *job, char *const *fields) ECW_MUST_USE;
+/* A repair through a keyless job (an export's window): the message made
+ * of fields ("name=value", NULL-terminated: the window_start and the
+ * job's message fields) converges as it would make it, by
+ * ctx->requeue_fields when set, else by run(settings, ...) here with a
+ * context of its own whose message holds them (message id "audit"). Sets
+ * f->repaired, or f->error to why it failed (copied into why, cap bytes).
+ * Paced. */
+void ecw_audit_converge_fields(struct ecw_audit_ctx *ctx, int (*run)(const void *, struct ecw_job_ctx *),
+			       const void *settings, char *const *fields, struct ecw_audit_finding *f,
+			       char *why, size_t cap);
 /* After a repair made here that left f->repaired: the job's chain
  * (ctx->chain) for the source's keys, as its message would have run it. A
  * failure takes the repair back (f->repaired false) and says why in f->error

@@ -5,6 +5,7 @@
  * pair of entities. The scans themselves live with each job (move.c,
  * index.c, ...), because they compute what the job computes; the command
  * that runs them is worker/cmd/audit.c. */
+#include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -140,6 +141,15 @@ int ecw_audit_get(struct ecw_entity **out, struct ecw_audit_ctx *ctx, const char
 	return err == ECW_ENOTABLE ? ecw_audit_table_missing() : err;
 }
 
+/* Why a repair failed, into f->error (copied into why). */
+static void converge_failed(struct ecw_audit_finding *f, int err, char *why, size_t cap)
+{
+	snprintf(why, cap, "%s",
+		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_error_name(err));
+	f->error = why;
+	ecw_error_clear();
+}
+
 void ecw_audit_converge(struct ecw_audit_ctx *ctx, int (*run)(const void *, struct ecw_job_ctx *),
 			const void *settings, const char *pk, const char *rk, struct ecw_audit_finding *f,
 			char *why, size_t cap)
@@ -160,10 +170,54 @@ void ecw_audit_converge(struct ecw_audit_ctx *ctx, int (*run)(const void *, stru
 			ecw_audit_chain(ctx, pk, rk, f, why, cap);
 		return;
 	}
-	snprintf(why, cap, "%s",
-		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_error_name(err));
-	f->error = why;
-	ecw_error_clear();
+	converge_failed(f, err, why, cap);
+}
+
+int ecw_audit_message(struct json_object **out, const char *job, char *const *fields)
+{
+	struct json_object *m = json_object_new_object();
+	int err = 0;
+
+	*out = NULL;
+	if (!m || json_object_object_add(m, "job", json_object_new_string(job)) < 0)
+		err = ecw_error_set(ECW_ENOMEM, "out of memory");
+	for (size_t i = 0; err == 0 && fields[i]; i++) {
+		const char *eq = strchr(fields[i], '=');
+		char name[64];
+		if (!eq || (size_t)(eq - fields[i]) >= sizeof(name))
+			err = ecw_error_set(ECW_EINVALID, "a message field is no name=value");
+		else if (snprintf(name, sizeof(name), "%.*s", (int)(eq - fields[i]), fields[i]) < 0 ||
+			 json_object_object_add(m, name, json_object_new_string(eq + 1)) < 0)
+			err = ecw_error_set(ECW_ENOMEM, "out of memory");
+	}
+	if (err < 0)
+		json_object_put(m);
+	else
+		*out = m;
+	return err;
+}
+
+void ecw_audit_converge_fields(struct ecw_audit_ctx *ctx, int (*run)(const void *, struct ecw_job_ctx *),
+			       const void *settings, char *const *fields, struct ecw_audit_finding *f,
+			       char *why, size_t cap)
+{
+	struct ecw_job_ctx jc = {
+		.client = ctx->client, .job = ctx->job, .trace_id = "audit", .message_id = "audit"};
+	struct json_object *m = NULL;
+	int err;
+
+	ecw_audit_pace(ctx);
+	if (ctx->requeue_fields)
+		err = ctx->requeue_fields(fields, ctx->payload);
+	else if ((err = ecw_audit_message(&m, ctx->job, fields)) == 0) {
+		jc.message = m;
+		err = run(settings, &jc);
+	}
+	json_object_put(m);
+	if (err == 0)
+		f->repaired = true;
+	else
+		converge_failed(f, err, why, cap);
 }
 
 void ecw_audit_chain(struct ecw_audit_ctx *ctx, const char *pk, const char *rk, struct ecw_audit_finding *f,
@@ -174,10 +228,7 @@ void ecw_audit_chain(struct ecw_audit_ctx *ctx, const char *pk, const char *rk, 
 	if (!f->repaired || !ctx->chain || (err = ctx->chain(pk, rk, ctx->payload)) == 0)
 		return;
 	f->repaired = false;
-	snprintf(why, cap, "%s",
-		 ecw_error_last()->message[0] ? ecw_error_last()->message : ecw_error_name(err));
-	f->error = why;
-	ecw_error_clear();
+	converge_failed(f, err, why, cap);
 }
 
 /* ---- the rules ---- */

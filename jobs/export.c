@@ -22,7 +22,8 @@
  * blob), a name that two adjacent windows render alike (two windows in one
  * blob), a partition that does so with row_keys: any (the partition is the
  * window), literal text that makes no valid blob name, and {PartitionKey}
- * or {RowKey} (the message names no entity). */
+ * or {RowKey} (the message names no entity). The job's ops table is
+ * jobs/export_audit.c's, on top of this file and its audit. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@
 #include "jobs_private.h"
 #include "rollup_private.h"
 
-static void export_free(void *p)
+void ecw_export_free(void *p)
 {
 	struct ecw_export *x = p;
 
@@ -210,7 +211,58 @@ static int parse_compress(struct ecw_export *x, const struct ecw_node *job, stru
 	return rc;
 }
 
-static int export_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
+/* Whether the audit (jobs/export_audit.c) can read a row's window back
+ * from its keys: every message field a plain placeholder of from_partition
+ * (a padded or formatted value has more than one reading), and with
+ * row_keys: any, the window's start in from_partition down to the window's
+ * length. Why not, naming the placeholder, goes into x->audit_limit. */
+static void audit_plan(struct ecw_export *x)
+{
+	const unsigned need = x->window_ms == ECW_ROLLUP_HOUR_MS ? 0xf : 0x7; /* yyyy MM dd (HH) */
+	bool has_time = false;
+
+	x->audit_limit[0] = '\0';
+	for (size_t i = 0; i < ecw_template_nparts(x->from_pk); i++) {
+		bool field, plain;
+		const char *name = ecw_template_part(x->from_pk, i, &field, &plain);
+		if (!field)
+			continue;
+		if (strcmp(name, "window") == 0)
+			has_time |= (ecw_template_part_date_fields(x->from_pk, i) & need) == need;
+		else if (strcmp(name, "window_start") == 0)
+			has_time |= plain;
+		else if (!plain) {
+			snprintf(x->audit_limit, sizeof(x->audit_limit),
+				 "from_partition's {%.40s:...} is padded or formatted: a PartitionKey cannot "
+				 "be read back into the message field, so no row was audited",
+				 name);
+			return;
+		}
+	}
+	for (size_t i = 0; x->fields && x->fields[i]; i++) {
+		bool used = false;
+		for (size_t k = 0; k < ecw_template_nparts(x->from_pk); k++) {
+			bool field, plain;
+			const char *name = ecw_template_part(x->from_pk, k, &field, &plain);
+			used |= field && strcmp(name, x->fields[i]) == 0;
+		}
+		if (!used) {
+			snprintf(x->audit_limit, sizeof(x->audit_limit),
+				 "to_blob.name uses {%.40s}, which from_partition does not: a row does not "
+				 "tell its blob, so no row was audited",
+				 x->fields[i]);
+			return;
+		}
+	}
+	if (x->rows == ECW_EXPORT_ROWS_ANY && !has_time)
+		snprintf(x->audit_limit, sizeof(x->audit_limit),
+			 "with row_keys: any, from_partition gives no window start that can be read back "
+			 "(a {window:...} date pattern with yyyy, MM, dd%s, {window:unix}, or "
+			 "{window_start}), so no row was audited",
+			 x->window_ms == ECW_ROLLUP_HOUR_MS ? " and HH" : "");
+}
+
+int ecw_export_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs)
 {
 	static const char *const allowed[] = {"type",     "then",   "source",  "from_partition",
 					      "row_keys", "window", "to_blob", "delete_after",
@@ -253,8 +305,10 @@ static int export_parse(void **out, const struct ecw_node *job, struct ecw_node_
 	}
 	if (!bad)
 		bad |= check_windows(x, job, errs) < 0;
+	if (!bad)
+		audit_plan(x);
 	if (bad) {
-		export_free(x);
+		ecw_export_free(x);
 		return -1;
 	}
 	*out = x;
@@ -263,34 +317,22 @@ static int export_parse(void **out, const struct ecw_node *job, struct ecw_node_
 
 /* The container the export writes: created at start with create_missing, as
  * a move's to_blob container is. Never the source table. */
-static int export_prepare(const void *settings, struct ecw_client *c)
+int ecw_export_prepare(const void *settings, struct ecw_client *c)
 {
 	return ecw_blob_container_create(NULL, c, ((const struct ecw_export *)settings)->container);
 }
 
-static const char *export_source(const void *settings)
+const char *ecw_export_source(const void *settings)
 {
 	return ((const struct ecw_export *)settings)->source;
 }
 
-static const char *const *export_message_fields(const void *settings)
+const char *const *ecw_export_message_fields(const void *settings)
 {
 	return (const char *const *)((const struct ecw_export *)settings)->fields;
 }
 
-static int64_t export_window_ms(const void *settings)
+int64_t ecw_export_window_ms(const void *settings)
 {
 	return ((const struct ecw_export *)settings)->window_ms;
 }
-
-const struct ecw_job_type ecw_job_export = {
-	.name = "export",
-	.keyless = true,
-	.parse = export_parse,
-	.prepare = export_prepare,
-	.run = ecw_export_run,
-	.free = export_free,
-	.source_table = export_source,
-	.message_fields = export_message_fields,
-	.window_ms = export_window_ms,
-};

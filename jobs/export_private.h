@@ -30,6 +30,7 @@
 /* ---- the settings (jobs/export.c), read-only once parsed ---- */
 
 struct ecw_template;
+struct json_object;
 
 enum ecw_export_rows {
 	ECW_EXPORT_ROWS_ANY,            /* the partition is the window: every row */
@@ -47,13 +48,47 @@ struct ecw_export {
 	/* The templates' message fields, NULL-terminated (not window, which
 	 * the window_start gives, nor window_start itself). */
 	char **fields;
+	/* Why the audit cannot read a row's window back from its keys (a
+	 * sentence naming the placeholder; its limit), "" when it can. */
+	char audit_limit[256];
 };
+
+/* The settings' reader and the rest of the ops table (jobs/export.c; the
+ * table itself is jobs/export_audit.c's, on top). */
+int ecw_export_parse(void **out, const struct ecw_node *job, struct ecw_node_errors *errs);
+int ecw_export_prepare(const void *settings, struct ecw_client *c);
+void ecw_export_free(void *settings);
+const char *ecw_export_source(const void *settings);
+const char *const *ecw_export_message_fields(const void *settings);
+int64_t ecw_export_window_ms(const void *settings);
 
 /* The blob's ecw_format metadata: "jsonl", or "jsonl+gzip" (jobs/export_run.c). */
 const char *ecw_export_format(const struct ecw_export *x);
 
 /* One message (jobs/export_run.c; settings: a struct ecw_export). */
 int ecw_export_run(const void *settings, struct ecw_job_ctx *ctx) ECW_MUST_USE;
+
+/* One window as a run names it from its message (jobs/export_run.c): the
+ * start, the partition, the blob's name and the $filter of its rows. The
+ * struct is the caller's (_init, _dispose). */
+struct ecw_export_window {
+	int64_t start_s;
+	char iso[32]; /* the start, YYYY-MM-DDTHH:MM:SSZ */
+	char pk[ECW_KEY_MAX + 1];
+	struct ecw_buf name, filter;
+};
+void ecw_export_window_init(struct ecw_export_window *w);
+void ecw_export_window_dispose(struct ecw_export_window *w);
+/* w from message's window_start and fields, as a run of job renders them:
+ * ECW_EINVALID (a permanent error) when the message lacks one, or names a
+ * partition or blob the service would refuse. */
+int ecw_export_window_names(struct ecw_export_window *w, const struct ecw_export *x,
+			    const struct json_object *message, const char *job) ECW_MUST_USE;
+/* 0 when the blob of info (at name) is an export of x's format, which a run
+ * merges with; ECW_EINVALID naming it otherwise (no ecw_format metadata: no
+ * export; another format). */
+int ecw_export_blob_check(const struct ecw_export *x, const struct ecw_blob_info *info,
+			  const char *name) ECW_MUST_USE;
 
 /* ---- reading (jobs/export_io.c) ---- */
 
@@ -71,6 +106,28 @@ int ecw_export_reader_new(struct ecw_export_reader **out, struct ecw_client *c, 
  * blob. */
 int ecw_export_reader_next(struct ecw_export_reader *r, const char **line, size_t *len) ECW_MUST_USE;
 void ecw_export_reader_free(struct ecw_export_reader *r);
+
+/* A blob's lines with their heads, in the order of keys (jobs/export_run.c):
+ * the current line (NULL at the end) and its keys and version, checked
+ * against the line before. The struct is the caller's (_init, _dispose;
+ * container and name are borrowed, for messages); rd, set by the caller
+ * (ecw_export_reader_new), is freed by _dispose. */
+struct ecw_export_lines {
+	const char *container, *name;
+	struct ecw_export_reader *rd;
+	const char *line;
+	size_t len;
+	struct ecw_buf pk, rk, etag;     /* the line's keys and version */
+	struct ecw_buf prev_pk, prev_rk; /* the line before, for the order */
+};
+void ecw_export_lines_init(struct ecw_export_lines *b, const char *container, const char *name);
+void ecw_export_lines_dispose(struct ecw_export_lines *b);
+/* The next line (none without rd). ECW_EINVALID naming the blob for a line
+ * that is no entity, or not after the line before; the reader's errors. */
+int ecw_export_lines_next(struct ecw_export_lines *b) ECW_MUST_USE;
+/* The current line's place against keys (pk, rk): <0, 0, >0; the end
+ * comes after every key. */
+int ecw_export_lines_cmp(const struct ecw_export_lines *b, const char *pk, const char *rk);
 
 /* ---- writing (jobs/export_io.c) ---- */
 

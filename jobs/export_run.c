@@ -128,10 +128,7 @@ const char *ecw_export_format(const struct ecw_export *x)
 struct run {
 	const struct ecw_export *x;
 	struct ecw_job_ctx *ctx;
-	int64_t start_s;
-	char pk[ECW_KEY_MAX + 1];
-	char window_iso[32];
-	struct ecw_buf name, filter;
+	struct ecw_export_window w; /* the partition, the blob's name, the filter */
 	char run_id[9];
 	/* The round's counts */
 	long long rows, lines, deleted, kept;
@@ -237,23 +234,16 @@ static void note_row_line(struct run *u, long long line)
  * whole rows; the keys and ETag come with any). */
 static int query_window(struct ecw_table_query **q, const struct run *u, const char *select)
 {
-	struct ecw_query_options qo = {.filter = ecw_buf_cstr(&u->filter), .select = select, .top = 1000};
+	struct ecw_query_options qo = {.filter = ecw_buf_cstr(&u->w.filter), .select = select, .top = 1000};
 
 	return ecw_table_query_new(q, u->ctx->client, u->x->source, &qo);
 }
 
-/* The blob's side of a merge: the current line and its head. */
-struct blob_side {
-	struct ecw_export_reader *rd;
-	const char *line; /* NULL at the end */
-	size_t len;
-	struct ecw_buf pk, rk, etag;     /* the line's keys and version */
-	struct ecw_buf prev_pk, prev_rk; /* the line before, for the order */
-};
-
-static void blob_side_init(struct blob_side *b)
+void ecw_export_lines_init(struct ecw_export_lines *b, const char *container, const char *name)
 {
 	memset(b, 0, sizeof(*b));
+	b->container = container;
+	b->name = name;
 	ecw_buf_init(&b->pk, ECW_KEY_MAX + 1);
 	ecw_buf_init(&b->rk, ECW_KEY_MAX + 1);
 	ecw_buf_init(&b->etag, 256);
@@ -261,9 +251,10 @@ static void blob_side_init(struct blob_side *b)
 	ecw_buf_init(&b->prev_rk, ECW_KEY_MAX + 1);
 }
 
-static void blob_side_dispose(struct blob_side *b)
+void ecw_export_lines_dispose(struct ecw_export_lines *b)
 {
 	ecw_export_reader_free(b->rd);
+	b->rd = NULL;
 	ecw_buf_dispose(&b->pk);
 	ecw_buf_dispose(&b->rk);
 	ecw_buf_dispose(&b->etag);
@@ -271,7 +262,7 @@ static void blob_side_dispose(struct blob_side *b)
 	ecw_buf_dispose(&b->prev_rk);
 }
 
-static int blob_next(struct blob_side *b, const struct run *u)
+int ecw_export_lines_next(struct ecw_export_lines *b)
 {
 	struct ecw_buf t;
 	bool had = b->line != NULL;
@@ -286,23 +277,28 @@ static int blob_next(struct blob_side *b, const struct run *u)
 	if (ecw_export_line_head(&b->pk, &b->rk, &b->etag, b->line, b->len) < 0)
 		return ecw_error_set(ECW_EINVALID,
 				     "blob '%.200s' in container %s holds a line that is no entity: %s",
-				     ecw_buf_cstr(&u->name), u->x->container, ecw_error_last()->message);
+				     b->name, b->container, ecw_error_last()->message);
 	if (had && keys_cmp(ecw_buf_cstr(&b->prev_pk), ecw_buf_cstr(&b->prev_rk), ecw_buf_cstr(&b->pk),
 			    ecw_buf_cstr(&b->rk)) >= 0)
 		return ecw_error_set(
 			ECW_EINVALID,
 			"blob '%.200s' in container %s is not sorted by keys (at %.100s/%.100s): not "
 			"merged",
-			ecw_buf_cstr(&u->name), u->x->container, ecw_buf_cstr(&b->pk), ecw_buf_cstr(&b->rk));
+			b->name, b->container, ecw_buf_cstr(&b->pk), ecw_buf_cstr(&b->rk));
 	return 0;
 }
 
-/* The current line's place against row's keys (the end comes last). */
-static int line_vs_row(const struct blob_side *b, const struct ecw_entity *row)
+int ecw_export_lines_cmp(const struct ecw_export_lines *b, const char *pk, const char *rk)
 {
 	if (!b->line)
 		return 1;
-	return keys_cmp(ecw_buf_cstr(&b->pk), ecw_buf_cstr(&b->rk), ecw_entity_pk(row), ecw_entity_rk(row));
+	return keys_cmp(ecw_buf_cstr(&b->pk), ecw_buf_cstr(&b->rk), pk, rk);
+}
+
+/* The current line's place against row's keys (the end comes last). */
+static int line_vs_row(const struct ecw_export_lines *b, const struct ecw_entity *row)
+{
+	return ecw_export_lines_cmp(b, ecw_entity_pk(row), ecw_entity_rk(row));
 }
 
 /* A row's line: its JSON (ecw_entity_to_json) with its ETag after the keys,
@@ -347,13 +343,14 @@ static int commit_meta(struct ecw_blob_meta meta[8], size_t *n, struct ecw_buf *
 {
 	int err;
 
-	if ((err = ecw_escape_pct(pk, u->pk, strlen(u->pk))) < 0 || (err = ecw_buf_addi(count, u->lines)) < 0)
+	if ((err = ecw_escape_pct(pk, u->w.pk, strlen(u->w.pk))) < 0 ||
+	    (err = ecw_buf_addi(count, u->lines)) < 0)
 		return err;
 	*n = 0;
 	meta[(*n)++] = (struct ecw_blob_meta){"ecw_format", ecw_export_format(u->x)};
 	meta[(*n)++] = (struct ecw_blob_meta){"ecw_source_table", u->x->source};
 	meta[(*n)++] = (struct ecw_blob_meta){"ecw_partition_key", ecw_buf_cstr(pk)};
-	meta[(*n)++] = (struct ecw_blob_meta){"ecw_window_start", u->window_iso};
+	meta[(*n)++] = (struct ecw_blob_meta){"ecw_window_start", u->w.iso};
 	meta[(*n)++] = (struct ecw_blob_meta){"ecw_count", ecw_buf_cstr(count)};
 	if (u->timed) {
 		meta[(*n)++] = (struct ecw_blob_meta){"ecw_first_time", u->first};
@@ -392,21 +389,21 @@ static int merge_and_commit(char **etag_out, struct run *u, const char *etag)
 	struct ecw_export_writer *w = NULL;
 	struct ecw_entity *row = NULL;
 	struct ecw_buf line;
-	struct blob_side b;
+	struct ecw_export_lines b;
 	int err;
 
 	*etag_out = NULL;
-	blob_side_init(&b);
+	ecw_export_lines_init(&b, u->x->container, ecw_buf_cstr(&u->w.name));
 	ecw_buf_init(&line, ECW_EXPORT_LINE_MAX + 256);
 	if ((err = query_window(&q, u, NULL)) < 0 ||
-	    (err = ecw_export_writer_new(&w, u->ctx->client, u->x->container, ecw_buf_cstr(&u->name),
+	    (err = ecw_export_writer_new(&w, u->ctx->client, u->x->container, ecw_buf_cstr(&u->w.name),
 					 u->run_id, u->x->gzip)) < 0)
 		goto done;
 	if (etag && (err = ecw_export_reader_new(&b.rd, u->ctx->client, u->x->container,
-						 ecw_buf_cstr(&u->name), etag, u->x->gzip)) < 0)
+						 ecw_buf_cstr(&u->w.name), etag, u->x->gzip)) < 0)
 		goto done;
 	/* No row in the window: nothing to export, the blob is left unread. */
-	if ((err = row_next(&row, q, u)) < 0 || !row || (err = blob_next(&b, u)) < 0)
+	if ((err = row_next(&row, q, u)) < 0 || !row || (err = ecw_export_lines_next(&b)) < 0)
 		goto done;
 	while (row || b.line) {
 		int c = !row ? 1 : -line_vs_row(&b, row);
@@ -418,13 +415,14 @@ static int merge_and_commit(char **etag_out, struct run *u, const char *etag)
 			note_time(u, ecw_entity_rk(row));
 			note_row_line(u, u->lines);
 			u->rows++;
-			if ((err = row_next(&row, q, u)) < 0 || (c == 0 && (err = blob_next(&b, u)) < 0))
+			if ((err = row_next(&row, q, u)) < 0 ||
+			    (c == 0 && (err = ecw_export_lines_next(&b)) < 0))
 				goto done;
 		} else {
 			if ((err = ecw_export_writer_add(w, b.line, b.len)) < 0)
 				goto done;
 			note_time(u, ecw_buf_cstr(&b.rk));
-			if ((err = blob_next(&b, u)) < 0)
+			if ((err = ecw_export_lines_next(&b)) < 0)
 				goto done;
 		}
 		u->lines++;
@@ -439,7 +437,7 @@ static int merge_and_commit(char **etag_out, struct run *u, const char *etag)
 		ecw_crash_point("export.committed");
 done:
 	ecw_entity_free(row);
-	blob_side_dispose(&b);
+	ecw_export_lines_dispose(&b);
 	ecw_export_writer_free(w);
 	ecw_table_query_free(q);
 	ecw_buf_dispose(&line);
@@ -509,7 +507,7 @@ done:
 /* The current line's row into held[*n] (its keys and the ETag it carries),
  * and held's transaction submitted when full. A line without an ETag is
  * never deleted blind. */
-static int hold_line(struct run *u, struct doomed *held, size_t *n, const struct blob_side *b)
+static int hold_line(struct run *u, struct doomed *held, size_t *n, const struct ecw_export_lines *b)
 {
 	struct doomed *d = &held[*n];
 	int err;
@@ -540,14 +538,14 @@ static int hold_line(struct run *u, struct doomed *held, size_t *n, const struct
 static int delete_spans(struct run *u, const char *etag)
 {
 	struct doomed held[ECW_BATCH_MAX_OPS];
-	struct blob_side b;
+	struct ecw_export_lines b;
 	size_t n = 0, k = 0;
 	int err;
 
-	blob_side_init(&b);
-	if ((err = ecw_export_reader_new(&b.rd, u->ctx->client, u->x->container, ecw_buf_cstr(&u->name), etag,
-					 u->x->gzip)) < 0 ||
-	    (err = blob_next(&b, u)) < 0)
+	ecw_export_lines_init(&b, u->x->container, ecw_buf_cstr(&u->w.name));
+	if ((err = ecw_export_reader_new(&b.rd, u->ctx->client, u->x->container, ecw_buf_cstr(&u->w.name),
+					 etag, u->x->gzip)) < 0 ||
+	    (err = ecw_export_lines_next(&b)) < 0)
 		goto done;
 	for (long long line = 0; b.line && k < u->nspans; line++) {
 		if (line >= u->spans[k][0]) {
@@ -556,21 +554,21 @@ static int delete_spans(struct run *u, const char *etag)
 			if (line + 1 == u->spans[k][1])
 				k++;
 		}
-		if ((err = blob_next(&b, u)) < 0)
+		if ((err = ecw_export_lines_next(&b)) < 0)
 			goto done;
 	}
 	if (k < u->nspans) {
 		err = ecw_error_set(ECW_ERROR,
 				    "blob '%.200s' in container %s holds fewer lines than were committed: "
 				    "nothing more deleted",
-				    ecw_buf_cstr(&u->name), u->x->container);
+				    ecw_buf_cstr(&u->w.name), u->x->container);
 		goto done;
 	}
 	err = delete_rows(u, held, n);
 	n = 0;
 done:
 	doomed_free(held, n);
-	blob_side_dispose(&b);
+	ecw_export_lines_dispose(&b);
 	return err;
 }
 
@@ -586,20 +584,20 @@ static int delete_queried(struct run *u, const char *etag)
 	struct doomed held[ECW_BATCH_MAX_OPS];
 	struct ecw_entity *row = NULL;
 	struct ecw_table_query *q = NULL;
-	struct blob_side b;
+	struct ecw_export_lines b;
 	size_t n = 0;
 	int err;
 
-	blob_side_init(&b);
+	ecw_export_lines_init(&b, u->x->container, ecw_buf_cstr(&u->w.name));
 	if ((err = query_window(&q, u, "RowKey")) < 0 ||
-	    (err = ecw_export_reader_new(&b.rd, u->ctx->client, u->x->container, ecw_buf_cstr(&u->name), etag,
-					 u->x->gzip)) < 0 ||
-	    (err = blob_next(&b, u)) < 0)
+	    (err = ecw_export_reader_new(&b.rd, u->ctx->client, u->x->container, ecw_buf_cstr(&u->w.name),
+					 etag, u->x->gzip)) < 0 ||
+	    (err = ecw_export_lines_next(&b)) < 0)
 		goto done;
 	while ((err = row_next(&row, q, u)) == 0 && row) {
 		int c;
 		while ((c = line_vs_row(&b, row)) < 0)
-			if ((err = blob_next(&b, u)) < 0)
+			if ((err = ecw_export_lines_next(&b)) < 0)
 				goto done;
 		if (c != 0 || !ecw_entity_etag(row) ||
 		    strcmp(ecw_buf_cstr(&b.etag), ecw_entity_etag(row)) != 0) {
@@ -622,9 +620,27 @@ static int delete_queried(struct run *u, const char *etag)
 done:
 	doomed_free(held, n);
 	ecw_entity_free(row);
-	blob_side_dispose(&b);
+	ecw_export_lines_dispose(&b);
 	ecw_table_query_free(q);
 	return err;
+}
+
+int ecw_export_blob_check(const struct ecw_export *x, const struct ecw_blob_info *info, const char *name)
+{
+	const char *format = ecw_blob_info_meta(info, "ecw_format");
+
+	if (!format)
+		return ecw_error_set(ECW_EINVALID,
+				     "blob '%.200s' in container %s exists and is no export (no ecw_format "
+				     "metadata): it is neither merged nor overwritten",
+				     name, x->container);
+	if (strcmp(format, ecw_export_format(x)) != 0)
+		return ecw_error_set(
+			ECW_EINVALID,
+			"blob '%.200s' in container %s is an export of format %.40s, and this job "
+			"writes %s (compress changed?): it is neither merged nor overwritten",
+			name, x->container, format, ecw_export_format(x));
+	return 0;
 }
 
 static bool restart_err(int err)
@@ -641,24 +657,13 @@ static int round_once(struct run *u)
 	u->rows = u->lines = u->deleted = u->kept = 0;
 	u->changed = u->timed = u->spans_over = false;
 	u->nspans = 0;
-	err = ecw_blob_props(&info, u->ctx->client, u->x->container, ecw_buf_cstr(&u->name));
+	err = ecw_blob_props(&info, u->ctx->client, u->x->container, ecw_buf_cstr(&u->w.name));
 	if (err == ECW_EBLOBNOTFOUND) {
 		ecw_error_clear();
 		err = 0;
 	}
-	if (err == 0 && info && !ecw_blob_info_meta(info, "ecw_format"))
-		err = ecw_error_set(ECW_EINVALID,
-				    "blob '%.200s' in container %s exists and is no export (no ecw_format "
-				    "metadata): it is neither merged nor overwritten",
-				    ecw_buf_cstr(&u->name), u->x->container);
-	else if (err == 0 && info &&
-		 strcmp(ecw_blob_info_meta(info, "ecw_format"), ecw_export_format(u->x)) != 0)
-		err = ecw_error_set(
-			ECW_EINVALID,
-			"blob '%.200s' in container %s is an export of format %.40s, and this job "
-			"writes %s (compress changed?): it is neither merged nor overwritten",
-			ecw_buf_cstr(&u->name), u->x->container, ecw_blob_info_meta(info, "ecw_format"),
-			ecw_export_format(u->x));
+	if (err == 0 && info)
+		err = ecw_export_blob_check(u->x, info, ecw_buf_cstr(&u->w.name));
 	if (err == 0)
 		err = merge_and_commit(&etag, u, info ? info->etag : NULL);
 	if (err == 0 && etag && u->x->delete_after)
@@ -674,24 +679,24 @@ static int round_once(struct run *u)
 
 /* The message's fields as String properties, and the window as the
  * DateTime `window`, for the templates. */
-static int message_entity(struct ecw_entity **out, const struct run *u)
+static int message_entity(struct ecw_entity **out, const struct ecw_export_window *w,
+			  const struct ecw_export *x, const struct json_object *message, const char *job)
 {
-	const struct ecw_export *x = u->x;
 	int err = ecw_entity_new(out, "p", "r");
 
 	if (err == 0)
-		err = ecw_entity_set_datetime(*out, "window", u->window_iso);
+		err = ecw_entity_set_datetime(*out, "window", w->iso);
 	if (err == 0)
-		err = ecw_entity_set_string(*out, "window_start", u->window_iso, strlen(u->window_iso));
+		err = ecw_entity_set_string(*out, "window_start", w->iso, strlen(w->iso));
 	for (size_t i = 0; err == 0 && x->fields && x->fields[i]; i++) {
 		struct json_object *v = NULL;
-		if (!json_object_object_get_ex(u->ctx->message, x->fields[i], &v) ||
+		if (!json_object_object_get_ex(message, x->fields[i], &v) ||
 		    !json_object_is_type(v, json_type_string) ||
 		    strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v))
 			err = ecw_error_set(
 				ECW_EINVALID,
 				"export job '%s': the message needs \"%s\" as a string (a template uses it)",
-				u->ctx->job, x->fields[i]);
+				job, x->fields[i]);
 		else
 			err = ecw_entity_set_string(*out, x->fields[i], json_object_get_string(v),
 						    (size_t)json_object_get_string_len(v));
@@ -702,45 +707,69 @@ static int message_entity(struct ecw_entity **out, const struct run *u)
 /* The window's rows: the partition, and with time-keyed rows the RowKey
  * range of the window (inverted ticks count down: the newest row's key is
  * the smallest). */
-static int window_filter(struct run *u)
+static int window_filter(struct ecw_export_window *w, const struct ecw_export *x)
 {
 	const int64_t per_s = ECW_TICKS_PER_SECOND, epoch = ECW_TICKS_UNIX_EPOCH, max = ECW_TICKS_MAX;
-	int64_t end_s = u->start_s + u->x->window_ms / 1000;
+	int64_t end_s = w->start_s + x->window_ms / 1000;
 	char lo[24], hi[24];
 	int err;
 
-	if ((err = ecw_buf_adds(&u->filter, "PartitionKey eq ")) < 0 ||
-	    (err = ecw_escape_filter_string(&u->filter, u->pk)) < 0 || u->x->rows == ECW_EXPORT_ROWS_ANY)
+	if ((err = ecw_buf_adds(&w->filter, "PartitionKey eq ")) < 0 ||
+	    (err = ecw_escape_filter_string(&w->filter, w->pk)) < 0 || x->rows == ECW_EXPORT_ROWS_ANY)
 		return err;
-	if (u->x->rows == ECW_EXPORT_ROWS_UNIX) {
-		snprintf(lo, sizeof(lo), "%010" PRId64, u->start_s);
+	if (x->rows == ECW_EXPORT_ROWS_UNIX) {
+		snprintf(lo, sizeof(lo), "%010" PRId64, w->start_s);
 		snprintf(hi, sizeof(hi), "%010" PRId64, end_s);
 	} else {
 		snprintf(lo, sizeof(lo), "%019" PRId64, max - (end_s * per_s + epoch) + 1);
-		snprintf(hi, sizeof(hi), "%019" PRId64, max - (u->start_s * per_s + epoch) + 1);
+		snprintf(hi, sizeof(hi), "%019" PRId64, max - (w->start_s * per_s + epoch) + 1);
 	}
-	if ((err = ecw_buf_adds(&u->filter, " and RowKey ge ")) < 0 ||
-	    (err = ecw_escape_filter_string(&u->filter, lo)) < 0 ||
-	    (err = ecw_buf_adds(&u->filter, " and RowKey lt ")) < 0)
+	if ((err = ecw_buf_adds(&w->filter, " and RowKey ge ")) < 0 ||
+	    (err = ecw_escape_filter_string(&w->filter, lo)) < 0 ||
+	    (err = ecw_buf_adds(&w->filter, " and RowKey lt ")) < 0)
 		return err;
-	return ecw_escape_filter_string(&u->filter, hi);
+	return ecw_escape_filter_string(&w->filter, hi);
 }
 
-/* The run's names: the partition, the blob and the filter. */
-static int names(struct run *u)
+void ecw_export_window_init(struct ecw_export_window *w)
+{
+	memset(w, 0, sizeof(*w));
+	ecw_buf_init(&w->name, 0);
+	ecw_buf_init(&w->filter, 0);
+}
+
+void ecw_export_window_dispose(struct ecw_export_window *w)
+{
+	ecw_buf_dispose(&w->name);
+	ecw_buf_dispose(&w->filter);
+}
+
+int ecw_export_window_names(struct ecw_export_window *w, const struct ecw_export *x,
+			    const struct json_object *message, const char *job)
 {
 	struct ecw_entity *fields = NULL;
+	struct json_object *ws = NULL;
 	struct ecw_buf pk;
 	int err;
 
+	ecw_buf_reset(&w->name);
+	ecw_buf_reset(&w->filter);
+	w->pk[0] = '\0';
+	if (!message || !json_object_object_get_ex(message, "window_start", &ws) ||
+	    !json_object_is_type(ws, json_type_string))
+		return ecw_error_set(ECW_EINVALID,
+				     "export job '%s': the message needs \"window_start\" as a string", job);
+	if ((err = ecw_rollup_window_parse(&w->start_s, json_object_get_string(ws), x->window_ms)) < 0)
+		return err;
+	ecw_rollup_iso(w->iso, w->start_s);
 	ecw_buf_init(&pk, 0);
-	if ((err = message_entity(&fields, u)) == 0 &&
-	    (err = ecw_template_render(&pk, u->x->from_pk, fields, ECW_TEMPLATE_PLAIN)) == 0 &&
+	if ((err = message_entity(&fields, w, x, message, job)) == 0 &&
+	    (err = ecw_template_render(&pk, x->from_pk, fields, ECW_TEMPLATE_PLAIN)) == 0 &&
 	    (err = ecw_entity_key_check(ecw_buf_cstr(&pk), "from_partition result")) == 0 &&
-	    (err = ecw_template_render(&u->name, u->x->name, fields, ECW_TEMPLATE_PLAIN)) == 0 &&
-	    (err = ecw_blob_name_check(ecw_buf_cstr(&u->name))) == 0) {
-		memcpy(u->pk, ecw_buf_cstr(&pk), pk.len + 1);
-		err = window_filter(u);
+	    (err = ecw_template_render(&w->name, x->name, fields, ECW_TEMPLATE_PLAIN)) == 0 &&
+	    (err = ecw_blob_name_check(ecw_buf_cstr(&w->name))) == 0) {
+		memcpy(w->pk, ecw_buf_cstr(&pk), pk.len + 1);
+		err = window_filter(w, x);
 	}
 	ecw_entity_free(fields);
 	ecw_buf_dispose(&pk);
@@ -766,23 +795,11 @@ static size_t spans_max(void)
 int ecw_export_run(const void *settings, struct ecw_job_ctx *ctx)
 {
 	struct run u = {.x = settings, .ctx = ctx, .spans_max = spans_max()};
-	struct json_object *ws = NULL;
 	unsigned char rnd[4];
 	int err;
 
-	ecw_buf_init(&u.name, 0);
-	ecw_buf_init(&u.filter, 0);
-	if (!ctx->message || !json_object_object_get_ex(ctx->message, "window_start", &ws) ||
-	    !json_object_is_type(ws, json_type_string)) {
-		err = ecw_error_set(ECW_EINVALID,
-				    "export job '%s': the message needs \"window_start\" as a string",
-				    ctx->job);
-		goto done;
-	}
-	if ((err = ecw_rollup_window_parse(&u.start_s, json_object_get_string(ws), u.x->window_ms)) < 0)
-		goto done;
-	ecw_rollup_iso(u.window_iso, u.start_s);
-	if ((err = names(&u)) < 0)
+	ecw_export_window_init(&u.w);
+	if ((err = ecw_export_window_names(&u.w, u.x, ctx->message, ctx->job)) < 0)
 		goto done;
 	if (RAND_bytes(rnd, sizeof(rnd)) != 1) {
 		err = ecw_error_set(ECW_ERROR, "no random bytes for the blocks' ids");
@@ -798,10 +815,9 @@ int ecw_export_run(const void *settings, struct ecw_job_ctx *ctx)
 		goto done;
 	}
 	err = ecw_error_set(ECW_ETRANSIENT, "export %s: blob '%.200s' kept changing under us (%d rounds)",
-			    u.x->source, ecw_buf_cstr(&u.name), MAX_ROUNDS);
+			    u.x->source, ecw_buf_cstr(&u.w.name), MAX_ROUNDS);
 done:
-	ecw_buf_dispose(&u.name);
-	ecw_buf_dispose(&u.filter);
+	ecw_export_window_dispose(&u.w);
 	free(u.spans);
 	return err;
 }

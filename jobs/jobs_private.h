@@ -37,6 +37,33 @@ bool ecw_template_civil_date_valid(int y, int m, int d);
 /* Unix ms of y-m-d hh:00:00 UTC (the date must be valid). */
 int64_t ecw_template_civil_to_unix_ms(int y, int m, int d, int hh);
 
+/* ---- reading a key back into a template's parts (jobs/template.c) ---- */
+
+/* The most steps ecw_template_split takes over one key: a key built to make
+ * the search long is taken as ambiguous. */
+#define ECW_TEMPLATE_SPLIT_STEPS 100000L
+
+/* Splits s into t's parts as t could have rendered it: part i's text is
+ * spans[2i] bytes into s, spans[2i+1] long (spans: 2 * ecw_template_nparts
+ * entries, the caller's). A literal part matches its text; unix, date_int,
+ * inverted_ticks, hash4 and a date pattern their fixed-width text (digits
+ * where the date goes, the pattern's separators); a plain value any text,
+ * a padded one at least its width. 1 when exactly one split exists, 0 when
+ * none, 2 when more than one (or the search ran past
+ * ECW_TEMPLATE_SPLIT_STEPS); ECW_ENOMEM. What a split gives is only what t
+ * may have read: a caller renders t again to be sure. */
+int ecw_template_split(size_t *spans, const struct ecw_template *t, const char *s) ECW_MUST_USE;
+/* The date fields part i's text gives, bit k for yyyy, MM, dd, HH, mm, ss
+ * (k = 0..5): all of them for unix and inverted_ticks, yyyy MM dd for
+ * date_int, a date pattern's own; 0 for any other part (a padded one too). */
+unsigned ecw_template_part_date_fields(const struct ecw_template *t, size_t i);
+/* The time text, part i's as ecw_template_split found it, stands for, in
+ * Unix seconds (inverted ticks rounded down to the second; the fields a
+ * date pattern lacks at their lowest: January, the 1st, 00:00:00, 1970).
+ * ECW_EINVALID when the part gives no time or text is no valid one. */
+int ecw_template_part_time(int64_t *out_s, const struct ecw_template *t, size_t i, const char *text,
+			   size_t len) ECW_MUST_USE;
+
 /* ---- table names with a date (jobs/purge_tables.c) ---- */
 
 /* A pattern like "Logins{yyyyMMdd}": literal letters and digits, and one

@@ -1156,3 +1156,191 @@ done:
 	free(v.toks);
 	return err;
 }
+
+/* ---- reading a key back into a template's parts (the export audit) ---------------------- */
+
+static bool all_digits(const char *s, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		if (s[k] < '0' || s[k] > '9')
+			return false;
+	return true;
+}
+
+/* The length of the text a fixed-width part renders at s (n bytes left),
+ * checked character by character, or 0 when s holds no such text; *fixed
+ * false for a part of any length (a plain or padded value). */
+static size_t fixed_text(const struct part *p, const char *s, size_t n, bool *fixed)
+{
+	size_t w = 0;
+	int which;
+
+	*fixed = true;
+	switch (p->fmt) {
+	case FMT_UNIX: w = 10; break;
+	case FMT_DATE_INT: w = 8; break;
+	case FMT_INVERTED_TICKS: w = 19; break;
+	case FMT_HASH4:
+		if (n < 4)
+			return 0;
+		for (size_t k = 0; k < 4; k++)
+			if (!strchr("0123456789abcdef", s[k]) || !s[k])
+				return 0;
+		return 4;
+	case FMT_DATE_PATTERN:
+		for (size_t i = 0, pn = strlen(p->pattern); i < pn;) {
+			size_t len = date_token_at(p->pattern + i, pn - i, &which);
+			if (len) {
+				if (w + (size_t)date_tokens[which].digits > n ||
+				    !all_digits(s + w, (size_t)date_tokens[which].digits))
+					return 0;
+				w += (size_t)date_tokens[which].digits;
+				i += len;
+			} else {
+				if (w >= n || s[w] != p->pattern[i])
+					return 0;
+				w++;
+				i++;
+			}
+		}
+		return w;
+	default: *fixed = false; return 0;
+	}
+	return w <= n && all_digits(s, w) ? w : 0;
+}
+
+struct split {
+	const struct ecw_template *t;
+	const char *s;
+	size_t len;
+	size_t *spans, *tmp;
+	long steps; /* left of the budget */
+	int found;  /* splits found, 2 meaning "more than one" */
+};
+
+static void split_at(struct split *sp, size_t i, size_t at)
+{
+	const struct part *p;
+	bool fixed;
+	size_t w;
+
+	if (sp->found > 1)
+		return;
+	if (--sp->steps < 0) {
+		sp->found = 2; /* a key that makes the search this long is ambiguous enough */
+		return;
+	}
+	if (i == sp->t->n) {
+		if (at == sp->len && ++sp->found == 1)
+			memcpy(sp->spans, sp->tmp, 2 * sp->t->n * sizeof(*sp->spans));
+		return;
+	}
+	p = &sp->t->parts[i];
+	sp->tmp[2 * i] = at;
+	if (!p->field) {
+		w = strlen(p->text);
+		if (w <= sp->len - at && memcmp(sp->s + at, p->text, w) == 0) {
+			sp->tmp[2 * i + 1] = w;
+			split_at(sp, i + 1, at + w);
+		}
+		return;
+	}
+	w = fixed_text(p, sp->s + at, sp->len - at, &fixed);
+	if (fixed) {
+		if (w > 0) {
+			sp->tmp[2 * i + 1] = w;
+			split_at(sp, i + 1, at + w);
+		}
+		return;
+	}
+	for (w = p->fmt == FMT_PAD ? (size_t)p->width : 0; at + w <= sp->len && sp->found < 2; w++) {
+		sp->tmp[2 * i + 1] = w;
+		split_at(sp, i + 1, at + w);
+	}
+}
+
+int ecw_template_split(size_t *spans, const struct ecw_template *t, const char *s)
+{
+	size_t *tmp = calloc(2 * t->n + 1, sizeof(*tmp));
+	struct split sp = {
+		.t = t, .s = s, .len = strlen(s), .spans = spans, .steps = ECW_TEMPLATE_SPLIT_STEPS};
+
+	if (!tmp)
+		return ecw_error_set(ECW_ENOMEM, "out of memory");
+	sp.tmp = tmp;
+	split_at(&sp, 0, 0);
+	free(tmp);
+	return sp.found;
+}
+
+unsigned ecw_template_part_date_fields(const struct ecw_template *t, size_t i)
+{
+	const struct part *p = &t->parts[i];
+	unsigned has = 0;
+	int which;
+
+	if (!p->field || p->fill)
+		return 0;
+	switch (p->fmt) {
+	case FMT_UNIX:
+	case FMT_INVERTED_TICKS: return 0x3f;
+	case FMT_DATE_INT: return 0x7;
+	case FMT_DATE_PATTERN:
+		for (size_t k = 0, pn = strlen(p->pattern); k < pn;) {
+			size_t len = date_token_at(p->pattern + k, pn - k, &which);
+			has |= len ? 1u << which : 0;
+			k += len ? len : 1;
+		}
+		return has;
+	default: return 0;
+	}
+}
+
+int ecw_template_part_time(int64_t *out_s, const struct ecw_template *t, size_t i, const char *text,
+			   size_t len)
+{
+	const struct part *p = &t->parts[i];
+	int v[6] = {1970, 1, 1, 0, 0, 0}, which;
+	bool fixed;
+	int64_t n = 0;
+
+	*out_s = 0;
+	if (!ecw_template_part_date_fields(t, i) || fixed_text(p, text, len, &fixed) != len)
+		return ecw_error_set(ECW_EINVALID, "not a time as {%s} writes it", p->text);
+	if (p->fmt == FMT_UNIX || p->fmt == FMT_INVERTED_TICKS) {
+		for (size_t k = 0; k < len; k++) {
+			if (n > (ECW_TICKS_MAX - (text[k] - '0')) / 10)
+				return ecw_error_set(ECW_EINVALID, "%.*s: past DateTime.MaxValue", (int)len,
+						     text);
+			n = n * 10 + (text[k] - '0');
+		}
+		if (p->fmt == FMT_INVERTED_TICKS) {
+			n = ECW_TICKS_MAX - n - ECW_TICKS_UNIX_EPOCH;
+			n = n >= 0 ? n / ECW_TICKS_PER_SECOND
+				   : -((-n + ECW_TICKS_PER_SECOND - 1) / ECW_TICKS_PER_SECOND);
+		}
+		*out_s = n;
+		return 0;
+	}
+	if (p->fmt == FMT_DATE_INT) {
+		v[0] = ecw_clock_digits(text, 4);
+		v[1] = ecw_clock_digits(text + 4, 2);
+		v[2] = ecw_clock_digits(text + 6, 2);
+	} else {
+		for (size_t k = 0, at = 0, pn = strlen(p->pattern); k < pn;) {
+			size_t tl = date_token_at(p->pattern + k, pn - k, &which);
+			if (!tl) {
+				k++;
+				at++;
+				continue;
+			}
+			v[which] = ecw_clock_digits(text + at, date_tokens[which].digits);
+			at += (size_t)date_tokens[which].digits;
+			k += tl;
+		}
+	}
+	if (!ecw_template_civil_date_valid(v[0], v[1], v[2]) || v[3] > 23 || v[4] > 59 || v[5] > 59)
+		return ecw_error_set(ECW_EINVALID, "not a date and time");
+	*out_s = ecw_clock_days_from_civil(v[0], v[1], v[2]) * 86400 + v[3] * 3600 + v[4] * 60 + v[5];
+	return 0;
+}

@@ -2,7 +2,8 @@
 /* test_export.c - the export job type (jobs/export.c) without a service: the
  * order of keys the merge relies on (the table's: UTF-16 code units, not
  * bytes), and the configuration's rules at their line and column, through
- * the real registry. Runs against Azurite are in
+ * the real registry; reading a PartitionKey back into its template's parts
+ * and the audit's plan (what it cannot read back is its limit). Runs against Azurite are in
  * tests/integration/test_job_export.c. */
 #include "support.h"
 
@@ -13,6 +14,7 @@
 #include "ecw_config.h"
 #include "ecw_job.h"
 #include "export_private.h"
+#include "jobs_private.h"
 
 static void test_export__key_order_is_the_tables(void **state)
 {
@@ -178,6 +180,118 @@ static void test_export__config_refusals(void **state)
 	           "4:5", "to_blob");
 }
 
+/* Splits s by text, 1 when one split exists (out: each part's text joined
+ * by '|'), else the count. */
+static int split(char *out, size_t cap, const char *tmpl, const char *s)
+{
+	struct ecw_template *t = NULL;
+	size_t spans[32];
+	int rc;
+
+	assert_int_equal(ecw_template_compile(&t, tmpl, "t"), 0);
+	assert_true(ecw_template_nparts(t) <= 16);
+	rc = ecw_template_split(spans, t, s);
+	out[0] = '\0';
+	for (size_t i = 0, at = 0; rc == 1 && i < ecw_template_nparts(t); i++)
+		at += (size_t)snprintf(out + at, cap - at, "%s%.*s", i ? "|" : "", (int)spans[2 * i + 1],
+		                       s + spans[2 * i]);
+	ecw_template_free(t);
+	return rc;
+}
+
+static void test_export__template_split(void **state)
+{
+	char out[512], hostile[1100];
+
+	(void)state;
+	assert_int_equal(split(out, sizeof(out), "log_{app}", "log_w&b 'c%"), 1);
+	assert_string_equal(out, "log_|w&b 'c%");
+	assert_int_equal(split(out, sizeof(out), "log_{app}", "LOG_x"), 0);
+	assert_int_equal(split(out, sizeof(out), "{app}_{window:yyyyMMddHH}", "a_b_2020101112"), 1);
+	assert_string_equal(out, "a_b|_|2020101112");
+	assert_int_equal(split(out, sizeof(out), "{app}_{window:yyyyMMddHH}", "a_b_20201011"), 0);
+	assert_int_equal(split(out, sizeof(out), "{app}_{window:yyyy/MM/dd}", "x_2020/1a/11"), 0);
+	/* Two readings: which field holds the '_' is unknown. */
+	assert_int_equal(split(out, sizeof(out), "{app}_{host}", "a_b_c"), 2);
+	assert_int_equal(split(out, sizeof(out), "{app}{host}", "ab"), 2);
+	assert_int_equal(split(out, sizeof(out), "{app}-{x:unix}", "a-1602417600"), 1);
+	assert_int_equal(split(out, sizeof(out), "{h:hash4}{app}", "a62Fx"), 0);
+	assert_int_equal(split(out, sizeof(out), "{h:hash4}{app}", "a62fx"), 1);
+	assert_string_equal(out, "a62f|x");
+	/* A key made to make the search long is taken as ambiguous, fast. */
+	memset(hostile, '_', sizeof(hostile) - 1);
+	hostile[sizeof(hostile) - 1] = '\0';
+	assert_int_equal(split(out, sizeof(out), "{a}_{b}_{c}_{d}x", hostile), 2);
+}
+
+static void test_export__template_part_time(void **state)
+{
+	struct ecw_template *t = NULL;
+	int64_t s;
+
+	(void)state;
+	assert_int_equal(ecw_template_compile(
+	                     &t, "{app}_{window:yyyy/MM/dd/HH}{x:unix}{y:inverted_ticks}{z:date_int}", "t"),
+	                 0);
+	assert_int_equal(ecw_template_part_date_fields(t, 0), 0);
+	assert_int_equal(ecw_template_part_date_fields(t, 2), 0xf);
+	assert_int_equal(ecw_template_part_date_fields(t, 3), 0x3f);
+	assert_int_equal(ecw_template_part_date_fields(t, 5), 0x7);
+	assert_int_equal(ecw_template_part_time(&s, t, 2, "2020/10/11/12", 13), 0);
+	assert_int_equal(s, 1602417600);
+	assert_int_equal(ecw_template_part_time(&s, t, 2, "2020/02/30/12", 13), ECW_EINVALID);
+	assert_int_equal(ecw_template_part_time(&s, t, 2, "2020/10/11/24", 13), ECW_EINVALID);
+	assert_int_equal(ecw_template_part_time(&s, t, 3, "1602417600", 10), 0);
+	assert_int_equal(s, 1602417600);
+	/* 2020-10-11T12:00:00.5Z in inverted ticks: rounded down to the second. */
+	assert_int_equal(ecw_template_part_time(&s, t, 4, "2517998831994999999", 19), 0);
+	assert_int_equal(s, 1602417600);
+	assert_int_equal(ecw_template_part_time(&s, t, 4, "9999999999999999999", 19), ECW_EINVALID);
+	assert_int_equal(ecw_template_part_time(&s, t, 5, "20201011", 8), 0);
+	assert_int_equal(s, 1602374400);
+	assert_int_equal(ecw_template_part_time(&s, t, 0, "app", 3), ECW_EINVALID);
+	ecw_error_clear();
+	ecw_template_free(t);
+}
+
+/* What the audit cannot read back from a PartitionKey is its limit,
+ * naming the placeholder; a job it can read has none. */
+static void test_export__audit_plan(void **state)
+{
+	static const struct {
+		const char *job, *limit;
+	} cases[] = {
+	    {"    from_partition: \"{app}\"\n    row_keys: unix\n    window: 1h\n"
+	     "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMddHH}.log\"}\n",
+	     ""},
+	    {"    from_partition: \"{app}_{window:yyyyMMdd}\"\n    window: 1d\n"
+	     "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMdd}.log\"}\n",
+	     ""},
+	    {"    from_partition: \"{app:0>6}\"\n    row_keys: unix\n    window: 1h\n"
+	     "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMddHH}.log\"}\n",
+	     "from_partition's {app:...} is padded or formatted"},
+	    {"    from_partition: \"{app}\"\n    row_keys: unix\n    window: 1h\n"
+	     "    to_blob: {container: logs, name: \"{host}/{app}/{window:yyyyMMddHH}.log\"}\n",
+	     "to_blob.name uses {host}, which from_partition does not"},
+	    {"    from_partition: \"{app}_{window:ddHH}\"\n    window: 1h\n"
+	     "    to_blob: {container: logs, name: \"{app}/{window:yyyyMMddHH}.log\"}\n",
+	     "with row_keys: any, from_partition gives no window start"},
+	};
+	char text[1024];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text), HEAD "    source: Logs\n%s", cases[i].job);
+		struct ecw_config *cfg = config_ok(text);
+		const struct ecw_export *x = ecw_config_job(cfg, "j")->settings;
+		if (!cases[i].limit[0])
+			assert_string_equal(x->audit_limit, "");
+		else if (!strstr(x->audit_limit, cases[i].limit))
+			fail_msg("case %zu: limit \"%s\", want \"%s\"", i, x->audit_limit, cases[i].limit);
+		ecw_config_free(cfg);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -185,6 +299,9 @@ int main(void)
 	    cmocka_unit_test(test_export__line_head),
 	    cmocka_unit_test(test_export__config),
 	    cmocka_unit_test(test_export__config_refusals),
+	    cmocka_unit_test(test_export__template_split),
+	    cmocka_unit_test(test_export__template_part_time),
+	    cmocka_unit_test(test_export__audit_plan),
 	};
 	return cmocka_run_group_tests_name("export", tests, NULL, NULL);
 }

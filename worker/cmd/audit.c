@@ -43,7 +43,7 @@ static const char help[] =
 	"there), stale (it differs; a move: the entity is in both places, identical),\n"
 	"orphan (its source is gone or no longer gives it), conflict (two claims the audit\n"
 	"will not choose between). Without JOB, every job whose type can be audited (move,\n"
-	"index, index-list, fanout and blob-ref so far). A part a job's audit could not\n"
+	"index, index-list, fanout, blob-ref and export). A part a job's audit could not\n"
 	"check is printed as a limit (\"limits\" in --json). Read-only unless --repair.\n\n"
 	"  -c, --config FILE    configuration (default $ECW_CONFIG, else ./ecworker.yaml)\n"
 	"      --repair         fix each finding through the job's own run, as a message\n"
@@ -162,18 +162,28 @@ static void on_checked(const struct ecw_audit_counts *c, void *payload)
 	}
 }
 
-/* --via-queue: the job's message for the source (pk, rk), as `ecworker
- * enqueue` would put it, with "audit" as its trace id. */
-static int on_requeue(const char *pk, const char *rk, void *payload)
+/* --via-queue: the job's message, as `ecworker enqueue` would put it, with
+ * "audit" as its trace id: for the source (pk, rk), or for a keyless job
+ * (an export's window) with fields ("name=value") and no keys. */
+static int put_message(struct report *r, const char *pk, const char *rk, char *const *fields)
 {
-	struct report *r = payload;
 	struct ecw_queue_put_options po = {0, r->cfg->worker.message_ttl_s};
 	int err;
 
 	ecw_buf_reset(&r->text);
-	if ((err = ecw_message_encode(&r->text, r->job->name, pk, rk, "audit", NULL, false)) < 0)
+	if ((err = ecw_message_encode(&r->text, r->job->name, pk, rk, "audit", fields, false)) < 0)
 		return err;
 	return ecw_queue_put(NULL, r->client, r->queue, r->text.ptr, r->text.len, &po);
+}
+
+static int on_requeue(const char *pk, const char *rk, void *payload)
+{
+	return put_message(payload, pk, rk, NULL);
+}
+
+static int on_requeue_fields(char *const *fields, void *payload)
+{
+	return put_message(payload, NULL, NULL, fields);
 }
 
 /* ---- output ---- */
@@ -426,6 +436,7 @@ static bool audit_one(struct ecw_client *c, const struct ecw_job_def *job, const
 		r->cfg = o->cfg;
 		r->queue = o->queue ? o->queue : o->cfg->worker.queue;
 		ro.requeue = on_requeue;
+		ro.requeue_fields = on_requeue_fields;
 	}
 	ecw_client_stats(&st, c);
 	requests_before = st.requests;

@@ -73,6 +73,13 @@ static int on_requeue(const char *pk, const char *rk, void *payload)
 	return r->o->requeue(pk, rk, r->o->payload);
 }
 
+static int on_requeue_fields(char *const *fields, void *payload)
+{
+	struct run *r = payload;
+
+	return r->o->requeue_fields(fields, r->o->payload);
+}
+
 /* The jobs def's `then:` names, for (pk, rk), each followed by its own, as
  * the worker runs a message's follow-ups (the configuration has no cycles). */
 static int run_chain(struct run *r, const struct ecw_job_def *def, const char *pk, const char *rk)
@@ -127,6 +134,7 @@ int ecw_audit_run(struct ecw_audit_counts *out, bool *stopped, struct ecw_client
 				    .on_finding = on_finding,
 				    .on_checked = on_checked,
 				    .requeue = o->requeue ? on_requeue : NULL,
+				    .requeue_fields = o->requeue_fields ? on_requeue_fields : NULL,
 				    .chain = o->cfg && job->then ? on_chain : NULL,
 				    .payload = &r};
 	struct ecw_client_stats st;

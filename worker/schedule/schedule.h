@@ -91,6 +91,8 @@ struct ecw_audit_run_opts {
 	/* --via-queue: as ctx->requeue (a repair is the job's message); NULL:
 	 * repairs run here. */
 	int (*requeue)(const char *pk, const char *rk, void *payload);
+	/* ... and as ctx->requeue_fields, for a keyless job; set with requeue. */
+	int (*requeue_fields)(char *const *fields, void *payload);
 	/* The configuration the job is in: a repair run here then runs the
 	 * jobs its `then:` names (and theirs) for the same keys, as the
 	 * job's message would. NULL: none. */
