@@ -466,6 +466,28 @@ const char *ecw_blob_info_meta(const struct ecw_blob_info *info, const char *nam
 #define ECW_BLOB_PUT_MAX ((size_t)256 * 1024 * 1024)
 int ecw_blob_put(char **etag_out, struct ecw_client *c, const char *container, const char *name,
 		 const void *data, size_t len, const struct ecw_blob_put_options *opts) ECW_MUST_USE;
+/* One blob of ecw_blob_put_many, and then its result: err as ecw_blob_put
+ * would return it. */
+struct ecw_blob_put_item {
+	const char *name;
+	const void *data;
+	size_t len;
+	const struct ecw_blob_put_options *opts; /* NULL: none */
+	int err;
+};
+/* Told of item i once its err is in, with the last error set for it when
+ * it failed. */
+typedef void (*ecw_blob_put_fn)(void *payload, size_t i);
+/* Puts each item's blob into container as ecw_blob_put would (no ETag
+ * kept), the requests pipelined on one connection (a round trip for a
+ * write of them rather than one each: 32 puts and 256 KiB
+ * of bodies at most; a larger one goes alone), and calls done for each once
+ * its result is in: first any whose request could not be made, then the
+ * rest in order. A put is idempotent as a PUT, not as a write: one left
+ * unanswered is sent again and may meet what its first sending did (with
+ * If-None-Match "*": ECW_ECONFLICT), as a retried ecw_blob_put may. */
+void ecw_blob_put_many(struct ecw_client *c, const char *container, struct ecw_blob_put_item *items, size_t n,
+		       ecw_blob_put_fn done, void *payload);
 /* Get Blob: the whole blob into out (its old contents dropped), which must
  * take max_bytes; a blob over max_bytes is ECW_ETOOLARGE with out empty,
  * never a part of it. The answer is held in memory up to max_bytes (at least

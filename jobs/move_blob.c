@@ -460,41 +460,48 @@ int ecw_move_blob_source_missing(const struct ecw_move_blob *b, struct ecw_job_c
 
 /* ---- archive: the table to a blob -------------------------------------------------------------- */
 
-/* The blob's whole metadata (values in bufs, which the caller disposes). */
-static int archive_meta(struct ecw_blob_meta meta[4], struct ecw_buf *pk, struct ecw_buf *rk,
-			const struct ecw_move_blob *b, const struct ecw_entity *src)
+int ecw_move_blob_archive_keys(struct ecw_buf *keys, const struct ecw_entity *src)
 {
 	int err;
 
-	if ((err = ecw_escape_pct(pk, ecw_entity_pk(src), strlen(ecw_entity_pk(src)))) < 0 ||
-	    (err = ecw_escape_pct(rk, ecw_entity_rk(src), strlen(ecw_entity_rk(src)))) < 0)
+	if ((err = ecw_escape_pct(keys, ecw_entity_pk(src), strlen(ecw_entity_pk(src)))) < 0 ||
+	    (err = ecw_buf_addc(keys, '\0')) < 0 ||
+	    (err = ecw_escape_pct(keys, ecw_entity_rk(src), strlen(ecw_entity_rk(src)))) < 0)
 		return err;
+	return ecw_buf_addc(keys, '\0');
+}
+
+void ecw_move_blob_archive_options(struct ecw_blob_put_options *o, struct ecw_blob_meta meta[4],
+				   const struct ecw_move_blob *b, const struct ecw_entity *src,
+				   const char *keys, const char *if_match)
+{
 	meta[0] = (struct ecw_blob_meta){"ecw_source_table", b->table};
 	meta[1] = (struct ecw_blob_meta){"ecw_source_etag", ecw_entity_etag(src)};
-	meta[2] = (struct ecw_blob_meta){"ecw_partition_key", ecw_buf_cstr(pk)};
-	meta[3] = (struct ecw_blob_meta){"ecw_row_key", ecw_buf_cstr(rk)};
-	return 0;
+	meta[2] = (struct ecw_blob_meta){"ecw_partition_key", keys};
+	meta[3] = (struct ecw_blob_meta){"ecw_row_key", keys + strlen(keys) + 1};
+	*o = (struct ecw_blob_put_options){.content_type = "application/json",
+					   .if_none_match = if_match ? NULL : "*",
+					   .if_match = if_match,
+					   .meta = meta,
+					   .n_meta = 4};
 }
 
 int ecw_move_blob_put(const struct ecw_move_blob *b, struct ecw_client *c, const char *name,
 		      const struct ecw_entity *src, const char *if_match, struct ecw_buf *json)
 {
 	struct ecw_blob_meta meta[4];
-	struct ecw_blob_put_options o = {.content_type = "application/json",
-					 .if_none_match = if_match ? NULL : "*",
-					 .if_match = if_match,
-					 .meta = meta,
-					 .n_meta = 4};
-	struct ecw_buf mpk, mrk;
+	struct ecw_blob_put_options o;
+	struct ecw_buf keys;
 	int err;
 
-	ecw_buf_init(&mpk, 0);
-	ecw_buf_init(&mrk, 0);
+	ecw_buf_init(&keys, 0);
 	ecw_buf_reset(json);
-	if ((err = ecw_entity_to_json(json, src)) == 0 && (err = archive_meta(meta, &mpk, &mrk, b, src)) == 0)
+	if ((err = ecw_entity_to_json(json, src)) == 0 &&
+	    (err = ecw_move_blob_archive_keys(&keys, src)) == 0) {
+		ecw_move_blob_archive_options(&o, meta, b, src, keys.ptr, if_match);
 		err = ecw_blob_put(NULL, c, b->container, name, json->ptr, json->len, &o);
-	ecw_buf_dispose(&mpk);
-	ecw_buf_dispose(&mrk);
+	}
+	ecw_buf_dispose(&keys);
 	return err;
 }
 

@@ -11,9 +11,11 @@
  *      group shares the PartitionKey)        key twice in the group, a name the
  *                                            service would refuse, the query
  *                                            failed: that member runs alone
- *   2. put each blob If-None-Match "*"       refused (409: a blob is there) or
- *                                            any error: that member runs alone,
- *                                            from its step 1
+ *   2. put each blob If-None-Match "*",      refused (409: a blob is there) or
+ *      the puts pipelined (one write for     any error: that member runs alone,
+ *      up to 192 KiB of JSON, the answers    from its step 1 (one the connection
+ *      read in order)                        left unanswered is sent again
+ *                                            first, and may meet its own blob)
  *   3. DELETE the sources If-Match the       refused (one changed: 412, one
  *      versions read: one transaction        gone: 404) or any error: every
  *                                            member left runs alone
@@ -35,8 +37,10 @@
  * leaves at one of its steps: after 1 nothing was written; after 2 the
  * entity is in both places, the copy equal to the source as read (a member
  * whose put applied and the others' not yet: each is at its own step); after
- * 3 it is only in the target. The redelivered messages converge from there
- * as run's do. A member that runs alone after a refused or failed request
+ * 3 it is only in the target. The puts of step 2 go out together, so a
+ * crash after the first answer may find the later members' blobs written
+ * or not, each at its own step 2 or before it. The redelivered messages
+ * converge from there as run's do. A member that runs alone after a refused or failed request
  * (a timeout may hide one that applied) starts from its own step 1 and
  * meets exactly what a rerun meets: a copy it may not simply overwrite is
  * left to run's careful path. The writes only fill empty places and the
@@ -166,26 +170,106 @@ static void archive_read(const struct ecw_move_blob *b, struct ecw_job_ctx *ctxs
 	free(got);
 }
 
-/* Step 2: each blob into an empty place. */
+/* Step 2's puts of one write: the members' blobs as the storage client
+ * takes them, their JSON and escaped keys in two buffers of the chunk. */
+struct put_chunk {
+	const struct ecw_move_blob *b;
+	struct member *mem;
+	struct ecw_buf json, keys;
+	struct ecw_blob_put_item *items;
+	struct ecw_blob_meta (*meta)[4];
+	struct ecw_blob_put_options *opts;
+	size_t *who, *json_at, *keys_at; /* each item's member and where its bytes start */
+	size_t k;
+};
+
+/* Appends member i's blob to the chunk: false (the chunk as it was) when it
+ * does not fit, or cannot be made. */
+static bool chunk_add(struct put_chunk *pc, size_t i)
+{
+	pc->json_at[pc->k] = pc->json.len;
+	pc->keys_at[pc->k] = pc->keys.len;
+	if (ecw_entity_to_json(&pc->json, pc->mem[i].entity) < 0 ||
+	    ecw_move_blob_archive_keys(&pc->keys, pc->mem[i].entity) < 0) {
+		pc->json.len = pc->json_at[pc->k];
+		pc->keys.len = pc->keys_at[pc->k];
+		ecw_error_clear();
+		return false;
+	}
+	pc->who[pc->k++] = i;
+	return true;
+}
+
+/* The chunk's items, once its buffers are done growing. */
+static void chunk_items(struct put_chunk *pc)
+{
+	for (size_t j = 0; j < pc->k; j++) {
+		size_t i = pc->who[j], end = j + 1 < pc->k ? pc->json_at[j + 1] : pc->json.len;
+
+		ecw_move_blob_archive_options(&pc->opts[j], pc->meta[j], pc->b, pc->mem[i].entity,
+					      pc->keys.ptr + pc->keys_at[j], NULL);
+		pc->items[j] = (struct ecw_blob_put_item){ecw_buf_cstr(&pc->mem[i].name),
+							  pc->json.ptr + pc->json_at[j], end - pc->json_at[j],
+							  &pc->opts[j], 0};
+	}
+}
+
+static void put_done(void *payload, size_t j)
+{
+	struct put_chunk *pc = payload;
+	struct member *mem = &pc->mem[pc->who[j]];
+
+	if (pc->items[j].err == 0) {
+		mem->written = true;
+		ecw_crash_point("move.to_blob.group.put");
+	} else {
+		mem->alone = true; /* a blob is there, or the put failed: run's way */
+	}
+	ecw_error_clear();
+}
+
+/* Step 2: each blob into an empty place, the puts pipelined a chunk of
+ * MOVE_BLOB_PUT_CHUNK bytes of JSON at a time (one write, the answers read
+ * in order). A member whose JSON cannot be made runs alone (run says why). */
+#define MOVE_BLOB_PUT_CHUNK ((size_t)192 * 1024)
 static void archive_put(const struct ecw_move_blob *b, struct ecw_job_ctx *ctxs, struct member *mem, size_t n,
 			int *errs)
 {
-	struct ecw_buf json;
+	struct put_chunk pc = {.b = b, .mem = mem};
 
-	ecw_buf_init(&json, ECW_MOVE_BLOB_MAX);
-	for (size_t i = 0; i < n; i++) {
-		if (!in_group(&mem[i]) || !lease_held(&ctxs[i], &mem[i], &errs[i]))
-			continue;
-		if (ecw_move_blob_put(b, ctxs[i].client, ecw_buf_cstr(&mem[i].name), mem[i].entity, NULL,
-				      &json) == 0) {
-			mem[i].written = true;
-			ecw_crash_point("move.to_blob.group.put");
-		} else {
-			mem[i].alone = true; /* a blob is there, or the put failed: run's way */
+	ecw_buf_init(&pc.json, ECW_MOVE_BLOB_MAX);
+	ecw_buf_init(&pc.keys, 0);
+	pc.items = calloc(n, sizeof(*pc.items));
+	pc.meta = calloc(n, sizeof(*pc.meta));
+	pc.opts = calloc(n, sizeof(*pc.opts));
+	pc.who = calloc(n * 3, sizeof(*pc.who));
+	pc.json_at = pc.who ? pc.who + n : NULL;
+	pc.keys_at = pc.who ? pc.who + 2 * n : NULL;
+	for (size_t i = 0; i < n;) {
+		ecw_buf_reset(&pc.json);
+		ecw_buf_reset(&pc.keys);
+		pc.k = 0;
+		for (; i < n && pc.json.len < MOVE_BLOB_PUT_CHUNK; i++) {
+			if (!in_group(&mem[i]) || !lease_held(&ctxs[i], &mem[i], &errs[i]))
+				continue;
+			if (!pc.items || !pc.meta || !pc.opts || !pc.who) {
+				mem[i].alone = true; /* no memory for the group's way */
+			} else if (!chunk_add(&pc, i)) {
+				if (pc.k > 0)
+					break; /* the next chunk begins with it */
+				mem[i].alone = true;
+			}
 		}
-		ecw_error_clear();
+		chunk_items(&pc);
+		if (pc.k > 0)
+			ecw_blob_put_many(ctxs[0].client, b->container, pc.items, pc.k, put_done, &pc);
 	}
-	ecw_buf_dispose(&json);
+	ecw_buf_dispose(&pc.json);
+	ecw_buf_dispose(&pc.keys);
+	free(pc.items);
+	free(pc.meta);
+	free(pc.opts);
+	free(pc.who);
 }
 
 /* Step 3: the sources, If-Match the versions copied, in one transaction. */

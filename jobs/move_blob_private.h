@@ -55,6 +55,17 @@ int ecw_move_blob_no_container(const struct ecw_move_blob *b, int err) ECW_MUST_
 int ecw_move_blob_source_missing(const struct ecw_move_blob *b, struct ecw_job_ctx *ctx,
 				 const char *name) ECW_MUST_USE;
 
+/* What an archive's blob carries beside its JSON (ecw_entity_to_json): the
+ * metadata naming its source. ecw_move_blob_archive_keys appends src's
+ * keys, percent-encoded, each ending in a NUL, to keys;
+ * ecw_move_blob_archive_options fills o and meta for the put, keys pointing
+ * at what the first appended (their values borrow it, b and src), with the
+ * condition ecw_move_blob_put takes. */
+int ecw_move_blob_archive_keys(struct ecw_buf *keys, const struct ecw_entity *src) ECW_MUST_USE;
+void ecw_move_blob_archive_options(struct ecw_blob_put_options *o, struct ecw_blob_meta meta[4],
+				   const struct ecw_move_blob *b, const struct ecw_entity *src,
+				   const char *keys, const char *if_match);
+
 /* An archive's step 2 without its careful path: the blob of src (its JSON
  * in json, the caller's scratch buffer, capped by its owner) put with its
  * content type and metadata, If-None-Match "*" when if_match is NULL (only

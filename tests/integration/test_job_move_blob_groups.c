@@ -243,7 +243,8 @@ static void test_job_move_blob_groups__member_changed_before_delete(void **state
  * after point. Each member must then be in a place a single run's step
  * leaves it: `then` for all of them, or, for a point passed per member
  * (first_then != then), the first member at first_then and the others at
- * then. A fresh worker converges on the redelivered messages. */
+ * then (for the archive's pipelined puts, the others at either). A fresh
+ * worker converges on the redelivered messages. */
 #define CRASH_N 5
 
 static void crash_after(struct mv *m, bool restore, const char *point, enum mv_where first_then,
@@ -280,9 +281,14 @@ static void crash_after(struct mv *m, bool restore, const char *point, enum mv_w
 	assert_int_equal(mv_queue_count(m, m->fx.t->queue), CRASH_N);
 	for (int i = 0; i < CRASH_N; i++) {
 		enum mv_where w = mbx_where_is(m, container, e[i], point);
-		/* Members run in their order: the first is the one past the point. */
-		ITEST_CHECK(w == (i == 0 ? first_then : then), "after %s, member %d is at %d (expected %d)",
-		            point, i, (int)w, (int)(i == 0 ? first_then : then));
+		/* Members run in their order: the first is the one past the point.
+		 * The archive's puts go pipelined, all in one write before the
+		 * first answer: the later members' may have applied too, each
+		 * then at its own step 2. */
+		bool either = i > 0 && strcmp(point, "move.to_blob.group.put") == 0 && w == first_then;
+		ITEST_CHECK(either || w == (i == 0 ? first_then : then),
+		            "after %s, member %d is at %d (expected %d)", point, i, (int)w,
+		            (int)(i == 0 ? first_then : then));
 	}
 
 	o.crash_at = NULL;

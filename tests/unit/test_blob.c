@@ -123,6 +123,53 @@ static void test_blob__put_empty_if_none_match_string_to_sign(void **state)
 	              "/reports/empty");
 }
 
+struct put_told {
+	size_t order[4], n;
+};
+
+static void put_told(void *payload, size_t i)
+{
+	struct put_told *t = payload;
+
+	t->order[t->n++] = i;
+}
+
+/* ecw_blob_put_many through the fake (which takes each alone): a put that
+ * cannot be made is told first and never sent; the others go in their
+ * order, each the request ecw_blob_put makes, signed alike, and a 409 among
+ * them is its own item's conflict. */
+static void test_blob__put_many_each_as_put(void **state)
+{
+	struct client_fixture *fx = *state;
+	const struct ecw_blob_meta meta[] = {{"ecw_row_key", "r%201"}};
+	const struct ecw_blob_put_options o = {
+	    .content_type = "application/json", .if_none_match = "*", .meta = meta, .n_meta = 1};
+	struct ecw_blob_put_item items[3] = {
+	    {"p/1.json", "{\"a\":1}", 7, &o, 1},
+	    {"p/../x", "{}", 2, &o, 1},
+	    {"p/2.json", "{\"a\":22}", 8, &o, 1},
+	};
+	struct put_told t = {{0}, 0};
+
+	fake_respond(&fx->fake, 201, "ETag: \"0x1\"\n", NULL);
+	fake_respond(&fx->fake, 409, "x-ms-error-code: BlobAlreadyExists\n", NULL);
+	ecw_blob_put_many(fx->c, "archive", items, 3, put_told, &t);
+	assert_int_equal(t.n, 3);
+	assert_int_equal(t.order[0], 1);
+	assert_int_equal(items[1].err, ECW_EINVALID);
+	assert_int_equal(t.order[1], 0);
+	assert_int_equal(items[0].err, 0);
+	assert_int_equal(t.order[2], 2);
+	assert_int_equal(items[2].err, ECW_ECONFLICT);
+	assert_int_equal(fx->fake.nreqs, 2);
+	const struct fake_request *q = &fx->fake.reqs[1];
+	assert_str(q->url, "http://127.0.0.1:10000/devstoreaccount1/archive/p/2.json");
+	assert_str(q->body, "{\"a\":22}");
+	assert_signed(q, "PUT\n\n\n8\n\napplication/json\n\n\n\n*\n\n\n"
+	                 "x-ms-blob-type:BlockBlob\nx-ms-date:{date}\nx-ms-meta-ecw_row_key:r%201\n"
+	                 "x-ms-version:2021-12-02\n" RES "/archive/p/2.json");
+}
+
 #define EMPTY_LIST                                                                                           \
 	"<?xml version=\"1.0\" encoding=\"utf-8\"?><EnumerationResults><Blobs/><NextMarker/></EnumerationResults>"
 
@@ -587,19 +634,13 @@ int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
 	const struct CMUnitTest tests[] = {
-	    T(test_blob__put_string_to_sign),
-	    T(test_blob__put_empty_if_none_match_string_to_sign),
-	    T(test_blob__list_string_to_sign),
-	    T(test_blob__delete_string_to_sign),
-	    T(test_blob__get_headers_and_cap),
-	    T(test_blob__errors_classified),
-	    T(test_blob__put_block_url),
-	    T(test_blob__put_block_list_body),
-	    T(test_blob__get_range_header),
-	    T(test_blob__get_range_past_end),
-	    T(test_blob__block_input_refused),
-	    cmocka_unit_test(test_blob__list_xml),
-	    cmocka_unit_test(test_blob__endpoints),
+	    T(test_blob__put_string_to_sign),      T(test_blob__put_empty_if_none_match_string_to_sign),
+	    T(test_blob__put_many_each_as_put),    T(test_blob__list_string_to_sign),
+	    T(test_blob__delete_string_to_sign),   T(test_blob__get_headers_and_cap),
+	    T(test_blob__errors_classified),       T(test_blob__put_block_url),
+	    T(test_blob__put_block_list_body),     T(test_blob__get_range_header),
+	    T(test_blob__get_range_past_end),      T(test_blob__block_input_refused),
+	    cmocka_unit_test(test_blob__list_xml), cmocka_unit_test(test_blob__endpoints),
 	};
 	return cmocka_run_group_tests_name("blob", tests, NULL, NULL);
 }

@@ -10,9 +10,12 @@
  * and nothing else; a server that leaves an answer out until the timeout
  * has the rest sent again one at a time and stops pipelining for the
  * process; storage.pipelining: false sends each alone; and what may not be
- * pipelined (a body, HEAD, two origins) is refused; a group refused for
- * a SAS that the account's reload then replaces goes again, each alone,
- * with the new one. */
+ * pipelined (bodies over the bound, HEAD, two origins) is refused; a group
+ * refused for a SAS that the account's reload then replaces goes again,
+ * each alone, with the new one. Blob puts (ecw_blob_put_many) go with their
+ * bodies in the one write, a 409 among them their own; a connection closed
+ * or an oversized answer in the middle sends the unanswered ones again
+ * alone; bodies over the bound are split over writes. */
 #include "support.h"
 
 #include "client.h"
@@ -65,7 +68,7 @@ struct psrv {
 	 * every byte of the requests. */
 	int heads_first[CONNS_MAX];
 	int most_waiting[CONNS_MAX]; /* most heads unanswered at an answer after the first */
-	char seen[CONNS_MAX][16384];
+	char seen[CONNS_MAX][320 * 1024];
 	size_t seen_len[CONNS_MAX];
 };
 
@@ -176,7 +179,8 @@ struct px {
 	struct ecw_client *c;
 	struct ecw_client_options o;
 	struct ecw_queue_delete_item items[8];
-	size_t order[8], told; /* the items in the order deleted() heard of them */
+	struct ecw_blob_put_item puts[8];
+	size_t order[8], told; /* the items in the order deleted() or put() heard of them */
 };
 
 static struct px *px_new(void)
@@ -198,8 +202,9 @@ static void px_start(struct px *x)
 	srv_start(&x->s);
 	snprintf(cs, sizeof(cs),
 	         "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;"
-	         "QueueEndpoint=http://127.0.0.1:%d/devstoreaccount1",
-	         dev_key, x->s.port);
+	         "QueueEndpoint=http://127.0.0.1:%d/devstoreaccount1;"
+	         "BlobEndpoint=http://127.0.0.1:%d/devstoreaccount1",
+	         dev_key, x->s.port, x->s.port);
 	assert_int_equal(ecw_account_parse(&x->acct, cs), 0);
 	assert_int_equal(ecw_client_new(&x->c, x->acct, &x->o), 0);
 }
@@ -229,6 +234,48 @@ static void delete_all(struct px *x, size_t n)
 	x->told = 0;
 	ecw_queue_delete_many(x->c, x->items, n, deleted, x);
 	assert_int_equal(x->told, n);
+}
+
+static void put(void *payload, size_t i)
+{
+	deleted(payload, i);
+}
+
+/* Puts n blobs, puts[i] of len bytes of 'a' + i named "b{i}". */
+static void put_all(struct px *x, size_t n, size_t len)
+{
+	static const struct ecw_blob_put_options o = {.if_none_match = "*"};
+	static char bodies[8][128 * 1024];
+	static char names[8][24];
+
+	for (size_t i = 0; i < n; i++) {
+		assert_true(len <= sizeof(bodies[i]));
+		memset(bodies[i], 'a' + (int)i, len);
+		snprintf(names[i], sizeof(names[i]), "b%zu", i);
+		x->puts[i] = (struct ecw_blob_put_item){names[i], bodies[i], len, &o, 1};
+	}
+	x->told = 0;
+	ecw_blob_put_many(x->c, "box", x->puts, n, put, x);
+	assert_int_equal(x->told, n);
+}
+
+/* Where request i's body, len bytes of 'a' + i, lies in what conn c saw,
+ * right after its head: NULL when not there whole. */
+static const char *body_seen(const struct px *x, int c, size_t i, size_t len)
+{
+	char path[32];
+	const char *at, *body;
+
+	snprintf(path, sizeof(path), "PUT /devstoreaccount1/box/b%zu ", i);
+	if (!(at = strstr(x->s.seen[c], path)) || !(body = strstr(at, "\r\n\r\n")))
+		return NULL;
+	body += 4;
+	if ((size_t)(x->s.seen[c] + x->s.seen_len[c] - body) < len)
+		return NULL;
+	for (size_t j = 0; j < len; j++)
+		if (body[j] != 'a' + (char)i)
+			return NULL;
+	return body;
 }
 
 static struct ecw_client_stats stats(const struct px *x)
@@ -367,8 +414,8 @@ static void test_pipeline__turned_off_sends_each_alone(void **state)
 	px_free(x);
 }
 
-/* What http.c will not pipeline: a body, HEAD, two origins, none or too
- * many. */
+/* What http.c will not pipeline: bodies over the bound, HEAD, two origins,
+ * none or too many. */
 static void test_pipeline__refuses_what_may_not_be_pipelined(void **state)
 {
 	static const struct ecw_client_options o = ECW_CLIENT_OPTIONS_INIT;
@@ -387,10 +434,13 @@ static void test_pipeline__refuses_what_may_not_be_pipelined(void **state)
 	ecw_response_init(&resps[1]);
 	ecw_request_init(&a, ECW_SVC_QUEUE, "DELETE");
 	ecw_request_init(&b, ECW_SVC_QUEUE, "PUT");
+	b.body = "";
+	b.body_len = ECW_HTTP_PIPELINE_BODY_MAX + 1; /* never read: refused first */
 	assert_int_equal(ecw_http_send_pipelined(h, resps, same, rs, 2, &answered, why, sizeof(why)),
 	                 ECW_EINVALID);
 	assert_int_equal(answered, 0);
-	assert_non_null(strstr(why, "without a body"));
+	assert_non_null(strstr(why, "bytes of bodies"));
+	b.body_len = 0;
 	b.method = "HEAD";
 	assert_int_equal(ecw_http_send_pipelined(h, resps, same, rs, 2, &answered, why, sizeof(why)),
 	                 ECW_EINVALID);
@@ -444,6 +494,123 @@ static void test_pipeline__unanswered_after_an_answer_stops_pipelining(void **st
 	assert_int_equal(x->s.most_waiting[1], 1);
 	assert_int_equal(stats(x).connections, 2);
 	assert_non_null(strstr(x->s.seen[1], "/messages/m4?"));
+	px_free(x);
+}
+
+#define CREATED "HTTP/1.1 201 Created\r\nETag: \"0x1\"\r\nContent-Length: 0\r\n\r\n"
+#define EXISTS                                                                                               \
+	"HTTP/1.1 409 The specified blob already exists.\r\nx-ms-error-code: BlobAlreadyExists\r\n"          \
+	"Content-Length: 0\r\n\r\n"
+#define HUGE "HTTP/1.1 201 Created\r\nContent-Length: 999999999\r\n\r\n"
+
+/* Three blob puts go in one write, each head with its Content-Length and
+ * its body whole right after it, before any answer; the 409 in the middle
+ * is the second's alone. */
+static void test_pipeline__puts_with_bodies_in_one_write(void **state)
+{
+	struct px *x = px_new();
+	(void)state;
+
+	x->s.conn[0] = (struct conn_script){.gather = 3, .answers = {CREATED, EXISTS, CREATED}, .hold = true};
+	x->s.nconn = 1;
+	px_start(x);
+	put_all(x, 3, 700);
+
+	assert_int_equal(x->s.heads_first[0], 3);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(x->order[i], i);
+		assert_non_null(body_seen(x, 0, i, 700));
+	}
+	assert_int_equal(x->puts[0].err, 0);
+	assert_int_equal(x->puts[1].err, ECW_ECONFLICT);
+	assert_int_equal(x->puts[2].err, 0);
+	assert_non_null(strstr(x->s.seen[0], "Content-Length: 700\r\n"));
+	assert_true(body_seen(x, 0, 0, 700) < body_seen(x, 0, 1, 700));
+	assert_true(body_seen(x, 0, 1, 700) < body_seen(x, 0, 2, 700));
+	assert_int_equal(stats(x).requests, 3);
+	assert_int_equal(stats(x).connections, 1);
+	px_free(x);
+}
+
+/* The connection closes after the first answer, without a word: the two
+ * unanswered puts go again, alone, on a new connection, bodies whole; the
+ * second meets its own blob (its first sending had applied): 409, as a
+ * retried put may. */
+static void test_pipeline__puts_connection_closed_mid_pipeline(void **state)
+{
+	struct px *x = px_new();
+	(void)state;
+
+	x->s.conn[0] = (struct conn_script){.gather = 3, .answers = {CREATED}}; /* then closes */
+	x->s.conn[1] = (struct conn_script){.gather = 1, .answers = {EXISTS, CREATED}, .hold = true};
+	x->s.nconn = 2;
+	px_start(x);
+	put_all(x, 3, 500);
+
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(x->order[i], i);
+	assert_int_equal(x->puts[0].err, 0);
+	assert_int_equal(x->puts[1].err, ECW_ECONFLICT);
+	assert_int_equal(x->puts[2].err, 0);
+	assert_int_equal(x->s.heads_first[0], 3);
+	assert_int_equal(x->s.heads_first[1], 1); /* one at a time */
+	assert_null(body_seen(x, 1, 0, 500));
+	assert_non_null(body_seen(x, 1, 1, 500));
+	assert_non_null(body_seen(x, 1, 2, 500));
+	assert_int_equal(stats(x).requests, 5);
+	assert_int_equal(stats(x).connections, 2);
+	assert_false(ecw_client_pipelining_stopped());
+	px_free(x);
+}
+
+/* The second answer's body is over the put's cap: the exchange stops there
+ * (no byte more is read, the connection closed, nothing big kept), and the
+ * two it left go again alone. */
+static void test_pipeline__puts_oversized_answer_mid_pipeline(void **state)
+{
+	struct px *x = px_new();
+	(void)state;
+
+	x->s.conn[0] = (struct conn_script){.gather = 3, .answers = {CREATED, HUGE, CREATED}, .hold = true};
+	x->s.conn[1] = (struct conn_script){.gather = 1, .answers = {CREATED, CREATED}, .hold = true};
+	x->s.nconn = 2;
+	px_start(x);
+	put_all(x, 3, 300);
+
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(x->order[i], i);
+		assert_int_equal(x->puts[i].err, 0);
+	}
+	assert_int_equal(x->s.heads_first[1], 1);
+	assert_non_null(body_seen(x, 1, 1, 300));
+	assert_non_null(body_seen(x, 1, 2, 300));
+	assert_int_equal(stats(x).requests, 5);
+	assert_int_equal(stats(x).connections, 2);
+	assert_false(ecw_client_pipelining_stopped());
+	px_free(x);
+}
+
+/* Bodies are bounded in a write: of three puts of 100 KiB the first two
+ * fill ECW_HTTP_PIPELINE_BODY_MAX's 256 KiB as far as they may, and the
+ * third goes after their answers. */
+static void test_pipeline__puts_split_at_the_bodies_bound(void **state)
+{
+	struct px *x = px_new();
+	(void)state;
+
+	x->s.conn[0] =
+	    (struct conn_script){.gather = 2, .answers = {CREATED, CREATED, CREATED}, .hold = true};
+	x->s.nconn = 1;
+	px_start(x);
+	put_all(x, 3, 100 * 1024);
+
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(x->puts[i].err, 0);
+		assert_non_null(body_seen(x, 0, i, 100 * 1024));
+	}
+	assert_int_equal(x->s.heads_first[0], 2);
+	assert_int_equal(x->s.most_waiting[0], 1);
+	assert_int_equal(stats(x).connections, 1);
 	px_free(x);
 }
 
@@ -532,6 +699,10 @@ int main(void)
 	    cmocka_unit_test(test_pipeline__turned_off_sends_each_alone),
 	    cmocka_unit_test(test_pipeline__refuses_what_may_not_be_pipelined),
 	    cmocka_unit_test(test_pipeline__refused_sas_replaced_sends_them_again),
+	    cmocka_unit_test(test_pipeline__puts_with_bodies_in_one_write),
+	    cmocka_unit_test(test_pipeline__puts_connection_closed_mid_pipeline),
+	    cmocka_unit_test(test_pipeline__puts_oversized_answer_mid_pipeline),
+	    cmocka_unit_test(test_pipeline__puts_split_at_the_bodies_bound),
 	    /* Last: it stops pipelining for the whole process. */
 	    cmocka_unit_test(test_pipeline__unanswered_after_an_answer_stops_pipelining),
 	};

@@ -343,34 +343,104 @@ static int put_send(char **etag_out, struct ecw_client *c, struct ecw_request *r
 	return err;
 }
 
+/* A Put Blob request for name (opts NULL: none), its body data (borrowed:
+ * it must outlive r). */
+static int put_request(struct ecw_request *r, struct ecw_client *c, const char *container, const char *name,
+		       const void *data, size_t len, const struct ecw_blob_put_options *opts)
+{
+	static const struct ecw_blob_put_options none = {0};
+	int err;
+
+	if (!opts)
+		opts = &none;
+	if ((err = blob_request(r, c, "blob.put", "PUT", container, name)) < 0)
+		return err;
+	if (len > ECW_BLOB_PUT_MAX)
+		return ecw_error_set(ECW_ETOOLARGE, "blob: %zu bytes to put, at most %zu in one request", len,
+				     ECW_BLOB_PUT_MAX);
+	if ((err = put_options(r, opts)) < 0 ||
+	    (err = ecw_request_set_header(r, "x-ms-blob-type", "BlockBlob")) < 0)
+		return err;
+	r->content_type = opts->content_type ? opts->content_type : "application/octet-stream";
+	r->body = data ? data : "";
+	r->body_len = len;
+	return 0;
+}
+
 int ecw_blob_put(char **etag_out, struct ecw_client *c, const char *container, const char *name,
 		 const void *data, size_t len, const struct ecw_blob_put_options *opts)
 {
-	static const struct ecw_blob_put_options none = {0};
 	struct ecw_request r;
 	int err;
 
 	if (etag_out)
 		*etag_out = NULL;
-	if (!opts)
-		opts = &none;
-	if ((err = blob_request(&r, c, "blob.put", "PUT", container, name)) < 0)
-		goto done;
-	if (len > ECW_BLOB_PUT_MAX) {
-		err = ecw_error_set(ECW_ETOOLARGE, "blob: %zu bytes to put, at most %zu in one request", len,
-				    ECW_BLOB_PUT_MAX);
-		goto done;
-	}
-	if ((err = put_options(&r, opts)) < 0 ||
-	    (err = ecw_request_set_header(&r, "x-ms-blob-type", "BlockBlob")) < 0)
-		goto done;
-	r.content_type = opts->content_type ? opts->content_type : "application/octet-stream";
-	r.body = data ? data : "";
-	r.body_len = len;
-	err = put_send(etag_out, c, &r);
-done:
+	if ((err = put_request(&r, c, container, name, data, len, opts)) == 0)
+		err = put_send(etag_out, c, &r);
 	ecw_request_dispose(&r);
 	return err;
+}
+
+struct put_many {
+	struct ecw_blob_put_item *items;
+	const size_t *item_of; /* the item of each request sent */
+	ecw_blob_put_fn done;
+	void *payload;
+};
+
+static void put_one_done(void *payload, size_t j, int err)
+{
+	struct put_many *pm = payload;
+	size_t i = pm->item_of[j];
+
+	pm->items[i].err = err;
+	pm->done(pm->payload, i);
+}
+
+void ecw_blob_put_many(struct ecw_client *c, const char *container, struct ecw_blob_put_item *items, size_t n,
+		       ecw_blob_put_fn done, void *payload)
+{
+	size_t cap = n ? n : 1, k = 0;
+	struct ecw_request *rs = calloc(cap, sizeof(*rs)), **rp = calloc(cap, sizeof(*rp));
+	struct ecw_response *resps = calloc(cap, sizeof(*resps));
+	size_t *item_of = calloc(cap, sizeof(*item_of));
+	struct put_many pm = {items, item_of, done, payload};
+
+	if (!rs || !rp || !resps || !item_of) {
+		/* No room to pipeline: one at a time. */
+		for (size_t i = 0; i < n; i++) {
+			items[i].err = ecw_blob_put(NULL, c, container, items[i].name, items[i].data,
+						    items[i].len, items[i].opts);
+			done(payload, i);
+		}
+		goto done;
+	}
+	/* A put that cannot be made (a bad name, condition or metadata) is
+	 * told at once; the rest go together, in their order. */
+	for (size_t i = 0; i < n; i++) {
+		int err = put_request(&rs[k], c, container, items[i].name, items[i].data, items[i].len,
+				      items[i].opts);
+		if (err < 0) {
+			ecw_request_dispose(&rs[k]);
+			items[i].err = err;
+			done(payload, i);
+			continue;
+		}
+		ecw_response_init(&resps[k]);
+		item_of[k] = i;
+		rp[k] = &rs[k];
+		k++;
+	}
+	ecw_client_send_pipelined(c, rp, resps, k, put_one_done, &pm);
+	for (size_t j = 0; j < k; j++) {
+		ecw_request_dispose(&rs[j]);
+		ecw_response_dispose(&resps[j]);
+	}
+done:
+	free(rs);
+	free(rp);
+	free(resps);
+	free(item_of);
 }
 
 /* Ends a get: on success (err 0) the answer's body becomes out's (a blob is

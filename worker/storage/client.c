@@ -880,10 +880,16 @@ static void chunk_done(void *payload, size_t i, int err)
 void ecw_client_send_pipelined(struct ecw_client *c, struct ecw_request **rs, struct ecw_response *resps,
 			       size_t n, ecw_client_done_fn done, void *payload)
 {
-	for (size_t base = 0; base < n; base += ECW_HTTP_PIPELINE_MAX) {
+	for (size_t base = 0, k; base < n; base += k) {
 		struct chunk_done cd = {done, payload, base};
-		size_t k = n - base < ECW_HTTP_PIPELINE_MAX ? n - base : ECW_HTTP_PIPELINE_MAX;
+		size_t bodies = rs[base]->body_len;
 
+		/* At most ECW_HTTP_PIPELINE_MAX requests and their bodies'
+		 * bound in a write; a body over it goes alone. */
+		for (k = 1; base + k < n && k < ECW_HTTP_PIPELINE_MAX &&
+			    bodies + rs[base + k]->body_len <= ECW_HTTP_PIPELINE_BODY_MAX;
+		     k++)
+			bodies += rs[base + k]->body_len;
 		send_pipelined_chunk(c, rs + base, resps + base, k, chunk_done, &cd);
 	}
 }

@@ -32,14 +32,16 @@ int ecw_client_send(struct ecw_response *resp, struct ecw_client *c, struct ecw_
 typedef void (*ecw_client_done_fn)(void *payload, size_t i, int err);
 /* Sends the n requests as ecw_client_send sends each, but pipelined on one
  * connection (ecw_http_send_pipelined), at most ECW_HTTP_PIPELINE_MAX in a
- * write, when the client can: http.c's transport, more than one request,
+ * write and ECW_HTTP_PIPELINE_BODY_MAX bytes of bodies (one over it goes
+ * alone), when the client can: http.c's transport, more than one request,
  * pipelining neither turned off (no_pipelining) nor stopped. Each request
- * must be idempotent, without a body and to the same service. A request
- * left without its answer (the connection closed or broke), or answered
- * with a failure worth another try, is sent again alone with
- * ecw_client_send's whole retry policy; as with any retry of a lost answer,
- * it may then meet what its first sending did (a delete: 404). done is
- * called once for each, in order; resps (n of them) are the caller's. */
+ * must be idempotent (a PUT, a DELETE, a GET: never a POST), not a HEAD and
+ * to the same service. A request left without its answer (the connection
+ * closed or broke), or answered with a failure worth another try, is sent
+ * again alone with ecw_client_send's whole retry policy; as with any retry
+ * of a lost answer, it may then meet what its first sending did (a delete:
+ * 404; a put If-None-Match "*": 409). done is called once for each, in
+ * order; resps (n of them) are the caller's. */
 void ecw_client_send_pipelined(struct ecw_client *c, struct ecw_request **rs, struct ecw_response *resps,
 			       size_t n, ecw_client_done_fn done, void *payload);
 const struct ecw_account *ecw_client_account(const struct ecw_client *c);

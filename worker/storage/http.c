@@ -12,10 +12,11 @@
  * answers skipped, no body for HEAD, 204 and 304, a body up to the close
  * when neither length is given, and "Connection: close" honoured.
  *
- * Requests without a body to one origin can also go pipelined (RFC 9112
- * section 9.3.2, ecw_http_send_pipelined): written back to back in one
- * write and their answers read in order, each as a lone one is read; what
- * came past one answer stays in the connection's input buffer for the next.
+ * Requests to one origin can also go pipelined (RFC 9112 section 9.3.2,
+ * ecw_http_send_pipelined): written back to back in one write, bodies and
+ * all (a bounded sum of them), and their answers read in order, each as a
+ * lone one is read; what came past one answer stays in the connection's
+ * input buffer for the next.
  *
  * The connections themselves (TCP, TLS, the reads and writes by a deadline)
  * are http_conn.c's, and reading an answer is http_answer.c's; this file is
@@ -313,11 +314,89 @@ int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url
 	}
 }
 
+/* Where request i's head ends in h->head, and its body: the iovecs of a
+ * pipelined write. Over TLS a body of ordinary size joins the heads (one
+ * record and one call for them all); on plain TCP writev takes it where it
+ * is, uncopied. */
+struct piece {
+	size_t head_end;  /* h->head.len after this request's head (and joined body) */
+	const char *body; /* NULL: none, or joined */
+	size_t body_len;
+};
+
+/* Every request line and head, and every body, back to back in one
+ * write, as pieces of h->head and the callers' bodies. */
+static int pipeline_heads(struct ecw_http *h, struct piece *pieces, struct target *t, const char *const *urls,
+			  const struct ecw_request *const *rs, size_t n, char *why, size_t why_len)
+{
+	size_t body_total = 0;
+	int err;
+
+	ecw_buf_reset(&h->head);
+	for (size_t i = 0; i < n; i++) {
+		bool body = ecw_request_has_body(rs[i]);
+		struct target ti;
+
+		if ((err = parse_url(&ti, urls[i], why, why_len)) < 0 ||
+		    (err = check_headers(rs[i], why, why_len)) < 0)
+			return err;
+		if (i == 0)
+			*t = ti;
+		if (strcmp(rs[i]->method, "HEAD") == 0 || ti.origin_len != t->origin_len ||
+		    strncmp(urls[i], urls[0], t->origin_len) != 0) {
+			snprintf(why, why_len, "only requests other than HEAD, to one origin, are pipelined");
+			return ECW_EINVALID;
+		}
+		body_total += body ? rs[i]->body_len : 0;
+		if (body_total > ECW_HTTP_PIPELINE_BODY_MAX) {
+			snprintf(why, why_len, "over %zu bytes of bodies to pipeline",
+				 (size_t)ECW_HTTP_PIPELINE_BODY_MAX);
+			return ECW_EINVALID;
+		}
+		if ((err = write_head(&h->head, &ti, rs[i], body)) < 0) {
+			snprintf(why, why_len, "request headers too large");
+			return err;
+		}
+		pieces[i] = (struct piece){0, NULL, 0};
+		if (body && rs[i]->body_len) {
+			bool joined = ti.tls && rs[i]->body_len <= HTTP_JOIN_MAX &&
+				      rs[i]->body_len <= h->head.max - h->head.len;
+			if (joined && (err = ecw_buf_add(&h->head, rs[i]->body, rs[i]->body_len)) < 0) {
+				snprintf(why, why_len, "out of memory");
+				return err;
+			}
+			if (!joined)
+				pieces[i] = (struct piece){0, rs[i]->body, rs[i]->body_len};
+		}
+		pieces[i].head_end = h->head.len;
+	}
+	return 0;
+}
+
+/* The iovecs of pieces[0..n) over h->head: each run of heads up to a body,
+ * then the body. Returns how many (at most 2n). */
+static int pipeline_iov(struct iovec *iov, const struct ecw_http *h, const struct piece *pieces, size_t n)
+{
+	size_t from = 0;
+	int k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!pieces[i].body && i + 1 < n)
+			continue;
+		iov[k++] = (struct iovec){h->head.ptr + from, pieces[i].head_end - from};
+		from = pieces[i].head_end;
+		if (pieces[i].body)
+			iov[k++] = (struct iovec){(void *)pieces[i].body, pieces[i].body_len};
+	}
+	return k;
+}
+
 int ecw_http_send_pipelined(struct ecw_http *h, struct ecw_response *resps, const char *const *urls,
 			    const struct ecw_request *const *rs, size_t n, size_t *answered, char *why,
 			    size_t why_len)
 {
 	int64_t deadline = now_ms() + h->opts->timeout_ms;
+	struct piece pieces[ECW_HTTP_PIPELINE_MAX];
 	struct target t;
 	struct conn *k;
 	int err;
@@ -328,27 +407,8 @@ int ecw_http_send_pipelined(struct ecw_http *h, struct ecw_response *resps, cons
 		snprintf(why, why_len, "%zu requests to pipeline (1 to %d)", n, ECW_HTTP_PIPELINE_MAX);
 		return ECW_EINVALID;
 	}
-	/* Every request line and head, back to back in one buffer: one write
-	 * (one TLS record, one system call) for them all. */
-	ecw_buf_reset(&h->head);
-	for (size_t i = 0; i < n; i++) {
-		struct target ti;
-
-		if ((err = parse_url(&ti, urls[i], why, why_len)) < 0 ||
-		    (err = check_headers(rs[i], why, why_len)) < 0)
-			return err;
-		if (i == 0)
-			t = ti;
-		if (ecw_request_has_body(rs[i]) || strcmp(rs[i]->method, "HEAD") == 0 ||
-		    ti.origin_len != t.origin_len || strncmp(urls[i], urls[0], t.origin_len) != 0) {
-			snprintf(why, why_len, "only requests without a body, to one origin, are pipelined");
-			return ECW_EINVALID;
-		}
-		if ((err = write_head(&h->head, &ti, rs[i], false)) < 0) {
-			snprintf(why, why_len, "request headers too large");
-			return err;
-		}
-	}
+	if ((err = pipeline_heads(h, pieces, &t, urls, rs, n, why, why_len)) < 0)
+		return err;
 	if (ecw_cancel_is_set(h->opts->cancel)) {
 		snprintf(why, why_len, "the worker is stopping");
 		return ECW_ECANCELED;
@@ -357,14 +417,15 @@ int ecw_http_send_pipelined(struct ecw_http *h, struct ecw_response *resps, cons
 	k = conn_for(h, urls[0], &t);
 	k->used = ++h->uses;
 	for (int attempt = 1;; attempt++) {
-		struct iovec iov = {h->head.ptr, h->head.len};
+		struct iovec iov[2 * ECW_HTTP_PIPELINE_MAX];
+		int niov = pipeline_iov(iov, h, pieces, n);
 		bool reused = k->fd >= 0, none = false, close = false;
 
 		if (!reused && (err = ecw_http_conn_open(h, k, &t, deadline, why, why_len)) < 0)
 			return err;
 		k->in_len = 0;
 		k->sent = false;
-		if (ecw_http_conn_write(h, k, &iov, 1, deadline) < 0) {
+		if (ecw_http_conn_write(h, k, iov, niov, deadline) < 0) {
 			err = write_failed(why, why_len, &none);
 		} else {
 			/* The first answer cannot be there yet; the ones after it

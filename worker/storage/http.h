@@ -37,18 +37,24 @@ size_t ecw_http_buffered(const struct ecw_http *h);
  * ECW_ECANCELED when the options' cancellation was set. */
 int ecw_http_send(struct ecw_http *h, struct ecw_response *resp, const char *url, const struct ecw_request *r,
 		  char *why, size_t why_len) ECW_MUST_USE;
-/* The most requests ecw_http_send_pipelined sends at once. */
+/* The most requests ecw_http_send_pipelined sends at once, and the most
+ * bytes of bodies among them: the answers are read only once all is
+ * written, so what one write may hold is bounded (a server that stops
+ * reading until its answers are taken leaves the rest in the sockets'
+ * buffers). */
 #define ECW_HTTP_PIPELINE_MAX 32
-/* Sends the n requests (1 to ECW_HTTP_PIPELINE_MAX, none with a body, all
- * to one origin: the caller's to guarantee idempotent) on that origin's
- * connection back to back, in one write, and reads their answers in order
- * (HTTP/1.1 pipelining, RFC 9112 section 9.3.2) into resps[0..n), reset by
- * the caller, each as ecw_http_send reads one. *answered: how many got
- * their answer, in order. Returns 0 when all did; else a negative ecw_err
- * with why for the first that did not, and the connection is closed: the
- * unanswered ones are the caller's to send again, one at a time, as the RFC
- * advises. A kept connection found closed before any answer is opened again
- * once, as in ecw_http_send. */
+#define ECW_HTTP_PIPELINE_BODY_MAX ((size_t)256 * 1024)
+/* Sends the n requests (1 to ECW_HTTP_PIPELINE_MAX, none a HEAD, their
+ * bodies ECW_HTTP_PIPELINE_BODY_MAX together at most, all to one origin:
+ * the caller's to guarantee idempotent) on that origin's connection back to
+ * back, in one write, and reads their answers in order (HTTP/1.1
+ * pipelining, RFC 9112 section 9.3.2) into resps[0..n), reset by the
+ * caller, each as ecw_http_send reads one. *answered: how many got their
+ * answer, in order. Returns 0 when all did; else a negative ecw_err with why
+ * for the first that did not, and the connection is closed: the unanswered
+ * ones are the caller's to send again, one at a time, as the RFC advises. A
+ * kept connection found closed before any answer is opened again once, as
+ * in ecw_http_send. */
 int ecw_http_send_pipelined(struct ecw_http *h, struct ecw_response *resps, const char *const *urls,
 			    const struct ecw_request *const *rs, size_t n, size_t *answered, char *why,
 			    size_t why_len) ECW_MUST_USE;
