@@ -60,6 +60,11 @@ static void test_runtime__long_job_keeps_lease(void **state)
 	assert_int_equal(proc_field_int(line, "dequeue_count", -1), 1);
 	ITEST_CHECK(proc_field_int(line, "duration_ms", -1) >= 6000, "duration_ms %lld",
 	            proc_field_int(line, "duration_ms", -1));
+	/* A free job thread took it at once: its wait before the run is no
+	 * part of the run's 6 s. */
+	ITEST_CHECK(proc_field_int(line, "waited_ms", -1) >= 0 &&
+	                proc_field_int(line, "waited_ms", -1) < 2000,
+	            "waited_ms %lld", proc_field_int(line, "waited_ms", -1));
 	ITEST_CHECK(proc_log_count(&log, "lease_renewed", "message_id", id, NULL) >= 3,
 	            "%zu lease renewals over a 6 s job with a 2 s visibility timeout",
 	            proc_log_count(&log, "lease_renewed", "message_id", id, NULL));
