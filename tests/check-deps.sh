@@ -63,6 +63,7 @@ private jobs/move_private.h    jobs/move.c jobs/move_blob.c jobs/move_blob_group
 private jobs/move_blob_private.h jobs/move_blob.c jobs/move_blob_group.c
 private jobs/index_private.h   jobs/index.c jobs/index_audit.c
 private jobs/blob_ref_private.h jobs/blob_ref.c jobs/blob_ref_audit.c
+private jobs/template_private.h jobs/template.c jobs/template_filter.c
 private jobs/export_private.h jobs/export.c jobs/export_run.c jobs/export_io.c jobs/export_audit.c tests/unit/test_export.c
 private jobs/index_list_private.h jobs/index_list.c jobs/index_list_audit.c jobs/index_list_store.c jobs/index_list_combine.c jobs/index_list_tuples.c jobs/index_list_combine_private.h
 private jobs/index_list_combine_private.h jobs/index_list.c jobs/index_list_combine.c
